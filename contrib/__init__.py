@@ -1,0 +1,1 @@
+"""Optional extension plugins shipped with Antler."""

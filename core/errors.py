@@ -1,0 +1,60 @@
+"""The error types Antler raises, one family per stage.
+
+Every error carries a message meant for the person who has to fix the input:
+what is wrong, where it was declared, and what to change. The classes exist so
+callers (and tests) can tell the stages apart without parsing messages.
+"""
+
+from __future__ import annotations
+
+
+class AntlerError(Exception):
+    """Base class of every error Antler raises on purpose."""
+
+
+class ManifestError(AntlerError):
+    """A plugin manifest (YAML or an in-code spec) is malformed."""
+
+
+class DiscoveryError(AntlerError):
+    """A plugin distribution could not be discovered or loaded."""
+
+
+class ResolutionError(AntlerError):
+    """The ordering constraints of one chain cannot be satisfied."""
+
+
+class CycleError(ResolutionError):
+    """The constraints form a cycle; the message prints the whole cycle."""
+
+    def __init__(self, message: str, cycle: list[str]) -> None:
+        super().__init__(message)
+        self.cycle = cycle
+
+
+class UnknownReferenceError(ResolutionError):
+    """A constraint names a plugin or synchronization point nobody declared."""
+
+
+class AdjacencyConflictError(ResolutionError):
+    """Two `immediately_*` constraints (or one and a position) cannot both hold."""
+
+
+class PositionConflictError(ResolutionError):
+    """Two plugins claim `position: first` (or `last`) in the same chain."""
+
+
+class UnmetRequirementError(ResolutionError):
+    """A plugin `requires` another that is unknown or not enabled in the chain."""
+
+
+class ConfigError(AntlerError):
+    """The operator config is invalid; the message names file, line and column."""
+
+
+class ReflectionError(AntlerError):
+    """A `module:attr` path could not be turned into the object it names."""
+
+
+class BuildError(AntlerError):
+    """A plugin's factory failed or produced something that is not a middleware."""

@@ -1,0 +1,366 @@
+"""A sandbox provider that runs commands directly on the host, inside the thread's workspace.
+
+This is the development and test provider. It confines *file operations* to the
+thread's ``user-data`` directory (``..``, outside absolute paths and escaping
+symlinks are refused), but a shell command can do anything the host user can:
+it is not an isolation boundary. Use a container-backed provider when the model
+is not trusted.
+
+Commands see virtual paths: ``/mnt/user-data/...`` in the command string is
+rewritten to the host directory before running, and host paths in the output
+are rewritten back, so the model never learns where the files really live.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import threading
+from pathlib import Path
+from typing import IO
+
+from ..paths import PathEscapeError, ThreadPaths, VirtualPathMapper
+from .provider import (
+    CommandResult,
+    Sandbox,
+    SandboxClosedError,
+    SandboxError,
+    SandboxNotFoundError,
+    SandboxProvider,
+)
+
+__all__ = ["LocalSandbox", "LocalSandboxProvider"]
+
+DEFAULT_TIMEOUT_SECONDS = 60.0
+DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024
+_FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin"
+_READ_CHUNK = 64 * 1024
+# After the shell exits, grandchildren it left in the background may still hold
+# the output pipes open; wait this long for them before killing the group.
+_PIPE_DRAIN_GRACE_SECONDS = 0.5
+
+
+class _CappedReader(threading.Thread):
+    """Drains one pipe, keeping at most ``limit`` bytes and counting the rest.
+
+    The pipe must keep being drained even past the cap, or a chatty command
+    would block on a full pipe and look like a hang.
+    """
+
+    def __init__(self, stream: IO[bytes], limit: int) -> None:
+        super().__init__(daemon=True)
+        self._stream = stream
+        self._limit = limit
+        self._chunks: list[bytes] = []
+        self._kept = 0
+        self.dropped = 0
+
+    def run(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while chunk := self._stream.read1(_READ_CHUNK):  # type: ignore[attr-defined]
+                room = self._limit - self._kept
+                if room > 0:
+                    self._chunks.append(chunk[:room])
+                    self._kept += min(room, len(chunk))
+                self.dropped += max(0, len(chunk) - max(room, 0))
+
+    def text(self) -> str:
+        """The kept output, decoded, with a note when some was dropped."""
+        text = b"".join(self._chunks).decode("utf-8", errors="replace")
+        if self.dropped:
+            text += f"\n[output truncated: {self.dropped} more bytes not shown]"
+        return text
+
+
+class LocalSandbox(Sandbox):
+    """One thread's sandbox on the host. Created by :class:`LocalSandboxProvider`."""
+
+    def __init__(
+        self,
+        sandbox_id: str,
+        thread_paths: ThreadPaths,
+        *,
+        default_timeout: float,
+        max_output_bytes: int,
+        shell: str,
+    ) -> None:
+        self._id = sandbox_id
+        self.thread_paths = thread_paths
+        self.mapper = VirtualPathMapper(thread_paths)
+        self.default_timeout = default_timeout
+        self.max_output_bytes = max_output_bytes
+        self._shell = shell
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen[bytes]] = set()
+        self._closed = False
+        self.in_use = False
+
+    @property
+    def sandbox_id(self) -> str:
+        return self._id
+
+    # -- commands -----------------------------------------------------------------
+
+    def execute_command(self, command: str, timeout: float | None = None) -> CommandResult:
+        self._check_open()
+        limit = self.default_timeout if timeout is None else timeout
+        if limit <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        shell = shutil.which(self._shell)
+        if shell is None:
+            raise SandboxError(
+                f"The local sandbox needs the {self._shell!r} shell, which is not on PATH; "
+                "install it or configure another shell for the provider."
+            )
+        # Directories may have been removed between turns; recreating is cheap.
+        self.thread_paths.ensure_directories()
+
+        process = subprocess.Popen(
+            [shell, "-c", self.mapper.hostify_text(command)],
+            cwd=self.thread_paths.workspace,
+            env=self._environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            # Own process group, so a timeout kills the command's children too.
+            start_new_session=True,
+        )
+        with self._lock:
+            self._running.add(process)
+        try:
+            stdout, stderr, timed_out = self._collect(process, limit)
+        finally:
+            with self._lock:
+                self._running.discard(process)
+
+        err_text = stderr.text()
+        if timed_out:
+            err_text += f"\n[command timed out after {limit:g}s and was killed]"
+        return CommandResult(
+            stdout=self.mapper.virtualize_text(stdout.text()),
+            stderr=self.mapper.virtualize_text(err_text),
+            exit_code=process.returncode if process.returncode is not None else -1,
+            timed_out=timed_out,
+        )
+
+    def _collect(
+        self, process: subprocess.Popen[bytes], limit: float
+    ) -> tuple[_CappedReader, _CappedReader, bool]:
+        """Wait for ``process`` and its output, killing its group past ``limit`` seconds."""
+        assert process.stdout is not None and process.stderr is not None
+        readers = (
+            _CappedReader(process.stdout, self.max_output_bytes),
+            _CappedReader(process.stderr, self.max_output_bytes),
+        )
+        for reader in readers:
+            reader.start()
+        timed_out = False
+        try:
+            process.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(process)
+            process.wait()
+        # The shell is gone, but background children it started may still hold
+        # the pipes open. Give them a moment, then kill the group so the call
+        # returns instead of waiting on a daemon that never closes its output.
+        for reader in readers:
+            reader.join(timeout=_PIPE_DRAIN_GRACE_SECONDS)
+        if any(reader.is_alive() for reader in readers):
+            _kill_group(process)
+            for reader in readers:
+                reader.join(timeout=_PIPE_DRAIN_GRACE_SECONDS)
+        for stream in (process.stdout, process.stderr):
+            with contextlib.suppress(OSError):
+                stream.close()
+        return readers[0], readers[1], timed_out
+
+    def _environment(self) -> dict[str, str]:
+        """A minimal environment: secrets in the harness's env must not reach the model."""
+        return {
+            "PATH": os.environ.get("PATH") or _FALLBACK_PATH,
+            "HOME": str(self.thread_paths.workspace),
+            "LANG": os.environ.get("LANG") or "C.UTF-8",
+        }
+
+    # -- files --------------------------------------------------------------------
+
+    def read_file(self, virtual_path: str) -> str:
+        return self.read_bytes(virtual_path).decode("utf-8", errors="replace")
+
+    def read_bytes(self, virtual_path: str) -> bytes:
+        self._check_open()
+        host = self.mapper.to_host(virtual_path)
+        try:
+            # O_NOFOLLOW: a symlink planted after the check above is not followed.
+            fd = os.open(os.path.realpath(host), os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"No such file: {self._shown(virtual_path)}") from None
+        with os.fdopen(fd, "rb") as handle:
+            try:
+                return handle.read()
+            except IsADirectoryError:
+                raise IsADirectoryError(
+                    f"{self._shown(virtual_path)} is a directory; use list_dir to see it."
+                ) from None
+
+    def write_file(self, virtual_path: str, content: str, append: bool = False) -> None:
+        self._check_open()
+        self.thread_paths.ensure_directories()
+        host = self.mapper.to_host(virtual_path)
+        if host.is_dir():
+            raise IsADirectoryError(f"{self._shown(virtual_path)} is a directory, not a file.")
+        host.parent.mkdir(parents=True, exist_ok=True)
+        # Re-check after mkdir: the parents now exist, so any symlink among them
+        # is resolved for real this time.
+        host = self.mapper.to_host(virtual_path)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
+        flags |= os.O_APPEND if append else os.O_TRUNC
+        fd = os.open(os.path.realpath(host), flags, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(content)
+
+    def list_dir(self, virtual_path: str, max_depth: int = 2) -> list[str]:
+        self._check_open()
+        if max_depth < 1:
+            raise ValueError(f"max_depth must be at least 1, got {max_depth}")
+        host = self.mapper.to_host(virtual_path)
+        if not host.is_dir():
+            kind = "does not exist" if not host.exists() else "is not a directory"
+            raise NotADirectoryError(f"{self._shown(virtual_path)} {kind}.")
+        entries: list[str] = []
+        self._walk(host, max_depth, entries)
+        return sorted(entries)
+
+    def _walk(self, directory: Path, depth_left: int, entries: list[str]) -> None:
+        with os.scandir(directory) as scan:
+            for entry in scan:
+                path = Path(entry.path)
+                # Symlinks are listed but never descended into: their target may
+                # be outside the thread's files.
+                is_dir = entry.is_dir(follow_symlinks=False)
+                entries.append(self.mapper.to_virtual(path) + ("/" if is_dir else ""))
+                if is_dir and depth_left > 1:
+                    self._walk(path, depth_left - 1, entries)
+
+    def _shown(self, virtual_path: str) -> str:
+        """How to name a path in an error message without revealing host paths."""
+        try:
+            return self.mapper.to_virtual(self.mapper.to_host(virtual_path))
+        except PathEscapeError:
+            return repr(virtual_path)
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxClosedError(f"Sandbox {self._id!r} has been shut down.")
+
+    def close(self) -> None:
+        """Kill any running commands and refuse further use."""
+        with self._lock:
+            self._closed = True
+            running = list(self._running)
+        for process in running:
+            _kill_group(process)
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """Kill the process group started for ``process`` (the command and its children)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+class LocalSandboxProvider(SandboxProvider):
+    """Hands out one :class:`LocalSandbox` per thread and keeps it for the thread's lifetime.
+
+    Args:
+        default_timeout: seconds a command may run when the caller gives none.
+        max_output_bytes: bytes kept from each of stdout and stderr; the rest is
+            drained and reported as truncated.
+        shell: the shell used to run commands (looked up on ``PATH``).
+    """
+
+    def __init__(
+        self,
+        *,
+        default_timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        shell: str = "bash",
+    ) -> None:
+        if default_timeout <= 0:
+            raise ValueError(f"default_timeout must be positive, got {default_timeout!r}")
+        if max_output_bytes < 1:
+            raise ValueError(f"max_output_bytes must be at least 1, got {max_output_bytes!r}")
+        self.default_timeout = float(default_timeout)
+        self.max_output_bytes = int(max_output_bytes)
+        self.shell = shell
+        self._lock = threading.Lock()
+        self._by_id: dict[str, LocalSandbox] = {}
+        self._id_by_dir: dict[Path, str] = {}
+        self._closed = False
+
+    def acquire(self, thread_paths: ThreadPaths) -> str:
+        with self._lock:
+            if self._closed:
+                raise SandboxClosedError("The local sandbox provider has been shut down.")
+            existing = self._id_by_dir.get(thread_paths.user_data)
+            if existing is not None:
+                sandbox = self._by_id[existing]
+            else:
+                sandbox = LocalSandbox(
+                    self._new_id(thread_paths),
+                    thread_paths,
+                    default_timeout=self.default_timeout,
+                    max_output_bytes=self.max_output_bytes,
+                    shell=self.shell,
+                )
+                self._by_id[sandbox.sandbox_id] = sandbox
+                self._id_by_dir[thread_paths.user_data] = sandbox.sandbox_id
+            sandbox.in_use = True
+        # Acquisition means a tool is about to run: this is the lazy moment.
+        thread_paths.ensure_directories()
+        return sandbox.sandbox_id
+
+    def _new_id(self, thread_paths: ThreadPaths) -> str:
+        # Ids never contain '/', so "user/thread" is unambiguous. A second base
+        # directory with the same user and thread gets a numbered suffix.
+        candidate = f"local:{thread_paths.user_id}/{thread_paths.thread_id}"
+        sandbox_id, n = candidate, 1
+        while sandbox_id in self._by_id:
+            n += 1
+            sandbox_id = f"{candidate}#{n}"
+        return sandbox_id
+
+    def get(self, sandbox_id: str) -> LocalSandbox:
+        with self._lock:
+            sandbox = self._by_id.get(sandbox_id)
+            if sandbox is None:
+                raise SandboxNotFoundError(self._not_found(sandbox_id))
+            return sandbox
+
+    def release(self, sandbox_id: str) -> None:
+        with self._lock:
+            sandbox = self._by_id.get(sandbox_id)
+            if sandbox is None:
+                raise SandboxNotFoundError(self._not_found(sandbox_id))
+            sandbox.in_use = False
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._closed = True
+            sandboxes = list(self._by_id.values())
+            self._by_id.clear()
+            self._id_by_dir.clear()
+        for sandbox in sandboxes:
+            sandbox.close()
+
+    def _not_found(self, sandbox_id: str) -> str:
+        state = "has been shut down" if self._closed else "has no such sandbox"
+        return (
+            f"The local sandbox provider {state}: {sandbox_id!r}. Acquire a sandbox for the "
+            "thread first and use the id acquire() returned."
+        )

@@ -1,0 +1,266 @@
+"""The declarative description of one plugin: what it is, where it goes, when it runs.
+
+A `PluginSpec` is what a manifest entry parses into, for built-ins and third
+parties alike. The resolver reads only specs, never middleware classes, which is
+why a disabled plugin's module never has to be imported.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+API_VERSION = 1
+"""The manifest format this Antler understands. Bumped on incompatible change."""
+
+CHAIN_NAMES = ("lead", "subagent")
+"""The chains one plugin set composes. A spec may name only these."""
+
+HOOK_NAMES = (
+    "before_agent",
+    "before_model",
+    "wrap_model_call",
+    "after_model",
+    "wrap_tool_call",
+    "after_agent",
+)
+"""LangChain middleware hooks, in the order one turn first reaches them."""
+
+POINT_PREFIX = "@"
+"""References starting with this name a synchronization point, not a plugin."""
+
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+_TARGET_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+Hook = Literal[
+    "before_agent", "before_model", "wrap_model_call", "after_model", "wrap_tool_call",
+    "after_agent",
+]
+Chain = Literal["lead", "subagent"]
+Enablement = Literal["always", "on", "off"]
+RuntimeCondition = Literal["plan_mode", "supports_vision", "subagents_enabled"]
+
+
+def check_plugin_name(value: str) -> str:
+    if not _NAME_RE.match(value):
+        raise ValueError(
+            f"plugin name {value!r} must be snake_case: a lowercase letter, then lowercase "
+            "letters, digits or underscores"
+        )
+    return value
+
+
+def check_target(value: str, what: str) -> str:
+    if not _TARGET_RE.match(value):
+        raise ValueError(
+            f"{what} {value!r} must be 'module.path:attribute' (for example "
+            "'my_package.middleware:MyMiddleware')"
+        )
+    return value
+
+
+class Provenance(BaseModel):
+    """Where a spec (or one of its constraints) was declared, for error messages."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: str = "<code>"
+    line: int | None = None
+    distribution: str | None = None
+    version: str | None = None
+    entry_point: str | None = None
+
+    def __str__(self) -> str:
+        where = self.source if self.line is None else f"{self.source}:{self.line}"
+        if self.distribution:
+            dist = self.distribution + (f" {self.version}" if self.version else "")
+            where += f" (distribution {dist}"
+            if self.entry_point:
+                where += f", entry point {self.entry_point!r}"
+            where += ")"
+        return where
+
+
+class Ordering(BaseModel):
+    """Ordering constraints of one plugin, all expressed by name, never by index.
+
+    List order is LangChain's: `before_*` hooks run in list order, `after_*`
+    hooks in reverse list order, and the first `wrap_*` middleware is the
+    outermost wrapper. The hook-level fields (`outer_of`, `after_model_before`,
+    ...) let a plugin state what it means and leave the inversion to the
+    resolver.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    after: list[str] = Field(default_factory=list, description="Come later in the list than these.")
+    before: list[str] = Field(default_factory=list, description="Come earlier than these.")
+    requires: list[str] = Field(
+        default_factory=list, description="These plugins must be enabled in the same chain."
+    )
+    immediately_after: str | None = Field(None, description="Sit directly after this plugin.")
+    immediately_before: str | None = Field(None, description="Sit directly before this plugin.")
+    position: Literal["first", "last"] | None = Field(None, description="First or last of all.")
+    slot: str | None = Field(
+        None, description="A named slot between two synchronization points (e.g. 'extensions')."
+    )
+    outer_of: list[str] = Field(
+        default_factory=list, description="Wrap hooks: this plugin's wrapper encloses theirs."
+    )
+    inner_of: list[str] = Field(
+        default_factory=list, description="Wrap hooks: their wrapper encloses this plugin's."
+    )
+    after_model_before: list[str] = Field(
+        default_factory=list, description="This plugin's after_model runs before theirs."
+    )
+    after_model_after: list[str] = Field(
+        default_factory=list, description="This plugin's after_model runs after theirs."
+    )
+
+    @field_validator("after", "before", "requires", "outer_of", "inner_of",
+                     "after_model_before", "after_model_after", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    def is_empty(self) -> bool:
+        return not any(getattr(self, field) for field in type(self).model_fields)
+
+    def merged(self, override: Ordering) -> Ordering:
+        """This ordering with every field that `override` sets replaced."""
+        return self.model_copy(
+            update={field: getattr(override, field) for field in override.model_fields_set}
+        )
+
+
+class ChainOverride(BaseModel):
+    """Per-chain differences: ordering fields set here replace the base ones."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    order: Ordering = Field(default_factory=Ordering)
+
+
+class PluginSpec(BaseModel):
+    """One plugin as its manifest entry declares it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="Unique snake_case name.")
+    factory: str = Field(
+        description="'module:attr' of a callable taking a BuildContext and returning a "
+        "middleware (or an AgentMiddleware subclass constructed the same way)."
+    )
+    summary: str = Field("", description="One line: what the plugin does.")
+    chains: list[Chain] = Field(default_factory=lambda: list(CHAIN_NAMES))
+    order: Ordering = Field(default_factory=Ordering)
+    chain_overrides: dict[Chain, ChainOverride] = Field(default_factory=dict)
+    enabled: Enablement = Field("on", description="always (cannot be disabled), on or off.")
+    always_reason: str | None = Field(
+        None, description="Why an `always` plugin cannot be disabled (shown to operators)."
+    )
+    when: dict[RuntimeCondition, bool] = Field(
+        default_factory=dict, description="Runtime conditions that must hold for it to join."
+    )
+    config_key: str | None = Field(
+        None, description="Top-level section of the operator config (default: the name)."
+    )
+    config_model: str | None = Field(
+        None, description="'module:Model' of the pydantic model validating that section."
+    )
+    hooks: list[Hook] | None = Field(
+        None, description="Hooks the middleware implements; checked against the class at build."
+    )
+    emits_tags: list[str] = Field(
+        default_factory=list, description="Framework tags this plugin writes into messages."
+    )
+    fusable: bool = Field(True, description="May share a fused graph node with its neighbours.")
+    rank: int | None = Field(None, description="Tie-break; defaults to the manifest position.")
+    provenance: Provenance = Field(default_factory=Provenance, exclude=True)
+
+    _check_name = field_validator("name")(classmethod(lambda cls, v: check_plugin_name(v)))
+
+    @field_validator("factory")
+    @classmethod
+    def _check_factory(cls, value: str) -> str:
+        return check_target(value, "factory")
+
+    @field_validator("config_model")
+    @classmethod
+    def _check_config_model(cls, value: str | None) -> str | None:
+        return None if value is None else check_target(value, "config_model")
+
+    @field_validator("chains", mode="before")
+    @classmethod
+    def _chains_one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> PluginSpec:
+        if self.enabled == "always" and self.when:
+            raise ValueError(
+                f"plugin {self.name!r} is 'always' enabled but also has runtime conditions "
+                f"{sorted(self.when)}; use enabled: on with `when` instead"
+            )
+        for chain in self.chain_overrides:
+            if chain not in self.chains:
+                raise ValueError(
+                    f"plugin {self.name!r} overrides chain {chain!r} but does not join it "
+                    f"(chains: {self.chains})"
+                )
+        if not self.chains:
+            raise ValueError(f"plugin {self.name!r} joins no chain; list at least one")
+        return self
+
+    @property
+    def section(self) -> str:
+        """The operator-config section that configures this plugin."""
+        return self.config_key or self.name
+
+    def ordering_for(self, chain: str) -> Ordering:
+        override = self.chain_overrides.get(chain)  # type: ignore[call-overload]
+        return self.order.merged(override.order) if override else self.order
+
+
+class PointSpec(BaseModel):
+    """A named synchronization point: a zero-width node plugins order against.
+
+    Like a systemd target, a point is reached once everything ordered before it
+    has been placed. Referenced as '@name'.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    summary: str = ""
+    after: list[str] = Field(default_factory=list)
+    before: list[str] = Field(default_factory=list)
+    provenance: Provenance = Field(default_factory=Provenance, exclude=True)
+
+    _check_name = field_validator("name")(classmethod(lambda cls, v: check_plugin_name(v)))
+
+    @field_validator("after", "before", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+class SlotSpec(BaseModel):
+    """A named region between two points; `slot: NAME` puts a plugin inside it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    start: str = Field(description="The '@point' the slot begins after.")
+    end: str = Field(description="The '@point' the slot ends before.")
+    summary: str = ""
+    provenance: Provenance = Field(default_factory=Provenance, exclude=True)
+
+    @field_validator("start", "end")
+    @classmethod
+    def _is_point(cls, value: str) -> str:
+        if not value.startswith(POINT_PREFIX):
+            raise ValueError(f"slot boundary {value!r} must name a point, like '@guards_end'")
+        return value

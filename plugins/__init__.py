@@ -1,0 +1,1 @@
+"""Antler's built-in middleware plugins, one sub-package each."""
