@@ -32,6 +32,17 @@ class RuntimeOptions(BaseModel):
         return bool(getattr(self, name))
 
 
+# Well-known service names. Plugins ask for these; `antler.agent` provides the
+# embedded defaults, and an embedding application may pass its own.
+PATHS = "paths"                        # antler.paths.PathLayout
+SANDBOX_PROVIDER = "sandbox_provider"  # antler.sandbox.SandboxProvider
+MODEL = "model"                        # the agent's chat model (BaseChatModel)
+TITLE_MODEL = "title_model"            # lightweight model for titles
+MEMORY_MODEL = "memory_model"          # model that extracts memory facts
+MEMORY_QUEUE = "memory_queue"          # per-thread debounced memory update queue
+SUBAGENT_RUNNER = "subagent_runner"    # callable running one delegated task
+
+
 @dataclass
 class Services:
     """Runtime services handed to plugin factories. Unknown names raise clearly."""

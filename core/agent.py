@@ -1,0 +1,189 @@
+"""Building a runnable agent from a plugin chain: `antler.create_agent`.
+
+This is the one place where the pieces meet: the operator config, the
+resolved chain, the embedded default services (thread paths, a sandbox
+provider, a chat model) and LangChain's `create_agent`. Everything a plugin
+needs arrives through the build context's services, so two agents in one
+process never share state by accident.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .chain import BuiltChain, build_chain
+from .config import OperatorConfig
+from .context import MODEL, PATHS, RuntimeOptions, Services
+from .delegation import make_task_tool
+from .paths import PathLayout, resolve_base
+from .registry import PluginRegistry, discover
+from .runcontext import RunContext
+from .tracing import Tracer, instrument
+
+CHECKPOINT_FILENAME = "checkpoints.sqlite"
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a helpful agent. Files live under /mnt/user-data: uploads/ holds what the user "
+    "uploaded, workspace/ is your scratch space and outputs/ is for deliverables."
+)
+
+
+@dataclass
+class AntlerAgent:
+    """A compiled agent graph plus the chain, services and config that made it."""
+
+    graph: Any
+    chain: BuiltChain
+    services: Services
+    config: OperatorConfig
+    checkpointer: Any = None
+    base_dir: Path | None = None
+    _closers: list[Any] = field(default_factory=list)
+
+    def context(self, thread_id: str, user_id: str = "default", **identity: Any) -> RunContext:
+        return RunContext(thread_id=thread_id, user_id=user_id,
+                          run_id=identity.pop("run_id", None) or uuid.uuid4().hex, **identity)
+
+    def run_config(self, thread_id: str) -> dict[str, Any]:
+        return {"configurable": {"thread_id": thread_id}, "recursion_limit": 100}
+
+    def invoke(self, message: Any, *, thread_id: str, user_id: str = "default",
+               files: Sequence[dict[str, Any]] = (), **identity: Any) -> dict[str, Any]:
+        """Run one turn to completion and return the final state."""
+        return self.graph.invoke(  # type: ignore[no-any-return]
+            self.input(message, files), config=self.run_config(thread_id),
+            context=self.context(thread_id, user_id, **identity),
+        )
+
+    def stream(self, message: Any, *, thread_id: str, user_id: str = "default",
+               files: Sequence[dict[str, Any]] = (), stream_mode: Any = "updates",
+               **identity: Any) -> Iterator[Any]:
+        yield from self.graph.stream(
+            self.input(message, files), config=self.run_config(thread_id),
+            context=self.context(thread_id, user_id, **identity), stream_mode=stream_mode,
+        )
+
+    @staticmethod
+    def input(message: Any, files: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+        from langchain_core.messages import HumanMessage
+
+        if isinstance(message, dict) and "messages" in message:
+            return message
+        if isinstance(message, str):
+            kwargs = {"files": list(files)} if files else {}
+            message = HumanMessage(content=message, additional_kwargs=kwargs)
+        return {"messages": [message]}
+
+    def state(self, thread_id: str) -> dict[str, Any]:
+        return dict(self.graph.get_state(self.run_config(thread_id)).values)
+
+    def close(self) -> None:
+        """Release what the agent holds: sandboxes, database connections."""
+        for closer in reversed(self._closers):
+            closer()
+        self._closers.clear()
+
+    def __enter__(self) -> AntlerAgent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_checkpointer(kind: Any, base_dir: Path) -> tuple[Any, Any]:
+    """(saver, closer) for 'sqlite' (the default), 'memory', None/'none', or a saver."""
+    if kind in (None, "none", False):
+        return None, None
+    if kind == "memory":
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        return InMemorySaver(), None
+    if kind == "sqlite" or isinstance(kind, (str, Path)):
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        path = base_dir / CHECKPOINT_FILENAME if kind == "sqlite" else Path(kind)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(str(path), check_same_thread=False)
+        return SqliteSaver(connection), connection.close
+    return kind, None
+
+
+def create_agent(
+    config: OperatorConfig | None = None,
+    *,
+    chain: str = "lead",
+    model: Any = None,
+    tools: Sequence[Any] = (),
+    checkpointer: Any = "sqlite",
+    runtime: RuntimeOptions | None = None,
+    services: Services | dict[str, Any] | None = None,
+    registry: PluginRegistry | None = None,
+    custom_middlewares: Sequence[Any] = (),
+    system_prompt: str | None = DEFAULT_SYSTEM_PROMPT,
+    base_dir: str | Path | None = None,
+    subagent_model: Any = None,
+    tracer: Tracer | None = None,
+) -> AntlerAgent:
+    """Build `chain` from the installed plugins and compile it into an agent graph.
+
+    `model` is a chat model or an `init_chat_model` string; None means the
+    embedded scripted model. `checkpointer` is 'sqlite' (a file under the base
+    directory, so a thread resumes across processes), 'memory', None, or any
+    LangGraph saver.
+
+    When `runtime.subagents_enabled`, the lead gets the `task` tool, whose
+    subagent is built from the subagent chain of the same plugins, config and
+    services (model: `subagent_model`, else the lead's). A `tracer` records
+    every hook invocation (see `antler.tracing`).
+    """
+    from langchain.agents import create_agent as langchain_create_agent
+
+    from .models import resolve_chat_model
+
+    registry = registry or discover()
+    config = config or OperatorConfig()
+    base = resolve_base(base_dir)
+    if not isinstance(services, Services):
+        services = Services(dict(services or {}))
+    chat_model = resolve_chat_model(model) if not hasattr(model, "invoke") else model
+    services.items.setdefault(MODEL, chat_model)
+    services.items.setdefault(PATHS, PathLayout(base))
+    built = build_chain(config, chain, runtime, services, registry=registry,
+                        custom_middlewares=custom_middlewares)
+    runtime = built.plan.runtime
+    extra_tools = list(tools)
+    if chain == "lead" and runtime.subagents_enabled:
+        def build_subagent() -> Any:
+            sub = create_agent(
+                config, chain="subagent", model=subagent_model or chat_model, tools=tools,
+                checkpointer=None, runtime=runtime.model_copy(update={"subagents_enabled": False}),
+                services=services, registry=registry, system_prompt=system_prompt,
+                base_dir=base, tracer=tracer,
+            )
+            return sub.graph
+
+        extra_tools.append(make_task_tool(build_subagent))
+    saver, close_saver = open_checkpointer(checkpointer, base)
+    middlewares = built.middlewares
+    if tracer is not None:
+        middlewares = instrument(middlewares, tracer)
+    graph = langchain_create_agent(
+        model=chat_model,
+        tools=[*extra_tools, *built.tools],
+        middleware=middlewares,
+        system_prompt=system_prompt,
+        context_schema=RunContext,
+        checkpointer=saver,
+    )
+    agent = AntlerAgent(graph, built, services, config, saver, base)
+    provider = services.items.get("sandbox_provider")
+    if provider is not None:
+        agent._closers.append(provider.shutdown)
+    if close_saver is not None:
+        agent._closers.append(close_saver)
+    return agent

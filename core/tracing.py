@@ -1,0 +1,272 @@
+"""The hook timeline: which middleware ran which hook, what it changed, how long it took.
+
+`antler run --trace` and `antler demo` print it, in the spirit of the per-turn
+timeline of seed 003 section 6.12. Tracing works on the real chain: each
+middleware instance is given a subclass of its own class that overrides
+exactly the hooks the class overrides (LangChain decides which graph nodes to
+create by looking at the class), times the call and summarizes the result.
+A probe placed innermost records the model calls and tool executions
+themselves. Untraced agents pay nothing: instrumentation happens only when a
+tracer is passed.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+_NODE_HOOKS = ("before_agent", "before_model", "after_model", "after_agent")
+_WRAP_HOOKS = ("wrap_model_call", "wrap_tool_call")
+
+
+@dataclass
+class TraceEvent:
+    """One hook invocation (or a model call / tool execution seen by the probe)."""
+
+    seq: int
+    started_ms: float
+    plugin: str
+    hook: str
+    summary: str = ""
+    duration_ms: float = 0.0
+
+
+@dataclass
+class Tracer:
+    """Collects `TraceEvent`s in the order hooks start."""
+
+    events: list[TraceEvent] = field(default_factory=list)
+    _origin: float = field(default_factory=time.perf_counter)
+
+    def start(self, plugin: str, hook: str) -> TraceEvent:
+        event = TraceEvent(len(self.events), (time.perf_counter() - self._origin) * 1000,
+                           plugin, hook)
+        self.events.append(event)
+        return event
+
+    def finish(self, event: TraceEvent, summary: str) -> None:
+        event.summary = summary
+        event.duration_ms = (time.perf_counter() - self._origin) * 1000 - event.started_ms
+
+    def hooks(self) -> list[tuple[str, str]]:
+        """(plugin, hook) pairs in start order, model and tool events excluded."""
+        return [(e.plugin, e.hook) for e in self.events if e.plugin != PROBE_NAME]
+
+    def render(self) -> str:
+        lines = []
+        phase = None
+        for event in self.events:
+            kind = _phase(event)
+            if kind != phase:
+                lines.append(f"[{kind}]")
+                phase = kind
+            if event.plugin == PROBE_NAME:
+                lines.append(f"  ** {event.hook}: {event.summary}  ({event.duration_ms:.1f} ms)")
+            else:
+                lines.append(f"  {event.plugin}.{event.hook:<16} -> {event.summary}  "
+                             f"({event.duration_ms:.1f} ms)")
+        return "\n".join(lines)
+
+
+PROBE_NAME = "trace_probe"
+
+
+def _phase(event: TraceEvent) -> str:
+    if event.plugin == PROBE_NAME:
+        return "model call" if event.hook == "model" else "tool execution"
+    return {"wrap_model_call": "model call", "wrap_tool_call": "tool execution"}.get(
+        event.hook, event.hook)
+
+
+def describe_update(update: Any) -> str:
+    """A short, human summary of what a hook returned."""
+    if update is None:
+        return "no change"
+    if _is_command(update):
+        goto = getattr(update, "goto", None)
+        inner = describe_update(getattr(update, "update", None))
+        return f"Command(goto={goto!r}): {inner}" if goto else f"Command: {inner}"
+    if isinstance(update, dict):
+        parts = []
+        for key, value in update.items():
+            if key == "messages":
+                parts.append("messages " + _describe_messages(value))
+            elif key == "jump_to":
+                parts.append(f"jump_to={value}")
+            else:
+                parts.append(f"set {key}")
+        return ", ".join(parts) or "no change"
+    return type(update).__name__
+
+
+def _describe_messages(messages: Any) -> str:
+    if not isinstance(messages, list):
+        messages = [messages]
+    items = []
+    for message in messages:
+        kind = type(message).__name__
+        if kind == "RemoveMessage":
+            items.append(f"-{getattr(message, 'id', '?')}")
+        else:
+            items.append(f"+{kind}" + (f"({message.name})" if getattr(message, "name", None)
+                                       else ""))
+    return "[" + ", ".join(items) + "]"
+
+
+def _is_command(value: Any) -> bool:
+    return type(value).__name__ == "Command" and hasattr(value, "goto")
+
+
+def _describe_request(before: Any, after: Any) -> str:
+    if after is None:
+        return "short-circuited (handler not called)"
+    changes = []
+    if len(after.messages) != len(before.messages) or any(
+            a is not b for a, b in zip(after.messages, before.messages, strict=False)):
+        changes.append(f"messages {len(before.messages)} -> {len(after.messages)}"
+                       + (" (rewritten)" if len(after.messages) == len(before.messages) else ""))
+    if after.system_message is not before.system_message:
+        changes.append("system prompt changed")
+    if len(after.tools) != len(before.tools):
+        changes.append(f"tools {len(before.tools)} -> {len(after.tools)}")
+    return ", ".join(changes) or "passed through"
+
+
+def _traced_class(cls: type, name: str, tracer: Tracer) -> type:
+    overrides: dict[str, Any] = {"name": property(lambda self: name)}
+    from langchain.agents.middleware import AgentMiddleware
+
+    for hook in (*_NODE_HOOKS, *_WRAP_HOOKS):
+        for variant in (hook, "a" + hook):
+            original = getattr(cls, variant, None)
+            if original is None or original is getattr(AgentMiddleware, variant):
+                continue
+            overrides[variant] = _wrap_hook(original, name, hook, variant != hook,
+                                            tracer)
+    return type(f"Traced{cls.__name__}", (cls,), overrides)
+
+
+def _wrap_hook(original: Callable, name: str, hook: str, is_async: bool,
+               tracer: Tracer) -> Callable:
+    if hook in _NODE_HOOKS:
+        if is_async:
+            async def anode(self: Any, state: Any, runtime: Any) -> Any:
+                event = tracer.start(name, hook)
+                result = await original(self, state, runtime)
+                tracer.finish(event, describe_update(result))
+                return result
+            return functools.wraps(original)(anode)
+
+        def node(self: Any, state: Any, runtime: Any) -> Any:
+            event = tracer.start(name, hook)
+            result = original(self, state, runtime)
+            tracer.finish(event, describe_update(result))
+            return result
+        return functools.wraps(original)(node)
+
+    def summarize(request: Any, seen: list[Any], result: Any) -> str:
+        if hook == "wrap_model_call":
+            return _describe_request(request, seen[0] if seen else None)
+        tool = request.tool_call.get("name", "?")
+        if not seen:
+            return f"{tool}: intercepted -> {describe_update(result)}"
+        return f"{tool}: passed through"
+
+    if is_async:
+        async def awrap(self: Any, request: Any, handler: Callable) -> Any:
+            event = tracer.start(name, hook)
+            seen: list[Any] = []
+
+            async def spy(inner: Any) -> Any:
+                seen.append(inner)
+                return await handler(inner)
+            result = await original(self, request, spy)
+            tracer.finish(event, summarize(request, seen, result))
+            return result
+        return functools.wraps(original)(awrap)
+
+    def wrap(self: Any, request: Any, handler: Callable) -> Any:
+        event = tracer.start(name, hook)
+        seen: list[Any] = []
+
+        def spy(inner: Any) -> Any:
+            seen.append(inner)
+            return handler(inner)
+        result = original(self, request, spy)
+        tracer.finish(event, summarize(request, seen, result))
+        return result
+    return functools.wraps(original)(wrap)
+
+
+def instrument(middlewares: list[Any], tracer: Tracer) -> list[Any]:
+    """Traced copies of `middlewares` (same order, same names) plus the innermost probe."""
+    traced = []
+    cache: dict[tuple[type, str], type] = {}
+    for middleware in middlewares:
+        key = (type(middleware), middleware.name)
+        if key not in cache:
+            cache[key] = _traced_class(type(middleware), middleware.name, tracer)
+        clone = copy.copy(middleware)
+        clone.__class__ = cache[key]
+        traced.append(clone)
+    traced.append(_probe(tracer))
+    return traced
+
+
+def _probe(tracer: Tracer) -> Any:
+    from langchain.agents.middleware import AgentMiddleware
+
+    class TraceProbe(AgentMiddleware):
+        """Innermost: records each model call's outcome and each tool's execution."""
+
+        name = PROBE_NAME
+
+        def wrap_model_call(self, request: Any, handler: Callable) -> Any:
+            event = tracer.start(PROBE_NAME, "model")
+            response = handler(request)
+            tracer.finish(event, _describe_response(response))
+            return response
+
+        async def awrap_model_call(self, request: Any, handler: Callable) -> Any:
+            event = tracer.start(PROBE_NAME, "model")
+            response = await handler(request)
+            tracer.finish(event, _describe_response(response))
+            return response
+
+        def wrap_tool_call(self, request: Any, handler: Callable) -> Any:
+            event = tracer.start(PROBE_NAME, "tool " + request.tool_call.get("name", "?"))
+            result = handler(request)
+            tracer.finish(event, _describe_tool_result(result))
+            return result
+
+        async def awrap_tool_call(self, request: Any, handler: Callable) -> Any:
+            event = tracer.start(PROBE_NAME, "tool " + request.tool_call.get("name", "?"))
+            result = await handler(request)
+            tracer.finish(event, _describe_tool_result(result))
+            return result
+
+    return TraceProbe()
+
+
+def _describe_response(response: Any) -> str:
+    messages = getattr(response, "result", None) or []
+    for message in messages:
+        calls = getattr(message, "tool_calls", None)
+        if calls:
+            return "AIMessage calling " + ", ".join(c.get("name", "?") for c in calls)
+        text = str(getattr(message, "content", ""))
+        if text:
+            return f"AIMessage {text[:60]!r}" + ("..." if len(text) > 60 else "")
+    return "AIMessage (empty)"
+
+
+def _describe_tool_result(result: Any) -> str:
+    if _is_command(result):
+        return describe_update(result)
+    content = str(getattr(result, "content", result))
+    status = getattr(result, "status", "success")
+    return f"{status}: {content[:60]!r}" + ("..." if len(content) > 60 else "")
