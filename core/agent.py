@@ -163,7 +163,7 @@ def create_agent(
                 config, chain="subagent", model=subagent_model or chat_model, tools=tools,
                 checkpointer=None, runtime=runtime.model_copy(update={"subagents_enabled": False}),
                 services=services, registry=registry, system_prompt=system_prompt,
-                base_dir=base, tracer=tracer,
+                base_dir=base, tracer=tracer.child("subagent") if tracer else None,
             )
             return sub.graph
 
@@ -171,7 +171,7 @@ def create_agent(
     saver, close_saver = open_checkpointer(checkpointer, base)
     middlewares = built.middlewares
     if tracer is not None:
-        middlewares = instrument(middlewares, tracer)
+        middlewares = instrument(middlewares, tracer, built.names)
     graph = langchain_create_agent(
         model=chat_model,
         tools=[*extra_tools, *built.tools],

@@ -23,7 +23,7 @@ from .registry import PluginRegistry
 from .spec import CHAIN_NAMES, Chain, Ordering, PluginSpec, check_plugin_name
 from .yamlsource import Location, YamlDocument, YamlSyntaxError, load_yaml, load_yaml_file
 
-PLATFORM_SECTIONS = ("chain", "plugins", "extensions")
+PLATFORM_SECTIONS = ("chain", "plugins", "extensions", "models", "storage")
 
 
 class ChainSettings(BaseModel):
@@ -32,6 +32,33 @@ class ChainSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     fuse: bool = Field(True, description="Fuse consecutive node hooks into one graph node.")
+
+
+class ModelsSettings(BaseModel):
+    """`models:` — which chat model the agent uses and what it can do."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    default: str = Field(
+        "scripted", description="An init_chat_model string such as 'openai:gpt-4o', "
+        "'scripted' (the offline model) or 'scripted:path/to/script.yaml'.",
+    )
+    supports_vision: bool = Field(False, description="The model accepts images.")
+    subagent: str | None = Field(None, description="Model for subagents (default: `default`).")
+
+
+class StorageSettings(BaseModel):
+    """`storage:` — where threads, memory and checkpoints live."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_dir: str | None = Field(
+        None, description="Base directory (default: $ANTLER_HOME, else ./.antler)."
+    )
+    checkpointer: str = Field(
+        "sqlite", description="'sqlite' (a file under base_dir), 'memory' or 'none'.",
+        pattern="^(sqlite|memory|none)$",
+    )
 
 
 class PluginLoadSettings(BaseModel):
@@ -91,6 +118,14 @@ class OperatorConfig:
         return self.sections.get("extensions") or ExtensionsSection()  # type: ignore[return-value]
 
     @property
+    def models(self) -> ModelsSettings:
+        return self.sections.get("models") or ModelsSettings()  # type: ignore[return-value]
+
+    @property
+    def storage(self) -> StorageSettings:
+        return self.sections.get("storage") or StorageSettings()  # type: ignore[return-value]
+
+    @property
     def plugin_settings(self) -> dict[str, PluginLoadSettings]:
         section = self.sections.get("plugins")
         return dict(section.root) if section is not None else {}  # type: ignore[attr-defined]
@@ -146,6 +181,8 @@ def schema_model(registry: PluginRegistry) -> type[BaseModel]:
         "chain": (ChainSettings | None, Field(None, description=ChainSettings.__doc__)),
         "extensions": (ExtensionsSection | None,
                        Field(None, description=ExtensionsSection.__doc__)),
+        "models": (ModelsSettings | None, Field(None, description=ModelsSettings.__doc__)),
+        "storage": (StorageSettings | None, Field(None, description=StorageSettings.__doc__)),
         "plugins": (dict[str, PluginLoadSettings] | None,
                     Field(None, description="Per-plugin load settings, by plugin, entry "
                           "point or distribution name.")),

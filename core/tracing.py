@@ -40,11 +40,19 @@ class Tracer:
     """Collects `TraceEvent`s in the order hooks start."""
 
     events: list[TraceEvent] = field(default_factory=list)
+    prefix: str = ""
     _origin: float = field(default_factory=time.perf_counter)
+
+    def child(self, prefix: str) -> Tracer:
+        """A tracer writing into the same timeline with `prefix` on every plugin name.
+
+        Used for subagents, whose hooks run inside the lead's `task` tool call.
+        """
+        return Tracer(self.events, f"{self.prefix}{prefix}:", self._origin)
 
     def start(self, plugin: str, hook: str) -> TraceEvent:
         event = TraceEvent(len(self.events), (time.perf_counter() - self._origin) * 1000,
-                           plugin, hook)
+                           self.prefix + plugin, hook)
         self.events.append(event)
         return event
 
@@ -54,7 +62,7 @@ class Tracer:
 
     def hooks(self) -> list[tuple[str, str]]:
         """(plugin, hook) pairs in start order, model and tool events excluded."""
-        return [(e.plugin, e.hook) for e in self.events if e.plugin != PROBE_NAME]
+        return [(e.plugin, e.hook) for e in self.events if not _is_probe(e)]
 
     def render(self) -> str:
         lines = []
@@ -64,8 +72,10 @@ class Tracer:
             if kind != phase:
                 lines.append(f"[{kind}]")
                 phase = kind
-            if event.plugin == PROBE_NAME:
-                lines.append(f"  ** {event.hook}: {event.summary}  ({event.duration_ms:.1f} ms)")
+            if _is_probe(event):
+                who = event.plugin.rpartition(":")[0]
+                lines.append(f"  ** {who + ' ' if who else ''}{event.hook}: {event.summary}  "
+                             f"({event.duration_ms:.1f} ms)")
             else:
                 lines.append(f"  {event.plugin}.{event.hook:<16} -> {event.summary}  "
                              f"({event.duration_ms:.1f} ms)")
@@ -75,11 +85,18 @@ class Tracer:
 PROBE_NAME = "trace_probe"
 
 
+def _is_probe(event: TraceEvent) -> bool:
+    return event.plugin.rpartition(":")[2] == PROBE_NAME
+
+
 def _phase(event: TraceEvent) -> str:
-    if event.plugin == PROBE_NAME:
-        return "model call" if event.hook == "model" else "tool execution"
-    return {"wrap_model_call": "model call", "wrap_tool_call": "tool execution"}.get(
-        event.hook, event.hook)
+    who, _, plugin = event.plugin.rpartition(":")
+    if plugin == PROBE_NAME:
+        kind = "model call" if event.hook == "model" else "tool execution"
+    else:
+        kind = {"wrap_model_call": "model call", "wrap_tool_call": "tool execution"}.get(
+            event.hook, event.hook)
+    return f"{who} {kind}" if who else kind
 
 
 def describe_update(update: Any) -> str:
@@ -136,7 +153,8 @@ def _describe_request(before: Any, after: Any) -> str:
     return ", ".join(changes) or "passed through"
 
 
-def _traced_class(cls: type, name: str, tracer: Tracer) -> type:
+def _traced_class(cls: type, name: str, label: str, tracer: Tracer) -> type:
+    # `name` keeps LangGraph's node names unchanged; `label` is what the timeline shows.
     overrides: dict[str, Any] = {"name": property(lambda self: name)}
     from langchain.agents.middleware import AgentMiddleware
 
@@ -145,7 +163,7 @@ def _traced_class(cls: type, name: str, tracer: Tracer) -> type:
             original = getattr(cls, variant, None)
             if original is None or original is getattr(AgentMiddleware, variant):
                 continue
-            overrides[variant] = _wrap_hook(original, name, hook, variant != hook,
+            overrides[variant] = _wrap_hook(original, label, hook, variant != hook,
                                             tracer)
     return type(f"Traced{cls.__name__}", (cls,), overrides)
 
@@ -202,14 +220,20 @@ def _wrap_hook(original: Callable, name: str, hook: str, is_async: bool,
     return functools.wraps(original)(wrap)
 
 
-def instrument(middlewares: list[Any], tracer: Tracer) -> list[Any]:
-    """Traced copies of `middlewares` (same order, same names) plus the innermost probe."""
+def instrument(middlewares: list[Any], tracer: Tracer,
+               labels: list[str] | None = None) -> list[Any]:
+    """Traced copies of `middlewares` (same order, same names) plus the innermost probe.
+
+    `labels` (default: each middleware's name) are what the timeline calls them;
+    `create_agent` passes the plugin names.
+    """
     traced = []
-    cache: dict[tuple[type, str], type] = {}
-    for middleware in middlewares:
-        key = (type(middleware), middleware.name)
+    cache: dict[tuple[type, str, str], type] = {}
+    for index, middleware in enumerate(middlewares):
+        label = labels[index] if labels else middleware.name
+        key = (type(middleware), middleware.name, label)
         if key not in cache:
-            cache[key] = _traced_class(type(middleware), middleware.name, tracer)
+            cache[key] = _traced_class(type(middleware), middleware.name, label, tracer)
         clone = copy.copy(middleware)
         clone.__class__ = cache[key]
         traced.append(clone)

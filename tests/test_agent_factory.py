@@ -1,0 +1,143 @@
+"""antler.agent.create_agent: delegation through the subagent chain, tracing, checkpoints.
+
+These tests use a registry with only the platform's points and slots plus the
+plugins each test declares, so they check the factory itself; the built-in
+plugins have their own tests under tests/plugins.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain.agents.middleware import AgentMiddleware
+from langchain.tools import tool
+
+from antler.agent import create_agent
+from antler.config import parse_config
+from antler.context import RuntimeOptions
+from antler.manifest import Manifest, builtin_manifest
+from antler.models import ScriptedChatModel
+from antler.registry import PluginRegistry
+from antler.tracing import Tracer
+
+
+def platform_only() -> PluginRegistry:
+    manifest = builtin_manifest()
+    return PluginRegistry.from_manifests([Manifest(
+        source="platform", points=manifest.points, slots=manifest.slots,
+        default_slot=manifest.default_slot)])
+
+
+class Recorder(AgentMiddleware):
+    """Records the chain it was built for on every model call."""
+
+    seen: list[str] = []
+
+    def __init__(self, label: str = "lead") -> None:
+        super().__init__()
+        self.label = label
+
+    def before_model(self, state: Any, runtime: Any) -> None:
+        Recorder.seen.append(self.label)
+        return None
+
+
+@tool
+def echo(text: str) -> str:
+    """Echo the text back."""
+    return text
+
+
+def test_task_tool_delegates_to_a_subagent_built_from_the_subagent_chain(tmp_path):
+    Recorder.seen = []
+    registry = platform_only()
+    config = parse_config(
+        "extensions:\n  middlewares:\n"
+        "    - {use: 'tests.test_agent_factory:Recorder', name: lead_recorder, chains: [lead],"
+        " config: {label: lead}}\n"
+        "    - {use: 'tests.test_agent_factory:Recorder', name: sub_recorder,"
+        " chains: [subagent], config: {label: subagent}}\n",
+        registry,
+    )
+    lead = ScriptedChatModel([
+        {"content": "", "tool_calls": [
+            {"name": "task", "args": {"description": "d", "prompt": "find the answer"}}]},
+        "the lead's final answer",
+    ])
+    sub = ScriptedChatModel(["forty-two"])
+    with create_agent(config, registry=registry, model=lead, subagent_model=sub,
+                      checkpointer="memory", base_dir=tmp_path,
+                      runtime=RuntimeOptions(subagents_enabled=True)) as agent:
+        state = agent.invoke("go", thread_id="t1")
+    result = [m for m in state["messages"] if getattr(m, "name", None) == "task"]
+    assert result and result[0].content == "forty-two"
+    assert result[0].additional_kwargs["subagent_token_usage"]["output_tokens"] > 0
+    # The subagent saw the prompt as its own user message, not the lead's history.
+    assert [m.content for m in sub.calls[0] if m.type == "human"] == ["find the answer"]
+    # Each chain ran its own recorder: lead twice (two model calls), subagent once.
+    assert Recorder.seen == ["lead", "subagent", "lead"]
+
+
+def test_task_tool_is_bound_only_when_subagents_are_enabled(tmp_path):
+    for enabled in (False, True):
+        model = ScriptedChatModel(["hi"])
+        with create_agent(registry=platform_only(), model=model, tools=[echo],
+                          checkpointer=None, base_dir=tmp_path,
+                          runtime=RuntimeOptions(subagents_enabled=enabled)) as agent:
+            agent.invoke("hello", thread_id="t1")
+        expected = {"echo", "task"} if enabled else {"echo"}
+        assert set(model.requests[0].tool_names) == expected
+
+
+def test_tracer_records_hooks_model_calls_and_tools_in_order(tmp_path):
+    registry = platform_only()
+    config = parse_config(
+        "extensions: {middlewares: ['tests.test_agent_factory:Recorder']}", registry)
+    tracer = Tracer()
+    model = ScriptedChatModel([
+        {"content": "", "tool_calls": [{"name": "echo", "args": {"text": "hi"}}]}, "done"])
+    with create_agent(config, registry=registry, model=model, tools=[echo],
+                      checkpointer=None, base_dir=tmp_path, tracer=tracer) as agent:
+        agent.invoke("hello", thread_id="t1")
+    labels = [(e.plugin, e.hook) for e in tracer.events]
+    assert labels == [
+        ("recorder", "before_model"), ("trace_probe", "model"),
+        ("trace_probe", "tool echo"),
+        ("recorder", "before_model"), ("trace_probe", "model"),
+    ]
+    rendered = tracer.render()
+    assert "AIMessage calling echo" in rendered and "success: 'hi'" in rendered
+
+
+def test_sqlite_checkpoint_resumes_a_thread_in_a_new_agent(tmp_path):
+    registry = platform_only()
+    with create_agent(registry=registry, model=ScriptedChatModel(["first reply"]),
+                      base_dir=tmp_path) as agent:
+        agent.invoke("first", thread_id="t1")
+    assert (tmp_path / "checkpoints.sqlite").exists()
+    model = ScriptedChatModel(["second reply"])
+    with create_agent(registry=registry, model=model, base_dir=tmp_path) as agent:
+        state = agent.invoke("second", thread_id="t1")
+    assert [m.content for m in state["messages"]] == [
+        "first", "first reply", "second", "second reply"]
+    # The second process's model saw the first exchange: the thread resumed.
+    assert [m.content for m in model.calls[0] if m.type != "system"][:2] == [
+        "first", "first reply"]
+
+
+def test_unknown_checkpointer_kind_is_treated_as_a_path(tmp_path):
+    target = tmp_path / "custom.sqlite"
+    with create_agent(registry=platform_only(), model=ScriptedChatModel(["ok"]),
+                      checkpointer=target, base_dir=tmp_path) as agent:
+        agent.invoke("x", thread_id="t1")
+    assert target.exists()
+
+
+@pytest.mark.parametrize("bad", ["../escape", "a/b", ""])
+def test_hostile_thread_ids_are_refused_before_anything_is_written(tmp_path, bad):
+    from antler.paths import PathLayout
+
+    with pytest.raises(ValueError):
+        PathLayout(tmp_path).thread("default", bad)
+    assert not any(tmp_path.iterdir())
