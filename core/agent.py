@@ -16,10 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .chain import BuiltChain, build_chain
+from .chain import BuiltChain, build_chain, select_tools
+from .compiler import (
+    FusionPlan,
+    compile_fusion,
+    expand_fused_updates,
+    stream_modes_for,
+    wants_expansion,
+)
 from .config import OperatorConfig
-from .context import MODEL, PATHS, RuntimeOptions, Services
-from .delegation import make_task_tool
+from .context import MEMORY_QUEUE, MODEL, PATHS, RuntimeOptions, Services
+from .delegation import TASK_TOOL, make_task_tool
 from .paths import PathLayout, resolve_base
 from .registry import PluginRegistry, discover
 from .runcontext import RunContext
@@ -43,6 +50,7 @@ class AntlerAgent:
     config: OperatorConfig
     checkpointer: Any = None
     base_dir: Path | None = None
+    fusion: FusionPlan | None = None
     _closers: list[Any] = field(default_factory=list)
 
     def context(self, thread_id: str, user_id: str = "default", **identity: Any) -> RunContext:
@@ -63,10 +71,16 @@ class AntlerAgent:
     def stream(self, message: Any, *, thread_id: str, user_id: str = "default",
                files: Sequence[dict[str, Any]] = (), stream_mode: Any = "updates",
                **identity: Any) -> Iterator[Any]:
-        yield from self.graph.stream(
+        """Stream one turn; a fused node's `updates` come out as one chunk per plugin hook."""
+        expand = wants_expansion(self.fusion, stream_mode)
+        chunks = self.graph.stream(
             self.input(message, files), config=self.run_config(thread_id),
-            context=self.context(thread_id, user_id, **identity), stream_mode=stream_mode,
+            context=self.context(thread_id, user_id, **identity),
+            stream_mode=stream_modes_for(stream_mode) if expand else stream_mode,
         )
+        if expand and self.fusion is not None:
+            chunks = expand_fused_updates(chunks, self.fusion, stream_mode)
+        yield from chunks
 
     @staticmethod
     def input(message: Any, files: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
@@ -128,6 +142,7 @@ def create_agent(
     base_dir: str | Path | None = None,
     subagent_model: Any = None,
     tracer: Tracer | None = None,
+    fuse: bool | None = None,
 ) -> AntlerAgent:
     """Build `chain` from the installed plugins and compile it into an agent graph.
 
@@ -139,7 +154,9 @@ def create_agent(
     When `runtime.subagents_enabled`, the lead gets the `task` tool, whose
     subagent is built from the subagent chain of the same plugins, config and
     services (model: `subagent_model`, else the lead's). A `tracer` records
-    every hook invocation (see `antler.tracing`).
+    every hook invocation (see `antler.tracing`). `fuse` (None: the config's
+    `chain.fuse`) runs consecutive node hooks of one kind in one graph node
+    (see `antler.compiler`).
     """
     from langchain.agents import create_agent as langchain_create_agent
 
@@ -153,17 +170,22 @@ def create_agent(
     chat_model = resolve_chat_model(model) if not hasattr(model, "invoke") else model
     services.items.setdefault(MODEL, chat_model)
     services.items.setdefault(PATHS, PathLayout(base))
+    provided_queue = services.items.get(MEMORY_QUEUE)
     built = build_chain(config, chain, runtime, services, registry=registry,
                         custom_middlewares=custom_middlewares)
     runtime = built.plan.runtime
     extra_tools = list(tools)
-    if chain == "lead" and runtime.subagents_enabled:
+    # A `task` tool passed by the caller replaces the built-in one: with both, the
+    # model would be offered two tools of one name and the tools node keep the last.
+    caller_task = any(getattr(t, "name", None) == TASK_TOOL for t in tools)
+    if chain == "lead" and runtime.subagents_enabled and not caller_task:
         def build_subagent() -> Any:
             sub = create_agent(
                 config, chain="subagent", model=subagent_model or chat_model, tools=tools,
                 checkpointer=None, runtime=runtime.model_copy(update={"subagents_enabled": False}),
                 services=services, registry=registry, system_prompt=system_prompt,
                 base_dir=base, tracer=tracer.child("subagent") if tracer else None,
+                fuse=fuse,
             )
             return sub.graph
 
@@ -172,18 +194,29 @@ def create_agent(
     middlewares = built.middlewares
     if tracer is not None:
         middlewares = instrument(middlewares, tracer, built.names)
+    fusion = None
+    if config.chain.fuse if fuse is None else fuse:
+        compiled = compile_fusion(middlewares, labels=built.names, unfusable={
+            entry.name for entry in built.entries if not entry.spec.fusable})
+        middlewares, fusion = compiled.middlewares, compiled.plan
     graph = langchain_create_agent(
         model=chat_model,
-        tools=[*extra_tools, *built.tools],
+        tools=select_tools(built, [*extra_tools, *built.tools]),
         middleware=middlewares,
         system_prompt=system_prompt,
         context_schema=RunContext,
         checkpointer=saver,
     )
-    agent = AntlerAgent(graph, built, services, config, saver, base)
+    agent = AntlerAgent(graph, built, services, config, saver, base, fusion=fusion)
     provider = services.items.get("sandbox_provider")
     if provider is not None:
         agent._closers.append(provider.shutdown)
     if close_saver is not None:
         agent._closers.append(close_saver)
+    # A memory queue this build created (the memory plugin does when none was
+    # provided) is flushed and stopped with the agent; a provided one belongs to
+    # whoever provided it.
+    queue = services.items.get(MEMORY_QUEUE)
+    if queue is not None and queue is not provided_queue:
+        agent._closers.append(queue.close)
     return agent

@@ -93,6 +93,8 @@ class BuiltChain:
     plan: ChainPlan
     entries: list[ChainEntry]
     tools: list[Any] = field(default_factory=list)
+    services: Services = field(default_factory=Services)
+    secrets: ChainSecrets = field(default_factory=ChainSecrets)
 
     @property
     def chain(self) -> str:
@@ -203,11 +205,12 @@ def build_chain(
         section = config.section(spec.section)
         if section is None and spec.config_model is not None:
             section = section_model(spec)()
-        context = BuildContext(chain, spec, section, plan.runtime, services, secrets, config)
+        context = BuildContext(chain, spec, section, plan.runtime, services, secrets, config,
+                               plan)
         middleware = _instantiate(spec, plan.builders.get(name), context)
         entries.append(ChainEntry(name, index, spec, middleware, _checked_hooks(spec,
                                                                                  middleware)))
-    built = BuiltChain(plan, entries)
+    built = BuiltChain(plan, entries, services=services, secrets=secrets)
     built.tools = _contributed_tools(built, registry, services, secrets, config)
     registry.plugin_manager.hook.antler_chain_resolved(chain=built)
     return built
@@ -267,6 +270,8 @@ def _instantiate(spec: PluginSpec, builder: Callable[[BuildContext], Any] | None
 
 
 def _custom_specs(custom: Sequence[Any]) -> Iterable[tuple[PluginSpec, Callable, str | None]]:
+    if not custom:
+        return  # planning from specs alone must not pay for importing langchain
     from langchain.agents.middleware import AgentMiddleware
 
     for index, middleware in enumerate(custom):
@@ -341,8 +346,30 @@ def _contributed_tools(built: BuiltChain, registry: PluginRegistry, services: Se
         if spec is None:
             continue
         context = BuildContext(built.chain, spec, config.section(spec.section),
-                               built.plan.runtime, services, secrets, config)
+                               built.plan.runtime, services, secrets, config, built.plan)
         params = inspect.signature(impl.function).parameters
         result = impl.function(context=context) if "context" in params else impl.function()
         tools.extend(result or [])
+    return tools
+
+
+def select_tools(built: BuiltChain, tools: list[Any]) -> list[Any]:
+    """Apply the `antler_select_tools` hooks of the chain's plugins, in chain order."""
+    registry = built.plan.registry
+    impls = {impl.plugin_name: impl
+             for impl in registry.plugin_manager.hook.antler_select_tools.get_hookimpls()}
+    if not impls:
+        return tools
+    services = built.services
+    for entry in built.entries:
+        source = registry.sources.get(entry.name)
+        impl = impls.get(source.entry_point) if source else None
+        if impl is None:
+            continue
+        context = BuildContext(built.chain, entry.spec, built.plan.config.section(
+            entry.spec.section), built.plan.runtime, services, built.secrets,
+            built.plan.config, built.plan)
+        selected = impl.function(context=context, tools=list(tools))
+        if selected is not None:
+            tools = list(selected)
     return tools

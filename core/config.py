@@ -16,10 +16,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from .diagnostics import describe_validation_error
+from .diagnostics import describe_validation_error, did_you_mean
 from .errors import ConfigError, ReflectionError
-from .reflection import resolve_object
-from .registry import PluginRegistry
+from .reflection import resolve_object, split_path
+from .registry import PluginRegistry, canonical_name
 from .spec import CHAIN_NAMES, Chain, Ordering, PluginSpec, check_plugin_name
 from .yamlsource import Location, YamlDocument, YamlSyntaxError, load_yaml, load_yaml_file
 
@@ -252,7 +252,8 @@ def parse_config_document(doc: YamlDocument, registry: PluginRegistry) -> Operat
     if "plugins" in sections:
         sections["plugins"] = _PluginsTable(root=sections["plugins"])
     config = OperatorConfig(source=doc.source, sections=sections, document=doc)
-    problems = _check_toggles(config, registry) + _check_extensions(config)
+    problems = (_check_toggles(config, registry) + _check_plugin_settings(config, registry)
+                + _check_extensions(config))
     for extra in registry.plugin_manager.hook.antler_validate_config(config=config):
         problems.extend(extra or [])
     if problems:
@@ -280,6 +281,18 @@ def _check_toggles(config: OperatorConfig, registry: PluginRegistry) -> list[str
     return problems
 
 
+def _check_plugin_settings(config: OperatorConfig, registry: PluginRegistry) -> list[str]:
+    """`plugins.<name>` must name something installed: a typo must not drop `required`."""
+    known = registry.load_names()
+    canonical = {canonical_name(name) for name in known}
+    return [
+        f"{config.locate('plugins', name)}: plugins.{name}: no installed plugin, entry point "
+        f"or distribution is named {name!r}{did_you_mean(name, known)}; install it, fix the "
+        "name, or remove the entry"
+        for name in config.plugin_settings if canonical_name(name) not in canonical
+    ]
+
+
 def _check_extensions(config: OperatorConfig) -> list[str]:
     problems = []
     seen: dict[str, int] = {}
@@ -288,7 +301,8 @@ def _check_extensions(config: OperatorConfig) -> list[str]:
         where = config.locate("extensions", "middlewares", index)
         try:
             check_plugin_name(name)
-        except ValueError as exc:
+            split_path(entry if isinstance(entry, str) else entry.use)
+        except (ValueError, ReflectionError) as exc:
             problems.append(f"{where}: extensions.middlewares[{index}]: {exc}")
         if name in seen:
             problems.append(

@@ -91,3 +91,10 @@ class BuildContext:
     services: Services
     secrets: ChainSecrets
     operator_config: Any = None
+    plan: Any = None
+    """The `ChainPlan` being built: lets a plugin see the whole resolved chain
+    (for example the framework tags every participant declares it emits)."""
+
+    def chain_specs(self) -> list[PluginSpec]:
+        """Specs of every plugin in this chain, in order (empty outside a build)."""
+        return self.plan.resolution.specs() if self.plan is not None else []

@@ -8,8 +8,9 @@ key when a name is misspelt.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -29,31 +30,93 @@ def dotted(path: Iterable[str | int]) -> str:
     return out or "<root>"
 
 
+def _alternatives(annotation: Any) -> list[Any]:
+    """The members of a Union/Optional (or the annotation itself), Annotated unwrapped."""
+    if get_origin(annotation) is Annotated:
+        return _alternatives(get_args(annotation)[0])
+    if get_origin(annotation) in (Union, UnionType):
+        return [alt for arg in get_args(annotation) for alt in _alternatives(arg)]
+    return [annotation]
+
+
+def _step(annotation: Any, part: str | int) -> list[Any]:
+    """The annotations reached from `annotation` by one path part (field, key or index)."""
+    reached = []
+    for alt in _alternatives(annotation):
+        origin, args = get_origin(alt), get_args(alt)
+        if isinstance(alt, type) and issubclass(alt, BaseModel):
+            field = alt.model_fields.get(part) if isinstance(part, str) else None
+            if field is not None:
+                reached.append(field.annotation)
+        elif origin is not None and isinstance(origin, type) and args:
+            if issubclass(origin, Mapping) and isinstance(part, str):
+                reached.append(args[-1])
+            elif issubclass(origin, Sequence) and isinstance(part, int):
+                reached.append(args[0])
+    return reached
+
+
 def _model_at(model: type[BaseModel] | None, path: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The pydantic model that owns the last key of `path`, for key suggestions."""
-    current: Any = model
+    """The pydantic model that owns the last key of `path`, for key suggestions.
+
+    Walks fields, mapping values (`dict[str, Model]`: the key is a name, not a
+    field) and list items, through Optional and unions.
+    """
+    current: list[Any] = [model] if model is not None else []
     for part in path:
-        if current is None:
-            return None
-        if isinstance(part, int):
-            continue
-        if not (isinstance(current, type) and issubclass(current, BaseModel)):
-            return None
-        field = current.model_fields.get(part)
-        if field is None:
-            return None
-        current = _unwrap_model(field.annotation)
-    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
-
-
-def _unwrap_model(annotation: Any) -> Any:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()) or ():
-        found = _unwrap_model(arg)
-        if found is not None:
-            return found
+        current = [found for annotation in current for found in _step(annotation, part)]
+    for annotation in current:
+        for alt in _alternatives(annotation):
+            if isinstance(alt, type) and issubclass(alt, BaseModel):
+                return alt
     return None
+
+
+_UNWALKED = object()
+
+
+def _clean_loc(loc: tuple[Any, ...], data: Any,
+               error_type: str) -> tuple[tuple[Any, ...], int | None]:
+    """`loc` without pydantic's union member tags, and where the first tag was.
+
+    pydantic puts the member's name ('str', 'ExtensionEntry', 'function-after[...]')
+    into `loc` when a union fails. Walking the document tells keys from tags: a
+    tag is a part the input data does not have at that point (other than the
+    last part of a missing key).
+    """
+    key_error = error_type in ("missing", "extra_forbidden")
+    cleaned: list[Any] = []
+    tag_at: int | None = None
+    current = data
+    for index, part in enumerate(loc):
+        last = index == len(loc) - 1
+        if current is _UNWALKED:
+            if _is_union_tag(part):
+                tag_at = len(cleaned) if tag_at is None else tag_at
+            else:
+                cleaned.append(part)
+            continue
+        in_dict = isinstance(current, dict) and part in current
+        in_list = (isinstance(current, list) and isinstance(part, int)
+                   and not isinstance(part, bool) and 0 <= part < len(current))
+        if in_dict or in_list:
+            cleaned.append(part)
+            current = current[part]
+        elif isinstance(part, str) and not (last and key_error and isinstance(current, dict)):
+            tag_at = len(cleaned) if tag_at is None else tag_at
+        else:
+            cleaned.append(part)
+            current = _UNWALKED
+    return tuple(cleaned), tag_at
+
+
+def _walk(data: Any, path: tuple[Any, ...]) -> Any:
+    for part in path:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return _UNWALKED
+    return data
 
 
 def describe_validation_error(
@@ -63,10 +126,23 @@ def describe_validation_error(
     base: PathKey = (),
     model: type[BaseModel] | None = None,
 ) -> list[str]:
-    """One line per problem: 'file:line:col: key.path: message (did you mean ...)'."""
-    lines = []
-    for error in exc.errors():
-        loc = tuple(part for part in error["loc"] if not _is_union_tag(part))
+    """One line per problem: 'file:line:col: key.path: message (did you mean ...)'.
+
+    When a value may take several shapes (a union) and the input has one of
+    them, only that shape's problems are reported: a mapping entry with a
+    misspelt key is not also told that it "should be a valid string".
+    """
+    data = _walk(doc.data, tuple(base))
+    problems = [(*_clean_loc(tuple(error["loc"]), data, error["type"]), error)
+                for error in exc.errors()]
+    # Union branches the input got into (their errors lie deeper than the union itself).
+    entered = {loc[:tag_at] for loc, tag_at, _ in problems
+               if tag_at is not None and len(loc) > tag_at}
+    lines: list[str] = []
+    shallow: dict[tuple[Any, ...], int] = {}
+    for loc, tag_at, error in problems:
+        if tag_at is not None and len(loc) == tag_at and loc in entered:
+            continue
         full = (*base, *loc)
         where = doc.locate(full)
         message = error["msg"]
@@ -78,6 +154,12 @@ def describe_validation_error(
                 message += f"; valid keys: {', '.join(sorted(owner.model_fields))}"
         elif error["type"] == "missing":
             message = "required key is missing"
+        if tag_at is not None and len(loc) == tag_at:
+            # Every branch of a union failed on the value itself: one line, all shapes.
+            if loc in shallow:
+                lines[shallow[loc]] += f", or {message[0].lower()}{message[1:]}"
+                continue
+            shallow[loc] = len(lines)
         lines.append(f"{where}: {dotted(full)}: {message}")
     return lines
 

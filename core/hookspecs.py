@@ -73,6 +73,18 @@ def antler_tools(context: BuildContext) -> list[Any] | None:
 
 
 @hookspec
+def antler_select_tools(context: BuildContext, tools: list[Any]) -> list[Any] | None:
+    """Narrow the tools an agent is compiled with (return the kept ones, or None).
+
+    Called once per agent build, after every tool is known, for each plugin
+    that takes part in the chain, in chain order; each sees the previous one's
+    selection. An authorization plugin uses it so the model never sees a tool
+    the caller may not use. Tools a middleware registers itself (its `tools`
+    attribute) are added by LangChain afterwards and are not passed here.
+    """
+
+
+@hookspec
 def antler_chain_resolved(chain: BuiltChain) -> None:
     """Observe a resolved and built chain (logging, metrics, policy checks).
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from .errors import AntlerError
 
@@ -104,7 +104,7 @@ def validate_id(kind: str, value: str) -> str:
         raise reject(f"it is {len(value)} characters long, the limit is {MAX_ID_LENGTH}")
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
         raise reject("it contains a NUL or other control character")
-    if value.startswith("/") or PurePosixPath(value).is_absolute():
+    if value.startswith(("/", "\\")):
         raise reject("it is an absolute path")
     if "/" in value or "\\" in value:
         raise reject("it contains a path separator ('/' or '\\')")
@@ -153,9 +153,7 @@ class ThreadPaths:
         validate_id("user id", self.user_id)
         validate_id("thread id", self.thread_id)
         base = Path(self.base).expanduser().absolute()
-        user_data = (
-            base / "users" / self.user_id / "threads" / self.thread_id / USER_DATA_DIRNAME
-        )
+        user_data = base / "users" / self.user_id / "threads" / self.thread_id / USER_DATA_DIRNAME
         # Frozen dataclass: derived fields are set once here and never change.
         object.__setattr__(self, "base", base)
         object.__setattr__(self, "user_data", user_data)
@@ -212,9 +210,7 @@ class PathLayout:
 # of a longer path (`/x/mnt/user-data`) or the head of a longer name
 # (`/mnt/user-data-old`).
 _PATH_CHAR = r"[A-Za-z0-9._\-]"
-_VIRTUAL_IN_TEXT = re.compile(
-    rf"(?<![A-Za-z0-9._\-/]){re.escape(VIRTUAL_ROOT)}(?!{_PATH_CHAR})"
-)
+_VIRTUAL_IN_TEXT = re.compile(rf"(?<![A-Za-z0-9._\-/]){re.escape(VIRTUAL_ROOT)}(?!{_PATH_CHAR})")
 
 
 class VirtualPathMapper:
@@ -273,12 +269,16 @@ class VirtualPathMapper:
     def to_virtual(self, host: str | os.PathLike[str]) -> str:
         """Map a host path inside ``user-data`` back to its ``/mnt/user-data/...`` form.
 
+        Idempotent: a path that is already virtual (say, the ``filename`` of an
+        error a sandbox raised) comes back normalized, so callers need not know
+        which view they hold.
+
         Raises:
             PathEscapeError: if ``host`` is outside the thread's ``user-data``
                 directory and so has no virtual name.
         """
         normalized = Path(os.path.normpath(os.fspath(host)))
-        for root in (self._root, self._resolved_root):
+        for root in (self._root, self._resolved_root, Path(VIRTUAL_ROOT)):
             if _is_within(normalized, root):
                 relative = normalized.relative_to(root).as_posix()
                 return VIRTUAL_ROOT if relative == "." else f"{VIRTUAL_ROOT}/{relative}"

@@ -15,6 +15,7 @@ build in `PluginRegistry.raise_for_required`.
 from __future__ import annotations
 
 import importlib.metadata
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,37 +81,50 @@ class PluginRegistry:
         return registry
 
     def add_manifest(self, manifest: Manifest, source: PluginSource | None) -> list[str]:
+        """Add everything `manifest` declares, or nothing when any of it conflicts."""
+        # Check first, then add: a distribution that fails must not stay half-registered.
+        for items, table, what in ((manifest.points, self.points, "point"),
+                                   (manifest.slots, self.slots, "slot")):
+            seen = dict(table)
+            for item in items:
+                self._check_unique(seen, item, what)
+                seen.setdefault(item.name, item)
+        if manifest.default_slot and self.default_slot not in (None, manifest.default_slot):
+            raise ManifestError(
+                f"{manifest.source} sets default_slot {manifest.default_slot!r}, but "
+                f"another manifest already set {self.default_slot!r}"
+            )
+        pending: dict[str, PluginSpec] = {}
+        for spec in manifest.plugins:
+            self._check_new_spec(spec, pending)
+            pending[spec.name] = spec
         for point in manifest.points:
-            self._add_unique(self.points, point, "point")
+            self.points.setdefault(point.name, point)
         for slot in manifest.slots:
-            self._add_unique(self.slots, slot, "slot")
-        if manifest.default_slot:
-            if self.default_slot not in (None, manifest.default_slot):
-                raise ManifestError(
-                    f"{manifest.source} sets default_slot {manifest.default_slot!r}, but "
-                    f"another manifest already set {self.default_slot!r}"
-                )
-            self.default_slot = manifest.default_slot
+            self.slots.setdefault(slot.name, slot)
+        self.default_slot = manifest.default_slot or self.default_slot
         return [self.add_spec(spec, source) for spec in manifest.plugins]
 
     def add_spec(self, spec: PluginSpec, source: PluginSource | None) -> str:
-        held = self.specs.get(spec.name)
-        if held is not None:
-            raise ManifestError(
-                f"plugin name {spec.name!r} is declared twice: at {held.provenance} and at "
-                f"{spec.provenance}; names must be unique across all installed plugins"
-            )
+        self._check_new_spec(spec)
         self.specs[spec.name] = spec
         if source:
             self.sources[spec.name] = source
         return spec.name
 
+    def _check_new_spec(self, spec: PluginSpec, pending: dict[str, PluginSpec] | None = None,
+                        ) -> None:
+        held = self.specs.get(spec.name) or (pending or {}).get(spec.name)
+        if held is not None:
+            raise ManifestError(
+                f"plugin name {spec.name!r} is declared twice: at {held.provenance} and at "
+                f"{spec.provenance}; names must be unique across all installed plugins"
+            )
+
     @staticmethod
-    def _add_unique(table: dict[str, Any], item: Any, what: str) -> None:
+    def _check_unique(table: dict[str, Any], item: Any, what: str) -> None:
         held = table.get(item.name)
-        if held is None:
-            table[item.name] = item
-        elif held.model_dump() != item.model_dump():
+        if held is not None and held.model_dump() != item.model_dump():
             raise ManifestError(
                 f"{what} {item.name!r} is declared differently at {held.provenance} and at "
                 f"{item.provenance}; declare it once"
@@ -124,17 +138,33 @@ class PluginRegistry:
                 f"no installed plugin is named {name!r}{did_you_mean(name, self.specs)}"
             ) from None
 
+    def load_names(self) -> set[str]:
+        """Every name `plugins.<name>` may use: plugins, entry points, distributions."""
+        names = {*self.specs, *self.entry_point_plugins, BUILTIN_DISTRIBUTION}
+        names.update(name for name, _ in self.plugin_manager.list_name_plugin())
+        for source in self.sources.values():
+            names.update((source.entry_point, source.distribution))
+        for d in self.diagnostics:
+            names.update(n for n in (d.entry_point, d.distribution, d.plugin) if n)
+        return names
+
     def raise_for_required(self, required: Iterable[str] = ()) -> None:
         """Stop when a required distribution, entry point or plugin failed to load."""
-        wanted = set(required)
+        wanted = {canonical_name(name) for name in required}
         fatal = [d for d in self.diagnostics
                  if d.distribution == BUILTIN_DISTRIBUTION
-                 or wanted & {d.distribution, d.entry_point, d.plugin}]
+                 or wanted & {canonical_name(n) for n in (d.distribution, d.entry_point, d.plugin)
+                              if n}]
         if fatal:
             raise DiscoveryError(
                 "required plugins failed to load:\n  " + "\n  ".join(map(str, fatal))
                 + "\nFix or reinstall the distribution, or stop marking it required."
             )
+
+
+def canonical_name(name: str) -> str:
+    """A distribution name as packaging compares them: 'Acme_Antler' == 'acme-antler'."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def new_plugin_manager() -> pluggy.PluginManager:
@@ -197,6 +227,15 @@ def _register(registry: PluginRegistry, source: PluginSource, obj: Any) -> None:
             LoadDiagnostic(source.entry_point, source.distribution, cause, plugin))
 
     manager = registry.plugin_manager
+    # Checked before registering: pluggy accepts an implementation of a hook it has
+    # no spec for (creating a spec-less caller), so a misspelt hook would be ignored.
+    known = sorted(n for n in dir(hookspecs) if n.startswith("antler_"))
+    unknown = [name for name in dir(obj) if name.startswith("antler_")
+               and callable(getattr(obj, name, None)) and name not in known]
+    if unknown:
+        hints = "".join(did_you_mean(name, known) for name in unknown)
+        fail(f"implements unknown hook(s) {unknown}{hints}; known hooks: {', '.join(known)}")
+        return
     try:
         manager.register(obj, name=source.entry_point)
     except ValueError as exc:
@@ -205,14 +244,6 @@ def _register(registry: PluginRegistry, source: PluginSource, obj: Any) -> None:
         return
     except pluggy.PluginValidationError as exc:
         fail(f"its hook implementation is invalid: {exc}")
-        return
-    unknown = [name for name in dir(obj) if name.startswith("antler_")
-               and callable(getattr(obj, name, None))
-               and not hasattr(manager.hook, name)]
-    if unknown:
-        manager.unregister(obj)
-        fail(f"implements unknown hook(s) {unknown}; known hooks: "
-             f"{', '.join(sorted(n for n in dir(manager.hook) if n.startswith('antler_')))}")
         return
     impl = next((i for i in manager.hook.antler_plugin_specs.get_hookimpls()
                  if i.plugin_name == source.entry_point), None)

@@ -40,7 +40,7 @@ _LIST_ORDER_FIELDS: dict[str, tuple[bool, str]] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Constraint:
     """One declared constraint, kept for error messages and `explain`."""
 
@@ -57,7 +57,7 @@ class Constraint:
         return f"{text} [{self.provenance}]"
 
 
-@dataclass
+@dataclass(slots=True)
 class Placement:
     """Where one plugin landed and the constraints that put it there."""
 
@@ -164,11 +164,17 @@ class _Resolver:
 
     def _plugin_edges(self, name: str, spec: PluginSpec, order: Ordering) -> None:
         prov = spec.provenance
+        specs = self.specs
         for kind, (self_first, _) in _LIST_ORDER_FIELDS.items():
             for target in getattr(order, kind):
-                if self._reference(name, kind, target, prov):
+                # Most targets are participating plugins: skip the full check for them.
+                if (target in specs and target != name) or self._reference(name, kind,
+                                                                           target, prov):
                     c = Constraint(name, kind, target, prov)
-                    self._edge(*((name, target) if self_first else (target, name)), c)
+                    if self_first:
+                        self._edge(name, target, c)
+                    else:
+                        self._edge(target, name, c)
         for target in order.requires:
             if target in self.points or target.startswith(POINT_PREFIX):
                 raise UnknownReferenceError(
@@ -247,9 +253,11 @@ class _Resolver:
 
     def _edge(self, first: str, second: str, c: Constraint) -> None:
         self.edges.append((first, second, c))
-        for node in (first, second):
-            if node in self.involved:
-                self.involved[node].append(c)
+        involved = self.involved
+        if first in involved:
+            involved[first].append(c)
+        if second in involved:
+            involved[second].append(c)
 
     def _glue(self, first: str, second: str, c: Constraint) -> None:
         self.glue.append((first, second, c))
@@ -295,7 +303,9 @@ class _Resolver:
         blocks, block_of = self._blocks()
         first, last = self._positions()
         index_in_block = {node: i for block in blocks for i, node in enumerate(block)}
-        succ: list[set[int]] = [set() for _ in blocks]
+        # Parallel edges between two blocks stay in `succ`: each counts once in the
+        # in-degree and is released once, which is cheaper than deduplicating.
+        succ: list[list[int]] = [[] for _ in blocks]
         indeg = [0] * len(blocks)
         pred_example: dict[int, Constraint] = {}
         for a, b, c in self.edges:
@@ -307,10 +317,10 @@ class _Resolver:
                         + "; ".join(g.describe() for g in self._glue_of(blocks[ba]))
                     )
                 continue
-            if bb not in succ[ba]:
-                succ[ba].add(bb)
-                indeg[bb] += 1
-                pred_example.setdefault(bb, c)
+            succ[ba].append(bb)
+            if not indeg[bb]:
+                pred_example[bb] = c
+            indeg[bb] += 1
         first_block = last_block = None
         if first is not None:
             first_block = block_of[first.name]
@@ -341,33 +351,36 @@ class _Resolver:
                     f"must come after it: {culprit.describe()}"
                 )
 
-        def key(block_id: int) -> tuple[int, int, str]:
+        specs = self.specs
+
+        def entry(block_id: int) -> tuple[int, int, str, int]:
+            # Heads are unique, so the heap order never depends on push order.
             head = blocks[block_id][0]
             if block_id == first_block:
-                return (-1, 0, head)
+                return (-1, 0, head, block_id)
             if head in self.points:
-                return (0, 0, head)  # points are reached as soon as they can be
-            return (1, self.specs[head].rank or 0, head)
+                return (0, 0, head, block_id)  # points are reached as soon as they can be
+            return (1, specs[head].rank or 0, head, block_id)
 
-        heap = [(key(b), b) for b in range(len(blocks)) if indeg[b] == 0 and b != last_block]
+        heap = [entry(b) for b in range(len(blocks)) if indeg[b] == 0 and b != last_block]
         heapq.heapify(heap)
         order: list[str] = []
         emitted = 0
         last_ready = last_block is not None and indeg[last_block] == 0
         while heap:
-            _, b = heapq.heappop(heap)
+            b = heapq.heappop(heap)[3]
             emitted += 1
-            order.extend(n for n in blocks[b] if n in self.specs)
-            for s in sorted(succ[b]):
+            order.extend([n for n in blocks[b] if n in specs])
+            for s in succ[b]:
                 indeg[s] -= 1
                 if indeg[s] == 0:
                     if s == last_block:
                         last_ready = True
                     else:
-                        heapq.heappush(heap, (key(s), s))
+                        heapq.heappush(heap, entry(s))
         if last_block is not None and last_ready:
             emitted += 1
-            order.extend(n for n in blocks[last_block] if n in self.specs)
+            order.extend(n for n in blocks[last_block] if n in specs)
         if emitted != len(blocks):
             placed = set(order) | {n for b in range(len(blocks)) if indeg[b] == 0
                                    for n in blocks[b]}

@@ -87,9 +87,20 @@ def _location(source: str, node: yaml.Node) -> Location:
     return Location(source, node.start_mark.line + 1, node.start_mark.column + 1)
 
 
+_PLAIN_COLLECTION_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"}
+
+
 def _convert(
     node: yaml.Node, path: PathKey, doc: YamlDocument, loader: yaml.SafeLoader
 ) -> Any:
+    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and (
+            node.tag not in _PLAIN_COLLECTION_TAGS):
+        # Collections are converted here, not by the loader, so their tags must be
+        # checked here: `!!python/object/apply:os.system [...]` must not pass as a list.
+        raise YamlSyntaxError(
+            f"{_location(doc.source, node)}: the tag {node.tag!r} is not allowed (only plain "
+            "YAML values are allowed)"
+        )
     if isinstance(node, yaml.MappingNode):
         result: dict[Any, Any] = {}
         for key_node, value_node in node.value:

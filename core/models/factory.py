@@ -95,9 +95,7 @@ def package_for_spec(spec: str) -> str | None:
     return _PROVIDER_PACKAGES.get(provider, "langchain-" + provider.replace("_", "-"))
 
 
-def resolve_chat_model(
-    spec: str | BaseChatModel | None, *, script: Any = None
-) -> BaseChatModel:
+def resolve_chat_model(spec: str | BaseChatModel | None, *, script: Any = None) -> BaseChatModel:
     """Return the chat model a config asks for.
 
     * ``None`` or ``"scripted"``: a :class:`ScriptedChatModel` replaying ``script``.
@@ -159,8 +157,7 @@ def _init_provider_model(spec: str) -> BaseChatModel:
             else "Install the LangChain integration package for this provider."
         )
         raise ModelConfigError(
-            f"Model spec {spec!r} failed: its provider package is not installed "
-            f"({error}). {fix}"
+            f"Model spec {spec!r} failed: its provider package is not installed ({error}). {fix}"
         ) from error
     except Exception as error:
         provider = _provider_of(spec)

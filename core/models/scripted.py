@@ -344,7 +344,7 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        turn = self._next_turn(messages)
+        index, turn = self._next_turn(messages)
         if callable(turn) and not isinstance(turn, (TurnSpec, AIMessage)):
             produced = turn(list(messages))
             if inspect.isawaitable(produced):
@@ -355,7 +355,7 @@ class ScriptedChatModel(BaseChatModel):
                     "An async callable turn needs the async API (ainvoke/astream); "
                     "it was called through invoke."
                 )
-            turn = self._coerce_dynamic(produced)
+            turn = self._coerce_dynamic(produced, index)
         return self._result(turn, messages)
 
     async def _agenerate(
@@ -365,18 +365,18 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        turn = self._next_turn(messages)
+        index, turn = self._next_turn(messages)
         if callable(turn) and not isinstance(turn, (TurnSpec, AIMessage)):
             produced = turn(list(messages))
             if inspect.isawaitable(produced):
                 produced = await produced
-            turn = self._coerce_dynamic(produced)
+            turn = self._coerce_dynamic(produced, index)
         return self._result(turn, messages)
 
     # -- replay ----------------------------------------------------------------------
 
-    def _next_turn(self, messages: list[BaseMessage]) -> ScriptTurn:
-        """Record the request and claim the next turn, or raise if there is none."""
+    def _next_turn(self, messages: list[BaseMessage]) -> tuple[int, ScriptTurn]:
+        """Record the request and claim the next turn (with its index), or raise if none is left."""
         state = self._state
         with state.lock:
             state.requests.append(ScriptedRequest(list(messages), self.bound_tools))
@@ -384,11 +384,10 @@ class ScriptedChatModel(BaseChatModel):
             if index >= len(self.script):
                 raise ScriptExhaustedError(self._exhausted_message(messages))
             state.position += 1
-            return self.script[index]
+            return index, self.script[index]
 
-    def _coerce_dynamic(self, produced: Any) -> TurnSpec | AIMessage:
-        """Validate what a callable turn returned; it must be a concrete turn."""
-        index = self._state.position - 1
+    def _coerce_dynamic(self, produced: Any, index: int) -> TurnSpec | AIMessage:
+        """Validate what the callable turn at ``index`` returned; it must be a concrete turn."""
         if callable(produced) and not isinstance(produced, (TurnSpec, AIMessage)):
             raise ScriptError(
                 f"Script turn {index + 1} (index {index}) is a callable that returned another "

@@ -14,15 +14,18 @@ are rewritten back, so the model never learns where the files really live.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import signal
 import subprocess
 import threading
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
-from ..paths import PathEscapeError, ThreadPaths, VirtualPathMapper
+from ..paths import VIRTUAL_ROOT, PathEscapeError, ThreadPaths, VirtualPathMapper
 from .provider import (
     CommandResult,
     Sandbox,
@@ -67,12 +70,9 @@ class _CappedReader(threading.Thread):
                     self._kept += min(room, len(chunk))
                 self.dropped += max(0, len(chunk) - max(room, 0))
 
-    def text(self) -> str:
-        """The kept output, decoded, with a note when some was dropped."""
-        text = b"".join(self._chunks).decode("utf-8", errors="replace")
-        if self.dropped:
-            text += f"\n[output truncated: {self.dropped} more bytes not shown]"
-        return text
+    @property
+    def data(self) -> bytes:
+        return b"".join(self._chunks)
 
 
 class LocalSandbox(Sandbox):
@@ -131,30 +131,65 @@ class LocalSandbox(Sandbox):
         with self._lock:
             self._running.add(process)
         try:
-            stdout, stderr, timed_out = self._collect(process, limit)
+            stdout, stderr, timed_out, reaped = self._collect(process, limit)
         finally:
             with self._lock:
                 self._running.discard(process)
 
-        err_text = stderr.text()
+        notes = [self._present(stderr)] if stderr.data or stderr.dropped else []
+        if reaped:
+            notes.append("[background processes still holding the output open were killed]")
         if timed_out:
-            err_text += f"\n[command timed out after {limit:g}s and was killed]"
+            notes.append(f"[command timed out after {limit:g}s and was killed]")
         return CommandResult(
-            stdout=self.mapper.virtualize_text(stdout.text()),
-            stderr=self.mapper.virtualize_text(err_text),
+            stdout=self._present(stdout),
+            stderr="\n".join(notes),
             exit_code=process.returncode if process.returncode is not None else -1,
             timed_out=timed_out,
         )
 
+    def _present(self, reader: _CappedReader) -> str:
+        """Decode captured output, rewrite host paths to virtual ones, then apply the cap.
+
+        Rewriting happens before the final cut so that the cut can never leave
+        half of a host path behind, where it would no longer be recognised.
+        """
+        text = self.mapper.virtualize_text(reader.data.decode("utf-8", errors="replace"))
+        encoded = text.encode("utf-8")
+        dropped = reader.dropped
+        if len(encoded) > self.max_output_bytes:
+            # Cut on a character boundary: a split multi-byte character is dropped.
+            text = encoded[: self.max_output_bytes].decode("utf-8", errors="ignore")
+            dropped += len(encoded) - len(text.encode("utf-8"))
+        if dropped:
+            text += f"\n[output truncated: {dropped} more bytes not shown]"
+        return text
+
+    def _raw_bytes_to_keep(self) -> int:
+        """How many raw bytes per stream can matter for ``max_output_bytes`` shown bytes.
+
+        Output is cut *after* host paths are rewritten, so the raw capture must
+        hold everything that can shrink into the shown bytes: a shown byte stands
+        for one raw byte, or for up to ``host/virtual`` raw bytes when it is part
+        of a rewritten path; plus one whole host path that straddles the cut, so
+        that it is never cut in half and leaked.
+        """
+        user_data = self.thread_paths.user_data
+        host_root = max(len(os.fsencode(user_data)), len(os.fsencode(os.path.realpath(user_data))))
+        expansion = max(1, math.ceil(host_root / len(VIRTUAL_ROOT)))
+        return self.max_output_bytes * expansion + host_root
+
     def _collect(
         self, process: subprocess.Popen[bytes], limit: float
-    ) -> tuple[_CappedReader, _CappedReader, bool]:
-        """Wait for ``process`` and its output, killing its group past ``limit`` seconds."""
+    ) -> tuple[_CappedReader, _CappedReader, bool, bool]:
+        """Wait for ``process`` and its output, killing its group past ``limit`` seconds.
+
+        Returns both readers, whether the command timed out, and whether
+        background children had to be killed after the shell exited.
+        """
         assert process.stdout is not None and process.stderr is not None
-        readers = (
-            _CappedReader(process.stdout, self.max_output_bytes),
-            _CappedReader(process.stderr, self.max_output_bytes),
-        )
+        keep = self._raw_bytes_to_keep()
+        readers = (_CappedReader(process.stdout, keep), _CappedReader(process.stderr, keep))
         for reader in readers:
             reader.start()
         timed_out = False
@@ -167,16 +202,14 @@ class LocalSandbox(Sandbox):
         # The shell is gone, but background children it started may still hold
         # the pipes open. Give them a moment, then kill the group so the call
         # returns instead of waiting on a daemon that never closes its output.
-        for reader in readers:
-            reader.join(timeout=_PIPE_DRAIN_GRACE_SECONDS)
-        if any(reader.is_alive() for reader in readers):
+        reaped = not _join_all(readers, _PIPE_DRAIN_GRACE_SECONDS)
+        if reaped:
             _kill_group(process)
-            for reader in readers:
-                reader.join(timeout=_PIPE_DRAIN_GRACE_SECONDS)
+            _join_all(readers, _PIPE_DRAIN_GRACE_SECONDS)
         for stream in (process.stdout, process.stderr):
             with contextlib.suppress(OSError):
                 stream.close()
-        return readers[0], readers[1], timed_out
+        return readers[0], readers[1], timed_out, reaped and not timed_out
 
     def _environment(self) -> dict[str, str]:
         """A minimal environment: secrets in the harness's env must not reach the model."""
@@ -194,18 +227,11 @@ class LocalSandbox(Sandbox):
     def read_bytes(self, virtual_path: str) -> bytes:
         self._check_open()
         host = self.mapper.to_host(virtual_path)
-        try:
-            # O_NOFOLLOW: a symlink planted after the check above is not followed.
+        with self._virtual_errors(virtual_path):
+            # O_NOFOLLOW: a symlink swapped in after the check above is not followed.
             fd = os.open(os.path.realpath(host), os.O_RDONLY | os.O_NOFOLLOW)
-        except FileNotFoundError:
-            raise FileNotFoundError(f"No such file: {self._shown(virtual_path)}") from None
-        with os.fdopen(fd, "rb") as handle:
-            try:
+            with os.fdopen(fd, "rb") as handle:
                 return handle.read()
-            except IsADirectoryError:
-                raise IsADirectoryError(
-                    f"{self._shown(virtual_path)} is a directory; use list_dir to see it."
-                ) from None
 
     def write_file(self, virtual_path: str, content: str, append: bool = False) -> None:
         self._check_open()
@@ -213,15 +239,24 @@ class LocalSandbox(Sandbox):
         host = self.mapper.to_host(virtual_path)
         if host.is_dir():
             raise IsADirectoryError(f"{self._shown(virtual_path)} is a directory, not a file.")
-        host.parent.mkdir(parents=True, exist_ok=True)
-        # Re-check after mkdir: the parents now exist, so any symlink among them
-        # is resolved for real this time.
-        host = self.mapper.to_host(virtual_path)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
-        flags |= os.O_APPEND if append else os.O_TRUNC
-        fd = os.open(os.path.realpath(host), flags, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(content)
+        # The nearest existing ancestor must be a directory, or mkdir fails with
+        # a confusing "file exists" about the wrong path.
+        ancestor = next(parent for parent in host.parents if parent.exists())
+        if not ancestor.is_dir():
+            raise NotADirectoryError(
+                f"{self.mapper.to_virtual(ancestor)} is a file, so it cannot contain "
+                f"{self._shown(virtual_path)}."
+            )
+        with self._virtual_errors(virtual_path):
+            host.parent.mkdir(parents=True, exist_ok=True)
+            # Check again now that the parents exist, so that any symlink among
+            # them is resolved for real.
+            host = self.mapper.to_host(virtual_path)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
+            flags |= os.O_APPEND if append else os.O_TRUNC
+            fd = os.open(os.path.realpath(host), flags, 0o644)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(content)
 
     def list_dir(self, virtual_path: str, max_depth: int = 2) -> list[str]:
         self._check_open()
@@ -232,8 +267,22 @@ class LocalSandbox(Sandbox):
             kind = "does not exist" if not host.exists() else "is not a directory"
             raise NotADirectoryError(f"{self._shown(virtual_path)} {kind}.")
         entries: list[str] = []
-        self._walk(host, max_depth, entries)
+        with self._virtual_errors(virtual_path):
+            self._walk(host, max_depth, entries)
         return sorted(entries)
+
+    @contextlib.contextmanager
+    def _virtual_errors(self, virtual_path: str) -> Iterator[None]:
+        """Re-raise OS errors naming the virtual path: their default text names the host path."""
+        try:
+            yield
+        except PathEscapeError:
+            raise
+        except OSError as error:
+            if error.errno is None:
+                raise
+            # OSError(errno, ...) picks the matching subclass (FileNotFoundError...).
+            raise OSError(error.errno, error.strerror, self._shown(virtual_path)) from None
 
     def _walk(self, directory: Path, depth_left: int, entries: list[str]) -> None:
         with os.scandir(directory) as scan:
@@ -268,6 +317,14 @@ class LocalSandbox(Sandbox):
             _kill_group(process)
 
 
+def _join_all(threads: Sequence[threading.Thread], seconds: float) -> bool:
+    """Join ``threads`` within one shared deadline; return whether all finished."""
+    deadline = time.monotonic() + seconds
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    return not any(thread.is_alive() for thread in threads)
+
+
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
     """Kill the process group started for ``process`` (the command and its children)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -279,8 +336,8 @@ class LocalSandboxProvider(SandboxProvider):
 
     Args:
         default_timeout: seconds a command may run when the caller gives none.
-        max_output_bytes: bytes kept from each of stdout and stderr; the rest is
-            drained and reported as truncated.
+        max_output_bytes: bytes shown from each of stdout and stderr (counted after
+            host paths are rewritten); the rest is drained and reported as truncated.
         shell: the shell used to run commands (looked up on ``PATH``).
     """
 

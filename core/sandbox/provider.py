@@ -177,7 +177,7 @@ def load_sandbox_provider(name: str, **kwargs: Any) -> SandboxProvider:
         ) from error
 
     try:
-        manager = DriverManager(
+        manager: DriverManager[Any] = DriverManager(
             namespace=SANDBOX_PROVIDER_GROUP,
             name=name,
             invoke_on_load=True,

@@ -1,5 +1,30 @@
-"""The sandbox plugin: its spec comes from Antler's manifest (see middleware.py)."""
+"""The sandbox plugin: its spec comes from Antler's manifest (see middleware.py).
 
+It also contributes the sandbox tools (bash, ls, read_file, write_file,
+str_replace) through the `antler_tools` hook. Importing this package stays
+cheap: the tool module (and LangChain) is imported only when a chain that
+includes the plugin is built.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from antler.hookspecs import hookimpl
 from antler.manifest import builtin_plugin_hook
 
+if TYPE_CHECKING:
+    from antler.context import BuildContext
+
 antler_plugin_specs = builtin_plugin_hook("sandbox")
+
+
+@hookimpl
+def antler_tools(context: BuildContext) -> list[Any]:
+    """The sandbox tools, sharing the provider the middleware registered in the services."""
+    from .middleware import path_layout, sandbox_config, sandbox_provider
+    from .tools import build_tools
+
+    config = sandbox_config(context.config)
+    provider = sandbox_provider(context.services, config)
+    return build_tools(provider, path_layout(context.services), config)

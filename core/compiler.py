@@ -1,0 +1,805 @@
+"""The chain compiler: consecutive node hooks of one kind run inside one graph node.
+
+LangChain's `create_agent` makes every `before_agent`, `before_model`,
+`after_model` and `after_agent` hook its own graph node, and every node is its
+own LangGraph superstep with its own checkpoint. All node hooks of one kind
+already run back to back (`before_*` in list order, `after_*` in reverse list
+order; wrap hooks create no nodes), so `fuse` runs each such run of hooks inside
+one node with the same result:
+
+* Every member becomes a *proxy*: a subclass of its own class whose fused node
+  hooks are reset to `AgentMiddleware`'s, so `create_agent` makes no node for
+  them. Its wrap hooks, `tools`, `state_schema`, `name` and instance attributes
+  stay exactly as they were (the proxy is a shallow copy of the instance, and
+  the fused node calls the member's hooks on that same proxy).
+* One `FusedHooks` middleware per run of hooks carries the members' hooks. It
+  sits in the list where its first member sat, so the graph order is unchanged.
+* Between members the fused node applies each update to its own view of the
+  state through the channel's real LangGraph channel (so `add_messages` and any
+  reducer a plugin's state schema declares run as in the graph, and
+  `jump_to`, an ephemeral channel, is seen only by the next member). Each
+  member sees the state it would have seen as its own node. The node returns
+  writes whose effect equals the members' updates applied in sequence: every
+  write of a reducer channel in order (collapsed to one `Overwrite` when a
+  member overwrote), the last write of a plain channel, and the last member's
+  write of an ephemeral one.
+* `jump_to`: a member that jumps (writes a destination its hook declares with
+  `@hook_config(can_jump_to=...)`) ends the group there, as the unfused graph
+  skips the remaining nodes; the fused node declares the union of its members'
+  destinations, and LangChain's edge routes the jump.
+
+Fusion boundaries. A member's hook of one kind stands alone (keeps its own
+node) when its manifest entry says `fusable: false` (passed as `unfusable`),
+when its class sets `antler_fusable = False`, or when that hook's code refers to
+a name `interrupt` (LangGraph's `interrupt()`; conservative: a helper that
+interrupts on its behalf is not seen, so declare such plugins unfusable).
+Resuming after an interrupt re-runs the whole node that raised it, so a member
+that can interrupt must not share a node with another member's side effects.
+Members with different LangSmith `trace_policy` values are not fused together.
+In the first `before_model` node (the loop's entry), a member other than the
+first that may jump to `model` splits the first member off, because LangChain
+gives the loop-entry node no edge to itself.
+
+How failure differs from the unfused graph: the fused node is one superstep,
+so when a member raises, the updates of the members before it in the same node
+are not checkpointed separately: the last checkpoint is the one before the
+fused node, and resuming (`invoke(None, config)`) runs the whole node again,
+earlier members included. The state a resumed run ends in is the same when the
+hooks are deterministic given their state (which LangGraph's own retries assume
+too); a hook with outside side effects runs those again. Interrupt-capable
+hooks stand alone for exactly this reason.
+
+Other differences, by construction: LangGraph managed values (such as
+`remaining_steps`) are read once per fused node, and a run takes fewer
+supersteps, so a recursion limit is reached later. A hook that writes a
+resolvable `jump_to` without declaring it is not routed (as in the unfused
+graph), but when its node is fused with members that do declare jumps the
+write is dropped rather than shown to the next node. A hook returning
+`Command(goto=...)` has its `goto` scheduled when the fused node ends.
+
+Observability: the fused node calls each member's own hook methods, so the
+`--trace` timeline (`antler.tracing`, instrumented before fusion) still lists
+every plugin's hook with its own time. Each fused node also reports what each
+member returned on LangGraph's `custom` stream (`{FUSED_EVENT: node, "hooks":
+[...]}`), and `expand_fused_updates` turns the fused node's `updates` chunk back
+into one chunk per member hook, named as the unfused graph names its nodes
+(`AntlerAgent.stream` does this).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import types
+import uuid
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, get_type_hints
+
+if TYPE_CHECKING:
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.runnables import RunnableConfig
+
+NODE_HOOKS = ("before_agent", "before_model", "after_model", "after_agent")
+"""The hooks LangChain turns into graph nodes, in the order one turn reaches them."""
+
+_REVERSED = frozenset({"after_model", "after_agent"})
+_JUMP_KEY = "jump_to"
+_DESTINATIONS = ("model", "tools", "end")
+
+FUSED_EVENT = "antler_fused_node"
+"""Key of the `custom` stream payload a fused node emits with its members' updates."""
+
+UNFUSABLE_ATTRIBUTE = "antler_fusable"
+"""Class attribute; `antler_fusable = False` keeps every node hook of the class alone."""
+
+
+# -- the plan: which hooks share which node ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HookNode:
+    """One graph node of one hook kind after compilation."""
+
+    kind: str
+    node: str
+    members: tuple[str, ...]
+    """Plugin labels in the order their hooks run inside the node."""
+    alone: str = ""
+    """Why a single member stands alone ("" when nothing kept it apart)."""
+
+    @property
+    def fused(self) -> bool:
+        return len(self.members) > 1
+
+
+@dataclass
+class FusionPlan:
+    """Which node hooks were fused into which graph nodes (for `antler chain show`)."""
+
+    nodes: list[HookNode] = field(default_factory=list)
+    enabled: bool = True
+    note: str = ""
+    """Why fusion is off or did not apply, when it is or did not."""
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    @property
+    def fused(self) -> list[HookNode]:
+        return [node for node in self.nodes if node.fused]
+
+    @property
+    def node_count(self) -> int:
+        """Hook nodes in the compiled graph."""
+        return len(self.nodes)
+
+    @property
+    def unfused_node_count(self) -> int:
+        """Hook nodes the graph would have without fusion."""
+        return sum(len(node.members) for node in self.nodes)
+
+    def node_of(self, label: str, kind: str) -> str | None:
+        """The graph node that runs `label`'s `kind` hook."""
+        for node in self.nodes:
+            if node.kind == kind and label in node.members:
+                return node.node
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "enabled": self.enabled, "note": self.note,
+            "hook_nodes": self.node_count, "hook_nodes_unfused": self.unfused_node_count,
+            "nodes": [{"kind": n.kind, "node": n.node, "members": list(n.members),
+                       "fused": n.fused, "alone": n.alone} for n in self.nodes],
+        }
+
+    def render(self) -> str:
+        """A few lines: the fused nodes and the hooks that stand alone, and why."""
+        if not self.enabled:
+            return f"node fusion: off{' (' + self.note + ')' if self.note else ''}"
+        lines = [f"node fusion: {self.unfused_node_count} hook nodes -> {self.node_count}"
+                 + (f" ({self.note})" if self.note else "")]
+        for node in self.nodes:
+            if node.fused:
+                lines.append(f"  {node.node}: {' -> '.join(node.members)}")
+            elif node.alone:
+                lines.append(f"  {node.node}: alone ({node.alone})")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Member:
+    """What planning needs to know about one middleware of the chain."""
+
+    label: str
+    name: str
+    """The middleware's `name` (LangChain's node names are `<name>.<hook>`)."""
+    hooks: frozenset[str]
+    alone: dict[str, str] = field(default_factory=dict)
+    """Hook kind -> why that hook must keep its own node."""
+    can_jump: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    trace_policy: Any = None
+
+
+def plan_members(members: Sequence[Member]) -> list[tuple[str, list[int]]]:
+    """Groups of member indexes, per hook kind in graph order, each group one node.
+
+    A group's indexes are in execution order (`after_*` kinds run in reverse
+    list order).
+    """
+    groups: list[tuple[str, list[int]]] = []
+    for kind in NODE_HOOKS:
+        order = [i for i, member in enumerate(members) if kind in member.hooks]
+        if kind in _REVERSED:
+            order.reverse()
+        kind_groups: list[list[int]] = []
+        run: list[int] = []
+        for index in order:
+            member = members[index]
+            if kind in member.alone:
+                if run:
+                    kind_groups.append(run)
+                kind_groups.append([index])
+                run = []
+                continue
+            if run and members[run[0]].trace_policy != member.trace_policy:
+                kind_groups.append(run)
+                run = []
+            run.append(index)
+        if run:
+            kind_groups.append(run)
+        if kind == "before_model" and kind_groups and len(kind_groups[0]) > 1:
+            # The loop-entry node has no edge to itself, so a later member's jump to
+            # `model` (back to the loop entry) needs the entry to be another node.
+            first = kind_groups[0]
+            if any("model" in members[i].can_jump.get(kind, ()) for i in first[1:]):
+                kind_groups[0:1] = [[first[0]], first[1:]]
+        groups.extend((kind, group) for group in kind_groups)
+    return groups
+
+
+def plan_from_hooks(rows: Iterable[tuple[str, Sequence[str] | None, bool]]) -> FusionPlan:
+    """The fusion plan from declarations alone: (plugin, hooks or None, fusable) rows.
+
+    This is what `antler chain show` can say without importing any middleware;
+    the compiled graph may fuse less (a class attribute, an `interrupt` call or a
+    jump to `model` found at build time keeps a hook alone). Unknown hooks (None)
+    are planned as if the plugin had none.
+    """
+    members = [Member(label=label, name=label, hooks=frozenset(hooks or ()) & set(NODE_HOOKS),
+                      alone={} if fusable else dict.fromkeys(NODE_HOOKS, "fusable: false"))
+               for label, hooks, fusable in rows]
+    groups = plan_members(members)
+    return _plan(members, groups, _fused_names(groups, ()))
+
+
+def _fused_names(groups: list[tuple[str, list[int]]], taken: Collection[str]) -> list[str]:
+    names, number = [], 0
+    for _kind, group in groups:
+        if len(group) < 2:
+            names.append("")
+            continue
+        number += 1
+        name = f"fused_{number}"
+        while name in taken:
+            name += "_"
+        names.append(name)
+    return names
+
+
+def _plan(members: Sequence[Member], groups: list[tuple[str, list[int]]],
+          names: list[str], *, note: str = "") -> FusionPlan:
+    nodes = []
+    for (kind, group), name in zip(groups, names, strict=True):
+        if len(group) > 1:
+            nodes.append(HookNode(kind, f"{name}.{kind}",
+                                  tuple(members[i].label for i in group)))
+        else:
+            member = members[group[0]]
+            nodes.append(HookNode(kind, f"{member.name}.{kind}", (member.label,),
+                                  member.alone.get(kind, "")))
+    return FusionPlan(nodes, note=note)
+
+
+# -- compiling middleware lists ------------------------------------------------------------
+
+
+@dataclass
+class FusedChain:
+    """`fuse`'s full answer: the middleware list for `create_agent` and its plan."""
+
+    middlewares: list[Any]
+    plan: FusionPlan
+
+
+def fuse(middlewares: Sequence[AgentMiddleware], *, labels: Sequence[str] | None = None,
+         unfusable: Collection[str] = (), state_schema: type | None = None,
+         ) -> list[AgentMiddleware]:
+    """The middleware list with consecutive node hooks of one kind fused into one node.
+
+    `labels` name the middlewares for the plan and the stream (default: their
+    `name`; a shorter list leaves the rest to their `name`); `unfusable` holds
+    the labels whose hooks must keep their own nodes (manifest `fusable:
+    false`); `state_schema` is the `state_schema` passed to `create_agent`, if
+    any. The input list and its instances are not changed.
+    """
+    return compile_fusion(middlewares, labels=labels, unfusable=unfusable,
+                          state_schema=state_schema).middlewares
+
+
+def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
+                   labels: Sequence[str] | None = None, unfusable: Collection[str] = (),
+                   state_schema: type | None = None) -> FusedChain:
+    """Like `fuse`, but also return the `FusionPlan`."""
+    from langchain.agents.middleware import AgentMiddleware, AgentState
+
+    middlewares = list(middlewares)
+    members = [_member(m, labels[i] if labels and i < len(labels) else m.name,
+                       unfusable) for i, m in enumerate(middlewares)]
+    groups = plan_members(members)
+    names = _fused_names(groups, {m.name for m in middlewares})
+    channels, problem = _state_channels(middlewares, state_schema or AgentState)
+    if problem:
+        single = [(kind, [i]) for kind, group in groups for i in group]
+        plan = _plan(members, single, [""] * len(single), note=problem)
+        return FusedChain(middlewares, plan)
+    plan = _plan(members, groups, names)
+
+    fused_kinds: dict[int, set[str]] = {}
+    for kind, group in groups:
+        if len(group) > 1:
+            for index in group:
+                fused_kinds.setdefault(index, set()).add(kind)
+    proxies = {index: _proxy(middlewares[index], frozenset(kinds))
+               for index, kinds in fused_kinds.items()}
+    result: list[Any] = [proxies.get(i, m) for i, m in enumerate(middlewares)]
+
+    loop_exit = _first(members, "after_model")
+    inserts: dict[int, list[Any]] = {}
+    for (kind, group), name, node in zip(groups, names, plan.nodes, strict=True):
+        if len(group) < 2:
+            continue
+        steps = [_step(middlewares[i], proxies[i], members[i], kind) for i in group]
+        fused = _fused_middleware(
+            AgentMiddleware, name, kind, steps, channels, plan.token,
+            loop_exit=kind == "after_model" and loop_exit in group, node=node.node)
+        inserts.setdefault(min(group), []).append(fused)
+    ordered: list[Any] = []
+    for index, middleware in enumerate(result):
+        ordered.extend(inserts.get(index, ()))
+        ordered.append(middleware)
+    return FusedChain(ordered, plan)
+
+
+def _first(members: Sequence[Member], kind: str) -> int | None:
+    return next((i for i, m in enumerate(members) if kind in m.hooks), None)
+
+
+def _overrides(cls: type, variant: str) -> bool:
+    from langchain.agents.middleware import AgentMiddleware
+
+    mine = getattr(cls, variant, None)
+    return mine is not None and mine is not getattr(AgentMiddleware, variant)
+
+
+def _member(middleware: Any, label: str, unfusable: Collection[str]) -> Member:
+    cls = type(middleware)
+    hooks = frozenset(kind for kind in NODE_HOOKS
+                      if _overrides(cls, kind) or _overrides(cls, "a" + kind))
+    alone: dict[str, str] = {}
+    can_jump: dict[str, tuple[str, ...]] = {}
+    for kind in hooks:
+        if label in unfusable:
+            alone[kind] = "fusable: false"
+        elif getattr(cls, UNFUSABLE_ATTRIBUTE, True) is False:
+            alone[kind] = f"{UNFUSABLE_ATTRIBUTE} = False"
+        elif any(_mentions_interrupt(getattr(cls, v)) for v in (kind, "a" + kind)
+                 if _overrides(cls, v)):
+            alone[kind] = "may call interrupt()"
+        can_jump[kind] = _declared_jumps(cls, kind)
+    return Member(label, middleware.name, hooks, alone, can_jump,
+                  getattr(middleware, "trace_policy", None))
+
+
+def _declared_jumps(cls: type, kind: str) -> tuple[str, ...]:
+    # LangChain's rule (factory._get_can_jump_to): the sync hook's declaration if it
+    # is overridden, else the async one's.
+    for variant in (kind, "a" + kind):
+        if _overrides(cls, variant):
+            declared = getattr(getattr(cls, variant), "__can_jump_to__", None)
+            if declared:
+                return tuple(declared)
+    return ()
+
+
+def _mentions_interrupt(function: Any) -> bool:
+    seen: set[int] = set()
+    while function is not None and id(function) not in seen:
+        seen.add(id(function))
+        code = getattr(function, "__code__", None)
+        if code is not None and _code_mentions(code, "interrupt"):
+            return True
+        function = getattr(function, "__wrapped__", None)
+    return False
+
+
+def _code_mentions(code: types.CodeType, name: str) -> bool:
+    if name in code.co_names:
+        return True
+    return any(isinstance(c, types.CodeType) and _code_mentions(c, name) for c in code.co_consts)
+
+
+_PROXY_CLASSES: dict[tuple[type, str, frozenset[str]], type] = {}
+
+
+def _proxy(middleware: Any, kinds: frozenset[str]) -> Any:
+    """A shallow copy whose class no longer overrides the fused node hooks."""
+    import copy
+
+    from langchain.agents.middleware import AgentMiddleware
+
+    cls, name = type(middleware), middleware.name
+    key = (cls, name, kinds)
+    proxy_class = _PROXY_CLASSES.get(key)
+    if proxy_class is None:
+        body: dict[str, Any] = {"name": property(lambda self: name),
+                                "__antler_fused_kinds__": kinds,
+                                "__module__": cls.__module__}
+        for kind in kinds:
+            for variant in (kind, "a" + kind):
+                body[variant] = getattr(AgentMiddleware, variant)
+        proxy_class = type(cls.__name__, (cls,), body)
+        _PROXY_CLASSES[key] = proxy_class
+    clone = copy.copy(middleware)
+    clone.__class__ = proxy_class
+    return clone
+
+
+# -- the fused node ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Channel:
+    kind: str  # "reduce" | "last" | "ephemeral"
+    template: Any
+    messages: bool = False
+
+
+def _state_channels(middlewares: Sequence[Any], base: type
+                    ) -> tuple[dict[str, _Channel], str]:
+    """The merged state's channels, as `create_agent` merges the schemas; or why not."""
+    from typing import TypedDict
+
+    from langgraph.channels import (
+        BinaryOperatorAggregate,
+        EphemeralValue,
+        LastValue,
+        UntrackedValue,
+    )
+    from langgraph.graph import StateGraph
+
+    hints: dict[type, dict[str, Any]] = {}
+    for schema in [*(m.state_schema for m in middlewares), base]:
+        hints.pop(schema, None)  # a schema listed twice counts at its last position
+        hints[schema] = get_type_hints(schema, include_extras=True)
+    merged: dict[str, Any] = {}
+    for fields in hints.values():
+        merged.update(fields)
+    graph = StateGraph(TypedDict("FusionView", merged))  # type: ignore[operator]
+    channels: dict[str, _Channel] = {}
+    for key, channel in graph.channels.items():
+        if isinstance(channel, BinaryOperatorAggregate):
+            channels[key] = _Channel("reduce", channel, _is_add_messages(channel.operator))
+        elif isinstance(channel, EphemeralValue):
+            channels[key] = _Channel("ephemeral", channel)
+        elif type(channel) in (LastValue, UntrackedValue):
+            channels[key] = _Channel("last", channel)
+        else:
+            return {}, (f"state key {key!r} uses a {type(channel).__name__} channel, which "
+                        "the fused node cannot replay; fusion skipped")
+    return channels, ""
+
+
+def _is_add_messages(operator: Any) -> bool:
+    from langgraph.graph.message import add_messages
+
+    if operator is add_messages:
+        return True
+    inner = operator.func if isinstance(operator, functools.partial) else None
+    return getattr(inner, "__name__", "") == "add_messages" and \
+        getattr(inner, "__module__", "") == "langgraph.graph.message"
+
+
+def _as_messages(value: Any) -> Any:
+    """An `add_messages` write as message objects, so the view and the graph share ids."""
+    from langchain_core.messages import BaseMessage, convert_to_messages
+    from langchain_core.messages.utils import message_chunk_to_message
+
+    if _is_overwrite(value):
+        return value
+    items = value if isinstance(value, list) else [value]
+    if all(isinstance(m, BaseMessage) for m in items):
+        return value
+    return [message_chunk_to_message(m) for m in convert_to_messages(items)]
+
+
+def _is_overwrite(value: Any) -> bool:
+    from langgraph.types import Overwrite
+
+    return isinstance(value, Overwrite) or (isinstance(value, dict) and (
+        "__overwrite__" in value or value.get("type") == "__overwrite__"))
+
+
+@dataclass(frozen=True)
+class _Step:
+    label: str
+    node: str  # the member's own node name in an unfused graph
+    call: Any  # a RunnableCallable, built exactly as create_agent builds a hook node
+    can_jump: tuple[str, ...]
+
+
+def _step(original: Any, proxy: Any, member: Member, kind: str) -> _Step:
+    from langgraph._internal._runnable import RunnableCallable
+
+    cls = type(original)
+    sync = types.MethodType(getattr(cls, kind), proxy) if _overrides(cls, kind) else None
+    async_ = (types.MethodType(getattr(cls, "a" + kind), proxy)
+              if _overrides(cls, "a" + kind) else None)
+    return _Step(member.label, f"{member.name}.{kind}",
+                 RunnableCallable(sync, async_, trace=False), member.can_jump.get(kind, ()))
+
+
+def _fused_middleware(base: type, name: str, kind: str, steps: list[_Step],
+                      channels: dict[str, _Channel], token: str, *, loop_exit: bool,
+                      node: str) -> Any:
+    targets = {t for step in steps for t in step.can_jump}
+    can_jump = [t for t in _DESTINATIONS if t in targets]
+
+    def hook(self: FusedHooks, state: Any, runtime: Any, config: RunnableConfig) -> Any:
+        return self.run(state, runtime, config)
+
+    async def ahook(self: FusedHooks, state: Any, runtime: Any, config: RunnableConfig) -> Any:
+        return await self.arun(state, runtime, config)
+
+    hook.__name__, ahook.__name__ = kind, "a" + kind
+    hook.__qualname__, ahook.__qualname__ = f"FusedHooks.{kind}", f"FusedHooks.a{kind}"
+    if can_jump:
+        hook.__can_jump_to__ = list(can_jump)  # type: ignore[attr-defined]
+        ahook.__can_jump_to__ = list(can_jump)  # type: ignore[attr-defined]
+    cls = _fused_class(base)
+    subclass = type("FusedHooks", (cls,), {kind: hook, "a" + kind: ahook,
+                                           "__module__": __name__})
+    return subclass(name, kind, steps, channels, token, loop_exit=loop_exit, node=node,
+                    can_jump=tuple(can_jump))
+
+
+@functools.cache
+def _fused_class(base: type) -> type:
+    # Defined lazily so that importing this module does not import langchain.
+    return type("FusedHooks", (FusedHooks, base), {"__module__": __name__})
+
+
+class FusedHooks:
+    """One graph node that runs several plugins' hooks of one kind in LangChain's order.
+
+    Mixed into `AgentMiddleware` when a chain is compiled; see the module docs.
+    """
+
+    tools: Sequence[Any] = ()
+
+    def __init__(self, name: str, kind: str, steps: list[_Step],
+                 channels: dict[str, _Channel], token: str, *, loop_exit: bool, node: str,
+                 can_jump: tuple[str, ...]) -> None:
+        self._name = name
+        self.kind = kind
+        self.steps = steps
+        self.channels = channels
+        self.token = token
+        self.loop_exit = loop_exit
+        self.node = node
+        self.can_jump = can_jump
+        self.tools = []
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def members(self) -> list[str]:
+        return [step.label for step in self.steps]
+
+    def run(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
+        run = _Run(self, state)
+        for step in self.steps:
+            started = time.perf_counter()
+            result = step.call.invoke(run.member_state(), config)
+            if run.absorb(step, result, started):
+                break
+        return run.finish(runtime)
+
+    async def arun(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
+        run = _Run(self, state)
+        for step in self.steps:
+            started = time.perf_counter()
+            result = await step.call.ainvoke(run.member_state(), config)
+            if run.absorb(step, result, started):
+                break
+        return run.finish(runtime)
+
+
+class _Run:
+    """One execution of a fused node: the members' view of the state and their writes."""
+
+    __slots__ = ("events", "extra", "jumped", "last_writer", "node", "step", "view", "writes")
+
+    def __init__(self, node: FusedHooks, state: Any) -> None:
+        self.node = node
+        self.view: dict[str, Any] = dict(state)
+        self.writes: dict[str, list[Any]] = {}
+        self.last_writer: dict[str, int] = {}
+        self.extra: list[Any] = []
+        self.events: list[dict[str, Any]] = []
+        self.step = -1
+        self.jumped = False
+
+    def member_state(self) -> dict[str, Any]:
+        # Each hook node gets a fresh dict from LangGraph; so does each member here.
+        return dict(self.view)
+
+    def absorb(self, step: _Step, result: Any, started: float) -> bool:
+        """Apply one member's result to the view; True when the group ends here."""
+        self.step += 1
+        pairs, extra, stop = _updates_of(result, step.label)
+        self.events.append({"plugin": step.label, "node": step.node,
+                            "update": _shown(pairs),
+                            "duration_ms": (time.perf_counter() - started) * 1000})
+        self.extra.extend(extra)
+        channels = self.node.channels
+        grouped: dict[str, list[Any]] = {}
+        for key, value in pairs:
+            channel = channels.get(key)
+            if channel is None:
+                continue  # LangGraph drops keys the state does not have, silently
+            grouped.setdefault(key, []).append(_as_messages(value) if channel.messages
+                                               else value)
+        view = self.view
+        for key, values in grouped.items():
+            template = channels[key].template
+            live = template.from_checkpoint(view[key]) if key in view else template.copy()
+            live.update(values)
+            if live.is_available():
+                view[key] = live.get()
+            else:
+                view.pop(key, None)
+            self.writes.setdefault(key, []).extend(values)
+            self.last_writer[key] = self.step
+        for key, channel in channels.items():
+            if channel.kind == "ephemeral" and key not in grouped:
+                view.pop(key, None)  # a superstep passed: an ephemeral value is gone
+        if _JUMP_KEY in grouped and view.get(_JUMP_KEY) in _DESTINATIONS:
+            target = view[_JUMP_KEY]
+            if target in step.can_jump:
+                self.jumped = True
+                return True
+            if step.can_jump:
+                raise _jump_error(step, target)
+        return stop
+
+    def finish(self, runtime: Any) -> Any:
+        node, view = self.node, self.view
+        emitted: dict[str, list[Any]] = {}
+        for key, values in self.writes.items():
+            channel = node.channels[key]
+            if channel.kind == "reduce":
+                emitted[key] = ([_overwrite(view[key])] if any(_is_overwrite(v) for v in values)
+                                else values)
+            elif channel.kind == "last":
+                emitted[key] = [values[-1]]
+            elif self.last_writer[key] == self.step and key in view:
+                if (key == _JUMP_KEY and not self.jumped and not node.loop_exit
+                        and node.can_jump and view[key] in _DESTINATIONS):
+                    continue  # see the module docs: an undeclared jump is not routed
+                emitted[key] = [view[key]]
+        writer = getattr(runtime, "stream_writer", None)
+        if writer is not None:
+            writer({FUSED_EVENT: node.node, "token": node.token, "hooks": self.events})
+        if not self.extra and all(len(values) == 1 for values in emitted.values()):
+            return {key: values[0] for key, values in emitted.items()} or None
+        from langgraph.types import Command
+
+        rounds = max((len(values) for values in emitted.values()), default=0)
+        commands: list[Any] = [
+            Command(update={k: v[i] for k, v in emitted.items() if i < len(v)})
+            for i in range(rounds)
+        ]
+        return commands + self.extra
+
+
+def _overwrite(value: Any) -> Any:
+    from langgraph.types import Overwrite
+
+    return Overwrite(value)
+
+
+def _jump_error(step: _Step, target: str) -> Exception:
+    from langgraph.errors import InvalidUpdateError
+
+    return InvalidUpdateError(
+        f"{step.node} (plugin {step.label!r}) set jump_to={target!r} but its hook declares "
+        f"can_jump_to={list(step.can_jump)}; declare the destination with "
+        "@hook_config(can_jump_to=[...])"
+    )
+
+
+def _updates_of(result: Any, label: str) -> tuple[list[tuple[str, Any]], list[Any], bool]:
+    """(state writes, Commands to pass on, whether the group ends) from a hook's result."""
+    from langgraph.types import Command
+
+    if result is None:
+        return [], [], False
+    if isinstance(result, dict):
+        return list(result.items()), [], False
+    if isinstance(result, Command):
+        if result.graph == Command.PARENT:
+            return [], [result], True
+        update = result.update
+        pairs = (list(update.items()) if isinstance(update, dict)
+                 else [tuple(p) for p in update] if isinstance(update, (list, tuple))
+                 else [] if update is None else None)
+        if pairs is None:
+            raise _invalid(update, label)
+        extra = [Command(goto=result.goto)] if result.goto else []
+        return pairs, extra, False  # type: ignore[return-value]
+    if isinstance(result, (list, tuple)) and any(isinstance(r, Command) for r in result):
+        pairs_all: list[tuple[str, Any]] = []
+        extra_all: list[Any] = []
+        stop = False
+        for item in result:
+            pairs, extra, ends = _updates_of(item, label)
+            pairs_all.extend(pairs)
+            extra_all.extend(extra)
+            stop = stop or ends
+        return pairs_all, extra_all, stop
+    raise _invalid(result, label)
+
+
+def _invalid(value: Any, label: str) -> Exception:
+    from langgraph.errors import InvalidUpdateError
+
+    return InvalidUpdateError(f"a hook of plugin {label!r} returned {value!r}; expected a dict "
+                              "of state updates, a Command or None")
+
+
+def _shown(pairs: list[tuple[str, Any]]) -> Any:
+    """A member's update as LangGraph's `updates` stream would show its node's."""
+    if not pairs:
+        return None
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) == len(keys):
+        return dict(pairs)
+    return [{key: value} for key, value in pairs]
+
+
+# -- streams -------------------------------------------------------------------------------
+
+
+def expand_fused_updates(chunks: Iterable[Any], plan: FusionPlan, stream_mode: Any,
+                         ) -> Iterator[Any]:
+    """Turn each fused node's `updates` chunk back into one chunk per member hook.
+
+    `chunks` must come from a stream that includes the `custom` mode (see
+    `stream_modes_for`); `stream_mode` is what the caller asked for, so the
+    output has the shape the caller expects. Custom events of this plan's fused
+    nodes are dropped unless the caller asked for `custom`.
+    """
+    fused = {node.node for node in plan.fused}
+    single = isinstance(stream_mode, str)
+    wanted = {stream_mode} if single else set(stream_mode)
+    pending: dict[str, list[dict[str, Any]]] = {}
+    for chunk in chunks:
+        mode, payload = chunk if isinstance(chunk, tuple) and len(chunk) == 2 else (None, chunk)
+        if mode == "custom" and isinstance(payload, dict) and \
+                payload.get("token") == plan.token and payload.get(FUSED_EVENT) in fused:
+            pending[payload[FUSED_EVENT]] = payload["hooks"]
+            if "custom" not in wanted:
+                continue
+        elif mode == "updates" and isinstance(payload, dict) and len(payload) == 1:
+            (node, _update), = payload.items()
+            if node in pending:
+                for event in pending.pop(node):
+                    expanded = {event["node"]: event["update"]}
+                    yield expanded if single else ("updates", expanded)
+                continue
+        if mode is None:
+            yield payload
+        elif mode in wanted:
+            yield payload if single else (mode, payload)
+
+
+def stream_modes_for(stream_mode: Any) -> Any:
+    """The modes to ask LangGraph for so that `expand_fused_updates` can work."""
+    modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
+    return modes if "custom" in modes else [*modes, "custom"]
+
+
+def wants_expansion(plan: FusionPlan | None, stream_mode: Any) -> bool:
+    modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
+    return plan is not None and bool(plan.fused) and "updates" in modes
+
+
+__all__ = [
+    "FUSED_EVENT",
+    "NODE_HOOKS",
+    "UNFUSABLE_ATTRIBUTE",
+    "FusedChain",
+    "FusedHooks",
+    "FusionPlan",
+    "HookNode",
+    "Member",
+    "compile_fusion",
+    "expand_fused_updates",
+    "fuse",
+    "plan_from_hooks",
+    "plan_members",
+    "stream_modes_for",
+    "wants_expansion",
+]

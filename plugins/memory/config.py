@@ -1,0 +1,38 @@
+"""The `memory:` section of the operator config (pydantic only; imported to validate)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class MemoryConfig(BaseModel):
+    """`memory:` - learn durable facts about the user from finished conversations."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool | None = Field(
+        default=None,
+        description="Queue finished conversations for memory extraction (on by default).",
+    )
+    debounce_seconds: float = Field(
+        default=30.0, ge=0, le=86_400,
+        description="Wait this long after a run before extracting; a newer run of the same "
+        "thread within the wait replaces the pending one. 0 processes right away.",
+    )
+    model: str | None = Field(
+        default=None,
+        description="Model that extracts facts, as an `init_chat_model` string such as "
+        "'openai:gpt-4o-mini'. Default: the `memory_model` service if the application "
+        "provides one, else the agent's own model.",
+    )
+    max_facts: int = Field(
+        default=100, ge=1, le=10_000,
+        description="Most facts kept per user; past it the least recently seen are dropped.",
+    )
+
+    @field_validator("model")
+    @classmethod
+    def _model_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("is empty; leave it out to use the default model")
+        return value.strip() if value is not None else None

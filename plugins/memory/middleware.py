@@ -1,0 +1,169 @@
+"""Memory: after each run, queue the conversation for debounced fact extraction.
+
+`after_agent` keeps what the user said and what the assistant finally
+answered, nothing else: tool results, assistant messages that only call tools,
+and messages middlewares injected (todo reminders, summaries, hidden context)
+are dropped, and the `<uploaded_files>` block the uploads plugin prepends is
+cut out, since file paths are per-thread scratch, not facts about the user.
+The result goes to the `memory_queue` service with the thread, the run's
+server-owned user id (from the run context, never from message text) and the
+agent's name. The slow part, asking a model for facts, happens later, off the
+run, in the queue.
+
+Where it sits: after `title` (seed 003, 6.11), so the thread's title exists
+and travels with the submission. `after_agent` runs once per run, after the
+last model call.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from antler.context import MEMORY_MODEL, MEMORY_QUEUE, MODEL, PATHS, BuildContext
+from antler.errors import BuildError
+from antler.memory import create_memory_queue
+from antler.models import resolve_chat_model
+from antler.paths import resolve_base
+from antler.runcontext import run_context, thread_id_of
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from .config import MemoryConfig
+
+__all__ = ["MemoryMiddleware", "build", "filter_messages_for_memory", "is_injected"]
+
+logger = logging.getLogger(__name__)
+
+_UPLOADED_FILES = re.compile(r"<uploaded_files>.*?(?:</uploaded_files>|\Z)\s*", re.DOTALL)
+_INJECTED_NAMES = frozenset({"todo_reminder"})
+_BLANK_LINES = re.compile(r"\n{3,}")
+
+
+def is_injected(message: BaseMessage) -> bool:
+    """Whether a middleware, not the user, put this message in the conversation.
+
+    Recognised: a known injected name (`todo_reminder`), LangChain's
+    `additional_kwargs.lc_source` (summaries), and `additional_kwargs.hidden`.
+    """
+    kwargs = message.additional_kwargs or {}
+    return (message.name in _INJECTED_NAMES or bool(kwargs.get("lc_source"))
+            or bool(kwargs.get("hidden")))
+
+
+def _plain_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content or []:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text") or ""))
+    return "\n".join(parts)
+
+
+def _clean_text(content: Any) -> str:
+    text = _UPLOADED_FILES.sub("", _plain_text(content))
+    return _BLANK_LINES.sub("\n\n", text).strip()
+
+
+def filter_messages_for_memory(messages: Iterable[BaseMessage]) -> list[BaseMessage]:
+    """User inputs and final assistant replies, as plain-text copies without upload blocks.
+
+    A user message that held nothing but an `<uploaded_files>` block is
+    dropped; so is an assistant message with tool calls or without text.
+    """
+    kept: list[BaseMessage] = []
+    for message in messages:
+        if isinstance(message, HumanMessage):
+            if is_injected(message):
+                continue
+            text = _clean_text(message.content)
+            if text:
+                kept.append(HumanMessage(content=text, id=message.id))
+        elif isinstance(message, AIMessage):
+            if message.tool_calls or is_injected(message):
+                continue
+            text = _clean_text(message.content)
+            if text:
+                kept.append(AIMessage(content=text, id=message.id))
+    return kept
+
+
+class MemoryMiddleware(AgentMiddleware[Any, Any]):
+    """Submits each finished run's conversation to the memory queue."""
+
+    def __init__(self, queue: Any, *, agent_name: str | None = None) -> None:
+        super().__init__()
+        self.queue = queue
+        self.agent_name = agent_name
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Filter the conversation and queue it; never changes the state.
+
+        Skipped when the run has no thread id (nothing to debounce on) or when
+        the filtered conversation lacks a user message or an assistant reply.
+        """
+        self._submit(state, runtime)
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Async form of `after_agent`; queueing is non-blocking, so it is the same work."""
+        self._submit(state, runtime)
+        return None
+
+    # Both forms call this helper rather than each other: a fused node's proxy
+    # resets the hook methods it runs itself, so `self.<hook>` may be a no-op there.
+    def _submit(self, state: Any, runtime: Any) -> None:
+        thread_id = thread_id_of(runtime)
+        if not thread_id:
+            logger.debug("memory: run without a thread id; nothing queued")
+            return
+        messages = filter_messages_for_memory(state.get("messages") or [])
+        if not (any(isinstance(m, HumanMessage) for m in messages)
+                and any(isinstance(m, AIMessage) for m in messages)):
+            return
+        self.queue.add(thread_id=thread_id, user_id=run_context(runtime).user_id,
+                       messages=messages, agent_name=self.agent_name,
+                       title=state.get("title") or None)
+
+
+def build(ctx: BuildContext) -> MemoryMiddleware:
+    """The middleware, on the build's `memory_queue` service (created here if absent).
+
+    A created queue extracts with `services[MEMORY_MODEL]`, else `memory.model`,
+    else the agent's model, and stores under the base directory of
+    `services[PATHS]` (else the default base). It is registered in the
+    services, so the application can `flush()` it and `close()` it at shutdown.
+    """
+    config = ctx.config if isinstance(ctx.config, MemoryConfig) else MemoryConfig()
+    services = ctx.services.items
+    queue = services.get(MEMORY_QUEUE)
+    if queue is None:
+        queue = create_memory_queue(_memory_model(config, services), _base(services),
+                                    debounce_seconds=config.debounce_seconds,
+                                    max_facts=config.max_facts)
+        services[MEMORY_QUEUE] = queue
+    return MemoryMiddleware(queue, agent_name=ctx.runtime.agent_name)
+
+
+def _memory_model(config: MemoryConfig, services: dict[str, Any]) -> Any:
+    model = services.get(MEMORY_MODEL)
+    if model is None and config.model:
+        model = config.model
+    if model is None:
+        model = services.get(MODEL)
+    if model is None:
+        raise BuildError(
+            "memory needs a model: provide services[MEMORY_MODEL] or services[MODEL], or set "
+            "`memory.model`"
+        )
+    return model if hasattr(model, "invoke") else resolve_chat_model(model)
+
+
+def _base(services: dict[str, Any]) -> Any:
+    paths = services.get(PATHS)
+    return paths.base if paths is not None else resolve_base()

@@ -1,0 +1,45 @@
+"""The `sandbox:` section of the operator config (pydantic only; imported to validate)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class SandboxConfig(BaseModel):
+    """`sandbox:` - which sandbox provider runs the thread's tools, and its limits."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: str = Field(
+        default="local",
+        description="Name of the sandbox provider, as registered in the "
+        "`antler.sandbox_providers` entry point group. 'local' runs commands on the host "
+        "(development only: not an isolation boundary).",
+    )
+    command_timeout: float = Field(
+        default=60.0, gt=0, le=3600,
+        description="Seconds a bash command may run before it is killed.",
+    )
+    max_output_bytes: int = Field(
+        default=64 * 1024, ge=1024, le=16 * 1024 * 1024,
+        description="Largest output a tool returns to the model (per stream for bash, per "
+        "file for read_file); the rest is cut with a note.",
+    )
+    lazy: bool = Field(
+        default=True,
+        description="Acquire the sandbox on the first tool call of a thread (true) or at the "
+        "start of every run (false).",
+    )
+    provider_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra keyword arguments for the provider's constructor.",
+    )
+
+    @field_validator("provider")
+    @classmethod
+    def _provider_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("is empty; name a sandbox provider such as 'local'")
+        return value.strip()

@@ -1,0 +1,213 @@
+"""SandboxMiddleware: the thread's sandbox lifecycle around a run.
+
+The sandbox itself is acquired by the sandbox tools (``bash``, ``ls``,
+``read_file``, ``write_file``, ``str_replace``; see `tools.py`) on their first
+use in a thread: that is when the thread's three directories are created and
+the provider hands out the thread's sandbox, whose id the tool records in state
+``sandbox``. A chat turn that calls no tool touches neither the disk nor the
+provider. This middleware releases the sandbox when the run ends, and, when the
+operator sets ``sandbox: {lazy: false}``, acquires it eagerly when a run starts.
+
+One provider instance serves the whole agent: the factory takes it from the
+build's services (``SANDBOX_PROVIDER``) or loads it by name and registers it
+there, so the tools use the same one and the agent shuts it down on close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Annotated, Any, NotRequired, TypedDict
+
+from antler.context import PATHS, SANDBOX_PROVIDER, BuildContext, Services
+from antler.errors import AntlerError
+from antler.paths import PathLayout, ThreadPaths
+from antler.runcontext import run_context, thread_id_of
+from antler.sandbox import SandboxNotFoundError, SandboxProvider, load_sandbox_provider
+from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware.types import OmitFromInput
+from langgraph.runtime import Runtime
+
+from .config import SandboxConfig
+
+__all__ = [
+    "SandboxMiddleware",
+    "SandboxRecord",
+    "SandboxState",
+    "SandboxThreadError",
+    "build",
+    "path_layout",
+    "recorded_sandbox_id",
+    "sandbox_config",
+    "sandbox_provider",
+    "thread_paths",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class SandboxThreadError(AntlerError, ValueError):
+    """The run has no usable thread, so it has no sandbox."""
+
+
+class SandboxRecord(TypedDict):
+    """What state remembers about the thread's sandbox."""
+
+    sandbox_id: str
+
+
+def _latest(current: SandboxRecord | None, update: SandboxRecord | None) -> SandboxRecord | None:
+    # Two tool calls of one model turn run in parallel and may both record the
+    # (same) freshly acquired sandbox in the same step: last write wins.
+    return update
+
+
+class SandboxState(AgentState):
+    # Written only by the tools and this middleware (OmitFromInput): a caller
+    # cannot hand a run someone else's sandbox id through the graph input.
+    sandbox: NotRequired[Annotated[SandboxRecord | None, OmitFromInput, _latest]]
+
+
+def recorded_sandbox_id(state: Any) -> str | None:
+    """The sandbox id recorded in a run's state, if any."""
+    record = state.get("sandbox") if isinstance(state, dict) else None
+    sandbox_id = record.get("sandbox_id") if isinstance(record, dict) else None
+    return sandbox_id if isinstance(sandbox_id, str) and sandbox_id else None
+
+
+def sandbox_config(config: Any) -> SandboxConfig:
+    """The plugin's config from a build context's section (None means defaults)."""
+    if config is None:
+        return SandboxConfig()
+    if isinstance(config, SandboxConfig):
+        return config
+    return SandboxConfig.model_validate(
+        config.model_dump(exclude={"enabled"}) if hasattr(config, "model_dump") else config
+    )
+
+
+def sandbox_provider(services: Services, config: SandboxConfig) -> SandboxProvider:
+    """The build's sandbox provider: the one in ``services``, else load and register one.
+
+    Registering it means the middleware, the tools and the agent (which shuts it
+    down on close) share one instance.
+    """
+    provider = services.items.get(SANDBOX_PROVIDER)
+    if provider is None:
+        provider = load_sandbox_provider(
+            config.provider,
+            default_timeout=config.command_timeout,
+            max_output_bytes=config.max_output_bytes,
+            **config.provider_options,
+        )
+        provider = services.items.setdefault(SANDBOX_PROVIDER, provider)
+    if not isinstance(provider, SandboxProvider):
+        raise TypeError(
+            f"service {SANDBOX_PROVIDER!r} must be an antler.sandbox.SandboxProvider, got "
+            f"{type(provider).__name__}"
+        )
+    return provider
+
+
+def path_layout(services: Services) -> PathLayout:
+    """The build's `PATHS` service, checked."""
+    layout = services.get(PATHS)
+    if not isinstance(layout, PathLayout):
+        raise TypeError(
+            f"service {PATHS!r} must be an antler.paths.PathLayout, got {type(layout).__name__}"
+        )
+    return layout
+
+
+def thread_paths(layout: PathLayout, runtime: Any) -> ThreadPaths:
+    """The run's thread paths (user from the `RunContext`); ids are validated."""
+    thread_id = thread_id_of(runtime)
+    if not thread_id:
+        raise SandboxThreadError(
+            "This run has no thread id, so it has no sandbox or files. Pass one: "
+            "agent.invoke(..., thread_id='t1') or RunContext(thread_id=...)."
+        )
+    return layout.thread(run_context(runtime).user_id, thread_id)
+
+
+class SandboxMiddleware(AgentMiddleware[SandboxState]):
+    """Releases the thread's sandbox after each run; acquires it up front only when not lazy.
+
+    Hooks:
+
+    ``before_agent`` / ``abefore_agent``
+        Lazy (the default): does nothing; the first sandbox tool call of the
+        thread creates the directories and acquires the sandbox. With
+        ``lazy: false``: creates the thread's directories, acquires its
+        sandbox and records ``{"sandbox_id": ...}`` in state ``sandbox``.
+
+    ``after_agent`` / ``aafter_agent``
+        Releases the sandbox recorded in state, if any. Releasing tells the
+        provider this run is done with it; the provider keeps it for the
+        thread's next run, which finds the same id in state and reuses it.
+        Sandboxes are torn down only when the agent closes (provider
+        shutdown). An id the provider no longer knows (restarted process) is
+        ignored: the next tool call acquires a fresh sandbox.
+
+    The async forms run provider calls in a worker thread: a provider may
+    block on a container or a remote service.
+
+    Why here: after thread_data (the sandbox belongs to the thread whose id and
+    paths it validated) and after uploads, as in the seed's layer order. As the
+    environment layer's only ``after_agent`` hook it runs once the run is over,
+    whatever other plugins did.
+    """
+
+    state_schema = SandboxState
+
+    def __init__(self, provider: SandboxProvider, layout: PathLayout, *, lazy: bool = True) -> None:
+        super().__init__()
+        self.provider = provider
+        self.layout = layout
+        self.lazy = lazy
+
+    def before_agent(self, state: SandboxState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return None if self.lazy else self._acquire(state, runtime)
+
+    async def abefore_agent(
+        self, state: SandboxState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return None if self.lazy else await asyncio.to_thread(self._acquire, state, runtime)
+
+    def after_agent(self, state: SandboxState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        self._release(recorded_sandbox_id(state))
+        return None
+
+    async def aafter_agent(
+        self, state: SandboxState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        sandbox_id = recorded_sandbox_id(state)
+        if sandbox_id is not None:
+            await asyncio.to_thread(self._release, sandbox_id)
+        return None
+
+    # The hook forms share these helpers rather than calling one another: the chain
+    # compiler's fused nodes run hooks on a proxy whose node hooks are the base
+    # class's no-ops, so `self.before_agent` would do nothing there.
+    def _acquire(self, state: SandboxState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        paths = thread_paths(self.layout, runtime)
+        paths.ensure_directories()
+        sandbox_id = self.provider.acquire(paths)
+        if recorded_sandbox_id(state) == sandbox_id:
+            return None
+        return {"sandbox": {"sandbox_id": sandbox_id}}
+
+    def _release(self, sandbox_id: str | None) -> None:
+        if sandbox_id is None:
+            return
+        try:
+            self.provider.release(sandbox_id)
+        except SandboxNotFoundError:
+            logger.info("sandbox %r was already gone when the run ended", sandbox_id)
+
+
+def build(ctx: BuildContext) -> SandboxMiddleware:
+    """Factory named in the manifest: shares one provider through the build's services."""
+    config = sandbox_config(ctx.config)
+    provider = sandbox_provider(ctx.services, config)
+    return SandboxMiddleware(provider, path_layout(ctx.services), lazy=config.lazy)

@@ -1,0 +1,272 @@
+"""The sandbox tools: ``bash``, ``ls``, ``read_file``, ``write_file`` and ``str_replace``.
+
+Each tool runs inside the thread's sandbox and speaks only virtual paths
+(``/mnt/user-data/{workspace,uploads,outputs}/...``; relative paths are taken
+from the workspace). On the first use in a thread a tool creates the thread's
+three directories together and acquires the sandbox, and records
+``{"sandbox_id": ...}`` in state ``sandbox`` by returning a `Command`; later
+calls and later turns find that id in state and reuse the sandbox.
+
+Failures are answers, not crashes: a path that leaves the thread's files, a
+missing file or an ambiguous edit comes back to the model as a readable error
+`ToolMessage` (``status="error"``), never a traceback. Every result passes
+through the thread's path mapper on its way out, so host paths never reach the
+model, whatever the provider printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from antler.errors import AntlerError
+from antler.paths import VIRTUAL_ROOT, ThreadPaths
+from antler.sandbox import Sandbox, SandboxNotFoundError, SandboxProvider
+from langchain.tools import ToolRuntime
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.types import Command
+
+from .config import SandboxConfig
+from .middleware import SandboxThreadError, recorded_sandbox_id, thread_paths
+
+__all__ = ["TOOL_METADATA", "SandboxThreadError", "SandboxTools", "ToolFailure", "build_tools"]
+
+logger = logging.getLogger(__name__)
+
+TOOL_METADATA: dict[str, Any] = {"antler": {"sandbox": True, "remote_content": False}}
+"""Metadata on every sandbox tool: runs in the sandbox; its output is local, not fetched."""
+
+DEFAULT_LS_PATH = VIRTUAL_ROOT
+WORKSPACE = f"{VIRTUAL_ROOT}/workspace"
+
+
+class ToolFailure(AntlerError):
+    """A tool cannot do what was asked; the message is shown to the model as is."""
+
+
+@dataclass
+class _Session:
+    """The thread's paths and sandbox for one tool call."""
+
+    paths: ThreadPaths
+    sandbox: Sandbox
+    acquired: str | None  # the id to record in state, when this call acquired it
+
+    def shown(self, path: str) -> str:
+        """How to name ``path`` to the model: its canonical virtual form when it has one."""
+        try:
+            return self.paths.mapper.to_virtual(self.paths.mapper.to_host(path))
+        except AntlerError:
+            return repr(path)
+
+
+def _describe(exc: BaseException, session: _Session | None) -> str:
+    """A one-line, model-facing description of a failure, naming files by virtual path."""
+    if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
+        # The OS names the host file: show its virtual name, or none at all.
+        shown = None
+        if session is not None:
+            try:
+                shown = session.paths.mapper.to_virtual(exc.filename)
+            except AntlerError:
+                shown = None
+        return f"{exc.strerror}: {shown}" if shown else f"{exc.strerror}."
+    if isinstance(exc, (AntlerError, OSError, ValueError, UnicodeError)):
+        return str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {exc}"
+
+
+class SandboxTools:
+    """Builds the sandbox tools over one provider, path layout and config."""
+
+    def __init__(self, provider: SandboxProvider, layout: Any, config: SandboxConfig) -> None:
+        self.provider = provider
+        self.layout = layout
+        self.config = config
+
+    # -- the per-call session ------------------------------------------------------------
+
+    def open(self, runtime: ToolRuntime) -> _Session:
+        """The thread's paths and sandbox, acquiring the sandbox when state has none."""
+        paths = thread_paths(self.layout, runtime)
+        state = runtime.state or {}
+        recorded = state.get("thread_data")
+        if recorded and recorded != paths.as_state():
+            raise ToolFailure(
+                "The thread's file locations in state do not match this run's thread; "
+                "refusing to touch files."
+            )
+        # Idempotent and cheap once they exist; recreates directories removed between turns.
+        paths.ensure_directories()
+        sandbox_id = recorded_sandbox_id(state)
+        if sandbox_id:
+            try:
+                return _Session(paths, self.provider.get(sandbox_id), None)
+            except SandboxNotFoundError:
+                # The provider restarted since the id was recorded: acquire afresh.
+                logger.info("sandbox %r from state is gone; acquiring a new one", sandbox_id)
+        sandbox_id = self.provider.acquire(paths)
+        return _Session(paths, self.provider.get(sandbox_id), sandbox_id)
+
+    def run(self, runtime: ToolRuntime, name: str,
+            action: Callable[[_Session], str]) -> ToolMessage | Command[Any]:
+        """Run ``action`` in the thread's sandbox; turn every outcome into a message."""
+        session: _Session | None = None
+        status = "success"
+        try:
+            session = self.open(runtime)
+            text = action(session)
+        except Exception as exc:
+            if not isinstance(exc, (AntlerError, OSError, ValueError, UnicodeError)):
+                logger.exception("sandbox tool %s failed unexpectedly", name)
+            text, status = f"Error: {_describe(exc, session)}", "error"
+        if session is not None:
+            text = session.paths.mapper.virtualize_text(text)
+        message = ToolMessage(
+            content=text, tool_call_id=runtime.tool_call_id or "", name=name, status=status
+        )
+        if session is not None and session.acquired:
+            return Command(update={"sandbox": {"sandbox_id": session.acquired},
+                                   "messages": [message]})
+        return message
+
+    # -- the actions ---------------------------------------------------------------------
+
+    def bash(self, session: _Session, command: str) -> str:
+        if not command.strip():
+            raise ToolFailure("The command is empty.")
+        result = session.sandbox.execute_command(command, timeout=self.config.command_timeout)
+        parts = [result.stdout.rstrip("\n")] if result.stdout else []
+        if result.stderr:
+            parts.append(f"[stderr]\n{result.stderr.rstrip()}")
+        if result.exit_code != 0 and not result.timed_out:
+            parts.append(f"[exit code {result.exit_code}]")
+        return "\n".join(parts) if parts else "(no output)"
+
+    def ls(self, session: _Session, path: str) -> str:
+        entries = session.sandbox.list_dir(path or DEFAULT_LS_PATH, max_depth=2)
+        return "\n".join(entries) if entries else f"{session.shown(path)} is empty."
+
+    def read_file(self, session: _Session, path: str, start_line: int | None,
+                  end_line: int | None) -> str:
+        text = session.sandbox.read_file(path)
+        if start_line is not None or end_line is not None:
+            lines = text.splitlines(keepends=True)
+            first = max(1, start_line or 1)
+            last = len(lines) if end_line is None else end_line
+            if last < first:
+                raise ToolFailure(f"end_line {end_line} is before start_line {first}.")
+            text = "".join(lines[first - 1:last])
+        if not text:
+            return f"({session.shown(path)} is empty)" if start_line is None else "(no lines)"
+        limit = self.config.max_output_bytes
+        if len(text) > limit:
+            text = (f"{text[:limit]}\n[file truncated: showing the first {limit} of {len(text)} "
+                    "characters; read the rest with start_line/end_line]")
+        return text
+
+    def write_file(self, session: _Session, path: str, content: str, append: bool) -> str:
+        session.sandbox.write_file(path, content, append=append)
+        verb = "Appended" if append else "Wrote"
+        return f"{verb} {len(content)} characters to {session.shown(path)}."
+
+    def str_replace(self, session: _Session, path: str, old: str, new: str) -> str:
+        if not old:
+            raise ToolFailure("`old` is empty; give the exact text to replace.")
+        try:
+            text = session.sandbox.read_bytes(path).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ToolFailure(
+                f"{session.shown(path)} is not UTF-8 text; str_replace edits text files only."
+            ) from None
+        count = text.count(old)
+        if count == 0:
+            raise ToolFailure(
+                f"`old` was not found in {session.shown(path)}; read the file and copy the "
+                "exact text, including whitespace."
+            )
+        if count > 1:
+            raise ToolFailure(
+                f"`old` occurs {count} times in {session.shown(path)}; it must occur exactly "
+                "once. Include more surrounding lines to make it unique."
+            )
+        session.sandbox.write_file(path, text.replace(old, new, 1))
+        return f"Replaced 1 occurrence in {session.shown(path)}."
+
+    # -- LangChain tools -----------------------------------------------------------------
+
+    def tools(self) -> list[BaseTool]:
+        """The five tools, each with a sync and an async form and `TOOL_METADATA`."""
+        run = self.run
+
+        def bash(
+            command: Annotated[str, "The shell command to run."],
+            runtime: ToolRuntime[Any, Any],
+        ) -> ToolMessage | Command[Any]:
+            return run(runtime, "bash", lambda s: self.bash(s, command))
+
+        def ls(
+            runtime: ToolRuntime[Any, Any],
+            path: Annotated[str, "Directory to list (virtual path)."] = DEFAULT_LS_PATH,
+        ) -> ToolMessage | Command[Any]:
+            return run(runtime, "ls", lambda s: self.ls(s, path))
+
+        def read_file(
+            path: Annotated[str, "File to read (virtual path, or relative to the workspace)."],
+            runtime: ToolRuntime[Any, Any],
+            start_line: Annotated[int | None, "First line to return (1-based)."] = None,
+            end_line: Annotated[int | None, "Last line to return (inclusive)."] = None,
+        ) -> ToolMessage | Command[Any]:
+            return run(runtime, "read_file",
+                       lambda s: self.read_file(s, path, start_line, end_line))
+
+        def write_file(
+            path: Annotated[str, "File to write (virtual path, or relative to the workspace)."],
+            content: Annotated[str, "The text to write."],
+            runtime: ToolRuntime[Any, Any],
+            append: Annotated[bool, "Add to the end of the file instead of replacing it."] = False,
+        ) -> ToolMessage | Command[Any]:
+            return run(runtime, "write_file", lambda s: self.write_file(s, path, content, append))
+
+        def str_replace(
+            path: Annotated[str, "File to edit (virtual path, or relative to the workspace)."],
+            old: Annotated[str, "Exact text to replace; must occur exactly once."],
+            new: Annotated[str, "Replacement text."],
+            runtime: ToolRuntime[Any, Any],
+        ) -> ToolMessage | Command[Any]:
+            return run(runtime, "str_replace", lambda s: self.str_replace(s, path, old, new))
+
+        descriptions: dict[Callable[..., Any], str] = {
+            bash: "Run a bash command in the thread's sandbox. The working directory is "
+                  f"{WORKSPACE}; files live under {VIRTUAL_ROOT} (workspace, uploads, outputs). "
+                  "Returns stdout, stderr and a non-zero exit code.",
+            ls: f"List a directory of the thread's files, two levels deep (default "
+                f"{DEFAULT_LS_PATH}). Directories end with '/'.",
+            read_file: "Read a text file, optionally only lines start_line..end_line.",
+            write_file: "Write a text file (creating parent directories), or append to it.",
+            str_replace: "Replace one exact occurrence of `old` with `new` in a text file. "
+                         "Fails when `old` is missing or occurs more than once.",
+        }
+        return [self._tool(func, description) for func, description in descriptions.items()]
+
+    @staticmethod
+    def _tool(func: Callable[..., Any], description: str) -> BaseTool:
+        async def coroutine(**kwargs: Any) -> Any:
+            # Sandbox calls block (processes, disk, maybe a remote provider).
+            return await asyncio.to_thread(func, **kwargs)
+
+        tool = StructuredTool.from_function(
+            func=func, coroutine=coroutine, name=func.__name__, description=description,
+        )
+        tool.metadata = {key: dict(value) for key, value in TOOL_METADATA.items()}
+        return tool
+
+
+def build_tools(provider: SandboxProvider, layout: Any, config: SandboxConfig) -> list[BaseTool]:
+    """The sandbox tools over ``provider`` and ``layout`` (`antler.paths.PathLayout`)."""
+    return SandboxTools(provider, layout, config).tools()
+

@@ -1,0 +1,32 @@
+"""The `title:` section of the operator config (pydantic only; imported to validate)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class TitleConfig(BaseModel):
+    """`title:` - name the thread after its first complete exchange."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool | None = Field(
+        default=None, description="Generate thread titles (on by default)."
+    )
+    model: str | None = Field(
+        default=None,
+        description="Lightweight model for titles, as an `init_chat_model` string such as "
+        "'openai:gpt-4o-mini'. Default: the `title_model` service if the application "
+        "provides one, else the agent's own model.",
+    )
+    max_chars: int = Field(
+        default=60, ge=10, le=200,
+        description="Longest title kept, in characters; a longer model answer is cut.",
+    )
+
+    @field_validator("model")
+    @classmethod
+    def _model_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("is empty; leave it out to use the default model")
+        return value.strip() if value is not None else None

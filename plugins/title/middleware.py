@@ -1,0 +1,245 @@
+"""Title: name the thread after its first complete user-assistant exchange.
+
+Once the first user message has been answered by an assistant message that
+calls no tools, `after_model` asks a lightweight model for a short title and
+writes it to the state's `title`. It runs once per thread: a thread that has a
+title is never titled again. When the title model fails or answers nothing
+usable, the title falls back to the start of the user's message, so a thread
+never stays untitled because a provider hiccupped.
+
+The title call is internal: its answer goes to `title`, never to `messages`,
+it is tagged so LangGraph does not stream it, and the declared
+`InternalCallTransformer` keeps it out of `run.messages`.
+
+Where it sits: after `summarization` and `todo` (seed 003, 6.11), which only
+touch messages before model calls, so the first exchange it reads is stable;
+before `memory`, whose `after_agent` runs once the title exists.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any, NotRequired
+
+from antler.context import MODEL, TITLE_MODEL, BuildContext
+from antler.errors import BuildError
+from antler.models import resolve_chat_model
+from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware.internal_call_transformer import (
+    InternalCallTransformer,
+    internal_call_metadata,
+)
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.constants import TAG_NOSTREAM
+
+from .config import TitleConfig
+
+__all__ = [
+    "FALLBACK_CHARS",
+    "TitleMiddleware",
+    "TitleState",
+    "build",
+    "clean_title",
+    "fallback_title",
+    "first_exchange",
+    "message_text",
+]
+
+logger = logging.getLogger(__name__)
+
+FALLBACK_CHARS = 50
+"""How much of the user's first message becomes the title when the model cannot help."""
+
+PROMPT_EXCERPT_CHARS = 600
+"""How much of each side of the exchange the title model is shown."""
+
+TITLE_PROMPT = (
+    "Write a title of a few words for the conversation below, in the language of the user's "
+    "message. Answer with the title only: no quotes, no label, no trailing punctuation, at "
+    "most {max_chars} characters.\n\n"
+    "<user_message>\n{user}\n</user_message>\n\n"
+    "<assistant_reply>\n{reply}\n</assistant_reply>"
+)
+
+_UPLOADED_FILES = re.compile(r"<uploaded_files>.*?(?:</uploaded_files>|\Z)", re.DOTALL)
+_LABEL = re.compile("^(?:\\*\\*)?title(?:\\*\\*)?\\s*[:\uff1a]\\s*", re.IGNORECASE)
+_QUOTES = "\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb\u300c\u300d\u300e\u300f*#"
+_INJECTED_NAMES = frozenset({"todo_reminder"})
+
+
+class TitleState(AgentState[Any]):
+    """State added by the title plugin."""
+
+    title: NotRequired[str | None]
+
+
+def message_text(message: BaseMessage) -> str:
+    """Plain text of a message: text blocks of structured content joined, uploads dropped.
+
+    Structured (list) content keeps its strings and `text` blocks and drops
+    images and other blocks; the `<uploaded_files>` block the uploads plugin
+    prepends is removed, since file lists say nothing about the topic.
+    Whitespace is collapsed to single spaces.
+    """
+    content = message.content
+    if isinstance(content, str):
+        parts = [content]
+    else:
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and block.get("type") == "text":
+                parts.append(str(block.get("text") or ""))
+    text = _UPLOADED_FILES.sub(" ", "\n".join(parts))
+    return " ".join(text.split())
+
+
+def _is_user_input(message: BaseMessage) -> bool:
+    """A message the user wrote, not one a middleware injected (reminders, summaries)."""
+    if not isinstance(message, HumanMessage):
+        return False
+    kwargs = message.additional_kwargs or {}
+    return message.name not in _INJECTED_NAMES and not kwargs.get("lc_source")
+
+
+def first_exchange(messages: Sequence[BaseMessage]) -> tuple[str, str] | None:
+    """(user text, reply text) of the first completed exchange, or None if there is none yet.
+
+    The exchange is complete when the latest message is an assistant message
+    without tool calls (the run is answering, not working), and it is the
+    first user message plus the first such reply after it.
+    """
+    if not messages:
+        return None
+    last = messages[-1]
+    if not isinstance(last, AIMessage) or last.tool_calls:
+        return None
+    for index, message in enumerate(messages):
+        if not _is_user_input(message):
+            continue
+        user = message_text(message)
+        reply = next(
+            (m for m in messages[index + 1:] if isinstance(m, AIMessage) and not m.tool_calls),
+            last,
+        )
+        if user:
+            return user, message_text(reply)
+    return None
+
+
+def clean_title(raw: str, max_chars: int) -> str:
+    """A model's answer made into a title: first line, no label or quotes, capped."""
+    line = next((line.strip() for line in raw.splitlines() if line.strip(" \t`")), "")
+    line = _LABEL.sub("", line).strip().strip(_QUOTES).strip()
+    line = line.rstrip(".。").strip()
+    title = " ".join(line.split())
+    if len(title) > max_chars:
+        cut = title[:max_chars]
+        space = cut.rfind(" ")
+        # Prefer a word boundary unless that would throw away most of the title.
+        if title[max_chars] != " " and space >= max_chars // 2:
+            cut = cut[:space]
+        title = cut.rstrip(" ,;:-")
+    return title
+
+
+def fallback_title(user_text: str, limit: int = FALLBACK_CHARS) -> str:
+    """The first `limit` (50) characters of the user's message, with an ellipsis when cut."""
+    text = " ".join(user_text.split())
+    if len(text) <= limit:
+        return text
+    return text[:limit].rstrip() + "..."
+
+
+def _internal_config() -> RunnableConfig:
+    return {
+        "tags": [TAG_NOSTREAM],
+        "metadata": {"lc_source": "title", **internal_call_metadata()},
+        "run_name": "antler_title",
+    }
+
+
+class TitleMiddleware(AgentMiddleware[TitleState, Any]):
+    """Writes `title` once, after the first complete exchange."""
+
+    state_schema = TitleState
+    transformers = (InternalCallTransformer,)
+
+    def __init__(self, model: BaseChatModel, *, max_chars: int = 60) -> None:
+        super().__init__()
+        self.model = model
+        self.max_chars = max_chars
+
+    def _pending(self, state: Any) -> tuple[str, str] | None:
+        if state.get("title"):
+            return None
+        return first_exchange(state.get("messages") or [])
+
+    def _prompt(self, user: str, reply: str) -> str:
+        return TITLE_PROMPT.format(
+            max_chars=self.max_chars,
+            user=user[:PROMPT_EXCERPT_CHARS],
+            reply=reply[:PROMPT_EXCERPT_CHARS],
+        )
+
+    def _finish(self, user: str, answer: Any) -> dict[str, Any]:
+        text = answer.text if isinstance(answer, BaseMessage) else str(answer or "")
+        title = clean_title(text, self.max_chars)
+        if not title:
+            logger.info("title model gave no usable title; using the user's message")
+        return {"title": title or fallback_title(user, min(FALLBACK_CHARS, self.max_chars))}
+
+    def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """After the first final reply, write `title` (the model's, or the fallback)."""
+        exchange = self._pending(state)
+        if exchange is None:
+            return None
+        user, reply = exchange
+        try:
+            answer = self.model.invoke(self._prompt(user, reply), config=_internal_config())
+        except Exception as exc:  # a title is never worth failing the user's run
+            logger.warning("title generation failed (%s: %s); using the fallback title",
+                           type(exc).__name__, exc)
+            answer = None
+        return self._finish(user, answer)
+
+    async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Async form of `after_model`: the title call is awaited, not run in a thread."""
+        exchange = self._pending(state)
+        if exchange is None:
+            return None
+        user, reply = exchange
+        try:
+            answer = await self.model.ainvoke(self._prompt(user, reply),
+                                              config=_internal_config())
+        except Exception as exc:
+            logger.warning("title generation failed (%s: %s); using the fallback title",
+                           type(exc).__name__, exc)
+            answer = None
+        return self._finish(user, answer)
+
+
+def build(ctx: BuildContext) -> TitleMiddleware:
+    """Pick the title model: `services[TITLE_MODEL]`, else `title.model`, else the agent's."""
+    config = ctx.config if isinstance(ctx.config, TitleConfig) else TitleConfig()
+    services = ctx.services.items
+    model: Any
+    if services.get(TITLE_MODEL) is not None:
+        model = services[TITLE_MODEL]
+    elif config.model:
+        model = config.model
+    else:
+        model = services.get(MODEL)
+    if model is None:
+        raise BuildError(
+            "title needs a model: provide services[TITLE_MODEL] or services[MODEL], or set "
+            "`title.model`"
+        )
+    if not isinstance(model, BaseChatModel):
+        model = resolve_chat_model(model)
+    return TitleMiddleware(model, max_chars=config.max_chars)

@@ -1,0 +1,264 @@
+"""UploadsMiddleware: tells the model which uploaded files it can read, and where.
+
+A client stages uploads into the thread's uploads directory
+(`antler.uploads.stage_upload`) and lists them in the user message's
+``additional_kwargs["files"]`` as ``{"filename", "size", "path"}`` records. At
+the start of the run this middleware prepends an ``<uploaded_files>`` block to
+that message naming the files uploaded with it and the ones uploaded earlier in
+the thread, with their virtual paths (``/mnt/user-data/uploads/...``) and sizes.
+
+Nothing a client claims is taken on trust: every name must be a plain file name
+(`antler.uploads.safe_upload_name`), and a file counts only if it really is a
+regular file in this user's thread's uploads directory; its size is read from
+the disk, its path rebuilt from the name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import logging
+import os
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, NotRequired, TypedDict
+
+from antler.context import BuildContext
+from antler.paths import VIRTUAL_ROOT
+from antler.uploads import UploadError, safe_upload_name
+from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware.types import OmitFromInput
+from langchain_core.messages import AnyMessage, HumanMessage
+from langgraph.runtime import Runtime
+
+__all__ = [
+    "INJECTED_MARKER",
+    "MAX_LISTED_FILES",
+    "UploadedFile",
+    "UploadsMiddleware",
+    "UploadsState",
+    "build",
+    "render_uploaded_files",
+]
+
+logger = logging.getLogger(__name__)
+
+INJECTED_MARKER = "uploaded_files_injected"
+"""``additional_kwargs`` key set on a message once its block is in: never inject twice."""
+
+ORIGINAL_CONTENT_KEY = "original_user_content"
+"""``additional_kwargs`` key keeping the user's own text, without the block (first writer wins)."""
+
+MAX_LISTED_FILES = 100
+"""Earlier uploads listed by name; beyond that the block points at ``ls``."""
+
+UPLOADS_VIRTUAL_DIR = f"{VIRTUAL_ROOT}/uploads"
+
+
+class UploadedFile(TypedDict):
+    """One verified upload: a plain name, its size on disk and its virtual path."""
+
+    filename: str
+    size: int
+    path: str
+
+
+class UploadsState(AgentState):
+    # The files uploaded with the current message. Written by this middleware
+    # only (OmitFromInput): a caller cannot claim files through the graph input.
+    uploaded_files: NotRequired[Annotated[list[UploadedFile] | None, OmitFromInput]]
+
+
+def _format_size(size: int) -> str:
+    if size < 1024:
+        return f"{size} B"
+    value = float(size)
+    for unit in ("KB", "MB", "GB"):
+        value /= 1024
+        if value < 1024 or unit == "GB":
+            break
+    return f"{value:.1f} {unit}"
+
+
+def _entry(file: UploadedFile) -> str:
+    # Names may contain '<', '>' or '&' (they are legal file names): escaping
+    # them keeps a hostile name such as "</uploaded_files>x" from closing the tag.
+    name = html.escape(file["filename"], quote=False)
+    path = html.escape(file["path"], quote=False)
+    return f"- {name} ({_format_size(file['size'])}): {path}"
+
+
+def render_uploaded_files(
+    new: Sequence[UploadedFile], previous: Sequence[UploadedFile], more: int = 0
+) -> str:
+    """The ``<uploaded_files>`` block; ``more`` earlier files were left unlisted."""
+    lines = ["<uploaded_files>"]
+    if new:
+        lines.append("Files uploaded with this message:")
+        lines += [_entry(file) for file in new]
+    if previous or more:
+        if new:
+            lines.append("")
+        lines.append("Files uploaded earlier in this conversation:")
+        lines += [_entry(file) for file in previous]
+        if more:
+            lines.append(f"- ... and {more} more (list them with ls {UPLOADS_VIRTUAL_DIR})")
+    lines += ["", "Read them with the read_file tool at the paths shown.", "</uploaded_files>"]
+    return "\n".join(lines)
+
+
+def _regular_file_size(path: Path) -> int | None:
+    """Size of ``path`` if it is a regular file itself (not a symlink), else None."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+
+def _record(filename: str, size: int) -> UploadedFile:
+    return {"filename": filename, "size": size, "path": f"{UPLOADS_VIRTUAL_DIR}/{filename}"}
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = [
+        block.get("text", "") if isinstance(block, dict) else str(block)
+        for block in content or []
+        if not isinstance(block, dict) or block.get("type") == "text"
+    ]
+    return "\n".join(part for part in parts if part)
+
+
+class UploadsMiddleware(AgentMiddleware[UploadsState]):
+    """Prepends an ``<uploaded_files>`` block to the user message that starts a run.
+
+    Hooks:
+
+    ``before_agent`` / ``abefore_agent``
+        Looks at the last message of the state. When it is a `HumanMessage`
+        that has not been given a block yet, it reads the new uploads from its
+        ``additional_kwargs["files"]``, keeps those that exist as regular files
+        in the thread's uploads directory, lists the other files already there
+        (only when the directory exists: nothing is created), and returns the
+        message with the block prepended. The copy keeps the message's id, so
+        LangGraph's ``add_messages`` reducer replaces it in place, and its
+        ``additional_kwargs``, plus a marker (`INJECTED_MARKER`) so a re-run on
+        the same message (a resumed or retried run) never injects twice, and
+        ``original_user_content``, the text without the block. The verified
+        new files go to state ``uploaded_files``. A hostile file name (path
+        separators, ``..``, control characters) fails the run with a clear
+        `UploadError`; a listed file that does not exist is skipped with a
+        warning. The async form runs the same work in a worker thread because
+        it touches the disk.
+
+    Why here: after thread_data, whose ``thread_data.uploads_path`` it reads, in
+    the same user bucket the thread's files live in; before dangling_tool_call
+    and everything that reads messages, so they all see the rewritten message.
+    It is a ``before_agent`` hook because uploads arrive with the message that
+    starts a run, and the block must be written into state (not just into one
+    model request) so every later model call of the thread sees it.
+    """
+
+    state_schema = UploadsState
+
+    def before_agent(self, state: UploadsState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self._inject(state)
+
+    async def abefore_agent(
+        self, state: UploadsState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self._inject, state)
+
+    # -- pieces ------------------------------------------------------------------------
+
+    # Both hook forms call this helper rather than one another: the chain compiler's
+    # fused nodes run hooks on a proxy whose node hooks are the base class's no-ops.
+    def _inject(self, state: UploadsState) -> dict[str, Any] | None:
+        messages: list[AnyMessage] = state.get("messages") or []
+        last = messages[-1] if messages else None
+        if not isinstance(last, HumanMessage) or last.additional_kwargs.get(INJECTED_MARKER):
+            return None
+        uploads_dir = self._uploads_dir(state)
+        new_files = self._new_files(last, uploads_dir)
+        previous, more = self._previous_files(uploads_dir, {f["filename"] for f in new_files})
+        if not new_files and not previous and not more:
+            return {"uploaded_files": []} if state.get("uploaded_files") else None
+        block = render_uploaded_files(new_files, previous, more)
+        return {"messages": [self._with_block(last, block)], "uploaded_files": new_files}
+
+    @staticmethod
+    def _uploads_dir(state: UploadsState) -> Path:
+        record: Any = state.get("thread_data") or {}
+        uploads = record.get("uploads_path") if isinstance(record, dict) else None
+        if not uploads:
+            raise UploadError(
+                "state has no thread_data.uploads_path: the thread_data plugin must run "
+                "before uploads (it does in the built-in chain; check custom chain ordering)"
+            )
+        return Path(uploads)
+
+    @staticmethod
+    def _new_files(message: HumanMessage, uploads_dir: Path) -> list[UploadedFile]:
+        raw = message.additional_kwargs.get("files")
+        if raw is None:
+            return []
+        if not isinstance(raw, list):
+            raise UploadError(
+                f"additional_kwargs['files'] must be a list of file records, got "
+                f"{type(raw).__name__}"
+            )
+        found: dict[str, UploadedFile] = {}
+        for index, item in enumerate(raw):
+            name = item.get("filename") if isinstance(item, dict) else None
+            try:
+                filename = safe_upload_name(name)
+            except UploadError as exc:
+                raise UploadError(f"additional_kwargs['files'][{index}]: {exc}") from None
+            size = _regular_file_size(uploads_dir / filename)
+            if size is None:
+                logger.warning(
+                    "upload %r listed in the message is not a file in the thread's uploads "
+                    "directory; leaving it out of the <uploaded_files> block", filename
+                )
+                continue
+            found.setdefault(filename, _record(filename, size))
+        return list(found.values())
+
+    @staticmethod
+    def _previous_files(uploads_dir: Path, exclude: set[str]) -> tuple[list[UploadedFile], int]:
+        if not uploads_dir.is_dir():
+            return [], 0
+        files: list[UploadedFile] = []
+        with os.scandir(uploads_dir) as entries:
+            for entry in entries:
+                if entry.name in exclude or not entry.is_file(follow_symlinks=False):
+                    continue
+                try:
+                    # Tools can write here too: hidden or odd names are not uploads.
+                    safe_upload_name(entry.name)
+                except UploadError:
+                    continue
+                files.append(_record(entry.name, entry.stat(follow_symlinks=False).st_size))
+        files.sort(key=lambda f: f["filename"])
+        return files[:MAX_LISTED_FILES], max(0, len(files) - MAX_LISTED_FILES)
+
+    @staticmethod
+    def _with_block(message: HumanMessage, block: str) -> HumanMessage:
+        kwargs = dict(message.additional_kwargs)
+        kwargs[INJECTED_MARKER] = True
+        if not isinstance(kwargs.get(ORIGINAL_CONTENT_KEY), str):
+            kwargs[ORIGINAL_CONTENT_KEY] = _text_of(message.content)
+        content: Any = message.content
+        if isinstance(content, str):
+            content = f"{block}\n\n{content}" if content else block
+        else:
+            content = [{"type": "text", "text": block}, *content]
+        return message.model_copy(update={"content": content, "additional_kwargs": kwargs})
+
+
+def build(ctx: BuildContext) -> UploadsMiddleware:
+    """Factory named in the manifest. Paths come through state from thread_data."""
+    return UploadsMiddleware()

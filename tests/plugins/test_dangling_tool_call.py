@@ -1,0 +1,301 @@
+"""dangling_tool_call: placeholders for unanswered tool calls, in the model request only."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from antler.agent import create_agent
+from antler.context import MEMORY_MODEL, TITLE_MODEL
+from antler.models import ScriptedChatModel
+from antler.plugins.dangling_tool_call.middleware import (
+    INTERRUPTED_PLACEHOLDER,
+    MALFORMED_PLACEHOLDER,
+    DanglingToolCallMiddleware,
+    repair_messages,
+    sanitize_tool_name,
+)
+from langchain.tools import tool
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+
+
+def make_agent(home: Path, script: list[Any], **kwargs: Any) -> tuple[Any, ScriptedChatModel]:
+    """The real chain of the installed plugins over a scripted model (see test_thread_data)."""
+    model = ScriptedChatModel(script)
+    services = {TITLE_MODEL: ScriptedChatModel(["A title"] * 5),
+                MEMORY_MODEL: ScriptedChatModel(["{}"] * 5), **kwargs.pop("services", {})}
+    kwargs.setdefault("checkpointer", "memory")
+    agent = create_agent(model=model, base_dir=home, services=services, **kwargs)
+    return agent, model
+
+
+def ai_calls(*calls: tuple[str, str], content: str = "", msg_id: str | None = None) -> AIMessage:
+    return AIMessage(content=content, id=msg_id, tool_calls=[
+        {"name": name, "args": {}, "id": call_id, "type": "tool_call"} for name, call_id in calls])
+
+
+def result(call_id: str, name: str = "bash", text: str = "ok") -> ToolMessage:
+    return ToolMessage(text, tool_call_id=call_id, name=name)
+
+
+def shape(messages: list[BaseMessage]) -> list[str]:
+    """A compact picture of a history: h, s, ai(ids), tool(id[!])."""
+    out = []
+    for m in messages:
+        if isinstance(m, ToolMessage):
+            out.append(f"tool({m.tool_call_id}{'!' if m.status == 'error' else ''})")
+        elif isinstance(m, AIMessage):
+            out.append(f"ai({','.join(c['id'] for c in m.tool_calls)})")
+        else:
+            out.append({"human": "h", "system": "s"}[m.type])
+    return out
+
+
+# -- in a real graph --------------------------------------------------------------------------
+
+
+def test_a_seeded_dangling_call_is_answered_in_the_request_but_not_in_state(tmp_path):
+    agent, model = make_agent(tmp_path / "home", ["Carrying on."])
+    with agent:
+        config = agent.run_config("t1")
+        agent.graph.update_state(config, {"messages": [
+            HumanMessage("list files", id="h1"),
+            ai_calls(("ls", "c1"), ("bash", "c2"), content="Looking.", msg_id="a1"),
+            result("c2", text="answered"),
+            HumanMessage("are you there?", id="h2"),
+        ]})
+        state = agent.invoke("continue", thread_id="t1")
+    sent = model.calls[0]
+    assert shape(sent) == ["s", "h", "ai(c1,c2)", "tool(c2)", "tool(c1!)", "h", "h"]
+    placeholder = sent[4]
+    assert placeholder.content == INTERRUPTED_PLACEHOLDER
+    assert (placeholder.name, placeholder.status) == ("ls", "error")
+    assert shape(state["messages"]) == ["h", "ai(c1,c2)", "tool(c2)", "h", "h", "ai()"]
+    assert not any(m.content == INTERRUPTED_PLACEHOLDER for m in state["messages"])
+
+
+@tool
+def flaky(question: str) -> str:
+    """A tool whose process dies mid-call."""
+    raise ConnectionError("worker lost")
+
+
+def test_an_interrupted_run_resumes_with_the_call_answered_and_nothing_lost(tmp_path):
+    script = [{"content": "Let me check.", "tool_calls": [{"name": "flaky", "args": {
+        "question": "q"}, "id": "c1"}]}, "Sorry, that tool failed; here is what I know."]
+    agent, model = make_agent(tmp_path / "home", script, tools=[flaky])
+    with agent:
+        with pytest.raises(ConnectionError):
+            agent.invoke("What is up?", thread_id="t1")
+        interrupted = agent.state("t1")["messages"]
+        assert shape(interrupted) == ["h", "ai(c1)"]  # the call has no result
+
+        state = agent.invoke("Still there?", thread_id="t1")
+    assert shape(model.calls[1]) == ["s", "h", "ai(c1)", "tool(c1!)", "h"]
+    messages = state["messages"]
+    assert shape(messages) == ["h", "ai(c1)", "h", "ai()"]
+    assert messages[0].content == "What is up?"
+    assert messages[1].content == "Let me check."
+    assert messages[1].tool_calls[0]["args"] == {"question": "q"}
+    assert messages[3].content == "Sorry, that tool failed; here is what I know."
+
+
+def test_a_run_stopped_before_its_tool_ran_continues_cleanly(tmp_path):
+    script = [{"content": "Running it.", "tool_calls": [
+        {"name": "bash", "args": {"command": "sleep 30"}, "id": "c1"}]}, "Stopped; what next?"]
+    agent, model = make_agent(tmp_path / "home", script)
+    with agent:
+        for chunk in agent.stream("run the job", thread_id="t1"):
+            if "model" in chunk:
+                break  # the user pressed stop: the tool never runs
+        assert shape(agent.state("t1")["messages"]) == ["h", "ai(c1)"]
+        state = agent.invoke("never mind", thread_id="t1")
+    assert shape(model.calls[1]) == ["s", "h", "ai(c1)", "tool(c1!)", "h"]
+    assert [m.content for m in state["messages"]] == [
+        "run the job", "Running it.", "never mind", "Stopped; what next?"]
+
+
+def test_malformed_calls_are_sanitized_for_the_model_and_kept_raw_in_state(tmp_path):
+    raw_payload = [{"id": "c1", "type": "function",
+                    "function": {"name": "my tool!", "arguments": "{}"}},
+                   {"id": "c2", "type": "function", "function": {"name": "", "arguments": "{oops"}}]
+    broken = AIMessage(content="", id="a1", additional_kwargs={"tool_calls": raw_payload},
+                       tool_calls=[{"name": "my tool!", "args": {}, "id": "c1"}],
+                       invalid_tool_calls=[{"name": "", "args": "{oops", "id": "c2",
+                                            "error": "bad json", "type": "invalid_tool_call"}])
+    agent, model = make_agent(tmp_path / "home", ["ok"])
+    with agent:
+        config = agent.run_config("t1")
+        agent.graph.update_state(config, {"messages": [HumanMessage("go", id="h1"), broken]})
+        state = agent.invoke("next", thread_id="t1")
+    sent = model.calls[0]
+    # LangChain itself answers the unparsable call (c2) in state; the interrupted one (c1) is
+    # answered here, after it, in the request only.
+    assert shape(sent) == ["s", "h", "ai(c1,c2)", "tool(c2!)", "tool(c1!)", "h"]
+    sent_ai = sent[2]
+    assert [(c["name"], c["args"]) for c in sent_ai.tool_calls] == [
+        ("my_tool_", {}), ("unknown_tool", {"raw_arguments": "{oops"})]
+    assert sent_ai.invalid_tool_calls == []
+    assert sent_ai.additional_kwargs["tool_calls"] == raw_payload  # raw payload preserved
+    assert (sent[4].name, sent[4].content) == ("my_tool_", INTERRUPTED_PLACEHOLDER)
+    kept = state["messages"][1]
+    assert kept.tool_calls[0]["name"] == "my tool!"
+    assert kept.invalid_tool_calls[0]["args"] == "{oops"
+    assert not any(m.content == INTERRUPTED_PLACEHOLDER for m in state["messages"])
+
+
+def test_async_runs_repair_too(tmp_path):
+    agent, model = make_agent(tmp_path / "home", ["ok"])
+    with agent:
+        config = agent.run_config("t1")
+        agent.graph.update_state(config, {"messages": [HumanMessage("go", id="h1"),
+                                                        ai_calls(("bash", "c1"), msg_id="a1")]})
+        asyncio.run(agent.graph.ainvoke(agent.input("next"), config=config,
+                                        context=agent.context("t1")))
+    assert shape(model.calls[0]) == ["s", "h", "ai(c1)", "tool(c1!)", "h"]
+
+
+# -- repair_messages ---------------------------------------------------------------------------
+
+
+def test_a_well_formed_history_passes_through_as_the_same_request():
+    history = [HumanMessage("a"), ai_calls(("bash", "c1")), result("c1"), AIMessage("done")]
+    assert repair_messages(history) is None
+    seen = []
+    request = type("Request", (), {"messages": history})()
+    DanglingToolCallMiddleware().wrap_model_call(request, seen.append)  # type: ignore[arg-type]
+    assert seen == [request]
+
+    async def handler(req: Any) -> Any:
+        seen.append(req)
+
+    asyncio.run(DanglingToolCallMiddleware().awrap_model_call(request, handler))  # type: ignore[arg-type]
+    assert seen[1] is request
+
+
+def test_placeholders_go_right_after_their_message_never_at_the_end():
+    history = [
+        HumanMessage("a"),
+        ai_calls(("bash", "c1"), ("ls", "c2")),
+        result("c2"),
+        ai_calls(("bash", "c3")),
+        HumanMessage("b"),
+        ai_calls(("bash", "c4")),
+        result("c4"),
+        AIMessage("final"),
+        ai_calls(("bash", "c5")),
+    ]
+    repaired = repair_messages(history)
+    assert repaired is not None
+    assert shape(repaired) == ["h", "ai(c1,c2)", "tool(c2)", "tool(c1!)", "ai(c3)", "tool(c3!)",
+                               "h", "ai(c4)", "tool(c4)", "ai()", "ai(c5)", "tool(c5!)"]
+    assert shape(history)[3] == "ai(c3)"  # the input list is untouched
+    assert all(a is b for a, b in zip(repaired[:3], history[:3], strict=True))
+
+
+def test_an_unanswered_unparsable_call_becomes_a_call_with_an_error_result():
+    message = AIMessage(content="", invalid_tool_calls=[
+        {"name": "a b", "args": "{", "id": "c9", "error": "bad", "type": "invalid_tool_call"}])
+    repaired = repair_messages([message, HumanMessage("next")])
+    assert repaired is not None
+    assert repaired[0].tool_calls == [
+        {"name": "a_b", "args": {"raw_arguments": "{"}, "id": "c9", "type": "tool_call"}]
+    assert (repaired[1].tool_call_id, repaired[1].content) == ("c9", MALFORMED_PLACEHOLDER)
+    assert message.invalid_tool_calls[0]["name"] == "a b"
+
+
+def test_a_call_without_an_id_gets_a_stable_one_and_a_placeholder():
+    message = AIMessage(content="", tool_calls=[{"name": "bash", "args": {}, "id": None}])
+    repaired = repair_messages([HumanMessage("a"), message])
+    assert repaired is not None
+    call_id = repaired[1].tool_calls[0]["id"]
+    assert call_id == "antler_missing_id_1_0"
+    assert repaired[2].tool_call_id == call_id
+    assert repair_messages([HumanMessage("a"), message])[1].tool_calls[0]["id"] == call_id  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    ('{"command": "ls"}', {"command": "ls"}),
+    ("not json", {"raw_arguments": "not json"}),
+    (["a", 1], {"raw_arguments": '["a", 1]'}),
+    (None, {}),
+])
+def test_non_object_arguments_become_objects(args, expected):
+    message = AIMessage(content="", tool_calls=[{"name": "bash", "args": {}, "id": "c1"}])
+    message.tool_calls[0]["args"] = args  # as a misbehaving provider adapter leaves it
+    repaired = repair_messages([message, result("c1")])
+    assert repaired is not None
+    assert repaired[0].tool_calls[0]["args"] == expected
+    assert len(repaired) == 2  # answered: sanitized, nothing inserted
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("bash", "bash"), ("web.search", "web_search"), ("", "unknown_tool"), ("  ", "unknown_tool"),
+    (None, "unknown_tool"), ("x" * 100, "x" * 64), ("outil-été", "outil-_t_"),
+])
+def test_tool_names_are_made_acceptable(name, expected):
+    assert sanitize_tool_name(name) == expected
+
+
+# -- linear cost -------------------------------------------------------------------------------
+
+
+class CountingList(list):
+    """A list that counts element visits, to check the repair's cost without a clock."""
+
+    visits = 0
+
+    def __iter__(self):
+        for item in super().__iter__():
+            CountingList.visits += 1
+            yield item
+
+    def __getitem__(self, index):
+        item = super().__getitem__(index)
+        CountingList.visits += len(item) if isinstance(index, slice) else 1
+        return item
+
+
+def history(turns: int, dangling_every: int = 3) -> list[BaseMessage]:
+    """``turns`` exchanges of four messages; every ``dangling_every``-th call is unanswered."""
+    messages: list[BaseMessage] = []
+    for turn in range(turns):
+        messages += [HumanMessage(f"q{turn}"), ai_calls(("bash", f"c{turn}"))]
+        if turn % dangling_every:
+            messages.append(result(f"c{turn}"))
+        messages.append(AIMessage(f"a{turn}"))
+    return messages
+
+
+@pytest.mark.parametrize("turns", [500, 5_000])
+def test_repair_visits_each_message_a_bounded_number_of_times(turns):
+    messages = CountingList(history(turns))
+    CountingList.visits = 0
+    repaired = repair_messages(messages)
+    assert repaired is not None
+    # Two passes over the list, plus one prefix copy when the first repair is found.
+    assert CountingList.visits <= 3 * len(messages)
+
+
+def test_repair_handles_a_fifty_thousand_message_history():
+    messages = history(14_286, dangling_every=2)
+    dangling = (14_286 + 1) // 2
+    assert len(messages) > 50_000
+    repaired = repair_messages(messages)
+    assert repaired is not None
+    assert len(repaired) == len(messages) + dangling
+    assert sum(isinstance(m, ToolMessage) and m.status == "error" for m in repaired) == dangling
+    assert isinstance(repaired[-1], AIMessage)  # placeholders sit inside, not at the end
+
+
+def test_system_messages_and_orphan_results_are_left_alone():
+    history_ = [SystemMessage("s"), result("orphan"), HumanMessage("a")]
+    assert repair_messages(history_) is None

@@ -1,0 +1,316 @@
+"""sandbox: lazy acquisition by the tools, reuse across turns, release, and the path boundary."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from antler.agent import create_agent
+from antler.config import parse_config
+from antler.context import MEMORY_MODEL, SANDBOX_PROVIDER, TITLE_MODEL
+from antler.models import ScriptedChatModel
+from antler.paths import PathLayout
+from antler.plugins.sandbox.config import SandboxConfig
+from antler.plugins.sandbox.tools import TOOL_METADATA, build_tools
+from antler.registry import discover
+from antler.runcontext import RunContext
+from antler.sandbox import SandboxClosedError, UnknownSandboxProviderError
+from antler.sandbox.local import LocalSandboxProvider
+from langchain_core.messages import ToolMessage
+from pydantic import ValidationError
+
+SANDBOX_TOOLS = ["bash", "ls", "read_file", "write_file", "str_replace"]
+
+
+class CountingProvider(LocalSandboxProvider):
+    """The local provider, counting what the plugin asks of it."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.acquired: list[str] = []
+        self.released: list[str] = []
+
+    def acquire(self, thread_paths: Any) -> str:
+        sandbox_id = super().acquire(thread_paths)
+        self.acquired.append(sandbox_id)
+        return sandbox_id
+
+    def release(self, sandbox_id: str) -> None:
+        self.released.append(sandbox_id)
+        super().release(sandbox_id)
+
+
+def make_agent(home: Path, script: list[Any], **kwargs: Any) -> tuple[Any, ScriptedChatModel]:
+    """The real chain of the installed plugins over a scripted model (see test_thread_data)."""
+    model = ScriptedChatModel(script)
+    services = {TITLE_MODEL: ScriptedChatModel(["A title"] * 5),
+                MEMORY_MODEL: ScriptedChatModel(["{}"] * 5), **kwargs.pop("services", {})}
+    kwargs.setdefault("checkpointer", "memory")
+    agent = create_agent(model=model, base_dir=home, services=services, **kwargs)
+    return agent, model
+
+
+def call(name: str, **args: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "args": args}]}
+
+
+def tool_results(state: dict[str, Any]) -> list[ToolMessage]:
+    return [m for m in state["messages"] if isinstance(m, ToolMessage)]
+
+
+@pytest.fixture
+def provider() -> CountingProvider:
+    return CountingProvider(default_timeout=10)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+def test_a_chat_turn_touches_neither_disk_nor_provider(home, provider):
+    agent, _ = make_agent(home, ["hello"], services={SANDBOX_PROVIDER: provider})
+    with agent:
+        state = agent.invoke("hi", thread_id="t1")
+        assert not home.exists()
+    assert "sandbox" not in state or state["sandbox"] is None
+    assert provider.acquired == provider.released == []
+
+
+def test_first_tool_call_creates_the_directories_and_acquires_later_turns_reuse(home, provider):
+    script = [call("write_file", path="/mnt/user-data/outputs/a.txt", content="one\n"), "done",
+              call("bash", command="cat /mnt/user-data/outputs/a.txt; pwd"), "done again"]
+    agent, model = make_agent(home, script, services={SANDBOX_PROVIDER: provider})
+    paths = PathLayout(home).thread("default", "t1")
+    with agent:
+        first = agent.invoke("write", thread_id="t1")
+        assert all(d.is_dir() for d in (paths.workspace, paths.uploads, paths.outputs))
+        assert first["sandbox"] == {"sandbox_id": "local:default/t1"}
+        assert provider.acquired == ["local:default/t1"]
+        assert provider.released == ["local:default/t1"]  # after_agent released it
+        assert not provider.get("local:default/t1").in_use
+
+        second = agent.invoke("read", thread_id="t1")
+    assert second["sandbox"] == first["sandbox"]
+    assert provider.acquired == ["local:default/t1"]  # reused, not acquired again
+    assert provider.released == ["local:default/t1"] * 2
+    assert (paths.outputs / "a.txt").read_text() == "one\n"
+    wrote, ran = tool_results(second)
+    assert wrote.content == "Wrote 4 characters to /mnt/user-data/outputs/a.txt."
+    assert ran.content == "one\n/mnt/user-data/workspace"
+    assert str(home) not in str([m.content for m in model.calls[-1]])
+
+
+def test_parallel_tool_calls_share_one_sandbox(home, provider):
+    both = {"tool_calls": [
+        {"name": "write_file", "args": {"path": "a.txt", "content": "a"}},
+        {"name": "write_file", "args": {"path": "b.txt", "content": "b"}},
+    ]}
+    agent, _ = make_agent(home, [both, "done"], services={SANDBOX_PROVIDER: provider})
+    with agent:
+        state = agent.invoke("write both", thread_id="t1")
+    assert [m.status for m in tool_results(state)] == ["success", "success"]
+    assert state["sandbox"] == {"sandbox_id": "local:default/t1"}
+    workspace = PathLayout(home).thread("default", "t1").workspace
+    assert sorted(p.name for p in workspace.iterdir()) == ["a.txt", "b.txt"]
+
+
+def test_file_tools_read_write_append_replace_and_list(home):
+    script = [
+        call("write_file", path="notes.md", content="alpha\nbeta\n"),
+        call("write_file", path="notes.md", content="gamma\n", append=True),
+        call("str_replace", path="/mnt/user-data/workspace/notes.md", old="beta", new="BETA"),
+        call("read_file", path="notes.md", start_line=2, end_line=3),
+        call("ls", path="/mnt/user-data/workspace"),
+        "done",
+    ]
+    agent, _ = make_agent(home, script)
+    with agent:
+        state = agent.invoke("edit", thread_id="t1")
+    results = [m.content for m in tool_results(state)]
+    assert results == [
+        "Wrote 11 characters to /mnt/user-data/workspace/notes.md.",
+        "Appended 6 characters to /mnt/user-data/workspace/notes.md.",
+        "Replaced 1 occurrence in /mnt/user-data/workspace/notes.md.",
+        "BETA\ngamma\n",
+        "/mnt/user-data/workspace/notes.md",
+    ]
+    assert all(m.status == "success" for m in tool_results(state))
+
+
+def test_str_replace_needs_exactly_one_occurrence(home):
+    script = [
+        call("write_file", path="f.txt", content="x x"),
+        call("str_replace", path="f.txt", old="x", new="y"),
+        call("str_replace", path="f.txt", old="z", new="y"),
+        call("str_replace", path="f.txt", old="", new="y"),
+        "done",
+    ]
+    agent, _ = make_agent(home, script)
+    with agent:
+        state = agent.invoke("edit", thread_id="t1")
+    _, twice, missing, empty = tool_results(state)
+    assert "occurs 2 times" in twice.content and twice.status == "error"
+    assert "was not found" in missing.content and missing.status == "error"
+    assert "`old` is empty" in empty.content
+    workspace = PathLayout(home).thread("default", "t1").workspace
+    assert (workspace / "f.txt").read_text() == "x x"
+
+
+def test_escapes_are_refused_and_nothing_is_written_outside(tmp_path, home):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("host secret")
+    paths = PathLayout(home).thread("default", "t1")
+    paths.ensure_directories()
+    os.symlink(outside, paths.workspace / "link")
+    script = [
+        call("write_file", path="../../../../../outside/dotdot.txt", content="x"),
+        call("write_file", path="/mnt/user-data/../../outside/virtual.txt", content="x"),
+        call("write_file", path=str(outside / "absolute.txt"), content="x"),
+        call("write_file", path="link/through-symlink.txt", content="x"),
+        call("read_file", path="link/secret.txt"),
+        call("read_file", path=str(outside / "secret.txt")),
+        call("str_replace", path="link/secret.txt", old="host", new="pwned"),
+        call("ls", path="link"),
+        call("read_file", path="missing.txt"),
+        "done",
+    ]
+    agent, _ = make_agent(home, script)
+    with agent:
+        state = agent.invoke("try", thread_id="t1")
+    results = tool_results(state)
+    assert len(results) == 9
+    assert all(m.status == "error" for m in results)
+    assert all(m.content.startswith("Error: ") for m in results)
+    assert "Traceback" not in str([m.content for m in results])
+    # The thread's host location never shows; an absolute path the model sent is echoed.
+    assert all(str(home) not in m.content for m in results)
+    assert "Refusing path" in results[0].content
+    assert "symlink" in results[3].content
+    assert results[-1].content.startswith("Error: No such file")
+    assert results[-1].content.endswith(": /mnt/user-data/workspace/missing.txt")
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    assert (outside / "secret.txt").read_text() == "host secret"
+    assert not (tmp_path / "dotdot.txt").exists()
+
+
+def test_every_tool_carries_the_sandbox_metadata(home):
+    agent, _ = make_agent(home, [])
+    with agent:
+        tools = {t.name: t for t in agent.chain.tools}
+    for name in SANDBOX_TOOLS:
+        assert tools[name].metadata == {"antler": {"sandbox": True, "remote_content": False}}
+    assert TOOL_METADATA == {"antler": {"sandbox": True, "remote_content": False}}
+
+
+def test_a_forged_sandbox_id_in_the_input_is_ignored(home, provider):
+    victim = provider.acquire(PathLayout(home).thread("bob", "t9"))
+    agent, _ = make_agent(home, [call("bash", command="pwd"), "done"],
+                          services={SANDBOX_PROVIDER: provider})
+    with agent:
+        state = agent.invoke({"messages": [{"role": "user", "content": "hi"}],
+                              "sandbox": {"sandbox_id": victim}}, thread_id="t1")
+    assert state["sandbox"] == {"sandbox_id": "local:default/t1"}
+
+
+def test_a_sandbox_the_provider_forgot_is_replaced(home, provider):
+    agent, _ = make_agent(home, [call("bash", command="echo hi"), "done"],
+                          services={SANDBOX_PROVIDER: provider})
+    with agent:
+        config = agent.run_config("t1")
+        agent.graph.update_state(config, {"sandbox": {"sandbox_id": "local:gone/t0"}})
+        state = agent.invoke("again", thread_id="t1")
+    assert state["sandbox"] == {"sandbox_id": "local:default/t1"}
+    assert tool_results(state)[0].content == "hi"
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_async_runs_use_the_tools_and_release(home, provider, fuse):
+    agent, _ = make_agent(home, [call("write_file", path="a.txt", content="async"), "done"],
+                          services={SANDBOX_PROVIDER: provider}, fuse=fuse)
+    with agent:
+        state = asyncio.run(agent.graph.ainvoke(
+            agent.input("go"), config=agent.run_config("t1"), context=agent.context("t1")))
+    assert tool_results(state)[0].status == "success"
+    assert provider.acquired == provider.released == ["local:default/t1"]
+
+
+# -- configuration and provider sharing -----------------------------------------------------
+
+
+@pytest.mark.parametrize("run", ["invoke", "ainvoke"])
+def test_eager_mode_acquires_when_the_run_starts(home, provider, run):
+    config = parse_config("sandbox:\n  lazy: false\n", discover())
+    agent, _ = make_agent(home, ["hi"], config=config, services={SANDBOX_PROVIDER: provider})
+    with agent:
+        if run == "invoke":
+            state = agent.invoke("hi", thread_id="t1")
+        else:
+            state = asyncio.run(agent.graph.ainvoke(
+                agent.input("hi"), config=agent.run_config("t1"), context=agent.context("t1")))
+    assert state["sandbox"] == {"sandbox_id": "local:default/t1"}
+    assert PathLayout(home).thread("default", "t1").outputs.is_dir()
+    assert provider.acquired == provider.released == ["local:default/t1"]
+
+
+def test_the_loaded_provider_is_shared_and_shut_down_with_the_agent(home):
+    config = parse_config("sandbox:\n  command_timeout: 5\n  max_output_bytes: 2048\n",
+                          discover())
+    agent, _ = make_agent(home, [call("bash", command="head -c 5000 /dev/zero | tr '\\0' x"),
+                                 "done"], config=config)
+    with agent:
+        provider = agent.services.items[SANDBOX_PROVIDER]
+        assert isinstance(provider, LocalSandboxProvider)
+        assert (provider.default_timeout, provider.max_output_bytes) == (5.0, 2048)
+        state = agent.invoke("run", thread_id="t1")
+        assert "[output truncated" in tool_results(state)[0].content
+    with pytest.raises(SandboxClosedError):
+        provider.acquire(PathLayout(home).thread("default", "t2"))
+
+
+def test_config_is_validated(home):
+    with pytest.raises(ValidationError, match="extra"):
+        SandboxConfig.model_validate({"provider": "local", "timeout": 3})
+    with pytest.raises(ValidationError, match="command_timeout"):
+        SandboxConfig(command_timeout=0)
+    with pytest.raises(UnknownSandboxProviderError, match="Did you mean 'local'"):
+        make_agent(home, [], config=parse_config("sandbox:\n  provider: locale\n", discover()))
+
+
+# -- the tools on their own -----------------------------------------------------------------
+
+
+def tool_runtime(thread_id: str | None, state: dict[str, Any] | None = None) -> Any:
+    return SimpleNamespace(context=RunContext(thread_id=thread_id), state=state or {},
+                           tool_call_id="call_x")
+
+
+def test_tools_turn_setup_errors_into_messages(tmp_path):
+    tools = {t.name: t for t in build_tools(LocalSandboxProvider(), PathLayout(tmp_path),
+                                            SandboxConfig())}
+    hostile = tools["write_file"].func(path="a.txt", content="x",  # type: ignore[misc]
+                                       runtime=tool_runtime("../t"))
+    assert hostile.status == "error" and "Invalid thread id" in hostile.content
+    # Outside a graph there is no config to fall back on either.
+    missing = tools["ls"].func(runtime=tool_runtime(None))  # type: ignore[misc]
+    assert missing.status == "error" and "no thread id" in missing.content
+    other = PathLayout(tmp_path).thread("default", "other").as_state()
+    mismatch = tools["ls"].func(  # type: ignore[misc]
+        runtime=tool_runtime("t1", {"thread_data": other}))
+    assert mismatch.status == "error" and "do not match" in mismatch.content
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_tools_have_async_forms(tmp_path):
+    tools = {t.name: t for t in build_tools(LocalSandboxProvider(), PathLayout(tmp_path),
+                                            SandboxConfig())}
+    result = asyncio.run(tools["bash"].coroutine(  # type: ignore[misc]
+        command="echo $HOME", runtime=tool_runtime("t1")))
+    update = result.update
+    assert update["sandbox"] == {"sandbox_id": "local:default/t1"}
+    assert update["messages"][0].content == "/mnt/user-data/workspace"

@@ -1,0 +1,243 @@
+"""The title plugin: one title after the first complete exchange, with a fallback.
+
+Most tests give the title its own ScriptedChatModel through the `title_model`
+service, so the agent's script is untouched. One test lets the title share the
+agent's model, where the title call consumes a script turn (marked).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import yaml
+from antler.agent import create_agent
+from antler.config import parse_config
+from antler.context import MODEL, TITLE_MODEL, BuildContext, ChainSecrets, RuntimeOptions, Services
+from antler.errors import ConfigError
+from antler.models import ScriptedChatModel
+from antler.plugins.title.config import TitleConfig
+from antler.plugins.title.middleware import (
+    TitleMiddleware,
+    build,
+    clean_title,
+    fallback_title,
+    first_exchange,
+    message_text,
+)
+from antler.registry import discover
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+
+QUIET = "memory: {enabled: false}\n"
+LONG_QUESTION = ("Could you help me plan a two week cycling trip through Portugal and Spain "
+                 "next spring?")
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return discover()
+
+
+@tool
+def lookup(city: str) -> str:
+    """Look a city up."""
+    return f"{city}: sunny"
+
+
+def make_agent(tmp_path, registry, model, title_model=None, text=QUIET, **kwargs):
+    services = {TITLE_MODEL: title_model} if title_model is not None else None
+    return create_agent(parse_config(text, registry), model=model, checkpointer="memory",
+                        base_dir=tmp_path, services=services, **kwargs)
+
+
+def test_title_is_generated_once_after_the_first_exchange(tmp_path, registry):
+    model = ScriptedChatModel(["Here is a plan for Lisbon.", "You're welcome."])
+    titler = ScriptedChatModel(['"Weekend in Lisbon"\n'])
+    with make_agent(tmp_path, registry, model, titler) as agent:
+        first = agent.invoke("Plan my weekend in Lisbon", thread_id="t1")
+        second = agent.invoke("Thanks!", thread_id="t1")
+
+    assert first["title"] == "Weekend in Lisbon"
+    assert second["title"] == "Weekend in Lisbon"
+    assert len(titler.calls) == 1  # never twice
+    prompt = titler.calls[0][-1].text
+    assert "Plan my weekend in Lisbon" in prompt and "Here is a plan for Lisbon." in prompt
+    # The title call is not an agent message.
+    assert [m.text for m in second["messages"]] == [
+        "Plan my weekend in Lisbon", "Here is a plan for Lisbon.", "Thanks!", "You're welcome.",
+    ]
+
+
+def test_title_waits_for_a_reply_without_tool_calls(tmp_path, registry):
+    model = ScriptedChatModel([
+        {"content": "", "tool_calls": [{"name": "lookup", "args": {"city": "Oslo"}}]},
+        "Oslo is sunny today.",
+    ])
+    titler = ScriptedChatModel(["Oslo weather"])
+    with make_agent(tmp_path, registry, model, titler, tools=[lookup]) as agent:
+        state = agent.invoke("Weather in Oslo?", thread_id="t1")
+    assert state["title"] == "Oslo weather"
+    assert len(titler.calls) == 1
+    assert "Oslo is sunny today." in titler.calls[0][-1].text
+    assert any(isinstance(m, ToolMessage) for m in state["messages"])
+
+
+def test_sharing_the_agent_model_consumes_one_script_turn(tmp_path, registry):
+    model = ScriptedChatModel([
+        "Bonjour !",
+        "Greeting in French",   # consumed by the title call, not by the agent
+    ])
+    with make_agent(tmp_path, registry, model) as agent:
+        state = agent.invoke("Say hello in French", thread_id="t1")
+    assert state["title"] == "Greeting in French"
+    assert model.position == 2
+    assert "Say hello in French" in model.calls[1][-1].text
+    assert [m.text for m in state["messages"]] == ["Say hello in French", "Bonjour !"]
+
+
+def _raise(_messages):
+    raise RuntimeError("title provider is down")
+
+
+def test_failing_title_model_falls_back_to_50_characters(tmp_path, registry):
+    model = ScriptedChatModel(["Sure, here is a route."])
+    titler = ScriptedChatModel([_raise])
+    with make_agent(tmp_path, registry, model, titler) as agent:
+        state = agent.invoke(LONG_QUESTION, thread_id="t1")
+    assert state["title"] == LONG_QUESTION[:50].rstrip() + "..."
+    assert len(LONG_QUESTION[:50]) == 50
+
+
+def test_empty_title_output_falls_back_to_the_whole_short_message(tmp_path, registry):
+    model = ScriptedChatModel(["Hi!"])
+    titler = ScriptedChatModel(['  ""\n\n'])
+    with make_agent(tmp_path, registry, model, titler) as agent:
+        state = agent.invoke("Hello there", thread_id="t1")
+    assert state["title"] == "Hello there"
+
+
+def test_structured_content_is_normalized_and_upload_blocks_dropped(tmp_path, registry):
+    message = HumanMessage(content=[
+        {"type": "text", "text": "<uploaded_files>\n- /mnt/user-data/uploads/sales.csv\n"
+                                 "</uploaded_files>\n\nAnalyse the   quarterly"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        "sales figures",
+    ])
+    model = ScriptedChatModel(["Q3 grew by 4%."])
+    titler = ScriptedChatModel([_raise])
+    with make_agent(tmp_path, registry, model, titler) as agent:
+        state = agent.invoke(message, thread_id="t1")
+    prompt = titler.calls[0][-1].text
+    assert "Analyse the quarterly sales figures" in prompt
+    assert "uploaded_files" not in prompt and "sales.csv" not in prompt
+    assert "base64" not in prompt
+    assert state["title"] == "Analyse the quarterly sales figures"
+
+
+def test_async_runs_generate_the_title(tmp_path, registry):
+    model = ScriptedChatModel(["Fine, thanks."])
+    titler = ScriptedChatModel(["Small talk"])
+    with make_agent(tmp_path, registry, model, titler) as agent:
+        state = asyncio.run(agent.graph.ainvoke(agent.input("How are you?"),
+                                                config=agent.run_config("t1"),
+                                                context=agent.context("t1")))
+    assert state["title"] == "Small talk"
+
+
+def test_disabled_title_is_not_in_the_chain(tmp_path, registry):
+    model = ScriptedChatModel(["ok"])
+    with make_agent(tmp_path, registry, model, text=QUIET + "title: {enabled: false}\n") as agent:
+        state = agent.invoke("hi", thread_id="t1")
+        assert "title" not in agent.chain.names
+    assert "title" not in state
+
+
+def test_title_joins_only_the_lead_chain(registry):
+    assert registry.specs["title"].chains == ["lead"]
+
+
+# -- model choice and config -------------------------------------------------------------
+
+
+def _context(config: TitleConfig, **services) -> BuildContext:
+    return BuildContext("lead", discover().specs["title"], config, RuntimeOptions(),
+                        Services(dict(services)), ChainSecrets())
+
+
+def test_model_choice_prefers_the_service_then_config_then_the_agent_model(tmp_path):
+    agent_model, service_model = ScriptedChatModel(), ScriptedChatModel()
+    script = tmp_path / "title.yaml"
+    script.write_text(yaml.safe_dump(["From config"]), encoding="utf-8")
+    configured = TitleConfig(model=f"scripted:{script}")
+
+    assert build(_context(configured, **{TITLE_MODEL: service_model,
+                                         MODEL: agent_model})).model is service_model
+    from_config = build(_context(configured, **{MODEL: agent_model})).model
+    assert from_config.invoke("x").text == "From config"
+    assert build(_context(TitleConfig(), **{MODEL: agent_model})).model is agent_model
+
+
+@pytest.mark.parametrize(("section", "expected"), [
+    ("max_chars: 3", "greater than or equal to 10"),
+    ("max_chars: 1000", "less than or equal to 200"),
+    ("model: '  '", "is empty"),
+    ("max_char: 40", "did you mean 'max_chars'"),
+])
+def test_invalid_config_is_refused(registry, section, expected):
+    with pytest.raises(ConfigError, match=expected):
+        parse_config(f"title:\n  {section}\n", registry)
+
+
+# -- helpers -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ('"Trip planning"', "Trip planning"),
+    ("Title: Budget review.", "Budget review"),
+    ("**Title:** Budget review", "Budget review"),
+    ("\n\n  \u00abR\u00e9union d\u2019\u00e9quipe\u00bb  \nbecause",
+     "R\u00e9union d\u2019\u00e9quipe"),
+    ("“Quoted”", "Quoted"),
+    ("```\n```", ""),
+    ("", ""),
+])
+def test_clean_title(raw, expected):
+    assert clean_title(raw, 60) == expected
+
+
+def test_clean_title_caps_length_at_a_word_boundary():
+    title = clean_title("A very long title that goes on and on about many things", 30)
+    assert len(title) <= 30 and title == "A very long title that goes on"
+    assert clean_title("x" * 80, 60) == "x" * 60
+
+
+def test_fallback_title():
+    assert fallback_title("short") == "short"
+    assert fallback_title("a" * 50) == "a" * 50
+    assert fallback_title("a" * 51) == "a" * 50 + "..."
+    assert fallback_title("  spaced\n\nout  ") == "spaced out"
+
+
+def test_first_exchange_skips_injected_messages_and_pending_tool_calls():
+    call = {"name": "lookup", "args": {}, "id": "c1", "type": "tool_call"}
+    summary = HumanMessage("Here is a summary", additional_kwargs={"lc_source": "summarization"})
+    reminder = HumanMessage("<system_reminder>...</system_reminder>", name="todo_reminder")
+    assert first_exchange([]) is None
+    assert first_exchange([HumanMessage("q"), AIMessage("", tool_calls=[call])]) is None
+    assert first_exchange([summary, reminder, HumanMessage("real question"),
+                           AIMessage("answer")]) == ("real question", "answer")
+    assert first_exchange([summary, AIMessage("answer")]) is None
+
+
+def test_message_text_normalizes_structured_content():
+    message = HumanMessage(content=["one", {"type": "text", "text": "two\n\nthree"},
+                                    {"type": "image_url", "image_url": {"url": "x"}}])
+    assert message_text(message) == "one two three"
+
+
+def test_hook_returns_nothing_once_titled():
+    middleware = TitleMiddleware(ScriptedChatModel([]))
+    state = {"title": "Done", "messages": [HumanMessage("q"), AIMessage("a")]}
+    assert middleware.after_model(state, None) is None
+    assert asyncio.run(middleware.aafter_model(state, None)) is None
