@@ -19,8 +19,9 @@ import gc
 import time
 from collections.abc import Callable
 
-from antler.plugins.dangling_tool_call.middleware import repair_messages
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from antler.plugins.dangling_tool_call.middleware import repair_messages
 
 SIZES = (1_000, 10_000, 100_000)
 

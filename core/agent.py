@@ -180,10 +180,14 @@ def create_agent(
     caller_task = any(getattr(t, "name", None) == TASK_TOOL for t in tools)
     if chain == "lead" and runtime.subagents_enabled and not caller_task:
         def build_subagent() -> Any:
+            # Same services (paths, sandbox provider, memory queue) but its own model, so
+            # plugins that read services[MODEL] (summarization) measure the right one.
+            sub_model = subagent_model or chat_model
+            sub_services = Services({**services.items, MODEL: sub_model})
             sub = create_agent(
-                config, chain="subagent", model=subagent_model or chat_model, tools=tools,
+                config, chain="subagent", model=sub_model, tools=tools,
                 checkpointer=None, runtime=runtime.model_copy(update={"subagents_enabled": False}),
-                services=services, registry=registry, system_prompt=system_prompt,
+                services=sub_services, registry=registry, system_prompt=system_prompt,
                 base_dir=base, tracer=tracer.child("subagent") if tracer else None,
                 fuse=fuse,
             )

@@ -35,10 +35,18 @@ _EXTENSION_RANK = 300_000
 
 @dataclass
 class Exclusion:
-    """A known plugin that does not take part in a chain, and why."""
+    """A known plugin that does not take part in a chain, and why.
+
+    `kind` is one of EXCLUSION_KINDS, stable for tools and JSON output.
+    """
 
     spec: PluginSpec
     reason: str
+    kind: str = "other"
+
+
+EXCLUSION_KINDS = ("not_in_chain", "disabled", "off_by_default", "runtime_condition",
+                   "load_failed", "other")
 
 
 @dataclass
@@ -113,22 +121,26 @@ class BuiltChain:
 
 
 def participation(spec: PluginSpec, chain: str, config: OperatorConfig,
-                  runtime: RuntimeOptions) -> str | None:
-    """None when `spec` joins `chain`, otherwise the reason it does not."""
+                  runtime: RuntimeOptions) -> Exclusion | None:
+    """None when `spec` joins `chain`, otherwise the `Exclusion` saying why not."""
     if chain not in spec.chains:
-        return f"does not join the {chain} chain (chains: {', '.join(spec.chains)})"
+        return Exclusion(spec, f"does not join the {chain} chain (chains: "
+                               f"{', '.join(spec.chains)})", "not_in_chain")
     if spec.enabled == "always":
         return None
     section = config.section(spec.section)
     toggle = getattr(section, "enabled", None) if section is not None else None
     if toggle is False:
-        return f"disabled by config ({config.locate(spec.section, 'enabled')})"
+        return Exclusion(spec, f"disabled by config ({config.locate(spec.section, 'enabled')})",
+                         "disabled")
     if toggle is None and spec.enabled == "off":
-        return f"off by default; enable with `{spec.section}: {{enabled: true}}`"
+        return Exclusion(spec, f"off by default; enable with `{spec.section}: "
+                               "{enabled: true}`", "off_by_default")
     for condition, wanted in spec.when.items():
         if runtime.condition(condition) != wanted:
-            return (f"runtime condition {condition} is {runtime.condition(condition)}, "
-                    f"needs {wanted}")
+            return Exclusion(spec, f"runtime condition {condition} is "
+                                   f"{runtime.condition(condition)}, needs {wanted}",
+                             "runtime_condition")
     return None
 
 
@@ -157,17 +169,17 @@ def plan_chain(
                 f"plugin [{specs[spec.name].provenance}]; give it another `name:`"
             )
         if load_error is not None:
-            excluded[spec.name] = Exclusion(spec, f"optional extension failed to load: "
-                                                  f"{load_error}")
+            excluded[spec.name] = Exclusion(
+                spec, f"optional extension failed to load: {load_error}", "load_failed")
             continue
         specs[spec.name] = spec
         builders[spec.name] = builder
     for spec in specs.values():
-        reason = participation(spec, chain, config, runtime)
-        if reason is None:
+        exclusion = participation(spec, chain, config, runtime)
+        if exclusion is None:
             participants.append(spec)
         else:
-            excluded[spec.name] = Exclusion(spec, reason)
+            excluded[spec.name] = exclusion
     resolution = resolve(
         participants, chain=chain,
         absent={name: ex.reason for name, ex in excluded.items()},

@@ -46,16 +46,9 @@ HOOK_COLUMNS = (
 )
 """LangChain's hooks in the order a turn reaches them, with their column headings."""
 
-EXCLUSION_KINDS = (
-    ("disabled by config", "disabled"),
-    ("off by default", "off_by_default"),
-    ("runtime condition", "runtime_condition"),
-    ("optional extension failed to load", "load_failed"),
-    ("does not join", "not_in_chain"),
-)
-"""`ChainPlan.excluded` reasons by their opening words, and the stable kind shown in JSON."""
-
-_KIND_ORDER = [kind for _, kind in EXCLUSION_KINDS] + ["other"]
+_KIND_ORDER = ["disabled", "off_by_default", "runtime_condition", "load_failed",
+               "not_in_chain", "other"]
+"""How `chain show` groups the plugins that are not in the chain."""
 
 
 @click.group(cls=AntlerGroup)
@@ -103,8 +96,7 @@ def plugin_hooks(spec: PluginSpec) -> tuple[list[str] | None, str | None]:
 
 def exclusion(exclusion: Exclusion, plan: ChainPlan) -> dict[str, Any]:
     """One plugin that is not in the chain: kind, reason and what would bring it in."""
-    reason = exclusion.reason
-    kind = next((k for prefix, k in EXCLUSION_KINDS if reason.startswith(prefix)), "other")
+    reason, kind = exclusion.reason, exclusion.kind
     hint = None
     if kind == "runtime_condition":
         for condition, wanted in exclusion.spec.when.items():
@@ -141,7 +133,14 @@ def _placed_by(name: str, graph: ChainGraph) -> str:
                 groups[edge.kind].append(edge.slot)
         else:
             groups.setdefault(edge.kind, []).append(edge.target)
-    return "; ".join(f"{kind} {', '.join(targets)}" for kind, targets in groups.items())
+    rank = {kind: i for i, kind in enumerate(_PLACED_BY_ORDER)}
+    ordered = sorted(groups.items(), key=lambda item: rank.get(item[0], len(rank)))
+    return "; ".join(f"{kind} {', '.join(targets)}" for kind, targets in ordered)
+
+
+_PLACED_BY_ORDER = ("position", "after", "before", "immediately_after", "immediately_before",
+                    "outer_of", "inner_of", "after_model_before", "after_model_after", "slot",
+                    "default slot", "requires")
 
 
 def show_report(plan: ChainPlan, graph: ChainGraph) -> dict[str, Any]:

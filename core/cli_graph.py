@@ -20,14 +20,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .chain import ChainPlan
 
-OWNER_FIRST = frozenset({"before", "outer_of", "after_model_after", "immediately_before"})
-OWNER_LAST = frozenset({"after", "inner_of", "after_model_before", "immediately_after"})
-"""Kinds whose declaring plugin comes first (last) in list order; mirrors the resolver."""
-
-SLOT_KINDS = frozenset({"slot", "default slot"})
-_SLOT_TARGET = re.compile(r"^(?P<slot>\S+) \((?P<side>after|before) (?P<point>@\S+)\)$")
-
-
 @dataclass(frozen=True)
 class Edge:
     """One declared constraint: `source` declares `kind` about `target`."""
@@ -40,18 +32,12 @@ class Edge:
     side: str | None = None
     """For slot constraints: 'after' the slot's start point or 'before' its end point."""
 
+    ordering: bool = True
+    """False for constraints that do not order (`requires`)."""
+
     @property
     def label(self) -> str:
         return f"{self.side} ({self.kind} {self.slot})" if self.slot else self.kind
-
-    def list_order(self) -> tuple[str, str] | None:
-        """(earlier, later) in the chain list, or None when it does not order (requires)."""
-        kind = self.side or self.kind
-        if kind in OWNER_FIRST:
-            return self.source, self.target
-        if kind in OWNER_LAST:
-            return self.target, self.source
-        return None
 
     def as_json(self) -> dict[str, Any]:
         return {"from": self.source, "to": self.target, "kind": self.kind, "slot": self.slot,
@@ -92,70 +78,20 @@ class ChainGraph:
 
 
 def chain_graph(plan: ChainPlan) -> ChainGraph:
-    """Nodes and declared edges of `plan`, with every point placed."""
-    from .spec import POINT_PREFIX
-
-    registry = plan.registry
-    points = {POINT_PREFIX + p.name: p for p in registry.points.values()}
-    present = set(plan.order) | set(points)
+    """Nodes and declared edges of `plan`, with every point where the resolver reached it."""
+    resolution = plan.resolution
+    present = set(plan.order) | set(resolution.point_positions)
     edges: dict[tuple[str, str, str], Edge] = {}
-    for name in plan.order:
-        for c in plan.resolution.placements[name].constraints:
-            edge = _edge(c.owner, c.kind, c.target, str(c.provenance))
-            if edge.source in present and edge.target in present:
-                edges.setdefault((edge.source, edge.kind, edge.target), edge)
-    for node, point in points.items():
-        for kind, targets in (("after", point.after), ("before", point.before)):
-            for target in targets:
-                if target in present:
-                    edges.setdefault((node, kind, target),
-                                     Edge(node, target, kind, str(point.provenance)))
-    graph = ChainGraph(plan.chain, list(plan.order), {}, list(edges.values()))
-    graph.points = _point_positions(graph, list(points))
-    graph.summaries = {name: plan.resolution.placements[name].spec.summary for name in plan.order}
-    graph.summaries.update({node: point.summary for node, point in points.items()})
+    for c in resolution.constraints:
+        if c.owner in present and c.target in present:
+            edges.setdefault((c.owner, c.kind, c.target), Edge(
+                c.owner, c.target, c.kind, str(c.provenance), slot=c.slot, side=c.side,
+                ordering=c.list_order() is not None))
+    graph = ChainGraph(plan.chain, list(plan.order), dict(resolution.point_positions),
+                       list(edges.values()))
+    graph.summaries = {name: resolution.placements[name].spec.summary for name in plan.order}
+    graph.summaries.update({"@" + p.name: p.summary for p in plan.registry.points.values()})
     return graph
-
-
-def _edge(owner: str, kind: str, target: str, declared_at: str) -> Edge:
-    if kind in SLOT_KINDS:
-        match = _SLOT_TARGET.match(target)
-        if match:
-            return Edge(owner, match["point"], kind, declared_at, slot=match["slot"],
-                        side=match["side"])
-    return Edge(owner, target, kind, declared_at)
-
-
-def _point_positions(graph: ChainGraph, points: list[str]) -> dict[str, int]:
-    position = {name: index for index, name in enumerate(graph.plugins, start=1)}
-    before: dict[str, set[str]] = {point: set() for point in points}
-    for edge in graph.edges:
-        pair = edge.list_order()
-        if pair and pair[1] in before:
-            before[pair[1]].add(pair[0])
-    placed: dict[str, int] = {}
-
-    def place(point: str, visiting: frozenset[str]) -> int:
-        if point not in placed:
-            earlier = [position[n] if n in position else place(n, visiting | {point})
-                       for n in before[point] if n not in visiting]
-            placed[point] = max(earlier, default=0)
-        return placed[point]
-
-    depth: dict[str, int] = {}
-
-    def deep(point: str, visiting: frozenset[str]) -> int:
-        if point not in depth:
-            depth[point] = 1 + max((deep(n, visiting | {point}) for n in before[point]
-                                    if n in before and n not in visiting), default=-1)
-        return depth[point]
-
-    for point in points:
-        place(point, frozenset())
-        deep(point, frozenset())
-    # Points reached after the same plugin keep their own order (and then declaration order).
-    return {point: placed[point]
-            for point in sorted(points, key=lambda p: (placed[p], depth[p]))}
 
 
 # -- renderings ------------------------------------------------------------------------------
@@ -190,7 +126,7 @@ def to_mermaid(graph: ChainGraph) -> str:
         # Invisible links keep the drawing in chain order without claiming a constraint.
         lines.append("    " + " ~~~ ".join(ids[name] for _, name in spine))
     for edge in graph.edges:
-        arrow = "-.->" if edge.list_order() is None else "-->"
+        arrow = "-->" if edge.ordering else "-.->"
         lines.append(f'    {ids[edge.source]} {arrow}|"{_mermaid_text(edge.label)}"| '
                      f"{ids[edge.target]}")
     return "\n".join(lines) + "\n"
@@ -219,7 +155,7 @@ def to_dot(graph: ChainGraph) -> str:
     for (_, a), (_, b) in itertools.pairwise(spine):
         lines.append(f"    {_dot_quote(a)} -> {_dot_quote(b)} [style=invis, weight=100];")
     for edge in graph.edges:
-        style = ", style=dashed" if edge.list_order() is None else ""
+        style = "" if edge.ordering else ", style=dashed"
         lines.append(f"    {_dot_quote(edge.source)} -> {_dot_quote(edge.target)} "
                      f"[label={_dot_quote(edge.label)}, constraint=false{style}];")
     lines.append("}")

@@ -48,10 +48,42 @@ class Constraint:
     kind: str
     target: str
     provenance: Provenance
+    slot: str | None = None
+    """For `slot` / `default slot` constraints: the slot; `target` is its boundary point."""
+
+    @property
+    def side(self) -> str | None:
+        """'after' the slot's start point or 'before' its end point (slot constraints)."""
+        if self.slot is None:
+            return None
+        return "after" if self.owner_first is False else "before"
+
+    @property
+    def owner_first(self) -> bool | None:
+        """Whether the declaring node comes first in list order (None: no ordering)."""
+        if self.kind in _LIST_ORDER_FIELDS:
+            return _LIST_ORDER_FIELDS[self.kind][0]
+        if self.kind == "immediately_before":
+            return True
+        if self.kind == "immediately_after":
+            return False
+        if self.slot is not None:
+            return self._slot_owner_first
+        return None
+
+    _slot_owner_first: bool | None = None
+
+    def list_order(self) -> tuple[str, str] | None:
+        """(earlier, later) in the chain list, or None for `requires`."""
+        first = self.owner_first
+        if first is None:
+            return None
+        return (self.owner, self.target) if first else (self.target, self.owner)
 
     def describe(self) -> str:
         why = _LIST_ORDER_FIELDS.get(self.kind, (True, ""))[1]
-        text = f"{self.owner} declares {self.kind}: {self.target}"
+        target = f"{self.slot} ({self.side} {self.target})" if self.slot else self.target
+        text = f"{self.owner} declares {self.kind}: {target}"
         if why:
             text += f" ({why})"
         return f"{text} [{self.provenance}]"
@@ -83,6 +115,10 @@ class Resolution:
     chain: str
     order: list[str]
     placements: dict[str, Placement]
+    point_positions: dict[str, int] = field(default_factory=dict)
+    """'@point' -> how many plugins precede it, in the order points were reached."""
+    constraints: list[Constraint] = field(default_factory=list)
+    """Every constraint between nodes of this chain (plugins and points)."""
 
     def specs(self) -> list[PluginSpec]:
         return [self.placements[name].spec for name in self.order]
@@ -128,6 +164,7 @@ class _Resolver:
         self.glue: list[tuple[str, str, Constraint]] = []
         self.involved: dict[str, list[Constraint]] = {name: [] for name in self.specs}
         self.ignored: dict[str, list[str]] = {name: [] for name in self.specs}
+        self.point_positions: dict[str, int] = {}
 
     # -- graph construction -------------------------------------------------
 
@@ -152,7 +189,9 @@ class _Resolver:
                 tie_break=f"tie-break among ready plugins: rank {self.specs[name].rank}, "
                           f"then name",
             )
-        return Resolution(self.chain, order, placements)
+        constraints = [c for _, _, c in self.edges] + [c for _, _, c in self.glue] + [
+            c for name in self.specs for c in self.involved[name] if c.kind == "requires"]
+        return Resolution(self.chain, order, placements, self.point_positions, constraints)
 
     def _point_edges(self, point: PointSpec) -> None:
         node = POINT_PREFIX + point.name
@@ -210,10 +249,10 @@ class _Resolver:
                     f"{', '.join(sorted(self.slots)) or 'none'}"
                 )
             kind = "slot" if order.slot else "default slot"
-            self._edge(slot.start, name, Constraint(name, kind, f"{slot_name} (after "
-                                                    f"{slot.start})", prov))
-            self._edge(name, slot.end, Constraint(name, kind, f"{slot_name} (before "
-                                                  f"{slot.end})", prov))
+            self._edge(slot.start, name, Constraint(name, kind, slot.start, prov, slot_name,
+                                                    _slot_owner_first=False))
+            self._edge(name, slot.end, Constraint(name, kind, slot.end, prov, slot_name,
+                                                  _slot_owner_first=True))
 
     def _reference(self, owner: str, kind: str, target: str, prov: Provenance,
                    adjacency: bool = False) -> bool:
@@ -370,7 +409,11 @@ class _Resolver:
         while heap:
             b = heapq.heappop(heap)[3]
             emitted += 1
-            order.extend([n for n in blocks[b] if n in specs])
+            head = blocks[b][0]
+            if head in specs:
+                order.extend([n for n in blocks[b] if n in specs])
+            else:  # a point: blocks never mix points and plugins
+                self.point_positions[head] = len(order)
             for s in succ[b]:
                 indeg[s] -= 1
                 if indeg[s] == 0:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 import yaml
+
 from antler.chain import ChainPlan, plan_chain
 from antler.config import parse_config
 from antler.context import RuntimeOptions
-
 from tests.fixtures import (
     CUSTOM,
     CUSTOM_NAME,

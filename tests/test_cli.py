@@ -15,13 +15,14 @@ import typing
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
+
 from antler.cli import cli, main
 from antler.cli_session import CHAIN_CHOICES, CONDITION_FLAGS
 from antler.context import RuntimeOptions
 from antler.manifest import Manifest, builtin_manifest
 from antler.registry import LoadDiagnostic, PluginRegistry
 from antler.spec import CHAIN_NAMES, RuntimeCondition
-from click.testing import CliRunner, Result
 
 MANIFEST = """\
 api_version: 1

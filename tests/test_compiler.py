@@ -16,7 +16,7 @@ import operator
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, NotRequired
 
 import pytest
 from langchain.agents import create_agent as langchain_create_agent
@@ -25,7 +25,6 @@ from langchain.tools import tool
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command, Overwrite, interrupt
-from typing_extensions import NotRequired
 
 from antler.compiler import (
     FUSED_EVENT,
@@ -43,6 +42,7 @@ from antler.models import ScriptedChatModel
 class SynthState(AgentState):
     tally: NotRequired[Annotated[int, operator.add]]
     log: NotRequired[Annotated[list[str], operator.add]]
+    visits: NotRequired[Annotated[list[str], operator.add]]
     last: NotRequired[str]
 
 
@@ -77,18 +77,20 @@ class Synth(AgentMiddleware):
         super().__init__()
         self._name = name
         self.program = hooks
-        self.calls: dict[str, int] = {}
         self.tools = []
 
     @property
     def name(self) -> str:
         return self._name
 
-    def act(self, kind: str, state: dict[str, Any]) -> Any:
-        n = self.calls[kind] = self.calls.get(kind, 0) + 1
+    def act(self, kind: str, state: dict[str, Any], ask: Any = None) -> Any:
+        # Everything a hook does depends on its state only (so a re-run after a
+        # failure or an interrupt does the same): `visits` counts its own calls.
+        here = f"{self._name}.{kind}"
+        n = state.get("visits", []).count(here) + 1
         messages = state["messages"]
-        stamp = f"{self._name}.{kind}#{n}"
-        update: dict[str, Any] = {}
+        stamp = f"{here}#{n}"
+        update: dict[str, Any] = {"visits": [here]}
         out: list[Any] = []
         ours = [m for m in messages if str(m.id).startswith("h-")]
         for action in self.program.get(kind, []):
@@ -109,7 +111,7 @@ class Synth(AgentMiddleware):
                 update["tally"] = action[1]
             elif op == "log":
                 update["log"] = [f"{stamp}: {len(messages)} msgs, tally={state.get('tally')}, "
-                                 f"last={state.get('last')}, jump_to={state.get('jump_to')}"]
+                                 f"last={state.get('last', '-')}, jump_to={state.get('jump_to', '-')}"]
             elif op == "overwrite":
                 update["log"] = Overwrite([f"reset by {stamp}"])
             elif op == "set":
@@ -119,25 +121,38 @@ class Synth(AgentMiddleware):
             elif op == "command":
                 return Command(update={**update, "messages": out} if out else update)
             elif op == "ask" and n <= 1:
-                answer = interrupt(f"{stamp} asks")
+                answer = ask(f"{stamp} asks")
                 update["last"] = f"{stamp} got {answer}"
             elif op == "fail" and FLAKY.pop(stamp, False):
                 raise RuntimeError(f"{stamp} failed once")
         if out:
             update["messages"] = out
-        return update or None
+        return update
 
 
 FLAKY: dict[str, bool] = {}
 """Stamps (`name.kind#n`) that raise once, for the failure-and-resume tests."""
 
 
-def _hook(kind: str, declared: tuple[str, ...], is_async: bool) -> Callable[..., Any]:
-    if is_async:
+def _hook(kind: str, declared: tuple[str, ...], is_async: bool,
+          asks: bool) -> Callable[..., Any]:
+    # A hook that may ask calls LangGraph's `interrupt` itself, which is what the
+    # compiler looks for; the others never mention it.
+    function: Callable[..., Any]
+    if is_async and asks:
+        async def aask(self: Synth, state: Any, runtime: Any) -> Any:
+            await asyncio.sleep(0)
+            return self.act(kind, state, interrupt)
+        function = aask
+    elif is_async:
         async def ahook(self: Synth, state: Any, runtime: Any) -> Any:
             await asyncio.sleep(0)
             return self.act(kind, state)
-        function: Callable[..., Any] = ahook
+        function = ahook
+    elif asks:
+        def ask(self: Synth, state: Any, runtime: Any) -> Any:
+            return self.act(kind, state, interrupt)
+        function = ask
     else:
         def hook(self: Synth, state: Any, runtime: Any) -> Any:
             return self.act(kind, state)
@@ -160,10 +175,11 @@ def make_middleware(spec: MwSpec) -> Synth:
         for kind, actions in spec.hooks.items():
             declared = tuple(t for t in JUMPABLE[kind] if any(
                 a[0] == "jump" and a[1] == t for a in actions))
+            asks = any(a[0] == "ask" for a in actions)
             if spec.variants in ("sync", "both"):
-                body[kind] = _hook(kind, declared, False)
+                body[kind] = _hook(kind, declared, False, asks)
             if spec.variants in ("async", "both"):
-                body["a" + kind] = _hook(kind, declared, True)
+                body["a" + kind] = _hook(kind, declared, True, asks)
         if not spec.fusable:
             body["antler_fusable"] = False
         if spec.wrap:
@@ -208,7 +224,8 @@ class Outcome:
 
 
 def describe(messages: Sequence[Any]) -> list[tuple[str, str, str]]:
-    return [(m.type, str(m.id), str(m.content)) for m in messages]
+    return [(m.type, str(m.id), str(m.content)) if not isinstance(m, dict)
+            else ("dict", "", str(m.get("content"))) for m in messages]
 
 
 @pytest.fixture(autouse=True)
@@ -298,10 +315,11 @@ def spec(name: str, variants: str = "sync", **hooks: list[Action]) -> MwSpec:
 
 
 EVERYTHING = [
-    spec("a", before_agent=[("add",), ("set",)], before_model=[("log",), ("tally", 1)],
+    spec("a", before_agent=[("add",), ("set",)],
+         before_model=[("log",), ("tally", 1), ("set",)],
          after_model=[("add",), ("log",)], after_agent=[("log",)]),
     spec("b", before_agent=[("log",)], before_model=[("add_noid",), ("replace",)],
-         after_model=[("tally", 2), ("set",)], after_agent=[("add",)]),
+         after_model=[("tally", 2), ("set",)], after_agent=[("add",), ("set",)]),
     spec("c", before_model=[("remove",), ("log",), ("set",)], after_model=[("add_dict",)]),
     spec("d", before_model=[("add",), ("tally", 3)], after_model=[("log",), ("replace",)],
          after_agent=[("set",), ("log",)]),
@@ -399,7 +417,7 @@ def test_the_plan_from_declarations_matches_the_compiled_plan():
         ("after_model", ("b",), "b.after_model"),
     ]
     assert plan.nodes[3].alone == "fusable: false"
-    assert plan.as_dict()["hook_nodes_unfused"] == 6
+    assert plan.as_dict()["hook_nodes_unfused"] == 7
 
 
 def test_proxies_keep_name_tools_schema_wrap_hooks_and_instance_state():

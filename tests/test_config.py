@@ -12,12 +12,13 @@ import json
 import sys
 
 import pytest
+from langchain.agents.middleware import AgentMiddleware
+from pydantic import BaseModel, ConfigDict, Field
+
 from antler.chain import build_chain
 from antler.config import config_schema, load_config, parse_config
 from antler.errors import BuildError, ConfigError
 from antler.testing import assert_adjacent, assert_before, assert_in_slot, slot_members
-from langchain.agents.middleware import AgentMiddleware
-from pydantic import BaseModel, ConfigDict, Field
 
 HERE = __name__
 

@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from antler.paths import (
     ANTLER_HOME_ENV,
     VIRTUAL_ROOT,
@@ -20,8 +23,6 @@ from antler.paths import (
     resolve_base,
     validate_id,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 # -- validate_id --------------------------------------------------------------------------
 

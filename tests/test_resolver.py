@@ -13,6 +13,7 @@ import re
 import textwrap
 
 import pytest
+
 from antler.errors import (
     AdjacencyConflictError,
     CycleError,

@@ -13,6 +13,9 @@ import itertools
 from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
 from antler.chain import plan_chain
 from antler.config import parse_config
 from antler.context import RuntimeOptions
@@ -20,9 +23,6 @@ from antler.errors import CycleError
 from antler.manifest import Manifest
 from antler.resolver import resolve
 from antler.spec import Ordering, PluginSpec, PointSpec
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
-
 from tests.fixtures import (
     CUSTOM,
     CUSTOM_NAME,

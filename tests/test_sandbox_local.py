@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from antler.paths import VIRTUAL_ROOT, PathEscapeError, PathLayout, ThreadPaths
 from antler.sandbox import (
     CommandResult,

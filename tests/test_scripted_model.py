@@ -8,6 +8,10 @@ import threading
 from pathlib import Path
 
 import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
+
 from antler.models import (
     ModelConfigError,
     ScriptedChatModel,
@@ -18,9 +22,6 @@ from antler.models import (
     resolve_chat_model,
 )
 from antler.models import factory as factory_module
-from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.tools import tool
 
 
 @tool

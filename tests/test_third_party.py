@@ -10,13 +10,14 @@ from __future__ import annotations
 import sys
 
 import pytest
+from langchain.agents.middleware import AgentMiddleware
+
 from antler.chain import build_chain, plan_chain
 from antler.config import config_schema, load_config, parse_config
 from antler.errors import ConfigError, DiscoveryError
 from antler.hookspecs import hookimpl
 from antler.spec import PluginSpec
 from antler.testing import assert_adjacent, assert_before, assert_in_slot, slot_members
-from langchain.agents.middleware import AgentMiddleware
 
 ACME = "acme-antler"
 ACME_EP = "acme"

@@ -11,13 +11,14 @@ written to state, so it is checkpointed and the next user turn continues from
 it, and the run stops instead of letting the model answer its own question.
 Every other tool call passes through untouched.
 
-`before_model` makes the stop hold when `ask_clarification` was called together
-with other tools. LangChain routes the tools node back to the model unless all
-executed tools return directly (the tool is `return_direct`, which covers the
-usual lone call), and `goto=END` does not override that edge. So when the
-latest assistant message's clarification was answered by this middleware in
-the current run, `before_model` jumps to the end before the model is called.
-A later user turn is a new run, so the model then sees the answer normally.
+Why the run really stops: LangChain's agent loop routes the tools node back to
+the model unless every executed tool returns directly, and a tool's
+`Command(goto=END)` does not override that edge. The `ask_clarification` tool
+is therefore `return_direct`, which ends a turn whose only call is the
+question. When the model called other tools alongside it, `before_model` ends
+the run instead: if the latest assistant message's question was answered by
+this middleware *in the current run*, it jumps to the end before the model is
+called. A later user turn is a new run, so the model then sees the answer.
 
 Where it sits: last (manifest `position: last`). As the innermost
 `wrap_tool_call` it sees each call after every other tool wrapper (guards,
@@ -31,13 +32,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from antler.context import BuildContext
-from antler.runcontext import run_id_of
 from langchain.agents.middleware import AgentMiddleware, AgentState, hook_config
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langgraph.graph import END
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
+
+from antler.context import BuildContext
+from antler.runcontext import run_id_of
 
 from .request import build_request, render_text
 from .tool import TOOL_NAME
@@ -57,8 +59,6 @@ class ClarificationMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         super().__init__()
         self.tool_name = tool_name
 
-    # -- before_model: keep the run stopped after a question -------------------------
-
     # Each async hook calls the shared implementation, not its sync twin through
     # `self`: a chain compiler may replace the node hooks on a copy of this object.
 
@@ -77,36 +77,6 @@ class ClarificationMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if self.asked_in_current_run(state.get("messages") or [], run_id_of(runtime)):
             return {"jump_to": "end"}
         return None
-
-    def asked_in_current_run(self, messages: Sequence[AnyMessage], run_id: str | None) -> bool:
-        """Whether the latest assistant message's clarification was answered in this run.
-
-        Without a run id (a bare graph invoked without one), a question counts as
-        current while nothing but tool results follows the assistant message.
-        """
-        index = next((i for i in range(len(messages) - 1, -1, -1)
-                      if isinstance(messages[i], AIMessage)), None)
-        if index is None:
-            return False
-        asked = {call.get("id") for call in messages[index].tool_calls
-                 if call.get("name") == self.tool_name}
-        if not asked:
-            return False
-        tail = messages[index + 1:]
-        for message in tail:
-            if not (isinstance(message, ToolMessage) and message.tool_call_id in asked):
-                continue
-            marker = message.additional_kwargs.get(ASKED_MARKER)
-            if not isinstance(marker, Mapping):
-                continue
-            if run_id is not None:
-                if marker.get("run_id") == run_id:
-                    return True
-            elif all(isinstance(m, ToolMessage) for m in tail):
-                return True
-        return False
-
-    # -- wrap_tool_call: the interception ----------------------------------------------
 
     def wrap_tool_call(
         self,
@@ -140,6 +110,35 @@ class ClarificationMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             additional_kwargs={ASKED_MARKER: {"run_id": run_id_of(request.runtime)}},
         )
         return Command(update={"messages": [message]}, goto=END)
+
+    def asked_in_current_run(self, messages: Sequence[AnyMessage], run_id: str | None) -> bool:
+        """Whether the latest assistant message's question was answered in this run.
+
+        Only answers carrying this middleware's marker count. Without a run id (a
+        bare graph invoked without one), a question counts as current while
+        nothing but tool results follows the assistant message.
+        """
+        index = next((i for i in range(len(messages) - 1, -1, -1)
+                      if isinstance(messages[i], AIMessage)), None)
+        if index is None:
+            return False
+        asked = {call.get("id") for call in messages[index].tool_calls
+                 if call.get("name") == self.tool_name}
+        if not asked:
+            return False
+        tail = messages[index + 1:]
+        for message in tail:
+            if not (isinstance(message, ToolMessage) and message.tool_call_id in asked):
+                continue
+            marker = message.additional_kwargs.get(ASKED_MARKER)
+            if not isinstance(marker, Mapping):
+                continue
+            if run_id is not None:
+                if marker.get("run_id") == run_id:
+                    return True
+            elif all(isinstance(m, ToolMessage) for m in tail):
+                return True
+        return False
 
 
 def build(ctx: BuildContext) -> ClarificationMiddleware:

@@ -25,10 +25,11 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from antler.context import BuildContext
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+
+from antler.context import BuildContext
 
 __all__ = [
     "INTERRUPTED_PLACEHOLDER",

@@ -22,14 +22,15 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
 from antler.context import MEMORY_MODEL, MEMORY_QUEUE, MODEL, PATHS, BuildContext
 from antler.errors import BuildError
 from antler.memory import create_memory_queue
 from antler.models import resolve_chat_model
 from antler.paths import resolve_base
 from antler.runcontext import run_context, thread_id_of
-from langchain.agents.middleware import AgentMiddleware
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from .config import MemoryConfig
 

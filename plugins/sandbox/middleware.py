@@ -19,14 +19,15 @@ import asyncio
 import logging
 from typing import Annotated, Any, NotRequired, TypedDict
 
+from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware.types import OmitFromInput
+from langgraph.runtime import Runtime
+
 from antler.context import PATHS, SANDBOX_PROVIDER, BuildContext, Services
 from antler.errors import AntlerError
 from antler.paths import PathLayout, ThreadPaths
 from antler.runcontext import run_context, thread_id_of
 from antler.sandbox import SandboxNotFoundError, SandboxProvider, load_sandbox_provider
-from langchain.agents.middleware import AgentMiddleware, AgentState
-from langchain.agents.middleware.types import OmitFromInput
-from langgraph.runtime import Runtime
 
 from .config import SandboxConfig
 

@@ -22,13 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from antler.errors import AntlerError
-from antler.paths import VIRTUAL_ROOT, ThreadPaths
-from antler.sandbox import Sandbox, SandboxNotFoundError, SandboxProvider
 from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.types import Command
+
+from antler.errors import AntlerError
+from antler.paths import VIRTUAL_ROOT, PathLayout, ThreadPaths
+from antler.sandbox import Sandbox, SandboxNotFoundError, SandboxProvider
 
 from .config import SandboxConfig
 from .middleware import SandboxThreadError, recorded_sandbox_id, thread_paths
@@ -83,7 +84,8 @@ def _describe(exc: BaseException, session: _Session | None) -> str:
 class SandboxTools:
     """Builds the sandbox tools over one provider, path layout and config."""
 
-    def __init__(self, provider: SandboxProvider, layout: Any, config: SandboxConfig) -> None:
+    def __init__(self, provider: SandboxProvider, layout: PathLayout,
+                 config: SandboxConfig) -> None:
         self.provider = provider
         self.layout = layout
         self.config = config
@@ -266,7 +268,8 @@ class SandboxTools:
         return tool
 
 
-def build_tools(provider: SandboxProvider, layout: Any, config: SandboxConfig) -> list[BaseTool]:
-    """The sandbox tools over ``provider`` and ``layout`` (`antler.paths.PathLayout`)."""
+def build_tools(provider: SandboxProvider, layout: PathLayout,
+                config: SandboxConfig) -> list[BaseTool]:
+    """The sandbox tools over ``provider`` and the thread path ``layout``."""
     return SandboxTools(provider, layout, config).tools()
 

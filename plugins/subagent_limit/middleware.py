@@ -38,11 +38,12 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, NotRequired, TypedDict
 
-from antler.context import BuildContext
-from antler.runcontext import run_context, run_id_of
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+
+from antler.context import BuildContext
+from antler.runcontext import run_context, run_id_of
 
 from .config import MAX_TOTAL_RANGE, SubagentsConfig, clamp
 

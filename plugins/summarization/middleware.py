@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from antler.context import MODEL, BuildContext
-from antler.errors import BuildError
-from antler.models import resolve_chat_model
 from langchain.agents.middleware import SummarizationMiddleware
 from langchain.agents.middleware.internal_call_transformer import InternalCallTransformer
 from langchain_core.language_models import BaseChatModel
+
+from antler.context import MODEL, BuildContext
+from antler.errors import BuildError
+from antler.models import resolve_chat_model
 
 from .config import SummarizationConfig
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, NotRequired, TypedDict
 
+from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware.types import OmitFromInput
+from langgraph.runtime import Runtime
+
 from antler.context import PATHS, BuildContext
 from antler.errors import AntlerError
 from antler.paths import PathLayout, ThreadPaths
 from antler.runcontext import run_context, thread_id_of
-from langchain.agents.middleware import AgentMiddleware, AgentState
-from langchain.agents.middleware.types import OmitFromInput
-from langgraph.runtime import Runtime
 
 __all__ = [
     "MissingThreadIdError",

@@ -23,9 +23,6 @@ import re
 from collections.abc import Sequence
 from typing import Any, NotRequired
 
-from antler.context import MODEL, TITLE_MODEL, BuildContext
-from antler.errors import BuildError
-from antler.models import resolve_chat_model
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.internal_call_transformer import (
     InternalCallTransformer,
@@ -35,6 +32,10 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
+
+from antler.context import MODEL, TITLE_MODEL, BuildContext
+from antler.errors import BuildError
+from antler.models import resolve_chat_model
 
 from .config import TitleConfig
 

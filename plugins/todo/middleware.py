@@ -19,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from antler.context import BuildContext
 from langchain.agents.middleware import TodoListMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from antler.context import BuildContext
 
 __all__ = [
     "REMINDER_NAME",

@@ -24,13 +24,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, NotRequired, TypedDict
 
-from antler.context import BuildContext
-from antler.paths import VIRTUAL_ROOT
-from antler.uploads import UploadError, safe_upload_name
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import OmitFromInput
 from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.runtime import Runtime
+
+from antler.context import BuildContext
+from antler.paths import VIRTUAL_ROOT
+from antler.uploads import UploadError, safe_upload_name
 
 __all__ = [
     "INJECTED_MARKER",

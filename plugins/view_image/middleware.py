@@ -36,7 +36,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, NotRequired, TypedDict
 
-from antler.context import BuildContext
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import (
@@ -47,6 +46,8 @@ from langchain_core.messages import (
     RemoveMessage,
     ToolMessage,
 )
+
+from antler.context import BuildContext
 
 from .tool import STATE_KEY, TOOL_NAME
 

@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from antler.errors import AntlerError
-from antler.paths import PathEscapeError, ThreadPaths, VirtualPathMapper
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
+
+from antler.errors import AntlerError
+from antler.paths import PathEscapeError, ThreadPaths, VirtualPathMapper
 
 from .config import DEFAULT_MAX_IMAGE_BYTES
 

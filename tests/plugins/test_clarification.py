@@ -434,6 +434,14 @@ class FakeRequest:
         self.runtime = FakeRuntime()
 
 
+def test_the_installed_manifest_declares_the_before_model_stop(registry):
+    hooks = registry.specs["clarification"].hooks
+    assert hooks is not None and "before_model" in hooks, (
+        "plugin-manifest.yaml: the clarification entry must declare "
+        "`hooks: [before_model, wrap_tool_call]`; without before_model a question asked "
+        "together with other tool calls does not end the run")
+
+
 def test_other_tool_calls_pass_through_untouched():
     middleware = build(None)  # type: ignore[arg-type]
     request = FakeRequest("bash", {"command": "ls"})
@@ -554,7 +562,7 @@ def test_the_run_ends_right_after_the_question_and_the_next_turn_continues(tmp_p
 
 
 def test_a_form_request_is_version_2_in_state(tmp_path, registry):
-    agent, model = make_agent(tmp_path, registry, [ask_turn(
+    agent, _ = make_agent(tmp_path, registry, [ask_turn(
         question="Trip details", fields=[{"name": "city", "required": True},
                                          {"name": "terms", "type": "checkbox",
                                           "required": True}])])

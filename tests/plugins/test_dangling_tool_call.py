@@ -7,6 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain.tools import tool
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+
 from antler.agent import create_agent
 from antler.context import MEMORY_MODEL, TITLE_MODEL
 from antler.models import ScriptedChatModel
@@ -16,14 +25,6 @@ from antler.plugins.dangling_tool_call.middleware import (
     DanglingToolCallMiddleware,
     repair_messages,
     sanitize_tool_name,
-)
-from langchain.tools import tool
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
 )
 
 
@@ -108,19 +109,36 @@ def test_an_interrupted_run_resumes_with_the_call_answered_and_nothing_lost(tmp_
     assert messages[3].content == "Sorry, that tool failed; here is what I know."
 
 
-def test_a_run_stopped_before_its_tool_ran_continues_cleanly(tmp_path):
-    script = [{"content": "Running it.", "tool_calls": [
-        {"name": "bash", "args": {"command": "sleep 30"}, "id": "c1"}]}, "Stopped; what next?"]
-    agent, model = make_agent(tmp_path / "home", script)
+def test_a_run_cancelled_while_its_tool_runs_continues_cleanly(tmp_path):
+    started = asyncio.Event()
+
+    @tool
+    async def slow_job(name: str) -> str:
+        """A long job that the user stops."""
+        started.set()
+        await asyncio.sleep(30)
+        return "finished"
+
+    script = [{"content": "Starting it.", "tool_calls": [
+        {"name": "slow_job", "args": {"name": "report"}, "id": "c1"}]}, "Stopped; what next?"]
+    agent, model = make_agent(tmp_path / "home", script, tools=[slow_job])
+
+    async def stop_midway() -> None:
+        run = asyncio.create_task(agent.graph.ainvoke(
+            agent.input("run the job"), config=agent.run_config("t1"),
+            context=agent.context("t1")))
+        await asyncio.wait_for(started.wait(), timeout=10)
+        run.cancel()  # the user pressed stop
+        with pytest.raises(asyncio.CancelledError):
+            await run
+
     with agent:
-        for chunk in agent.stream("run the job", thread_id="t1"):
-            if "model" in chunk:
-                break  # the user pressed stop: the tool never runs
+        asyncio.run(stop_midway())
         assert shape(agent.state("t1")["messages"]) == ["h", "ai(c1)"]
         state = agent.invoke("never mind", thread_id="t1")
     assert shape(model.calls[1]) == ["s", "h", "ai(c1)", "tool(c1!)", "h"]
     assert [m.content for m in state["messages"]] == [
-        "run the job", "Running it.", "never mind", "Stopped; what next?"]
+        "run the job", "Starting it.", "never mind", "Stopped; what next?"]
 
 
 def test_malformed_calls_are_sanitized_for_the_model_and_kept_raw_in_state(tmp_path):

@@ -13,6 +13,9 @@ import os
 import threading
 
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool
+
 from antler.agent import create_agent
 from antler.config import parse_config
 from antler.context import MEMORY_MODEL, MEMORY_QUEUE, RuntimeOptions
@@ -29,8 +32,6 @@ from antler.memory import (
 from antler.models import ScriptedChatModel
 from antler.plugins.memory.middleware import filter_messages_for_memory, is_injected
 from antler.registry import discover
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.tools import tool
 
 QUIET = "title: {enabled: false}\n"
 UPLOAD_BLOCK = (

@@ -9,6 +9,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from langchain_core.messages import ToolMessage
+from pydantic import ValidationError
+
 from antler.agent import create_agent
 from antler.config import parse_config
 from antler.context import MEMORY_MODEL, SANDBOX_PROVIDER, TITLE_MODEL
@@ -20,8 +23,6 @@ from antler.registry import discover
 from antler.runcontext import RunContext
 from antler.sandbox import SandboxClosedError, UnknownSandboxProviderError
 from antler.sandbox.local import LocalSandboxProvider
-from langchain_core.messages import ToolMessage
-from pydantic import ValidationError
 
 SANDBOX_TOOLS = ["bash", "ls", "read_file", "write_file", "str_replace"]
 

@@ -281,7 +281,7 @@ def test_the_total_cap_spans_model_turns_and_the_next_turn_starts_fresh(
 
 
 def test_async_runs_are_limited_the_same_way(tmp_path, registry, ran, task_tool):
-    agent, model = make_agent(tmp_path, registry, [task_turn("a", "b", "c"), "ok"], [task_tool],
+    agent, _ = make_agent(tmp_path, registry, [task_turn("a", "b", "c"), "ok"], [task_tool],
                               config="subagents: {max_concurrent: 2}\n")
 
     async def run() -> dict[str, Any]:
@@ -295,11 +295,11 @@ def test_async_runs_are_limited_the_same_way(tmp_path, registry, ran, task_tool)
 
 def test_a_run_context_override_lowers_the_total_for_one_run(tmp_path, registry, ran,
                                                              task_tool):
-    agent, model = make_agent(tmp_path, registry, [task_turn("a", "b", "c"), "ok"], [task_tool])
+    agent, _ = make_agent(tmp_path, registry, [task_turn("a", "b", "c"), "ok"], [task_tool])
     with agent:
         state = agent.invoke("go", thread_id="t1", attributes={RUN_TOTAL_ATTRIBUTE: 1})
     assert ran == ["a"]
-    dispatch = [m for m in state["messages"] if isinstance(m, AIMessage)][0]
+    dispatch = next(m for m in state["messages"] if isinstance(m, AIMessage))
     assert dispatch.content == limit_note(1, 2)
     assert state["messages"][-1].content == "ok"
 

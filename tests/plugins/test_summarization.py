@@ -11,6 +11,8 @@ import asyncio
 
 import pytest
 import yaml
+from langchain_core.messages import AIMessage, HumanMessage
+
 from antler.agent import create_agent
 from antler.config import parse_config
 from antler.context import MODEL, BuildContext, RuntimeOptions
@@ -19,7 +21,6 @@ from antler.models import ScriptedChatModel
 from antler.plugins.summarization.config import SummarizationConfig
 from antler.plugins.summarization.middleware import AntlerSummarizationMiddleware, build
 from antler.registry import discover
-from langchain_core.messages import AIMessage, HumanMessage
 
 # Title and memory would also call the scripted model; they have their own tests.
 QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"

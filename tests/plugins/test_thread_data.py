@@ -8,6 +8,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from langchain_core.messages import HumanMessage
+
 from antler.agent import create_agent
 from antler.context import MEMORY_MODEL, MODEL, PATHS, TITLE_MODEL
 from antler.errors import BuildError
@@ -19,7 +21,6 @@ from antler.plugins.thread_data.middleware import (
     build,
 )
 from antler.runcontext import RunContext
-from langchain_core.messages import HumanMessage
 
 
 def make_agent(home: Path, script: list[Any], **kwargs: Any) -> tuple[Any, ScriptedChatModel]:

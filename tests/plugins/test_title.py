@@ -11,6 +11,9 @@ import asyncio
 
 import pytest
 import yaml
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+
 from antler.agent import create_agent
 from antler.config import parse_config
 from antler.context import MODEL, TITLE_MODEL, BuildContext, ChainSecrets, RuntimeOptions, Services
@@ -26,8 +29,6 @@ from antler.plugins.title.middleware import (
     message_text,
 )
 from antler.registry import discover
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
 
 QUIET = "memory: {enabled: false}\n"
 LONG_QUESTION = ("Could you help me plan a two week cycling trip through Portugal and Spain "

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
 from antler.agent import create_agent
 from antler.chain import plan_chain
 from antler.config import parse_config
@@ -23,7 +25,6 @@ from antler.plugins.todo.middleware import (
     todos_in_messages,
 )
 from antler.registry import discover
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"
 SUMMARIZE_AT_8_KEEP_2 = (

@@ -10,6 +10,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+
 from antler.agent import create_agent
 from antler.context import MEMORY_MODEL, TITLE_MODEL
 from antler.models import ScriptedChatModel
@@ -22,7 +24,6 @@ from antler.plugins.uploads.middleware import (
 )
 from antler.runcontext import RunContext
 from antler.uploads import UploadError, stage_upload
-from langchain_core.messages import AIMessage, HumanMessage
 
 
 def make_agent(home: Path, script: list[Any], **kwargs: Any) -> tuple[Any, ScriptedChatModel]:

@@ -1,0 +1,361 @@
+"""Neutralizing forged framework tags in untrusted text.
+
+Plugins write framework context into messages as tags (``<uploaded_files>``,
+``<system_reminder>``, ...) and models treat text inside such tags as coming
+from the platform. Text a user typed or a tool fetched from the web must not be
+able to forge them. Two plugins share this mechanism: ``input_sanitization``
+(the user's message) and ``tool_result_sanitization`` (remote tool output).
+
+What is reserved
+    `ReservedTags`: the tags every plugin of the chain declares in its
+    manifest (``emits_tags``) plus `BUILTIN_RESERVED_TAGS`, the common
+    injection tags and chat-template tokens (``system``, ``instruction``,
+    ``<|im_start|>``, ...). Names are compared in a normalized form
+    (`normalize_tag_name`): case-folded, NFKC-folded (fullwidth and
+    mathematical letters become ASCII), Cyrillic/Greek look-alike letters
+    mapped to Latin, zero-width and combining characters dropped, and the
+    separators ``- _ . : | / \\`` and whitespace removed. So ``system-reminder``
+    covers ``system_reminder``, ``SYSTEM REMINDER``, ``System.Reminder``,
+    ``<sys\\u200btem-reminder>`` and ``<ѕystem-reminder>`` (Cyrillic ``ѕ``).
+
+What counts as a tag
+    An opener - ``<`` or a look-alike (``＜ ﹤ ‹ 〈 ⟨ ˂ ᐸ ❮ ❬ ⧼``) - then any
+    whitespace, ``/``, ``!`` or ``?``, then up to `MAX_NAME_WORDS`
+    whitespace-separated words. It is reserved when the first word, or the
+    concatenation of the first few words (``< system reminder >``), or the
+    local part of a namespaced first word (``<x:system>``), normalizes to a
+    reserved name. Character references inside the name are decoded first
+    (``<&#115;ystem>``). Attributes, newlines, a missing ``>`` (unclosed
+    tags) and nesting do not matter: only the opener and the name decide.
+
+What neutralizing does
+    The opener of a reserved tag becomes ``&lt;`` and its closer (the first
+    ``>`` or look-alike before the next opener) becomes ``&gt;``; openers or
+    closers doubled around it (``<<SYS>>``) are escaped with it. Nothing else
+    changes: the user's words stay, and the text reads as a literal tag.
+
+Character references are inert
+    ``&lt;system&gt;``, ``&#60;system&#62;`` and ``&#x3c;system>`` are left as
+    they are: they are exactly the form this module produces, so a model sees
+    a forged entity-encoded tag and a neutralized real one identically, as
+    literal text. Treating references as openers too would leave no escaped
+    form that is not itself an opener. Nothing in Antler decodes references
+    between sanitization and the model; a component that HTML-decodes text
+    before showing it to a model must neutralize again after decoding.
+
+Boundary markers
+    `USER_INPUT_BEGIN` / `USER_INPUT_END` are plain text, not tags. Forged
+    copies (any case, spacing, separators, zero-width characters, look-alike
+    brackets such as ``［`` or ``【``, closed or not) have their brackets
+    replaced by parentheses: ``[END USER INPUT]`` reads ``(END USER INPUT)``.
+
+Cost
+    Linear in the length of the text: no backtracking regular expression. A
+    candidate opener's look-ahead stops at the next opener, so no character is
+    scanned on behalf of more than one opener of each kind.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from collections.abc import Iterable, Iterator
+from typing import Any, NamedTuple
+
+__all__ = [
+    "BOUNDARY_MARKERS",
+    "BUILTIN_RESERVED_TAGS",
+    "MAX_NAME_WORDS",
+    "USER_INPUT_BEGIN",
+    "USER_INPUT_END",
+    "Finding",
+    "Neutralized",
+    "ReservedTags",
+    "find_reserved",
+    "neutralize",
+    "normalize_tag_name",
+]
+
+BUILTIN_RESERVED_TAGS: tuple[str, ...] = (
+    # roles and instructions
+    "system", "system_reminder", "system_message", "system_prompt", "sys", "developer",
+    "instruction", "instructions", "role", "assistant", "user", "human", "ai", "model",
+    "context", "important", "admin", "override", "prompt",
+    # tool and function calling
+    "tool", "tools", "tool_call", "tool_calls", "tool_result", "tool_results",
+    "tool_response", "tool_output", "tool_use", "function", "functions", "function_call",
+    "function_calls", "function_result", "function_results", "invoke",
+    # reasoning blocks
+    "think", "thinking", "reasoning",
+    # chat-template special tokens (ChatML, Llama, Gemma): a self-hosted model may
+    # read them from plain text as the real token
+    "im_start", "im_end", "im_sep", "endoftext", "eot_id", "eom_id", "begin_of_text",
+    "start_header_id", "end_header_id", "start_of_turn", "end_of_turn", "s", "inst",
+    # Antler's own boundary markers, spelled as tags
+    "begin_user_input", "end_user_input",
+)
+"""Reserved in every chain, in addition to the tags the chain's plugins declare."""
+
+USER_INPUT_BEGIN = "[BEGIN USER INPUT]"
+USER_INPUT_END = "[END USER INPUT]"
+BOUNDARY_MARKERS: tuple[str, ...] = (USER_INPUT_BEGIN, USER_INPUT_END)
+"""Plain-text markers around the user's own words in the model-bound request."""
+
+MAX_NAME_WORDS = 6
+"""How many words of a tag head are joined when looking for a spaced-out name."""
+
+TAG_OPENERS = "<\uff1c\ufe64\u2039\u3008\u2329\u27e8\u02c2\u1438\u276e\u276c\u29fc"
+TAG_CLOSERS = ">\uff1e\ufe65\u203a\u3009\u232a\u27e9\u02c3\u1433\u276f\u276d\u29fd"
+MARKER_OPENERS = "[\uff3b\u3010\u3014\u27e6\u3016\u301a\u2045"
+MARKER_CLOSERS = "]\uff3d\u3011\u3015\u27e7\u3017\u301b\u2046"
+
+_TAG_ESCAPE = ("&lt;", "&gt;")
+_MARKER_ESCAPE = ("(", ")")
+
+# Characters removed when normalizing a name (NFKC has already folded the
+# fullwidth forms of most of them).
+_SEPARATORS = frozenset(
+    "-_.:|/\\!?\u00b7\u2010\u2011\u2012\u2013\u2014\u2015\u2212\u2043\ufe58\ufe63\u30fb"
+)
+# Latin look-alikes from Cyrillic and Greek (lower case: applied after casefold).
+_CONFUSABLES = str.maketrans({
+    "\u0430": "a", "\u0435": "e", "\u043e": "o", "\u0440": "p", "\u0441": "c",
+    "\u0443": "y", "\u0445": "x", "\u0456": "i", "\u0458": "j", "\u0455": "s",
+    "\u0501": "d", "\u04bb": "h", "\u04cf": "l", "\u051b": "q", "\u051d": "w",
+    "\u0475": "v", "\u0491": "r", "\u03b1": "a", "\u03bf": "o", "\u03b9": "i",
+    "\u03ba": "k", "\u03bd": "v", "\u03c1": "p", "\u03c5": "u", "\u03c7": "x",
+    "\u03b5": "e", "\u03c4": "t", "\u0131": "i", "\u0261": "g",
+})
+_ASCII_DROP = str.maketrans("", "", "-_.:|/\\!?")
+_DROPPED_CATEGORIES = frozenset({"Cf", "Mn", "Me", "Zs", "Zl", "Zp", "Cc"})
+
+_TAG_OPENER_SET = frozenset(TAG_OPENERS)
+_TAG_CLOSER_SET = frozenset(TAG_CLOSERS)
+_MARKER_OPENER_SET = frozenset(MARKER_OPENERS)
+_MARKER_CLOSER_SET = frozenset(MARKER_CLOSERS)
+_TAG_LEAD = frozenset("/!?\uff0f")
+_TAG_WORD_STOP = frozenset("/=\"'`\uff0f") | _TAG_OPENER_SET | _TAG_CLOSER_SET
+_MARKER_WORD_STOP = _MARKER_OPENER_SET | _MARKER_CLOSER_SET
+
+# A candidate is an opener followed by something that could start a name. The
+# pattern has no quantifier, so it cannot backtrack.
+_CANDIDATES = re.compile(
+    "[" + re.escape(TAG_OPENERS + MARKER_OPENERS) + "]"
+    "(?=[^" + re.escape(TAG_OPENERS + TAG_CLOSERS + MARKER_OPENERS + MARKER_CLOSERS) + "])"
+)
+_MARKER_NAMES = frozenset({"beginuserinput", "enduserinput"})
+
+
+def normalize_tag_name(name: str) -> str:
+    """The form in which tag names are compared (see the module docstring)."""
+    if name.isascii() and "&" not in name:
+        return "".join(name.lower().translate(_ASCII_DROP).split())
+    if "&" in name:
+        name = html.unescape(name)
+    text = unicodedata.normalize("NFKC", name).casefold().translate(_CONFUSABLES)
+    return "".join(
+        ch for ch in text
+        if ch not in _SEPARATORS and not ch.isspace()
+        and unicodedata.category(ch) not in _DROPPED_CATEGORIES
+    )
+
+
+class ReservedTags:
+    """A set of reserved tag names, matched in normalized form.
+
+    `ReservedTags.for_chain` is what the sanitizing plugins use: the built-in
+    list plus every ``emits_tags`` of the given plugin specs, so a plugin that
+    starts emitting a new tag is covered as soon as it declares it.
+    """
+
+    __slots__ = ("_keys", "_names", "_prefixes")
+
+    def __init__(self, names: Iterable[str] = (), *, builtin: bool = True) -> None:
+        keys: dict[str, str] = {}
+        for name in [*(BUILTIN_RESERVED_TAGS if builtin else ()), *names]:
+            if not isinstance(name, str):
+                raise TypeError(f"a reserved tag name must be a string, got {type(name).__name__}")
+            key = normalize_tag_name(name)
+            if not key:
+                raise ValueError(f"reserved tag name {name!r} is empty once normalized")
+            keys.setdefault(key, name)
+        self._keys = keys
+        self._names = tuple(sorted(set(keys.values())))
+        self._prefixes = frozenset(key[:i] for key in keys for i in range(1, len(key) + 1))
+
+    @classmethod
+    def for_chain(cls, specs: Iterable[Any], extra: Iterable[str] = ()) -> ReservedTags:
+        """Built-ins, every ``emits_tags`` of `specs` (plugin specs), and `extra`."""
+        declared = [tag for spec in specs for tag in getattr(spec, "emits_tags", None) or ()]
+        return cls([*declared, *extra])
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and normalize_tag_name(name) in self._keys
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __repr__(self) -> str:
+        return f"ReservedTags({len(self._keys)} names)"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The names as declared (one spelling per normalized name), sorted."""
+        return self._names
+
+    def union(self, names: Iterable[str]) -> ReservedTags:
+        return ReservedTags([*self._keys.values(), *names], builtin=False)
+
+    def _match(self, words: list[str]) -> str | None:
+        """The reserved key the head `words` spell, if any."""
+        joined = ""
+        for word in words:
+            joined += normalize_tag_name(word)
+            if joined in self._keys:
+                return joined
+            if joined not in self._prefixes:
+                break
+        first = words[0]
+        for colon in (":", "\uff1a"):
+            if colon in first:
+                local = normalize_tag_name(first.rsplit(colon, 1)[1])
+                if local in self._keys:
+                    return local
+        return None
+
+
+class Finding(NamedTuple):
+    """One forged tag or boundary marker found in a text."""
+
+    kind: str
+    """``"tag"`` or ``"marker"``."""
+    name: str
+    """The normalized name that matched (``"systemreminder"``, ``"enduserinput"``)."""
+    offset: int
+    """Index of its opener in the original text."""
+
+
+class Neutralized(NamedTuple):
+    """The result of `neutralize`: the safe text and what was found in the original."""
+
+    text: str
+    findings: tuple[Finding, ...]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.findings)
+
+    def names(self) -> list[str]:
+        """The distinct normalized names found, sorted (for audit records)."""
+        return sorted({finding.name for finding in self.findings})
+
+
+def _skip(text: str, j: int, n: int, lead: frozenset[str]) -> int:
+    while j < n:
+        ch = text[j]
+        if ch.isspace() or ch in lead or unicodedata.category(ch) == "Cf":
+            j += 1
+        else:
+            break
+    return j
+
+
+def _words(text: str, j: int, n: int, stop: frozenset[str]) -> tuple[list[str], int]:
+    """Up to `MAX_NAME_WORDS` whitespace-separated words from `j`, and where they end."""
+    words: list[str] = []
+    while j < n and len(words) < MAX_NAME_WORDS:
+        start = j
+        while j < n and text[j] not in stop and not text[j].isspace():
+            j += 1
+        if j == start:
+            break
+        words.append(text[start:j])
+        k = j
+        while k < n and text[k].isspace():
+            k += 1
+        if k == j:
+            break
+        j = k
+    return words, j
+
+
+def _find_closer(text: str, j: int, n: int, closers: frozenset[str],
+                 openers: frozenset[str]) -> int | None:
+    while j < n:
+        ch = text[j]
+        if ch in closers:
+            return j
+        if ch in openers:
+            return None
+        j += 1
+    return None
+
+
+def _scan(text: str, tags: ReservedTags) -> tuple[list[Finding], dict[int, str]]:
+    """Findings, and the replacement for every character index to rewrite."""
+    findings: list[Finding] = []
+    edits: dict[int, str] = {}
+    n = len(text)
+    for match in _CANDIDATES.finditer(text):
+        i = match.start()
+        if text[i] in _TAG_OPENER_SET:
+            kind, openers, closers = "tag", _TAG_OPENER_SET, _TAG_CLOSER_SET
+            escape = _TAG_ESCAPE
+            j = _skip(text, i + 1, n, _TAG_LEAD)
+            words, end = _words(text, j, n, _TAG_WORD_STOP)
+            name = tags._match(words) if words else None
+        else:
+            kind, openers, closers = "marker", _MARKER_OPENER_SET, _MARKER_CLOSER_SET
+            escape = _MARKER_ESCAPE
+            j = _skip(text, i + 1, n, frozenset())
+            words, end = _words(text, j, n, _MARKER_WORD_STOP)
+            name = None
+            joined = ""
+            for word in words:
+                joined += normalize_tag_name(word)
+                if joined in _MARKER_NAMES:
+                    name = joined
+                    break
+        if name is None:
+            continue
+        findings.append(Finding(kind, name, i))
+        k = i
+        while k >= 0 and text[k] in openers and k not in edits:
+            edits[k] = escape[0]
+            k -= 1
+        closer = _find_closer(text, end, n, closers, openers)
+        while closer is not None and closer < n and text[closer] in closers:
+            edits[closer] = escape[1]
+            closer += 1
+    return findings, edits
+
+
+def find_reserved(text: str, tags: ReservedTags) -> list[Finding]:
+    """Every forged reserved tag and boundary marker in `text` (nothing is changed)."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a string, got {type(text).__name__}")
+    return _scan(text, tags)[0]
+
+
+def neutralize(text: str, tags: ReservedTags) -> Neutralized:
+    """`text` with every reserved tag and boundary marker made literal, and the findings.
+
+    Text without findings is returned as the same string object.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a string, got {type(text).__name__}")
+    findings, edits = _scan(text, tags)
+    if not edits:
+        return Neutralized(text, tuple(findings))
+    parts: list[str] = []
+    last = 0
+    for index in sorted(edits):
+        parts.append(text[last:index])
+        parts.append(edits[index])
+        last = index + 1
+    parts.append(text[last:])
+    return Neutralized("".join(parts), tuple(findings))
