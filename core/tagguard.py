@@ -190,6 +190,22 @@ class ReservedTags:
         declared = [tag for spec in specs for tag in getattr(spec, "emits_tags", None) or ()]
         return cls([*declared, *extra])
 
+    @classmethod
+    def for_build(cls, context: Any, extra: Iterable[str] = ()) -> ReservedTags:
+        """What a sanitizing plugin covers, from its `antler.context.BuildContext`.
+
+        The tags of every plugin in the chain being built (`chain_specs()`) and,
+        when the build has a registry, of every installed plugin: text crosses
+        chains (a subagent's answer quoting a fetched page becomes a tool result
+        of the lead, whose chain has plugins, like uploads, the subagent's has
+        not), and reserving a tag nobody emits costs nothing.
+        """
+        specs = list(context.chain_specs())
+        registry = getattr(getattr(context, "plan", None), "registry", None)
+        if registry is not None:
+            specs += list(registry.specs.values())
+        return cls.for_chain(specs, extra)
+
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and normalize_tag_name(name) in self._keys
 
@@ -212,13 +228,15 @@ class ReservedTags:
 
     def _match(self, words: list[str]) -> str | None:
         """The reserved key the head `words` spell, if any."""
-        joined = ""
+        joined, found = "", None
         for word in words:
             joined += normalize_tag_name(word)
             if joined in self._keys:
-                return joined
+                found = joined  # keep going: report the longest name spelled
             if joined not in self._prefixes:
                 break
+        if found is not None:
+            return found
         first = words[0]
         for colon in (":", "\uff1a"):
             if colon in first:

@@ -77,8 +77,8 @@ class Tracer:
                 lines.append(f"  ** {who + ' ' if who else ''}{event.hook}: {event.summary}  "
                              f"({event.duration_ms:.1f} ms)")
             else:
-                lines.append(f"  {event.plugin}.{event.hook:<16} -> {event.summary}  "
-                             f"({event.duration_ms:.1f} ms)")
+                where = f"{event.plugin}.{event.hook}"
+                lines.append(f"  {where:<44} -> {event.summary}  ({event.duration_ms:.1f} ms)")
         return "\n".join(lines)
 
 

@@ -11,10 +11,11 @@ order, model requests, tool executions and errors.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import operator
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, NotRequired
 
@@ -111,7 +112,8 @@ class Synth(AgentMiddleware):
                 update["tally"] = action[1]
             elif op == "log":
                 update["log"] = [f"{stamp}: {len(messages)} msgs, tally={state.get('tally')}, "
-                                 f"last={state.get('last', '-')}, jump_to={state.get('jump_to', '-')}"]
+                                 f"last={state.get('last', '-')}, "
+                                 f"jump_to={state.get('jump_to', '-')}"]
             elif op == "overwrite":
                 update["log"] = Overwrite([f"reset by {stamp}"])
             elif op == "set":
@@ -228,22 +230,26 @@ def describe(messages: Sequence[Any]) -> list[tuple[str, str, str]]:
             else ("dict", "", str(m.get("content"))) for m in messages]
 
 
+@contextlib.contextmanager
+def counted_ids() -> Iterator[None]:
+    """`add_messages` gives id-less messages uuid4 ids; make them a counter meanwhile."""
+    import langgraph.graph.message as message_module
+
+    counter = itertools.count()
+    saved = message_module.uuid
+    message_module.uuid = types.SimpleNamespace(  # type: ignore[assignment]
+        uuid4=lambda: f"auto-{next(counter)}")
+    try:
+        yield
+    finally:
+        message_module.uuid = saved
+
+
 @pytest.fixture(autouse=True)
-def deterministic_ids(monkeypatch):
-    """`add_messages` gives id-less messages uuid4 ids; make them a counter per test."""
-    import langgraph.graph.message as message_module
-
-    counter = itertools.count()
-    monkeypatch.setattr(message_module, "uuid", types.SimpleNamespace(
-        uuid4=lambda: f"auto-{next(counter)}"))
+def _no_flaky_leftovers() -> Iterator[None]:
     FLAKY.clear()
-
-
-def reset_ids() -> None:
-    import langgraph.graph.message as message_module
-
-    counter = itertools.count()
-    message_module.uuid = types.SimpleNamespace(uuid4=lambda: f"auto-{next(counter)}")
+    yield
+    FLAKY.clear()
 
 
 def build(specs: Sequence[MwSpec], *, fused: bool, turns: list[Any] | None = None,
@@ -271,7 +277,13 @@ def build(specs: Sequence[MwSpec], *, fused: bool, turns: list[Any] | None = Non
 
 def run(specs: Sequence[MwSpec], *, fused: bool, use_async: bool = False,
         resume: Any = None, turns: list[Any] | None = None, retry: bool = False) -> Outcome:
-    reset_ids()
+    with counted_ids():
+        return _run(specs, fused=fused, use_async=use_async, resume=resume, turns=turns,
+                    retry=retry)
+
+
+def _run(specs: Sequence[MwSpec], *, fused: bool, use_async: bool, resume: Any,
+         turns: list[Any] | None, retry: bool) -> Outcome:
     graph, model, executed, _plan = build(specs, fused=fused, turns=turns)
     config = {"configurable": {"thread_id": "t"}}
     error = None
@@ -497,7 +509,6 @@ def test_an_undeclared_jump_is_not_routed_in_either_graph():
             return {"jump_to": "end", "log": [f"{self.name} sneaks"]}
 
     def run_with(fused: bool) -> Outcome:
-        reset_ids()
         model = ScriptedChatModel(script(0))
         mws = [make_middleware(spec("a", before_model=[("log",)])), Sneaky("s", {}),
                make_middleware(spec("c", before_model=[("log",)]))]
@@ -510,7 +521,10 @@ def test_an_undeclared_jump_is_not_routed_in_either_graph():
         values = dict(graph.get_state(config).values)
         return Outcome(values, None, [describe(r.messages) for r in model.requests], [], 0)
 
-    assert run_with(True).comparable() == run_with(False).comparable()
+    with counted_ids():
+        fused = run_with(True)
+    with counted_ids():
+        assert fused.comparable() == run_with(False).comparable()
 
 
 def test_overwrite_followed_by_more_writes_keeps_the_sequential_result():
@@ -606,9 +620,8 @@ def test_the_trace_lists_the_same_plugin_hooks_fused_or_not(tmp_path):
 
     timelines = []
     for fused in (False, True):
-        reset_ids()
         tracer = Tracer()
-        with antler_agent(tmp_path / str(fused), fused, tracer) as agent:
+        with counted_ids(), antler_agent(tmp_path / str(fused), fused, tracer) as agent:
             agent.invoke("hello", thread_id="t")
             assert (agent.fusion is not None) is fused
         timelines.append(tracer.hooks())
@@ -620,8 +633,7 @@ def test_the_trace_lists_the_same_plugin_hooks_fused_or_not(tmp_path):
 def test_streamed_updates_name_each_plugin_hook_as_the_unfused_graph_does(tmp_path):
     streams = []
     for fused in (False, True):
-        reset_ids()
-        with antler_agent(tmp_path / str(fused), fused) as agent:
+        with counted_ids(), antler_agent(tmp_path / str(fused), fused) as agent:
             chunks = list(agent.stream("hello", thread_id="t"))
         streams.append([{node: _plain(update) for node, update in chunk.items()}
                         for chunk in chunks])
@@ -631,7 +643,6 @@ def test_streamed_updates_name_each_plugin_hook_as_the_unfused_graph_does(tmp_pa
 
 
 def test_streaming_with_several_modes_keeps_the_requested_shape(tmp_path):
-    reset_ids()
     with antler_agent(tmp_path, True) as agent:
         chunks = list(agent.stream("hello", thread_id="t", stream_mode=["updates", "values"]))
     modes = {mode for mode, _ in chunks}

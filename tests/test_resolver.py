@@ -545,3 +545,28 @@ def test_random_shuffles_of_an_underconstrained_input_give_one_answer():
         specs = m.plugins[:]
         rng.shuffle(specs)
         assert resolve(specs).order == first
+
+
+# -- known defects (strict xfail: each flips to a failure once fixed, so the marker goes) ---
+
+
+@pytest.mark.xfail(strict=True, raises=ResolutionError,
+                   reason="a contradiction that runs backwards through an immediately_* block "
+                          "is reported as 'no cycle was found', naming nobody")
+def test_contradiction_through_an_adjacency_block_names_the_plugins():
+    # c must sit between a and b, which must be neighbours. This is what forgetting
+    # `immediately_before: null` in a subagent override of the fixture produces.
+    body = (entry("a", "{immediately_before: b, before: [c]}") + entry("b")
+            + entry("c", "{before: [b]}"))
+    with pytest.raises((CycleError, AdjacencyConflictError)) as info:
+        run(body)
+    assert all(f"{name} declares" in str(info.value) for name in ("a", "c"))
+
+
+@pytest.mark.xfail(strict=True, raises=ResolutionError,
+                   reason="a `last` plugin whose only successor is a point is never released: "
+                          "'no cycle was found'")
+def test_last_plugin_may_precede_a_point_when_no_plugin_follows_it():
+    body = entry("a", "{position: last, slot: extensions}") + entry("b", '{before: '
+                                                                         '["@guards_end"]}')
+    assert run(body, points=True).order == ["b", "a"]

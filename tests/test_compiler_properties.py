@@ -1,0 +1,91 @@
+"""Random chains: the fused and the unfused graph always end in the same place.
+
+Hypothesis draws chains of synthetic middlewares (see `tests/test_compiler.py`)
+whose hooks add, replace and remove messages (with ids, without, as dicts),
+write reducer channels, plain channels and `Overwrite`s, return `Command`s,
+jump, interrupt, and mix sync and async implementations. For each chain the
+final state, message ids and order, model requests, tool executions, errors
+and interrupt/resume outcome must be equal. Deterministic: derandomized, no
+example database.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from antler.compiler import NODE_HOOKS, compile_fusion
+from tests.test_compiler import JUMPABLE, MwSpec, assert_same, make_middleware, script
+
+PROPERTY_SETTINGS = settings(
+    max_examples=45, deadline=None, derandomize=True, database=None, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+_SIMPLE = st.sampled_from([
+    ("add",), ("add",), ("add_noid",), ("add_dict",), ("replace",), ("remove",),
+    ("log",), ("log",), ("set",), ("tally", 1), ("tally", 5), ("overwrite",),
+])
+
+
+@st.composite
+def actions(draw: Any, kind: str) -> list[tuple[Any, ...]]:
+    chosen = draw(st.lists(_SIMPLE, min_size=0, max_size=3))
+    if draw(st.integers(0, 5)) == 0:
+        chosen.insert(draw(st.integers(0, len(chosen))),
+                      ("jump", draw(st.sampled_from(JUMPABLE[kind])), draw(st.integers(1, 2))))
+    if draw(st.integers(0, 9)) == 0:
+        chosen.append(("command",))
+    return chosen
+
+
+@st.composite
+def chains(draw: Any, *, use_async: bool) -> list[MwSpec]:
+    count = draw(st.integers(2, 7))
+    variants = ("sync", "both", "async") if use_async else ("sync", "both")
+    specs = []
+    for index in range(count):
+        kinds = draw(st.lists(st.sampled_from(NODE_HOOKS), unique=True, min_size=0,
+                              max_size=4))
+        hooks = {kind: draw(actions(kind)) for kind in kinds}
+        specs.append(MwSpec(
+            f"m{index}", hooks, draw(st.sampled_from(variants)),
+            fusable=draw(st.integers(0, 7)) != 0, wrap=draw(st.integers(0, 5)) == 0))
+    return specs
+
+
+@PROPERTY_SETTINGS
+@given(specs=chains(use_async=False), tool_rounds=st.integers(0, 2))
+def test_random_chains_agree_when_invoked(specs, tool_rounds):
+    assert_same(specs, turns=script(tool_rounds))
+
+
+@settings(PROPERTY_SETTINGS, max_examples=20)
+@given(specs=chains(use_async=True), tool_rounds=st.integers(0, 1))
+def test_random_chains_agree_when_awaited(specs, tool_rounds):
+    assert_same(specs, use_async=True, turns=script(tool_rounds))
+
+
+@settings(PROPERTY_SETTINGS, max_examples=20)
+@given(specs=chains(use_async=False), where=st.integers(0, 6),
+       kind=st.sampled_from(["before_model", "after_model"]))
+def test_random_chains_agree_after_an_interrupt_and_resume(specs, where, kind):
+    asker = specs[where % len(specs)]
+    asker.hooks.setdefault(kind, []).append(("ask",))
+    unfused, _fused = assert_same(specs, resume="yes", turns=script(1))
+    assert unfused.interrupts >= 1 or unfused.error is not None
+
+
+@PROPERTY_SETTINGS
+@given(specs=chains(use_async=True))
+def test_the_plan_covers_every_node_hook_once_in_langchains_order(specs):
+    middlewares = [make_middleware(spec) for spec in specs]
+    plan = compile_fusion(middlewares).plan
+    for kind in NODE_HOOKS:
+        expected = [s.name for s in specs if kind in s.hooks]
+        if kind.startswith("after"):
+            expected.reverse()
+        ran = [m for node in plan.nodes if node.kind == kind for m in node.members]
+        assert ran == expected
