@@ -350,6 +350,8 @@ def _member(middleware: Any, label: str, unfusable: Collection[str]) -> Member:
     for kind in hooks:
         if label in unfusable:
             alone[kind] = "fusable: false"
+        elif not hasattr(middleware, "__dict__"):
+            alone[kind] = "instance has no __dict__ for its proxy"
         elif getattr(cls, UNFUSABLE_ATTRIBUTE, True) is False:
             alone[kind] = f"{UNFUSABLE_ATTRIBUTE} = False"
         elif any(_mentions_interrupt(getattr(cls, v)) for v in (kind, "a" + kind)
@@ -411,6 +413,13 @@ def _proxy(middleware: Any, kinds: frozenset[str]) -> Any:
         _PROXY_CLASSES[key] = proxy_class
     clone = copy.copy(middleware)
     clone.__class__ = proxy_class
+    # `create_agent` looks at the class; the member's own code calls `self.<hook>`
+    # (an async hook that delegates to the sync one, say), which must still reach
+    # the real hook: instance attributes take precedence over the reset methods.
+    for kind in kinds:
+        for variant in (kind, "a" + kind):
+            if _overrides(cls, variant):
+                vars(clone)[variant] = types.MethodType(getattr(cls, variant), clone)
     return clone
 
 
@@ -500,10 +509,9 @@ class _Step:
 def _step(original: Any, proxy: Any, member: Member, kind: str) -> _Step:
     from langgraph._internal._runnable import RunnableCallable
 
-    cls = type(original)
-    sync = types.MethodType(getattr(cls, kind), proxy) if _overrides(cls, kind) else None
-    async_ = (types.MethodType(getattr(cls, "a" + kind), proxy)
-              if _overrides(cls, "a" + kind) else None)
+    cls, own = type(original), vars(proxy)
+    sync = own[kind] if _overrides(cls, kind) else None
+    async_ = own["a" + kind] if _overrides(cls, "a" + kind) else None
     return _Step(member.label, f"{member.name}.{kind}",
                  RunnableCallable(sync, async_, trace=False), member.can_jump.get(kind, ()))
 
@@ -708,7 +716,7 @@ def _updates_of(result: Any, label: str) -> tuple[list[tuple[str, Any]], list[An
         if pairs is None:
             raise _invalid(update, label)
         extra = [Command(goto=result.goto)] if result.goto else []
-        return pairs, extra, False  # type: ignore[return-value]
+        return pairs, extra, False
     if isinstance(result, (list, tuple)) and any(isinstance(r, Command) for r in result):
         pairs_all: list[tuple[str, Any]] = []
         extra_all: list[Any] = []

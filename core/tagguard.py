@@ -16,10 +16,12 @@ What is reserved
     mapped to Latin, zero-width and combining characters dropped, and the
     separators ``- _ . : | / \\`` and whitespace removed. So ``system-reminder``
     covers ``system_reminder``, ``SYSTEM REMINDER``, ``System.Reminder``,
-    ``<sys\\u200btem-reminder>`` and ``<ѕystem-reminder>`` (Cyrillic ``ѕ``).
+    ``<sys\\u200btem-reminder>`` (zero-width space) and ``<\\u0455ystem-reminder>``
+    (Cyrillic dze for ``s``).
 
 What counts as a tag
-    An opener - ``<`` or a look-alike (``＜ ﹤ ‹ 〈 ⟨ ˂ ᐸ ❮ ❬ ⧼``) - then any
+    An opener - ``<`` or a look-alike (`TAG_OPENERS`: fullwidth, small, angle
+    quotation marks and brackets, arrowheads) - then any
     whitespace, ``/``, ``!`` or ``?``, then up to `MAX_NAME_WORDS`
     whitespace-separated words. It is reserved when the first word, or the
     concatenation of the first few words (``< system reminder >``), or the
@@ -46,7 +48,7 @@ Character references are inert
 Boundary markers
     `USER_INPUT_BEGIN` / `USER_INPUT_END` are plain text, not tags. Forged
     copies (any case, spacing, separators, zero-width characters, look-alike
-    brackets such as ``［`` or ``【``, closed or not) have their brackets
+    brackets such as fullwidth ``\\uff3b`` or ``\\u3010``, closed or not) have their brackets
     replaced by parentheses: ``[END USER INPUT]`` reads ``(END USER INPUT)``.
 
 Cost
@@ -149,10 +151,13 @@ _MARKER_NAMES = frozenset({"beginuserinput", "enduserinput"})
 
 def normalize_tag_name(name: str) -> str:
     """The form in which tag names are compared (see the module docstring)."""
-    if name.isascii() and "&" not in name:
+    return _normalize(html.unescape(name) if "&" in name else name)
+
+
+def _normalize(name: str) -> str:
+    """`normalize_tag_name` of a name whose character references are already decoded."""
+    if name.isascii():
         return "".join(name.lower().translate(_ASCII_DROP).split())
-    if "&" in name:
-        name = html.unescape(name)
     text = unicodedata.normalize("NFKC", name).casefold().translate(_CONFUSABLES)
     return "".join(
         ch for ch in text
@@ -228,9 +233,12 @@ class ReservedTags:
 
     def _match(self, words: list[str]) -> str | None:
         """The reserved key the head `words` spell, if any."""
+        words = _decoded(words)
+        if not words:
+            return None
         joined, found = "", None
         for word in words:
-            joined += normalize_tag_name(word)
+            joined += _normalize(word)
             if joined in self._keys:
                 found = joined  # keep going: report the longest name spelled
             if joined not in self._prefixes:
@@ -240,7 +248,7 @@ class ReservedTags:
         first = words[0]
         for colon in (":", "\uff1a"):
             if colon in first:
-                local = normalize_tag_name(first.rsplit(colon, 1)[1])
+                local = _normalize(first.rsplit(colon, 1)[1])
                 if local in self._keys:
                     return local
         return None
@@ -270,6 +278,22 @@ class Neutralized(NamedTuple):
     def names(self) -> list[str]:
         """The distinct normalized names found, sorted (for audit records)."""
         return sorted({finding.name for finding in self.findings})
+
+
+def _decoded(words: list[str]) -> list[str]:
+    """`words` with character references decoded and split again where they decode to a
+    space or a character that ends a name (``<system&gt;``, ``<system&#32;reminder>``)."""
+    if not any("&" in word for word in words):
+        return words
+    decoded = html.unescape(" ".join(words))
+    start = 0
+    while start < len(decoded) and (decoded[start].isspace() or decoded[start] in _TAG_LEAD
+                                    or unicodedata.category(decoded[start]) == "Cf"):
+        start += 1
+    end = start
+    while end < len(decoded) and decoded[end] not in _TAG_WORD_STOP:
+        end += 1
+    return decoded[start:end].split()[:MAX_NAME_WORDS]
 
 
 def _skip(text: str, j: int, n: int, lead: frozenset[str]) -> int:

@@ -218,11 +218,29 @@ class Outcome:
     interrupts: int = 0
 
     def comparable(self) -> tuple[Any, ...]:
+        """What must be equal; ids `add_messages` generated are named by first appearance.
+
+        A message without an id gets a fresh random one in both graphs, and LangGraph
+        may convert a message dict more than once (a conditional edge reads the
+        node's writes before they are applied), so only the pattern of generated
+        ids can be compared: the same message keeps the same name everywhere.
+        """
+        names: dict[str, str] = {}
+
+        def name(rows: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+            out = []
+            for kind, message_id, content in rows:
+                if message_id.startswith("auto-"):
+                    message_id = names.setdefault(message_id, f"generated-{len(names)}")
+                out.append((kind, message_id, content))
+            return out
+
+        requests = [name(r) for r in self.requests]
         values = None
         if self.values is not None:
             values = {k: v for k, v in self.values.items() if k != "messages"}
-            values["messages"] = describe(self.values["messages"])
-        return values, self.error, self.requests, self.tools
+            values["messages"] = name(describe(self.values["messages"]))
+        return values, self.error, requests, self.tools
 
 
 def describe(messages: Sequence[Any]) -> list[tuple[str, str, str]]:
@@ -447,6 +465,53 @@ def test_proxies_keep_name_tools_schema_wrap_hooks_and_instance_state():
     # The input list and instances are untouched.
     assert type(originals[0]).before_model is not AgentMiddleware.before_model
     assert [m.name for m in fused] == ["fused_1", "a", "b"]
+
+
+class Delegating(AgentMiddleware):
+    """Async hooks that call the sync ones through `self`, a common pattern."""
+
+    state_schema = SynthState
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def before_model(self, state: Any, runtime: Any) -> Any:
+        return {"log": [f"{self._name} before {len(state['messages'])}"]}
+
+    async def abefore_model(self, state: Any, runtime: Any) -> Any:
+        return self.before_model(state, runtime)
+
+    def after_model(self, state: Any, runtime: Any) -> Any:
+        return {"log": [f"{self._name} after {len(state['messages'])}"]}
+
+    async def aafter_model(self, state: Any, runtime: Any) -> Any:
+        return self.after_model(state, runtime)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_hooks_that_call_their_sibling_through_self_still_reach_it(use_async):
+    def run_with(fused: bool) -> list[str]:
+        mws: list[Any] = [Delegating("p"), Delegating("q")]
+        if fused:
+            mws = fuse(mws)
+            assert len(mws) == 4
+        graph = langchain_create_agent(model=ScriptedChatModel(script(0)), middleware=mws,
+                                       checkpointer=InMemorySaver())
+        config = {"configurable": {"thread_id": "t"}}
+        inputs = {"messages": [HumanMessage("hi", id="u")]}
+        if use_async:
+            asyncio.run(graph.ainvoke(inputs, config))
+        else:
+            graph.invoke(inputs, config)
+        return list(graph.get_state(config).values["log"])
+
+    assert run_with(True) == run_with(False) == [
+        "p before 1", "q before 1", "q after 2", "p after 2"]
 
 
 def test_a_chain_with_nothing_to_fuse_is_returned_as_is():

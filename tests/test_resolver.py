@@ -570,3 +570,13 @@ def test_last_plugin_may_precede_a_point_when_no_plugin_follows_it():
     body = entry("a", "{position: last, slot: extensions}") + entry("b", '{before: '
                                                                          '["@guards_end"]}')
     assert run(body, points=True).order == ["b", "a"]
+
+
+@pytest.mark.xfail(strict=True, raises=ResolutionError,
+                   reason="a point ordered between an immediately_* pair is reported as 'no "
+                          "cycle was found', though a point has no width")
+def test_point_between_an_adjacency_pair_is_zero_width():
+    body = (entry("x", '{immediately_before: y, before: ["@guards_end"]}')
+            + entry("y", '{after: ["@guards_end"]}'))
+    m, _ = manifest(body, points=True)
+    assert resolve(m.plugins, points=m.points).order == ["x", "y"]

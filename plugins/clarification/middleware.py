@@ -59,8 +59,8 @@ class ClarificationMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         super().__init__()
         self.tool_name = tool_name
 
-    # Each async hook calls the shared implementation, not its sync twin through
-    # `self`: a chain compiler may replace the node hooks on a copy of this object.
+    # The sync and async hooks share one implementation: the work is pure state
+    # inspection, with no I/O to await.
 
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: AgentState[Any], runtime: Any) -> dict[str, Any] | None:
@@ -118,11 +118,11 @@ class ClarificationMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         bare graph invoked without one), a question counts as current while
         nothing but tool results follows the assistant message.
         """
-        index = next((i for i in range(len(messages) - 1, -1, -1)
-                      if isinstance(messages[i], AIMessage)), None)
-        if index is None:
+        found = _last_ai_message(messages)
+        if found is None:
             return False
-        asked = {call.get("id") for call in messages[index].tool_calls
+        index, ai_message = found
+        asked = {call.get("id") for call in ai_message.tool_calls
                  if call.get("name") == self.tool_name}
         if not asked:
             return False
@@ -139,6 +139,14 @@ class ClarificationMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             elif all(isinstance(m, ToolMessage) for m in tail):
                 return True
         return False
+
+
+def _last_ai_message(messages: Sequence[AnyMessage]) -> tuple[int, AIMessage] | None:
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, AIMessage):
+            return index, message
+    return None
 
 
 def build(ctx: BuildContext) -> ClarificationMiddleware:

@@ -1,4 +1,4 @@
-"""The `input_sanitization:` section of the operator config (pydantic only; imported to validate)."""
+"""The `input_sanitization:` section of the operator config (pydantic only)."""
 
 from __future__ import annotations
 

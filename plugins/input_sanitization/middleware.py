@@ -199,8 +199,29 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
 
     # -- provenance ------------------------------------------------------------------
 
+    # The async hooks call the shared implementation, not the sync hook: a fused
+    # chain (antler.compiler) runs members through proxies whose sync node hooks
+    # are reset, so `self.before_agent` would be the no-op there.
+
     def before_agent(self, state: InputSanitizationState, runtime: Runtime[Any],
                      ) -> dict[str, Any] | None:
+        return self._arrivals(state, runtime)
+
+    async def abefore_agent(self, state: InputSanitizationState, runtime: Runtime[Any],
+                            ) -> dict[str, Any] | None:
+        return self._arrivals(state, runtime)
+
+    def before_model(self, state: InputSanitizationState, runtime: Runtime[Any],
+                     ) -> dict[str, Any] | None:
+        return self._record(state)
+
+    async def abefore_model(self, state: InputSanitizationState, runtime: Runtime[Any],
+                            ) -> dict[str, Any] | None:
+        return self._record(state)
+
+    def _arrivals(self, state: InputSanitizationState, runtime: Runtime[Any],
+                  ) -> dict[str, Any] | None:
+        """Record caller input of this run; strip provenance a non-internal caller claimed."""
         internal = run_context(runtime).is_internal is True
         previous = _provenance(state)
         seen, user = dict(previous["seen"]), list(previous["user"])
@@ -209,19 +230,20 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
         for message in state.get("messages") or []:
             if not isinstance(message, HumanMessage) or not message.id:
                 continue
-            present.add(message.id)
+            message_id: str = message.id
+            present.add(message_id)
             digest = fingerprint(message)
-            if seen.get(message.id) == digest:
+            if seen.get(message_id) == digest:
                 continue  # as the server left it
-            if message.id not in user:
-                user.append(message.id)
+            if message_id not in user:
+                user.append(message_id)
             if not internal and ORIGINAL_CONTENT_KEY in (message.additional_kwargs or {}):
                 kwargs = dict(message.additional_kwargs)
                 del kwargs[ORIGINAL_CONTENT_KEY]
                 message = message.model_copy(update={"additional_kwargs": kwargs})
                 rewritten.append(message)
                 digest = fingerprint(message)
-            seen[message.id] = digest
+            seen[message_id] = digest
         current: InputProvenance = {
             "seen": {i: d for i, d in seen.items() if i in present},
             "user": [i for i in user if i in present],
@@ -235,19 +257,11 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
             update["messages"] = rewritten
         return update or None
 
-    async def abefore_agent(self, state: InputSanitizationState, runtime: Runtime[Any],
-                            ) -> dict[str, Any] | None:
-        return self.before_agent(state, runtime)
-
-    def before_model(self, state: InputSanitizationState, runtime: Runtime[Any],
-                     ) -> dict[str, Any] | None:
+    @staticmethod
+    def _record(state: InputSanitizationState) -> dict[str, Any] | None:
         previous = _provenance(state)
         current = _observed(state.get("messages") or [], previous)
         return {PROVENANCE_KEY: current} if current != previous else None
-
-    async def abefore_model(self, state: InputSanitizationState, runtime: Runtime[Any],
-                            ) -> dict[str, Any] | None:
-        return self.before_model(state, runtime)
 
     # -- the model request -------------------------------------------------------------
 
@@ -268,18 +282,18 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
         previous = _provenance(request.state)
         user = set(previous["user"])
         messages: list[AnyMessage] = []
-        findings: list[Finding] = []
+        latest: list[Finding] = []
         changed = False
         for message in request.messages:
             if isinstance(message, HumanMessage) and (not message.id or message.id in user):
-                clean, found = self.sanitize_message(message)
-                findings += found
+                clean, latest = self.sanitize_message(message)
                 changed = changed or clean is not message
                 message = clean
             messages.append(message)
-        if findings:
+        if latest:
+            # Only the latest user message: earlier ones were reported on their own turn.
             logger.warning("neutralized %d forged framework tag(s) or marker(s) in user input: "
-                           "%s", len(findings), ", ".join(sorted({f.name for f in findings})))
+                           "%s", len(latest), ", ".join(sorted({f.name for f in latest})))
         current = _observed(request.messages, previous)
         record = current if current != previous else None
         return (request.override(messages=messages) if changed else request), record

@@ -26,10 +26,12 @@ which is what the message now is. The edited message keeps its id, so the
 calls (`additional_kwargs["tool_calls"]` and tool-use content blocks) are
 removed too, so a later request does not replay calls that never ran.
 
-Where it sits: after `view_image` and before `@guards_end`, as in seed 003
-(layer 10): after-model hooks run in reverse chain order, so it edits the
-response before the guards and tail plugins placed after it look at it, and
-nothing ahead of it in `before_model` is affected.
+Where it sits: after `view_image` and before `@guards_end`, as seed 003's
+layer 10 and seed 000's position 27. It only has an `after_model` hook, and
+those run in reverse chain order: the guards and the tail placed after it
+(loop detection, token budget, safety) judge the response as the model wrote
+it, and the plugins placed before it (title, memory) see the truncated message
+that is actually dispatched. Nothing it does touches a `before_model` hook.
 """
 
 from __future__ import annotations
@@ -107,8 +109,8 @@ class SubagentLimitMiddleware(AgentMiddleware[SubagentLimitState, Any, Any]):
         self.max_total_per_run = config.max_total_per_run
         self.task_tool = task_tool
 
-    # The async hook calls the shared implementation, not its sync twin through
-    # `self`: a chain compiler may replace the node hooks on a copy of this object.
+    # The sync and async hooks share one implementation: the work is pure state
+    # inspection, with no I/O to await.
 
     def after_model(self, state: SubagentLimitState, runtime: Any) -> dict[str, Any] | None:
         """Drop the `task` calls of the new response that exceed either limit."""
@@ -132,7 +134,9 @@ class SubagentLimitMiddleware(AgentMiddleware[SubagentLimitState, Any, Any]):
 
         run = self.run_key(messages, runtime)
         ledger = state.get(LEDGER_KEY)
-        recorded = list(ledger["task_call_ids"]) if ledger and ledger.get("run") == run else []
+        recorded: list[str] = []
+        if isinstance(ledger, Mapping) and ledger.get("run") == run:
+            recorded = [str(i) for i in ledger.get("task_call_ids") or ()]
         ids = [_call_id(message, i, calls[i]) for i in positions]
         earlier = [call_id for call_id in recorded if call_id not in ids]
         total = self.total_limit(runtime)

@@ -1,4 +1,7 @@
-"""The tool_result_sanitization plugin: its spec comes from Antler's manifest (see middleware.py)."""
+"""The tool_result_sanitization plugin: its spec comes from Antler's manifest.
+
+See middleware.py.
+"""
 
 from antler.manifest import builtin_plugin_hook
 

@@ -25,8 +25,9 @@ not carried into later requests.
 Where it sits: after `memory` and before `@guards_end` (seed 003, layer 9). Its
 `before_model` runs after summarization and todo have rewritten the history,
 so the image message is appended to the history the model will actually get
-and is never summarized; hooks are pure state edits, so the relative order of
-its `after_model` does not matter. Vision models only: the manifest joins it
+and is never summarized. `after_model` hooks run in reverse chain order, so
+the plugins placed before it (title, memory) only ever see the history with
+the image message already removed. Vision models only: the manifest joins it
 when `supports_vision` is true.
 """
 
@@ -58,6 +59,7 @@ __all__ = [
     "ViewImageState",
     "ViewedImage",
     "build",
+    "image_message",
     "is_injected",
     "merge_viewed_images",
 ]
@@ -112,8 +114,8 @@ class ViewImageMiddleware(AgentMiddleware[ViewImageState, Any, Any]):
         super().__init__()
         self.tool_name = tool_name
 
-    # Each async hook calls the shared implementation, not its sync twin through
-    # `self`: a chain compiler may replace the node hooks on a copy of this object.
+    # The sync and async hooks share one implementation: the work is pure state
+    # inspection, with no I/O to await.
 
     def before_model(self, state: ViewImageState, runtime: Any) -> dict[str, Any] | None:
         """Inject the images of the latest `view_image` calls, once they all have results."""
@@ -144,8 +146,8 @@ class ViewImageMiddleware(AgentMiddleware[ViewImageState, Any, Any]):
         update: list[Any] = [RemoveMessage(id=m.id) for m in injected
                              if m.id and all(m is not c for c in current)]
         if ai_message is not None and not current and self._ready(messages, ai_message):
-            images = state.get(STATE_KEY) or {}
-            if images:
+            images = state.get(STATE_KEY)
+            if isinstance(images, Mapping) and images:
                 update.append(image_message(ai_message, images))
         return {"messages": update} if update else None
 

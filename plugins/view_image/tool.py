@@ -153,8 +153,9 @@ def make_tool(context: Any = None) -> BaseTool:
             virtual, image = load_image(mapper, image_path, max_bytes)
         except ImageRefused as exc:
             return ToolMessage(str(exc), tool_call_id=call_id, name=TOOL_NAME, status="error")
-        except OSError as exc:
-            return ToolMessage(f"Could not read {image_path!r}: {exc.strerror or exc}.",
+        except OSError as exc:  # the reason only: str(exc) would name the host path
+            return ToolMessage(f"Could not read {image_path!r}: "
+                               f"{exc.strerror or type(exc).__name__}.",
                                tool_call_id=call_id, name=TOOL_NAME, status="error")
         note = f"Loaded {virtual} ({image['mime_type']}). The image is shown to you next."
         return Command(update={

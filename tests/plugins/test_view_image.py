@@ -300,7 +300,7 @@ def test_the_model_sees_the_image_once_and_no_later_checkpoint_keeps_it(tmp_path
     assert [b["image_url"]["url"] for b in image_blocks(model.calls[1])] == [expected_url]
     injected = [m for m in model.calls[1] if m.id and m.id.startswith(INJECTED_ID_PREFIX)]
     assert len(injected) == 1 and isinstance(injected[0], HumanMessage)
-    assert model.calls[1][-1] is injected[0] or model.calls[1][-1].id == injected[0].id
+    assert model.calls[1][-1].id == injected[0].id  # appended right before the call
     assert image_blocks(model.calls[2]) == []  # the next turn does not see it again
 
     for values in (state, final):

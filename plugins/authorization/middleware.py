@@ -1,0 +1,276 @@
+"""AuthorizationMiddleware: the caller sees and runs only the tools its roles allow.
+
+One provider instance, resolved once per build, answers both layers:
+
+Layer 1 - visibility.
+    At build time the plugin's `antler_select_tools` hook (see ``__init__``)
+    drops the tools the build principal may not use, so they are never
+    compiled into the agent. The build principal is the build's user
+    (`RuntimeOptions.user_id`) with the configured ``default_role``: the
+    agent's tool set is compiled for that role. Then, before every model call,
+    ``wrap_model_call`` filters ``request.tools`` again with the run's own
+    principal, so per-run roles narrow what the model sees (this also covers
+    the tools middlewares register themselves, which the build hook never
+    sees). A run cannot widen the compiled set: a tool the build principal may
+    not use is not in the graph at all.
+
+Layer 2 - execution.
+    ``wrap_tool_call`` asks the provider about every call before it runs
+    (whether or not layer 1 showed the tool: a model may name any tool). A
+    denial answers with an error `ToolMessage` carrying
+    ``additional_kwargs["antler_tool_meta"]``; the tool never runs.
+
+Identity comes only from the run's `RunContext` (`antler.authz.principal_from_context`),
+never from messages or tool arguments. A provider that raises or answers
+nonsense is treated per ``fail_closed``. Every decision is written to the
+``antler.audit.authorization`` logger (layer-1 allows at DEBUG, the rest at
+INFO/WARNING). Sync and async hooks share one implementation each and give the
+same answers.
+
+How the instance is shared: :func:`shared_provider` takes the build's
+``authorization_provider`` service, or resolves the configured provider and
+registers it there. The factory and the build hook both call it, so whichever
+runs first creates it and the other reuses it; a subagent built from the same
+services reuses it too. An embedding application may provide its own
+instance under that service name; it then replaces the configured one.
+
+Where it sits: after dangling_tool_call and outer of guardrail (manifest), so
+authorization can deny before an external guardrail is asked.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
+from langchain_core.messages import ToolMessage
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.types import Command
+
+from antler.authz import (
+    AUTHORIZATION_AUDIT_LOGGER,
+    AUTHORIZATION_PROVIDER,
+    Action,
+    AuthorizationProvider,
+    Decision,
+    Principal,
+    aevaluate,
+    audit_decision,
+    denied_tool_message,
+    evaluate,
+    principal_from_context,
+    resolve_authorization_provider,
+    tool_name,
+)
+from antler.context import BuildContext, RuntimeOptions, Services
+from antler.runcontext import RunContext, run_context, run_id_of, thread_id_of
+
+from .config import AuthorizationConfig
+
+__all__ = [
+    "AuthorizationMiddleware",
+    "authorization_config",
+    "build",
+    "build_principal",
+    "select_tools",
+    "shared_provider",
+]
+
+SOURCE = "authorization"
+_audit_logger = logging.getLogger(AUTHORIZATION_AUDIT_LOGGER)
+_TOOL_CHOICE_KEYWORDS = frozenset({"auto", "any", "none", "required"})
+
+
+def authorization_config(config: Any) -> AuthorizationConfig:
+    """The plugin's config from a build context's section (None means defaults)."""
+    if isinstance(config, AuthorizationConfig):
+        return config
+    if config is None:
+        return AuthorizationConfig()
+    return AuthorizationConfig.model_validate(config.model_dump())
+
+
+def shared_provider(services: Services, config: AuthorizationConfig) -> AuthorizationProvider:
+    """The build's one provider: the service if set, else resolved from config and registered."""
+    provider = services.items.get(AUTHORIZATION_PROVIDER)
+    if provider is None:
+        provider = resolve_authorization_provider(
+            config.provider, default_role=config.default_role, options=config.provider_options)
+        provider = services.items.setdefault(AUTHORIZATION_PROVIDER, provider)
+    elif isinstance(provider, AuthorizationProvider):
+        provider.validate_default_role(config.default_role)
+    if not isinstance(provider, AuthorizationProvider):
+        raise TypeError(
+            f"service {AUTHORIZATION_PROVIDER!r} must be an antler.authz.AuthorizationProvider, "
+            f"got {type(provider).__name__}"
+        )
+    return provider
+
+
+def build_principal(options: RuntimeOptions, config: AuthorizationConfig) -> Principal:
+    """The principal the agent's tools are compiled for: the build's user, default role."""
+    context = RunContext(thread_id=options.thread_id, user_id=options.user_id)
+    return principal_from_context(context, config.default_role)
+
+
+def select_tools(ctx: BuildContext, tools: list[Any]) -> list[Any]:
+    """Layer 1 at build time: the tools the build principal may use (the hook's body)."""
+    config = authorization_config(ctx.config)
+    provider = shared_provider(ctx.services, config)
+    principal = build_principal(ctx.runtime, config)
+    kept = []
+    for tool in tools:
+        name = tool_name(tool)
+        decision = _unnamed() if name is None else evaluate(
+            lambda n=name: provider.authorize(principal, Action.tool(n)),
+            fail_closed=config.fail_closed)
+        _audit(principal, name, decision, type(provider).__name__, layer="visibility",
+               phase="build",
+               chain=ctx.chain)
+        if decision.allowed:
+            kept.append(tool)
+    return kept
+
+
+class AuthorizationMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Filters the model's tools per run and checks every tool call with one provider."""
+
+    def __init__(self, provider: AuthorizationProvider, *, default_role: str | None = None,
+                 fail_closed: bool = True, provider_name: str | None = None) -> None:
+        super().__init__()
+        self.provider = provider
+        self.default_role = default_role
+        self.fail_closed = fail_closed
+        self.provider_name = provider_name or type(provider).__name__
+
+    def principal(self, runtime: Any) -> Principal:
+        """The run's principal, from its `RunContext` only."""
+        return principal_from_context(run_context(runtime), self.default_role)
+
+    # -- layer 1, per run ---------------------------------------------------------------
+
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]
+                        ) -> Any:
+        """Hide the tools the run's principal may not use, then call the model."""
+        principal = self.principal(request.runtime)
+        decisions = [self._decide_visible(principal, tool, request.runtime)
+                     for tool in request.tools]
+        return handler(self._narrowed(request, decisions))
+
+    async def awrap_model_call(self, request: ModelRequest,
+                               handler: Callable[[ModelRequest], Awaitable[Any]]) -> Any:
+        """Async form of `wrap_model_call` (the provider's async API)."""
+        principal = self.principal(request.runtime)
+        decisions = [await self._adecide_visible(principal, tool, request.runtime)
+                     for tool in request.tools]
+        return await handler(self._narrowed(request, decisions))
+
+    def _decide_visible(self, principal: Principal, tool: Any, runtime: Any) -> Decision:
+        name = tool_name(tool)
+        decision = _unnamed() if name is None else evaluate(
+            lambda: self.provider.authorize(principal, Action.tool(name)),
+            fail_closed=self.fail_closed)
+        self._audit_visible(principal, name, decision, runtime)
+        return decision
+
+    async def _adecide_visible(self, principal: Principal, tool: Any, runtime: Any
+                               ) -> Decision:
+        name = tool_name(tool)
+        decision = _unnamed() if name is None else await aevaluate(
+            lambda: self.provider.aauthorize(principal, Action.tool(name)),
+            fail_closed=self.fail_closed)
+        self._audit_visible(principal, name, decision, runtime)
+        return decision
+
+    def _audit_visible(self, principal: Principal, name: str | None, decision: Decision,
+                       runtime: Any) -> None:
+        _audit(principal, name, decision, self.provider_name, layer="visibility",
+               phase="model_call", thread_id=thread_id_of(runtime), run_id=run_id_of(runtime))
+
+    @staticmethod
+    def _narrowed(request: ModelRequest, decisions: Sequence[Decision]) -> ModelRequest:
+        if all(d.allowed for d in decisions):
+            return request
+        kept = [tool for tool, d in zip(request.tools, decisions, strict=True) if d.allowed]
+        overrides: dict[str, Any] = {"tools": kept}
+        choice = request.tool_choice
+        # A forced choice of a hidden tool would make the provider reject the request.
+        if isinstance(choice, str) and choice not in _TOOL_CHOICE_KEYWORDS and \
+                choice not in {tool_name(t) for t in kept}:
+            overrides["tool_choice"] = None
+        return request.override(**overrides)
+
+    # -- layer 2 ------------------------------------------------------------------------
+
+    def wrap_tool_call(self, request: ToolCallRequest,
+                       handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+                       ) -> ToolMessage | Command[Any]:
+        """Ask the provider about the call; run it only when allowed."""
+        principal = self.principal(request.runtime)
+        call = request.tool_call
+        decision = evaluate(
+            lambda: self.provider.authorize(principal, self._action(call)),
+            fail_closed=self.fail_closed)
+        refusal = self._refusal(principal, call, decision, request.runtime)
+        return refusal if refusal is not None else handler(request)
+
+    async def awrap_tool_call(
+        self, request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """Async form of `wrap_tool_call`."""
+        principal = self.principal(request.runtime)
+        call = request.tool_call
+        decision = await aevaluate(
+            lambda: self.provider.aauthorize(principal, self._action(call)),
+            fail_closed=self.fail_closed)
+        refusal = self._refusal(principal, call, decision, request.runtime)
+        return refusal if refusal is not None else await handler(request)
+
+    @staticmethod
+    def _action(call: Any) -> Action:
+        args = call.get("args")
+        return Action.tool(str(call.get("name") or ""), args if isinstance(args, dict) else {})
+
+    def _refusal(self, principal: Principal, call: Any, decision: Decision,
+                 runtime: Any) -> ToolMessage | None:
+        name = str(call.get("name") or "")
+        _audit(principal, name, decision, self.provider_name, layer="execution",
+               phase="tool_call", tool_call_id=call.get("id"), thread_id=thread_id_of(runtime),
+               run_id=run_id_of(runtime))
+        if decision.allowed:
+            return None
+        if decision.error is not None:
+            text = (f"Error: the authorization check for tool {name!r} failed, so the call was "
+                    "not run. Stop using this tool and tell the user.")
+        else:
+            text = (f"Error: permission denied: tool {name!r} is not available to you "
+                    f"({decision.reason}). The call was not run; do not retry it, use another "
+                    "tool or tell the user.")
+        message: ToolMessage = denied_tool_message(call, text, source=SOURCE, decision=decision)
+        return message
+
+
+def _unnamed() -> Decision:
+    return Decision.deny("the tool has no name to authorize", rule="unnamed_tool")
+
+
+def _audit(principal: Principal, name: str | None, decision: Decision, provider: str, *,
+           layer: str, phase: str, **details: Any) -> None:
+    # Hiding tools is routine: visibility allows at DEBUG, visibility denials at INFO.
+    level = None
+    if layer == "visibility" and decision.error is None:
+        level = logging.DEBUG if decision.allowed else logging.INFO
+    audit_decision(_audit_logger, check=SOURCE, layer=layer, principal=principal,
+                   target=name or "<unnamed>", decision=decision, provider=provider,
+                   level=level, phase=phase, **details)
+
+
+def build(ctx: BuildContext) -> AuthorizationMiddleware:
+    """Factory named in the manifest: the provider comes from (or goes into) the services."""
+    config = authorization_config(ctx.config)
+    provider = shared_provider(ctx.services, config)
+    return AuthorizationMiddleware(provider, default_role=config.default_role,
+                                   fail_closed=config.fail_closed)

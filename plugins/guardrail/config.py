@@ -1,0 +1,63 @@
+"""The `guardrails:` section of the operator config (pydantic only; imported to validate)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = ["GuardrailsConfig"]
+
+
+class GuardrailsConfig(BaseModel):
+    """`guardrails:` - an explicitly configured provider evaluates every tool call.
+
+    There is no default provider: enabling guardrails without naming one is a
+    config error, so nobody believes a guardrail is active when none is.
+
+    Example::
+
+        guardrails:
+          enabled: true
+          provider: allowlist
+          provider_options:
+            allow: [read_file, ls, "web_*"]
+            deny: [web_capture]
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool | None = Field(
+        None, description="Turn guardrails on (they are off unless enabled).")
+    provider: str | None = Field(
+        None,
+        description="Name of the guardrail provider, registered in the entry point group "
+        "`antler.guardrail_providers` (`allowlist` ships with Antler). Required when enabled.",
+    )
+    fail_closed: bool = Field(
+        True,
+        description="When the provider fails (raises, or answers nonsense), deny the call "
+        "(true) or let it through (false). Either way the failure is audited.",
+    )
+    provider_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Keyword arguments for the provider's constructor; for `allowlist`: "
+        "`allow: [tool names or globs]`, optional `deny: [...]`.",
+    )
+
+    @field_validator("provider")
+    @classmethod
+    def _provider_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("is empty; name a provider such as 'allowlist'")
+        return value.strip() if value is not None else None
+
+    @model_validator(mode="after")
+    def _provider_when_enabled(self) -> GuardrailsConfig:
+        if self.enabled and self.provider is None:
+            raise ValueError(
+                "guardrails are enabled but no `provider` is configured; name one (for "
+                "example `provider: allowlist` with `provider_options: {allow: [...]}`) or "
+                "set `enabled: false`"
+            )
+        return self

@@ -1,0 +1,131 @@
+"""Read marks: what the agent last read of a file, recorded on the read's `ToolMessage`.
+
+A mark is ``additional_kwargs["antler_read_mark"] = {"path": ..., "sha256": ...}``
+on a successful ``read_file`` result: the canonical virtual path of the file
+(``/mnt/user-data/...``, whatever spelling the model used) and the SHA-256 of
+its whole content when it was read. Marks live on messages only, so whatever
+drops a message (summarization, a state edit) drops its mark, and nothing else
+can grant one.
+
+Files are inspected on the host, through the thread's directories
+(`antler.paths`): that is where the local sandbox keeps them and where a
+mounting sandbox exposes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from langchain_core.messages import ToolMessage
+from langgraph.types import Command
+
+from antler.errors import AntlerError
+from antler.paths import PathLayout
+from antler.runcontext import run_context, thread_id_of
+
+__all__ = [
+    "MARK_KEY",
+    "Target",
+    "file_state",
+    "latest_mark",
+    "locate",
+    "stamp",
+]
+
+MARK_KEY = "antler_read_mark"
+"""`ToolMessage.additional_kwargs` key of a read mark."""
+
+_CHUNK = 1 << 16
+
+FileState = Literal["missing", "file", "uninspectable"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """A file a tool call names, resolved inside the run's thread."""
+
+    virtual: str
+    """Canonical virtual path: the key marks are recorded under."""
+    host: Path
+    lock_key: tuple[str, str, str]
+    """(user, thread, real host path): one lock per file, whichever name reaches it."""
+
+
+def locate(layout: PathLayout, runtime: Any, path: Any) -> Target | None:
+    """Resolve ``path`` for the run's thread, or None when it cannot be inspected.
+
+    None covers: no thread id, an invalid id, a path that is not a string, and
+    a path that leaves the thread's files (the tool itself refuses that one).
+    """
+    thread_id = thread_id_of(runtime)
+    if not thread_id or not isinstance(path, str) or not path:
+        return None
+    try:
+        paths = layout.thread(run_context(runtime).user_id, thread_id)
+        mapper = paths.mapper
+        host = mapper.to_host(path)
+        virtual = mapper.to_virtual(host)
+    except (AntlerError, OSError, ValueError):
+        return None
+    return Target(virtual, host, (paths.user_id, paths.thread_id, os.path.realpath(host)))
+
+
+def file_state(target: Target) -> tuple[FileState, str | None]:
+    """The file's state and, for a regular readable file, the SHA-256 of its content."""
+    try:
+        if not os.path.lexists(target.host):
+            return "missing", None
+        if not target.host.is_file():
+            return "uninspectable", None
+        digest = hashlib.sha256()
+        with open(target.host, "rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+    except OSError:
+        return "uninspectable", None
+    return "file", digest.hexdigest()
+
+
+def latest_mark(messages: Sequence[Any], virtual: str) -> str | None:
+    """The digest of the newest mark for ``virtual`` among ``messages``, if any."""
+    for message in reversed(messages):
+        if not isinstance(message, ToolMessage) or message.status == "error":
+            continue
+        mark = message.additional_kwargs.get(MARK_KEY)
+        if isinstance(mark, Mapping) and mark.get("path") == virtual:
+            digest = mark.get("sha256")
+            return digest if isinstance(digest, str) else None
+    return None
+
+
+def stamp(result: Any, tool_call_id: str | None, target: Target, digest: str) -> Any:
+    """``result`` (a `ToolMessage` or a `Command` carrying one) with the read mark added.
+
+    Only the successful answer to ``tool_call_id`` is stamped; anything else
+    comes back unchanged (so no mark, and a later write needs a new read).
+    """
+    mark = {"path": target.virtual, "sha256": digest}
+    if isinstance(result, ToolMessage):
+        return _stamped(result, mark) if _answers(result, tool_call_id) else result
+    if isinstance(result, Command) and isinstance(result.update, Mapping):
+        messages = result.update.get("messages")
+        if isinstance(messages, list) and any(_answers(m, tool_call_id) for m in messages):
+            stamped = [_stamped(m, mark) if _answers(m, tool_call_id) else m for m in messages]
+            return dataclasses.replace(result, update={**result.update, "messages": stamped})
+    return result
+
+
+def _answers(message: Any, tool_call_id: str | None) -> bool:
+    return (isinstance(message, ToolMessage) and message.status != "error"
+            and (tool_call_id is None or message.tool_call_id == tool_call_id))
+
+
+def _stamped(message: ToolMessage, mark: dict[str, str]) -> ToolMessage:
+    kwargs = {**message.additional_kwargs, MARK_KEY: mark}
+    return message.model_copy(update={"additional_kwargs": kwargs})

@@ -1,0 +1,1243 @@
+"""Classify a shell command before the sandbox runs it: block, warn or pass.
+
+`classify(command)` is a pure function returning a `Verdict`: the action, the
+rule that decided it (see `rules.RULES`), a reason and every finding. It never
+raises and its cost is linear in the length of the command.
+
+How a command is judged:
+
+1. It is parsed into a `Script` (`script.py`): by bashlex where bashlex parses
+   it faithfully (`bashlex_walker.py`), else by the linear tokenizer
+   (`splitter.py`). The tokenizer always runs first: it measures nesting, and
+   input nested deeper than it follows is blocked (`nesting_too_deep`).
+2. The script is walked in execution order. Substitutions are walked before the
+   command that contains them, and each reports what it runs: a fetcher
+   (`curl`), a decoder (`base64 -d`), an interpreter (`python`, `eval`), or a
+   variable holding fetched content. Such a substitution is *risky*.
+3. A risky substitution is judged by **position**, not by its presence: as the
+   command itself (after leading assignments and exec wrappers such as `env`,
+   `sudo`, `nohup`; after `find -exec`) it runs what it prints and is blocked;
+   as a value (an assignment, an argument, a `for` list, a heredoc body, a
+   here-string to a non-interpreter) it only captures output and passes.
+   Two contexts are position-blind because they execute whatever they receive
+   wherever they stand: the arguments of `eval`/`source`, and everything after
+   an interpreter's code-string flag (`-c`, `-e`, `-p`, `-r`); a here-string or
+   heredoc feeding an interpreter reaches the same place through stdin. There a
+   risky substitution, or literal substitution text (`'$(curl u)'`), blocks.
+4. Code that is itself shell (`sh -c '...'`, `eval '...'`, a here-string or
+   heredoc fed to a shell) is classified again as a script, a few levels deep.
+5. Pipelines are judged as a whole: content from a fetcher or decoder reaching
+   an interpreter's stdin blocks (`curl ... | sh`, `base64 -d | sh`), as does
+   anything piped into a shell; a shell joined to a network tool is a reverse
+   shell.
+6. A simple dataflow connects two-step forms: a variable assigned from a risky
+   substitution (or `read` from one, or a `for` variable over one) is tainted,
+   and a tainted variable used as a command, in `eval`/`source`, or as
+   interpreter code blocks (`x=$(curl u); eval "$x"`).
+7. Per-command rules catch the classic destructive forms (recursive deletes of
+   `/` or home, fork bombs, raw disk writes, reverse shells, power-off) and
+   flag risky-but-common ones (sudo, package installs, chmod 777, ...).
+
+This is defense in depth and audit, not a security boundary.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from . import bashlex_walker
+from .rules import (
+    BLOCK_DEVICE,
+    CODE_FLAGS,
+    DECLARATION_COMMANDS,
+    DECODERS,
+    DISK_TOOLS,
+    EVAL_WORDS,
+    FETCHERS,
+    FIND_EXEC,
+    LOADER_VARIABLES,
+    NETWORK_TOOLS,
+    PACKAGE_MANAGERS,
+    POWER_COMMANDS,
+    PRIVILEGE_COMMANDS,
+    RAW_PATTERNS,
+    REVERSE_SHELL_CODE_MARKERS,
+    REVERSE_SHELL_SPAWN_MARKERS,
+    RULE_RANK,
+    RULES_BY_NAME,
+    SENSITIVE_PATHS,
+    SOURCE_STDIN,
+    SYSTEM_TOP_DIRS,
+    SYSTEM_WRITE_PREFIXES,
+    SYSTEMCTL_POWER,
+    WRAPPERS,
+    WRITE_TOOLS_ALL_OPERANDS,
+    WRITE_TOOLS_LAST_OPERAND,
+    Action,
+    interpreter_family,
+)
+from .script import SUB_MARK, Command, Compound, Pipeline, Redirect, Script, Substitution, Word
+from .splitter import TooDeep, split
+
+__all__ = ["Finding", "Verdict", "classify", "classify_file_operation"]
+
+MAX_CODE_DEPTH = 3
+"""Code strings (`sh -c '...'`, `eval ...`) classified inside code strings."""
+
+_DETAIL_CHARS = 160
+
+Parser = Literal["auto", "tokenizer", "bashlex"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One rule that fired, where, and on what."""
+
+    rule: str
+    action: Action
+    detail: str
+    position: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "action": str(self.action), "detail": self.detail,
+                "position": self.position}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The decision on one command: its action, the rule that decided it, and why."""
+
+    action: Action
+    rule: str
+    reason: str
+    detail: str = ""
+    position: int | None = None
+    findings: tuple[Finding, ...] = field(default_factory=tuple)
+    parser: str = "none"
+
+    @property
+    def blocked(self) -> bool:
+        return self.action is Action.BLOCK
+
+    @property
+    def advice(self) -> str:
+        return RULES_BY_NAME[self.rule].advice
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready record for the audit log and the tool message."""
+        return {
+            "action": str(self.action), "rule": self.rule, "reason": self.reason,
+            "detail": self.detail, "position": self.position, "parser": self.parser,
+            "findings": [f.as_dict() for f in self.findings],
+        }
+
+
+def classify(command: str, *, parser: Parser = "auto") -> Verdict:
+    """Classify one shell command. Never raises; linear in `len(command)`.
+
+    `parser="tokenizer"` skips bashlex (tests compare the two front ends);
+    `parser="bashlex"` is the default behaviour made explicit.
+    """
+    if not isinstance(command, str):
+        command = str(command)
+    auditor = _Auditor(parser)
+    try:
+        auditor.audit_top(command)
+    except Exception as exc:  # a bug must not let a command through unaudited
+        auditor.add("audit_failed", f"{type(exc).__name__}: {exc}", 0)
+    return auditor.verdict()
+
+
+_FILE_WRITE = frozenset({"write_file", "str_replace", "edit_file", "append_file"})
+
+
+def classify_file_operation(tool: str, path: str, *, write: bool | None = None) -> Verdict:
+    """Classify a file tool's path: system locations block for writes, credentials warn."""
+    writes = tool in _FILE_WRITE if write is None else write
+    auditor = _Auditor("tokenizer")
+    text = path if isinstance(path, str) else str(path)
+    if writes and _system_write_target(text):
+        auditor.add("system_path_write", f"{tool} {text}", 0)
+    if _sensitive(text):
+        auditor.add("sensitive_file_access", f"{tool} {text}", 0)
+    return auditor.verdict()
+
+
+# -- risk of what a piece of shell outputs ---------------------------------------------------
+
+class _Risk:
+    """What a piece of shell may print: fetched, decoded, interpreted or tainted content."""
+
+    __slots__ = ("decode", "fetch", "interp", "taint")
+
+    def __init__(self, fetch: str | None = None, decode: str | None = None,
+                 interp: str | None = None, taint: str | None = None) -> None:
+        self.fetch = fetch
+        self.decode = decode
+        self.interp = interp
+        self.taint = taint
+
+    @property
+    def risky(self) -> str | None:
+        return self.fetch or self.decode or self.interp or self.taint
+
+
+def _merge(a: _Risk | None, b: _Risk | None) -> _Risk | None:
+    if b is None:
+        return a
+    if a is None:
+        return _Risk(b.fetch, b.decode, b.interp, b.taint)
+    a.fetch = a.fetch or b.fetch
+    a.decode = a.decode or b.decode
+    a.interp = a.interp or b.interp
+    a.taint = a.taint or b.taint
+    return a
+
+
+class _StageInfo:
+    """What a pipeline stage does with its stdin and output."""
+
+    __slots__ = ("feeds_code", "network", "reads_code", "shell")
+
+    def __init__(self) -> None:
+        self.reads_code: str | None = None   # interpreter family reading code from stdin
+        self.feeds_code: str | None = None   # output goes into `>(sh)`
+        self.shell = False                   # runs a shell
+        self.network = False                 # a socket tool
+
+
+_NO_INFO = _StageInfo()
+
+
+@dataclass
+class _Context:
+    arith: bool = False
+    function: str | None = None
+
+
+_LITERAL_SUB = re.compile(r"(?:\$\(|`|<\(|>\()[ \t\n\"'\\(]*([^ \t\n;&|()<>`\"'\\]+)")
+_NAME_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]\n]*\])?\+?=")
+_SLASHES = re.compile(r"/{2,}")
+_WORLD_WRITABLE = re.compile(r"[0-7]?[0-7]?[0-7][2367]|[ugoa]*[ao][ugoa]*[+=][rwxXst]*w[rwxXst]*")
+_KILL_SIGNAL = re.compile(r"-(?:[0-9]+|[A-Z][A-Z0-9+-]*)")
+
+
+def _basename(text: str) -> str:
+    return text.rpartition("/")[2] if "/" in text else text
+
+
+def _detail(text: str) -> str:
+    text = text.replace(SUB_MARK, "$(...)")
+    return text if len(text) <= _DETAIL_CHARS else text[:_DETAIL_CHARS] + "..."
+
+
+def _words_text(words: list[Word], limit: int = 12) -> str:
+    shown = " ".join(w.text for w in words[:limit])
+    return shown + (" ..." if len(words) > limit else "")
+
+
+def _literal_risky(text: str) -> str | None:
+    """A substitution spelled literally in `text` that would run a risky command."""
+    if "(" not in text and "`" not in text:
+        return None
+    for match in _LITERAL_SUB.finditer(text):
+        name = _basename(match.group(1))
+        if (name in FETCHERS or name in DECODERS or name in EVAL_WORDS or name == "."
+                or name in WRAPPERS or interpreter_family(name) is not None):
+            return match.group(0).strip()
+    return None
+
+
+def _decodes(name: str, args: list[Word]) -> bool:
+    flags = DECODERS.get(name)
+    if flags is None:
+        return False
+    if not flags:
+        return True
+    for arg in args:
+        text = arg.text
+        if text in flags:
+            return True
+        if text.startswith("-") and not text.startswith("--") and any(
+                c in flags for c in text[1:]):
+            return True
+    return False
+
+
+def _option_cluster(text: str) -> str:
+    return text[1:] if text.startswith("-") and not text.startswith("--") and len(text) > 1 \
+        else ""
+
+
+def _critical_path(text: str) -> bool:
+    """`/`, home, a top-level system directory (with `/`, `/*`, `/.` suffixes)."""
+    path = text.replace("${HOME}", "~").replace("$HOME", "~")
+    if "//" in path:
+        path = _SLASHES.sub("/", path)
+    end = len(path)
+    while end > 0:
+        tail = path[end - 2:end]
+        if tail in ("/*", "/."):
+            end -= 2
+        elif path[end - 1] == "/" and end > 1:
+            end -= 1
+        elif end == 1 and path[0] == "/":
+            end = 0
+        else:
+            break
+    path = path[:end]
+    if path in ("", "~", "/*") or path in SYSTEM_TOP_DIRS:
+        return True
+    if path.startswith("~/") and path[2:] in ("*", "."):
+        return True
+    for home in ("/home/", "/Users/"):
+        if path.startswith(home) and "/" not in path[len(home):] and "*" not in path:
+            return True
+    return False
+
+
+def _broad_path(text: str) -> bool:
+    return text in ("*", ".", "..", "./*", "../*", "./", "../", ".*", "./.*")
+
+
+def _system_write_target(text: str) -> bool:
+    path = _SLASHES.sub("/", text) if "//" in text else text
+    if path.startswith(SYSTEM_WRITE_PREFIXES) or path in ("/etc/ld.so.preload",):
+        return True
+    return path.rstrip("/") in ("/etc", "/bin", "/sbin", "/usr/bin", "/usr/sbin", "/boot")
+
+
+def _sensitive(text: str) -> bool:
+    for marker in SENSITIVE_PATHS:
+        if marker in text:
+            if marker == "/environ":
+                return "/proc/" in text
+            return True
+    return False
+
+
+def _reverse_shell_code(text: str) -> bool:
+    """Socket-plus-spawn code in an interpreter's code string."""
+    if "pty.spawn" in text or "fsockopen" in text:
+        return True
+    if any(marker in text for marker in REVERSE_SHELL_CODE_MARKERS):
+        return any(marker in text for marker in REVERSE_SHELL_SPAWN_MARKERS)
+    return False
+
+
+# -- command positions -------------------------------------------------------------------------
+
+def _resolve(words: list[Word], start: int = 0) -> tuple[int | None, list[str]]:
+    """Index of the word that runs, skipping exec wrappers and their options, and the wrappers."""
+    used: list[str] = []
+    i = start
+    count = len(words)
+    while i < count:
+        word = words[i]
+        if not word.static:
+            return i, used
+        name = _basename(word.text)
+        wrapper = WRAPPERS.get(name)
+        if wrapper is None:
+            return i, used
+        used.append(name)
+        i += 1
+        while i < count:
+            w = words[i]
+            if not w.static:
+                break
+            text = w.text
+            if text == "--":
+                i += 1
+                break
+            if wrapper.assignments and _NAME_ASSIGN.match(text):
+                i += 1
+                continue
+            if text.startswith("-") and len(text) > 1 and name != "command" or (
+                    name == "command" and text in ("-p", "-v", "-V")):
+                i += 2 if text in wrapper.takes_arg else 1
+                continue
+            break
+        i += wrapper.positional
+    return None, used
+
+
+def _interpreter_options(words: list[Word], index: int, family: str,
+                         ) -> tuple[int | None, int | None, set[str]]:
+    """(code flag word index, first operand index, short flags) for the interpreter at `index`."""
+    flags = CODE_FLAGS[family]
+    seen: set[str] = set()
+    j = index + 1
+    count = len(words)
+    while j < count:
+        text = words[j].text
+        if text == "--" or text == "-":
+            return None, (j + 1 if text == "--" else j), seen
+        if text.startswith("--"):
+            key = text.partition("=")[0]
+            if key in flags.long:
+                return j, None, seen
+            j += 2 if text in flags.takes_arg else 1
+            continue
+        if len(text) > 1 and text[0] in "-+":
+            if text in flags.takes_arg:
+                j += 2
+                continue
+            if text in flags.stop_opts:
+                return None, j, seen    # `python -m module`: the module is the program
+            for char in text[1:]:
+                if char in flags.short:
+                    return j, None, seen
+                seen.add(char)
+            j += 1
+            continue
+        return None, j, seen
+    return None, None, seen
+
+
+def _reads_code_from_stdin(words: list[Word], index: int | None, name: str | None,
+                           ) -> str | None:
+    """The interpreter family when the command at `index` reads its program from stdin."""
+    if index is None or name is None:
+        return None
+    if name in ("source", "."):
+        operand = words[index + 1].text if index + 1 < len(words) else None
+        return "shell" if operand in SOURCE_STDIN else None
+    if name == "eval":
+        return "shell" if any(
+            sub.body.pipelines and not sub.arith for w in words[index + 1:] for sub in w.subs
+            if _reads_stdin_only(sub.body)) else None
+    family = interpreter_family(name)
+    if family is None or family in ("su", "generic"):
+        return None
+    code, operand, seen = _interpreter_options(words, index, family)
+    if code is not None:
+        return None
+    if operand is None:
+        return family
+    if words[operand].text in SOURCE_STDIN or (family == "shell" and "s" in seen):
+        return family
+    return None
+
+
+def _reads_stdin_only(script: Script) -> bool:
+    """`$(cat)`, `$(cat -)`: a substitution that just returns stdin."""
+    if len(script.pipelines) != 1 or len(script.pipelines[0].stages) != 1:
+        return False
+    stage = script.pipelines[0].stages[0]
+    if not isinstance(stage, Command) or not stage.words:
+        return False
+    return stage.words[0].text == "cat" and all(w.text == "-" for w in stage.words[1:])
+
+
+# -- the walk ---------------------------------------------------------------------------------
+
+class _Auditor:
+    def __init__(self, parser: Parser) -> None:
+        self.parser: Parser = parser
+        self.findings: list[Finding] = []
+        self.seen: set[tuple[str, int]] = set()
+        self.tainted: dict[str, str] = {}
+        self.functions: dict[str, _Risk] = {}
+        self.code_depth = 0
+        self.position: int | None = None     # set while auditing a nested code string
+        self.used: str = "none"
+
+    # -- findings --------------------------------------------------------------------------
+
+    def add(self, rule: str, detail: str, position: int) -> None:
+        if self.position is not None:
+            position = self.position
+        key = (rule, position)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        self.findings.append(Finding(rule, RULES_BY_NAME[rule].action, _detail(detail),
+                                     position))
+
+    def verdict(self) -> Verdict:
+        findings = self.findings
+        if not findings:
+            rule = RULES_BY_NAME["no_match"]
+            return Verdict(Action.PASS, rule.name, rule.why, parser=self.used)
+        top = min(findings, key=lambda f: (-f.action.severity, RULE_RANK[f.rule], f.position))
+        rule = RULES_BY_NAME[top.rule]
+        reason = f"{rule.matches.split(':')[0]}: {top.detail} ({rule.why})"
+        return Verdict(top.action, top.rule, reason, top.detail, top.position,
+                       tuple(sorted(findings, key=lambda f: (-f.action.severity,
+                                                             RULE_RANK[f.rule], f.position))),
+                       self.used)
+
+    # -- parsing ---------------------------------------------------------------------------
+
+    def parse(self, text: str) -> Script | None:
+        try:
+            script = split(text)
+        except TooDeep as exc:
+            self.add("nesting_too_deep", str(exc), 0)
+            return None
+        if self.parser == "tokenizer":
+            self.used = "tokenizer" if self.used == "none" else self.used
+            return script
+        if bashlex_walker.eligible(text, _depth_hint(text)):
+            try:
+                parsed = bashlex_walker.parse(text)
+            except bashlex_walker.Unsupported:
+                pass
+            else:
+                if self.used == "none":
+                    self.used = "bashlex"
+                return parsed
+        if self.used == "none":
+            self.used = "tokenizer"
+        return script
+
+    def audit_top(self, text: str) -> None:
+        for rule, pattern in RAW_PATTERNS:
+            match = pattern.search(text)
+            if match is not None:
+                self.add(rule, text[max(0, match.start() - 40):match.end() + 40],
+                         match.start())
+        script = self.parse(text)
+        if script is not None:
+            self.walk_script(script, _Context())
+
+    def audit_code(self, code: str, position: int, what: str) -> None:
+        """Classify shell code found inside the command (`sh -c`, `eval`, heredocs)."""
+        if not code.strip():
+            return
+        if self.code_depth >= MAX_CODE_DEPTH:
+            self.add("nesting_too_deep", f"{what} nested more than {MAX_CODE_DEPTH} deep",
+                     position)
+            return
+        saved = self.position
+        self.code_depth += 1
+        self.position = position if saved is None else saved
+        try:
+            script = self.parse(code)
+            if script is not None:
+                self.walk_script(script, _Context())
+        finally:
+            self.code_depth -= 1
+            self.position = saved
+
+    # -- statements ------------------------------------------------------------------------
+
+    def walk_script(self, script: Script, ctx: _Context) -> tuple[_Risk | None, _StageInfo]:
+        total: _Risk | None = None
+        first_info = _NO_INFO
+        for index, pipeline in enumerate(script.pipelines):
+            risk, info = self.walk_pipeline(pipeline, ctx)
+            total = _merge(total, risk)
+            if index == 0:
+                first_info = info
+        return total, first_info
+
+    def walk_pipeline(self, pipeline: Pipeline, ctx: _Context,
+                      ) -> tuple[_Risk | None, _StageInfo]:
+        stages = pipeline.stages
+        upstream: _Risk | None = None
+        total: _Risk | None = None
+        first_info = _NO_INFO
+        shell_at = network_at = -1
+        decode_warned = False
+        for index, stage in enumerate(stages):
+            if isinstance(stage, Command):
+                risk, info = self.walk_command(stage, ctx, pipeline, upstream)
+            else:
+                risk, info = self.walk_compound(stage, ctx)
+            if index == 0:
+                first_info = info
+            if not ctx.arith:
+                if index > 0 and info.reads_code:
+                    self.piped_code(upstream, info.reads_code, stage)
+                elif index > 0 and upstream is not None and upstream.decode \
+                        and not decode_warned:
+                    decode_warned = True
+                    self.add("decode_piped", f"{upstream.decode} | {_stage_text(stage)}",
+                             stage.start)
+                if info.feeds_code:
+                    self.piped_code(_merge(_merge(None, upstream), risk), info.feeds_code,
+                                    stage)
+                if info.shell:
+                    shell_at = index
+                if info.network:
+                    network_at = index
+            upstream = _merge(upstream, risk)
+            total = _merge(total, risk)
+        if shell_at >= 0 and network_at >= 0 and len(stages) > 1:
+            self.add("reverse_shell", "a shell and a network tool joined by a pipe: "
+                     + " | ".join(_stage_text(s) for s in stages[:4]), pipeline.start)
+        return total, first_info
+
+    def piped_code(self, upstream: _Risk | None, family: str, stage: Command | Compound,
+                   ) -> None:
+        where = _stage_text(stage)
+        if upstream is not None and (upstream.fetch or upstream.taint):
+            self.add("fetch_piped_to_interpreter",
+                     f"{upstream.fetch or upstream.taint} | {where}", stage.start)
+        elif upstream is not None and upstream.decode:
+            self.add("decode_piped_to_interpreter", f"{upstream.decode} | {where}",
+                     stage.start)
+        elif family == "shell":
+            self.add("pipe_to_shell", f"... | {where}", stage.start)
+        else:
+            self.add("pipe_to_interpreter", f"... | {where}", stage.start)
+
+    def walk_compound(self, compound: Compound, ctx: _Context,
+                      ) -> tuple[_Risk | None, _StageInfo]:
+        inner = ctx
+        if compound.arith and not ctx.arith:
+            inner = _Context(True, ctx.function)
+        if compound.name is not None:
+            inner = _Context(inner.arith, compound.name)
+        risk: _Risk | None = None
+        list_risk: _Risk | None = None
+        for word in compound.words:
+            list_risk = _merge(list_risk, self.word_subs_value(word, inner))
+            list_risk = _merge(list_risk, self.param_taint(word))
+        if compound.kind in ("for", "select") and compound.words:
+            variable = compound.words[0].text
+            if list_risk is not None and list_risk.risky and len(compound.words) > 1:
+                self.tainted[variable] = f"${variable} iterates over {list_risk.risky} output"
+            else:
+                self.tainted.pop(variable, None)
+        for redirect in compound.redirects:
+            risk = _merge(risk, self.redirect_value(redirect, inner))
+            self.check_redirect_target(redirect)
+        body_risk, body_info = self.walk_script(compound.body, inner)
+        if compound.name is not None:
+            if body_risk is not None and body_risk.risky:
+                self.functions[compound.name] = body_risk
+            else:
+                self.functions.pop(compound.name, None)
+            return None, _NO_INFO     # a definition runs nothing
+        info = _StageInfo()
+        info.reads_code = body_info.reads_code
+        info.shell = body_info.shell
+        info.network = body_info.network
+        return _merge(risk, body_risk), info
+
+    # -- one simple command ----------------------------------------------------------------
+
+    def walk_command(self, cmd: Command, ctx: _Context, pipeline: Pipeline | None,
+                     upstream: _Risk | None) -> tuple[_Risk | None, _StageInfo]:
+        words = cmd.words
+        subrisk: dict[int, _Risk | None] = {}
+        risk: _Risk | None = None
+
+        # Substitutions run first, in order; their risk is what they may print.
+        for word in cmd.assignments:
+            risk = _merge(risk, self.walk_word_subs(word, ctx, subrisk))
+        for word in words:
+            risk = _merge(risk, self.walk_word_subs(word, ctx, subrisk))
+        for redirect in cmd.redirects:
+            if redirect.target is not None:
+                risk = _merge(risk, self.walk_word_subs(redirect.target, ctx, subrisk))
+            heredoc = redirect.heredoc
+            if heredoc is not None:
+                for sub in heredoc.subs:
+                    subrisk[id(sub)] = self.walk_sub(sub, ctx)
+                    risk = _merge(risk, subrisk[id(sub)])
+        for word in words:
+            risk = _merge(risk, self.param_taint(word))
+
+        for word in cmd.assignments:
+            self.assign(word, subrisk)
+            if word.assign in LOADER_VARIABLES:
+                self.add("loader_path_override", word.text, word.start)
+
+        exec_index, wrappers = _resolve(words)
+        name = None
+        if exec_index is not None and words[exec_index].static:
+            name = _basename(words[exec_index].text)
+
+        info = _StageInfo()
+        if name is not None:
+            args = words[exec_index + 1:] if exec_index is not None else []
+            own = self.own_risk(name, args)
+            risk = _merge(risk, own)
+            family = interpreter_family(name)
+            info.shell = family == "shell"
+            info.network = name in NETWORK_TOOLS and (name != "openssl" or any(
+                a.text == "s_client" for a in args))
+            info.reads_code = _reads_code_from_stdin(words, exec_index, name)
+        for word in words:
+            for sub in word.subs:
+                if sub.kind == ">(" and not sub.arith and sub.body.pipelines:
+                    first = sub.body.pipelines[0].stages[0]
+                    if isinstance(first, Command):
+                        sub_index, _ = _resolve(first.words)
+                        sub_name = (_basename(first.words[sub_index].text)
+                                    if sub_index is not None and first.words[sub_index].static
+                                    else None)
+                        family = _reads_code_from_stdin(first.words, sub_index, sub_name)
+                        info.feeds_code = info.feeds_code or family
+
+        if not ctx.arith:
+            self.judge(cmd, words, exec_index, name, wrappers, subrisk, upstream, ctx)
+            if ctx.function is not None and name == ctx.function and pipeline is not None \
+                    and (len(pipeline.stages) > 1 or pipeline.background):
+                self.add("fork_bomb", f"{name}() calls itself through a pipe or in the "
+                         "background", cmd.start)
+        else:
+            self.value_findings(cmd, subrisk, set())
+        return risk, info
+
+    def walk_word_subs(self, word: Word, ctx: _Context,
+                       subrisk: dict[int, _Risk | None]) -> _Risk | None:
+        risk: _Risk | None = None
+        for sub in word.subs:
+            sub_risk = self.walk_sub(sub, ctx)
+            subrisk[id(sub)] = sub_risk
+            risk = _merge(risk, sub_risk)
+        return risk
+
+    def walk_sub(self, sub: Substitution, ctx: _Context) -> _Risk | None:
+        if sub.arith:
+            self.walk_script(sub.body, _Context(True, ctx.function))
+            return None
+        inner = ctx if not ctx.arith else _Context(False, ctx.function)
+        risk, _ = self.walk_script(sub.body, inner)
+        return risk
+
+    def word_subs_value(self, word: Word, ctx: _Context) -> _Risk | None:
+        """Walk the substitutions of a value-only word and record the risky ones as passes."""
+        risk: _Risk | None = None
+        for sub in word.subs:
+            sub_risk = self.walk_sub(sub, ctx)
+            if sub_risk is not None and sub_risk.risky:
+                self.add("value_position_substitution",
+                         f"{word.text} captures {sub_risk.risky} output", sub.start)
+            risk = _merge(risk, sub_risk)
+        return risk
+
+    def redirect_value(self, redirect: Redirect, ctx: _Context) -> _Risk | None:
+        risk: _Risk | None = None
+        if redirect.target is not None:
+            risk = self.word_subs_value(redirect.target, ctx)
+        if redirect.heredoc is not None:
+            for sub in redirect.heredoc.subs:
+                sub_risk = self.walk_sub(sub, ctx)
+                if sub_risk is not None and sub_risk.risky:
+                    self.add("value_position_substitution",
+                             f"heredoc body captures {sub_risk.risky} output", sub.start)
+                risk = _merge(risk, sub_risk)
+        return risk
+
+    def param_taint(self, word: Word) -> _Risk | None:
+        if not word.params or not self.tainted:
+            return None
+        for param in word.params:
+            source = self.tainted.get(param)
+            if source is not None:
+                return _Risk(taint=source)
+        return None
+
+    def tainted_in(self, word: Word) -> str | None:
+        if not word.params or not self.tainted:
+            return None
+        for param in word.params:
+            if param in self.tainted:
+                return param
+        return None
+
+    def assign(self, word: Word, subrisk: dict[int, _Risk | None]) -> None:
+        name = word.assign
+        if name is None:
+            return
+        source = None
+        for sub in word.subs:
+            sub_risk = subrisk.get(id(sub))
+            if sub_risk is not None and sub_risk.risky and not sub.arith:
+                source = f"${name} holds {sub_risk.risky} output"
+                break
+        if source is None:
+            tainted = self.tainted_in(word)
+            if tainted is not None:
+                source = self.tainted[tainted]
+        if source is None:
+            self.tainted.pop(name, None)
+        else:
+            self.tainted[name] = source
+
+    def own_risk(self, name: str, args: list[Word]) -> _Risk | None:
+        if name in FETCHERS:
+            return _Risk(fetch=name)
+        if _decodes(name, args):
+            return _Risk(decode=f"{name} (decoding)")
+        if name in EVAL_WORDS or name == "." or interpreter_family(name) is not None:
+            return _Risk(interp=name)
+        function = self.functions.get(name)
+        if function is not None:
+            return _Risk(function.fetch, function.decode, function.interp, function.taint)
+        return None
+
+    # -- the rules on one command ----------------------------------------------------------
+
+    def judge(self, cmd: Command, words: list[Word], exec_index: int | None, name: str | None,
+              wrappers: list[str], subrisk: dict[int, _Risk | None],
+              upstream: _Risk | None, ctx: _Context) -> None:
+        flagged: set[int] = set()
+        positions = [exec_index] if exec_index is not None else []
+        if name == "find" or name == "fd":
+            positions.extend(self.exec_positions(words, exec_index))
+        for position in positions:
+            self.command_position(words, position, subrisk, flagged)
+            if position != exec_index:
+                sub_index, _ = _resolve(words, position)
+                if sub_index is not None and words[sub_index].static:
+                    sub_name = _basename(words[sub_index].text)
+                    end = sub_index + 1
+                    while end < len(words) and words[end].text not in (";", "+"):
+                        end += 1
+                    self.named_rules(cmd, words[:end], sub_index, sub_name, [])
+        self.eval_source(words, exec_index, subrisk, flagged)
+        self.code_strings(words, positions, subrisk, flagged)
+        family = _reads_code_from_stdin(words, exec_index, name)
+        if family is None and exec_index is not None and not words[exec_index].static:
+            family = "shell"   # an unknown command may be an interpreter
+        self.here_input(cmd, family, subrisk, flagged, exec_index is not None
+                        and words[exec_index].static)
+        self.script_operand(cmd, words, exec_index, name, subrisk, flagged)
+        self.value_findings(cmd, subrisk, flagged)
+        if name in DECLARATION_COMMANDS and exec_index is not None:
+            for word in words[exec_index + 1:]:
+                match = _NAME_ASSIGN.match(word.text)
+                if match is not None:
+                    word.assign = match.group(1)
+                    self.assign(word, subrisk)
+                    if word.assign in LOADER_VARIABLES:
+                        self.add("loader_path_override", word.text, word.start)
+        if name in ("read", "mapfile", "readarray") and exec_index is not None:
+            self.read_taint(cmd, words[exec_index + 1:], name, subrisk, upstream)
+        if exec_index is not None and name is not None:
+            self.named_rules(cmd, words, exec_index, name, wrappers)
+        elif wrappers:
+            self.named_rules(cmd, words, None, None, wrappers)
+        for redirect in cmd.redirects:
+            self.check_redirect_target(redirect)
+        for word in words:
+            if ("/" in word.text or "." in word.text) and _sensitive(word.text):
+                self.add("sensitive_file_access", word.text, word.start)
+                break
+
+    @staticmethod
+    def exec_positions(words: list[Word], exec_index: int | None) -> list[int]:
+        found = []
+        start = (exec_index or 0) + 1
+        for index in range(start, len(words) - 1):
+            text = words[index].text
+            if text in FIND_EXEC or text in ("-x", "--exec", "-X", "--exec-batch"):
+                found.append(index + 1)
+        return found
+
+    def command_position(self, words: list[Word], index: int,
+                         subrisk: dict[int, _Risk | None], flagged: set[int]) -> None:
+        word = words[index]
+        for sub in word.subs:
+            if sub.arith:
+                continue
+            flagged.add(id(sub))
+            sub_risk = subrisk.get(id(sub))
+            if sub_risk is not None and sub_risk.risky:
+                self.add("substitution_in_command_position",
+                         f"{_words_text(words[index:index + 3])} runs what "
+                         f"{sub_risk.risky} prints", sub.start)
+            else:
+                self.add("dynamic_command_substitution",
+                         f"{_words_text(words[index:index + 3])}", sub.start)
+        tainted = self.tainted_in(word)
+        if tainted is not None:
+            self.add("tainted_variable_executed",
+                     f"{word.text} as a command: {self.tainted[tainted]}", word.start)
+
+    def risky_args(self, args: list[Word], subrisk: dict[int, _Risk | None],
+                   flagged: set[int], rule: str, what: str) -> None:
+        """Position-blind: any risky substitution, literal one, or tainted variable in `args`."""
+        for word in args:
+            for sub in word.subs:
+                sub_risk = subrisk.get(id(sub))
+                if sub_risk is not None and sub_risk.risky and not sub.arith:
+                    flagged.add(id(sub))
+                    if sub_risk.taint and not (sub_risk.fetch or sub_risk.decode
+                                               or sub_risk.interp):
+                        self.add("tainted_variable_executed",
+                                 f"{what}: {sub_risk.taint}", sub.start)
+                    else:
+                        self.add(rule, f"{what}: {word.text} runs {sub_risk.risky}",
+                                 sub.start)
+            literal = _literal_risky(word.text)
+            if literal is not None:
+                self.add(rule, f"{what}: literal {literal}", word.start)
+            tainted = self.tainted_in(word)
+            if tainted is not None:
+                self.add("tainted_variable_executed",
+                         f"{what}: {word.text}: {self.tainted[tainted]}", word.start)
+
+    def eval_source(self, words: list[Word], exec_index: int | None,
+                    subrisk: dict[int, _Risk | None], flagged: set[int]) -> None:
+        for index, word in enumerate(words):
+            if not word.static:
+                continue
+            text = word.text
+            if text in EVAL_WORDS or (text == "." and index == exec_index):
+                args = words[index + 1:]
+                self.risky_args(args, subrisk, flagged, "eval_source_substitution", text)
+                if index == exec_index and text == "eval" and args:
+                    self.audit_code(" ".join(a.text for a in args), word.start, "eval code")
+                return
+
+    def code_strings(self, words: list[Word], positions: list[int],
+                     subrisk: dict[int, _Risk | None], flagged: set[int]) -> None:
+        for index, word in enumerate(words):
+            if not word.static:
+                continue
+            name = _basename(word.text)
+            family = interpreter_family(name)
+            if family is None:
+                continue
+            code_index, _, _ = _interpreter_options(words, index, family)
+            if code_index is None:
+                continue
+            self.risky_args(words[code_index:], subrisk, flagged, "code_string_substitution",
+                            f"{name} {words[code_index].text}")
+            flag = words[code_index].text
+            attached = ""
+            if not flag.startswith("--"):
+                for position, char in enumerate(flag[1:], start=1):
+                    if char in CODE_FLAGS[family].short:
+                        attached = flag[position + 1:]
+                        break
+            elif "=" in flag:
+                attached = flag.partition("=")[2]
+            if family in ("shell", "su"):
+                code = words[code_index + 1].text if code_index + 1 < len(words) else ""
+                if index in positions and code:
+                    self.audit_code(code, word.start, f"{name} -c code")
+            else:
+                code = attached or (words[code_index + 1].text
+                                    if code_index + 1 < len(words) else "")
+                if _reverse_shell_code(code):
+                    self.add("reverse_shell", f"{name} code opens a socket and a shell",
+                             word.start)
+            return
+
+    def here_input(self, cmd: Command, family: str | None,
+                   subrisk: dict[int, _Risk | None], flagged: set[int], static: bool) -> None:
+        if family is None:
+            return
+        for redirect in cmd.redirects:
+            heredoc = redirect.heredoc
+            if redirect.op == "<<<" and redirect.target is not None:
+                target = redirect.target
+                self.risky_args([target], subrisk, flagged, "here_input_substitution",
+                                "here-string to an interpreter")
+                if family == "shell" and static:
+                    self.audit_code(target.text, target.start, "here-string script")
+                elif _reverse_shell_code(target.text):
+                    self.add("reverse_shell", "here-string code opens a socket and a shell",
+                             target.start)
+            elif heredoc is not None:
+                what = "heredoc to an interpreter"
+                for sub in heredoc.subs:
+                    sub_risk = subrisk.get(id(sub))
+                    if sub_risk is not None and sub_risk.risky and not sub.arith:
+                        flagged.add(id(sub))
+                        self.add("here_input_substitution", f"{what} pastes "
+                                 f"{sub_risk.risky} output into the code", sub.start)
+                for param in heredoc.params:
+                    if param in self.tainted:
+                        self.add("tainted_variable_executed",
+                                 f"{what}: {self.tainted[param]}", heredoc.start)
+                        break
+                if family == "shell" and static:
+                    self.audit_code(heredoc.body, heredoc.start, "heredoc script")
+                else:
+                    literal = _literal_risky(heredoc.body)
+                    if literal is not None:
+                        self.add("here_input_substitution", f"{what}: literal {literal}",
+                                 heredoc.start)
+                    if _reverse_shell_code(heredoc.body):
+                        self.add("reverse_shell", "heredoc code opens a socket and a shell",
+                                 heredoc.start)
+
+    def script_operand(self, cmd: Command, words: list[Word], exec_index: int | None,
+                       name: str | None, subrisk: dict[int, _Risk | None],
+                       flagged: set[int]) -> None:
+        if exec_index is None or name is None:
+            return
+        family = interpreter_family(name)
+        if family is None or family in ("su", "generic"):
+            return
+        code_index, operand, _ = _interpreter_options(words, exec_index, family)
+        if code_index is None and operand is not None:
+            for sub in words[operand].subs:
+                sub_risk = subrisk.get(id(sub))
+                if sub.kind == "<(" and sub_risk is not None and sub_risk.risky:
+                    flagged.add(id(sub))
+                    self.add("interpreter_runs_substitution",
+                             f"{name} {words[operand].text} runs {sub_risk.risky} output",
+                             sub.start)
+        if _reads_code_from_stdin(words, exec_index, name) is None:
+            return
+        for redirect in cmd.redirects:
+            if redirect.op == "<" and redirect.target is not None:
+                for sub in redirect.target.subs:
+                    sub_risk = subrisk.get(id(sub))
+                    if sub.kind == "<(" and sub_risk is not None and sub_risk.risky:
+                        flagged.add(id(sub))
+                        self.add("interpreter_runs_substitution",
+                                 f"{name} < <(...) runs {sub_risk.risky} output", sub.start)
+
+    def value_findings(self, cmd: Command, subrisk: dict[int, _Risk | None],
+                       flagged: set[int]) -> None:
+        for word in (*cmd.assignments, *cmd.words):
+            self.value_word(word, subrisk, flagged)
+        for redirect in cmd.redirects:
+            if redirect.target is not None:
+                self.value_word(redirect.target, subrisk, flagged)
+            if redirect.heredoc is not None:
+                for sub in redirect.heredoc.subs:
+                    self.value_sub(sub, "heredoc body", subrisk, flagged)
+
+    def value_word(self, word: Word, subrisk: dict[int, _Risk | None],
+                   flagged: set[int]) -> None:
+        for sub in word.subs:
+            self.value_sub(sub, word.text, subrisk, flagged)
+
+    def value_sub(self, sub: Substitution, where: str, subrisk: dict[int, _Risk | None],
+                  flagged: set[int]) -> None:
+        if id(sub) in flagged:
+            return
+        sub_risk = subrisk.get(id(sub))
+        if sub_risk is not None and sub_risk.risky:
+            self.add("value_position_substitution",
+                     f"{where} captures {sub_risk.risky} output", sub.start)
+
+    def read_taint(self, cmd: Command, args: list[Word], name: str,
+                   subrisk: dict[int, _Risk | None], upstream: _Risk | None) -> None:
+        source = upstream.risky if upstream is not None else None
+        for redirect in cmd.redirects:
+            if redirect.target is None or source is not None:
+                continue
+            for sub in redirect.target.subs:
+                sub_risk = subrisk.get(id(sub))
+                if sub_risk is not None and sub_risk.risky:
+                    source = sub_risk.risky
+            tainted = self.tainted_in(redirect.target)
+            if tainted is not None and redirect.op == "<<<":
+                source = self.tainted[tainted]
+        names = [a.text for a in args if not a.text.startswith("-") and a.static]
+        if name != "read":
+            names = names[-1:] or ["MAPFILE"]
+        for variable in names or ["REPLY"]:
+            if source is not None:
+                self.tainted[variable] = f"${variable} was read from {source} output"
+            else:
+                self.tainted.pop(variable, None)
+
+    def check_redirect_target(self, redirect: Redirect) -> None:
+        target = redirect.target
+        if target is None or redirect.op not in (">", ">>", ">|", "&>", "&>>", "<>", ">&"):
+            return
+        text = target.text
+        if redirect.op == ">&" and (text.isdigit() or text == "-"):
+            return
+        if BLOCK_DEVICE.match(text):
+            self.add("raw_disk_write", f"{redirect.op} {text}", redirect.start)
+        elif _system_write_target(text):
+            self.add("system_path_write", f"{redirect.op} {text}", redirect.start)
+        elif _sensitive(text):
+            self.add("sensitive_file_access", f"{redirect.op} {text}", redirect.start)
+
+    # -- per-command rules ---------------------------------------------------------------
+
+    def named_rules(self, cmd: Command, words: list[Word], exec_index: int | None,
+                    name: str | None, wrappers: list[str]) -> None:
+        privileged = [w for w in wrappers if w in PRIVILEGE_COMMANDS]
+        if name in PRIVILEGE_COMMANDS:
+            privileged.append(name)
+        if privileged:
+            self.add("privilege_escalation", _words_text(words), cmd.start)
+        if name is None or exec_index is None:
+            return
+        args = words[exec_index + 1:]
+        start = words[exec_index].start
+        if name == "rm":
+            self.rm(args, start)
+        elif name in ("chmod", "chown", "chgrp"):
+            self.permissions(name, args, start)
+        elif name == "dd":
+            for arg in args:
+                if arg.text.startswith("of=") and BLOCK_DEVICE.match(arg.text[3:]):
+                    self.add("raw_disk_write", f"dd {arg.text}", arg.start)
+        elif name in DISK_TOOLS or name.startswith("mkfs"):
+            for arg in args:
+                if BLOCK_DEVICE.match(arg.text):
+                    self.add("raw_disk_write", f"{name} {arg.text}", arg.start)
+                    break
+        elif name in POWER_COMMANDS:
+            self.add("host_disruption", _words_text(words[exec_index:]), start)
+        elif name in ("init", "telinit"):
+            if args and args[0].text in ("0", "6"):
+                self.add("host_disruption", f"{name} {args[0].text}", start)
+        elif name == "systemctl":
+            if any(a.text in SYSTEMCTL_POWER for a in args):
+                self.add("host_disruption", _words_text(words[exec_index:]), start)
+        elif name in ("kill", "pkill", "killall"):
+            self.kill(name, args, start)
+        elif name in ("nc", "ncat", "netcat"):
+            for arg in args:
+                text = arg.text
+                if text in ("--exec", "--sh-exec", "--lua-exec") or (
+                        (cluster := _option_cluster(text)) and ("e" in cluster
+                                                                or "c" in cluster)):
+                    self.add("reverse_shell", _words_text(words[exec_index:]), start)
+                    break
+        elif name == "socat":
+            for arg in args:
+                lowered = arg.text.lower()
+                if "exec:" in lowered or "system:" in lowered:
+                    self.add("reverse_shell", _words_text(words[exec_index:]), start)
+                    break
+        elif name in WRITE_TOOLS_LAST_OPERAND or name in WRITE_TOOLS_ALL_OPERANDS:
+            operands = [a for a in args if not a.text.startswith("-")]
+            if name in WRITE_TOOLS_LAST_OPERAND:
+                operands = operands[-1:]
+            for operand in operands:
+                if BLOCK_DEVICE.match(operand.text):
+                    self.add("raw_disk_write", f"{name} {operand.text}", operand.start)
+                elif _system_write_target(operand.text):
+                    self.add("system_path_write", f"{name} {operand.text}", operand.start)
+        elif name == "sed":
+            if any(a.text.startswith("-i") or a.text.startswith("--in-place") for a in args):
+                for arg in args:
+                    if _system_write_target(arg.text):
+                        self.add("system_path_write", f"sed -i {arg.text}", arg.start)
+                        break
+        elif name == "find":
+            self.find_delete(args, start)
+        self.package_install(name, args, start, words)
+
+    def rm(self, args: list[Word], start: int) -> None:
+        recursive = False
+        no_preserve = False
+        targets: list[Word] = []
+        options = True
+        for arg in args:
+            text = arg.text
+            if options and text == "--":
+                options = False
+                continue
+            if options and text.startswith("--"):
+                recursive = recursive or text == "--recursive"
+                no_preserve = no_preserve or text == "--no-preserve-root"
+                continue
+            if options and text.startswith("-") and len(text) > 1:
+                recursive = recursive or "r" in text or "R" in text
+                continue
+            targets.append(arg)
+        if not recursive:
+            return
+        if no_preserve:
+            self.add("recursive_delete_critical", "rm --no-preserve-root", start)
+        for target in targets:
+            if _critical_path(target.text):
+                self.add("recursive_delete_critical", f"rm -r {target.text}", target.start)
+                return
+        for target in targets:
+            if _broad_path(target.text):
+                self.add("recursive_delete_broad", f"rm -r {target.text}", target.start)
+                return
+
+    def permissions(self, name: str, args: list[Word], start: int) -> None:
+        recursive = any(a.text == "--recursive" or (
+            (cluster := _option_cluster(a.text)) and "R" in cluster) for a in args)
+        operands = [a for a in args if not a.text.startswith("-")]
+        if recursive:
+            for operand in operands[1:]:
+                if _critical_path(operand.text):
+                    self.add("recursive_permission_change_critical",
+                             f"{name} -R {operand.text}", operand.start)
+                    break
+        if name == "chmod" and operands and _WORLD_WRITABLE.fullmatch(operands[0].text):
+            self.add("world_writable_permissions", f"chmod {operands[0].text}", start)
+
+    def kill(self, name: str, args: list[Word], start: int) -> None:
+        if name != "kill":
+            return
+        operands = False
+        skip = False
+        for index, arg in enumerate(args):
+            text = arg.text
+            if skip:
+                skip = False
+                continue
+            if not operands:
+                if text == "--":
+                    operands = True
+                    continue
+                if text in ("-s", "-n"):
+                    skip = True
+                    continue
+                if index == 0 and _KILL_SIGNAL.fullmatch(text):
+                    continue
+                operands = True
+            if text == "-1":
+                self.add("host_disruption", "kill -1 (every process)", start)
+                return
+
+    def find_delete(self, args: list[Word], start: int) -> None:
+        roots = []
+        for arg in args:
+            if arg.text.startswith(("-", "(", "!")):
+                break
+            roots.append(arg)
+        if any(a.text == "-delete" for a in args) and any(_critical_path(r.text) for r in roots):
+            self.add("recursive_delete_critical",
+                     f"find {' '.join(r.text for r in roots)} -delete", start)
+
+    def package_install(self, name: str, args: list[Word], start: int,
+                        words: list[Word]) -> None:
+        manager = name
+        rest = args
+        if interpreter_family(name) == "python":
+            for index, arg in enumerate(args[:-1]):
+                if arg.text == "-m" and args[index + 1].text in ("pip", "pip3"):
+                    manager, rest = "pip", args[index + 2:]
+                    break
+        if manager.startswith("pip") and manager[3:].replace(".", "").isdigit():
+            manager = "pip"
+        subcommands = PACKAGE_MANAGERS.get(manager)
+        if subcommands is None:
+            return
+        texts = [a.text for a in rest if a.static]
+        if "*" in subcommands:
+            hit = bool(texts)
+        elif manager == "pacman":
+            hit = any(t.startswith(("-S", "-U", "--sync", "--upgrade")) for t in texts)
+        elif manager in ("dpkg", "rpm"):
+            hit = any(t in subcommands or (t.startswith("-") and not t.startswith("--")
+                                           and ("i" in t or "U" in t)) for t in texts)
+        else:
+            first = next((t for t in texts if not t.startswith("-")), None)
+            hit = first in subcommands
+            if manager == "uv" and first == "pip":
+                hit = "install" in texts
+        if hit:
+            self.add("package_install", _words_text(words), start)
+
+
+def _stage_text(stage: Command | Compound) -> str:
+    if isinstance(stage, Command):
+        return _words_text(stage.words, 4)
+    return f"({stage.kind} ...)"
+
+
+def _depth_hint(text: str) -> int:
+    """A cheap upper bound of nesting for the bashlex gate (openers count)."""
+    return (text.count("$(") + text.count("`") // 2 + text.count("<(") + text.count(">(")
+            + text.count("${"))

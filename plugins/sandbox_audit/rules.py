@@ -1,0 +1,442 @@
+"""The audit's rules and vocabulary, as data.
+
+Every verdict names one rule of `RULES`. A rule says what it matches, why that
+matters and what the model should do instead; the classifier (`classifier.py`)
+holds the matching logic, keyed by rule name, and the sets below are the words
+that logic looks for. Order matters: when several rules of the same action fire
+on one command, the earliest rule in `RULES` is the one reported (the more
+specific ones come first), and every finding stays in the audit log.
+
+This is defense in depth and audit, not a security boundary: the sandbox is the
+isolation boundary. The rules aim at what a model is plausibly talked into (an
+installer piped to a shell, fetched text run as code, a destructive one-liner)
+and at keeping the audit log honest, not at an adversary with the whole shell
+language at hand.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = [
+    "CODE_FLAGS",
+    "DECODERS",
+    "EVAL_WORDS",
+    "FETCHERS",
+    "INTERPRETERS",
+    "NETWORK_TOOLS",
+    "RAW_PATTERNS",
+    "RULES",
+    "RULES_BY_NAME",
+    "SHELLS",
+    "WRAPPERS",
+    "Action",
+    "Rule",
+    "Wrapper",
+    "interpreter_family",
+]
+
+
+class Action(StrEnum):
+    """What happens to the command: refused, run and flagged, or run."""
+
+    BLOCK = "block"
+    WARN = "warn"
+    PASS = "pass"
+
+    @property
+    def severity(self) -> int:
+        return _SEVERITY[self]
+
+
+_SEVERITY = {Action.PASS: 0, Action.WARN: 1, Action.BLOCK: 2}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One named rule: what it matches, why, and what the model should do instead."""
+
+    name: str
+    action: Action
+    matches: str
+    why: str
+    advice: str = ""
+
+
+_B, _W, _P = Action.BLOCK, Action.WARN, Action.PASS
+
+RULES: tuple[Rule, ...] = (
+    # -- destructive one-liners --------------------------------------------------------
+    Rule("reverse_shell", _B,
+         "a shell wired to a network socket: /dev/tcp or /dev/udp, nc/ncat -e, socat "
+         "EXEC:, a pipeline joining a shell and a network tool, socket+spawn code",
+         "it hands an interactive shell to whoever listens on the other end",
+         "Do not open network shells; run the commands you need directly."),
+    Rule("fork_bomb", _B,
+         "a function that pipes or backgrounds calls to itself (`:(){ :|:& };:`), or "
+         "`fork while fork`",
+         "it multiplies processes until the machine stops responding",
+         "Do not start unbounded processes."),
+    Rule("recursive_delete_critical", _B,
+         "rm -r/-R/--recursive of /, the home directory, a top-level system directory, "
+         "/mnt/user-data itself, or with --no-preserve-root",
+         "it destroys the system or every file of the user",
+         "Delete only the specific files or directories you created, by explicit path."),
+    Rule("raw_disk_write", _B,
+         "writes to a block device: dd of=/dev/sdX, a redirect or tee to a disk, mkfs, "
+         "wipefs, shred, partitioners",
+         "it overwrites a disk below the file system",
+         "Write to regular files under /mnt/user-data instead."),
+    Rule("host_disruption", _B,
+         "shutdown, reboot, halt, poweroff, init 0/6, systemctl poweroff/reboot, kill -1",
+         "it stops the host or every process on it",
+         "Do not stop the machine or kill every process; stop only your own processes by PID."),
+    Rule("system_path_write", _B,
+         "a redirect, tee, cp, mv, install, ln, sed -i or file tool writing under /etc, "
+         "/bin, /sbin, /usr/bin, /usr/lib, /lib, /boot or the loader preload file",
+         "it changes the system the sandbox runs on",
+         "Write your files under /mnt/user-data (workspace or outputs)."),
+    Rule("recursive_permission_change_critical", _B,
+         "chmod/chown/chgrp -R on /, the home directory or a system directory",
+         "it breaks permissions system-wide",
+         "Change permissions only on the files you created."),
+    Rule("fetch_piped_to_interpreter", _B,
+         "downloaded content piped into a shell or interpreter (`curl ... | sh`, "
+         "`wget -O- ... | python`)",
+         "it runs code from the network without anyone seeing it",
+         "Download to a file, read it, and run it only if the task needs it."),
+    Rule("decode_piped_to_interpreter", _B,
+         "decoded content piped into a shell or interpreter (`base64 -d | sh`, `xxd -r | bash`)",
+         "decoding right before execution hides what runs",
+         "Run the decoded commands in plain text so they can be audited."),
+    Rule("pipe_to_shell", _B,
+         "any output piped into a shell that reads its script from stdin (`... | sh`, "
+         "`| bash -s`)",
+         "the script that runs is never visible as a command",
+         "Run the commands directly, or write a script file and run `bash file.sh`."),
+    Rule("substitution_in_command_position", _B,
+         "a command substitution (`$(...)`, backticks, `<(...)`) that fetches, decodes or "
+         "interprets, used as the command itself, including after assignments and exec "
+         "wrappers (env, command, builtin, exec, nohup, time, sudo, doas, ...)",
+         "the shell executes whatever the substitution prints",
+         "Capture the output into a variable or file, inspect it, and run explicit commands."),
+    Rule("interpreter_runs_substitution", _B,
+         "an interpreter whose script is a process substitution or a redirect from one "
+         "(`bash <(curl ...)`, `sh < <(curl ...)`)",
+         "the interpreter runs the fetched content as its script",
+         "Download to a file, read it, and run it only if the task needs it."),
+    Rule("eval_source_substitution", _B,
+         "a fetching, decoding or interpreting substitution anywhere in the arguments of "
+         "eval or source/. (position-blind, including `. <(curl ...)`)",
+         "eval and source execute what they receive wherever they appear",
+         "Do not eval or source generated content; run explicit commands."),
+    Rule("code_string_substitution", _B,
+         "such a substitution after an interpreter's code-string flag: -c (shells, python, "
+         "su), -e (perl, ruby, node), -p (perl, node), -r (php) (position-blind, e.g. "
+         "`xargs sh -c \"$(curl ...)\"`)",
+         "the interpreter executes the substituted text as code",
+         "Put the code in the command itself, or in a file you can read first."),
+    Rule("here_input_substitution", _B,
+         "such a substitution in a here-string (`<<<`) or an unquoted heredoc feeding a "
+         "shell or interpreter, or literal substitution text fed to one",
+         "the interpreter reads the substituted text as code through stdin",
+         "Put the code in the command itself, or in a file you can read first."),
+    Rule("tainted_variable_executed", _B,
+         "a variable assigned from a fetching/decoding substitution (or read from one) and "
+         "later executed: `x=$(curl u); eval \"$x\"`, `$x` as a command, `sh -c \"$x\"`",
+         "the two-step form runs fetched content just like the one-step form",
+         "Save fetched content to a file, inspect it, and run explicit commands."),
+    Rule("nesting_too_deep", _B,
+         "substitutions, quotes or code strings nested deeper than the audit follows",
+         "a command the audit cannot see through cannot be vouched for",
+         "Split the command into simpler steps or write a script file."),
+    Rule("audit_failed", _B,
+         "a command the audit itself failed on",
+         "the audit log must be complete, so what it cannot classify does not run",
+         "Simplify the command or split it into steps."),
+    # -- flagged, but allowed ---------------------------------------------------------
+    Rule("dynamic_command_substitution", _W,
+         "a substitution used as the command whose content does not fetch, decode or "
+         "interpret (`$(which python) x.py`)",
+         "the command that runs is computed, so the log cannot say what ran"),
+    Rule("pipe_to_interpreter", _W,
+         "local output piped into a non-shell interpreter reading code from stdin "
+         "(`echo 'print(1)' | python3`)",
+         "the code that runs is not visible as a command"),
+    Rule("decode_piped", _W,
+         "decoded content piped onward (`base64 -d | ...`) into something that is not an "
+         "interpreter",
+         "decoding in a pipeline is a common obfuscation step"),
+    Rule("privilege_escalation", _W,
+         "sudo, doas, su, pkexec, runuser",
+         "the command asks for more privileges than the sandbox user has"),
+    Rule("package_install", _W,
+         "package installs: pip/uv/npm/yarn/pnpm/gem/cargo/go install, apt/yum/dnf/apk/"
+         "brew/pacman install",
+         "it pulls third-party code into the sandbox"),
+    Rule("world_writable_permissions", _W,
+         "chmod to a world-writable mode (777, 666, o+w, a+w)",
+         "anyone on the host may then change the file"),
+    Rule("loader_path_override", _W,
+         "setting PATH, LD_PRELOAD, LD_LIBRARY_PATH or LD_AUDIT",
+         "it changes which programs and libraries every later command loads"),
+    Rule("sensitive_file_access", _W,
+         "/etc/shadow, /etc/sudoers, SSH keys, cloud or git credentials, /proc/*/environ",
+         "these files hold credentials"),
+    Rule("recursive_delete_broad", _W,
+         "rm -r of `*`, `.`, `..` or `./*`",
+         "it deletes everything in the current directory"),
+    # -- deliberate passes ------------------------------------------------------------
+    Rule("value_position_substitution", _P,
+         "a fetching or interpreting substitution in value position: an assignment "
+         "(`x=$(curl u)`), an argument (`echo $(curl u)`), a for word list, a heredoc "
+         "body, a here-string to a non-interpreter",
+         "it only captures output; nothing the substitution prints is executed"),
+    Rule("no_match", _P, "no rule matched", "nothing risky was found"),
+)
+
+RULES_BY_NAME: dict[str, Rule] = {rule.name: rule for rule in RULES}
+RULE_RANK: dict[str, int] = {rule.name: index for index, rule in enumerate(RULES)}
+
+RAW_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # Matched against the whole command text (quotes and all). Each pattern is a
+    # fixed string with bounded classes between fixed tokens: linear, no backtracking.
+    ("reverse_shell", re.compile(r"/dev/(?:tcp|udp)/")),
+    ("fork_bomb", re.compile(r"\bfork[ \t]*while[ \t]*fork\b")),
+)
+
+# -- vocabulary ------------------------------------------------------------------------
+
+FETCHERS = frozenset({
+    "curl", "wget", "fetch", "aria2c", "axel", "http", "https", "xh", "lwp-request", "GET",
+    "nc", "ncat", "netcat", "socat", "telnet", "ftp", "tftp", "sftp", "ssh", "scp",
+    "lynx", "links", "w3m",
+})
+"""Commands whose output is content from the network."""
+
+DECODERS: dict[str, frozenset[str]] = {
+    # name -> option letters/long options that make it decode (empty: always decodes)
+    "base64": frozenset({"d", "D", "--decode"}),
+    "base32": frozenset({"d", "--decode"}),
+    "basenc": frozenset({"d", "--decode"}),
+    "xxd": frozenset({"r", "--revert"}),
+    "uudecode": frozenset(),
+    "openssl": frozenset({"d", "-d", "--decode"}),
+    "gpg": frozenset({"d", "--decrypt"}),
+}
+"""Commands whose output is decoded (possibly obfuscated) content."""
+
+NETWORK_TOOLS = frozenset({"nc", "ncat", "netcat", "socat", "telnet", "openssl", "cryptcat"})
+"""Tools that connect a pipeline to a socket (for reverse-shell pipelines)."""
+
+SHELLS = frozenset({
+    "sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "yash", "fish", "csh", "tcsh",
+    "busybox-sh", "rbash",
+})
+
+EVAL_WORDS = frozenset({"eval", "source"})
+"""Position-blind executors (`.` counts only where a command name can stand)."""
+
+
+@dataclass(frozen=True)
+class CodeFlags:
+    """An interpreter family: its code-string flags and options taking an argument."""
+
+    family: str
+    short: frozenset[str]
+    long: frozenset[str] = frozenset()
+    takes_arg: frozenset[str] = frozenset()
+    stop_opts: frozenset[str] = frozenset()  # options after which the rest is not code
+
+
+CODE_FLAGS: dict[str, CodeFlags] = {
+    "shell": CodeFlags("shell", frozenset("c"), frozenset({"--command"}),
+                       frozenset({"-o", "+o", "-O", "+O", "--rcfile", "--init-file"})),
+    "python": CodeFlags("python", frozenset("c"), frozenset(),
+                        frozenset({"-W", "-X", "-Q"}), frozenset({"-m"})),
+    "perl": CodeFlags("perl", frozenset("eEp"), frozenset(), frozenset({"-I", "-M", "-m"})),
+    "ruby": CodeFlags("ruby", frozenset("e"), frozenset(), frozenset({"-I", "-r", "-C"})),
+    "node": CodeFlags("node", frozenset("ep"), frozenset({"--eval", "--print"}),
+                      frozenset({"-r", "--require", "--import"})),
+    "php": CodeFlags("php", frozenset("r"), frozenset(), frozenset({"-c", "-d", "-f"})),
+    "lua": CodeFlags("lua", frozenset("e"), frozenset(), frozenset({"-l"})),
+    "su": CodeFlags("su", frozenset("c"), frozenset({"--command"}),
+                    frozenset({"-s", "--shell", "-g", "--group", "-G"})),
+    "generic": CodeFlags("generic", frozenset("e"), frozenset({"--eval"})),
+}
+
+_FAMILY_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"(?:python|pypy)[0-9.]*[dmu]?"), "python"),
+    (re.compile(r"perl[0-9.]*"), "perl"),
+    (re.compile(r"(?:ruby|jruby)[0-9.]*"), "ruby"),
+    (re.compile(r"(?:node|nodejs|deno|bun)[0-9.]*"), "node"),
+    (re.compile(r"php[0-9.]*(?:-cli)?"), "php"),
+    (re.compile(r"(?:lua|luajit)[0-9.]*"), "lua"),
+    (re.compile(r"(?:su|runuser)"), "su"),
+    (re.compile(r"(?:Rscript|osascript|pwsh|powershell|tclsh|wish|julia)"), "generic"),
+)
+
+INTERPRETERS_EXTRA = frozenset({"Rscript", "osascript", "pwsh", "powershell", "tclsh",
+                                "julia"})
+
+
+def interpreter_family(name: str) -> str | None:
+    """'shell', 'python', 'perl', ... for an interpreter's command name, else None."""
+    if name in SHELLS:
+        return "shell"
+    if not name or len(name) > 24:
+        return None
+    for pattern, family in _FAMILY_PATTERNS:
+        if pattern.fullmatch(name):
+            return family
+    return None
+
+
+INTERPRETERS = SHELLS | INTERPRETERS_EXTRA
+"""Plain names; versioned ones (`python3.11`) are recognized by `interpreter_family`."""
+
+
+@dataclass(frozen=True)
+class Wrapper:
+    """A command that runs its operand as a command (so the operand is in command position)."""
+
+    takes_arg: frozenset[str] = frozenset()
+    positional: int = 0          # operands before the command (timeout's duration, ...)
+    assignments: bool = False    # NAME=value operands are skipped (env, sudo)
+
+
+def _w(takes_arg: str = "", positional: int = 0, assignments: bool = False) -> Wrapper:
+    return Wrapper(frozenset(takes_arg.split()), positional, assignments)
+
+
+WRAPPERS: dict[str, Wrapper] = {
+    # the seed's exec wrappers
+    "env": _w("-u --unset -C --chdir -S --split-string", assignments=True),
+    "command": _w(),
+    "builtin": _w(),
+    "exec": _w("-a"),
+    "nohup": _w(),
+    "time": _w("-f --format -o --output"),
+    "sudo": _w("-u --user -g --group -C --close-from -D --chdir -h --host -p --prompt "
+               "-r --role -t --type -T --command-timeout -U --other-user", assignments=True),
+    "doas": _w("-u -C"),
+    # more of the same kind: each one only adds command positions
+    "nice": _w("-n --adjustment"),
+    "ionice": _w("-c --class -n --classdata -p --pid -P --pgid -u --uid"),
+    "timeout": _w("-k --kill-after -s --signal", positional=1),
+    "stdbuf": _w("-i --input -o --output -e --error"),
+    "setsid": _w(),
+    "chroot": _w("--userspec --groups", positional=1),
+    "xargs": _w("-a --arg-file -d --delimiter -E -e --eof -I -i --replace -L -l "
+                "--max-lines -n --max-args -P --max-procs -s --max-chars --process-slot-var"),
+    "parallel": _w("-j --jobs -S --sshlogin --colsep -d --delimiter"),
+    "busybox": _w(),
+    "strace": _w("-e -o -p -s -u -E -b -P -I -a -X"),
+    "ltrace": _w("-e -o -p -s -u -n -a"),
+    "flock": _w("-w --timeout -E --conflict-exit-code", positional=1),
+    "unbuffer": _w(),
+    "chrt": _w(positional=1),
+    "taskset": _w(positional=1),
+    "caffeinate": _w("-t -w"),
+    "nsenter": _w("-t --target -S --setuid -G --setgid"),
+    "unshare": _w(),
+    "firejail": _w(),
+    "proxychains": _w("-f"),
+    "proxychains4": _w("-f"),
+    "torsocks": _w(),
+    "catchsegv": _w(),
+    "coproc": _w(),
+}
+"""Exec wrappers: the word after them (and their options) is still a command position."""
+
+PRIVILEGE_COMMANDS = frozenset({"sudo", "doas", "su", "pkexec", "runuser"})
+
+FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+
+SOURCE_STDIN = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
+
+# -- paths -----------------------------------------------------------------------------
+
+SYSTEM_TOP_DIRS = frozenset({
+    "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32",
+    "/opt", "/proc", "/root", "/sbin", "/srv", "/sys", "/usr", "/var", "/mnt", "/media",
+    "/Users", "/System", "/Library", "/Applications", "/private",
+    "/usr/bin", "/usr/sbin", "/usr/lib", "/usr/local", "/usr/share", "/var/lib",
+    "/mnt/user-data",
+})
+"""Deleting (or recursively re-permissioning) any of these is destroying the system."""
+
+SYSTEM_WRITE_PREFIXES = (
+    "/etc/", "/bin/", "/sbin/", "/usr/bin/", "/usr/sbin/", "/usr/lib/", "/usr/lib64/",
+    "/usr/libexec/", "/usr/local/bin/", "/usr/local/sbin/", "/lib/", "/lib64/", "/lib32/",
+    "/boot/", "/var/spool/cron/", "/root/.ssh/",
+)
+"""Writing a file under these changes the host system."""
+
+BLOCK_DEVICE = re.compile(
+    r"/dev/(?:sd[a-z]|hd[a-z]|vd[a-z]|xvd[a-z]|nvme[0-9]|mmcblk[0-9]|r?disk[0-9]|md[0-9]|"
+    r"dm-[0-9]|mapper/|loop[0-9]|sr[0-9]|nbd[0-9]|zram[0-9]|mtdblock[0-9]|mem\b|kmem\b|port\b)"
+)
+"""Block devices (and raw memory): writing to them bypasses every file system."""
+
+DISK_TOOLS = frozenset({
+    "mkfs", "mke2fs", "mkswap", "wipefs", "blkdiscard", "shred", "fdisk", "sfdisk", "cfdisk",
+    "parted", "sgdisk", "gdisk", "mkdosfs", "mkntfs", "hdparm", "badblocks",
+})
+
+SENSITIVE_PATHS = (
+    "/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/.ssh/id_", ".ssh/id_",
+    ".ssh/authorized_keys", ".aws/credentials", ".netrc", ".git-credentials",
+    "/environ", ".kube/config", ".docker/config.json", ".gnupg/", ".pgpass",
+)
+"""Substrings of paths to credentials."""
+
+WRITE_TOOLS_LAST_OPERAND = frozenset({"cp", "mv", "install", "ln", "rsync"})
+WRITE_TOOLS_ALL_OPERANDS = frozenset({"tee", "truncate", "touch"})
+
+LOADER_VARIABLES = frozenset({"PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT",
+                              "DYLD_INSERT_LIBRARIES", "DYLD_LIBRARY_PATH"})
+
+DECLARATION_COMMANDS = frozenset({"export", "declare", "typeset", "local", "readonly"})
+
+PACKAGE_MANAGERS: dict[str, frozenset[str]] = {
+    # manager -> subcommands that install
+    "pip": frozenset({"install", "download"}),
+    "pipx": frozenset({"install", "run", "inject"}),
+    "uv": frozenset({"install", "add", "run", "tool"}),
+    "npm": frozenset({"install", "i", "add", "ci", "exec"}),
+    "npx": frozenset({"*"}),
+    "pnpm": frozenset({"install", "i", "add", "dlx"}),
+    "yarn": frozenset({"add", "install", "dlx"}),
+    "bun": frozenset({"add", "install", "i", "x"}),
+    "gem": frozenset({"install"}),
+    "cargo": frozenset({"install"}),
+    "go": frozenset({"install", "get"}),
+    "apt": frozenset({"install"}),
+    "apt-get": frozenset({"install"}),
+    "aptitude": frozenset({"install"}),
+    "yum": frozenset({"install", "localinstall"}),
+    "dnf": frozenset({"install"}),
+    "zypper": frozenset({"install", "in"}),
+    "apk": frozenset({"add"}),
+    "pacman": frozenset({"-S", "-U", "--sync", "--upgrade"}),
+    "brew": frozenset({"install"}),
+    "port": frozenset({"install"}),
+    "snap": frozenset({"install"}),
+    "conda": frozenset({"install", "create"}),
+    "mamba": frozenset({"install", "create"}),
+    "poetry": frozenset({"add", "install"}),
+    "composer": frozenset({"require", "install"}),
+    "dpkg": frozenset({"-i", "--install"}),
+    "rpm": frozenset({"-i", "-U", "--install", "--upgrade"}),
+}
+
+POWER_COMMANDS = frozenset({"shutdown", "reboot", "halt", "poweroff"})
+SYSTEMCTL_POWER = frozenset({"poweroff", "reboot", "halt", "kexec", "emergency", "rescue"})
+
+REVERSE_SHELL_CODE_MARKERS = ("pty.spawn", "fsockopen", "TCPSocket", "socket.socket",
+                              "new Socket", "IO::Socket", "use Socket", "net.Socket")
+REVERSE_SHELL_SPAWN_MARKERS = ("dup2", "subprocess", "/bin/sh", "/bin/bash", "exec(",
+                               "spawn(", "popen", "system(", "child_process", "exec ")

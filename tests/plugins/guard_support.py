@@ -1,0 +1,252 @@
+"""Shared helpers for the authorization, guardrail and read_before_write tests.
+
+`guard_registry()` discovers the installed plugins plus these three (and
+sandbox_audit, which read_before_write orders after) when their entry points
+are not installed yet. `register_providers(site, ...)` makes the shipped and
+test providers loadable by name through a test distribution's entry points,
+skipping names that are already installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib
+import importlib.metadata
+import importlib.util
+import types
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import StructuredTool
+
+from antler.agent import create_agent
+from antler.authz import (
+    AUTHORIZATION_PROVIDER_GROUP,
+    GUARDRAIL_PROVIDER_GROUP,
+    Action,
+    AuthorizationProvider,
+    Decision,
+    GuardrailProvider,
+    GuardrailRequest,
+    Principal,
+)
+from antler.config import parse_config
+from antler.hookspecs import hookimpl
+from antler.manifest import builtin_manifest
+from antler.models import ScriptedChatModel
+from antler.registry import PluginRegistry, discover
+
+GUARD_PLUGINS = ("authorization", "guardrail", "read_before_write")
+
+QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"
+"""Title and memory would also call the scripted model; they have their own tests."""
+
+SHIPPED_PROVIDERS = {
+    AUTHORIZATION_PROVIDER_GROUP: {"rbac": "antler.plugins.authorization.rbac:RBACProvider"},
+    GUARDRAIL_PROVIDER_GROUP: {
+        "allowlist": "antler.plugins.guardrail.allowlist:AllowlistGuardrail"},
+}
+TEST_PROVIDERS = {
+    AUTHORIZATION_PROVIDER_GROUP: {
+        "clearance": "tests.plugins.guard_support:ClearanceProvider",
+        "internal_only": "tests.plugins.guard_support:InternalOnlyProvider",
+        "broken": "tests.plugins.guard_support:BrokenProvider",
+        "not_a_provider": "tests.plugins.guard_support:NotAProvider",
+        "missing_module": "tests.plugins.no_such_module:Nothing",
+    },
+    GUARDRAIL_PROVIDER_GROUP: {
+        "counting": "tests.plugins.guard_support:CountingGuardrail",
+        "broken_guardrail": "tests.plugins.guard_support:BrokenGuardrail",
+    },
+}
+
+
+# -- registry -----------------------------------------------------------------------------
+
+
+class NoopAudit(AgentMiddleware):
+    """Stands in for sandbox_audit until its middleware exists (ordering only)."""
+
+
+def noop_audit(_ctx: Any) -> NoopAudit:
+    return NoopAudit()
+
+
+def _stub_sandbox_audit() -> Any:
+    spec = builtin_manifest().plugin("sandbox_audit").model_copy(
+        update={"factory": "tests.plugins.guard_support:noop_audit"})
+
+    @hookimpl
+    def antler_plugin_specs() -> list[Any]:
+        return [spec]
+
+    return types.SimpleNamespace(antler_plugin_specs=antler_plugin_specs)
+
+
+@functools.cache
+def guard_registry() -> PluginRegistry:
+    """The installed plugins, plus the guard plugins (and sandbox_audit) when not installed."""
+    installed = discover().specs
+    extras: list[tuple[str, Any]] = [
+        (name, importlib.import_module(f"antler.plugins.{name}"))
+        for name in GUARD_PLUGINS if name not in installed]
+    if "sandbox_audit" not in installed:
+        if importlib.util.find_spec("antler.plugins.sandbox_audit.middleware") is not None:
+            extras.append(("sandbox_audit", importlib.import_module(
+                "antler.plugins.sandbox_audit")))
+        else:
+            extras.append(("sandbox_audit", _stub_sandbox_audit()))
+    registry = discover(extra_plugins=extras)
+    missing = [name for name in (*GUARD_PLUGINS, "sandbox_audit") if name not in registry.specs]
+    assert not missing, (missing, [str(d) for d in registry.diagnostics])
+    return registry
+
+
+def register_providers(site: Any, groups: Mapping[str, Mapping[str, str]] | None = None) -> None:
+    """Declare provider entry points in a test distribution (names not installed already)."""
+    wanted = groups or _merged(SHIPPED_PROVIDERS, TEST_PROVIDERS)
+    entry_points: dict[str, dict[str, str]] = {}
+    for group, targets in wanted.items():
+        installed = {ep.name for ep in importlib.metadata.entry_points(group=group)}
+        missing = {name: t for name, t in targets.items() if name not in installed}
+        if missing:
+            entry_points[group] = missing
+    if entry_points:
+        site.distribution("antler-guard-test-providers", files={}, entry_points=entry_points)
+
+
+def _merged(*tables: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
+    merged: dict[str, dict[str, str]] = {}
+    for table in tables:
+        for group, targets in table.items():
+            merged.setdefault(group, {}).update(targets)
+    return merged
+
+
+# -- agents -------------------------------------------------------------------------------
+
+
+class Counter:
+    """Counts tool executions: the side effect that proves whether a tool ran."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, int] = {}
+
+    def tool(self, name: str) -> StructuredTool:
+        def run(**kwargs: Any) -> str:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return f"{name} ran"
+
+        async def arun(**kwargs: Any) -> str:
+            return run(**kwargs)
+
+        return StructuredTool.from_function(
+            func=run, coroutine=arun, name=name, description=f"The {name} tool.",
+            args_schema={"type": "object", "properties": {}, "additionalProperties": True},
+        )
+
+    def __getitem__(self, name: str) -> int:
+        return self.calls.get(name, 0)
+
+
+def make_agent(home: Path, script: list[Any], config: str = "", *,
+               tools: list[Any] | tuple[Any, ...] = (), **kwargs: Any) -> tuple[Any, Any]:
+    """A real agent from the guard registry over a scripted model; returns (agent, model)."""
+    registry = kwargs.pop("registry", None) or guard_registry()
+    model = ScriptedChatModel(script)
+    kwargs.setdefault("checkpointer", "memory")
+    agent = create_agent(parse_config(QUIET + config, registry), model=model, tools=tools,
+                         base_dir=home, registry=registry, **kwargs)
+    return agent, model
+
+
+def call(name: str, **args: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "args": args}]}
+
+
+def calls(*pairs: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    """One assistant turn with several parallel tool calls."""
+    return {"tool_calls": [{"name": name, "args": args} for name, args in pairs]}
+
+
+def tool_results(state: Mapping[str, Any]) -> list[ToolMessage]:
+    return [m for m in state["messages"] if isinstance(m, ToolMessage)]
+
+
+def ainvoke(agent: Any, message: Any, *, thread_id: str, **identity: Any) -> dict[str, Any]:
+    """`agent.invoke` through the graph's async API."""
+    async def run() -> dict[str, Any]:
+        result: dict[str, Any] = await agent.graph.ainvoke(
+            agent.input(message), config=agent.run_config(thread_id),
+            context=agent.context(thread_id, **identity))
+        return result
+
+    return asyncio.run(run())
+
+
+# -- test providers -----------------------------------------------------------------------
+
+
+class ClearanceProvider(AuthorizationProvider):
+    """Shows every tool; runs `launch` only with attribute clearance "high" (or level)."""
+
+    def __init__(self) -> None:
+        self.seen: list[Principal] = []
+
+    def authorize(self, principal: Principal, action: Action) -> Decision:
+        self.seen.append(principal)
+        if action.target != "launch" or action.args is None:
+            return Decision.allow("not guarded", rule="open")
+        clearance = principal.attributes.get("clearance")
+        level = clearance.get("level") if isinstance(clearance, dict) else clearance
+        if level == "high":
+            return Decision.allow("high clearance", rule="clearance")
+        return Decision.deny(f"clearance is {level!r}", rule="clearance")
+
+
+class InternalOnlyProvider(AuthorizationProvider):
+    """Shows every tool, but runs `launch` only for internal principals."""
+
+    def authorize(self, principal: Principal, action: Action) -> Decision:
+        visibility_only = action.args is None
+        if action.target != "launch" or visibility_only or principal.is_internal:
+            return Decision.allow("ok", rule="internal" if principal.is_internal else "open")
+        return Decision.deny("launch is for internal callers", rule="internal_only")
+
+
+class BrokenProvider(AuthorizationProvider):
+    """Raises on every call to `launch` (and answers nonsense for `weird`)."""
+
+    def authorize(self, principal: Principal, action: Action) -> Any:
+        if action.target == "launch":
+            raise RuntimeError("policy backend unreachable")
+        if action.target == "weird":
+            return True  # not a Decision
+        return Decision.allow("ok", rule="open")
+
+
+class NotAProvider:
+    """Registered as a provider but is none."""
+
+
+class CountingGuardrail(GuardrailProvider):
+    """Allows everything but `launch`, recording every request it sees."""
+
+    def __init__(self, block: tuple[str, ...] = ("launch",)) -> None:
+        self.requests: list[GuardrailRequest] = []
+        self.block = block
+
+    def evaluate(self, request: GuardrailRequest) -> Decision:
+        self.requests.append(request)
+        if request.tool_name in self.block:
+            return Decision.deny("blocked by test guardrail", rule="block")
+        return Decision.allow("ok", rule="open")
+
+
+class BrokenGuardrail(GuardrailProvider):
+    def evaluate(self, request: GuardrailRequest) -> Decision:
+        raise RuntimeError("guardrail service down")
