@@ -77,21 +77,21 @@ def synthetic(n: int, seed: int = 0) -> Workload:
             kind = rng.choice(["before", "outer_of", "after_model_after"])
             order[kind] = [names[j]]
             edges.append((names[i], names[j]))
-        kind = region(i)
-        if kind == 0 and rng.random() < 0.05:
+        where = region(i)
+        if where == 0 and rng.random() < 0.05:
             order.setdefault("before", []).append("@guards_end")
             edges.append((names[i], "@guards_end"))
-        elif kind == 1:
+        elif where == 1:
             order["slot"] = "custom"
             edges += [("@guards_end", names[i]), (names[i], "@custom_end")]
-        elif kind == 2:
+        elif where == 2:
             order["slot"] = "extensions"
             edges += [("@custom_end", names[i]), (names[i], "@tail_start")]
-        elif kind == 3:
+        elif where == 3:
             order["after"].append("@tail_start")
             edges.append(("@tail_start", names[i]))
         # Adjacency pairs between hidden neighbours of the same region.
-        if i % 50 == 1 and region(i - 1) == kind and i != n - 1:
+        if i % 50 == 1 and region(i - 1) == where and i != n - 1:
             order["immediately_after"] = names[i - 1]
             edges.append((names[i - 1], names[i]))
     orders[0]["position"] = "first"

@@ -79,7 +79,11 @@ class Session:
         """Who takes part in `chain` and in what order, from specs alone."""
         from .chain import plan_chain
 
-        return plan_chain(config, chain, runtime_options(runtime), registry=self.registry())
+        # `models.supports_vision: true` in the config means what --vision means, so
+        # `chain show` and `antler run` agree on whether view_image joins.
+        flags = {**runtime, "supports_vision": runtime.get("supports_vision")
+                 or config.models.supports_vision}
+        return plan_chain(config, chain, runtime_options(flags), registry=self.registry())
 
 
 def runtime_options(flags: dict[str, Any]) -> RuntimeOptions:

@@ -72,7 +72,7 @@ import functools
 import time
 import types
 import uuid
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_type_hints
 
@@ -232,6 +232,19 @@ def plan_from_hooks(rows: Iterable[tuple[str, Sequence[str] | None, bool]]) -> F
     return _plan(members, groups, _fused_names(groups, ()))
 
 
+def plan_for_specs(specs: Iterable[Any], *, enabled: bool = True,
+                   hooks: Callable[[Any], Sequence[str] | None] | None = None) -> FusionPlan:
+    """What `antler chain show` prints: the plan for a chain's specs, in list order.
+
+    `enabled` is the config's `chain.fuse`; `hooks` finds a spec's hooks when its
+    manifest does not declare them (default: the declaration only).
+    """
+    if not enabled:
+        return FusionPlan(enabled=False, note="chain.fuse: false")
+    return plan_from_hooks((spec.name, hooks(spec) if hooks else spec.hooks, spec.fusable)
+                           for spec in specs)
+
+
 def _fused_names(groups: list[tuple[str, list[int]]], taken: Collection[str]) -> list[str]:
     names, number = [], 0
     for _kind, group in groups:
@@ -322,6 +335,7 @@ def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
         fused = _fused_middleware(
             AgentMiddleware, name, kind, steps, channels, plan.token,
             loop_exit=kind == "after_model" and loop_exit in group, node=node.node)
+        fused.trace_policy = members[group[0]].trace_policy  # the group shares one
         inserts.setdefault(min(group), []).append(fused)
     ordered: list[Any] = []
     for index, middleware in enumerate(result):
@@ -565,6 +579,7 @@ class FusedHooks:
         self.loop_exit = loop_exit
         self.node = node
         self.can_jump = can_jump
+        self.ephemeral = tuple(k for k, c in channels.items() if c.kind == "ephemeral")
         self.tools = []
 
     @property
@@ -616,10 +631,16 @@ class _Run:
     def absorb(self, step: _Step, result: Any, started: float) -> bool:
         """Apply one member's result to the view; True when the group ends here."""
         self.step += 1
+        took = (time.perf_counter() - started) * 1000
+        if result is None:  # the common case: nothing to apply, a superstep passes
+            self.events.append({"plugin": step.label, "node": step.node, "update": None,
+                                "duration_ms": took})
+            for key in self.node.ephemeral:
+                self.view.pop(key, None)
+            return False
         pairs, extra, stop = _updates_of(result, step.label)
         self.events.append({"plugin": step.label, "node": step.node,
-                            "update": _shown(pairs),
-                            "duration_ms": (time.perf_counter() - started) * 1000})
+                            "update": _shown(pairs), "duration_ms": took})
         self.extra.extend(extra)
         channels = self.node.channels
         grouped: dict[str, list[Any]] = {}
@@ -640,8 +661,8 @@ class _Run:
                 view.pop(key, None)
             self.writes.setdefault(key, []).extend(values)
             self.last_writer[key] = self.step
-        for key, channel in channels.items():
-            if channel.kind == "ephemeral" and key not in grouped:
+        for key in self.node.ephemeral:
+            if key not in grouped:
                 view.pop(key, None)  # a superstep passed: an ephemeral value is gone
         if _JUMP_KEY in grouped and view.get(_JUMP_KEY) in _DESTINATIONS:
             target = view[_JUMP_KEY]
@@ -806,6 +827,7 @@ __all__ = [
     "compile_fusion",
     "expand_fused_updates",
     "fuse",
+    "plan_for_specs",
     "plan_from_hooks",
     "plan_members",
     "stream_modes_for",

@@ -41,7 +41,9 @@ def make_task_tool(build_subagent: Callable[[], Any]) -> Any:
         parent = run_context(runtime)
         context = RunContext(
             thread_id=parent.thread_id, user_id=parent.user_id, run_id=uuid.uuid4().hex,
-            is_internal=True, roles=parent.roles, attributes=parent.attributes,
+            # The subagent acts for the same caller: it inherits, never widens, the
+            # caller's provenance, so delegating cannot escalate privileges.
+            is_internal=parent.is_internal, roles=parent.roles, attributes=parent.attributes,
         )
         try:
             state = cache["graph"].invoke(

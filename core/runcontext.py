@@ -27,6 +27,11 @@ class RunContext:
     attributes: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if isinstance(self.roles, str):
+            raise TypeError(
+                f"RunContext.roles must be a list of role names, not the string {self.roles!r} "
+                f"(write roles=[{self.roles!r}])"
+            )
         # A caller mutating its dict after the run started must not change a decision.
         object.__setattr__(self, "attributes", copy.deepcopy(dict(self.attributes)))
         object.__setattr__(self, "roles", tuple(self.roles))

@@ -141,3 +141,40 @@ def test_hostile_thread_ids_are_refused_before_anything_is_written(tmp_path, bad
     with pytest.raises(ValueError):
         PathLayout(tmp_path).thread("default", bad)
     assert not any(tmp_path.iterdir())
+
+
+class IdentityProbe(AgentMiddleware):
+    """Records the run identity each model call of its chain sees."""
+
+    seen: list[tuple[bool, tuple[str, ...]]] = []
+
+    def before_model(self, state: Any, runtime: Any) -> None:
+        from antler.runcontext import run_context
+
+        context = run_context(runtime)
+        IdentityProbe.seen.append((context.is_internal, context.roles))
+        return None
+
+
+def test_a_subagent_inherits_the_callers_identity_and_cannot_widen_it(tmp_path):
+    IdentityProbe.seen = []
+    registry = platform_only()
+    config = parse_config(
+        "extensions: {middlewares: ['tests.test_agent_factory:IdentityProbe']}", registry)
+    lead = ScriptedChatModel([
+        {"content": "", "tool_calls": [{"name": "task", "args": {"description": "d",
+                                                                  "prompt": "p"}}]},
+        "done"])
+    with create_agent(config, registry=registry, model=lead,
+                      subagent_model=ScriptedChatModel(["sub"]), checkpointer=None,
+                      base_dir=tmp_path, runtime=RuntimeOptions(subagents_enabled=True)) as agent:
+        agent.invoke("go", thread_id="t1", roles=["viewer"], is_internal=False)
+    # lead, subagent, lead: the subagent is not promoted to an internal caller.
+    assert IdentityProbe.seen == [(False, ("viewer",))] * 3
+
+
+def test_roles_given_as_one_string_are_refused():
+    from antler.runcontext import RunContext
+
+    with pytest.raises(TypeError, match=r"roles=\['admin'\]"):
+        RunContext(roles="admin")  # type: ignore[arg-type]

@@ -283,7 +283,6 @@ def test_explanations_carry_the_seed_reasons(registry):
     assert "safety_finish_reason declares after_model_before: @tail_start" in safety
     assert "neighbours: model_length_finish_reason -> safety_finish_reason -> clarification" \
         in safety
-    assert "declares position: last" not in safety
     assert "todo_list_middleware declares slot: extensions (after @custom_end)" in \
         result.explain(EXTENSION_NAME)
     default = plan(registry)

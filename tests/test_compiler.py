@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import itertools
 import operator
+import re
 import types
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -418,9 +419,12 @@ def test_different_trace_policies_are_not_fused_together():
     from langchain.agents.middleware.types import TracePolicy
 
     middlewares = [make_middleware(spec(n, before_model=[("log",)])) for n in "abc"]
-    middlewares[2].trace_policy = TracePolicy(process_inputs=lambda inputs: {})
-    plan = compile_fusion(middlewares).plan
-    assert [n.members for n in plan.nodes] == [("a", "b"), ("c",)]
+    policy = TracePolicy(process_inputs=lambda inputs: {})
+    middlewares[1].trace_policy = middlewares[2].trace_policy = policy
+    compiled = compile_fusion(middlewares)
+    assert [n.members for n in compiled.plan.nodes] == [("a",), ("b", "c")]
+    fused = [m for m in compiled.middlewares if m.name.startswith("fused_")]
+    assert [m.trace_policy for m in fused] == [policy]
 
 
 def test_the_loop_entry_is_split_when_a_later_member_may_jump_back_to_it():
@@ -448,6 +452,20 @@ def test_the_plan_from_declarations_matches_the_compiled_plan():
     ]
     assert plan.nodes[3].alone == "fusable: false"
     assert plan.as_dict()["hook_nodes_unfused"] == 7
+
+
+def test_chain_show_can_plan_from_the_resolved_specs_alone():
+    from antler.chain import plan_chain
+    from antler.compiler import plan_for_specs
+    from antler.context import RuntimeOptions
+
+    chain = plan_chain(None, "lead", RuntimeOptions(subagents_enabled=True))
+    specs = [chain.resolution.placements[name].spec for name in chain.order]
+    plan = plan_for_specs(specs)
+    assert plan.enabled and plan.unfused_node_count >= plan.node_count
+    assert all(node.node.endswith("." + node.kind) for node in plan.nodes)
+    off = plan_for_specs(specs, enabled=False)
+    assert not off.enabled and off.render() == "node fusion: off (chain.fuse: false)"
 
 
 def test_proxies_keep_name_tools_schema_wrap_hooks_and_instance_state():
@@ -756,3 +774,133 @@ def test_chain_fuse_false_in_the_operator_config_turns_fusion_off(tmp_path):
     with antler_agent(tmp_path / "on", None) as agent:
         assert agent.fusion is not None and agent.fusion.fused
         assert any(n.startswith("fused_") for n in agent.graph.get_graph().nodes)
+
+
+# -- the built-in plugins: the real chains, fused and not --------------------------------
+
+
+class RecordingQueue:
+    """Stands in for the memory queue and records what would be extracted."""
+
+    def __init__(self) -> None:
+        self.submissions: list[Any] = []
+
+    def add(self, **kwargs: Any) -> None:
+        self.submissions.append((kwargs.get("thread_id"), describe(kwargs["messages"]),
+                                 kwargs.get("title")))
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def builtin_chain(name: str) -> tuple[Any, Any]:
+    from antler.config import OperatorConfig, parse_config
+    from antler.context import RuntimeOptions
+    from antler.registry import discover
+
+    if name == "default":
+        return OperatorConfig(), RuntimeOptions(subagents_enabled=True, user_id="u")
+    registry = discover()
+    sections = sorted({spec.section for spec in registry.specs.values()
+                       if spec.enabled == "off" and "lead" in spec.chains})
+    text = "".join(f"{section}: {{enabled: true}}\n" for section in sections)
+    config = parse_config(text, registry) if text else OperatorConfig()
+    return config, RuntimeOptions(subagents_enabled=True, plan_mode=True, supports_vision=True,
+                                  user_id="u")
+
+
+def play_demo(base: Any, chain: str, fused: bool) -> dict[str, Any]:
+    """The demo's two turns through the real chain; everything observable, normalized."""
+    from antler.agent import create_agent
+    from antler.context import MEMORY_MODEL, MEMORY_QUEUE, TITLE_MODEL
+    from antler.demo import LEAD_SCRIPT, MEMORY_SCRIPT, SUBAGENT_SCRIPT, TITLE_SCRIPT
+    from antler.tracing import Tracer
+    from antler.uploads import stage_upload
+
+    config, runtime = builtin_chain(chain)
+    queue = RecordingQueue()
+    lead = ScriptedChatModel(LEAD_SCRIPT)
+    sub = ScriptedChatModel(SUBAGENT_SCRIPT)
+    services = {TITLE_MODEL: ScriptedChatModel(TITLE_SCRIPT),
+                MEMORY_MODEL: ScriptedChatModel(MEMORY_SCRIPT), MEMORY_QUEUE: queue}
+    tracer = Tracer()
+    with counted_ids(), create_agent(config, model=lead, subagent_model=sub, runtime=runtime,
+                                     services=services, base_dir=base, checkpointer="memory",
+                                     tracer=tracer, fuse=fused) as agent:
+        assert (agent.fusion is not None and bool(agent.fusion.fused)) is fused
+        paths = agent.services.get("paths").thread("u", "t")
+        files = []
+        scratch = base / "scratch"
+        scratch.mkdir(parents=True, exist_ok=True)
+        for name, text in (("sales.csv", "month,revenue\n2026-01,1200\n"),
+                           ("notes.md", "# Notes\nMarch dipped.\n")):
+            source = scratch / name
+            source.write_text(text, encoding="utf-8")
+            files.append(stage_upload(paths, source))
+        agent.graph.update_state(agent.run_config("t"), {"messages": [
+            HumanMessage(content="List the files you can see.", id="earlier-question"),
+            AIMessage(content="", id="earlier-call", tool_calls=[
+                {"name": "ls", "args": {"path": "/mnt/user-data"}, "id": "call_interrupted"}]),
+        ]})
+        streamed = [list(chunk) for chunk in agent.stream(
+            "Analyse the uploaded files, please.", thread_id="t", user_id="u", files=files,
+            run_id="run-1")]
+        agent.invoke("Now draft a revenue forecast.", thread_id="t", user_id="u", run_id="run-2")
+        state = agent.state("t")
+    where = str(base)
+    parts = {
+        "state": repr({k: describe(v) if k == "messages" else v for k, v in state.items()}),
+        "requests": repr([describe(r.messages) for r in lead.requests]),
+        "subagent": repr([describe(r.messages) for r in sub.requests]),
+        "memory": repr(queue.submissions),
+        "trace": repr(tracer.hooks()),
+        "streamed_nodes": repr(streamed),
+    }
+    # Ids LangChain and LangGraph generate (random in any two runs) are named by
+    # first appearance, so the same message keeps the same name everywhere.
+    names: dict[str, str] = {}
+
+    def name(match: re.Match[str]) -> str:
+        return names.setdefault(match.group(0), f"<id{len(names)}>")
+
+    return {key: GENERATED_ID.sub(name, text.replace(where, "<base>"))
+            for key, text in parts.items()}
+
+
+GENERATED_ID = re.compile(r"lc_run--[0-9a-f-]+|auto-\d+")
+
+
+@pytest.mark.parametrize("chain", ["default", "all-optional"])
+def test_the_builtin_chains_agree_fused_or_not(tmp_path, chain):
+    unfused = play_demo(tmp_path / "unfused", chain, fused=False)
+    fused = play_demo(tmp_path / "fused", chain, fused=True)
+    assert fused == unfused
+    assert "Sales data analysis" in fused["state"]  # the title plugin ran
+    assert fused["memory"] != "[]"  # so did memory
+
+
+def test_a_jump_to_an_undeclared_destination_fails_in_both_graphs():
+    class Confused(Synth):
+        @hook_config(can_jump_to=["end"])
+        def after_model(self, state: Any, runtime: Any) -> Any:
+            return {"jump_to": "tools"}  # declared "end" only
+
+    def run_with(fused: bool) -> str | None:
+        mws: list[Any] = [make_middleware(spec("a", after_model=[("log",)])),
+                          Confused("x", {}), make_middleware(spec("c", after_model=[("log",)]))]
+        if fused:
+            mws = fuse(mws)
+        graph = langchain_create_agent(model=ScriptedChatModel(script(0)), middleware=mws,
+                                       state_schema=SynthState, checkpointer=InMemorySaver())
+        try:
+            graph.invoke({"messages": [HumanMessage("hi", id="u")]},
+                         {"configurable": {"thread_id": "t"}})
+        except Exception as exc:  # which error differs; that both fail does not
+            return type(exc).__name__
+        return None
+
+    assert run_with(False) is not None
+    assert run_with(True) == "InvalidUpdateError"

@@ -547,36 +547,43 @@ def test_random_shuffles_of_an_underconstrained_input_give_one_answer():
         assert resolve(specs).order == first
 
 
-# -- known defects (strict xfail: each flips to a failure once fixed, so the marker goes) ---
+# -- contradictions that run through an immediately_* block ---------------------------------
 
 
-@pytest.mark.xfail(strict=True, raises=ResolutionError,
-                   reason="a contradiction that runs backwards through an immediately_* block "
-                          "is reported as 'no cycle was found', naming nobody")
 def test_contradiction_through_an_adjacency_block_names_the_plugins():
     # c must sit between a and b, which must be neighbours. This is what forgetting
     # `immediately_before: null` in a subagent override of the fixture produces.
     body = (entry("a", "{immediately_before: b, before: [c]}") + entry("b")
             + entry("c", "{before: [b]}"))
-    with pytest.raises((CycleError, AdjacencyConflictError)) as info:
+    with pytest.raises(CycleError) as info:
         run(body)
-    assert all(f"{name} declares" in str(info.value) for name in ("a", "c"))
+    message = str(info.value)
+    assert all(f"{name} declares" in message for name in ("a", "c"))
+    assert "moves as one block" in message
+    assert set(info.value.cycle) == {"a", "b", "c"}
 
 
-@pytest.mark.xfail(strict=True, raises=ResolutionError,
-                   reason="a `last` plugin whose only successor is a point is never released: "
-                          "'no cycle was found'")
 def test_last_plugin_may_precede_a_point_when_no_plugin_follows_it():
     body = entry("a", "{position: last, slot: extensions}") + entry("b", '{before: '
                                                                          '["@guards_end"]}')
     assert run(body, points=True).order == ["b", "a"]
 
 
-@pytest.mark.xfail(strict=True, raises=ResolutionError,
-                   reason="a point ordered between an immediately_* pair is reported as 'no "
-                          "cycle was found', though a point has no width")
-def test_point_between_an_adjacency_pair_is_zero_width():
+def test_last_plugin_followed_by_a_plugin_through_a_point_is_a_position_conflict():
+    body = (entry("a", '{position: last, before: ["@tail_start"]}')
+            + entry("b", '{after: ["@tail_start"]}'))
+    with pytest.raises(PositionConflictError) as info:
+        run(body, points=True)
+    assert "a claims position: last" in str(info.value)
+    assert "b declares after: @tail_start" in str(info.value)
+
+
+def test_point_between_an_adjacency_pair_is_a_named_cycle():
+    # An immediately_* pair is one block: a point cannot fall between its members.
     body = (entry("x", '{immediately_before: y, before: ["@guards_end"]}')
             + entry("y", '{after: ["@guards_end"]}'))
     m, _ = manifest(body, points=True)
-    assert resolve(m.plugins, points=m.points).order == ["x", "y"]
+    with pytest.raises(CycleError) as info:
+        resolve(m.plugins, points=m.points)
+    assert set(info.value.cycle) == {"x", "y", "@guards_end"}
+    assert "nothing can come between them" in str(info.value)

@@ -15,7 +15,9 @@ Which messages
     message, summaries) are framework context and pass unchanged. Genuineness
     is decided from provenance this middleware records in private state, never
     from markers in the message (``name``, ``additional_kwargs``), which the
-    caller writes. All genuine messages are sanitized, the last one included:
+    caller writes. A state with no record at all (``before_agent`` never ran
+    on it) fails closed: every `HumanMessage` counts as the user's. All
+    genuine messages are sanitized, the last one included:
     the checkpoint keeps them as sent, so an earlier turn's forged tag would
     otherwise reach the model raw on the next turn. Each request is rebuilt
     from the checkpointed text, so the output is the same on every call (and
@@ -281,11 +283,15 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
     def _prepare(self, request: ModelRequest) -> tuple[ModelRequest, InputProvenance | None]:
         previous = _provenance(request.state)
         user = set(previous["user"])
+        # Nothing recorded at all (before_agent never ran for this state): fail
+        # closed and treat every HumanMessage as the user's.
+        everyone = not (isinstance(request.state, dict) and request.state.get(PROVENANCE_KEY))
         messages: list[AnyMessage] = []
         latest: list[Finding] = []
         changed = False
         for message in request.messages:
-            if isinstance(message, HumanMessage) and (not message.id or message.id in user):
+            if isinstance(message, HumanMessage) and (
+                    everyone or not message.id or message.id in user):
                 clean, latest = self.sanitize_message(message)
                 changed = changed or clean is not message
                 message = clean

@@ -48,7 +48,7 @@ _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 _SPECIAL_PARAMS = frozenset("@*#?$!-0123456789")
 
 
-class Unsupported(Exception):  # noqa: N818 - a signal: use the tokenizer instead
+class Unsupported(Exception):
     """bashlex cannot describe this command faithfully."""
 
 

@@ -79,9 +79,9 @@ from .rules import (
     interpreter_family,
 )
 from .script import SUB_MARK, Command, Compound, Pipeline, Redirect, Script, Substitution, Word
-from .splitter import TooDeep, split
+from .splitter import Budget, TooComplex, TooDeep, split
 
-__all__ = ["Finding", "Verdict", "classify", "classify_file_operation"]
+__all__ = ["Budget", "Finding", "Verdict", "classify", "classify_file_operation"]
 
 MAX_CODE_DEPTH = 3
 """Code strings (`sh -c '...'`, `eval ...`) classified inside code strings."""
@@ -116,6 +116,8 @@ class Verdict:
     position: int | None = None
     findings: tuple[Finding, ...] = field(default_factory=tuple)
     parser: str = "none"
+    excerpt: str = ""
+    """The command text at `position` (what the model sees quoted back)."""
 
     @property
     def blocked(self) -> bool:
@@ -129,20 +131,25 @@ class Verdict:
         """A JSON-ready record for the audit log and the tool message."""
         return {
             "action": str(self.action), "rule": self.rule, "reason": self.reason,
-            "detail": self.detail, "position": self.position, "parser": self.parser,
+            "detail": self.detail, "position": self.position, "excerpt": self.excerpt,
+            "parser": self.parser,
             "findings": [f.as_dict() for f in self.findings],
         }
 
 
-def classify(command: str, *, parser: Parser = "auto") -> Verdict:
+def classify(command: str, *, parser: Parser = "auto", budget: Budget | None = None,
+             ) -> Verdict:
     """Classify one shell command. Never raises; linear in `len(command)`.
 
     `parser="tokenizer"` skips bashlex (tests compare the two front ends);
-    `parser="bashlex"` is the default behaviour made explicit.
+    `parser="bashlex"` is the default behaviour made explicit. `budget` bounds
+    the structure built (default `Budget()`: beyond it the command is refused
+    as `command_too_complex`); benchmarks pass a larger one to time the
+    analysis itself.
     """
     if not isinstance(command, str):
         command = str(command)
-    auditor = _Auditor(parser)
+    auditor = _Auditor(parser, budget)
     try:
         auditor.audit_top(command)
     except Exception as exc:  # a bug must not let a command through unaudited
@@ -355,7 +362,7 @@ def _resolve(words: list[Word], start: int = 0) -> tuple[int | None, list[str]]:
             if wrapper.assignments and _NAME_ASSIGN.match(text):
                 i += 1
                 continue
-            if text.startswith("-") and len(text) > 1 and name != "command" or (
+            if (text.startswith("-") and len(text) > 1 and name != "command") or (
                     name == "command" and text in ("-p", "-v", "-V")):
                 i += 2 if text in wrapper.takes_arg else 1
                 continue
@@ -365,8 +372,9 @@ def _resolve(words: list[Word], start: int = 0) -> tuple[int | None, list[str]]:
 
 
 def _interpreter_options(words: list[Word], index: int, family: str,
-                         ) -> tuple[int | None, int | None, set[str]]:
-    """(code flag word index, first operand index, short flags) for the interpreter at `index`."""
+                         ) -> tuple[int | None, int | None, set[str], int]:
+    """For the interpreter at `index`: (code flag word index, first operand index, short
+    flags seen, index where the option scan stopped)."""
     flags = CODE_FLAGS[family]
     seen: set[str] = set()
     j = index + 1
@@ -374,11 +382,11 @@ def _interpreter_options(words: list[Word], index: int, family: str,
     while j < count:
         text = words[j].text
         if text == "--" or text == "-":
-            return None, (j + 1 if text == "--" else j), seen
+            return None, (j + 1 if text == "--" else j), seen, j
         if text.startswith("--"):
             key = text.partition("=")[0]
             if key in flags.long:
-                return j, None, seen
+                return j, None, seen, j
             j += 2 if text in flags.takes_arg else 1
             continue
         if len(text) > 1 and text[0] in "-+":
@@ -386,15 +394,15 @@ def _interpreter_options(words: list[Word], index: int, family: str,
                 j += 2
                 continue
             if text in flags.stop_opts:
-                return None, j, seen    # `python -m module`: the module is the program
+                return None, j, seen, j   # `python -m module`: the module is the program
             for char in text[1:]:
                 if char in flags.short:
-                    return j, None, seen
+                    return j, None, seen, j
                 seen.add(char)
             j += 1
             continue
-        return None, j, seen
-    return None, None, seen
+        return None, j, seen, j
+    return None, None, seen, j
 
 
 def _reads_code_from_stdin(words: list[Word], index: int | None, name: str | None,
@@ -412,7 +420,7 @@ def _reads_code_from_stdin(words: list[Word], index: int | None, name: str | Non
     family = interpreter_family(name)
     if family is None or family in ("su", "generic"):
         return None
-    code, operand, seen = _interpreter_options(words, index, family)
+    code, operand, seen, _ = _interpreter_options(words, index, family)
     if code is not None:
         return None
     if operand is None:
@@ -420,6 +428,36 @@ def _reads_code_from_stdin(words: list[Word], index: int | None, name: str | Non
     if words[operand].text in SOURCE_STDIN or (family == "shell" and "s" in seen):
         return family
     return None
+
+
+_STDIN_EXECUTORS = frozenset({"eval", "source", "."})
+
+
+def _triggers(words: list[Word]) -> tuple[int | None, list[int]]:
+    """The first `eval`/`source` word and every interpreter word, wherever they stand."""
+    eval_index = None
+    interpreters = []
+    for index, word in enumerate(words):
+        if not word.static:
+            continue
+        text = word.text
+        if eval_index is None and text in EVAL_WORDS:
+            eval_index = index
+        name = text.rpartition("/")[2] if "/" in text else text
+        if interpreter_family(name) is not None:
+            interpreters.append(index)
+    return eval_index, interpreters
+
+
+def _script_reads_code(script: Script) -> str | None:
+    """The family of the interpreter that first reads stdin in `script` (`>(sh)`)."""
+    first = script.pipelines[0].stages[0] if script.pipelines else None
+    if not isinstance(first, Command):
+        return None
+    index, _ = _resolve(first.words)
+    if index is None or not first.words[index].static:
+        return None
+    return _reads_code_from_stdin(first.words, index, _basename(first.words[index].text))
 
 
 def _reads_stdin_only(script: Script) -> bool:
@@ -435,7 +473,7 @@ def _reads_stdin_only(script: Script) -> bool:
 # -- the walk ---------------------------------------------------------------------------------
 
 class _Auditor:
-    def __init__(self, parser: Parser) -> None:
+    def __init__(self, parser: Parser, budget: Budget | None = None) -> None:
         self.parser: Parser = parser
         self.findings: list[Finding] = []
         self.seen: set[tuple[str, int]] = set()
@@ -444,6 +482,8 @@ class _Auditor:
         self.code_depth = 0
         self.position: int | None = None     # set while auditing a nested code string
         self.used: str = "none"
+        self.text = ""
+        self.budget = budget or Budget()
 
     # -- findings --------------------------------------------------------------------------
 
@@ -462,21 +502,24 @@ class _Auditor:
         if not findings:
             rule = RULES_BY_NAME["no_match"]
             return Verdict(Action.PASS, rule.name, rule.why, parser=self.used)
-        top = min(findings, key=lambda f: (-f.action.severity, RULE_RANK[f.rule], f.position))
+        ordered = sorted(findings, key=lambda f: (-f.action.severity, RULE_RANK[f.rule],
+                                                  f.position))
+        top = ordered[0]
         rule = RULES_BY_NAME[top.rule]
-        reason = f"{rule.matches.split(':')[0]}: {top.detail} ({rule.why})"
-        return Verdict(top.action, top.rule, reason, top.detail, top.position,
-                       tuple(sorted(findings, key=lambda f: (-f.action.severity,
-                                                             RULE_RANK[f.rule], f.position))),
-                       self.used)
+        excerpt = _detail(self.text[top.position:top.position + 60].split("\n")[0])
+        return Verdict(top.action, top.rule, f"{top.detail}: {rule.why}", top.detail,
+                       top.position, tuple(ordered), self.used, excerpt)
 
     # -- parsing ---------------------------------------------------------------------------
 
     def parse(self, text: str) -> Script | None:
         try:
-            script = split(text)
+            script = split(text, budget=self.budget)
         except TooDeep as exc:
             self.add("nesting_too_deep", str(exc), 0)
+            return None
+        except TooComplex as exc:
+            self.add("command_too_complex", str(exc), 0)
             return None
         if self.parser == "tokenizer":
             self.used = "tokenizer" if self.used == "none" else self.used
@@ -495,6 +538,7 @@ class _Auditor:
         return script
 
     def audit_top(self, text: str) -> None:
+        self.text = text
         for rule, pattern in RAW_PATTERNS:
             match = pattern.search(text)
             if match is not None:
@@ -627,22 +671,26 @@ class _Auditor:
         words = cmd.words
         subrisk: dict[int, _Risk | None] = {}
         risk: _Risk | None = None
+        sub_words = [w for w in words if w.subs]
 
         # Substitutions run first, in order; their risk is what they may print.
         for word in cmd.assignments:
-            risk = _merge(risk, self.walk_word_subs(word, ctx, subrisk))
-        for word in words:
+            if word.subs:
+                risk = _merge(risk, self.walk_word_subs(word, ctx, subrisk))
+        for word in sub_words:
             risk = _merge(risk, self.walk_word_subs(word, ctx, subrisk))
         for redirect in cmd.redirects:
-            if redirect.target is not None:
+            if redirect.target is not None and redirect.target.subs:
                 risk = _merge(risk, self.walk_word_subs(redirect.target, ctx, subrisk))
             heredoc = redirect.heredoc
             if heredoc is not None:
                 for sub in heredoc.subs:
                     subrisk[id(sub)] = self.walk_sub(sub, ctx)
                     risk = _merge(risk, subrisk[id(sub)])
-        for word in words:
-            risk = _merge(risk, self.param_taint(word))
+        if self.tainted:
+            for word in words:
+                if word.params:
+                    risk = _merge(risk, self.param_taint(word))
 
         for word in cmd.assignments:
             self.assign(word, subrisk)
@@ -654,30 +702,33 @@ class _Auditor:
         if exec_index is not None and words[exec_index].static:
             name = _basename(words[exec_index].text)
 
-        info = _StageInfo()
-        if name is not None:
-            args = words[exec_index + 1:] if exec_index is not None else []
-            own = self.own_risk(name, args)
+        info = _NO_INFO
+        reads_code = None
+        if name is not None and exec_index is not None:
+            own = self.own_risk(name, words, exec_index)
             risk = _merge(risk, own)
             family = interpreter_family(name)
-            info.shell = family == "shell"
-            info.network = name in NETWORK_TOOLS and (name != "openssl" or any(
-                a.text == "s_client" for a in args))
-            info.reads_code = _reads_code_from_stdin(words, exec_index, name)
-        for word in words:
+            if family is not None or name in _STDIN_EXECUTORS:
+                reads_code = _reads_code_from_stdin(words, exec_index, name)
+            network = name in NETWORK_TOOLS and (name != "openssl" or any(
+                a.text == "s_client" for a in words[exec_index + 1:]))
+            if family == "shell" or network or reads_code:
+                info = _StageInfo()
+                info.shell = family == "shell"
+                info.network = network
+                info.reads_code = reads_code
+        for word in sub_words:
             for sub in word.subs:
                 if sub.kind == ">(" and not sub.arith and sub.body.pipelines:
-                    first = sub.body.pipelines[0].stages[0]
-                    if isinstance(first, Command):
-                        sub_index, _ = _resolve(first.words)
-                        sub_name = (_basename(first.words[sub_index].text)
-                                    if sub_index is not None and first.words[sub_index].static
-                                    else None)
-                        family = _reads_code_from_stdin(first.words, sub_index, sub_name)
+                    family = _script_reads_code(sub.body)
+                    if family is not None:
+                        if info is _NO_INFO:
+                            info = _StageInfo()
                         info.feeds_code = info.feeds_code or family
 
         if not ctx.arith:
-            self.judge(cmd, words, exec_index, name, wrappers, subrisk, upstream, ctx)
+            self.judge(cmd, words, exec_index, name, wrappers, subrisk, upstream, sub_words,
+                       reads_code)
             if ctx.function is not None and name == ctx.function and pipeline is not None \
                     and (len(pipeline.stages) > 1 or pipeline.background):
                 self.add("fork_bomb", f"{name}() calls itself through a pipe or in the "
@@ -763,10 +814,10 @@ class _Auditor:
         else:
             self.tainted[name] = source
 
-    def own_risk(self, name: str, args: list[Word]) -> _Risk | None:
+    def own_risk(self, name: str, words: list[Word], index: int) -> _Risk | None:
         if name in FETCHERS:
             return _Risk(fetch=name)
-        if _decodes(name, args):
+        if name in DECODERS and _decodes(name, words[index + 1:]):
             return _Risk(decode=f"{name} (decoding)")
         if name in EVAL_WORDS or name == "." or interpreter_family(name) is not None:
             return _Risk(interp=name)
@@ -779,7 +830,7 @@ class _Auditor:
 
     def judge(self, cmd: Command, words: list[Word], exec_index: int | None, name: str | None,
               wrappers: list[str], subrisk: dict[int, _Risk | None],
-              upstream: _Risk | None, ctx: _Context) -> None:
+              upstream: _Risk | None, sub_words: list[Word], reads_code: str | None) -> None:
         flagged: set[int] = set()
         positions = [exec_index] if exec_index is not None else []
         if name == "find" or name == "fd":
@@ -794,35 +845,45 @@ class _Auditor:
                     while end < len(words) and words[end].text not in (";", "+"):
                         end += 1
                     self.named_rules(cmd, words[:end], sub_index, sub_name, [])
-        self.eval_source(words, exec_index, subrisk, flagged)
-        self.code_strings(words, positions, subrisk, flagged)
-        family = _reads_code_from_stdin(words, exec_index, name)
-        if family is None and exec_index is not None and not words[exec_index].static:
-            family = "shell"   # an unknown command may be an interpreter
-        self.here_input(cmd, family, subrisk, flagged, exec_index is not None
-                        and words[exec_index].static)
-        self.script_operand(cmd, words, exec_index, name, subrisk, flagged)
-        self.value_findings(cmd, subrisk, flagged)
-        if name in DECLARATION_COMMANDS and exec_index is not None:
-            for word in words[exec_index + 1:]:
-                match = _NAME_ASSIGN.match(word.text)
-                if match is not None:
-                    word.assign = match.group(1)
-                    self.assign(word, subrisk)
-                    if word.assign in LOADER_VARIABLES:
-                        self.add("loader_path_override", word.text, word.start)
-        if name in ("read", "mapfile", "readarray") and exec_index is not None:
-            self.read_taint(cmd, words[exec_index + 1:], name, subrisk, upstream)
+        eval_index, interpreters = _triggers(words)
+        if eval_index is not None or (name == "." and exec_index is not None):
+            self.eval_source(words, exec_index if eval_index is None else eval_index,
+                             exec_index, subrisk, flagged)
+        if interpreters:
+            self.code_strings(words, interpreters, positions, subrisk, flagged)
+        static = exec_index is not None and words[exec_index].static
+        if cmd.redirects:
+            family = reads_code
+            if family is None and exec_index is not None and not static:
+                family = "shell"   # an unknown command may be an interpreter
+            self.here_input(cmd, family, subrisk, flagged, static)
+        if name is not None and (reads_code or interpreter_family(name) is not None):
+            self.script_operand(cmd, words, exec_index, name, subrisk, flagged)
+        if sub_words or cmd.redirects or any(a.subs for a in cmd.assignments):
+            self.value_findings(cmd, subrisk, flagged)
         if exec_index is not None and name is not None:
+            if name in DECLARATION_COMMANDS:
+                for word in words[exec_index + 1:]:
+                    match = _NAME_ASSIGN.match(word.text)
+                    if match is not None:
+                        word.assign = match.group(1)
+                        self.assign(word, subrisk)
+                        if word.assign in LOADER_VARIABLES:
+                            self.add("loader_path_override", word.text, word.start)
+            elif name in ("read", "mapfile", "readarray"):
+                self.read_taint(cmd, words[exec_index + 1:], name, subrisk, upstream)
             self.named_rules(cmd, words, exec_index, name, wrappers)
         elif wrappers:
             self.named_rules(cmd, words, None, None, wrappers)
         for redirect in cmd.redirects:
             self.check_redirect_target(redirect)
-        for word in words:
-            if ("/" in word.text or "." in word.text) and _sensitive(word.text):
-                self.add("sensitive_file_access", word.text, word.start)
-                break
+        if len(words) > 1:
+            joined = "\n".join([w.text for w in words])
+            if any(marker in joined for marker in SENSITIVE_PATHS):
+                for word in words:
+                    if _sensitive(word.text):
+                        self.add("sensitive_file_access", word.text, word.start)
+                        break
 
     @staticmethod
     def exec_positions(words: list[Word], exec_index: int | None) -> list[int]:
@@ -877,29 +938,28 @@ class _Auditor:
                 self.add("tainted_variable_executed",
                          f"{what}: {word.text}: {self.tainted[tainted]}", word.start)
 
-    def eval_source(self, words: list[Word], exec_index: int | None,
+    def eval_source(self, words: list[Word], index: int | None, exec_index: int | None,
                     subrisk: dict[int, _Risk | None], flagged: set[int]) -> None:
-        for index, word in enumerate(words):
-            if not word.static:
-                continue
-            text = word.text
-            if text in EVAL_WORDS or (text == "." and index == exec_index):
-                args = words[index + 1:]
-                self.risky_args(args, subrisk, flagged, "eval_source_substitution", text)
-                if index == exec_index and text == "eval" and args:
-                    self.audit_code(" ".join(a.text for a in args), word.start, "eval code")
-                return
+        if index is None:
+            return
+        text = words[index].text
+        args = words[index + 1:]
+        self.risky_args(args, subrisk, flagged, "eval_source_substitution", text)
+        if index == exec_index and text == "eval" and args:
+            self.audit_code(" ".join([a.text for a in args]), words[index].start, "eval code")
 
-    def code_strings(self, words: list[Word], positions: list[int],
+    def code_strings(self, words: list[Word], interpreters: list[int], positions: list[int],
                      subrisk: dict[int, _Risk | None], flagged: set[int]) -> None:
-        for index, word in enumerate(words):
-            if not word.static:
-                continue
-            name = _basename(word.text)
+        """Position-blind: the first interpreter word with a code-string flag, wherever it is."""
+        scanned = -1
+        for index in interpreters:
+            if index <= scanned:
+                continue    # an option argument of the interpreter scanned before
+            name = _basename(words[index].text)
             family = interpreter_family(name)
             if family is None:
                 continue
-            code_index, _, _ = _interpreter_options(words, index, family)
+            code_index, _, _, scanned = _interpreter_options(words, index, family)
             if code_index is None:
                 continue
             self.risky_args(words[code_index:], subrisk, flagged, "code_string_substitution",
@@ -916,13 +976,13 @@ class _Auditor:
             if family in ("shell", "su"):
                 code = words[code_index + 1].text if code_index + 1 < len(words) else ""
                 if index in positions and code:
-                    self.audit_code(code, word.start, f"{name} -c code")
+                    self.audit_code(code, words[index].start, f"{name} -c code")
             else:
                 code = attached or (words[code_index + 1].text
                                     if code_index + 1 < len(words) else "")
                 if _reverse_shell_code(code):
                     self.add("reverse_shell", f"{name} code opens a socket and a shell",
-                             word.start)
+                             words[index].start)
             return
 
     def here_input(self, cmd: Command, family: str | None,
@@ -972,7 +1032,7 @@ class _Auditor:
         family = interpreter_family(name)
         if family is None or family in ("su", "generic"):
             return
-        code_index, operand, _ = _interpreter_options(words, exec_index, family)
+        code_index, operand, _, _ = _interpreter_options(words, exec_index, family)
         if code_index is None and operand is not None:
             for sub in words[operand].subs:
                 sub_risk = subrisk.get(id(sub))

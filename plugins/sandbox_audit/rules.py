@@ -16,6 +16,7 @@ language at hand.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -152,6 +153,11 @@ RULES: tuple[Rule, ...] = (
          "substitutions, quotes or code strings nested deeper than the audit follows",
          "a command the audit cannot see through cannot be vouched for",
          "Split the command into simpler steps or write a script file."),
+    Rule("command_too_complex", _B,
+         "more commands, substitutions or words than the audit builds for one command "
+         "(10,000 commands, substitutions and redirects; 50,000 words and quotes)",
+         "a command line nobody can read is refused rather than half-audited",
+         "Write the work to a script file in the workspace and run it in smaller steps."),
     Rule("audit_failed", _B,
          "a command the audit itself failed on",
          "the audit log must be complete, so what it cannot classify does not run",
@@ -267,31 +273,26 @@ CODE_FLAGS: dict[str, CodeFlags] = {
     "generic": CodeFlags("generic", frozenset("e"), frozenset({"--eval"})),
 }
 
-_FAMILY_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"(?:python|pypy)[0-9.]*[dmu]?"), "python"),
-    (re.compile(r"perl[0-9.]*"), "perl"),
-    (re.compile(r"(?:ruby|jruby)[0-9.]*"), "ruby"),
-    (re.compile(r"(?:node|nodejs|deno|bun)[0-9.]*"), "node"),
-    (re.compile(r"php[0-9.]*(?:-cli)?"), "php"),
-    (re.compile(r"(?:lua|luajit)[0-9.]*"), "lua"),
-    (re.compile(r"(?:su|runuser)"), "su"),
-    (re.compile(r"(?:Rscript|osascript|pwsh|powershell|tclsh|wish|julia)"), "generic"),
+_FAMILY_PATTERN = re.compile(
+    r"(?P<python>(?:python|pypy)[0-9.]*[dmu]?)|(?P<perl>perl[0-9.]*)"
+    r"|(?P<ruby>(?:ruby|jruby)[0-9.]*)|(?P<node>(?:node|nodejs|deno|bun)[0-9.]*)"
+    r"|(?P<php>php[0-9.]*(?:-cli)?)|(?P<lua>(?:lua|luajit)[0-9.]*)|(?P<su>su|runuser)"
+    r"|(?P<generic>Rscript|osascript|pwsh|powershell|tclsh|wish|julia)"
 )
 
 INTERPRETERS_EXTRA = frozenset({"Rscript", "osascript", "pwsh", "powershell", "tclsh",
                                 "julia"})
 
 
+@functools.lru_cache(maxsize=4096)
 def interpreter_family(name: str) -> str | None:
     """'shell', 'python', 'perl', ... for an interpreter's command name, else None."""
     if name in SHELLS:
         return "shell"
     if not name or len(name) > 24:
         return None
-    for pattern, family in _FAMILY_PATTERNS:
-        if pattern.fullmatch(name):
-            return family
-    return None
+    match = _FAMILY_PATTERN.fullmatch(name)
+    return match.lastgroup if match is not None else None
 
 
 INTERPRETERS = SHELLS | INTERPRETERS_EXTRA

@@ -22,6 +22,8 @@ source spelling (``$HOME``, ``${x:-y}``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "SUB_MARK",
     "Command",
@@ -41,14 +43,14 @@ SUB_MARK = "\ue000"
 class Word:
     __slots__ = ("assign", "params", "quoted", "start", "subs", "text")
 
-    def __init__(self, text: str, start: int, *, quoted: bool = False,
-                 subs: list[Substitution] | None = None, params: list[str] | None = None,
-                 assign: str | None = None) -> None:
+    def __init__(self, text: str, start: int, quoted: bool = False,
+                 subs: Sequence[Substitution] | None = None,
+                 params: Sequence[str] | None = None, assign: str | None = None) -> None:
         self.text = text
         self.start = start
         self.quoted = quoted
-        self.subs: list[Substitution] = subs if subs is not None else []
-        self.params: list[str] = params if params is not None else []
+        self.subs: Sequence[Substitution] = subs if subs is not None else ()
+        self.params: Sequence[str] = params if params is not None else ()
         self.assign = assign
         """The variable name when the word is an assignment (`NAME=value`)."""
 
@@ -89,8 +91,8 @@ class Heredoc:
         self.quoted = quoted      # quoted delimiter: the body is not expanded
         self.start = start
         self.body = ""
-        self.subs: list[Substitution] = []
-        self.params: list[str] = []
+        self.subs: Sequence[Substitution] = ()
+        self.params: Sequence[str] = ()
 
 
 class Redirect:

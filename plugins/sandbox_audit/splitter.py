@@ -43,7 +43,19 @@ from .script import (
     Word,
 )
 
-__all__ = ["MAX_DEPTH", "MAX_BODY_NESTING", "TooDeep", "decode_ansi_c", "scan_body", "split"]
+__all__ = [
+    "MAX_BODY_NESTING",
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "MAX_WORDS",
+    "Budget",
+    "TooComplex",
+    "TooDeep",
+    "Unauditable",
+    "decode_ansi_c",
+    "scan_body",
+    "split",
+]
 
 MAX_DEPTH = 64
 """Open substitutions, quotes and compounds followed at once; deeper input is refused."""
@@ -54,11 +66,54 @@ MAX_BODY_NESTING = 6
 _MAX_RETRIES = 2
 
 
-class TooDeep(Exception):  # noqa: N818 - a signal, caught by the classifier
+MAX_NODES = 10_000
+"""Commands, substitutions, compounds and quotes one classification builds at most."""
+
+MAX_WORDS = 50_000
+"""Words one classification builds at most."""
+
+
+class Unauditable(Exception):
+    """The input is beyond what the audit follows; the classifier refuses it."""
+
+
+class TooDeep(Unauditable):
     """The input nests deeper than the audit follows."""
 
 
+class TooComplex(Unauditable):
+    """The input has more structure than the audit builds (see `Budget`)."""
+
+
+class Budget:
+    """Work left for one classification, shared by every parse it makes.
+
+    A command line with ten thousand statements or a hundred thousand words is
+    no longer something anyone reads; refusing it keeps the worst case bounded
+    (and linear) instead of building a structure nobody will review.
+    """
+
+    __slots__ = ("nodes", "words")
+
+    def __init__(self, nodes: int = MAX_NODES, words: int = MAX_WORDS) -> None:
+        self.nodes = nodes
+        self.words = words
+
+    def spend_nodes(self, count: int = 1) -> None:
+        self.nodes -= count
+        if self.nodes < 0:
+            raise TooComplex(f"more than {MAX_NODES} commands, substitutions and quotes")
+
+    def spend_words(self, count: int = 1) -> None:
+        self.words -= count
+        if self.words < 0:
+            raise TooComplex(f"more than {MAX_WORDS} words")
+
+
 _PLAIN = re.compile(r"[^ \t\n'\"\\$`()<>|&;]+")
+_ARG_RUN = re.compile(r"(?:[^ \t\n'\"\\$`()<>|&;#][^ \t\n'\"\\$`()<>|&;]*[ \t]+)+")
+_NONBLANK = re.compile(r"[^ \t]+")
+_RUN_WINDOW = 4096   # the fast path takes plain arguments a window at a time
 _BLANKS = re.compile(r"[ \t]+")
 _DQ_PLAIN = re.compile(r"[^\"\\$`]+")
 _HD_PLAIN = re.compile(r"[^\\$`]+")
@@ -108,11 +163,34 @@ class _Frame:
     """One open context: a scope holding statements, or a quote/parameter inside a word."""
 
     __slots__ = (
-        "arith", "brace", "command", "compound", "escaped", "expect_name", "in_dq",
-        "kind", "no_heredoc", "owner", "paren", "pending_func", "pending_redirect",
-        "pipeline", "pipelines", "stage", "start", "state", "bracket",
-        "wbreak", "wdepth", "wparams", "wparts", "wplain", "wquoted", "wstart", "wsubs",
+        "arith",
+        "brace",
+        "bracket",
+        "command",
+        "compound",
+        "escaped",
+        "expect_name",
+        "in_dq",
+        "kind",
+        "no_heredoc",
+        "owner",
+        "paren",
+        "pending_func",
+        "pending_redirect",
+        "pipeline",
+        "pipelines",
+        "stage",
+        "start",
+        "state",
         "warray",
+        "wbreak",
+        "wdepth",
+        "wparams",
+        "wparts",
+        "wplain",
+        "wquoted",
+        "wstart",
+        "wsubs",
     )
 
     def __init__(self, kind: str, start: int) -> None:
@@ -148,7 +226,9 @@ class _Frame:
 
 
 class _Splitter:
-    def __init__(self, text: str, base: int, body_depth: int, literal: frozenset[int]) -> None:
+    def __init__(self, text: str, base: int, body_depth: int, literal: frozenset[int],
+                 budget: Budget) -> None:
+        self.budget = budget
         self.s = text
         self.n = len(text)
         self.base = base
@@ -177,11 +257,28 @@ class _Splitter:
                 i = self._step_param(frame, i)
             else:
                 m = _PLAIN.match(s, i)
-                if m is not None and not (s[i] == "#" and frame.wparts is None):
+                if m is None or (s[i] == "#" and frame.wparts is None):
+                    i = self._step_cmd(frame, i)
+                elif (frame.wparts is None and frame.command is not None and frame.command.words
+                      and frame.pending_redirect is None and frame.state is None
+                      and not frame.bracket and frame.stage is None):
+                    # Fast path: a run of plain arguments, each ended by blanks. No
+                    # keyword, assignment or redirect can be among them.
+                    run = _ARG_RUN.match(s, i, i + _RUN_WINDOW)
+                    if run is None:
+                        self._plain(frame, m.group(), i)
+                        i = m.end()
+                        continue
+                    end = run.end()
+                    base = self.base
+                    found = [Word(w.group(), base + w.start())
+                             for w in _NONBLANK.finditer(s, i, end)]
+                    self.budget.spend_words(len(found))
+                    frame.command.words.extend(found)
+                    i = end
+                else:
                     self._plain(frame, m.group(), i)
                     i = m.end()
-                else:
-                    i = self._step_cmd(frame, i)
         self._finish()
         return Script(self.root.pipelines)
 
@@ -249,7 +346,8 @@ class _Splitter:
         f.wdepth = 0
         f.warray = False
         text = parts[0] if len(parts) == 1 else "".join(parts)
-        word = Word(text, f.wstart, quoted=f.wquoted, subs=f.wsubs, params=f.wparams)
+        self.budget.spend_words()
+        word = Word(text, f.wstart, f.wquoted, f.wsubs, f.wparams)
         if f.pending_redirect is not None:
             op, start = f.pending_redirect
             f.pending_redirect = None
@@ -261,6 +359,7 @@ class _Splitter:
                 heredoc = Heredoc(delimiter, quoted, start)
                 redirect.heredoc = heredoc
                 self.heredocs.append((heredoc, op == "<<-"))
+            self.budget.spend_nodes()
             self._attach_redirect(f, redirect)
             return
         if f.state is not None:
@@ -353,6 +452,7 @@ class _Splitter:
         command.redirects.append(redirect)
 
     def _add_stage(self, f: _Frame, stage: Command | Compound) -> None:
+        self.budget.spend_nodes()
         if f.pipeline is None:
             f.pipeline = Pipeline(stage.start)
         f.pipeline.stages.append(stage)
@@ -390,6 +490,10 @@ class _Splitter:
     def _push(self, kind: str, i: int) -> _Frame:
         if len(self.stack) >= MAX_DEPTH:
             raise TooDeep(f"more than {MAX_DEPTH} nested levels")
+        if kind in ("dq", "param", "hd"):
+            self.budget.spend_words()
+        else:
+            self.budget.spend_nodes()
         frame = _Frame(kind, self.base + i)
         self.stack.append(frame)
         return frame
@@ -455,9 +559,9 @@ class _Splitter:
         compound.body = body
         compound.arith = frame.arith
         self._end_word(below, i)
-        if below.command is not None and (below.command.words or below.command.assignments):
-            self._end_command(below)
-        elif below.stage is not None:
+        command = below.command
+        if (command is not None and (command.words or command.assignments)) \
+                or below.stage is not None:
             self._end_command(below)
         below.stage = compound
 
@@ -497,7 +601,7 @@ class _Splitter:
 
     # -- one token in a command context ----------------------------------------------------
 
-    def _step_cmd(self, f: _Frame, i: int) -> int:  # noqa: C901 - one dispatch table
+    def _step_cmd(self, f: _Frame, i: int) -> int:
         s = self.s
         c = s[i]
         if c == " " or c == "\t":
@@ -862,16 +966,16 @@ class _Splitter:
             heredoc.body = body
             if not heredoc.quoted and ("$" in body or "`" in body):
                 heredoc.subs, heredoc.params = scan_body(body, self.base + start,
-                                                         self.body_depth + 1)
+                                                         self.body_depth + 1, self.budget)
         return i
 
 
-def scan_body(text: str, base: int = 0, body_depth: int = 0,
+def scan_body(text: str, base: int = 0, body_depth: int = 0, budget: Budget | None = None,
               ) -> tuple[list[Substitution], list[str]]:
     """The substitutions and parameters of an unquoted heredoc body (expanded as data)."""
     if body_depth > MAX_BODY_NESTING:
         raise TooDeep(f"heredoc bodies nested more than {MAX_BODY_NESTING} deep")
-    splitter = _Splitter(text, base, body_depth, frozenset())
+    splitter = _Splitter(text, base, body_depth, frozenset(), budget or Budget())
     root = splitter.root
     splitter._begin(root, 0)
     frame = splitter._push("hd", 0)
@@ -907,11 +1011,16 @@ def scan_body(text: str, base: int = 0, body_depth: int = 0,
 
 
 
-def split(text: str, *, base: int = 0) -> Script:
-    """Parse `text` into a `Script`. Raises `TooDeep` past `MAX_DEPTH`; never anything else."""
+def split(text: str, *, base: int = 0, budget: Budget | None = None) -> Script:
+    """Parse `text` into a `Script`.
+
+    Raises `TooDeep` past `MAX_DEPTH` and `TooComplex` when `budget` runs out;
+    never anything else.
+    """
+    budget = budget or Budget()
     literal: frozenset[int] = frozenset()
     for _ in range(_MAX_RETRIES + 1):
-        splitter = _Splitter(text, base, 0, literal)
+        splitter = _Splitter(text, base, 0, literal, budget)
         script = splitter.run()
         if splitter.unclosed_quote < 0:
             return script

@@ -1,0 +1,233 @@
+"""SandboxAuditMiddleware: every shell command is classified before the sandbox runs it.
+
+Hook: ``wrap_tool_call`` / ``awrap_tool_call`` (identical decisions). For a
+call to a sandbox shell tool (named ``bash``, or whose tool metadata says
+``{"antler": {"shell": True}}``, or a sandbox tool, ``{"antler": {"sandbox":
+True}}``, called with a ``command`` string) the command goes through
+`classifier.classify`:
+
+* **block**: the tool is not called. The model gets an error `ToolMessage`
+  (``status="error"``) naming the rule, why it fired and what to do instead.
+* **warn**: the tool runs; the decision is logged and recorded.
+* **pass**: the tool runs; the decision is logged and recorded.
+
+Sandbox file tools (a ``path`` argument) are audited too, cheaply: a write
+under a system directory (``/etc``, ``/usr/bin``, ...) is blocked, credentials
+paths are flagged; everything else passes, logged.
+
+Every decision is logged to the ``antler.audit.sandbox`` logger with a
+structured record (``extra={"sandbox_audit": {...}}``: thread, run, chain,
+tool, tool call id, action, rule, reason, findings, a command preview and its
+SHA-256), and recorded in the resulting tool message's
+``additional_kwargs["sandbox_audit"]``. The record is an audit trail, not an
+authority: nothing should trust it as a permission.
+
+This is defense in depth and audit, not a security boundary: the sandbox is
+the isolation boundary.
+
+Why here: always on, in both chains (as in the seed: appended unconditionally
+to the shared runtime base). Ordered after the authorization and guardrail
+plugins, so a call they refuse is never audited as if it ran, and before
+read_before_write and the tail, so a blocked command never reaches anything
+that would act on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import ToolMessage
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.types import Command
+
+from antler.context import BuildContext
+from antler.runcontext import run_context, run_id_of, thread_id_of
+
+from .classifier import Verdict, classify, classify_file_operation
+from .rules import Action
+
+__all__ = ["AUDIT_KEY", "AUDIT_LOGGER", "SandboxAuditMiddleware", "build"]
+
+AUDIT_LOGGER = "antler.audit.sandbox"
+AUDIT_KEY = "sandbox_audit"
+"""Key of the audit record in the tool message's `additional_kwargs` and the log record."""
+
+SHELL_TOOLS = frozenset({"bash"})
+PREVIEW_CHARS = 2000
+THREAD_OFFLOAD_CHARS = 64 * 1024
+"""Async calls classify commands longer than this in a worker thread."""
+
+_WRITE_ARGS = ("content", "new")
+_LEVELS = {Action.BLOCK: logging.WARNING, Action.WARN: logging.WARNING,
+           Action.PASS: logging.INFO}
+
+logger = logging.getLogger(AUDIT_LOGGER)
+
+Handler = Callable[[ToolCallRequest], ToolMessage | Command[Any]]
+AsyncHandler = Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]]
+
+
+class SandboxAuditMiddleware(AgentMiddleware):
+    """Classifies sandbox shell commands (block / warn / pass) before they run.
+
+    See the module docstring for the rules of engagement and `rules.RULES`
+    for the rules themselves.
+    """
+
+    def __init__(self, *, chain: str = "lead", shell_tools: frozenset[str] = SHELL_TOOLS,
+                 ) -> None:
+        super().__init__()
+        self.chain = chain
+        self.shell_tools = frozenset(shell_tools)
+
+    # -- hooks ---------------------------------------------------------------------------
+
+    def wrap_tool_call(self, request: ToolCallRequest, handler: Handler,
+                       ) -> ToolMessage | Command[Any]:
+        audited = self.audit(request)
+        if audited is None:
+            return handler(request)
+        verdict, record = audited
+        if verdict.blocked:
+            return self.refusal(request, verdict, record)
+        return annotate(handler(request), record)
+
+    async def awrap_tool_call(self, request: ToolCallRequest, handler: AsyncHandler,
+                              ) -> ToolMessage | Command[Any]:
+        """Async form of `wrap_tool_call`: the same decision, awaited handler."""
+        args = request.tool_call.get("args")
+        command = args.get("command") if isinstance(args, Mapping) else None
+        if isinstance(command, str) and len(command) > THREAD_OFFLOAD_CHARS:
+            audited = await asyncio.to_thread(self.audit, request)
+        else:
+            audited = self.audit(request)
+        if audited is None:
+            return await handler(request)
+        verdict, record = audited
+        if verdict.blocked:
+            return self.refusal(request, verdict, record)
+        return annotate(await handler(request), record)
+
+    # -- the decision --------------------------------------------------------------------
+
+    def audit(self, request: ToolCallRequest) -> tuple[Verdict, dict[str, Any]] | None:
+        """The verdict and audit record for this call, or None when it is not audited."""
+        call = request.tool_call
+        name = str(call.get("name") or "")
+        args = call.get("args")
+        args = args if isinstance(args, Mapping) else {}
+        metadata = _antler_metadata(request.tool)
+        if self.is_shell_call(name, args, metadata):
+            text = _command_text(args.get("command"))
+            verdict = classify(text)
+            subject = {"command": _preview(text), "command_chars": len(text),
+                       "command_sha256": hashlib.sha256(text.encode("utf-8", "replace"))
+                       .hexdigest()}
+        elif metadata.get("sandbox") and isinstance(args.get("path"), str):
+            path = args["path"]
+            writes = any(key in args for key in _WRITE_ARGS) or None
+            verdict = classify_file_operation(name, path, write=writes)
+            subject = {"path": _preview(path)}
+        else:
+            return None
+        record = self.record(request, name, verdict, subject)
+        logger.log(_LEVELS[verdict.action], "sandbox audit: %s (rule %s) thread=%s tool=%s: %s",
+                   verdict.action, verdict.rule, record["thread_id"], name,
+                   verdict.detail or verdict.reason, extra={AUDIT_KEY: record})
+        return verdict, record
+
+    def is_shell_call(self, name: str, args: Mapping[str, Any],
+                      metadata: Mapping[str, Any]) -> bool:
+        if name in self.shell_tools or metadata.get("shell"):
+            return True
+        return bool(metadata.get("sandbox")) and "command" in args
+
+    def record(self, request: ToolCallRequest, tool: str, verdict: Verdict,
+               subject: dict[str, Any]) -> dict[str, Any]:
+        runtime = request.runtime
+        try:
+            thread_id = thread_id_of(runtime)
+            run_id = run_id_of(runtime)
+            user_id = run_context(runtime).user_id
+        except Exception:  # an audit record must never fail the call
+            thread_id = run_id = None
+            user_id = None
+        return {
+            "thread_id": thread_id, "run_id": run_id, "user_id": user_id,
+            "chain": self.chain, "tool": tool, "tool_call_id": request.tool_call.get("id"),
+            **verdict.as_dict(), **subject,
+        }
+
+    def refusal(self, request: ToolCallRequest, verdict: Verdict,
+                record: dict[str, Any]) -> ToolMessage:
+        call = request.tool_call
+        advice = verdict.advice or "Run a safer, explicit command instead."
+        near = f" Near: `{verdict.excerpt}`." if verdict.excerpt else ""
+        content = (f"Error: blocked by the sandbox audit (rule `{verdict.rule}`): "
+                   f"{verdict.reason}.{near} The command was not run. {advice}")
+        return ToolMessage(content=content, tool_call_id=str(call.get("id") or ""),
+                           name=str(call.get("name") or ""), status="error",
+                           additional_kwargs={AUDIT_KEY: _compact(record)})
+
+
+def annotate(result: ToolMessage | Command[Any], record: dict[str, Any],
+             ) -> ToolMessage | Command[Any]:
+    """`result` with the audit record in its tool message's `additional_kwargs`."""
+    compact = _compact(record)
+    if isinstance(result, ToolMessage):
+        return _annotated(result, compact)
+    if isinstance(result, Command) and isinstance(result.update, Mapping):
+        messages = result.update.get("messages")
+        if isinstance(messages, list):
+            marked = [_annotated(m, compact) if isinstance(m, ToolMessage)
+                      and m.tool_call_id == record.get("tool_call_id") else m
+                      for m in messages]
+            return dataclasses.replace(result, update={**result.update, "messages": marked})
+    return result
+
+
+def _annotated(message: ToolMessage, compact: dict[str, Any]) -> ToolMessage:
+    kwargs = {**message.additional_kwargs, AUDIT_KEY: compact}
+    return message.model_copy(update={"additional_kwargs": kwargs})
+
+
+def _compact(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "action": record["action"], "rule": record["rule"], "reason": record["reason"],
+        "findings": [{"rule": f["rule"], "action": f["action"]} for f in record["findings"]],
+    }
+
+
+def _antler_metadata(tool: Any) -> Mapping[str, Any]:
+    metadata = getattr(tool, "metadata", None)
+    if not isinstance(metadata, Mapping):
+        return {}
+    antler = metadata.get("antler")
+    return antler if isinstance(antler, Mapping) else {}
+
+
+def _command_text(command: Any) -> str:
+    """The command as the shell would get it; a malformed argument is audited, not skipped."""
+    if isinstance(command, str):
+        return command
+    if command is None:
+        return ""
+    if isinstance(command, (list, tuple)) and all(isinstance(c, str) for c in command):
+        return " ".join(command)
+    return json.dumps(command, default=str)
+
+
+def _preview(text: str) -> str:
+    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "..."
+
+
+def build(ctx: BuildContext) -> SandboxAuditMiddleware:
+    """Factory named in the manifest: one audit middleware per chain."""
+    return SandboxAuditMiddleware(chain=ctx.chain)

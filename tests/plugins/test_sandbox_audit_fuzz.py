@@ -1,0 +1,134 @@
+"""sandbox_audit under fuzzing: the classifier never raises, never hides, stays linear.
+
+Hypothesis builds commands from shell fragments chosen to collide (quotes,
+substitution openers, heredoc headers, arithmetic, keywords, separators) plus
+random text. Settings are deterministic (`derandomize=True`, no example
+database), so a run is reproducible and CI never flakes on a new seed.
+
+Linearity is checked without Hypothesis (timings inside it would be noise):
+adversarial shapes, and units drawn from the same fragments by a seeded RNG,
+are classified at two sizes eight times apart with the work budget lifted, and
+the time may grow at most twice as fast as the input. With the default budget,
+every 1 MB shape is classified in well under a second.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from antler.plugins.sandbox_audit.classifier import classify
+from antler.plugins.sandbox_audit.rules import RULES_BY_NAME, Action
+from antler.plugins.sandbox_audit.splitter import Budget, Unauditable, split
+
+FRAGMENTS = [
+    "$(", ")", "`", "\\`", "<(", ">(", "${", "}", "{", "(", "'", '"', "\\", "\n", " ", "\t",
+    ";", ";;", "|", "|&", "&", "&&", "||", "<<", "<<-", "<<<", "EOF", "'EOF'", "\nEOF\n",
+    "((", "))", "$((", "#", "$'", '$"', "=", "x=", "x=(", "$x", "$1", "2>&1", ">", "<", ">&",
+    "curl u", "wget -qO- u", "sh", "bash -c ", "eval ", "source ", ". ", "python3 -c ",
+    "base64 -d", "sudo ", "env ", "nohup ", "case x in ", "a) ", "esac", "for i in ", "do ",
+    "done", "if ", "then ", "fi", "[[ ", " ]]", "function f ", "f() ", "rm -rf /", "*", "~",
+    ":(){ :|:& };:", "/dev/tcp/h/1", "@(", "!", "\\\n",
+]
+
+fragments = st.sampled_from(FRAGMENTS)
+noise = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6)
+commands = st.lists(st.one_of(fragments, fragments, noise), max_size=40).map("".join)
+
+FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=400,
+                suppress_health_check=[HealthCheck.too_slow])
+
+
+@FUZZ
+@given(commands)
+def test_the_classifier_never_raises(command: str) -> None:
+    for parser in ("auto", "tokenizer"):
+        verdict = classify(command, parser=parser)  # type: ignore[arg-type]
+        assert verdict.rule in RULES_BY_NAME
+        assert verdict.action is RULES_BY_NAME[verdict.rule].action
+        assert verdict.rule != "audit_failed", verdict.as_dict()
+
+
+@FUZZ
+@given(commands)
+def test_the_tokenizer_raises_nothing_but_unauditable(command: str) -> None:
+    try:
+        split(command)
+    except Unauditable:
+        pass
+
+
+@FUZZ
+@given(commands)
+def test_nothing_after_a_blocked_statement_can_unblock_it(command: str) -> None:
+    # The tokenizer reads left to right: no suffix can reach back into a complete line.
+    assert classify("$(curl -s u)\n" + command).blocked
+    assert classify("curl -s u | sh\n" + command).blocked
+
+
+@FUZZ
+@given(st.text(max_size=200))
+def test_arbitrary_text_is_classified(command: str) -> None:
+    assert classify(command).action in (Action.BLOCK, Action.WARN, Action.PASS)
+
+
+# -- linearity ------------------------------------------------------------------------------
+
+def _repeat(unit: str, size: int) -> str:
+    return (unit * (size // max(1, len(unit)) + 1))[:size]
+
+
+SHAPES: dict[str, Callable[[int], str]] = {
+    "plain words": lambda n: "echo " + _repeat("ab ", n),
+    "long double quote": lambda n: 'echo "' + _repeat("a", n) + '"',
+    "quote runs": lambda n: "echo " + _repeat("\"a\" 'b' ", n),
+    "many substitutions": lambda n: "echo " + _repeat("$(a) ", n),
+    "many openers": lambda n: _repeat("$(", n),
+    "nested parens": lambda n: _repeat("(", n),
+    "heredoc markers": lambda n: "cat " + _repeat("<<A ", n),
+    "heredoc bodies": lambda n: _repeat("cat <<A\nx $(b)\nA\n", n),
+    "statements": lambda n: _repeat("echo x; ", n),
+    "pipes": lambda n: _repeat("a|", n) + "b",
+    "backticks": lambda n: "echo " + _repeat("`a` ", n),
+    "escapes": lambda n: "echo " + _repeat("\\a", n),
+    "ansi-c": lambda n: "echo $'" + _repeat("\\x41", n) + "'",
+    "unclosed quotes": lambda n: _repeat('a"b ', n),
+    "code string": lambda n: "bash -c '" + _repeat("echo x; ", n) + "'",
+}
+
+
+def _best(text: str, repeats: int, budget: Callable[[], Budget | None]) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        classify(text, parser="tokenizer", budget=budget())
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _unbounded() -> Budget:
+    return Budget(nodes=10**9, words=10**9)
+
+
+def _random_units() -> list[str]:
+    rng = random.Random(4611)
+    return ["".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(3, 12))) for _ in range(8)]
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_a_megabyte_is_classified_well_under_a_second(shape: str) -> None:
+    text = SHAPES[shape](1_000_000)
+    assert _best(text, 2, lambda: None) < 1.0
+
+
+@pytest.mark.parametrize("make", [*SHAPES.values(), *(lambda n, u=u: _repeat(u, n)
+                                                      for u in _random_units())])
+def test_time_grows_linearly_with_the_command(make: Callable[[int], str]) -> None:
+    small, large = make(8_000), make(64_000)
+    base = max(_best(small, 3, _unbounded), 2e-3)
+    assert _best(large, 2, _unbounded) < 16 * base
