@@ -63,7 +63,7 @@ class AntlerAgent:
     def invoke(self, message: Any, *, thread_id: str, user_id: str = "default",
                files: Sequence[dict[str, Any]] = (), **identity: Any) -> dict[str, Any]:
         """Run one turn to completion and return the final state."""
-        return self.graph.invoke(  # type: ignore[no-any-return]
+        return self.graph.invoke(
             self.input(message, files), config=self.run_config(thread_id),
             context=self.context(thread_id, user_id, **identity),
         )

@@ -313,7 +313,7 @@ def _extension_specs(
         if ordering.is_empty():
             ordering = Ordering(slot=EXTENSION_SLOT)
         spec = PluginSpec(
-            name=extension_name(entry), factory=path, chains=chains,  # type: ignore[arg-type]
+            name=extension_name(entry), factory=path, chains=chains,
             summary=f"configured extension {path}", order=ordering,
             rank=_EXTENSION_RANK + index,
             provenance=Provenance(source=str(getattr(where, "source", where)),
@@ -360,7 +360,7 @@ def _contributed_tools(built: BuiltChain, registry: PluginRegistry, services: Se
         context = BuildContext(built.chain, spec, config.section(spec.section),
                                built.plan.runtime, services, secrets, config, built.plan)
         params = inspect.signature(impl.function).parameters
-        result = impl.function(context=context) if "context" in params else impl.function()
+        result: Any = impl.function(context=context) if "context" in params else impl.function()
         tools.extend(result or [])
     return tools
 
@@ -381,7 +381,7 @@ def select_tools(built: BuiltChain, tools: list[Any]) -> list[Any]:
         context = BuildContext(built.chain, entry.spec, built.plan.config.section(
             entry.spec.section), built.plan.runtime, services, built.secrets,
             built.plan.config, built.plan)
-        selected = impl.function(context=context, tools=list(tools))
+        selected: Any = impl.function(context=context, tools=list(tools))
         if selected is not None:
             tools = list(selected)
     return tools

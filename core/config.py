@@ -26,6 +26,11 @@ from .yamlsource import Location, YamlDocument, YamlSyntaxError, load_yaml, load
 PLATFORM_SECTIONS = ("chain", "plugins", "extensions", "models", "storage")
 
 
+
+
+def _both_chains() -> list[Chain]:
+    return ["lead", "subagent"]
+
 class ChainSettings(BaseModel):
     """`chain:` — how chains are compiled."""
 
@@ -76,7 +81,7 @@ class ExtensionEntry(Ordering):
 
     use: str = Field(description="'module.path:ClassName' of an AgentMiddleware subclass.")
     name: str | None = Field(None, description="Plugin name (default: from the class name).")
-    chains: list[Chain] = Field(default_factory=lambda: list(CHAIN_NAMES))
+    chains: list[Chain] = Field(default_factory=_both_chains)
     config: dict[str, Any] = Field(default_factory=dict, description="Constructor arguments.")
     required: bool = Field(True, description="Fail the build if the class cannot be loaded.")
 
@@ -153,7 +158,7 @@ def _config_model_cached(path: str) -> type[BaseModel]:
     if "enabled" in target.model_fields:
         return target
     # Every section carries the plugin's toggle, whatever the plugin's own model says.
-    return create_model(  # type: ignore[call-overload,no-any-return]
+    return create_model(
         target.__name__, __base__=target,
         enabled=(bool | None, Field(None, description="Turn the plugin on or off.")),
     )
@@ -205,7 +210,7 @@ def schema_model(registry: PluginRegistry) -> type[BaseModel]:
             if key in fields:
                 raise ConfigError(f"config section {key!r} is contributed twice")
             fields[key] = (model | None, Field(None, description=model.__doc__))
-    return create_model(  # type: ignore[call-overload,no-any-return]
+    return create_model(
         "AntlerConfig", __config__=ConfigDict(extra="forbid"), **fields
     )
 

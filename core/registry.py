@@ -189,7 +189,7 @@ def discover(*, extra_plugins: Iterable[tuple[str, Any]] = (),
         _clear_stevedore_path_cache()
     distributions = _entry_point_distributions()
     failures: list[tuple[Any, BaseException]] = []
-    manager = ExtensionManager(
+    manager: ExtensionManager[Any] = ExtensionManager(
         ENTRY_POINT_GROUP,
         invoke_on_load=False,
         on_load_failure_callback=lambda _mgr, ep, exc: failures.append((ep, exc)),

@@ -432,16 +432,16 @@ class _Resolver:
             if not heap:
                 # Everything else is placed: the `last` plugin goes now, and the points
                 # that only follow it are released after it.
-                heap.append(entry(last_block))  # type: ignore[arg-type]
+                heap.append(entry(last_block))  # type: ignore[arg-type]  # set with last_ready
                 last_queued = True
-            b = heapq.heappop(heap)[3]
+            block = heapq.heappop(heap)[3]
             emitted += 1
-            head = blocks[b][0]
+            head = blocks[block][0]
             if head in specs:
-                order.extend([n for n in blocks[b] if n in specs])
+                order.extend([n for n in blocks[block] if n in specs])
             else:  # a point: blocks never mix points and plugins
                 self.point_positions[head] = len(order)
-            for s in succ[b]:
+            for s in succ[block]:
                 indeg[s] -= 1
                 if indeg[s] == 0:
                     if s == last_block:
@@ -462,9 +462,9 @@ class _Resolver:
     def _positions(self) -> tuple[PluginSpec | None, PluginSpec | None]:
         claims: dict[str, list[PluginSpec]] = {"first": [], "last": []}
         for name, spec in self.specs.items():
-            position = self.orderings[name].position
-            if position:
-                claims[position].append(spec)
+            claim = self.orderings[name].position
+            if claim:
+                claims[claim].append(spec)
         for position, holders in claims.items():
             if len(holders) > 1:
                 where = "; ".join(f"{s.name} [{s.provenance}]" for s in holders)

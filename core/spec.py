@@ -61,6 +61,11 @@ def check_target(value: str, what: str) -> str:
     return value
 
 
+
+
+def _both_chains() -> list[Chain]:
+    return ["lead", "subagent"]
+
 class Provenance(BaseModel):
     """Where a spec (or one of its constraints) was declared, for error messages."""
 
@@ -154,7 +159,7 @@ class PluginSpec(BaseModel):
         "middleware (or an AgentMiddleware subclass constructed the same way)."
     )
     summary: str = Field("", description="One line: what the plugin does.")
-    chains: list[Chain] = Field(default_factory=lambda: list(CHAIN_NAMES))
+    chains: list[Chain] = Field(default_factory=_both_chains)
     order: Ordering = Field(default_factory=Ordering)
     chain_overrides: dict[Chain, ChainOverride] = Field(default_factory=dict)
     enabled: Enablement = Field("on", description="always (cannot be disabled), on or off.")

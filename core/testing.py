@@ -427,7 +427,7 @@ def _point_index(chain_plan: ChainPlan, point: str) -> int:
     from .spec import Ordering, PluginSpec
 
     probe = PluginSpec(name=_PROBE, factory="antler.testing:slot_members",
-                       chains=[chain_plan.chain],  # type: ignore[list-item]
+                       chains=[chain_plan.chain],
                        order=Ordering(after=[point]), rank=-(10**12))
     registry = chain_plan.registry
     resolution = resolve(

@@ -904,3 +904,18 @@ def test_a_jump_to_an_undeclared_destination_fails_in_both_graphs():
 
     assert run_with(False) is not None
     assert run_with(True) == "InvalidUpdateError"
+
+
+@pytest.mark.parametrize("chain", ["default", "all-optional"])
+def test_the_declared_plan_matches_the_compiled_one_for_the_builtin_chains(tmp_path, chain):
+    from antler.agent import create_agent
+    from antler.compiler import plan_for_specs
+
+    config, runtime = builtin_chain(chain)
+    with create_agent(config, model=ScriptedChatModel([]), runtime=runtime, base_dir=tmp_path,
+                      checkpointer=None, fuse=True) as agent:
+        compiled = agent.fusion
+        declared = plan_for_specs(entry.spec for entry in agent.chain.entries)
+    assert compiled is not None and compiled.fused
+    assert [(n.kind, n.node, n.members) for n in declared.nodes] == [
+        (n.kind, n.node, n.members) for n in compiled.nodes]

@@ -14,6 +14,7 @@ every 1 MB shape is classified in well under a second.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections.abc import Callable
@@ -57,10 +58,8 @@ def test_the_classifier_never_raises(command: str) -> None:
 @FUZZ
 @given(commands)
 def test_the_tokenizer_raises_nothing_but_unauditable(command: str) -> None:
-    try:
+    with contextlib.suppress(Unauditable):
         split(command)
-    except Unauditable:
-        pass
 
 
 @FUZZ
