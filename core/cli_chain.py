@@ -176,8 +176,18 @@ def show_report(plan: ChainPlan, graph: ChainGraph) -> dict[str, Any]:
         "plugins": plugins,
         "points": points,
         "excluded": excluded,
+        "fusion": _fusion(plan),
         "warnings": load_diagnostics(registry, plan.config),
     }
+
+
+def _fusion(plan: ChainPlan) -> dict[str, Any]:
+    """Which graph nodes the chain compiler fuses (from declared hooks; nothing imported)."""
+    from .compiler import plan_for_specs
+
+    fusion = plan_for_specs(plan.resolution.specs(), enabled=plan.config.chain.fuse,
+                            hooks=lambda spec: plugin_hooks(spec)[0])
+    return {**fusion.as_dict(), "text": fusion.render()}
 
 
 def _plan(session: Session, config_path: str | None, chain_name: str,
@@ -213,6 +223,9 @@ def show(session: Session, chain_name: str, config_path: str | None, runtime: di
                   placed_by, constraints [{owner, kind, target, declared_at}]}]
       points    [{name, after_position (plugins before it), summary,
                   slots_end [..], slots_begin [..]}]
+      fusion    {enabled, note, hook_nodes, hook_nodes_unfused, text,
+                 nodes [{kind, node, members, fused, alone}]}: the graph nodes
+                 the chain compiler fuses (chain.fuse in the config)
       excluded  [{name, kind, reason, hint, source, declared_at}]; kind is one
                 of disabled, off_by_default, runtime_condition, load_failed,
                 not_in_chain, other
@@ -272,6 +285,8 @@ def _print_show(report: dict[str, Any], runtime: dict[str, Any]) -> None:
             absent.add_row(Text(row["name"]), Text(why))
         out.print()
         out.print(absent)
+    out.print()
+    out.print(Text(report["fusion"]["text"], style="dim"))
     _print_warnings(report["warnings"])
 
 

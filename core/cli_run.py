@@ -29,9 +29,13 @@ import click
               help="Base directory for threads and checkpoints (default: $ANTLER_HOME or "
                    "./.antler).")
 @click.option("--trace", is_flag=True, help="Print the timeline of hook invocations.")
+@click.option("--fuse/--no-fuse", default=None,
+              help="Fuse consecutive node hooks into one graph node (default: the config's "
+                   "chain.fuse, which defaults to on).")
 def run_command(prompt: str, thread_id: str | None, user_id: str, uploads: tuple[str, ...],
                 model_spec: str | None, config_path: str | None, plan: bool,
-                vision: bool | None, subagents: bool, home: str | None, trace: bool) -> None:
+                vision: bool | None, subagents: bool, home: str | None, trace: bool,
+                fuse: bool | None) -> None:
     """Run PROMPT through the lead chain and stream the answer."""
     import uuid
 
@@ -62,7 +66,7 @@ def run_command(prompt: str, thread_id: str | None, user_id: str, uploads: tuple
     checkpointer = config.storage.checkpointer
     with create_agent(config, model=model, runtime=runtime, registry=registry, base_dir=base,
                       checkpointer=None if checkpointer == "none" else checkpointer,
-                      tracer=tracer) as agent:
+                      tracer=tracer, fuse=fuse) as agent:
         paths = agent.services.get("paths").thread(user_id, thread_id)
         files = [stage_upload(paths, upload) for upload in uploads]
         click.echo(f"thread: {thread_id}", err=True)

@@ -226,7 +226,7 @@ class _Walker:
         redirect = Redirect(op, node.pos[0], target)
         heredoc_node = getattr(node, "heredoc", None)
         if op in ("<<", "<<-"):
-            if heredoc_node is None or target is None:
+            if heredoc_node is None or target is None or target_node is None:
                 raise Unsupported("heredoc without a body")
             raw = self.text[target_node.pos[0]:target_node.pos[1]]
             if any(q in raw for q in "'\"\\"):

@@ -433,8 +433,8 @@ def _reads_code_from_stdin(words: list[Word], index: int | None, name: str | Non
     if index is None or name is None:
         return None
     if name in ("source", "."):
-        operand = words[index + 1].text if index + 1 < len(words) else None
-        return "shell" if operand in SOURCE_STDIN else None
+        first = words[index + 1].text if index + 1 < len(words) else None
+        return "shell" if first in SOURCE_STDIN else None
     if name == "eval":
         return "shell" if any(
             sub.body.pipelines and not sub.arith for w in words[index + 1:] for sub in w.subs

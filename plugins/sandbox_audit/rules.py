@@ -26,7 +26,6 @@ __all__ = [
     "DECODERS",
     "EVAL_WORDS",
     "FETCHERS",
-    "INTERPRETERS",
     "NETWORK_TOOLS",
     "RAW_PATTERNS",
     "RULES",
@@ -280,10 +279,6 @@ _FAMILY_PATTERN = re.compile(
     r"|(?P<generic>Rscript|osascript|pwsh|powershell|tclsh|wish|julia)"
 )
 
-INTERPRETERS_EXTRA = frozenset({"Rscript", "osascript", "pwsh", "powershell", "tclsh",
-                                "julia"})
-
-
 @functools.lru_cache(maxsize=4096)
 def interpreter_family(name: str) -> str | None:
     """'shell', 'python', 'perl', ... for an interpreter's command name, else None."""
@@ -293,10 +288,6 @@ def interpreter_family(name: str) -> str | None:
         return None
     match = _FAMILY_PATTERN.fullmatch(name)
     return match.lastgroup if match is not None else None
-
-
-INTERPRETERS = SHELLS | INTERPRETERS_EXTRA
-"""Plain names; versioned ones (`python3.11`) are recognized by `interpreter_family`."""
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from antler.chain import plan_chain
 from antler.context import MEMORY_MODEL, SANDBOX_PROVIDER, TITLE_MODEL
 from antler.models import ScriptedChatModel
 from antler.plugins.sandbox_audit import bashlex_walker, classifier
-from antler.plugins.sandbox_audit.classifier import Verdict, classify, classify_file_operation
+from antler.plugins.sandbox_audit.classifier import classify, classify_file_operation
 from antler.plugins.sandbox_audit.middleware import (
     AUDIT_KEY,
     AUDIT_LOGGER,
@@ -492,6 +492,3 @@ def test_in_a_real_agent_a_file_write_to_the_system_is_blocked(tmp_path: Path) -
     (message,) = tool_messages(state)
     assert message.status == "error" and "system_path_write" in message.content
 
-
-def verdict_of(result: Verdict) -> tuple[str, str]:
-    return str(result.action), result.rule

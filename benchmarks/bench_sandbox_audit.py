@@ -1,0 +1,126 @@
+"""How long the sandbox audit takes to classify commands of 1 KB, 10 KB, 100 KB and 1 MB.
+
+Run from the repository root: `python -m benchmarks.bench_sandbox_audit`
+(`--unbounded` lifts the work budget, `--shapes a,b` picks shapes, `--repeats N`).
+
+Shapes: two realistic ones (a script of ordinary statements; a big quoted
+heredoc, the way a model writes a file) and adversarial ones built to hurt a
+tokenizer: long quote runs, many `$(`, nested parentheses, many heredoc
+markers, pipes, backticks, escapes, unterminated quotes, arithmetic shifts, a
+long `bash -c` code string that is classified a second time.
+
+For each shape and size it prints the best-of-N wall time of
+`classify(command)`, the same for `str.split()` over the same input in the
+same process (a floor: one pass in C), their ratio, and the verdict. Linearity
+is reported as the 1 MB / 100 KB time ratio (10 means linear).
+
+With the default work budget (`splitter.Budget`: 10,000 commands,
+substitutions and redirects; 50,000 words and quotes) a command past it is
+refused as `command_too_complex` as soon as the budget runs out, so those
+shapes cost the same at 100 KB and 1 MB (ratio near 1). `--unbounded` lifts
+the budget to show that the analysis itself is linear too (slower: the full
+structure is built at 1 MB). Targets: every 1 MB command under 1 s with the
+default budget; 1 MB / 100 KB at most 15 in either mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+from antler.plugins.sandbox_audit.classifier import classify
+from antler.plugins.sandbox_audit.splitter import Budget
+
+SIZES = (1_000, 10_000, 100_000, 1_000_000)
+TARGET_1MB_SECONDS = 1.0
+TARGET_RATIO = 15.0
+
+
+def _repeat(unit: str, size: int) -> str:
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+def _heredoc(size: int) -> str:
+    return "cat > /mnt/user-data/outputs/data.csv <<'EOF'\n" + _repeat(
+        "id,name,value $(not run) `nor this`\n", size) + "\nEOF\n"
+
+
+SCRIPT_UNIT = ('cd /mnt/user-data/workspace && python3 -m pytest -q tests/ | tail -n 5\n'
+               'for f in src/*.py; do ruff check "$f" || echo "lint: $f"; done\n'
+               'x=$(git rev-parse HEAD); echo "at ${x:0:8}" >> log.txt\n')
+
+SHAPES: dict[str, Callable[[int], str]] = {
+    # realistic
+    "script": lambda n: _repeat(SCRIPT_UNIT, n),
+    "heredoc file": _heredoc,
+    # adversarial
+    "long quote run": lambda n: 'echo "' + _repeat("a", n) + '"',
+    "quote runs": lambda n: "echo " + _repeat("\"a\" 'b' ", n),
+    "many $(": lambda n: _repeat("$(", n),
+    "many $(a)": lambda n: "echo " + _repeat("$(a) ", n),
+    "nested parens": lambda n: _repeat("(", n) + _repeat(")", n),
+    "heredoc markers": lambda n: "cat " + _repeat("<<A ", n),
+    "heredoc bodies": lambda n: _repeat("cat <<A\nx $(b)\nA\n", n),
+    "pipes": lambda n: _repeat("a|", n) + "b",
+    "backticks": lambda n: "echo " + _repeat("`a` ", n),
+    "escapes": lambda n: "echo " + _repeat("\\a", n),
+    "unclosed quotes": lambda n: _repeat('a"b ', n),
+    "arith shifts": lambda n: "echo " + _repeat("$((1<<2)) ", n),
+    "bash -c string": lambda n: "bash -c '" + _repeat("echo x; ", n) + "'",
+}
+
+
+def best(run: Callable[[], object], repeats: int) -> float:
+    fastest = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        fastest = min(fastest, time.perf_counter() - start)
+    return fastest
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=3, help="best of N (default 3)")
+    parser.add_argument("--unbounded", action="store_true",
+                        help="lift the work budget to time the full analysis")
+    parser.add_argument("--shapes", default="", help="comma-separated shape names")
+    args = parser.parse_args(argv)
+    shapes = [s.strip() for s in args.shapes.split(",") if s.strip()] or list(SHAPES)
+    budget: Callable[[], Budget | None] = (
+        (lambda: Budget(nodes=10**9, words=10**9)) if args.unbounded else (lambda: None))
+    mode = "budget lifted" if args.unbounded else "default budget"
+    print(f"sandbox_audit classify, best of {args.repeats} wall time, {mode}")
+    print(f"{'shape':<16} {'size':>9} {'classify':>11} {'str.split':>10} {'ratio':>7}  verdict")
+    failures = []
+    for shape in shapes:
+        make = SHAPES[shape]
+        times = {}
+        for size in SIZES:
+            text = make(size)
+            verdict = classify(text, budget=budget())
+            repeats = 1 if size == SIZES[-1] and args.unbounded else args.repeats
+            took = best(lambda text=text: classify(text, budget=budget()), repeats)
+            floor = best(text.split, args.repeats)
+            times[size] = took
+            print(f"{shape:<16} {size:>9,} {took * 1000:>9.2f}ms {floor * 1000:>8.2f}ms "
+                  f"{took / max(floor, 1e-9):>7.0f}  {verdict.action} {verdict.rule} "
+                  f"({verdict.parser})")
+        linearity = times[SIZES[-1]] / max(times[SIZES[-2]], 1e-9)
+        verdict_1mb = "ok" if linearity <= TARGET_RATIO else "NOT LINEAR"
+        print(f"{'':<16} 1MB/100KB time ratio {linearity:.1f} (target <= {TARGET_RATIO:g}): "
+              f"{verdict_1mb}")
+        if linearity > TARGET_RATIO:
+            failures.append(f"{shape}: 1MB/100KB ratio {linearity:.1f}")
+        if not args.unbounded and times[SIZES[-1]] > TARGET_1MB_SECONDS:
+            failures.append(f"{shape}: 1 MB took {times[SIZES[-1]]:.2f} s")
+    if failures:
+        print("targets missed: " + "; ".join(failures))
+        return 1
+    print("all targets met")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
