@@ -77,7 +77,7 @@ plugins:
     order: {after: [fx_b]}
 """
 
-SHOW_KEYS = {"chain", "config", "runtime", "plugins", "points", "excluded", "warnings"}
+SHOW_KEYS = {"chain", "config", "runtime", "plugins", "points", "excluded", "fusion", "warnings"}
 SHOW_PLUGIN_KEYS = {"position", "name", "summary", "hooks", "hooks_from", "source",
                     "declared_at", "placed_by", "constraints"}
 EXPLAIN_KEYS = {"name", "chain", "summary", "source", "declared_at", "in_chain", "position",
@@ -525,3 +525,15 @@ def test_python_m_antler_chain_show_runs_without_langchain(manifest: Path) -> No
     assert probed.returncode == 0, probed.stderr
     assert json.loads(probed.stdout)["plugins"][0]["name"] == "fx_guard"
     assert "langchain loaded: False" in probed.stderr
+
+
+def test_show_reports_which_hook_nodes_are_fused(manifest: Path, tmp_path: Path) -> None:
+    fusion = run_json("--manifest", manifest, "chain", "show")["fusion"]
+    assert fusion["enabled"] is True
+    assert fusion["hook_nodes"] <= fusion["hook_nodes_unfused"]
+    off = tmp_path / "nofuse.yaml"
+    off.write_text("chain: {fuse: false}\n")
+    fusion_off = run_json("--manifest", manifest, "chain", "show", "--config", off)["fusion"]
+    assert fusion_off["enabled"] is False
+    assert "node fusion: off" in run("--manifest", manifest, "chain", "show", "--config",
+                                     off).stdout
