@@ -249,12 +249,42 @@ class _Context:
 _LITERAL_SUB = re.compile(r"(?:\$\(|`|<\(|>\()[ \t\n\"'\\(]*([^ \t\n;&|()<>`\"'\\]+)")
 _NAME_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]\n]*\])?\+?=")
 _SLASHES = re.compile(r"/{2,}")
+_ONLY_PARAMS = re.compile(r"(?:\$(?:\{[^{}]*\}|[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]))+")
+_ALL_ARGS = re.compile(r"\$@|\$\{@\}|\$\{[A-Za-z_][A-Za-z0-9_]*\[[@*]\]\}")
 _WORLD_WRITABLE = re.compile(r"[0-7]?[0-7]?[0-7][2367]|[ugoa]*[ao][ugoa]*[+=][rwxXst]*w[rwxXst]*")
 _KILL_SIGNAL = re.compile(r"-(?:[0-9]+|[A-Z][A-Z0-9+-]*)")
 
 
 def _basename(text: str) -> str:
     return text.rpartition("/")[2] if "/" in text else text
+
+
+def _command_name(word: Word) -> str:
+    """The name a static command word runs: basename, first brace alternative."""
+    text = word.text
+    if not word.quoted and "{" in text and "," in text:
+        text = _brace_first(text)
+    return _basename(text)
+
+
+def _brace_first(text: str) -> str:
+    """`{curl,-s,u}` -> `curl`, `c{u,}rl` -> `curl`: what brace expansion puts first."""
+    open_at = text.find("{")
+    depth = 0
+    comma = -1
+    for index in range(open_at, len(text)):
+        char = text[index]
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                if comma < 0:
+                    return text
+                return text[:open_at] + text[open_at + 1:comma] + text[index + 1:]
+        elif char == "," and depth == 1 and comma < 0:
+            comma = index
+    return text
 
 
 def _detail(text: str) -> str:
@@ -358,14 +388,36 @@ def _reverse_shell_code(text: str) -> bool:
 
 # -- command positions -------------------------------------------------------------------------
 
-def _resolve(words: list[Word], start: int = 0) -> tuple[int | None, list[str]]:
-    """Index of the word that runs, skipping exec wrappers and their options, and the wrappers."""
+def _may_vanish(word: Word) -> bool:
+    """An expansion that may expand to no word at all (`$unset`, `"$@"`).
+
+    Before a command it disappears and the next word runs: `$nothing $(curl u)`
+    runs what curl prints.
+    """
+    if word.subs or not word.params:
+        return False
+    if word.quoted:
+        return _ALL_ARGS.fullmatch(word.text) is not None
+    return _ONLY_PARAMS.fullmatch(word.text) is not None
+
+
+def _resolve(words: list[Word], start: int = 0, vanished: list[int] | None = None,
+             ) -> tuple[int | None, list[str]]:
+    """Index of the word that runs, skipping exec wrappers and their options, and the wrappers.
+
+    With `vanished`, expansions that may be empty are skipped too (and recorded
+    there): each of them and the word after it are command positions.
+    """
     used: list[str] = []
     i = start
     count = len(words)
     while i < count:
         word = words[i]
         if not word.static:
+            if vanished is not None and i + 1 < count and _may_vanish(word):
+                vanished.append(i)
+                i += 1
+                continue
             return i, used
         name = _basename(word.text)
         wrapper = WRAPPERS.get(name)
@@ -384,8 +436,10 @@ def _resolve(words: list[Word], start: int = 0) -> tuple[int | None, list[str]]:
             if wrapper.assignments and _NAME_ASSIGN.match(text):
                 i += 1
                 continue
+            if name == "command" and text in ("-v", "-V"):
+                return i - 1 if words[i - 1].text == "command" else i, used  # a lookup
             if (text.startswith("-") and len(text) > 1 and name != "command") or (
-                    name == "command" and text in ("-p", "-v", "-V")):
+                    name == "command" and text == "-p"):
                 i += 2 if text in wrapper.takes_arg else 1
                 continue
             break
@@ -719,10 +773,15 @@ class _Auditor:
             if word.assign in LOADER_VARIABLES:
                 self.add("loader_path_override", word.text, word.start)
 
-        exec_index, wrappers = _resolve(words)
+        vanished: list[int] = []
+        exec_index, wrappers = _resolve(words, 0, vanished)
         name = None
-        if exec_index is not None and words[exec_index].static:
-            name = _basename(words[exec_index].text)
+        if exec_index is not None:
+            if words[exec_index].static:
+                name = _command_name(words[exec_index])
+            elif not ctx.arith:
+                # A computed command name: whatever it is, its output is unknown.
+                risk = _merge(risk, _Risk(interp=f"computed command {words[exec_index].text}"))
 
         info = _NO_INFO
         reads_code = None
@@ -750,7 +809,7 @@ class _Auditor:
 
         if not ctx.arith:
             self.judge(cmd, words, exec_index, name, wrappers, subrisk, upstream, sub_words,
-                       reads_code)
+                       reads_code, vanished)
             if ctx.function is not None and name == ctx.function and pipeline is not None \
                     and (len(pipeline.stages) > 1 or pipeline.background):
                 self.add("fork_bomb", f"{name}() calls itself through a pipe or in the "
@@ -839,6 +898,8 @@ class _Auditor:
     def own_risk(self, name: str, words: list[Word], index: int) -> _Risk | None:
         if name in FETCHERS:
             return _Risk(fetch=name)
+        if "*" in name or "?" in name or "[" in name:
+            return _Risk(interp=f"a command named by the glob {name}")
         if name in DECODERS and _decodes(name, words[index + 1:]):
             return _Risk(decode=f"{name} (decoding)")
         if name in EVAL_WORDS or name == "." or interpreter_family(name) is not None:
@@ -852,9 +913,12 @@ class _Auditor:
 
     def judge(self, cmd: Command, words: list[Word], exec_index: int | None, name: str | None,
               wrappers: list[str], subrisk: dict[int, _Risk | None],
-              upstream: _Risk | None, sub_words: list[Word], reads_code: str | None) -> None:
+              upstream: _Risk | None, sub_words: list[Word], reads_code: str | None,
+              vanished: list[int]) -> None:
         flagged: set[int] = set()
         positions = [exec_index] if exec_index is not None else []
+        for index in vanished:
+            self.command_position(words, index, subrisk, flagged)
         if name == "find" or name == "fd":
             positions.extend(self.exec_positions(words, exec_index))
         for position in positions:

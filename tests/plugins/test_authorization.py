@@ -324,5 +324,6 @@ def test_the_subagent_chain_shares_the_provider_and_the_run_identity(home, count
     [launch] = [r.audit for r in caplog.records  # type: ignore[attr-defined]
                 if r.audit["layer"] == "execution" and r.audit["target"] == "launch"]
     assert (launch["allowed"], launch["user_id"], launch["roles"]) == (False, "bob", ["user"])
-    assert launch["is_internal"] is True  # antler.delegation marks every subagent run internal
+    # The subagent inherits the caller's provenance: delegating cannot make a run internal.
+    assert launch["is_internal"] is False
     assert guard_registry().specs["authorization"].chains == ["lead", "subagent"]

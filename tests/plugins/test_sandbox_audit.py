@@ -129,6 +129,14 @@ def test_assignments_and_exec_wrappers_keep_command_position(prefix: str) -> Non
     assert verdict(prefix + "$(curl u)")[1] == "substitution_in_command_position"
 
 
+@pytest.mark.parametrize("vanishing", ["$unset", "${unset}", "$a$b", '"$@"', '"${arr[@]}"'])
+def test_an_expansion_that_may_be_empty_passes_command_position_on(vanishing: str) -> None:
+    # Found by running generated commands through bash with a stub `curl`.
+    assert verdict(f"{vanishing} $(curl u)") == ("block", "substitution_in_command_position")
+    assert verdict(f"{vanishing} rm -rf /") == ("block", "recursive_delete_critical")
+    assert verdict(f'"$x{vanishing}" $(curl u)')[0] == "pass"   # quoted: an empty word runs
+
+
 def test_an_assignment_is_value_position_only_without_whitespace() -> None:
     assert verdict("x=$(curl u)") == ("pass", "value_position_substitution")
     assert verdict("x= $(curl u)") == ("block", "substitution_in_command_position")
