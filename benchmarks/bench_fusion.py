@@ -145,17 +145,14 @@ def _turn_two() -> dict[str, Any]:
 
 def chain_config(name: str) -> tuple[Any, Any]:
     """(operator config, runtime options) of the `default` or `all-optional` chain."""
-    from antler.config import OperatorConfig, parse_config
+    from antler.config import OperatorConfig
     from antler.context import RuntimeOptions
+    from antler.demo import all_optional_config
     from antler.registry import discover
 
     if name == "default":
         return OperatorConfig(), RuntimeOptions(subagents_enabled=True, user_id="bench")
-    registry = discover()
-    sections = sorted({spec.section for spec in registry.specs.values()
-                       if spec.enabled == "off" and "lead" in spec.chains})
-    text = "".join(f"{section}: {{enabled: true}}\n" for section in sections)
-    config = parse_config(text, registry) if text else OperatorConfig()
+    config = all_optional_config(discover())
     return config, RuntimeOptions(subagents_enabled=True, plan_mode=True, supports_vision=True,
                                   user_id="bench")
 

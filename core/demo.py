@@ -57,6 +57,26 @@ TITLE_SCRIPT: list[Any] = ["Sales data analysis"]
 MEMORY_SCRIPT: list[Any] = ['["The user tracks monthly revenue by region."]']
 
 
+def all_optional_config(registry: Any) -> OperatorConfig:
+    """Every optional plugin of `registry` switched on, with settings the demo can run.
+
+    `examples/all-optional.yaml` supplies the plugins that need settings (providers,
+    thresholds); any other optional plugin, a third party's included, is enabled
+    with `enabled: true`. Tests and benchmarks use this for "the full chain".
+    """
+    from importlib import resources
+
+    from .config import parse_config
+
+    text = resources.files("antler").joinpath("examples/all-optional.yaml").read_text("utf-8")
+    configured = parse_config(text, registry, source="examples/all-optional.yaml")
+    sections = sorted({spec.section for spec in registry.specs.values()
+                       if spec.enabled == "off" and configured.section(spec.section) is None})
+    text += "".join(f"\n{section}: {{enabled: true}}" for section in sections)
+    return parse_config(text, registry, source="examples/all-optional.yaml (+ every other "
+                                               "optional plugin)")
+
+
 @dataclass
 class DemoResult:
     """What the demo did, for printing and for tests."""

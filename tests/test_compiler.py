@@ -797,19 +797,38 @@ class RecordingQueue:
 
 
 def builtin_chain(name: str) -> tuple[Any, Any]:
-    from antler.config import OperatorConfig, parse_config
+    from antler.config import OperatorConfig
     from antler.context import RuntimeOptions
+    from antler.demo import all_optional_config
     from antler.registry import discover
 
     if name == "default":
         return OperatorConfig(), RuntimeOptions(subagents_enabled=True, user_id="u")
-    registry = discover()
-    sections = sorted({spec.section for spec in registry.specs.values()
-                       if spec.enabled == "off" and "lead" in spec.chains})
-    text = "".join(f"{section}: {{enabled: true}}\n" for section in sections)
-    config = parse_config(text, registry) if text else OperatorConfig()
+    config = all_optional_config(discover())
     return config, RuntimeOptions(subagents_enabled=True, plan_mode=True, supports_vision=True,
                                   user_id="u")
+
+
+def deterministic_trace(hooks: list[tuple[str, str]]) -> list[Any]:
+    """The trace with each tool phase as a sorted block.
+
+    The demo's first turn runs `bash` and `task` in parallel, so the order in
+    which their tool wrappers (and the subagent inside `task`) start depends on
+    thread timing, fused or not; everything else is strictly ordered.
+    """
+    out: list[Any] = []
+    phase: list[tuple[str, str]] = []
+    for plugin, hook in hooks:
+        if hook == "wrap_tool_call" or plugin.startswith("subagent:"):
+            phase.append((plugin, hook))
+            continue
+        if phase:
+            out.append(sorted(phase))
+            phase = []
+        out.append((plugin, hook))
+    if phase:
+        out.append(sorted(phase))
+    return out
 
 
 def play_demo(base: Any, chain: str, fused: bool) -> dict[str, Any]:
@@ -856,7 +875,7 @@ def play_demo(base: Any, chain: str, fused: bool) -> dict[str, Any]:
         "requests": repr([describe(r.messages) for r in lead.requests]),
         "subagent": repr([describe(r.messages) for r in sub.requests]),
         "memory": repr(queue.submissions),
-        "trace": repr(tracer.hooks()),
+        "trace": repr(deterministic_trace(tracer.hooks())),
         "streamed_nodes": repr(streamed),
     }
     # Ids LangChain and LangGraph generate (random in any two runs) are named by

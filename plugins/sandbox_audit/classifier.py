@@ -12,11 +12,13 @@ How a command is judged:
    input nested deeper than it follows is blocked (`nesting_too_deep`).
 2. The script is walked in execution order. Substitutions are walked before the
    command that contains them, and each reports what it runs: a fetcher
-   (`curl`), a decoder (`base64 -d`), an interpreter (`python`, `eval`), or a
+   (`curl`), a decoder (`base64 -d`), an interpreter (`python`, `eval`), a
+   computed or globbed command name, a function doing any of these, or a
    variable holding fetched content. Such a substitution is *risky*.
 3. A risky substitution is judged by **position**, not by its presence: as the
-   command itself (after leading assignments and exec wrappers such as `env`,
-   `sudo`, `nohup`; after `find -exec`) it runs what it prints and is blocked;
+   command itself (after leading assignments, exec wrappers such as `env`,
+   `sudo`, `nohup`, and expansions that may be empty; after `find -exec`) it
+   runs what it prints and is blocked;
    as a value (an assignment, an argument, a `for` list, a heredoc body, a
    here-string to a non-interpreter) it only captures output and passes.
    Two contexts are position-blind because they execute whatever they receive

@@ -117,9 +117,10 @@ RULES: tuple[Rule, ...] = (
          "the script that runs is never visible as a command",
          "Run the commands directly, or write a script file and run `bash file.sh`."),
     Rule("substitution_in_command_position", _B,
-         "a command substitution (`$(...)`, backticks, `<(...)`) that fetches, decodes or "
-         "interprets, used as the command itself, including after assignments and exec "
-         "wrappers (env, command, builtin, exec, nohup, time, sudo, doas, ...)",
+         "a command substitution (`$(...)`, backticks, `<(...)`) that fetches, decodes, "
+         "interprets or runs a computed command, used as the command itself, including "
+         "after assignments, exec wrappers (env, command, builtin, exec, nohup, time, sudo, "
+         "doas, ...) and expansions that may be empty (`$unset $(curl u)`)",
          "the shell executes whatever the substitution prints",
          "Capture the output into a variable or file, inspect it, and run explicit commands."),
     Rule("interpreter_runs_substitution", _B,

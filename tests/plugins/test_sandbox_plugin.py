@@ -129,7 +129,7 @@ def test_file_tools_read_write_append_replace_and_list(home):
         call("ls", path="/mnt/user-data/workspace"),
         "done",
     ]
-    agent, _ = make_agent(home, script)
+    agent, _ = make_agent(home, script, config=without_read_gate())
     with agent:
         state = agent.invoke("edit", thread_id="t1")
     results = [m.content for m in tool_results(state)]
@@ -143,6 +143,14 @@ def test_file_tools_read_write_append_replace_and_list(home):
     assert all(m.status == "success" for m in tool_results(state))
 
 
+def without_read_gate() -> Any:
+    """These tests are about the tools themselves; read_before_write has its own tests."""
+    from antler.config import parse_config
+    from antler.registry import discover
+
+    return parse_config("read_before_write: {enabled: false}", discover())
+
+
 def test_str_replace_needs_exactly_one_occurrence(home):
     script = [
         call("write_file", path="f.txt", content="x x"),
@@ -151,7 +159,7 @@ def test_str_replace_needs_exactly_one_occurrence(home):
         call("str_replace", path="f.txt", old="", new="y"),
         "done",
     ]
-    agent, _ = make_agent(home, script)
+    agent, _ = make_agent(home, script, config=without_read_gate())
     with agent:
         state = agent.invoke("edit", thread_id="t1")
     _, twice, missing, empty = tool_results(state)

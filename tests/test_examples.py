@@ -1,0 +1,32 @@
+"""The shipped example configs stay valid and really switch every optional plugin on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from antler.chain import plan_chain
+from antler.cli import cli
+from antler.context import RuntimeOptions
+from antler.demo import all_optional_config
+from antler.registry import discover
+
+EXAMPLES = sorted((Path(__file__).parent.parent / "core" / "examples").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_configs_pass_config_check(path):
+    result = CliRunner().invoke(cli, ["config", "check", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "is valid" in result.output
+
+
+def test_all_optional_config_leaves_no_plugin_out_of_the_lead_chain():
+    registry = discover()
+    plan = plan_chain(all_optional_config(registry), "lead", RuntimeOptions(
+        plan_mode=True, supports_vision=True, subagents_enabled=True), registry=registry)
+    assert {ex.kind for ex in plan.excluded.values()} <= {"not_in_chain"}
+    assert {"authorization", "guardrail", "summarization", "todo", "view_image",
+            "subagent_limit"} <= set(plan.order)
