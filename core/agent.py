@@ -110,8 +110,14 @@ class AntlerAgent:
 
 
 def open_checkpointer(kind: Any, base_dir: Path) -> tuple[Any, Any]:
-    """(saver, closer) for 'sqlite' (the default), 'memory', None/'none', or a saver."""
-    if kind in (None, "none", False):
+    """(saver, closer) for 'sqlite' (the default), 'memory', None/'none', False, or a saver.
+
+    None keeps no checkpoints of its own but, run inside another graph, writes into
+    the parent's; False never checkpoints, even nested.
+    """
+    if kind is False:
+        return False, None
+    if kind in (None, "none"):
         return None, None
     if kind == "memory":
         from langgraph.checkpoint.memory import InMemorySaver
@@ -186,7 +192,10 @@ def create_agent(
             sub_services = Services({**services.items, MODEL: sub_model})
             sub = create_agent(
                 config, chain="subagent", model=sub_model, tools=tools,
-                checkpointer=None, runtime=runtime.model_copy(update={"subagents_enabled": False}),
+                # A delegated task is one tool call of the lead: its inner steps are not
+                # persisted (nor written into the lead thread's checkpoints).
+                checkpointer=False,
+                runtime=runtime.model_copy(update={"subagents_enabled": False}),
                 services=sub_services, registry=registry, system_prompt=system_prompt,
                 base_dir=base, tracer=tracer.child("subagent") if tracer else None,
                 fuse=fuse,

@@ -72,7 +72,7 @@ def run_command(prompt: str, thread_id: str | None, user_id: str, uploads: tuple
         click.echo(f"thread: {thread_id}", err=True)
         for update in agent.stream(prompt, thread_id=thread_id, user_id=user_id, files=files):
             _echo_update(update)
-        state = agent.state(thread_id) if agent.checkpointer is not None else {}
+        state = agent.state(thread_id) if agent.checkpointer else {}
         if state.get("title"):
             click.echo(f"[title] {state['title']}", err=True)
         queue = agent.services.items.get("memory_queue")

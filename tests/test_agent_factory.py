@@ -178,3 +178,17 @@ def test_roles_given_as_one_string_are_refused():
 
     with pytest.raises(TypeError, match=r"roles=\['admin'\]"):
         RunContext(roles="admin")  # type: ignore[arg-type]
+
+
+def test_a_delegated_task_writes_no_checkpoints_into_the_lead_thread(tmp_path):
+    lead = ScriptedChatModel([
+        {"content": "", "tool_calls": [{"name": "task", "args": {"description": "d",
+                                                                  "prompt": "p"}}]},
+        "done"])
+    with create_agent(registry=platform_only(), model=lead,
+                      subagent_model=ScriptedChatModel(["sub"]), checkpointer="memory",
+                      base_dir=tmp_path, runtime=RuntimeOptions(subagents_enabled=True)) as agent:
+        agent.invoke("go", thread_id="t1")
+        namespaces = {c.config["configurable"].get("checkpoint_ns", "")
+                      for c in agent.checkpointer.list(None)}
+    assert namespaces == {""}  # only the lead graph's own checkpoints
