@@ -401,3 +401,24 @@ def neutralize(text: str, tags: ReservedTags) -> Neutralized:
         last = index + 1
     parts.append(text[last:])
     return Neutralized("".join(parts), tuple(findings))
+
+
+def neutralize_blocks(blocks: list[Any], tags: ReservedTags) -> tuple[list[Any], list[Finding]]:
+    """Message content blocks with the text of each string and text block neutralized.
+
+    Non-text blocks (images, tool-use payloads) pass through untouched.
+    """
+    findings: list[Finding] = []
+    clean = []
+    for block in blocks:
+        if isinstance(block, str):
+            result = neutralize(block, tags)
+            findings += result.findings
+            block = result.text
+        elif (isinstance(block, dict) and block.get("type") == "text"
+              and isinstance(block.get("text"), str)):
+            result = neutralize(block["text"], tags)
+            findings += result.findings
+            block = {**block, "text": result.text}
+        clean.append(block)
+    return clean, findings

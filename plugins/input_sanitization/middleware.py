@@ -85,6 +85,7 @@ from antler.tagguard import (
     Finding,
     ReservedTags,
     neutralize,
+    neutralize_blocks,
 )
 
 from .config import InputSanitizationConfig
@@ -343,18 +344,8 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
             head, rest = content[:k], content[k:]
             if not rest:
                 return message, []
-            clean_rest = []
-            for block in rest:
-                if isinstance(block, str):
-                    result = neutralize(block, self.tags)
-                    findings += result.findings
-                    block = result.text
-                elif (isinstance(block, dict) and block.get("type") == "text"
-                      and isinstance(block.get("text"), str)):
-                    result = neutralize(block["text"], self.tags)
-                    findings += result.findings
-                    block = {**block, "text": result.text}
-                clean_rest.append(block)
+            clean_rest, found = neutralize_blocks(rest, self.tags)
+            findings += found
             new_content = [*head, {"type": "text", "text": USER_INPUT_BEGIN}, *clean_rest,
                            {"type": "text", "text": USER_INPUT_END}]
             user_text = _joined(rest)

@@ -50,7 +50,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from antler.context import BuildContext
-from antler.tagguard import Finding, ReservedTags, neutralize
+from antler.tagguard import Finding, ReservedTags, neutralize, neutralize_blocks
 
 from .config import ToolResultSanitizationConfig
 
@@ -162,19 +162,8 @@ class ToolResultSanitizationMiddleware(AgentMiddleware):
             findings += result.findings
             content = result.text
         elif isinstance(content, list):
-            blocks = []
-            for block in content:
-                if isinstance(block, str):
-                    result = neutralize(block, self.tags)
-                    findings += result.findings
-                    block = result.text
-                elif (isinstance(block, dict) and block.get("type") == "text"
-                      and isinstance(block.get("text"), str)):
-                    result = neutralize(block["text"], self.tags)
-                    findings += result.findings
-                    block = {**block, "text": result.text}
-                blocks.append(block)
-            content = blocks
+            content, found = neutralize_blocks(content, self.tags)
+            findings += found
         names = sorted({finding.name for finding in findings})
         if findings:
             logger.warning("neutralized %d forged framework tag(s) or marker(s) in the result "
