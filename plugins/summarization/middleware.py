@@ -22,6 +22,7 @@ from langchain_core.language_models import BaseChatModel
 from antler.context import MODEL, BuildContext
 from antler.errors import BuildError
 from antler.models import resolve_chat_model
+from antler.tagguard import ReservedTags, neutralize
 
 from .config import SummarizationConfig
 
@@ -42,6 +43,23 @@ class AntlerSummarizationMiddleware(SummarizationMiddleware):
     """
 
     transformers = (InternalCallTransformer,)
+
+    #: Tags no summary may carry; set by `build` from the chain (None: no neutralizing).
+    reserved_tags: ReservedTags | None = None
+
+    # The summary is model-written from untrusted history (user text, fetched pages)
+    # yet lands in context as framework text, which the input sanitizer leaves alone:
+    # a forged tag the summarizer repeats word for word is made literal here.
+    def _create_summary(self, messages_to_summarize: list[Any]) -> str:
+        return self._neutralized(super()._create_summary(messages_to_summarize))
+
+    async def _acreate_summary(self, messages_to_summarize: list[Any]) -> str:
+        return self._neutralized(await super()._acreate_summary(messages_to_summarize))
+
+    def _neutralized(self, summary: str) -> str:
+        if self.reserved_tags is None or not isinstance(summary, str):
+            return summary
+        return neutralize(summary, self.reserved_tags).text
 
 
 def build(ctx: BuildContext) -> AntlerSummarizationMiddleware:
@@ -73,7 +91,9 @@ def build(ctx: BuildContext) -> AntlerSummarizationMiddleware:
         kwargs["summary_prompt"] = config.summary_prompt
     if summarizer is not None and summarizer is not managed:
         kwargs["summarizer"] = summarizer
-    return AntlerSummarizationMiddleware(managed, **kwargs)
+    middleware = AntlerSummarizationMiddleware(managed, **kwargs)
+    middleware.reserved_tags = ReservedTags.for_build(ctx)
+    return middleware
 
 
 def _check_profile(config: SummarizationConfig, model: BaseChatModel) -> None:
