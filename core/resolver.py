@@ -259,7 +259,7 @@ class _Resolver:
             c = Constraint(name, "immediately_before", order.immediately_before, prov)
             self._glue(name, order.immediately_before, c)
         slot_name = order.slot
-        if slot_name is None and order.is_empty():
+        if slot_name is None and not order.places():
             slot_name = self.default_slot
         if slot_name is not None:
             slot = self.slots.get(slot_name)
@@ -278,6 +278,8 @@ class _Resolver:
     def _reference(self, owner: str, kind: str, target: str, prov: Provenance,
                    adjacency: bool = False) -> bool:
         """True when `target` takes part; False when it is known but absent."""
+        if target == owner:
+            raise ResolutionError(f"{owner} [{prov}] declares {kind}: itself; remove it")
         if target.startswith(POINT_PREFIX):
             if target not in self.points:
                 raise UnknownReferenceError(
@@ -290,8 +292,6 @@ class _Resolver:
                     "nothing can sit immediately next to it. Use after/before instead."
                 )
             return True
-        if target == owner:
-            raise ResolutionError(f"{owner} [{prov}] declares {kind}: itself; remove it")
         if target in self.specs:
             return True
         if target in self.absent:

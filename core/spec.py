@@ -133,6 +133,11 @@ class Ordering(BaseModel):
     def is_empty(self) -> bool:
         return not any(getattr(self, field) for field in type(self).model_fields)
 
+    def places(self) -> bool:
+        """Whether any field says where the plugin goes (`requires` alone does not)."""
+        return any(getattr(self, field) for field in type(self).model_fields
+                   if field != "requires")
+
     def merged(self, override: Ordering) -> Ordering:
         """This ordering with every field that `override` sets replaced."""
         return self.model_copy(

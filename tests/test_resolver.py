@@ -587,3 +587,18 @@ def test_point_between_an_adjacency_pair_is_a_named_cycle():
         resolve(m.plugins, points=m.points)
     assert set(info.value.cycle) == {"x", "y", "@guards_end"}
     assert "nothing can come between them" in str(info.value)
+
+
+def test_a_plugin_that_only_requires_another_lands_in_the_default_slot():
+    body = (entry("guard", '{before: ["@guards_end"]}')
+            + entry("needy", "{requires: [guard]}"))
+    placed = run(body, points=True).placements["needy"]
+    assert any(c.kind == "default slot" for c in placed.constraints)
+    assert run(body, points=True).order == ["guard", "needy"]
+
+
+def test_a_point_ordered_against_itself_is_refused():
+    from antler.spec import PointSpec
+
+    with pytest.raises(ResolutionError, match="itself"):
+        resolve([], points=[PointSpec(name="p", after=["@p"])])
