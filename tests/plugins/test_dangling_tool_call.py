@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,9 +15,6 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from antler.agent import create_agent
-from antler.context import MEMORY_MODEL, TITLE_MODEL
-from antler.models import ScriptedChatModel
 from antler.plugins.dangling_tool_call.middleware import (
     INTERRUPTED_PLACEHOLDER,
     MALFORMED_PLACEHOLDER,
@@ -26,16 +22,7 @@ from antler.plugins.dangling_tool_call.middleware import (
     repair_messages,
     sanitize_tool_name,
 )
-
-
-def make_agent(home: Path, script: list[Any], **kwargs: Any) -> tuple[Any, ScriptedChatModel]:
-    """The real chain of the installed plugins over a scripted model (see test_thread_data)."""
-    model = ScriptedChatModel(script)
-    services = {TITLE_MODEL: ScriptedChatModel(["A title"] * 5),
-                MEMORY_MODEL: ScriptedChatModel(["{}"] * 5), **kwargs.pop("services", {})}
-    kwargs.setdefault("checkpointer", "memory")
-    agent = create_agent(model=model, base_dir=home, services=services, **kwargs)
-    return agent, model
+from tests.plugins.support import make_agent
 
 
 def ai_calls(*calls: tuple[str, str], content: str = "", msg_id: str | None = None) -> AIMessage:

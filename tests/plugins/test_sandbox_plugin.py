@@ -12,10 +12,8 @@ import pytest
 from langchain_core.messages import ToolMessage
 from pydantic import ValidationError
 
-from antler.agent import create_agent
 from antler.config import parse_config
-from antler.context import MEMORY_MODEL, SANDBOX_PROVIDER, TITLE_MODEL
-from antler.models import ScriptedChatModel
+from antler.context import SANDBOX_PROVIDER
 from antler.paths import PathLayout
 from antler.plugins.sandbox.config import SandboxConfig
 from antler.plugins.sandbox.tools import TOOL_METADATA, build_tools
@@ -23,6 +21,7 @@ from antler.registry import discover
 from antler.runcontext import RunContext
 from antler.sandbox import SandboxClosedError, UnknownSandboxProviderError
 from antler.sandbox.local import LocalSandboxProvider
+from tests.plugins.support import make_agent
 
 SANDBOX_TOOLS = ["bash", "ls", "read_file", "write_file", "str_replace"]
 
@@ -43,16 +42,6 @@ class CountingProvider(LocalSandboxProvider):
     def release(self, sandbox_id: str) -> None:
         self.released.append(sandbox_id)
         super().release(sandbox_id)
-
-
-def make_agent(home: Path, script: list[Any], **kwargs: Any) -> tuple[Any, ScriptedChatModel]:
-    """The real chain of the installed plugins over a scripted model (see test_thread_data)."""
-    model = ScriptedChatModel(script)
-    services = {TITLE_MODEL: ScriptedChatModel(["A title"] * 5),
-                MEMORY_MODEL: ScriptedChatModel(["{}"] * 5), **kwargs.pop("services", {})}
-    kwargs.setdefault("checkpointer", "memory")
-    agent = create_agent(model=model, base_dir=home, services=services, **kwargs)
-    return agent, model
 
 
 def call(name: str, **args: Any) -> dict[str, Any]:

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from antler.agent import create_agent
-from antler.context import MEMORY_MODEL, MODEL, PATHS, TITLE_MODEL
+from antler.context import MODEL, PATHS
 from antler.errors import BuildError
 from antler.models import ScriptedChatModel
 from antler.paths import InvalidIdentifierError, PathLayout
@@ -21,20 +20,7 @@ from antler.plugins.thread_data.middleware import (
     build,
 )
 from antler.runcontext import RunContext
-
-
-def make_agent(home: Path, script: list[Any], **kwargs: Any) -> tuple[Any, ScriptedChatModel]:
-    """The real chain of the installed plugins over a scripted model.
-
-    Plugins that call a model of their own (title, memory) get their own scripted
-    models, so the script below is only the agent's turns.
-    """
-    model = ScriptedChatModel(script)
-    services = {TITLE_MODEL: ScriptedChatModel(["A title"] * 5),
-                MEMORY_MODEL: ScriptedChatModel(["{}"] * 5), **kwargs.pop("services", {})}
-    kwargs.setdefault("checkpointer", "memory")
-    agent = create_agent(model=model, base_dir=home, services=services, **kwargs)
-    return agent, model
+from tests.plugins.support import make_agent
 
 
 def files_under(path: Path) -> list[Path]:

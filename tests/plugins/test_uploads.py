@@ -12,8 +12,6 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from antler.agent import create_agent
-from antler.context import MEMORY_MODEL, TITLE_MODEL
 from antler.models import ScriptedChatModel
 from antler.paths import PathLayout, ThreadPaths
 from antler.plugins.uploads.middleware import (
@@ -24,16 +22,7 @@ from antler.plugins.uploads.middleware import (
 )
 from antler.runcontext import RunContext
 from antler.uploads import UploadError, stage_upload
-
-
-def make_agent(home: Path, script: list[Any], **kwargs: Any) -> tuple[Any, ScriptedChatModel]:
-    """The real chain of the installed plugins over a scripted model (see test_thread_data)."""
-    model = ScriptedChatModel(script)
-    services = {TITLE_MODEL: ScriptedChatModel(["A title"] * 5),
-                MEMORY_MODEL: ScriptedChatModel(["{}"] * 5), **kwargs.pop("services", {})}
-    kwargs.setdefault("checkpointer", "memory")
-    agent = create_agent(model=model, base_dir=home, services=services, **kwargs)
-    return agent, model
+from tests.plugins.support import make_agent
 
 
 def upload(tmp_path: Path, paths: ThreadPaths, name: str, data: bytes = b"a,b\n1,2\n") -> dict:
