@@ -12,9 +12,16 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+)
 
 from .diagnostics import describe_validation_error, did_you_mean
 from .errors import ConfigError, ReflectionError
@@ -30,6 +37,19 @@ PLATFORM_SECTIONS = ("chain", "plugins", "extensions", "models", "storage")
 
 def _both_chains() -> list[Chain]:
     return ["lead", "subagent"]
+
+def _model_spec_text(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not value.strip():
+        raise ValueError("is empty; leave it out to use the default model")
+    return value.strip()
+
+
+ModelSpec = Annotated[str | None, AfterValidator(_model_spec_text)]
+"""A config field naming a chat model (`init_chat_model` string or 'scripted:FILE');
+blank is refused, None means "the default model". For plugin config models."""
+
 
 class ChainSettings(BaseModel):
     """`chain:` — how chains are compiled."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
+
+from antler.config import ModelSpec
 
 
 class MemoryConfig(BaseModel):
@@ -19,7 +21,7 @@ class MemoryConfig(BaseModel):
         description="Wait this long after a run before extracting; a newer run of the same "
         "thread within the wait replaces the pending one. 0 processes right away.",
     )
-    model: str | None = Field(
+    model: ModelSpec = Field(
         default=None,
         description="Model that extracts facts, as an `init_chat_model` string such as "
         "'openai:gpt-4o-mini'. Default: the `memory_model` service if the application "
@@ -30,9 +32,3 @@ class MemoryConfig(BaseModel):
         description="Most facts kept per user; past it the least recently seen are dropped.",
     )
 
-    @field_validator("model")
-    @classmethod
-    def _model_not_blank(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError("is empty; leave it out to use the default model")
-        return value.strip() if value is not None else None

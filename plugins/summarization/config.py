@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from antler.config import ModelSpec
+
 ContextSizeType = Literal["tokens", "messages", "fraction"]
 
 
@@ -67,7 +69,7 @@ class SummarizationConfig(BaseModel):
     enabled: bool | None = Field(
         default=None, description="Turn summarization on (it is off unless enabled)."
     )
-    model: str | None = Field(
+    model: ModelSpec = Field(
         default=None,
         description="Model that writes the summaries, as an `init_chat_model` string such as "
         "'openai:gpt-4o-mini' (or 'scripted:path.yaml' offline). Default: the agent's own "
@@ -105,13 +107,6 @@ class SummarizationConfig(BaseModel):
                 "needs at least one threshold; to turn summarization off set `enabled: false`"
             )
         return value
-
-    @field_validator("model")
-    @classmethod
-    def _model_not_blank(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError("is empty; leave it out to use the agent's model")
-        return value.strip() if value is not None else None
 
     @field_validator("summary_prompt")
     @classmethod

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
+
+from antler.config import ModelSpec
 
 
 class TitleConfig(BaseModel):
@@ -13,7 +15,7 @@ class TitleConfig(BaseModel):
     enabled: bool | None = Field(
         default=None, description="Generate thread titles (on by default)."
     )
-    model: str | None = Field(
+    model: ModelSpec = Field(
         default=None,
         description="Lightweight model for titles, as an `init_chat_model` string such as "
         "'openai:gpt-4o-mini'. Default: the `title_model` service if the application "
@@ -24,9 +26,3 @@ class TitleConfig(BaseModel):
         description="Longest title kept, in characters; a longer model answer is cut.",
     )
 
-    @field_validator("model")
-    @classmethod
-    def _model_not_blank(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError("is empty; leave it out to use the default model")
-        return value.strip() if value is not None else None
