@@ -112,7 +112,7 @@ def _short(value: Any, limit: int = 120) -> str:
               help="Base directory (default: $ANTLER_HOME, else a new temporary directory, "
                    "kept so you can look at it).")
 def demo_command(home: str | None) -> None:
-    """Play seed 003's timeline through the real lead chain, with no API key."""
+    """Play a two-turn conversation through the real lead chain, with no API key."""
     import os
     import tempfile
 

@@ -1,4 +1,4 @@
-"""The demo: seed 003's per-turn timeline (section 6.12), played through the real lead chain.
+"""The demo: a harness's per-turn middleware timeline, played through the real lead chain.
 
 No API key and no network: the lead agent, its subagent, the title model and
 the memory extractor are scripted chat models. Everything else is real: the
@@ -164,7 +164,7 @@ def _snapshot(tracer: Tracer) -> Tracer:
 
 def render_demo(result: DemoResult) -> str:
     """The demo's printed report: the chain, both timelines, and where things are."""
-    lines = ["Antler demo: seed 003 section 6.12, played through the real lead chain", "",
+    lines = ["Antler demo: one thread, two turns, played through the real lead chain", "",
              "Lead chain: " + " -> ".join(result.chain), ""]
     for number, (state, tracer) in enumerate(zip(result.turns, result.tracers, strict=True), 1):
         lines.append(f"=== Turn {number} timeline ===")
