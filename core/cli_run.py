@@ -70,8 +70,13 @@ def run_command(prompt: str, thread_id: str | None, user_id: str, uploads: tuple
         paths = agent.services.get("paths").thread(user_id, thread_id)
         files = [stage_upload(paths, upload) for upload in uploads]
         click.echo(f"thread: {thread_id}", err=True)
-        for update in agent.stream(prompt, thread_id=thread_id, user_id=user_id, files=files):
-            _echo_update(update)
+        streamed: set[str] = set()
+        for mode, payload in agent.stream(prompt, thread_id=thread_id, user_id=user_id,
+                                          files=files, stream_mode=["messages", "updates"]):
+            if mode == "messages":
+                _echo_tokens(*payload, streamed)
+            else:
+                _echo_update(payload, streamed)
         state = agent.state(thread_id) if agent.checkpointer else {}
         if state.get("title"):
             click.echo(f"[title] {state['title']}", err=True)
@@ -82,7 +87,23 @@ def run_command(prompt: str, thread_id: str | None, user_id: str, uploads: tuple
         click.echo("\n" + tracer.render(), err=True)
 
 
-def _echo_update(update: dict[str, Any]) -> None:
+def _echo_tokens(chunk: Any, metadata: dict[str, Any], streamed: set[str]) -> None:
+    """Print the lead model's answer as it streams (providers that stream send tokens).
+
+    Only the agent's own model node: the title, memory and summary models and the
+    subagent's steps are not the answer.
+    """
+    if metadata.get("langgraph_node") != "model" or not type(chunk).__name__.startswith(
+            "AIMessage"):
+        return
+    text = getattr(chunk, "text", "")
+    if text:
+        click.echo(text, nl=False)
+        if chunk.id:
+            streamed.add(chunk.id)
+
+
+def _echo_update(update: dict[str, Any], streamed: set[str]) -> None:
     """Print what a graph step added: assistant text, tool calls, tool results."""
     for node, change in update.items():
         messages = (change or {}).get("messages", []) if isinstance(change, dict) else []
@@ -91,7 +112,9 @@ def _echo_update(update: dict[str, Any]) -> None:
             if kind == "AIMessage":
                 for call in getattr(message, "tool_calls", []) or []:
                     click.echo(f"-> {call['name']}({_short(call.get('args'))})", err=True)
-                if message.content:
+                if message.id in streamed:
+                    click.echo()  # end the streamed line
+                elif message.content:
                     click.echo(str(message.content))
             elif kind == "ToolMessage":
                 artifact = getattr(message, "artifact", None)
