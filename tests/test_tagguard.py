@@ -339,5 +339,6 @@ def test_linear_time_on_adversarial_input(text):
     started = time.perf_counter()
     result = neutralize(text, TAGS)
     elapsed = time.perf_counter() - started
-    assert elapsed < 2.0, f"{elapsed:.2f}s for {len(text)} characters"
+    # Loose on purpose (a backtracking regex would take minutes); no timing figures here.
+    assert elapsed < 10.0, f"{elapsed:.2f}s for {len(text)} characters"
     assert find_reserved(result.text, TAGS) == []
