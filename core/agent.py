@@ -109,6 +109,10 @@ class AntlerAgent:
         self.close()
 
 
+FROM_CONFIG = "config"
+"""`create_agent`'s default checkpointer: whatever `storage.checkpointer` says."""
+
+
 def open_checkpointer(kind: Any, base_dir: Path) -> tuple[Any, Any]:
     """(saver, closer) for 'sqlite' (the default), 'memory', None/'none', False, or a saver.
 
@@ -139,7 +143,7 @@ def create_agent(
     chain: str = "lead",
     model: Any = None,
     tools: Sequence[Any] = (),
-    checkpointer: Any = "sqlite",
+    checkpointer: Any = FROM_CONFIG,
     runtime: RuntimeOptions | None = None,
     services: Services | dict[str, Any] | None = None,
     registry: PluginRegistry | None = None,
@@ -153,9 +157,12 @@ def create_agent(
     """Build `chain` from the installed plugins and compile it into an agent graph.
 
     `model` is a chat model or an `init_chat_model` string; None means the
-    embedded scripted model. `checkpointer` is 'sqlite' (a file under the base
-    directory, so a thread resumes across processes), 'memory', None, or any
-    LangGraph saver.
+    config's `models.default` (the embedded scripted model unless configured).
+    `checkpointer` is 'sqlite' (a file under the base directory, so a thread
+    resumes across processes), 'memory', None, False, or any LangGraph saver;
+    by default the config's `storage.checkpointer` ('sqlite' unless configured).
+    `base_dir` defaults to `storage.base_dir`, then $ANTLER_HOME, then ./.antler;
+    `runtime` defaults to the config's model capabilities (`models.supports_vision`).
 
     When `runtime.subagents_enabled`, the lead gets the `task` tool, whose
     subagent is built from the subagent chain of the same plugins, config and
@@ -170,9 +177,17 @@ def create_agent(
 
     registry = registry or discover()
     config = config or OperatorConfig()
-    base = resolve_base(base_dir)
+    base = resolve_base(base_dir or config.storage.base_dir)
+    if checkpointer == FROM_CONFIG:
+        checkpointer = config.storage.checkpointer
+    if runtime is None:
+        runtime = RuntimeOptions(supports_vision=config.models.supports_vision)
     if not isinstance(services, Services):
         services = Services(dict(services or {}))
+    if model is None:
+        model = config.models.default
+    if subagent_model is None and config.models.subagent:
+        subagent_model = resolve_chat_model(config.models.subagent)
     chat_model = resolve_chat_model(model) if not hasattr(model, "invoke") else model
     services.items.setdefault(MODEL, chat_model)
     services.items.setdefault(PATHS, PathLayout(base))

@@ -74,7 +74,8 @@ def run_command(prompt: str, thread_id: str | None, user_id: str, uploads: tuple
         for mode, payload in agent.stream(prompt, thread_id=thread_id, user_id=user_id,
                                           files=files, stream_mode=["messages", "updates"]):
             if mode == "messages":
-                _echo_tokens(*payload, streamed)
+                chunk, metadata = payload
+                _echo_tokens(chunk, metadata, streamed)
             else:
                 _echo_update(payload, streamed)
         state = agent.state(thread_id) if agent.checkpointer else {}

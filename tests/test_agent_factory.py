@@ -192,3 +192,18 @@ def test_a_delegated_task_writes_no_checkpoints_into_the_lead_thread(tmp_path):
         namespaces = {c.config["configurable"].get("checkpoint_ns", "")
                       for c in agent.checkpointer.list(None)}
     assert namespaces == {""}  # only the lead graph's own checkpoints
+
+
+def test_the_config_supplies_model_storage_and_capability_defaults(tmp_path):
+    registry = platform_only()
+    script = tmp_path / "script.yaml"
+    script.write_text("- configured reply\n", encoding="utf-8")
+    config = parse_config(
+        f"models: {{default: 'scripted:{script}', supports_vision: true}}\n"
+        f"storage: {{base_dir: '{tmp_path / 'home'}', checkpointer: memory}}\n", registry)
+    with create_agent(config, registry=registry) as agent:
+        state = agent.invoke("hi", thread_id="t1")
+    assert state["messages"][-1].content == "configured reply"
+    assert agent.base_dir == tmp_path / "home"
+    assert type(agent.checkpointer).__name__ == "InMemorySaver"
+    assert agent.chain.plan.runtime.supports_vision is True
