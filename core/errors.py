@@ -48,6 +48,13 @@ class UnmetRequirementError(ResolutionError):
     """A plugin `requires` another that is unknown or not enabled in the chain."""
 
 
+class UnknownPluginError(AntlerError, KeyError):
+    """A plugin name that no installed plugin has; the message suggests the nearest."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
 class ConfigError(AntlerError):
     """The operator config is invalid; the message names file, line and column."""
 

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from . import hookspecs
 from .diagnostics import did_you_mean
-from .errors import DiscoveryError, ManifestError
+from .errors import DiscoveryError, ManifestError, UnknownPluginError
 from .manifest import Manifest, builtin_manifest
 from .spec import PluginSpec, PointSpec, Provenance, SlotSpec
 
@@ -134,7 +134,7 @@ class PluginRegistry:
         try:
             return self.specs[name]
         except KeyError:
-            raise KeyError(
+            raise UnknownPluginError(
                 f"no installed plugin is named {name!r}{did_you_mean(name, self.specs)}"
             ) from None
 
