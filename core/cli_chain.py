@@ -121,9 +121,9 @@ def load_diagnostics(registry: PluginRegistry, config: OperatorConfig) -> list[d
             for d in registry.diagnostics]
 
 
-def _placed_by(name: str, graph: ChainGraph) -> str:
-    """The plugin's own declarations, compactly: 'after a, b; slot extensions'."""
-    groups: dict[str, list[str]] = {}
+def _placed_by(name: str, graph: ChainGraph, position: str | None = None) -> str:
+    """The plugin's own declarations, compactly: 'position first; after a, b; slot ...'."""
+    groups: dict[str, list[str]] = {"position": [position]} if position else {}
     for edge in graph.edges:
         if edge.source != name:
             continue
@@ -154,7 +154,8 @@ def show_report(plan: ChainPlan, graph: ChainGraph) -> dict[str, Any]:
             "hooks": hooks, "hooks_from": hooks_from,
             "source": plugin_source(placement.spec, registry),
             "declared_at": str(placement.spec.provenance),
-            "placed_by": _placed_by(name, graph),
+            "placed_by": _placed_by(name, graph,
+                                    placement.spec.ordering_for(plan.chain).position),
             "constraints": [{"owner": c.owner, "kind": c.kind, "target": c.target,
                              "declared_at": str(c.provenance)} for c in placement.constraints],
         })

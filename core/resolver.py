@@ -465,6 +465,7 @@ class _Resolver:
             claim = self.orderings[name].position
             if claim:
                 claims[claim].append(spec)
+                self.involved[name].append(Constraint(name, "position", claim, spec.provenance))
         for position, holders in claims.items():
             if len(holders) > 1:
                 where = "; ".join(f"{s.name} [{s.provenance}]" for s in holders)
