@@ -1,10 +1,8 @@
 """Shared helpers for the authorization, guardrail and read_before_write tests.
 
-`guard_registry()` discovers the installed plugins plus these three (and
-sandbox_audit, which read_before_write orders after) when their entry points
-are not installed yet. `register_providers(site, ...)` makes the shipped and
-test providers loadable by name through a test distribution's entry points,
-skipping names that are already installed.
+`guard_registry()` discovers the installed plugins (and checks the guard
+plugins are among them). `register_providers(site, ...)` makes the test
+providers loadable by name through a test distribution's entry points.
 """
 
 from __future__ import annotations
@@ -14,12 +12,10 @@ import functools
 import importlib
 import importlib.metadata
 import importlib.util
-import types
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import StructuredTool
 
@@ -35,8 +31,6 @@ from antler.authz import (
     Principal,
 )
 from antler.config import parse_config
-from antler.hookspecs import hookimpl
-from antler.manifest import builtin_manifest
 from antler.models import ScriptedChatModel
 from antler.registry import PluginRegistry, discover
 
@@ -45,11 +39,6 @@ GUARD_PLUGINS = ("authorization", "guardrail", "read_before_write")
 QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"
 """Title and memory would also call the scripted model; they have their own tests."""
 
-SHIPPED_PROVIDERS = {
-    AUTHORIZATION_PROVIDER_GROUP: {"rbac": "antler.plugins.authorization.rbac:RBACProvider"},
-    GUARDRAIL_PROVIDER_GROUP: {
-        "allowlist": "antler.plugins.guardrail.allowlist:AllowlistGuardrail"},
-}
 TEST_PROVIDERS = {
     AUTHORIZATION_PROVIDER_GROUP: {
         "clearance": "tests.plugins.guard_support:ClearanceProvider",
@@ -68,39 +57,10 @@ TEST_PROVIDERS = {
 # -- registry -----------------------------------------------------------------------------
 
 
-class NoopAudit(AgentMiddleware):
-    """Stands in for sandbox_audit until its middleware exists (ordering only)."""
-
-
-def noop_audit(_ctx: Any) -> NoopAudit:
-    return NoopAudit()
-
-
-def _stub_sandbox_audit() -> Any:
-    spec = builtin_manifest().plugin("sandbox_audit").model_copy(
-        update={"factory": "tests.plugins.guard_support:noop_audit"})
-
-    @hookimpl
-    def antler_plugin_specs() -> list[Any]:
-        return [spec]
-
-    return types.SimpleNamespace(antler_plugin_specs=antler_plugin_specs)
-
-
 @functools.cache
 def guard_registry() -> PluginRegistry:
-    """The installed plugins, plus the guard plugins (and sandbox_audit) when not installed."""
-    installed = discover().specs
-    extras: list[tuple[str, Any]] = [
-        (name, importlib.import_module(f"antler.plugins.{name}"))
-        for name in GUARD_PLUGINS if name not in installed]
-    if "sandbox_audit" not in installed:
-        if importlib.util.find_spec("antler.plugins.sandbox_audit.middleware") is not None:
-            extras.append(("sandbox_audit", importlib.import_module(
-                "antler.plugins.sandbox_audit")))
-        else:
-            extras.append(("sandbox_audit", _stub_sandbox_audit()))
-    registry = discover(extra_plugins=extras)
+    """The installed plugins; the guard plugins and sandbox_audit must be among them."""
+    registry = discover()
     missing = [name for name in (*GUARD_PLUGINS, "sandbox_audit") if name not in registry.specs]
     assert not missing, (missing, [str(d) for d in registry.diagnostics])
     return registry
@@ -108,7 +68,7 @@ def guard_registry() -> PluginRegistry:
 
 def register_providers(site: Any, groups: Mapping[str, Mapping[str, str]] | None = None) -> None:
     """Declare provider entry points in a test distribution (names not installed already)."""
-    wanted = groups or _merged(SHIPPED_PROVIDERS, TEST_PROVIDERS)
+    wanted = groups or TEST_PROVIDERS
     entry_points: dict[str, dict[str, str]] = {}
     for group, targets in wanted.items():
         installed = {ep.name for ep in importlib.metadata.entry_points(group=group)}
@@ -117,14 +77,6 @@ def register_providers(site: Any, groups: Mapping[str, Mapping[str, str]] | None
             entry_points[group] = missing
     if entry_points:
         site.distribution("antler-guard-test-providers", files={}, entry_points=entry_points)
-
-
-def _merged(*tables: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
-    merged: dict[str, dict[str, str]] = {}
-    for table in tables:
-        for group, targets in table.items():
-            merged.setdefault(group, {}).update(targets)
-    return merged
 
 
 # -- agents -------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ graphs where a blocked command must leave no trace on the file system.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 from pathlib import Path
 from types import SimpleNamespace
@@ -405,14 +404,8 @@ def test_build_makes_one_middleware_per_chain() -> None:
 # -- inside real agents -----------------------------------------------------------------------
 
 def audit_registry() -> Any:
-    """Installed plugins plus sandbox_audit (and the tool-call gates it orders itself after)."""
-    installed = discover()
-    missing = [name for name in ("authorization", "guardrail", "sandbox_audit")
-               if name not in installed.specs]
-    if not missing:
-        return installed
-    return discover(extra_plugins=[(name, importlib.import_module(f"antler.plugins.{name}"))
-                                   for name in missing])
+    """The installed plugins: sandbox_audit and the tool-call gates it orders itself after."""
+    return discover()
 
 
 @pytest.fixture
