@@ -214,16 +214,12 @@ def build_chain(
     entries = []
     for index, name in enumerate(plan.order, start=1):
         spec = plan.resolution.placements[name].spec
-        section = config.section(spec.section)
-        if section is None and spec.config_model is not None:
-            section = section_model(spec)()
-        context = BuildContext(chain, spec, section, plan.runtime, services, secrets, config,
-                               plan)
+        context = _context(plan, spec, services, secrets)
         middleware = _instantiate(spec, plan.builders.get(name), context)
         entries.append(ChainEntry(name, index, spec, middleware, _checked_hooks(spec,
                                                                                  middleware)))
     built = BuiltChain(plan, entries, services=services, secrets=secrets)
-    built.tools = _contributed_tools(built, registry, services, secrets, config)
+    built.tools = _contributed_tools(built)
     registry.plugin_manager.hook.antler_chain_resolved(chain=built)
     return built
 
@@ -344,9 +340,19 @@ def _extension_builder(path: str, kwargs: dict[str, Any], where: str) -> Callabl
     return build
 
 
-def _contributed_tools(built: BuiltChain, registry: PluginRegistry, services: Services,
-                       secrets: ChainSecrets, config: OperatorConfig) -> list[Any]:
+def _context(plan: ChainPlan, spec: PluginSpec, services: Services,
+             secrets: ChainSecrets) -> BuildContext:
+    """What one plugin's factory or hook gets: its section, defaults filled in."""
+    section = plan.config.section(spec.section)
+    if section is None and spec.config_model is not None:
+        section = section_model(spec)()
+    return BuildContext(plan.chain, spec, section, plan.runtime, services, secrets,
+                        plan.config, plan)
+
+
+def _contributed_tools(built: BuiltChain) -> list[Any]:
     """Tools from the `antler_tools` hook of plugins that take part in the chain."""
+    registry = built.plan.registry
     participating_eps = {registry.sources[n].entry_point for n in built.names
                          if n in registry.sources}
     tools: list[Any] = []
@@ -354,11 +360,9 @@ def _contributed_tools(built: BuiltChain, registry: PluginRegistry, services: Se
         if impl.plugin_name not in participating_eps:
             continue
         names = registry.entry_point_plugins.get(impl.plugin_name, [])
-        spec = registry.specs[names[0]] if names else None
-        if spec is None:
+        if not names:
             continue
-        context = BuildContext(built.chain, spec, config.section(spec.section),
-                               built.plan.runtime, services, secrets, config, built.plan)
+        context = _context(built.plan, registry.specs[names[0]], built.services, built.secrets)
         params = inspect.signature(impl.function).parameters
         result: Any = impl.function(context=context) if "context" in params else impl.function()
         tools.extend(result or [])
@@ -372,15 +376,12 @@ def select_tools(built: BuiltChain, tools: list[Any]) -> list[Any]:
              for impl in registry.plugin_manager.hook.antler_select_tools.get_hookimpls()}
     if not impls:
         return tools
-    services = built.services
     for entry in built.entries:
         source = registry.sources.get(entry.name)
         impl = impls.get(source.entry_point) if source else None
         if impl is None:
             continue
-        context = BuildContext(built.chain, entry.spec, built.plan.config.section(
-            entry.spec.section), built.plan.runtime, services, built.secrets,
-            built.plan.config, built.plan)
+        context = _context(built.plan, entry.spec, built.services, built.secrets)
         selected: Any = impl.function(context=context, tools=list(tools))
         if selected is not None:
             tools = list(selected)
