@@ -19,7 +19,7 @@ from typing import Any
 from .chain import BuiltChain, build_chain, select_tools
 from .compiler import (
     FusionPlan,
-    compile_fusion,
+    create_fused_agent,
     expand_fused_updates,
     stream_modes_for,
     wants_expansion,
@@ -153,6 +153,7 @@ def create_agent(
     subagent_model: Any = None,
     tracer: Tracer | None = None,
     fuse: bool | None = None,
+    fuse_into_model: bool | None = None,
 ) -> AntlerAgent:
     """Build `chain` from the installed plugins and compile it into an agent graph.
 
@@ -168,8 +169,10 @@ def create_agent(
     subagent is built from the subagent chain of the same plugins, config and
     services (model: `subagent_model`, else the lead's). A `tracer` records
     every hook invocation (see `antler.tracing`). `fuse` (None: the config's
-    `chain.fuse`) runs consecutive node hooks of one kind in one graph node
-    (see `antler.compiler`).
+    `chain.fuse`) runs consecutive node hooks of one kind in one graph node,
+    and `fuse_into_model` (None: `chain.fuse_into_model`) runs the
+    `before_model`/`after_model` hooks inside the model node (see
+    `antler.compiler`).
     """
     from langchain.agents import create_agent as langchain_create_agent
 
@@ -213,7 +216,7 @@ def create_agent(
                 runtime=runtime.model_copy(update={"subagents_enabled": False}),
                 services=sub_services, registry=registry, system_prompt=system_prompt,
                 base_dir=base, tracer=tracer.child("subagent") if tracer else None,
-                fuse=fuse,
+                fuse=fuse, fuse_into_model=fuse_into_model,
             )
             return sub.graph
 
@@ -222,19 +225,20 @@ def create_agent(
     middlewares = built.middlewares
     if tracer is not None:
         middlewares = instrument(middlewares, tracer, built.names)
+    agent_kwargs: dict[str, Any] = {
+        "model": chat_model, "tools": select_tools(built, [*extra_tools, *built.tools]),
+        "system_prompt": system_prompt, "context_schema": RunContext, "checkpointer": saver,
+    }
     fusion = None
     if config.chain.fuse if fuse is None else fuse:
-        compiled = compile_fusion(middlewares, labels=built.names, unfusable={
-            entry.name for entry in built.entries if not entry.spec.fusable})
-        middlewares, fusion = compiled.middlewares, compiled.plan
-    graph = langchain_create_agent(
-        model=chat_model,
-        tools=select_tools(built, [*extra_tools, *built.tools]),
-        middleware=middlewares,
-        system_prompt=system_prompt,
-        context_schema=RunContext,
-        checkpointer=saver,
-    )
+        graph, fusion = create_fused_agent(
+            middlewares, labels=built.names,
+            unfusable={entry.name for entry in built.entries if not entry.spec.fusable},
+            into_model=config.chain.fuse_into_model if fuse_into_model is None
+            else fuse_into_model,
+            **agent_kwargs)
+    else:
+        graph = langchain_create_agent(middleware=middlewares, **agent_kwargs)
     agent = AntlerAgent(graph, built, services, config, saver, base, fusion=fusion)
     provider = services.items.get("sandbox_provider")
     if provider is not None:

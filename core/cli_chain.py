@@ -187,6 +187,7 @@ def _fusion(plan: ChainPlan) -> dict[str, Any]:
     from .compiler import plan_for_specs
 
     fusion = plan_for_specs(plan.resolution.specs(), enabled=plan.config.chain.fuse,
+                            into_model=plan.config.chain.fuse_into_model,
                             hooks=lambda spec: plugin_hooks(spec)[0])
     return {**fusion.as_dict(), "text": fusion.render()}
 

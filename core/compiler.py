@@ -76,6 +76,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_type_hints
 
+from .errors import FusionError
+
 if TYPE_CHECKING:
     from langchain.agents.middleware import AgentMiddleware
     from langchain_core.runnables import RunnableConfig
@@ -93,6 +95,12 @@ FUSED_EVENT = "antler_fused_node"
 UNFUSABLE_ATTRIBUTE = "antler_fusable"
 """Class attribute; `antler_fusable = False` keeps every node hook of the class alone."""
 
+MODEL_NODE = "model"
+"""LangChain's model node, where `into_model` compilation runs the model-call hooks."""
+
+MODEL_HOOKS = ("before_model", "after_model")
+"""The hook kinds that run once per model call and can run inside the model node."""
+
 
 # -- the plan: which hooks share which node ------------------------------------------------
 
@@ -107,10 +115,12 @@ class HookNode:
     """Plugin labels in the order their hooks run inside the node."""
     alone: str = ""
     """Why a single member stands alone ("" when nothing kept it apart)."""
+    absorbed: bool = False
+    """The hooks run inside the model node (`node` is "model"), around the model call."""
 
     @property
     def fused(self) -> bool:
-        return len(self.members) > 1
+        return len(self.members) > 1 and not self.absorbed
 
 
 @dataclass
@@ -128,9 +138,20 @@ class FusionPlan:
         return [node for node in self.nodes if node.fused]
 
     @property
+    def absorbed(self) -> list[HookNode]:
+        """The hook kinds that run inside the model node (before_model, after_model)."""
+        return [node for node in self.nodes if node.absorbed]
+
+    @property
+    def streamed_nodes(self) -> set[str]:
+        """Graph nodes that report their members' updates on the `custom` stream."""
+        names = {node.node for node in self.fused}
+        return names | {MODEL_NODE} if self.absorbed else names
+
+    @property
     def node_count(self) -> int:
-        """Hook nodes in the compiled graph."""
-        return len(self.nodes)
+        """Hook nodes in the compiled graph (hooks run inside the model node are not nodes)."""
+        return sum(1 for node in self.nodes if not node.absorbed)
 
     @property
     def unfused_node_count(self) -> int:
@@ -149,7 +170,8 @@ class FusionPlan:
             "enabled": self.enabled, "note": self.note,
             "hook_nodes": self.node_count, "hook_nodes_unfused": self.unfused_node_count,
             "nodes": [{"kind": n.kind, "node": n.node, "members": list(n.members),
-                       "fused": n.fused, "alone": n.alone} for n in self.nodes],
+                       "fused": n.fused, "alone": n.alone, "absorbed": n.absorbed}
+                      for n in self.nodes],
         }
 
     def render(self) -> str:
@@ -159,7 +181,10 @@ class FusionPlan:
         lines = [f"node fusion: {self.unfused_node_count} hook nodes -> {self.node_count}"
                  + (f" ({self.note})" if self.note else "")]
         for node in self.nodes:
-            if node.fused:
+            if node.absorbed:
+                lines.append(f"  {MODEL_NODE} ({node.kind}, inside the model node): "
+                             f"{' -> '.join(node.members)}")
+            elif node.fused:
                 lines.append(f"  {node.node}: {' -> '.join(node.members)}")
             elif node.alone:
                 lines.append(f"  {node.node}: alone ({node.alone})")
@@ -217,38 +242,92 @@ def plan_members(members: Sequence[Member]) -> list[tuple[str, list[int]]]:
     return groups
 
 
-def plan_from_hooks(rows: Iterable[tuple[str, Sequence[str] | None, bool]]) -> FusionPlan:
+Entry = tuple[str, list[int], bool]
+"""(hook kind, member indexes in execution order, whether they run inside the model node)."""
+
+
+def absorbable(members: Sequence[Member], groups: list[tuple[str, list[int]]],
+               ) -> tuple[set[str], str]:
+    """Which model-call hook kinds can run inside the model node, and why others cannot.
+
+    A kind qualifies when none of its hooks must stand alone (an interrupt, a
+    `fusable: false`) and none sets a LangSmith `trace_policy` of its own.
+    `before_model` also needs `after_model` to qualify (or to be absent): a
+    `before_model` jump skips the `after_model` hooks, which only works when
+    they run in the same node.
+    """
+    present = {kind: [i for k, group in groups if k == kind for i in group]
+               for kind in MODEL_HOOKS}
+    problems: dict[str, str] = {}
+    for kind, indexes in present.items():
+        for index in indexes:
+            member = members[index]
+            if kind in member.alone:
+                problems[kind] = f"{member.label}.{kind} stands alone ({member.alone[kind]})"
+                break
+            if member.trace_policy is not None:
+                problems[kind] = f"{member.label} sets its own trace_policy"
+                break
+    kinds = {kind for kind in MODEL_HOOKS if present[kind] and kind not in problems}
+    if "before_model" in kinds and present["after_model"] and "after_model" not in kinds:
+        kinds.discard("before_model")
+        problems["before_model"] = "its jumps must skip after_model hooks that keep their nodes"
+    note = "; ".join(f"{kind} hooks keep their nodes: {why}"
+                     for kind, why in problems.items() if present[kind])
+    return kinds, note
+
+
+def plan_entries(groups: list[tuple[str, list[int]]], into_model: Collection[str],
+                 ) -> list[Entry]:
+    """`groups` with every group of an `into_model` kind merged into one model-node entry."""
+    entries: list[Entry] = []
+    for kind, group in groups:
+        if kind not in into_model:
+            entries.append((kind, group, False))
+        elif entries and entries[-1][0] == kind and entries[-1][2]:
+            entries[-1][1].extend(group)
+        else:
+            entries.append((kind, list(group), True))
+    return entries
+
+
+def plan_from_hooks(rows: Iterable[tuple[str, Sequence[str] | None, bool]], *,
+                    into_model: bool = False) -> FusionPlan:
     """The fusion plan from declarations alone: (plugin, hooks or None, fusable) rows.
 
     This is what `antler chain show` can say without importing any middleware;
     the compiled graph may fuse less (a class attribute, an `interrupt` call or a
     jump to `model` found at build time keeps a hook alone). Unknown hooks (None)
-    are planned as if the plugin had none.
+    are planned as if the plugin had none. `into_model`: plan the model-call
+    hooks inside the model node where they qualify (see `absorbable`).
     """
     members = [Member(label=label, name=label, hooks=frozenset(hooks or ()) & set(NODE_HOOKS),
                       alone={} if fusable else dict.fromkeys(NODE_HOOKS, "fusable: false"))
                for label, hooks, fusable in rows]
     groups = plan_members(members)
-    return _plan(members, groups, _fused_names(groups, ()))
+    kinds, note = absorbable(members, groups) if into_model else (set(), "")
+    entries = plan_entries(groups, kinds)
+    return _plan(members, entries, _fused_names(entries, ()), note=note)
 
 
-def plan_for_specs(specs: Iterable[Any], *, enabled: bool = True,
+def plan_for_specs(specs: Iterable[Any], *, enabled: bool = True, into_model: bool = False,
                    hooks: Callable[[Any], Sequence[str] | None] | None = None) -> FusionPlan:
     """What `antler chain show` prints: the plan for a chain's specs, in list order.
 
-    `enabled` is the config's `chain.fuse`; `hooks` finds a spec's hooks when its
-    manifest does not declare them (default: the declaration only).
+    `enabled` is the config's `chain.fuse`, `into_model` its `chain.fuse_into_model`;
+    `hooks` finds a spec's hooks when its manifest does not declare them
+    (default: the declaration only).
     """
     if not enabled:
         return FusionPlan(enabled=False, note="chain.fuse: false")
-    return plan_from_hooks((spec.name, hooks(spec) if hooks else spec.hooks, spec.fusable)
-                           for spec in specs)
+    return plan_from_hooks(((spec.name, hooks(spec) if hooks else spec.hooks, spec.fusable)
+                            for spec in specs), into_model=into_model)
 
 
-def _fused_names(groups: list[tuple[str, list[int]]], taken: Collection[str]) -> list[str]:
+def _fused_names(entries: list[Entry], taken: Collection[str]) -> list[str]:
     names, number = [], 0
-    for _kind, group in groups:
-        if len(group) < 2:
+    for _kind, group, absorbed in entries:
+        if len(group) < 2 or absorbed:
             names.append("")
             continue
         number += 1
@@ -259,11 +338,14 @@ def _fused_names(groups: list[tuple[str, list[int]]], taken: Collection[str]) ->
     return names
 
 
-def _plan(members: Sequence[Member], groups: list[tuple[str, list[int]]],
+def _plan(members: Sequence[Member], entries: list[Entry],
           names: list[str], *, note: str = "") -> FusionPlan:
     nodes = []
-    for (kind, group), name in zip(groups, names, strict=True):
-        if len(group) > 1:
+    for (kind, group, absorbed), name in zip(entries, names, strict=True):
+        if absorbed:
+            nodes.append(HookNode(kind, MODEL_NODE, tuple(members[i].label for i in group),
+                                  absorbed=True))
+        elif len(group) > 1:
             nodes.append(HookNode(kind, f"{name}.{kind}",
                                   tuple(members[i].label for i in group)))
         else:
@@ -278,10 +360,27 @@ def _plan(members: Sequence[Member], groups: list[tuple[str, list[int]]],
 
 @dataclass
 class FusedChain:
-    """`fuse`'s full answer: the middleware list for `create_agent` and its plan."""
+    """`compile_fusion`'s full answer: the middleware list for `create_agent` and its plan.
+
+    With `model_hooks`, the list no longer carries the model-call hooks: the
+    graph `create_agent` builds from it must go through `install`, which puts
+    them into its model node (`create_fused_agent` does both).
+    """
 
     middlewares: list[Any]
     plan: FusionPlan
+    model_hooks: ModelHooks | None = None
+
+    def install(self, graph: Any) -> Any:
+        """Run the absorbed hooks inside `graph`'s model node; return `graph`.
+
+        Raises `FusionError` when the graph cannot route their jumps (see
+        `ModelHooks.problem_with`); the graph is then unchanged, and unusable
+        with these middlewares: build it again with `into_model=False`.
+        """
+        if self.model_hooks is not None:
+            self.model_hooks.install(graph)
+        return graph
 
 
 def fuse(middlewares: Sequence[AgentMiddleware], *, labels: Sequence[str] | None = None,
@@ -293,7 +392,9 @@ def fuse(middlewares: Sequence[AgentMiddleware], *, labels: Sequence[str] | None
     `name`; a shorter list leaves the rest to their `name`); `unfusable` holds
     the labels whose hooks must keep their own nodes (manifest `fusable:
     false`); `state_schema` is the `state_schema` passed to `create_agent`, if
-    any. The input list and its instances are not changed.
+    any. The input list and its instances are not changed. (Running the
+    model-call hooks inside the model node needs the graph as well: see
+    `create_fused_agent`.)
     """
     return compile_fusion(middlewares, labels=labels, unfusable=unfusable,
                           state_schema=state_schema).middlewares
@@ -301,34 +402,46 @@ def fuse(middlewares: Sequence[AgentMiddleware], *, labels: Sequence[str] | None
 
 def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
                    labels: Sequence[str] | None = None, unfusable: Collection[str] = (),
-                   state_schema: type | None = None) -> FusedChain:
-    """Like `fuse`, but also return the `FusionPlan`."""
+                   state_schema: type | None = None, into_model: bool = False) -> FusedChain:
+    """Like `fuse`, but also return the `FusionPlan`.
+
+    `into_model` also takes the `before_model` and `after_model` hooks out of
+    their nodes, where they qualify (`absorbable`), for `FusedChain.install`
+    to run inside the model node.
+    """
     from langchain.agents.middleware import AgentMiddleware, AgentState
 
     middlewares = list(middlewares)
     members = [_member(m, labels[i] if labels and i < len(labels) else m.name,
                        unfusable) for i, m in enumerate(middlewares)]
     groups = plan_members(members)
-    names = _fused_names(groups, {m.name for m in middlewares})
     channels, problem = _state_channels(middlewares, state_schema or AgentState)
     if problem:
-        single = [(kind, [i]) for kind, group in groups for i in group]
+        single: list[Entry] = [(kind, [i], False) for kind, group in groups for i in group]
         plan = _plan(members, single, [""] * len(single), note=problem)
         return FusedChain(middlewares, plan)
-    plan = _plan(members, groups, names)
+    kinds, note = absorbable(members, groups) if into_model else (set(), "")
+    entries = plan_entries(groups, kinds)
+    names = _fused_names(entries, {m.name for m in middlewares})
+    plan = _plan(members, entries, names, note=note)
 
-    fused_kinds: dict[int, set[str]] = {}
-    for kind, group in groups:
-        if len(group) > 1:
+    taken_kinds: dict[int, set[str]] = {}
+    for kind, group, absorbed in entries:
+        if len(group) > 1 or absorbed:
             for index in group:
-                fused_kinds.setdefault(index, set()).add(kind)
+                taken_kinds.setdefault(index, set()).add(kind)
     proxies = {index: _proxy(middlewares[index], frozenset(kinds))
-               for index, kinds in fused_kinds.items()}
+               for index, kinds in taken_kinds.items()}
     result: list[Any] = [proxies.get(i, m) for i, m in enumerate(middlewares)]
 
     loop_exit = _first(members, "after_model")
     inserts: dict[int, list[Any]] = {}
-    for (kind, group), name, node in zip(groups, names, plan.nodes, strict=True):
+    steps_inside: dict[str, list[_Step]] = {}
+    for (kind, group, absorbed), name, node in zip(entries, names, plan.nodes, strict=True):
+        if absorbed:
+            steps_inside[kind] = [_step(middlewares[i], proxies[i], members[i], kind)
+                                  for i in group]
+            continue
         if len(group) < 2:
             continue
         steps = [_step(middlewares[i], proxies[i], members[i], kind) for i in group]
@@ -341,7 +454,44 @@ def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
     for index, middleware in enumerate(result):
         ordered.extend(inserts.get(index, ()))
         ordered.append(middleware)
-    return FusedChain(ordered, plan)
+    model_hooks = None
+    if steps_inside:
+        entry = next((n.node for n in plan.nodes if n.kind == "before_model"), MODEL_NODE)
+        model_hooks = ModelHooks(steps_inside.get("before_model", []),
+                                 steps_inside.get("after_model", []), channels, plan.token,
+                                 loop_entry=entry)
+    return FusedChain(ordered, plan, model_hooks)
+
+
+def create_fused_agent(middleware: Sequence[AgentMiddleware], *,
+                       labels: Sequence[str] | None = None, unfusable: Collection[str] = (),
+                       into_model: bool = True, **create_agent_kwargs: Any,
+                       ) -> tuple[Any, FusionPlan]:
+    """LangChain's `create_agent` over the compiled chain: (graph, plan).
+
+    With `into_model` (the default) the model-call hooks run inside the model
+    node where they qualify. Should the built graph be unable to route their
+    jumps (no tools, so the model node has no conditional edge), the graph is
+    built again with those hooks in their own nodes, and the plan says why.
+    """
+    from langchain.agents import create_agent
+
+    def build(absorb: bool) -> tuple[Any, FusedChain]:
+        compiled = compile_fusion(middleware, labels=labels, unfusable=unfusable,
+                                  state_schema=create_agent_kwargs.get("state_schema"),
+                                  into_model=absorb)
+        return create_agent(middleware=compiled.middlewares, **create_agent_kwargs), compiled
+
+    graph, compiled = build(into_model)
+    if compiled.model_hooks is not None:
+        problem = compiled.model_hooks.problem_with(graph)
+        if problem:
+            graph, compiled = build(False)
+            compiled.plan.note = "; ".join(
+                filter(None, [compiled.plan.note, f"model-call hooks keep their nodes: {problem}"]))
+        else:
+            compiled.install(graph)
+    return graph, compiled.plan
 
 
 def _first(members: Sequence[Member], kind: str) -> int | None:
@@ -609,12 +759,122 @@ class FusedHooks:
         return run.finish(runtime)
 
 
+class ModelHooks:
+    """The model node with the `before_model` and `after_model` hooks run inside it.
+
+    LangChain runs one turn of the loop as the `before_model` nodes, the model
+    node and the `after_model` nodes: with a checkpointer, one superstep and
+    one checkpoint each, on every model call. Here the model node does all of
+    it, in the same order: the `before_model` hooks (list order), the model
+    call with every `wrap_model_call` (LangChain's own model node, given the
+    state the hooks left), then the `after_model` hooks (reverse list order).
+    Each sees the state it would have seen as its own node, as in a fused
+    node, and the node's writes equal the sequence of theirs.
+
+    Jumps: a `before_model` hook that jumps ends the node before the model is
+    called (the unfused graph skips the model and the `after_model` nodes);
+    an `after_model` hook that jumps ends it there. The node writes `jump_to`
+    and LangChain's edge after the model node routes it. `install` checks
+    that the edge can reach every destination the hooks declare.
+
+    Failure: the node is one superstep, so when the model call or a hook
+    fails, nothing of it is checkpointed and resuming runs it again, the
+    model call included (without this, a failing `after_model` hook would be
+    retried alone, after the model's answer was saved). Hooks that may
+    interrupt, or are declared `fusable: false`, keep every hook of their
+    kind in its own nodes (see `absorbable`).
+    """
+
+    loop_exit = True  # the model node is the loop's exit: its edge reads `jump_to`
+
+    def __init__(self, before: list[_Step], after: list[_Step], channels: dict[str, _Channel],
+                 token: str, *, loop_entry: str) -> None:
+        self.before = before
+        self.after = after
+        self.channels = channels
+        self.token = token
+        self.loop_entry = loop_entry
+        self.node = MODEL_NODE
+        self.ephemeral = tuple(k for k, c in channels.items() if c.kind == "ephemeral")
+        targets = {t for step in (*before, *after) for t in step.can_jump}
+        self.can_jump = tuple(t for t in _DESTINATIONS if t in targets)
+        self.model: _Step | None = None
+
+    def problem_with(self, graph: Any) -> str:
+        """Why the absorbed hooks cannot run in `graph`'s model node ("" when they can)."""
+        from langgraph._internal._runnable import RunnableCallable
+
+        nodes = getattr(graph, "nodes", None)
+        if not isinstance(nodes, dict) or MODEL_NODE not in nodes:
+            return "the graph has no model node"
+        if not isinstance(getattr(nodes[MODEL_NODE], "bound", None), RunnableCallable):
+            return "the model node is not the one LangChain's create_agent builds"
+        if self.model is not None:
+            return "the hooks already run inside a model node"
+        wanted = {"tools": "tools", "model": self.loop_entry}
+        needed = [t for t in self.can_jump if t in wanted]
+        if not needed:
+            return ""
+        branches = getattr(getattr(graph, "builder", None), "branches", {}).get(MODEL_NODE, {})
+        if not branches:
+            return (f"the model node has no conditional edge to route jumps to "
+                    f"{', '.join(needed)} (the agent has no tools)")
+        ends: set[str] = set()
+        for branch in branches.values():
+            if branch.ends is None:
+                return ""  # the edge may go anywhere
+            ends.update(branch.ends.values())
+        missing = [t for t in needed if wanted[t] not in ends]
+        if missing:
+            return f"the model node's edge cannot reach {', '.join(missing)}"
+        return ""
+
+    def install(self, graph: Any) -> None:
+        """Make `graph`'s model node run the hooks around LangChain's model node."""
+        from langgraph._internal._runnable import RunnableCallable
+
+        problem = self.problem_with(graph)
+        if problem:
+            raise FusionError(f"cannot run before_model/after_model hooks inside the model "
+                              f"node: {problem}; compile with into_model=False")
+        node = graph.nodes[MODEL_NODE]
+        self.model = _Step(MODEL_NODE, MODEL_NODE, node.bound, ())
+        graph.nodes[MODEL_NODE] = node.copy(
+            {"bound": RunnableCallable(self.run, self.arun, trace=False)})
+
+    def run(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
+        run = _Run(self, state)
+        for phase in self._phases():
+            for step in phase:
+                started = time.perf_counter()
+                result = step.call.invoke(run.member_state(), config)
+                if run.absorb(step, result, started):
+                    return run.finish(runtime)
+        return run.finish(runtime)
+
+    async def arun(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
+        run = _Run(self, state)
+        for phase in self._phases():
+            for step in phase:
+                started = time.perf_counter()
+                result = await step.call.ainvoke(run.member_state(), config)
+                if run.absorb(step, result, started):
+                    return run.finish(runtime)
+        return run.finish(runtime)
+
+    def _phases(self) -> tuple[list[_Step], ...]:
+        if self.model is None:
+            raise FusionError("the model-call hooks were compiled to run inside the model "
+                              "node, but FusedChain.install was never called on the graph")
+        return self.before, [self.model], self.after
+
+
 class _Run:
     """One execution of a fused node: the members' view of the state and their writes."""
 
     __slots__ = ("events", "extra", "jumped", "last_writer", "node", "step", "view", "writes")
 
-    def __init__(self, node: FusedHooks, state: Any) -> None:
+    def __init__(self, node: FusedHooks | ModelHooks, state: Any) -> None:
         self.node = node
         self.view: dict[str, Any] = dict(state)
         self.writes: dict[str, list[Any]] = {}
@@ -780,7 +1040,7 @@ def expand_fused_updates(chunks: Iterable[Any], plan: FusionPlan, stream_mode: A
     output has the shape the caller expects. Custom events of this plan's fused
     nodes are dropped unless the caller asked for `custom`.
     """
-    fused = {node.node for node in plan.fused}
+    fused = plan.streamed_nodes
     single = isinstance(stream_mode, str)
     wanted = {stream_mode} if single else set(stream_mode)
     pending: dict[str, list[dict[str, Any]]] = {}
@@ -812,11 +1072,13 @@ def stream_modes_for(stream_mode: Any) -> Any:
 
 def wants_expansion(plan: FusionPlan | None, stream_mode: Any) -> bool:
     modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
-    return plan is not None and bool(plan.fused) and "updates" in modes
+    return plan is not None and bool(plan.streamed_nodes) and "updates" in modes
 
 
 __all__ = [
     "FUSED_EVENT",
+    "MODEL_HOOKS",
+    "MODEL_NODE",
     "NODE_HOOKS",
     "UNFUSABLE_ATTRIBUTE",
     "FusedChain",
@@ -824,7 +1086,10 @@ __all__ = [
     "FusionPlan",
     "HookNode",
     "Member",
+    "ModelHooks",
+    "absorbable",
     "compile_fusion",
+    "create_fused_agent",
     "expand_fused_updates",
     "fuse",
     "plan_for_specs",

@@ -57,6 +57,9 @@ class ChainSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     fuse: bool = Field(True, description="Fuse consecutive node hooks into one graph node.")
+    fuse_into_model: bool = Field(
+        True, description="With fuse: also run the before_model and after_model hooks inside "
+        "the model node, so a model call costs one graph step (see docs/compiler.md).")
 
 
 class ModelsSettings(BaseModel):

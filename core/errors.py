@@ -65,3 +65,7 @@ class ReflectionError(AntlerError):
 
 class BuildError(AntlerError):
     """A plugin's factory failed or produced something that is not a middleware."""
+
+
+class FusionError(AntlerError):
+    """The chain compiler cannot compile a chain the way it was asked to."""

@@ -19,6 +19,7 @@ never leak into the conversation. This module owns three things:
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -186,9 +187,13 @@ class ThreadPaths:
             "outputs_path": str(self.outputs),
         }
 
-    @property
+    @functools.cached_property
     def mapper(self) -> VirtualPathMapper:
-        """A :class:`VirtualPathMapper` confined to this thread's ``user-data`` directory."""
+        """A :class:`VirtualPathMapper` confined to this thread's ``user-data`` directory.
+
+        Made once per value: the mapper resolves symlinks above ``user-data``
+        when it is made, which costs a filesystem call per path component.
+        """
         return VirtualPathMapper(self)
 
 
@@ -228,6 +233,11 @@ class VirtualPathMapper:
         # The base directory may itself sit behind a symlink (e.g. /tmp on macOS),
         # so symlink checks compare fully resolved paths on both sides.
         self._resolved_root = Path(os.path.realpath(paths.user_data))
+
+    @property
+    def resolved_root(self) -> Path:
+        """The thread's ``user-data`` directory with every symlink above it resolved."""
+        return self._resolved_root
 
     def to_host(self, path: str | os.PathLike[str]) -> Path:
         """Map a virtual, relative or in-thread host path to a host path inside ``user-data``.

@@ -32,10 +32,12 @@ from antler.compiler import (
     FUSED_EVENT,
     FusionPlan,
     compile_fusion,
+    create_fused_agent,
     expand_fused_updates,
     fuse,
     plan_from_hooks,
 )
+from antler.errors import FusionError
 from antler.models import ScriptedChatModel
 
 # -- synthetic middlewares ---------------------------------------------------------------
@@ -271,8 +273,16 @@ def _no_flaky_leftovers() -> Iterator[None]:
     FLAKY.clear()
 
 
-def build(specs: Sequence[MwSpec], *, fused: bool, turns: list[Any] | None = None,
-          checkpointer: Any = True) -> tuple[Any, ScriptedChatModel, list[str], FusionPlan | None]:
+Fused = bool | str
+"""How `build` compiles: False (LangChain's graph), True (node fusion) or "model"
+(node fusion and the model-call hooks inside the model node)."""
+
+FUSED_MODES: tuple[Fused, ...] = (True, "model")
+
+
+def build(specs: Sequence[MwSpec], *, fused: Fused, turns: list[Any] | None = None,
+          checkpointer: Any = True, tools: bool = True,
+          ) -> tuple[Any, ScriptedChatModel, list[str], FusionPlan | None]:
     executed: list[str] = []
 
     @tool
@@ -281,27 +291,31 @@ def build(specs: Sequence[MwSpec], *, fused: bool, turns: list[Any] | None = Non
         executed.append(text)
         return f"echo: {text}"
 
-    middlewares = [make_middleware(spec) for spec in specs]
+    middlewares: list[Any] = [make_middleware(spec) for spec in specs]
+    model = ScriptedChatModel(turns if turns is not None else script())
+    kwargs: dict[str, Any] = {
+        "model": model, "tools": [echo] if tools else [], "state_schema": SynthState,
+        "checkpointer": InMemorySaver() if checkpointer else None}
+    unfusable = {s.name for s in specs if not s.fusable and not s.wrap}
+    if fused == "model":
+        graph, plan = create_fused_agent(middlewares, unfusable=unfusable, **kwargs)
+        return graph, model, executed, plan
     plan = None
     if fused:
-        compiled = compile_fusion(middlewares, unfusable={s.name for s in specs
-                                                          if not s.fusable and not s.wrap})
+        compiled = compile_fusion(middlewares, unfusable=unfusable)
         middlewares, plan = compiled.middlewares, compiled.plan
-    model = ScriptedChatModel(turns if turns is not None else script())
-    graph = langchain_create_agent(model=model, tools=[echo], middleware=middlewares,
-                                   state_schema=SynthState,
-                                   checkpointer=InMemorySaver() if checkpointer else None)
+    graph = langchain_create_agent(middleware=middlewares, **kwargs)
     return graph, model, executed, plan
 
 
-def run(specs: Sequence[MwSpec], *, fused: bool, use_async: bool = False,
+def run(specs: Sequence[MwSpec], *, fused: Fused, use_async: bool = False,
         resume: Any = None, turns: list[Any] | None = None, retry: bool = False) -> Outcome:
     with counted_ids():
         return _run(specs, fused=fused, use_async=use_async, resume=resume, turns=turns,
                     retry=retry)
 
 
-def _run(specs: Sequence[MwSpec], *, fused: bool, use_async: bool, resume: Any,
+def _run(specs: Sequence[MwSpec], *, fused: Fused, use_async: bool, resume: Any,
          turns: list[Any] | None, retry: bool) -> Outcome:
     graph, model, executed, _plan = build(specs, fused=fused, turns=turns)
     config = {"configurable": {"thread_id": "t"}}
@@ -333,11 +347,16 @@ def _run(specs: Sequence[MwSpec], *, fused: bool, use_async: bool, resume: Any,
     return Outcome(values, error, requests, executed, checkpoints, interrupts)
 
 
-def assert_same(specs: Sequence[MwSpec], **kwargs: Any) -> tuple[Outcome, Outcome]:
+def assert_same(specs: Sequence[MwSpec], *, modes: Sequence[Fused] = FUSED_MODES,
+                **kwargs: Any) -> tuple[Outcome, Outcome]:
+    """Run the chain unfused and in every fused mode; all must agree. (unfused, last)."""
     unfused = run(specs, fused=False, **kwargs)
-    fused = run(specs, fused=True, **kwargs)
-    assert fused.comparable() == unfused.comparable()
-    assert fused.interrupts == unfused.interrupts
+    fused = unfused
+    for mode in modes:
+        FLAKY.clear()
+        fused = run(specs, fused=mode, **kwargs)
+        assert fused.comparable() == unfused.comparable(), f"fused={mode!r} differs"
+        assert fused.interrupts == unfused.interrupts, f"fused={mode!r} differs"
     return unfused, fused
 
 
@@ -434,6 +453,77 @@ def test_the_loop_entry_is_split_when_a_later_member_may_jump_back_to_it():
     plan = compile_fusion([make_middleware(s) for s in specs]).plan
     assert [n.members for n in plan.nodes] == [("a",), ("b", "c")]
     assert_same(specs)
+
+
+def test_model_call_hooks_can_run_inside_the_model_node():
+    graph, _model, _tools, plan = build(EVERYTHING, fused="model")
+    assert plan is not None
+    assert [(n.kind, n.node, n.absorbed) for n in plan.nodes] == [
+        ("before_agent", "fused_1.before_agent", False),
+        ("before_model", "model", True),
+        ("after_model", "model", True),
+        ("after_agent", "fused_2.after_agent", False)]
+    assert plan.node_count == 2 and plan.unfused_node_count == 13
+    assert "model (after_model, inside the model node): d -> c -> b -> a" in plan.render()
+    nodes = set(graph.get_graph().nodes)
+    assert not any(n.endswith((".before_model", ".after_model")) for n in nodes)
+    # One superstep per model call: fewer checkpoints than node fusion alone.
+    assert run(EVERYTHING, fused="model").checkpoints < run(EVERYTHING, fused=True).checkpoints
+
+
+def test_an_interrupting_after_model_hook_keeps_both_model_call_kinds_in_nodes():
+    specs = [spec("a", before_model=[("log",)], after_model=[("log",)]),
+             spec("b", before_model=[("log",)], after_model=[("ask",)])]
+    compiled = compile_fusion([make_middleware(s) for s in specs], into_model=True)
+    assert compiled.model_hooks is None and not compiled.plan.absorbed
+    assert "after_model hooks keep their nodes: b.after_model stands alone" in \
+        compiled.plan.note
+    assert "before_model hooks keep their nodes: its jumps must skip" in compiled.plan.note
+
+
+def test_after_model_hooks_go_inside_even_when_before_model_hooks_cannot():
+    specs = [spec("a", before_model=[("ask",)], after_model=[("log",), ("tally", 1)]),
+             spec("b", before_model=[("log",)], after_model=[("add",)])]
+    compiled = compile_fusion([make_middleware(s) for s in specs], into_model=True)
+    assert [n.kind for n in compiled.plan.absorbed] == ["after_model"]
+    assert_same(specs, resume="yes")
+
+
+def test_without_tools_a_jump_back_to_the_model_keeps_the_hooks_in_their_nodes():
+    # With no tools the model node has a plain edge to the end: it cannot route a
+    # jump to the model, so the graph is built again with the hooks in nodes.
+    specs = [spec("a", before_model=[("log",)]),
+             spec("b", after_model=[("log",), ("jump", "model", 1)])]
+    graph, _model, _tools, plan = build(specs, fused="model", tools=False)
+    assert plan is not None and not plan.absorbed
+    assert "no conditional edge" in plan.note
+    assert any(n.endswith(".after_model") for n in graph.get_graph().nodes)
+    # Jumps to the end need no edge of their own: those hooks still go inside.
+    specs[1].hooks["after_model"] = [("log",), ("jump", "end", 1)]
+    _graph, _model, _tools, plan = build(specs, fused="model", tools=False)
+    assert plan is not None and len(plan.absorbed) == 2
+
+
+def test_install_refuses_a_graph_it_cannot_route_and_a_second_install():
+    specs = [spec("a", after_model=[("jump", "model", 1)])]
+    compiled = compile_fusion([make_middleware(s) for s in specs], into_model=True)
+
+    def graph(**kwargs: Any) -> Any:
+        return langchain_create_agent(model=ScriptedChatModel(script(0)), state_schema=SynthState,
+                                      middleware=compiled.middlewares, **kwargs)
+
+    with pytest.raises(FusionError, match=r"no conditional edge.*into_model=False"):
+        compiled.install(graph())
+    # LangChain gives the model node's edge a way back to the model only when some
+    # middleware wraps the model call (or a response format is set).
+    with pytest.raises(FusionError, match="edge cannot reach model"):
+        compiled.install(graph(tools=[echo_tool()]))
+    specs[0].wrap = True
+    compiled = compile_fusion([make_middleware(s) for s in specs], into_model=True)
+    with_tools = graph(tools=[echo_tool()])
+    compiled.install(with_tools)
+    with pytest.raises(FusionError, match="already run inside"):
+        compiled.install(with_tools)
 
 
 def test_the_plan_from_declarations_matches_the_compiled_plan():
@@ -564,7 +654,8 @@ def test_an_async_only_member_fails_a_sync_invocation_in_both_graphs():
 
 @pytest.mark.parametrize("kind,target", [
     ("before_agent", "end"), ("before_agent", "model"), ("before_model", "end"),
-    ("after_model", "end"), ("after_model", "model"), ("after_model", "tools"),
+    ("before_model", "model"), ("after_model", "end"), ("after_model", "model"),
+    ("after_model", "tools"),
     ("after_agent", "end"), ("after_agent", "model"),
 ])
 def test_a_jump_ends_the_group_where_the_unfused_graph_skips_the_rest(kind, target):
@@ -665,6 +756,40 @@ def test_a_failed_run_resumed_ends_in_the_same_state():
     assert fused.comparable()[0] == unfused.comparable()[0]
     # What differs by design: the fused node re-ran its earlier members (a's hook),
     # so their calls appear twice in the log only if they log; the state is the same.
+
+
+def test_inside_the_model_node_a_failed_before_model_hook_resumes_to_the_same_state():
+    specs = [spec("a", before_model=[("add",), ("tally", 1)]),
+             spec("b", before_model=[("log",), ("fail",)]),
+             spec("c", after_model=[("add",), ("log",)])]
+    FLAKY["b.before_model#2"] = True
+    unfused = run(specs, fused=False, retry=True)
+    FLAKY["b.before_model#2"] = True
+    inside = run(specs, fused="model", retry=True)
+    assert unfused.error is None and inside.comparable() == unfused.comparable()
+
+
+def test_inside_the_model_node_a_failed_after_model_hook_repeats_the_model_call():
+    """The documented difference: the model node fails as a whole, model call included."""
+    specs = [spec("a", before_model=[("tally", 1)]),
+             spec("d", after_model=[("log",), ("fail",)]),
+             spec("e", after_model=[("add",)])]
+    FLAKY["d.after_model#1"] = True
+    unfused = run(specs, fused=False, retry=True, turns=script(0))
+    FLAKY["d.after_model#1"] = True
+    inside = run(specs, fused="model", retry=True, turns=script(0))
+    assert unfused.error is None and inside.error is None
+    # LangChain's graph saved the model's answer before d failed and re-ran d alone;
+    # inside the model node, resuming called the model again and got its next answer.
+    assert len(inside.requests) == len(unfused.requests) + 1
+    assert inside.requests[1] == inside.requests[0]  # the same request, asked twice
+    assert unfused.values is not None and inside.values is not None
+    answers = [m.content for m in inside.values["messages"] if m.type == "ai"]
+    assert answers == ["final 1"] and [m.content for m in unfused.values["messages"]
+                                       if m.type == "ai"] == ["final 0"]
+    # Every hook's effect is in the state once, as in LangChain's graph.
+    assert inside.values["tally"] == unfused.values["tally"] == 1
+    assert len(inside.values["log"]) == len(unfused.values["log"]) == 1
 
 
 # -- observability -----------------------------------------------------------------------
@@ -774,6 +899,19 @@ def test_chain_fuse_false_in_the_operator_config_turns_fusion_off(tmp_path):
     with antler_agent(tmp_path / "on", None) as agent:
         assert agent.fusion is not None and agent.fusion.fused
         assert any(n.startswith("fused_") for n in agent.graph.get_graph().nodes)
+
+
+def test_chain_fuse_into_model_false_keeps_model_call_hooks_in_fused_nodes(tmp_path):
+    from antler.config import parse_config
+
+    config = parse_config("chain: {fuse_into_model: false}\n", platform_registry())
+    with antler_agent(tmp_path / "nodes", None, config=config) as agent:
+        assert agent.fusion is not None and not agent.fusion.absorbed
+        assert "fused_2.before_model" in agent.graph.get_graph().nodes
+    with antler_agent(tmp_path / "inside", None) as agent:
+        assert agent.fusion is not None
+        assert [n.kind for n in agent.fusion.absorbed] == ["before_model", "after_model"]
+        assert not any(n.endswith(".before_model") for n in agent.graph.get_graph().nodes)
 
 
 # -- the built-in plugins: the real chains, fused and not --------------------------------
@@ -934,7 +1072,8 @@ def test_the_declared_plan_matches_the_compiled_one_for_the_builtin_chains(tmp_p
     with create_agent(config, model=ScriptedChatModel([]), runtime=runtime, base_dir=tmp_path,
                       checkpointer=None, fuse=True) as agent:
         compiled = agent.fusion
-        declared = plan_for_specs(entry.spec for entry in agent.chain.entries)
-    assert compiled is not None and compiled.fused
+        declared = plan_for_specs((entry.spec for entry in agent.chain.entries),
+                                  into_model=True)
+    assert compiled is not None and compiled.fused and compiled.absorbed
     assert [(n.kind, n.node, n.members) for n in declared.nodes] == [
         (n.kind, n.node, n.members) for n in compiled.nodes]

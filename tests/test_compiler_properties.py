@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from antler.compiler import NODE_HOOKS, compile_fusion
 from tests.test_compiler import (
     FLAKY,
+    FUSED_MODES,
     JUMPABLE,
     MwSpec,
     assert_same,
@@ -99,16 +101,21 @@ def test_random_chains_agree_after_a_failure_and_resume(specs, where, kind):
 
     arm()
     unfused = run(specs, fused=False, retry=True, turns=script(1))
-    arm()
-    fused = run(specs, fused=True, retry=True, turns=script(1))
-    assert fused.comparable() == unfused.comparable()
+    # Inside the model node a failing after_model hook re-runs the model call on
+    # resume (documented; see test_compiler.py), so that mode is compared for the
+    # other kinds only.
+    for mode in (True,) if kind == "after_model" else FUSED_MODES:
+        arm()
+        fused = run(specs, fused=mode, retry=True, turns=script(1))
+        assert fused.comparable() == unfused.comparable(), f"fused={mode!r} differs"
 
 
 @PROPERTY_SETTINGS
 @given(specs=chains(use_async=True))
-def test_the_plan_covers_every_node_hook_once_in_langchains_order(specs):
+@pytest.mark.parametrize("into_model", [False, True])
+def test_the_plan_covers_every_node_hook_once_in_langchains_order(specs, into_model):
     middlewares = [make_middleware(spec) for spec in specs]
-    plan = compile_fusion(middlewares).plan
+    plan = compile_fusion(middlewares, into_model=into_model).plan
     for kind in NODE_HOOKS:
         expected = [s.name for s in specs if kind in s.hooks]
         if kind.startswith("after"):

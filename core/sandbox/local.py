@@ -14,18 +14,20 @@ are rewritten back, so the model never learns where the files really live.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
+import selectors
 import shutil
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from ..paths import VIRTUAL_ROOT, PathEscapeError, ThreadPaths, VirtualPathMapper
+from ..paths import VIRTUAL_ROOT, PathEscapeError, ThreadPaths
 from .provider import (
     CommandResult,
     Sandbox,
@@ -44,31 +46,31 @@ _READ_CHUNK = 64 * 1024
 # After the shell exits, grandchildren it left in the background may still hold
 # the output pipes open; wait this long for them before killing the group.
 _PIPE_DRAIN_GRACE_SECONDS = 0.5
+# Where the shell's exit cannot be watched with a descriptor, look this often.
+_EXIT_POLL_SECONDS = 0.02
 
 
-class _CappedReader(threading.Thread):
-    """Drains one pipe, keeping at most ``limit`` bytes and counting the rest.
+class _CappedOutput:
+    """One pipe's output: at most ``limit`` bytes kept, the rest counted.
 
     The pipe must keep being drained even past the cap, or a chatty command
     would block on a full pipe and look like a hang.
     """
 
-    def __init__(self, stream: IO[bytes], limit: int) -> None:
-        super().__init__(daemon=True)
-        self._stream = stream
+    __slots__ = ("_chunks", "_kept", "_limit", "dropped")
+
+    def __init__(self, limit: int) -> None:
         self._limit = limit
         self._chunks: list[bytes] = []
         self._kept = 0
         self.dropped = 0
 
-    def run(self) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            while chunk := self._stream.read1(_READ_CHUNK):  # type: ignore[attr-defined]
-                room = self._limit - self._kept
-                if room > 0:
-                    self._chunks.append(chunk[:room])
-                    self._kept += min(room, len(chunk))
-                self.dropped += max(0, len(chunk) - max(room, 0))
+    def feed(self, chunk: bytes) -> None:
+        room = self._limit - self._kept
+        if room > 0:
+            self._chunks.append(chunk[:room])
+            self._kept += min(room, len(chunk))
+        self.dropped += max(0, len(chunk) - max(room, 0))
 
     @property
     def data(self) -> bytes:
@@ -89,7 +91,7 @@ class LocalSandbox(Sandbox):
     ) -> None:
         self._id = sandbox_id
         self.thread_paths = thread_paths
-        self.mapper = VirtualPathMapper(thread_paths)
+        self.mapper = thread_paths.mapper
         self.default_timeout = default_timeout
         self.max_output_bytes = max_output_bytes
         self._shell = shell
@@ -109,25 +111,7 @@ class LocalSandbox(Sandbox):
         limit = self.default_timeout if timeout is None else timeout
         if limit <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        shell = shutil.which(self._shell)
-        if shell is None:
-            raise SandboxError(
-                f"The local sandbox needs the {self._shell!r} shell, which is not on PATH; "
-                "install it or configure another shell for the provider."
-            )
-        # Directories may have been removed between turns; recreating is cheap.
-        self.thread_paths.ensure_directories()
-
-        process = subprocess.Popen(
-            [shell, "-c", self.mapper.hostify_text(command)],
-            cwd=self.thread_paths.workspace,
-            env=self._environment(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            # Own process group, so a timeout kills the command's children too.
-            start_new_session=True,
-        )
+        process = self._spawn(self.mapper.hostify_text(command))
         with self._lock:
             self._running.add(process)
         try:
@@ -148,7 +132,46 @@ class LocalSandbox(Sandbox):
             timed_out=timed_out,
         )
 
-    def _present(self, reader: _CappedReader) -> str:
+    def _spawn(self, command: str) -> subprocess.Popen[bytes]:
+        """Start ``command`` with the shell, in the thread's workspace.
+
+        Filesystem calls are kept off the common path: while the agent's other
+        tool calls run Python code in parallel, each one gives up the
+        interpreter lock and must win it back, which costs far more than the
+        call itself. So the shell is looked up on ``PATH`` once, and the
+        thread's directories (which may have been removed between turns) are
+        only recreated when starting the command finds them missing.
+        """
+        for retry in (False, True):
+            if retry:
+                _find_on_path.cache_clear()
+                self.thread_paths.ensure_directories()
+            try:
+                return subprocess.Popen(
+                    [self._resolved_shell(), "-c", command],
+                    cwd=self.thread_paths.workspace,
+                    env=self._environment(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    # Own process group, so a timeout kills the command's children too.
+                    start_new_session=True,
+                )
+            except FileNotFoundError:
+                if retry:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _resolved_shell(self) -> str:
+        found = _find_on_path(self._shell, os.environ.get("PATH"))
+        if found is None:
+            raise SandboxError(
+                f"The local sandbox needs the {self._shell!r} shell, which is not on "
+                "PATH; install it or configure another shell for the provider."
+            )
+        return found
+
+    def _present(self, reader: _CappedOutput) -> str:
         """Decode captured output, rewrite host paths to virtual ones, then apply the cap.
 
         Rewriting happens before the final cut so that the cut can never leave
@@ -175,41 +198,81 @@ class LocalSandbox(Sandbox):
         that it is never cut in half and leaked.
         """
         user_data = self.thread_paths.user_data
-        host_root = max(len(os.fsencode(user_data)), len(os.fsencode(os.path.realpath(user_data))))
+        host_root = max(len(os.fsencode(user_data)), len(os.fsencode(self.mapper.resolved_root)))
         expansion = max(1, math.ceil(host_root / len(VIRTUAL_ROOT)))
         return self.max_output_bytes * expansion + host_root
 
     def _collect(
         self, process: subprocess.Popen[bytes], limit: float
-    ) -> tuple[_CappedReader, _CappedReader, bool, bool]:
+    ) -> tuple[_CappedOutput, _CappedOutput, bool, bool]:
         """Wait for ``process`` and its output, killing its group past ``limit`` seconds.
 
-        Returns both readers, whether the command timed out, and whether
+        Returns both outputs, whether the command timed out, and whether
         background children had to be killed after the shell exited.
+
+        Both pipes are drained in the calling thread with a selector (no reader
+        threads): with the agent's other tool calls running Python code in
+        parallel, every extra thread that must win the interpreter lock to hand
+        over a chunk of output adds latency to the command.
         """
         assert process.stdout is not None and process.stderr is not None
         keep = self._raw_bytes_to_keep()
-        readers = (_CappedReader(process.stdout, keep), _CappedReader(process.stderr, keep))
-        for reader in readers:
-            reader.start()
-        timed_out = False
-        try:
-            process.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(process)
-            process.wait()
-        # The shell is gone, but background children it started may still hold
-        # the pipes open. Give them a moment, then kill the group so the call
-        # returns instead of waiting on a daemon that never closes its output.
-        reaped = not _join_all(readers, _PIPE_DRAIN_GRACE_SECONDS)
-        if reaped:
-            _kill_group(process)
-            _join_all(readers, _PIPE_DRAIN_GRACE_SECONDS)
-        for stream in (process.stdout, process.stderr):
-            with contextlib.suppress(OSError):
-                stream.close()
-        return readers[0], readers[1], timed_out, reaped and not timed_out
+        stdout, stderr = _CappedOutput(keep), _CappedOutput(keep)
+        now = time.monotonic()
+        deadline = now + limit  # the command's own time limit
+        exited_at: float | None = None  # when the shell itself exited
+        killed_at: float | None = None  # when the group was killed (timeout or reaping)
+        timed_out = reaped = False
+        exit_fd = _exit_descriptor(process)
+        with contextlib.ExitStack() as stack, selectors.DefaultSelector() as selector:
+            for stream, output in ((process.stdout, stdout), (process.stderr, stderr)):
+                stack.callback(_close_quietly, stream)
+                selector.register(stream, selectors.EVENT_READ, output)
+            if exit_fd is not None:
+                stack.callback(os.close, exit_fd)
+                selector.register(exit_fd, selectors.EVENT_READ, None)
+            while any(key.data is not None for key in selector.get_map().values()):
+                now = time.monotonic()
+                if exited_at is None and process.poll() is not None:
+                    exited_at = now
+                    if exit_fd is not None:
+                        selector.unregister(exit_fd)
+                if killed_at is None and now >= deadline:
+                    timed_out, killed_at = True, now
+                    _kill_group(process)
+                elif (killed_at is None and exited_at is not None
+                        and now - exited_at >= _PIPE_DRAIN_GRACE_SECONDS):
+                    # The shell is gone, but children it left in the background
+                    # still hold the pipes open: kill them so the call returns.
+                    reaped, killed_at = True, now
+                    _kill_group(process)
+                if killed_at is not None and now - killed_at >= _PIPE_DRAIN_GRACE_SECONDS:
+                    break  # something outside the group holds the pipes; stop reading
+                for key, _events in selector.select(self._wait(
+                        now, deadline, exited_at, killed_at, exit_fd is not None)):
+                    if key.data is None:
+                        continue  # the exit descriptor; handled at the top of the loop
+                    chunk = os.read(key.fd, _READ_CHUNK)
+                    if chunk:
+                        key.data.feed(chunk)
+                    else:
+                        selector.unregister(key.fileobj)
+        process.wait()
+        return stdout, stderr, timed_out, reaped and not timed_out
+
+    @staticmethod
+    def _wait(now: float, deadline: float, exited_at: float | None, killed_at: float | None,
+              exit_watched: bool) -> float:
+        """How long the selector may block before the next deadline needs a look."""
+        if killed_at is not None:
+            until = killed_at + _PIPE_DRAIN_GRACE_SECONDS
+        elif exited_at is not None:
+            until = min(deadline, exited_at + _PIPE_DRAIN_GRACE_SECONDS)
+        else:
+            until = deadline
+        wait = max(0.0, until - now)
+        # Without an exit descriptor the shell's exit is only seen by polling.
+        return wait if exit_watched or exited_at is not None else min(wait, _EXIT_POLL_SECONDS)
 
     def _environment(self) -> dict[str, str]:
         """A minimal environment: secrets in the harness's env must not reach the model."""
@@ -317,12 +380,26 @@ class LocalSandbox(Sandbox):
             _kill_group(process)
 
 
-def _join_all(threads: Sequence[threading.Thread], seconds: float) -> bool:
-    """Join ``threads`` within one shared deadline; return whether all finished."""
-    deadline = time.monotonic() + seconds
-    for thread in threads:
-        thread.join(timeout=max(0.0, deadline - time.monotonic()))
-    return not any(thread.is_alive() for thread in threads)
+@functools.lru_cache(maxsize=16)
+def _find_on_path(shell: str, path: str | None) -> str | None:
+    """`shutil.which`, remembered per shell and ``PATH`` (cleared when a start fails)."""
+    return shutil.which(shell, path=path)
+
+
+def _exit_descriptor(process: subprocess.Popen[bytes]) -> int | None:
+    """A descriptor that becomes readable when ``process`` exits (Linux pidfd), or None."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None:
+        return None
+    try:
+        return int(pidfd_open(process.pid))
+    except OSError:  # an old kernel, or a seccomp filter that refuses it
+        return None
+
+
+def _close_quietly(stream: IO[bytes]) -> None:
+    with contextlib.suppress(OSError):
+        stream.close()
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:

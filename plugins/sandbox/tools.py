@@ -102,12 +102,13 @@ class SandboxTools:
                 "The thread's file locations in state do not match this run's thread; "
                 "refusing to touch files."
             )
-        # Idempotent and cheap once they exist; recreates directories removed between turns.
-        paths.ensure_directories()
         sandbox_id = recorded_sandbox_id(state)
         if sandbox_id:
             try:
-                return _Session(paths, self.provider.get(sandbox_id), None)
+                sandbox = self.provider.get(sandbox_id)
+                # Recreates directories removed between turns (acquiring does it too).
+                paths.ensure_directories()
+                return _Session(paths, sandbox, None)
             except SandboxNotFoundError:
                 # The provider restarted since the id was recorded: acquire afresh.
                 logger.info("sandbox %r from state is gone; acquiring a new one", sandbox_id)
