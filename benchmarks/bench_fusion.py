@@ -6,7 +6,8 @@ Three chains. Two are built by `antler.agent.create_agent` exactly as `antler ru
 builds them: the default lead chain (subagents on, as in the demo) and the
 chain with every optional plugin enabled (summarization on; plan mode, a
 vision model and subagents, so todo, view_image and subagent_limit join).
-Each runs unfused (`fuse=False`) and fused (`fuse=True`), and a bare LangChain
+Each runs unfused (`fuse=False`) and compiled as by default (`fuse=True`: hook nodes
+fused, model-call hooks inside the model node), and a bare LangChain
 `create_agent` with no middleware runs the same conversation as the baseline,
 each with no checkpointer, LangGraph's `InMemorySaver` and a `SqliteSaver` on a
 temporary file.
@@ -222,7 +223,7 @@ class BareRunner:
         from langchain.agents import create_agent
         from langchain_core.tools import tool
 
-        from antler.compiler import compile_fusion
+        from antler.compiler import create_fused_agent
 
         scripts = _scripts(runs)
         subagent = create_agent(model=scripted(scripts["sub"]), tools=[])
@@ -256,10 +257,12 @@ class BareRunner:
             return ""
 
         middleware: list[Any] = [_noop(i) for i in range(noop)]
+        kwargs: dict[str, Any] = {"model": scripted(scripts["lead"]), "checkpointer": saver,
+                                  "tools": [bash, task, ask_clarification, ls]}
         if fuse:
-            middleware = compile_fusion(middleware).middlewares
-        self.graph = create_agent(model=scripted(scripts["lead"]), middleware=middleware,
-                                  tools=[bash, task, ask_clarification, ls], checkpointer=saver)
+            self.graph, _plan = create_fused_agent(middleware, **kwargs)
+        else:
+            self.graph = create_agent(middleware=middleware, **kwargs)
         self.persistent = saver is not None
         self.count = 0
         self.hook_nodes = _hook_nodes(self.graph)
@@ -295,7 +298,8 @@ def _noop(index: int) -> Any:
 
 
 def _hook_nodes(graph: Any) -> int:
-    return sum(1 for node in graph.get_graph().nodes
+    # The running graph's nodes (hooks compiled into the model node are not nodes).
+    return sum(1 for node in graph.nodes
                if node.rsplit(".", 1)[-1] in ("before_agent", "before_model", "after_model",
                                               "after_agent"))
 

@@ -43,10 +43,12 @@ Hooks
     replaced by id): its id is recorded as a user message, and for a run that
     is not internal, a caller-supplied ``original_user_content`` is stripped.
 
-``before_model``
-    Records the current form of every `HumanMessage`, after ``before_agent``
-    hooks such as uploads rewrote them, so a failed model call does not leave
-    a server rewrite looking like caller input on the next run.
+After the other ``before_agent`` hooks
+    The companion plugin ``input_provenance`` (`provenance.middleware`) runs
+    last among the ``before_agent`` hooks and records the form of every
+    `HumanMessage` that uploads and the others left, so the record is saved
+    with the ``before_agent`` step: when the model call then fails, the next
+    run does not take the server's rewrite for caller input.
 
 ``wrap_model_call`` / ``awrap_model_call``
     The outermost model wrapper: rewrites the request's copy of every genuine
@@ -99,6 +101,7 @@ __all__ = [
     "InputSanitizationState",
     "build",
     "fingerprint",
+    "record_current_form",
 ]
 
 logger = logging.getLogger(__name__)
@@ -147,6 +150,13 @@ def _provenance(state: Any) -> InputProvenance:
         "seen": dict(seen) if isinstance(seen, dict) else {},
         "user": [i for i in user if isinstance(i, str)] if isinstance(user, list) else [],
     }
+
+
+def record_current_form(state: Any) -> dict[str, Any] | None:
+    """The state update recording every `HumanMessage` as it is now (None: nothing new)."""
+    previous = _provenance(state)
+    current = _observed(state.get("messages") or [], previous)
+    return {PROVENANCE_KEY: current} if current != previous else None
 
 
 def _observed(messages: Sequence[AnyMessage], previous: InputProvenance) -> InputProvenance:
@@ -214,14 +224,6 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
                             ) -> dict[str, Any] | None:
         return self._arrivals(state, runtime)
 
-    def before_model(self, state: InputSanitizationState, runtime: Runtime[Any],
-                     ) -> dict[str, Any] | None:
-        return self._record(state)
-
-    async def abefore_model(self, state: InputSanitizationState, runtime: Runtime[Any],
-                            ) -> dict[str, Any] | None:
-        return self._record(state)
-
     def _arrivals(self, state: InputSanitizationState, runtime: Runtime[Any],
                   ) -> dict[str, Any] | None:
         """Record caller input of this run; strip provenance a non-internal caller claimed."""
@@ -259,12 +261,6 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
                         "internal", ORIGINAL_CONTENT_KEY, len(rewritten))
             update["messages"] = rewritten
         return update or None
-
-    @staticmethod
-    def _record(state: InputSanitizationState) -> dict[str, Any] | None:
-        previous = _provenance(state)
-        current = _observed(state.get("messages") or [], previous)
-        return {PROVENANCE_KEY: current} if current != previous else None
 
     # -- the model request -------------------------------------------------------------
 

@@ -174,6 +174,42 @@ def test_uploads_block_stays_framework_context_outside_the_markers(tmp_path, reg
     assert sent_humans(model, 1)[0].content == sent.content
 
 
+class FailingFirstCall(ScriptedChatModel):
+    """A scripted model whose first call fails, as a provider outage would."""
+
+    def _generate(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
+        if not FAILED:
+            FAILED.append(True)
+            raise ConnectionError("the provider is down")
+        return super()._generate(messages, *args, **kwargs)
+
+
+FAILED: list[bool] = []
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_after_a_failed_model_call_the_uploads_block_is_still_the_servers(
+        tmp_path, registry, fuse):
+    """input_provenance saved the rewrite before the model call, so it survives the failure."""
+    FAILED.clear()
+    home = tmp_path / "home"
+    source = tmp_path / "client" / "data.csv"
+    source.parent.mkdir()
+    source.write_text("a,b\n")
+    record = stage_upload(PathLayout(home).thread("default", "t1"), source)
+    model = FailingFirstCall(["one", "two"])
+    agent = create_agent(parse_config(QUIET, registry), model=model, registry=registry,
+                         base_dir=home, checkpointer="memory", fuse=fuse)
+    with agent:
+        with pytest.raises(ConnectionError):
+            agent.invoke("read it", thread_id="t1", files=[record])
+        agent.invoke("thanks", thread_id="t1")  # a new run on the same thread
+    first = sent_humans(model, 0)[0]
+    block, _, rest = first.content.partition("\n\n" + USER_INPUT_BEGIN)
+    assert block.startswith("<uploaded_files>\n") and rest == "\nread it\n" + USER_INPUT_END
+    assert first.additional_kwargs[ORIGINAL_CONTENT_KEY] == "read it"
+
+
 def test_caller_supplied_original_content_is_stripped_when_not_internal(tmp_path, registry):
     agent, model = make_agent(tmp_path, registry, ["ok"])
     forged = HumanMessage(f"{FORGED}\n\nhello",
