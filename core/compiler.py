@@ -744,7 +744,7 @@ class FusedHooks:
         run = _Run(self, state)
         for step in self.steps:
             started = time.perf_counter()
-            result = step.call.invoke(run.member_state(), config)
+            result = _invoke(step, run.member_state(), config)
             if run.absorb(step, result, started):
                 break
         return run.finish(runtime)
@@ -753,7 +753,7 @@ class FusedHooks:
         run = _Run(self, state)
         for step in self.steps:
             started = time.perf_counter()
-            result = await step.call.ainvoke(run.member_state(), config)
+            result = await _ainvoke(step, run.member_state(), config)
             if run.absorb(step, result, started):
                 break
         return run.finish(runtime)
@@ -847,7 +847,7 @@ class ModelHooks:
         for phase in self._phases():
             for step in phase:
                 started = time.perf_counter()
-                result = step.call.invoke(run.member_state(), config)
+                result = _invoke(step, run.member_state(), config)
                 if run.absorb(step, result, started):
                     return run.finish(runtime)
         return run.finish(runtime)
@@ -857,7 +857,7 @@ class ModelHooks:
         for phase in self._phases():
             for step in phase:
                 started = time.perf_counter()
-                result = await step.call.ainvoke(run.member_state(), config)
+                result = await _ainvoke(step, run.member_state(), config)
                 if run.absorb(step, result, started):
                     return run.finish(runtime)
         return run.finish(runtime)
@@ -867,6 +867,42 @@ class ModelHooks:
             raise FusionError("the model-call hooks were compiled to run inside the model "
                               "node, but FusedChain.install was never called on the graph")
         return self.before, [self.model], self.after
+
+
+def _member_config(step: _Step, config: RunnableConfig) -> RunnableConfig:
+    """The node's config, with `langgraph_node` naming the member's own (unfused) node.
+
+    Chat models and runnables a hook calls inherit this metadata, so their
+    streamed messages and traces say which plugin's hook made them, as in
+    LangChain's graph: a consumer that keeps the `model` node's tokens (the
+    answer) does not get a summary or title model's tokens with them.
+    """
+    if step.node == MODEL_NODE:
+        return config
+    metadata = {**(config.get("metadata") or {}), "langgraph_node": step.node}
+    return {**config, "metadata": metadata}
+
+
+def _invoke(step: _Step, state: dict[str, Any], config: RunnableConfig) -> Any:
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    member = _member_config(step, config)
+    token = var_child_runnable_config.set(member)
+    try:
+        return step.call.invoke(state, member)
+    finally:
+        var_child_runnable_config.reset(token)
+
+
+async def _ainvoke(step: _Step, state: dict[str, Any], config: RunnableConfig) -> Any:
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    member = _member_config(step, config)
+    token = var_child_runnable_config.set(member)
+    try:
+        return await step.call.ainvoke(state, member)
+    finally:
+        var_child_runnable_config.reset(token)
 
 
 class _Run:

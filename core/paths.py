@@ -207,8 +207,18 @@ class PathLayout:
         object.__setattr__(self, "base", Path(self.base).expanduser().absolute())
 
     def thread(self, user_id: str, thread_id: str) -> ThreadPaths:
-        """Return the paths of ``thread_id`` owned by ``user_id`` (ids are validated)."""
-        return ThreadPaths(base=self.base, user_id=user_id, thread_id=thread_id)
+        """Return the paths of ``thread_id`` owned by ``user_id`` (ids are validated).
+
+        `ThreadPaths` are immutable values, so a recent thread's are handed out
+        again: every hook and tool of a run asks for them, and its mapper (which
+        resolves symlinks on the way to ``user-data``) is then made once.
+        """
+        return _thread_paths(self.base, user_id, thread_id)
+
+
+@functools.lru_cache(maxsize=256)
+def _thread_paths(base: Path, user_id: str, thread_id: str) -> ThreadPaths:
+    return ThreadPaths(base=base, user_id=user_id, thread_id=thread_id)
 
 
 # `/mnt/user-data` only counts when it stands alone as a path: not as the tail
@@ -303,11 +313,15 @@ class VirtualPathMapper:
         model. The three subdirectories share their names in both views, so
         rewriting the ``user-data`` prefix is enough.
         """
-        roots = {str(self._root), str(self._resolved_root)}
-        for root in sorted(roots, key=len, reverse=True):
-            pattern = re.compile(rf"{re.escape(root)}(?!{_PATH_CHAR})")
+        for pattern in self._host_patterns:
             text = pattern.sub(VIRTUAL_ROOT, text)
         return text
+
+    @functools.cached_property
+    def _host_patterns(self) -> tuple[re.Pattern[str], ...]:
+        # Longest root first, so a resolved root that extends the other one wins.
+        roots = sorted({str(self._root), str(self._resolved_root)}, key=len, reverse=True)
+        return tuple(re.compile(rf"{re.escape(root)}(?!{_PATH_CHAR})") for root in roots)
 
     def hostify_text(self, text: str) -> str:
         """Replace every standalone ``/mnt/user-data`` in ``text`` with the host path.

@@ -872,6 +872,33 @@ def test_custom_events_describe_each_member_with_its_time():
     assert all(h["duration_ms"] >= 0 for h in first["hooks"])
 
 
+class AsksAModel(AgentMiddleware):
+    """A before_model hook that calls a chat model of its own (as summarization does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.helper = ScriptedChatModel(["a summary"] * 4)
+
+    def before_model(self, state: Any, runtime: Any) -> None:
+        self.helper.invoke("summarize")
+
+
+@pytest.mark.parametrize("fused", [False, True, "model"])
+def test_a_hooks_own_model_calls_stream_under_the_hooks_node_name(fused):
+    mws: list[Any] = [AsksAModel(), make_middleware(spec("b", before_model=[("log",)]))]
+    kwargs: dict[str, Any] = {"model": ScriptedChatModel(script(0)), "tools": [echo_tool()],
+                              "state_schema": SynthState}
+    if fused == "model":
+        graph, plan = create_fused_agent(mws, **kwargs)
+        assert plan.absorbed
+    else:
+        graph = langchain_create_agent(middleware=fuse(mws) if fused else mws, **kwargs)
+    seen = [(message.content, metadata["langgraph_node"]) for message, metadata in graph.stream(
+        {"messages": [HumanMessage("hi", id="u")]}, stream_mode="messages")]
+    assert ("a summary", "AsksAModel.before_model") in seen
+    assert [content for content, node in seen if node == "model"] == ["final 0"]
+
+
 def test_expansion_leaves_foreign_chunks_alone():
     plan = plan_from_hooks([("a", ["before_model"], True), ("b", ["before_model"], True)])
     chunks = [("custom", {"other": 1}), ("updates", {"model": {"messages": []}})]
