@@ -28,6 +28,22 @@ one node with the same result:
   skips the remaining nodes; the fused node declares the union of its members'
   destinations, and LangChain's edge routes the jump.
 
+The model-call hooks inside the model node (`into_model`, on by default in
+`antler.create_agent`; `chain.fuse_into_model` in the operator config). Even
+fused, `before_model` and `after_model` hooks cost two supersteps (and two
+checkpoints) on every model call. `create_fused_agent` takes them out of
+their nodes and makes LangChain's model node run them (`ModelHooks`): the
+`before_model` hooks, then LangChain's own model node (every
+`wrap_model_call`, the model) on the state they left, then the `after_model`
+hooks, each seeing what it would have seen as its own node. A model call then
+costs one superstep, as in a bare agent. A `before_model` jump ends the node
+before the model is called, an `after_model` jump ends it there, and the
+node's `jump_to` write is routed by LangChain's edge after the model node
+(`ModelHooks.problem_with` checks that edge can reach every declared
+destination; when it cannot, the hooks keep their nodes and the plan says
+why). A kind with a member that must stand alone keeps its nodes; so does
+`before_model` when `after_model` does (its jumps must skip them).
+
 Fusion boundaries. A member's hook of one kind stands alone (keeps its own
 node) when its manifest entry says `fusable: false` (passed as `unfusable`),
 when its class sets `antler_fusable = False`, or when that hook's code refers to
@@ -48,10 +64,18 @@ earlier members included. The state a resumed run ends in is the same when the
 hooks are deterministic given their state (which LangGraph's own retries assume
 too); a hook with outside side effects runs those again. Interrupt-capable
 hooks stand alone for exactly this reason.
+Inside the model node the model call is one of those members: when it or a
+model-call hook fails, resuming runs the `before_model` hooks, the model call
+and the `after_model` hooks again. A failing `after_model` hook therefore
+costs a second model call on resume (LangChain's graph saved the answer and
+retries the hook alone), and the answer may differ. Declare a plugin
+`fusable: false` if its model-call hooks must not share that fate.
 
 Other differences, by construction: LangGraph managed values (such as
 `remaining_steps`) are read once per fused node, and a run takes fewer
-supersteps, so a recursion limit is reached later. A hook that writes a
+supersteps, so a recursion limit is reached later. Node names differ (the
+plan maps each hook to its node: `FusionPlan.node_of`), which matters for
+`interrupt_before`/`interrupt_after`. A hook that writes a
 resolvable `jump_to` without declaring it is not routed (as in the unfused
 graph), but when its node is fused with members that do declare jumps the
 write is dropped rather than shown to the next node. A hook returning
@@ -59,11 +83,14 @@ write is dropped rather than shown to the next node. A hook returning
 
 Observability: the fused node calls each member's own hook methods, so the
 `--trace` timeline (`antler.tracing`, instrumented before fusion) still lists
-every plugin's hook with its own time. Each fused node also reports what each
-member returned on LangGraph's `custom` stream (`{FUSED_EVENT: node, "hooks":
-[...]}`), and `expand_fused_updates` turns the fused node's `updates` chunk back
-into one chunk per member hook, named as the unfused graph names its nodes
-(`AntlerAgent.stream` does this).
+every plugin's hook with its own time. Chat models a member calls see its own
+node name as `langgraph_node` in their metadata, so streamed tokens keep
+their attribution (only the agent's model streams as `model`). Each fused
+node, and the model node with hooks inside, also reports what each member
+(and the model) returned on LangGraph's `custom` stream (`{FUSED_EVENT: node,
+"hooks": [...]}`), and `expand_fused_updates` turns the node's `updates`
+chunk back into one chunk per member hook, named as the unfused graph names
+its nodes (`AntlerAgent.stream` does this).
 """
 
 from __future__ import annotations

@@ -313,15 +313,10 @@ class VirtualPathMapper:
         model. The three subdirectories share their names in both views, so
         rewriting the ``user-data`` prefix is enough.
         """
-        for pattern in self._host_patterns:
-            text = pattern.sub(VIRTUAL_ROOT, text)
-        return text
-
-    @functools.cached_property
-    def _host_patterns(self) -> tuple[re.Pattern[str], ...]:
         # Longest root first, so a resolved root that extends the other one wins.
-        roots = sorted({str(self._root), str(self._resolved_root)}, key=len, reverse=True)
-        return tuple(re.compile(rf"{re.escape(root)}(?!{_PATH_CHAR})") for root in roots)
+        for root in sorted({str(self._root), str(self._resolved_root)}, key=len, reverse=True):
+            text = _replace_root(text, root, VIRTUAL_ROOT)
+        return text
 
     def hostify_text(self, text: str) -> str:
         """Replace every standalone ``/mnt/user-data`` in ``text`` with the host path.
@@ -332,6 +327,35 @@ class VirtualPathMapper:
         """
         host_root = str(self._root)
         return _VIRTUAL_IN_TEXT.sub(lambda _match: host_root, text)
+
+
+def _replace_root(text: str, root: str, replacement: str) -> str:
+    """`text` with every `root` that does not run on into a longer name replaced.
+
+    The same as substituting ``re.escape(root) + "(?!" + _PATH_CHAR + ")"``,
+    without compiling a pattern per thread directory.
+    """
+    if root not in text:
+        return text
+    parts: list[str] = []
+    start = 0
+    while (found := text.find(root, start)) != -1:
+        end = found + len(root)
+        if end < len(text) and _continues_name(text[end]):
+            # `/x/user-data-old` is not this root; look again from the next character.
+            parts.append(text[start:found + 1])
+            start = found + 1
+            continue
+        parts.append(text[start:found])
+        parts.append(replacement)
+        start = end
+    parts.append(text[start:])
+    return "".join(parts)
+
+
+def _continues_name(char: str) -> bool:
+    """Whether `char` can continue a path component (`_PATH_CHAR`)."""
+    return char.isascii() and (char.isalnum() or char in "._-")
 
 
 def _is_within(path: Path, root: Path) -> bool:

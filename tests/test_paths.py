@@ -299,3 +299,16 @@ def test_hostify_text_rewrites_only_standalone_virtual_paths(paths: ThreadPaths)
         f"cat {paths.uploads}/a.txt > '{paths.outputs}/b.txt'; "
         f"ls {paths.user_data}; echo /x{VIRTUAL_ROOT}/y {VIRTUAL_ROOT}-old"
     )
+
+
+@given(st.lists(st.sampled_from(["ROOT", "ROOT-old", "ROOT/x", "/", "a", ".", " ", "ROOTROOT"]),
+                max_size=8))
+def test_replacing_the_host_root_matches_the_pattern_it_stands_for(pieces: list[str]) -> None:
+    import re
+
+    from antler.paths import _PATH_CHAR, _replace_root
+
+    root = "/base/t/user-data"
+    text = "".join(pieces).replace("ROOT", root)
+    pattern = re.compile(rf"{re.escape(root)}(?!{_PATH_CHAR})")
+    assert _replace_root(text, root, "/mnt/user-data") == pattern.sub("/mnt/user-data", text)
