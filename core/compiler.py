@@ -274,20 +274,25 @@ Entry = tuple[str, list[int], bool]
 
 
 def absorbable(members: Sequence[Member], groups: list[tuple[str, list[int]]],
-               ) -> tuple[set[str], str]:
+               interrupting_wrap: str = "") -> tuple[set[str], str]:
     """Which model-call hook kinds can run inside the model node, and why others cannot.
 
     A kind qualifies when none of its hooks must stand alone (an interrupt, a
     `fusable: false`) and none sets a LangSmith `trace_policy` of its own.
     `before_model` also needs `after_model` to qualify (or to be absent): a
     `before_model` jump skips the `after_model` hooks, which only works when
-    they run in the same node.
+    they run in the same node. `interrupting_wrap` names a `wrap_model_call`
+    that may interrupt: resuming would re-run the hooks inside the model node,
+    so none go there.
     """
     present = {kind: [i for k, group in groups if k == kind for i in group]
                for kind in MODEL_HOOKS}
     problems: dict[str, str] = {}
+    if interrupting_wrap:
+        problems = dict.fromkeys(MODEL_HOOKS, f"{interrupting_wrap}.wrap_model_call may call "
+                                              "interrupt(), which re-runs the model node")
     for kind, indexes in present.items():
-        for index in indexes:
+        for index in indexes if kind not in problems else ():
             member = members[index]
             if kind in member.alone:
                 problems[kind] = f"{member.label}.{kind} stands alone ({member.alone[kind]})"
@@ -447,7 +452,8 @@ def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
         single: list[Entry] = [(kind, [i], False) for kind, group in groups for i in group]
         plan = _plan(members, single, [""] * len(single), note=problem)
         return FusedChain(middlewares, plan)
-    kinds, note = absorbable(members, groups) if into_model else (set(), "")
+    kinds, note = (absorbable(members, groups, _interrupting_wrap(middlewares, members))
+                   if into_model else (set(), ""))
     entries = plan_entries(groups, kinds)
     names = _fused_names(entries, {m.name for m in middlewares})
     plan = _plan(members, entries, names, note=note)
@@ -519,6 +525,16 @@ def create_fused_agent(middleware: Sequence[AgentMiddleware], *,
         else:
             compiled.install(graph)
     return graph, compiled.plan
+
+
+def _interrupting_wrap(middlewares: Sequence[Any], members: Sequence[Member]) -> str:
+    """The label of a middleware whose model-call wrapper may interrupt ("" if none)."""
+    for middleware, member in zip(middlewares, members, strict=True):
+        cls = type(middleware)
+        if any(_mentions_interrupt(getattr(cls, variant)) for variant in
+               ("wrap_model_call", "awrap_model_call") if _overrides(cls, variant)):
+            return member.label
+    return ""
 
 
 def _first(members: Sequence[Member], kind: str) -> int | None:

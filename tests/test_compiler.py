@@ -481,6 +481,19 @@ def test_an_interrupting_after_model_hook_keeps_both_model_call_kinds_in_nodes()
     assert "before_model hooks keep their nodes: its jumps must skip" in compiled.plan.note
 
 
+def test_a_model_wrapper_that_can_interrupt_keeps_the_model_call_hooks_in_nodes():
+    class Approval(AgentMiddleware):
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            interrupt("approve this model call?")
+            return handler(request)
+
+    middlewares = [make_middleware(spec("a", before_model=[("log",)], after_model=[("log",)])),
+                   Approval()]
+    compiled = compile_fusion(middlewares, into_model=True)
+    assert compiled.model_hooks is None
+    assert "Approval.wrap_model_call may call interrupt()" in compiled.plan.note
+
+
 def test_after_model_hooks_go_inside_even_when_before_model_hooks_cannot():
     specs = [spec("a", before_model=[("ask",)], after_model=[("log",), ("tally", 1)]),
              spec("b", before_model=[("log",)], after_model=[("add",)])]
