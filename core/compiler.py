@@ -96,6 +96,7 @@ its nodes (`AntlerAgent.stream` does this).
 from __future__ import annotations
 
 import functools
+import itertools
 import time
 import types
 import uuid
@@ -753,7 +754,43 @@ def _fused_class(base: type) -> type:
     return type("FusedHooks", (FusedHooks, base), {"__module__": __name__})
 
 
-class FusedHooks:
+class _StepRunner:
+    """A graph node that runs steps (hooks, or the model node) one after another.
+
+    Each step sees the state the earlier ones left (`_Run`); the node returns
+    their writes as one update.
+    """
+
+    def __init__(self, channels: dict[str, _Channel], token: str, *, node: str,
+                 loop_exit: bool, can_jump: tuple[str, ...]) -> None:
+        self.channels = channels
+        self.token = token
+        self.node = node
+        self.loop_exit = loop_exit
+        self.can_jump = can_jump
+        self.ephemeral = tuple(k for k, c in channels.items() if c.kind == "ephemeral")
+
+    def _steps(self) -> Iterable[_Step]:
+        raise NotImplementedError
+
+    def run(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
+        run = _Run(self, state)
+        for step in self._steps():
+            started = time.perf_counter()
+            if run.absorb(step, _invoke(step, run.member_state(), config), started):
+                break
+        return run.finish(runtime)
+
+    async def arun(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
+        run = _Run(self, state)
+        for step in self._steps():
+            started = time.perf_counter()
+            if run.absorb(step, await _ainvoke(step, run.member_state(), config), started):
+                break
+        return run.finish(runtime)
+
+
+class FusedHooks(_StepRunner):
     """One graph node that runs several plugins' hooks of one kind in LangChain's order.
 
     Mixed into `AgentMiddleware` when a chain is compiled; see the module docs.
@@ -764,15 +801,10 @@ class FusedHooks:
     def __init__(self, name: str, kind: str, steps: list[_Step],
                  channels: dict[str, _Channel], token: str, *, loop_exit: bool, node: str,
                  can_jump: tuple[str, ...]) -> None:
+        super().__init__(channels, token, node=node, loop_exit=loop_exit, can_jump=can_jump)
         self._name = name
         self.kind = kind
         self.steps = steps
-        self.channels = channels
-        self.token = token
-        self.loop_exit = loop_exit
-        self.node = node
-        self.can_jump = can_jump
-        self.ephemeral = tuple(k for k, c in channels.items() if c.kind == "ephemeral")
         self.tools = []
 
     @property
@@ -783,26 +815,11 @@ class FusedHooks:
     def members(self) -> list[str]:
         return [step.label for step in self.steps]
 
-    def run(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
-        run = _Run(self, state)
-        for step in self.steps:
-            started = time.perf_counter()
-            result = _invoke(step, run.member_state(), config)
-            if run.absorb(step, result, started):
-                break
-        return run.finish(runtime)
-
-    async def arun(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
-        run = _Run(self, state)
-        for step in self.steps:
-            started = time.perf_counter()
-            result = await _ainvoke(step, run.member_state(), config)
-            if run.absorb(step, result, started):
-                break
-        return run.finish(runtime)
+    def _steps(self) -> Iterable[_Step]:
+        return self.steps
 
 
-class ModelHooks:
+class ModelHooks(_StepRunner):
     """The model node with the `before_model` and `after_model` hooks run inside it.
 
     LangChain runs one turn of the loop as the `before_model` nodes, the model
@@ -828,19 +845,15 @@ class ModelHooks:
     kind in its own nodes (see `absorbable`).
     """
 
-    loop_exit = True  # the model node is the loop's exit: its edge reads `jump_to`
-
     def __init__(self, before: list[_Step], after: list[_Step], channels: dict[str, _Channel],
                  token: str, *, loop_entry: str) -> None:
+        targets = {t for step in (*before, *after) for t in step.can_jump}
+        # The model node is the loop's exit: LangChain's edge after it reads `jump_to`.
+        super().__init__(channels, token, node=MODEL_NODE, loop_exit=True,
+                         can_jump=tuple(t for t in _DESTINATIONS if t in targets))
         self.before = before
         self.after = after
-        self.channels = channels
-        self.token = token
         self.loop_entry = loop_entry
-        self.node = MODEL_NODE
-        self.ephemeral = tuple(k for k, c in channels.items() if c.kind == "ephemeral")
-        targets = {t for step in (*before, *after) for t in step.can_jump}
-        self.can_jump = tuple(t for t in _DESTINATIONS if t in targets)
         self.model: _Step | None = None
 
     def problem_with(self, graph: Any) -> str:
@@ -885,31 +898,11 @@ class ModelHooks:
         graph.nodes[MODEL_NODE] = node.copy(
             {"bound": RunnableCallable(self.run, self.arun, trace=False)})
 
-    def run(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
-        run = _Run(self, state)
-        for phase in self._phases():
-            for step in phase:
-                started = time.perf_counter()
-                result = _invoke(step, run.member_state(), config)
-                if run.absorb(step, result, started):
-                    return run.finish(runtime)
-        return run.finish(runtime)
-
-    async def arun(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
-        run = _Run(self, state)
-        for phase in self._phases():
-            for step in phase:
-                started = time.perf_counter()
-                result = await _ainvoke(step, run.member_state(), config)
-                if run.absorb(step, result, started):
-                    return run.finish(runtime)
-        return run.finish(runtime)
-
-    def _phases(self) -> tuple[list[_Step], ...]:
+    def _steps(self) -> Iterable[_Step]:
         if self.model is None:
             raise FusionError("the model-call hooks were compiled to run inside the model "
                               "node, but FusedChain.install was never called on the graph")
-        return self.before, [self.model], self.after
+        return itertools.chain(self.before, [self.model], self.after)
 
 
 def _member_config(step: _Step, config: RunnableConfig) -> RunnableConfig:
@@ -953,7 +946,7 @@ class _Run:
 
     __slots__ = ("events", "extra", "jumped", "last_writer", "node", "step", "view", "writes")
 
-    def __init__(self, node: FusedHooks | ModelHooks, state: Any) -> None:
+    def __init__(self, node: _StepRunner, state: Any) -> None:
         self.node = node
         self.view: dict[str, Any] = dict(state)
         self.writes: dict[str, list[Any]] = {}
