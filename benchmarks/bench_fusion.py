@@ -6,11 +6,12 @@ Three chains. Two are built by `antler.agent.create_agent` exactly as `antler ru
 builds them: the default lead chain (subagents on, as in the demo) and the
 chain with every optional plugin enabled (summarization on; plan mode, a
 vision model and subagents, so todo, view_image and subagent_limit join).
-Each runs unfused (`fuse=False`) and compiled as by default (`fuse=True`: hook nodes
-fused, model-call hooks inside the model node), and a bare LangChain
-`create_agent` with no middleware runs the same conversation as the baseline,
-each with no checkpointer, LangGraph's `InMemorySaver` and a `SqliteSaver` on a
-temporary file.
+Each runs in three variants: `unfused` (`fuse=False`, LangChain's graph),
+`nodes` (node fusion only, `fuse_into_model=False`) and `fused` (the default
+compile: hook nodes fused, model-call hooks inside the model node). A bare
+LangChain `create_agent` with no middleware runs the same conversation as the
+baseline. Every variant runs with no checkpointer, LangGraph's `InMemorySaver`
+and a `SqliteSaver` on a temporary file.
 
 One run is the demo's two turns on a fresh thread (`antler.demo`): turn one
 carries an earlier exchange whose tool call never returned, two uploaded
@@ -50,6 +51,8 @@ from typing import Any
 TIME_TARGET = 1.5
 CHECKPOINT_TARGET = 2.0
 SAVERS = ("none", "memory", "sqlite")
+VARIANTS = ("unfused", "nodes", "fused")
+"""LangChain's graph; node fusion only (`fuse_into_model=False`); the default compile."""
 NOOP_CHAIN = "35-noop"
 CHAINS = ("default", "all-optional", NOOP_CHAIN)
 
@@ -161,7 +164,7 @@ def chain_config(name: str) -> tuple[Any, Any]:
 class AntlerRunner:
     """One Antler agent (fused or not) and the demo scenario on fresh threads."""
 
-    def __init__(self, chain: str, fuse: bool, saver: Any, base: Path, runs: int) -> None:
+    def __init__(self, chain: str, variant: str, saver: Any, base: Path, runs: int) -> None:
         from antler.agent import create_agent
         from antler.context import MEMORY_MODEL, MEMORY_QUEUE, TITLE_MODEL
 
@@ -173,7 +176,8 @@ class AntlerRunner:
         self.agent = create_agent(
             config, model=scripted(scripts["lead"]),
             subagent_model=scripted(scripts["sub"]), runtime=runtime,
-            services=services, base_dir=base, checkpointer=saver, fuse=fuse)
+            services=services, base_dir=base, checkpointer=saver,
+            fuse=variant != "unfused", fuse_into_model=variant == "fused")
         self.persistent = saver is not None
         self.count = 0
 
@@ -219,7 +223,7 @@ class BareRunner:
     """
 
     def __init__(self, saver: Any, runs: int, scratch: Path, noop: int = 0,
-                 fuse: bool = False) -> None:
+                 variant: str = "unfused") -> None:
         from langchain.agents import create_agent
         from langchain_core.tools import tool
 
@@ -259,8 +263,9 @@ class BareRunner:
         middleware: list[Any] = [_noop(i) for i in range(noop)]
         kwargs: dict[str, Any] = {"model": scripted(scripts["lead"]), "checkpointer": saver,
                                   "tools": [bash, task, ask_clarification, ls]}
-        if fuse:
-            self.graph, _plan = create_fused_agent(middleware, **kwargs)
+        if variant != "unfused":
+            self.graph, _plan = create_fused_agent(middleware, into_model=variant == "fused",
+                                                   **kwargs)
         else:
             self.graph = create_agent(middleware=middleware, **kwargs)
         self.persistent = saver is not None
@@ -313,8 +318,7 @@ def measure(saver_kind: str, chains: tuple[str, ...], runs: int, warmup: int) ->
     with contextlib.ExitStack() as stack:
         runners: list[tuple[str, str, Any, list[int]]] = []
         total = runs + warmup
-        for chain, variant in [("-", "bare")] + [(c, v) for c in chains
-                                                 for v in ("unfused", "fused")]:
+        for chain, variant in [("-", "bare")] + [(c, v) for c in chains for v in VARIANTS]:
             base = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="antler-bench-")))
             saver, counter, close_saver = counting_saver(saver_kind, base)
             stack.callback(close_saver)
@@ -322,9 +326,9 @@ def measure(saver_kind: str, chains: tuple[str, ...], runs: int, warmup: int) ->
             if variant == "bare":
                 runner = BareRunner(saver, total, base)
             elif chain == NOOP_CHAIN:
-                runner = BareRunner(saver, total, base, noop=35, fuse=variant == "fused")
+                runner = BareRunner(saver, total, base, noop=35, variant=variant)
             else:
-                runner = AntlerRunner(chain, variant == "fused", saver, base / "home", total)
+                runner = AntlerRunner(chain, variant, saver, base / "home", total)
             stack.callback(runner.close)
             runners.append((chain, variant, runner, counter))
         for _ in range(warmup):
@@ -360,7 +364,7 @@ def report(cells: list[Cell]) -> tuple[str, bool]:
                      f"{'x bare':>7} {'ckpt/run':>9} {'x bare':>7}")
         for saver in SAVERS:
             base = bare.get(saver)
-            for variant in ("bare", "unfused", "fused"):
+            for variant in ("bare", *VARIANTS):
                 cell = next((c for c in rows + ([base] if base else [])
                              if c.saver == saver and c.variant == variant), None)
                 if cell is None or base is None:
