@@ -739,6 +739,44 @@ def test_message_dicts_become_messages_with_the_same_ids_in_both_graphs():
         m.id for m in unfused.values["messages"]]  # type: ignore[index]
 
 
+def test_structured_output_agrees_with_hooks_inside_the_model_node():
+    from langchain.agents.structured_output import ToolStrategy
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        text: str
+
+    specs = [spec("a", before_model=[("add",), ("log",)], after_model=[("log",), ("set",)]),
+             spec("b", before_model=[("tally", 2)], after_model=[("add",)])]
+    turns = [AIMessage(content="", id="ai-call-0", tool_calls=[
+                 {"name": "echo", "args": {"text": "x"}, "id": "call-0"}]),
+             AIMessage(content="", id="ai-answer", tool_calls=[
+                 {"name": "Answer", "args": {"text": "done"}, "id": "call-answer"}])]
+
+    def outcome(fused: Fused) -> tuple[Any, ...]:
+        model = ScriptedChatModel(list(turns))
+        kwargs: dict[str, Any] = {"model": model, "tools": [echo_tool()],
+                                  "state_schema": SynthState, "response_format":
+                                  ToolStrategy(Answer), "checkpointer": InMemorySaver()}
+        mws: list[Any] = [make_middleware(s) for s in specs]
+        if fused == "model":
+            graph, plan = create_fused_agent(mws, **kwargs)
+            assert plan.absorbed
+        else:
+            graph = langchain_create_agent(middleware=fuse(mws) if fused else mws, **kwargs)
+        with counted_ids():
+            result = graph.invoke({"messages": [HumanMessage("hi", id="u")]},
+                                  {"configurable": {"thread_id": "t"}})
+        values = {k: v for k, v in result.items() if k != "messages"}
+        return (values, describe(result["messages"]),
+                [describe(r.messages) for r in model.requests])
+
+    unfused = outcome(False)
+    assert unfused[0]["structured_response"] == Answer(text="done")
+    assert outcome(True) == unfused
+    assert outcome("model") == unfused
+
+
 # -- interrupts, failures and resuming ---------------------------------------------------
 
 
