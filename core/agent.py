@@ -31,6 +31,7 @@ from .paths import PathLayout, resolve_base
 from .registry import PluginRegistry, discover
 from .runcontext import RunContext
 from .tracing import Tracer, instrument
+from .uploads import upload_names
 
 CHECKPOINT_FILENAME = "checkpoints.sqlite"
 
@@ -84,14 +85,26 @@ class AntlerAgent:
 
     @staticmethod
     def input(message: Any, files: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+        """The graph input for `message`, with its upload records checked.
+
+        A refused upload name raises `UploadError` here, before the graph runs:
+        found by the uploads plugin, it would fail the run after the message was
+        saved to the thread, leaving a question without an answer.
+        """
         from langchain_core.messages import HumanMessage
 
         if isinstance(message, dict) and "messages" in message:
-            return message
-        if isinstance(message, str):
-            kwargs = {"files": list(files)} if files else {}
-            message = HumanMessage(content=message, additional_kwargs=kwargs)
-        return {"messages": [message]}
+            payload = message
+        else:
+            if isinstance(message, str):
+                kwargs = {"files": list(files)} if files else {}
+                message = HumanMessage(content=message, additional_kwargs=kwargs)
+            payload = {"messages": [message]}
+        messages = payload["messages"]
+        for item in messages if isinstance(messages, list) else [messages]:
+            if isinstance(item, HumanMessage):
+                upload_names(item.additional_kwargs.get("files"))
+        return payload
 
     def state(self, thread_id: str) -> dict[str, Any]:
         return dict(self.graph.get_state(self.run_config(thread_id)).values)

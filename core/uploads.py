@@ -45,6 +45,27 @@ def safe_upload_name(name: str) -> str:
     return normalized
 
 
+def upload_names(records: Any) -> list[str]:
+    """The checked file names of a message's ``additional_kwargs["files"]`` records.
+
+    Raises `UploadError` naming the record when the value is not a list of
+    ``{"filename": ...}`` records or a name is refused (see `safe_upload_name`).
+    """
+    if records is None:
+        return []
+    if not isinstance(records, list):
+        raise UploadError(f"additional_kwargs['files'] must be a list of file records, got "
+                          f"{type(records).__name__}")
+    names = []
+    for index, item in enumerate(records):
+        name = item.get("filename") if isinstance(item, dict) else None
+        try:
+            names.append(safe_upload_name(name))
+        except UploadError as exc:
+            raise UploadError(f"additional_kwargs['files'][{index}]: {exc}") from None
+    return names
+
+
 def stage_upload(paths: ThreadPaths, source: str | Path, name: str | None = None) -> dict[str, Any]:
     """Copy `source` into the thread's uploads directory; return its file record."""
     source = Path(source)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from langchain.agents.middleware import AgentMiddleware
 from langchain.tools import tool
+from langchain_core.messages import HumanMessage
 
 from antler.agent import create_agent
 from antler.config import parse_config
@@ -207,3 +208,16 @@ def test_the_config_supplies_model_storage_and_capability_defaults(tmp_path):
     assert agent.base_dir == tmp_path / "home"
     assert type(agent.checkpointer).__name__ == "InMemorySaver"
     assert agent.chain.plan.runtime.supports_vision is True
+
+
+@pytest.mark.parametrize("files", [[{"filename": ".secret"}], [{"filename": "a/b.txt"}],
+                                   "notes.txt"])
+def test_a_refused_upload_fails_before_anything_is_saved_to_the_thread(tmp_path, files):
+    from antler.uploads import UploadError
+
+    with create_agent(model=ScriptedChatModel(["never"]), base_dir=tmp_path,
+                      checkpointer="memory") as agent:
+        message = HumanMessage("read it", additional_kwargs={"files": files})
+        with pytest.raises(UploadError, match=r"additional_kwargs\['files'\]"):
+            agent.invoke(message, thread_id="t1")
+        assert agent.state("t1") == {}  # the question was not saved without an answer

@@ -31,7 +31,7 @@ from langgraph.runtime import Runtime
 
 from antler.context import BuildContext
 from antler.paths import VIRTUAL_ROOT
-from antler.uploads import UploadError, safe_upload_name
+from antler.uploads import UploadError, safe_upload_name, upload_names
 
 __all__ = [
     "INJECTED_MARKER",
@@ -203,21 +203,8 @@ class UploadsMiddleware(AgentMiddleware[UploadsState]):
 
     @staticmethod
     def _new_files(message: HumanMessage, uploads_dir: Path) -> list[UploadedFile]:
-        raw = message.additional_kwargs.get("files")
-        if raw is None:
-            return []
-        if not isinstance(raw, list):
-            raise UploadError(
-                f"additional_kwargs['files'] must be a list of file records, got "
-                f"{type(raw).__name__}"
-            )
         found: dict[str, UploadedFile] = {}
-        for index, item in enumerate(raw):
-            name = item.get("filename") if isinstance(item, dict) else None
-            try:
-                filename = safe_upload_name(name)
-            except UploadError as exc:
-                raise UploadError(f"additional_kwargs['files'][{index}]: {exc}") from None
+        for filename in upload_names(message.additional_kwargs.get("files")):
             size = _regular_file_size(uploads_dir / filename)
             if size is None:
                 logger.warning(
