@@ -23,7 +23,7 @@ class UploadError(AntlerError, ValueError):
     """An upload was refused; the message says which file and why."""
 
 
-def safe_upload_name(name: str) -> str:
+def safe_upload_name(name: object) -> str:
     """`name` if it is a plain file name, else `UploadError` saying what is wrong."""
     if not isinstance(name, str) or not name.strip():
         raise UploadError(f"upload name {name!r} is empty; give the file a name")
