@@ -1047,7 +1047,7 @@ def deterministic_trace(hooks: list[tuple[str, str]]) -> list[Any]:
     return out
 
 
-def play_demo(base: Any, chain: str, fused: bool) -> dict[str, Any]:
+def play_demo(base: Any, chain: str, fused: bool, into_model: bool = True) -> dict[str, Any]:
     """The demo's two turns through the real chain; everything observable, normalized."""
     from antler.agent import create_agent
     from antler.context import MEMORY_MODEL, MEMORY_QUEUE, TITLE_MODEL
@@ -1064,7 +1064,8 @@ def play_demo(base: Any, chain: str, fused: bool) -> dict[str, Any]:
     tracer = Tracer()
     with counted_ids(), create_agent(config, model=lead, subagent_model=sub, runtime=runtime,
                                      services=services, base_dir=base, checkpointer="memory",
-                                     tracer=tracer, fuse=fused) as agent:
+                                     tracer=tracer, fuse=fused,
+                                     fuse_into_model=into_model) as agent:
         assert (agent.fusion is not None and bool(agent.fusion.fused)) is fused
         paths = agent.services.get("paths").thread("u", "t")
         files = []
@@ -1111,6 +1112,7 @@ GENERATED_ID = re.compile(r"lc_run--[0-9a-f-]+|auto-\d+")
 @pytest.mark.parametrize("chain", ["default", "all-optional"])
 def test_the_builtin_chains_agree_fused_or_not(tmp_path, chain):
     unfused = play_demo(tmp_path / "unfused", chain, fused=False)
+    assert play_demo(tmp_path / "nodes", chain, fused=True, into_model=False) == unfused
     fused = play_demo(tmp_path / "fused", chain, fused=True)
     assert fused == unfused
     assert "Sales data analysis" in fused["state"]  # the title plugin ran
