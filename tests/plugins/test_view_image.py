@@ -369,3 +369,29 @@ def test_models_without_vision_get_neither_the_plugin_nor_the_tool(tmp_path, reg
     with agent:
         assert "view_image" not in agent.chain.names
         assert TOOL_NAME not in [t.name for t in agent.chain.tools]
+
+
+@pytest.mark.parametrize("into_model", [True, False])
+def test_the_hidden_image_message_reaches_a_checkpoint_only_in_a_before_model_node(
+        tmp_path, registry, into_model):
+    """Compiled into the model node, injection and removal happen in one step.
+
+    With view_image's hooks in nodes of their own, the checkpoints of the
+    before_model and model steps hold the hidden message with the image; inside
+    the model node, no checkpoint ever does.
+    """
+    home = tmp_path / "home"
+    uploads = PathLayout(home).thread("default", "t1").uploads
+    uploads.mkdir(parents=True)
+    (uploads / "photo.png").write_bytes(PNG)
+    model = ScriptedChatModel([look_at("/mnt/user-data/uploads/photo.png"), "A red pixel."])
+    agent = create_agent(parse_config(QUIET, registry), model=model, checkpointer="memory",
+                         base_dir=home, runtime=RuntimeOptions(supports_vision=True),
+                         registry=registry, fuse_into_model=into_model)
+    with agent:
+        agent.invoke("What is in my photo?", thread_id="t1")
+        history = list(agent.graph.get_state_history(agent.run_config("t1")))
+    assert image_blocks(model.calls[1])  # the model saw the image either way
+    hidden = [s for s in history if any(m.id and m.id.startswith(INJECTED_ID_PREFIX)
+                                        for m in s.values.get("messages", []))]
+    assert bool(hidden) is not into_model
