@@ -226,6 +226,13 @@ def test_command_timeout_kills_process_group(sandbox: Sandbox, paths: ThreadPath
     assert "timed out after 0.3s" in result.stderr
 
 
+def test_a_command_that_closes_its_output_still_times_out(sandbox: Sandbox) -> None:
+    started = time.monotonic()
+    result = sandbox.execute_command("echo before; exec >&- 2>&-; sleep 30", timeout=0.3)
+    assert time.monotonic() - started < 3
+    assert result.timed_out and result.stdout == "before\n"
+
+
 def test_background_process_cannot_hang_the_call(sandbox: Sandbox) -> None:
     started = time.monotonic()
     result = sandbox.execute_command("sleep 30 & echo started")

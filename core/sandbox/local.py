@@ -257,6 +257,14 @@ class LocalSandbox(Sandbox):
                         key.data.feed(chunk)
                     else:
                         selector.unregister(key.fileobj)
+        # Both pipes are closed, but the shell may still run (it closed its output):
+        # the time limit holds until it exits.
+        if not timed_out:
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(process)
         process.wait()
         return stdout, stderr, timed_out, reaped and not timed_out
 
