@@ -7,11 +7,13 @@ already run back to back (`before_*` in list order, `after_*` in reverse list
 order; wrap hooks create no nodes), so `fuse` runs each such run of hooks inside
 one node with the same result:
 
-* Every member becomes a *proxy*: a subclass of its own class whose fused node
-  hooks are reset to `AgentMiddleware`'s, so `create_agent` makes no node for
-  them. Its wrap hooks, `tools`, `state_schema`, `name` and instance attributes
-  stay exactly as they were (the proxy is a shallow copy of the instance, and
-  the fused node calls the member's hooks on that same proxy).
+* Every member becomes a *proxy*: an object of a subclass of its own class
+  that hides the fused hooks from `create_agent` (which looks them up on the
+  class and finds `AgentMiddleware`'s no-ops, so it makes no node for them)
+  while the instance still reaches them (`_HiddenHook`). Its wrap hooks,
+  `tools`, `state_schema` and `name` stay as they were, and it shares the
+  instance's attribute dictionary: what a hook stores on `self` is on the
+  caller's instance.
 * One `FusedHooks` middleware per run of hooks carries the members' hooks. It
   sits in the list where its first member sat, so the graph order is unchanged.
 * Between members the fused node applies each update to its own view of the
@@ -83,9 +85,11 @@ write is dropped rather than shown to the next node. A hook returning
 
 Observability: the fused node calls each member's own hook methods, so the
 `--trace` timeline (`antler.tracing`, instrumented before fusion) still lists
-every plugin's hook with its own time. Chat models a member calls see its own
-node name as `langgraph_node` in their metadata, so streamed tokens keep
-their attribution (only the agent's model streams as `model`). Each fused
+every plugin's hook with its own time. When a callback handler listens (a
+tracer, LangGraph's `messages` stream), each member runs as a run of its own
+named as its unfused node, with that name as `langgraph_node` in its
+metadata: the messages it writes and the chat models it calls stream under
+its name (only the agent's model streams as `model`). Each fused
 node, and the model node with hooks inside, also reports what each member
 (and the model) returned on LangGraph's `custom` stream (`{FUSED_EVENT: node,
 "hooks": [...]}`), and `expand_fused_updates` turns the node's `updates`
@@ -95,6 +99,7 @@ its nodes (`AntlerAgent.stream` does this).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import time
@@ -475,19 +480,31 @@ def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
         if absorbed:
             steps_inside[kind] = [_step(middlewares[i], proxies[i], members[i], kind)
                                   for i in group]
+            if kind == "after_model":
+                last = steps_inside[kind][-1]
+                steps_inside[kind][-1] = dataclasses.replace(last, loop_exit=True)
             continue
         if len(group) < 2:
             continue
         steps = [_step(middlewares[i], proxies[i], members[i], kind) for i in group]
+        exits = kind == "after_model" and loop_exit in group
+        if exits:  # the loop exit runs last among the after_model hooks
+            steps[-1] = dataclasses.replace(steps[-1], loop_exit=True)
         fused = _fused_middleware(
             AgentMiddleware, name, kind, steps, channels, plan.token,
-            loop_exit=kind == "after_model" and loop_exit in group, node=node.node)
+            loop_exit=exits, node=node.node)
         fused.trace_policy = members[group[0]].trace_policy  # the group shares one
         inserts.setdefault(min(group), []).append(fused)
     ordered: list[Any] = []
     for index, middleware in enumerate(result):
         ordered.extend(inserts.get(index, ()))
         ordered.append(middleware)
+    if "after_model" in steps_inside and not any(
+            _overrides(type(m), v) for m in middlewares
+            for v in ("wrap_model_call", "awrap_model_call")):
+        # LangChain gives the edge after the model node a way back to the model only
+        # when something wraps the model call; the after_model nodes it replaces had one.
+        ordered.append(_model_edge_class()())
     model_hooks = None
     if steps_inside:
         entry = next((n.node for n in plan.nodes if n.kind == "before_model"), MODEL_NODE)
@@ -582,13 +599,30 @@ def _declared_jumps(cls: type, kind: str) -> tuple[str, ...]:
 
 
 def _mentions_interrupt(function: Any) -> bool:
+    """Whether `function`, or one it wraps or closes over, names `interrupt`.
+
+    Decorators reach the user's function through `__wrapped__` or a closure
+    (LangChain's `@after_model` makes a class whose hook calls the function).
+    """
     seen: set[int] = set()
-    while function is not None and id(function) not in seen:
+    pending = [function]
+    while pending:
+        function = pending.pop()
+        if function is None or id(function) in seen:
+            continue
         seen.add(id(function))
         code = getattr(function, "__code__", None)
         if code is not None and _code_mentions(code, "interrupt"):
             return True
-        function = getattr(function, "__wrapped__", None)
+        pending.append(getattr(function, "__wrapped__", None))
+        pending.append(getattr(function, "__func__", None))
+        for cell in getattr(function, "__closure__", None) or ():
+            try:
+                content = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if callable(content):
+                pending.append(content)
     return False
 
 
@@ -601,10 +635,35 @@ def _code_mentions(code: types.CodeType, name: str) -> bool:
 _PROXY_CLASSES: dict[tuple[type, str, frozenset[str]], type] = {}
 
 
-def _proxy(middleware: Any, kinds: frozenset[str]) -> Any:
-    """A shallow copy whose class no longer overrides the fused node hooks."""
-    import copy
+class _HiddenHook:
+    """A hook the proxy class hides from `create_agent`, which an instance still reaches.
 
+    `create_agent` looks a hook up on the class to decide whether a node is
+    needed: there it finds `AgentMiddleware`'s no-op. The member's own code
+    (an async hook that delegates to the sync one, say) and the fused node look
+    it up on the instance and get the real hook, bound to it.
+    """
+
+    __slots__ = ("base", "function")
+
+    def __init__(self, function: Any, base: Any) -> None:
+        self.function = function
+        self.base = base
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self.base
+        bind = getattr(self.function, "__get__", None)
+        return bind(instance, owner) if bind is not None else self.function
+
+
+def _proxy(middleware: Any, kinds: frozenset[str]) -> Any:
+    """The middleware under a class that no longer shows `create_agent` the given hooks.
+
+    The proxy shares the middleware's instance dictionary, so the two are one
+    object as far as state goes: what a hook stores on `self` is on the
+    caller's instance, and what the caller changes there the hooks see.
+    """
     from langchain.agents.middleware import AgentMiddleware
 
     cls, name = type(middleware), middleware.name
@@ -616,19 +675,14 @@ def _proxy(middleware: Any, kinds: frozenset[str]) -> Any:
                                 "__module__": cls.__module__}
         for kind in kinds:
             for variant in (kind, "a" + kind):
-                body[variant] = getattr(AgentMiddleware, variant)
+                base = getattr(AgentMiddleware, variant)
+                body[variant] = (_HiddenHook(getattr(cls, variant), base)
+                                 if _overrides(cls, variant) else base)
         proxy_class = type(cls.__name__, (cls,), body)
         _PROXY_CLASSES[key] = proxy_class
-    clone = copy.copy(middleware)
-    clone.__class__ = proxy_class
-    # `create_agent` looks at the class; the member's own code calls `self.<hook>`
-    # (an async hook that delegates to the sync one, say), which must still reach
-    # the real hook: instance attributes take precedence over the reset methods.
-    for kind in kinds:
-        for variant in (kind, "a" + kind):
-            if _overrides(cls, variant):
-                vars(clone)[variant] = types.MethodType(getattr(cls, variant), clone)
-    return clone
+    proxy: Any = object.__new__(proxy_class)
+    proxy.__dict__ = middleware.__dict__
+    return proxy
 
 
 # -- the fused node ------------------------------------------------------------------------
@@ -688,14 +742,16 @@ def _is_add_messages(operator: Any) -> bool:
 
 def _as_messages(value: Any) -> Any:
     """An `add_messages` write as message objects, so the view and the graph share ids."""
-    from langchain_core.messages import BaseMessage, convert_to_messages
+    from langchain_core.messages import BaseMessage, BaseMessageChunk, convert_to_messages
     from langchain_core.messages.utils import message_chunk_to_message
 
     if _is_overwrite(value):
         return value
     items = value if isinstance(value, list) else [value]
-    if all(isinstance(m, BaseMessage) for m in items):
+    if all(isinstance(m, BaseMessage) and not isinstance(m, BaseMessageChunk) for m in items):
         return value
+    # `add_messages` turns a chunk into a new message (and gives an id-less one a
+    # fresh id): done once here, the view and the graph hold the same message.
     return [message_chunk_to_message(m) for m in convert_to_messages(items)]
 
 
@@ -712,16 +768,23 @@ class _Step:
     node: str  # the member's own node name in an unfused graph
     call: Any  # a RunnableCallable, built exactly as create_agent builds a hook node
     can_jump: tuple[str, ...]
+    traced: Any = None
+    """The same hook as a run of its own, named as its node (used when callbacks listen)."""
+    loop_exit: bool = False
+    """The last `after_model` hook of a turn: LangChain's edge routes whatever it writes
+    to `jump_to`, declared or not."""
 
 
 def _step(original: Any, proxy: Any, member: Member, kind: str) -> _Step:
     from langgraph._internal._runnable import RunnableCallable
 
-    cls, own = type(original), vars(proxy)
-    sync = own[kind] if _overrides(cls, kind) else None
-    async_ = own["a" + kind] if _overrides(cls, "a" + kind) else None
-    return _Step(member.label, f"{member.name}.{kind}",
-                 RunnableCallable(sync, async_, trace=False), member.can_jump.get(kind, ()))
+    cls = type(original)
+    sync = getattr(proxy, kind) if _overrides(cls, kind) else None
+    async_ = getattr(proxy, "a" + kind) if _overrides(cls, "a" + kind) else None
+    node = f"{member.name}.{kind}"
+    return _Step(member.label, node, RunnableCallable(sync, async_, trace=False),
+                 member.can_jump.get(kind, ()),
+                 traced=RunnableCallable(sync, async_, name=node, trace=True))
 
 
 def _fused_middleware(base: type, name: str, kind: str, steps: list[_Step],
@@ -746,6 +809,27 @@ def _fused_middleware(base: type, name: str, kind: str, steps: list[_Step],
                                            "__module__": __name__})
     return subclass(name, kind, steps, channels, token, loop_exit=loop_exit, node=node,
                     can_jump=tuple(can_jump))
+
+
+@functools.cache
+def _model_edge_class() -> type:
+    """A pass-through `wrap_model_call` (defined lazily: no langchain import at load)."""
+    from langchain.agents.middleware import AgentMiddleware
+
+    class ModelEdge(AgentMiddleware):
+        """Keeps the model node's route back to the model (see `compile_fusion`)."""
+
+        @property
+        def name(self) -> str:
+            return "antler_model_edge"
+
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            return handler(request)
+
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            return await handler(request)
+
+    return ModelEdge
 
 
 @functools.cache
@@ -919,13 +1003,28 @@ def _member_config(step: _Step, config: RunnableConfig) -> RunnableConfig:
     return {**config, "metadata": metadata}
 
 
+def _listened(config: RunnableConfig) -> bool:
+    """Whether a callback handler (a tracer, LangGraph's `messages` stream) is listening."""
+    callbacks = config.get("callbacks")
+    handlers = getattr(callbacks, "handlers", callbacks)
+    return bool(handlers)
+
+
+def _runnable(step: _Step, config: RunnableConfig) -> Any:
+    # With a listener, each hook is a run of its own named as its unfused node, as
+    # LangGraph makes each node a run: traces nest under it and the `messages`
+    # stream reports what the hook wrote under its name, in its place. Without
+    # one, that bookkeeping is skipped.
+    return step.traced if step.traced is not None and _listened(config) else step.call
+
+
 def _invoke(step: _Step, state: dict[str, Any], config: RunnableConfig) -> Any:
     from langchain_core.runnables.config import var_child_runnable_config
 
     member = _member_config(step, config)
     token = var_child_runnable_config.set(member)
     try:
-        return step.call.invoke(state, member)
+        return _runnable(step, member).invoke(state, member)
     finally:
         var_child_runnable_config.reset(token)
 
@@ -936,7 +1035,7 @@ async def _ainvoke(step: _Step, state: dict[str, Any], config: RunnableConfig) -
     member = _member_config(step, config)
     token = var_child_runnable_config.set(member)
     try:
-        return await step.call.ainvoke(state, member)
+        return await _runnable(step, member).ainvoke(state, member)
     finally:
         var_child_runnable_config.reset(token)
 
@@ -971,10 +1070,12 @@ class _Run:
                 self.view.pop(key, None)
             return False
         pairs, extra, stop = _updates_of(result, step.label)
-        self.events.append({"plugin": step.label, "node": step.node,
-                            "update": _shown(pairs), "duration_ms": took})
-        self.extra.extend(extra)
         channels = self.node.channels
+        # As LangGraph's `updates` stream shows a node's write: keys the state has.
+        self.events.append({"plugin": step.label, "node": step.node,
+                            "update": _shown([p for p in pairs if p[0] in channels]),
+                            "duration_ms": took})
+        self.extra.extend(extra)
         grouped: dict[str, list[Any]] = {}
         for key, value in pairs:
             channel = channels.get(key)
@@ -1001,7 +1102,7 @@ class _Run:
             if target in step.can_jump:
                 self.jumped = True
                 return True
-            if step.can_jump:
+            if step.can_jump and not step.loop_exit:
                 raise _jump_error(step, target)
         return stop
 
@@ -1070,7 +1171,8 @@ def _updates_of(result: Any, label: str) -> tuple[list[tuple[str, Any]], list[An
             raise _invalid(update, label)
         extra = [Command(goto=result.goto)] if result.goto else []
         return pairs, extra, False
-    if isinstance(result, (list, tuple)) and any(isinstance(r, Command) for r in result):
+    if isinstance(result, (list, tuple)) and result and \
+            any(isinstance(r, Command) for r in result):
         pairs_all: list[tuple[str, Any]] = []
         extra_all: list[Any] = []
         stop = False
@@ -1080,6 +1182,11 @@ def _updates_of(result: Any, label: str) -> tuple[list[tuple[str, Any]], list[An
             extra_all.extend(extra)
             stop = stop or ends
         return pairs_all, extra_all, stop
+    from langgraph._internal._fields import get_cached_annotated_keys, get_update_as_tuples
+
+    keys = get_cached_annotated_keys(type(result))
+    if keys:  # a dataclass or model instance, as LangGraph accepts from a node
+        return list(get_update_as_tuples(result, keys)), [], False
     raise _invalid(result, label)
 
 
