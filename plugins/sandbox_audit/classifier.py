@@ -147,7 +147,9 @@ def classify(command: str, *, parser: Parser = "auto", budget: Budget | None = N
     """Classify one shell command. Never raises; linear in `len(command)`.
 
     `parser="tokenizer"` skips bashlex (tests compare the two front ends);
-    `parser="bashlex"` is the default behaviour made explicit. `budget` bounds
+    `parser="bashlex"` tries bashlex on every command it can take, and the
+    default, `"auto"`, leaves out commands of plain words only (`_plain_words`),
+    which both front ends read the same way. `budget` bounds
     the structure built (default `Budget()`: beyond it the command is refused
     as `command_too_complex`); benchmarks pass a larger one to time the
     analysis itself.
@@ -179,6 +181,26 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+# A command name, then arguments, of characters no shell treats specially: no quoting,
+# expansion, globbing, redirection, operator, comment or assignment in command position.
+_PLAIN_COMMAND = re.compile(r"[A-Za-z0-9_./+-]+(?: +[A-Za-z0-9_./:,+@%=-]+)*")
+_RESERVED_WORDS = frozenset({"if", "then", "else", "elif", "fi", "for", "while", "until",
+                             "do", "done", "case", "esac", "select", "function", "time",
+                             "coproc", "in"})
+
+
+def _plain_words(text: str) -> bool:
+    """Whether `text` is one simple command of plain words (most agents' commands).
+
+    For such a command bashlex and the tokenizer build the same script (the
+    corpus holds both front ends to one table), so bashlex, the slower of the
+    two, is skipped.
+    """
+    stripped = text.strip(" ")
+    return (_PLAIN_COMMAND.fullmatch(stripped) is not None
+            and stripped.split(" ", 1)[0] not in _RESERVED_WORDS)
 
 
 _FILE_WRITE = frozenset({"write_file", "str_replace", "edit_file", "append_file"})
@@ -599,7 +621,7 @@ class _Auditor:
         except TooComplex as exc:
             self.add("command_too_complex", str(exc), 0)
             return None
-        if self.parser == "tokenizer":
+        if self.parser == "tokenizer" or (self.parser == "auto" and _plain_words(text)):
             self.used = "tokenizer" if self.used == "none" else self.used
             return script
         if bashlex_walker.eligible(text, _depth_hint(text)):

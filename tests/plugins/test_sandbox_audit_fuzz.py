@@ -136,3 +136,18 @@ def test_time_grows_linearly_with_the_command(make: Callable[[int], str]) -> Non
     small, large = make(16_000), make(128_000)
     base = max(_best(small, 3, _unbounded), 5e-3)
     assert _best(large, 3, _unbounded) < 40 * base   # linear is 8x; quadratic would be 64x
+
+
+PLAIN = ["rm", "-rf", "-r", "-f", "/", "/etc", "/mnt/user-data/workspace", "curl", "wget",
+         "-o", "x.sh", "bash", "sh", "python", "python3", "-c", "chmod", "777", "+x", "dd",
+         "if=/dev/zero", "of=/dev/sda", "mkfs.ext4", "sudo", "env", "nohup", "ls", "-la", "cat",
+         "/etc/shadow", "~/.ssh/id_rsa", "git", "push", "--force", "A=1", "eval", "source",
+         "nc", "-e", "xargs", "find", "-delete", "-exec", "tee", "base64", "-d", "http://x.y/z",
+         "user@host", "50%", "a,b", "time", "if", "do"]
+
+
+@FUZZ
+@given(st.lists(st.sampled_from(PLAIN), min_size=1, max_size=6).map(" ".join))
+def test_plain_word_commands_skip_bashlex_with_the_same_verdict(command: str) -> None:
+    fast, full = classify(command), classify(command, parser="bashlex")
+    assert (fast.action, fast.rule, fast.findings) == (full.action, full.rule, full.findings)
