@@ -67,11 +67,12 @@ hooks are deterministic given their state (which LangGraph's own retries assume
 too); a hook with outside side effects runs those again. Interrupt-capable
 hooks stand alone for exactly this reason.
 Inside the model node the model call is one of those members: when it or a
-model-call hook fails, resuming runs the `before_model` hooks, the model call
-and the `after_model` hooks again. A failing `after_model` hook therefore
-costs a second model call on resume (LangChain's graph saved the answer and
-retries the hook alone), and the answer may differ. Declare a plugin
-`fusable: false` if its model-call hooks must not share that fate.
+model-call hook fails, resuming runs the node again. The model's answer of a
+node that failed after the model call is kept for the retry of the same task
+(`_SavedAnswers`), so in one process a failing `after_model` hook costs no
+second model call, as in LangChain's graph, which checkpointed the answer; a
+resume in another process calls the model again. Declare a plugin `fusable:
+false` if its model-call hooks must not share that fate.
 
 Other differences, by construction: LangGraph managed values (such as
 `remaining_steps`) are read once per fused node, and a run takes fewer
@@ -99,9 +100,11 @@ its nodes (`AntlerAgent.stream` does this).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import itertools
+import threading
 import time
 import types
 import uuid
@@ -922,9 +925,9 @@ class ModelHooks(_StepRunner):
     that the edge can reach every destination the hooks declare.
 
     Failure: the node is one superstep, so when the model call or a hook
-    fails, nothing of it is checkpointed and resuming runs it again, the
-    model call included (without this, a failing `after_model` hook would be
-    retried alone, after the model's answer was saved). Hooks that may
+    fails, nothing of it is checkpointed and resuming runs it again. The
+    model's answer is kept for that retry (`_SavedAnswers`, this process
+    only), so the model is not called twice. Hooks that may
     interrupt, or are declared `fusable: false`, keep every hook of their
     kind in its own nodes (see `absorbable`).
     """
@@ -939,6 +942,7 @@ class ModelHooks(_StepRunner):
         self.after = after
         self.loop_entry = loop_entry
         self.model: _Step | None = None
+        self.answers = _SavedAnswers()
 
     def problem_with(self, graph: Any) -> str:
         """Why the absorbed hooks cannot run in `graph`'s model node ("" when they can)."""
@@ -978,15 +982,102 @@ class ModelHooks(_StepRunner):
             raise FusionError(f"cannot run before_model/after_model hooks inside the model "
                               f"node: {problem}; compile with into_model=False")
         node = graph.nodes[MODEL_NODE]
-        self.model = _Step(MODEL_NODE, MODEL_NODE, node.bound, ())
+        self.model = _Step(MODEL_NODE, MODEL_NODE, _ModelCall(node.bound, self.answers), ())
         graph.nodes[MODEL_NODE] = node.copy(
             {"bound": RunnableCallable(self.run, self.arun, trace=False)})
+
+    def run(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
+        result = super().run(state, runtime, config)
+        self.answers.discard(_task_key(config))  # the node succeeded: nothing to retry
+        return result
+
+    async def arun(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
+        result = await super().arun(state, runtime, config)
+        self.answers.discard(_task_key(config))
+        return result
 
     def _steps(self) -> Iterable[_Step]:
         if self.model is None:
             raise FusionError("the model-call hooks were compiled to run inside the model "
                               "node, but FusedChain.install was never called on the graph")
         return itertools.chain(self.before, [self.model], self.after)
+
+
+class _SavedAnswers:
+    """The model's writes of model-node runs not finished yet, by task, for their retry.
+
+    When an `after_model` hook fails, LangGraph keeps nothing of the node, and
+    the retry (a resume, or a retry policy) runs the same task again from the
+    same checkpoint. Taking the model's writes from here, the retry does not
+    call the model a second time, as LangChain's graph would not: it saved the
+    answer before its `after_model` nodes ran. In this process only: a resume
+    elsewhere calls the model again. Entries of runs never retried age out.
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self._items: collections.OrderedDict[tuple[Any, ...], Any] = collections.OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def put(self, key: tuple[Any, ...] | None, value: Any) -> None:
+        if key is None:
+            return
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def take(self, key: tuple[Any, ...] | None) -> Any:
+        if key is None:
+            return None
+        with self._lock:
+            return self._items.pop(key, None)
+
+    def discard(self, key: tuple[Any, ...] | None) -> None:
+        self.take(key)
+
+
+def _task_key(config: RunnableConfig) -> tuple[Any, ...] | None:
+    """The LangGraph task running `config` (stable when the same task is run again)."""
+    from langgraph._internal._constants import (
+        CONFIG_KEY_CHECKPOINT_NS,
+        CONFIG_KEY_TASK_ID,
+        CONFIG_KEY_THREAD_ID,
+    )
+
+    configurable = config.get("configurable") or {}
+    task = configurable.get(CONFIG_KEY_TASK_ID)
+    if not task:
+        return None
+    return (configurable.get(CONFIG_KEY_THREAD_ID), configurable.get(CONFIG_KEY_CHECKPOINT_NS),
+            task)
+
+
+class _ModelCall:
+    """LangChain's model node, answering a retried task from `_SavedAnswers`."""
+
+    def __init__(self, model: Any, answers: _SavedAnswers) -> None:
+        self.model = model
+        self.answers = answers
+
+    def invoke(self, state: Any, config: RunnableConfig) -> Any:
+        key = _task_key(config)
+        saved = self.answers.take(key)
+        if saved is not None:
+            return saved
+        result = self.model.invoke(state, config)
+        self.answers.put(key, result)
+        return result
+
+    async def ainvoke(self, state: Any, config: RunnableConfig) -> Any:
+        key = _task_key(config)
+        saved = self.answers.take(key)
+        if saved is not None:
+            return saved
+        result = await self.model.ainvoke(state, config)
+        self.answers.put(key, result)
+        return result
 
 
 def _member_config(step: _Step, config: RunnableConfig) -> RunnableConfig:

@@ -101,10 +101,7 @@ def test_random_chains_agree_after_a_failure_and_resume(specs, where, kind):
 
     arm()
     unfused = run(specs, fused=False, retry=True, turns=script(1))
-    # Inside the model node a failing after_model hook re-runs the model call on
-    # resume (documented; see test_compiler.py), so that mode is compared for the
-    # other kinds only.
-    for mode in (True,) if kind == "after_model" else FUSED_MODES:
+    for mode in FUSED_MODES:
         arm()
         fused = run(specs, fused=mode, retry=True, turns=script(1))
         assert fused.comparable() == unfused.comparable(), f"fused={mode!r} differs"
