@@ -35,7 +35,12 @@ How a command is judged:
 6. A simple dataflow connects two-step forms: a variable assigned from a risky
    substitution (or `read` from one, or a `for` variable over one) is tainted,
    and a tainted variable used as a command, in `eval`/`source`, or as
-   interpreter code blocks (`x=$(curl u); eval "$x"`).
+   interpreter code blocks (`x=$(curl u); eval "$x"`). Files are tainted the
+   same way: a file a downloader writes (`curl -o F`, `wget -O F`, `wget URL`,
+   fetched output redirected or `tee`d to F) and later run in the same command
+   line, as the command, as a shell's or interpreter's script, or by
+   `source`/`.`, blocks (`curl -o x.sh u && bash x.sh`). File names compare as
+   written, with `F` and `./F` the same file; nothing untaints a file.
 7. Per-command rules catch the classic destructive forms (recursive deletes of
    `/` or home, fork bombs, raw disk writes, reverse shells, power-off) and
    flag risky-but-common ones (sudo, package installs, chmod 777, ...).
@@ -59,6 +64,7 @@ from .rules import (
     DECLARATION_COMMANDS,
     DECODERS,
     DISK_TOOLS,
+    DOWNLOADERS,
     EVAL_WORDS,
     FETCHERS,
     FIND_EXEC,
@@ -81,6 +87,7 @@ from .rules import (
     WRITE_TOOLS_ALL_OPERANDS,
     WRITE_TOOLS_LAST_OPERAND,
     Action,
+    Downloader,
     interpreter_family,
 )
 from .script import SUB_MARK, Command, Compound, Pipeline, Redirect, Script, Substitution, Word
@@ -410,6 +417,130 @@ def _reverse_shell_code(text: str) -> bool:
     return False
 
 
+# -- files written from downloaded content ------------------------------------------------------
+
+_DOT_SLASH = re.compile(r"(?:\./+)+")
+_STDOUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
+
+
+def _file_key(text: str) -> str | None:
+    """The name a file is tainted under: as written, `./x.sh` the same as `x.sh`."""
+    if SUB_MARK in text:
+        return None    # a computed name: nothing to compare it with
+    if text.startswith("./"):
+        match = _DOT_SLASH.match(text)
+        if match is not None:
+            text = text[match.end():]
+    return text or None
+
+
+def _url_file_names(url: str) -> list[str]:
+    """The names `wget URL` / `curl -O URL` may save under: the last path segment, with
+    and without its query string."""
+    rest = url.partition("://")[2] if "://" in url else url
+    rest = rest.partition("#")[0]
+    path = rest.partition("?")[0]
+    if "/" not in path:
+        return []       # no path: the downloader picks a name (index.html)
+    names = []
+    name = path.rpartition("/")[2]
+    if name:
+        names.append(name)
+    if "?" in rest and "/" not in rest.partition("?")[2]:
+        with_query = rest.rpartition("/")[2]
+        if with_query and with_query != name:
+            names.append(with_query)
+    return names
+
+
+def _downloaded_files(spec: Downloader, args: list[Word]) -> list[str]:
+    """The files a downloader invocation writes, by its options and URL operands."""
+    outputs: list[str] = []
+    dirs: list[str] = []
+    urls: list[str] = []
+    remote = False
+    named = False      # an output option was given (`-O -` too: then nothing is named by URL)
+    options = True
+    count = len(args)
+    i = 0
+    while i < count:
+        word = args[i]
+        text = word.text
+        i += 1
+        if not options or not text.startswith("-") or text == "-":
+            if not word.subs:
+                urls.append(text)
+            continue
+        if text == "--":
+            options = False
+            continue
+        value: Word | None = None
+        attached = ""
+        kind = ""
+        if text.startswith("--"):
+            key, equals, attached = text.partition("=")
+            if key in spec.output_long:
+                kind = "output"
+            elif key in spec.dir_long:
+                kind = "dir"
+            elif key in spec.remote_long:
+                remote = True
+                continue
+            else:
+                continue
+            if not equals:
+                value = args[i] if i < count else None
+                i += 1
+        else:
+            for position in range(1, len(text)):
+                char = text[position]
+                if char in spec.short_args:
+                    attached = text[position + 1:]
+                    if not attached:
+                        value = args[i] if i < count else None
+                        i += 1
+                    if char == spec.output_short:
+                        kind = "output"
+                    elif char == spec.dir_short:
+                        kind = "dir"
+                    break
+                if char == spec.remote_short:
+                    remote = True
+            if not kind:
+                continue
+        if value is not None:
+            if value.subs:
+                continue
+            attached = value.text
+        elif word.subs:
+            continue
+        if not attached:
+            continue
+        if kind == "output":
+            named = True
+            if attached != "-":
+                outputs.append(attached)
+        else:
+            dirs.append(attached.rstrip("/") or "/")
+    files = list(outputs)
+    if remote or (spec.names_from_url and not named):
+        for url in urls:
+            files.extend(_url_file_names(url))
+    if dirs:    # the last directory option wins; the bare names stay tainted too
+        folder = dirs[-1].rstrip("/")
+        files.extend([f"{folder}/{name}" for name in files])
+    return files
+
+
+def _content_source(*risks: _Risk | None) -> str | None:
+    """What makes written content count as downloaded: a fetcher or a tainted variable."""
+    for risk in risks:
+        if risk is not None and (risk.fetch or risk.taint):
+            return (f"{risk.fetch} output" if risk.fetch
+                    else f"a tainted variable ({risk.taint})")
+    return None
+
+
 # -- command positions -------------------------------------------------------------------------
 
 def _may_vanish(word: Word) -> bool:
@@ -578,6 +709,7 @@ class _Auditor:
         self.findings: list[Finding] = []
         self.seen: set[tuple[str, int]] = set()
         self.tainted: dict[str, str] = {}
+        self.tainted_files: dict[str, str] = {}   # file name -> how downloaded content got there
         self.functions: dict[str, _Risk] = {}
         self.code_depth = 0
         self.position: int | None = None     # set while auditing a nested code string
@@ -692,6 +824,10 @@ class _Auditor:
                 risk, info = self.walk_command(stage, ctx, pipeline, upstream)
             else:
                 risk, info = self.walk_compound(stage, ctx)
+                if not ctx.arith and stage.redirects:
+                    source = _content_source(risk, upstream)
+                    if source is not None:
+                        self.redirect_writes(stage.redirects, source)
             if index == 0:
                 first_info = info
             if not ctx.arith:
@@ -834,6 +970,7 @@ class _Auditor:
         if not ctx.arith:
             self.judge(cmd, words, exec_index, name, wrappers, subrisk, upstream, sub_words,
                        reads_code, vanished)
+            self.file_writes(cmd, words, exec_index, name, _content_source(risk, upstream))
             if ctx.function is not None and name == ctx.function and pipeline is not None \
                     and (len(pipeline.stages) > 1 or pipeline.background):
                 self.add("fork_bomb", f"{name}() calls itself through a pipe or in the "
@@ -969,6 +1106,8 @@ class _Auditor:
             self.here_input(cmd, family, subrisk, flagged, static)
         if name is not None and (reads_code or interpreter_family(name) is not None):
             self.script_operand(cmd, words, exec_index, name, subrisk, flagged)
+        if self.tainted_files and exec_index is not None:
+            self.file_executed(cmd, words, exec_index, name, reads_code)
         if sub_words or cmd.redirects or any(a.subs for a in cmd.assignments):
             self.value_findings(cmd, subrisk, flagged)
         if exec_index is not None and name is not None:
@@ -1208,6 +1347,83 @@ class _Auditor:
                 self.tainted[variable] = f"${variable} was read from {source} output"
             else:
                 self.tainted.pop(variable, None)
+
+    # -- files written from downloaded content ----------------------------------------------
+
+    def file_writes(self, cmd: Command, words: list[Word], exec_index: int | None,
+                    name: str | None, source: str | None) -> None:
+        """Taint the files this command fills with downloaded content."""
+        if name is not None and exec_index is not None:
+            spec = DOWNLOADERS.get(name)
+            args = words[exec_index + 1:]
+            if spec is not None:
+                for path in _downloaded_files(spec, args):
+                    self.taint_file(path, f"written by {name}")
+            elif source is not None and name == "tee":
+                for arg in args:
+                    if not arg.text.startswith("-") and not arg.subs:
+                        self.taint_file(arg.text, f"written by tee from {source}")
+            elif source is not None and name == "dd":
+                for arg in args:
+                    if arg.text.startswith("of=") and not arg.subs:
+                        self.taint_file(arg.text[3:], f"written by dd from {source}")
+        if source is not None and cmd.redirects:
+            self.redirect_writes(cmd.redirects, source)
+
+    def redirect_writes(self, redirects: list[Redirect], source: str) -> None:
+        for redirect in redirects:
+            target = redirect.target
+            if target is None or target.subs or redirect.op not in _STDOUT_REDIRECTS:
+                continue
+            if redirect.op == ">&" and (target.text.isdigit() or target.text == "-"):
+                continue
+            self.taint_file(target.text, f"written by `{redirect.op}` from {source}")
+
+    def taint_file(self, path: str, how: str) -> None:
+        key = _file_key(path)
+        if key is not None and key not in self.tainted_files:
+            self.tainted_files[key] = how
+
+    def tainted_file(self, word: Word) -> str | None:
+        key = _file_key(word.text)
+        return self.tainted_files.get(key) if key is not None else None
+
+    def file_executed(self, cmd: Command, words: list[Word], exec_index: int,
+                      name: str | None, reads_code: str | None) -> None:
+        """Block running a tainted file: as the command, a script operand, or sourced."""
+        word = words[exec_index]
+        how = self.tainted_file(word)
+        if how is not None:
+            self.add("downloaded_file_executed",
+                     f"{word.text} as a command: {word.text} was {how}", word.start)
+        if name is None:
+            return
+        operand: int | None = None
+        if name in ("source", "."):
+            operand = exec_index + 1
+            if operand < len(words) and words[operand].text == "--":
+                operand += 1
+        else:
+            family = interpreter_family(name)
+            if family is not None and family != "su":
+                code_index, operand, _, _ = _interpreter_options(words, exec_index, family)
+                if code_index is not None:
+                    operand = None
+        if operand is not None and operand < len(words):
+            script = words[operand]
+            how = self.tainted_file(script)
+            if how is not None:
+                self.add("downloaded_file_executed",
+                         f"{name} {script.text}: {script.text} was {how}", script.start)
+        if reads_code:
+            for redirect in cmd.redirects:
+                target = redirect.target
+                if redirect.op == "<" and target is not None:
+                    how = self.tainted_file(target)
+                    if how is not None:
+                        self.add("downloaded_file_executed",
+                                 f"{name} < {target.text}: {target.text} was {how}",
+                                 redirect.start)
 
     def check_redirect_target(self, redirect: Redirect) -> None:
         target = redirect.target

@@ -24,6 +24,7 @@ from enum import StrEnum
 __all__ = [
     "CODE_FLAGS",
     "DECODERS",
+    "DOWNLOADERS",
     "EVAL_WORDS",
     "FETCHERS",
     "NETWORK_TOOLS",
@@ -33,6 +34,7 @@ __all__ = [
     "SHELLS",
     "WRAPPERS",
     "Action",
+    "Downloader",
     "Rule",
     "Wrapper",
     "interpreter_family",
@@ -149,6 +151,16 @@ RULES: tuple[Rule, ...] = (
          "later executed: `x=$(curl u); eval \"$x\"`, `$x` as a command, `sh -c \"$x\"`",
          "the two-step form runs fetched content just like the one-step form",
          "Save fetched content to a file, inspect it, and run explicit commands."),
+    Rule("downloaded_file_executed", _B,
+         "a file written from downloaded content (`curl -o F`, `curl -O URL`, `wget -O F`, "
+         "`wget URL`, a fetcher's stdout redirected to F, `curl u | tee F`) and run later in "
+         "the same command line: as the command (`./F`), as the script of a shell or "
+         "interpreter (`bash F`, `python3 F`, `bash < F`), or by `source F`/`. F`; names "
+         "compare as written, with `F` == `./F`",
+         "a file written from downloaded content is run later in the same command, which "
+         "runs fetched code unseen just like `curl u | sh`",
+         "Download the file in one command, read it, and run it in a later, separate command "
+         "only if the task needs it."),
     Rule("nesting_too_deep", _B,
          "substitutions, quotes or code strings nested deeper than the audit follows",
          "a command the audit cannot see through cannot be vouched for",
@@ -233,6 +245,49 @@ DECODERS: dict[str, frozenset[str]] = {
     "gpg": frozenset({"d", "--decrypt"}),
 }
 """Commands whose output is decoded (possibly obfuscated) content."""
+
+
+
+@dataclass(frozen=True)
+class Downloader:
+    """How a downloader names the file it writes (for `downloaded_file_executed`).
+
+    Short options are letters (`"o"`), long ones full words (`"--output"`).
+    `short_args` are the short options taking an argument, so that the rest of
+    a cluster (`-dfoo`) is read as that argument and not as more options.
+    """
+
+    output_short: str = ""                       # `curl -o F`, `wget -O F`
+    output_long: frozenset[str] = frozenset()    # `--output F`, `--output-document=F`
+    short_args: frozenset[str] = frozenset()
+    remote_short: str = ""                       # `curl -O URL`: the URL's file name
+    remote_long: frozenset[str] = frozenset()
+    names_from_url: bool = False                 # `wget URL` with no output option
+    dir_short: str = ""                          # `wget -P DIR`
+    dir_long: frozenset[str] = frozenset()       # `--directory-prefix`, `--output-dir`
+
+
+def _d(output_short: str = "", output_long: str = "", short_args: str = "",
+       remote_short: str = "", remote_long: str = "", names_from_url: bool = False,
+       dir_short: str = "", dir_long: str = "") -> Downloader:
+    return Downloader(output_short, frozenset(output_long.split()), frozenset(short_args),
+                      remote_short, frozenset(remote_long.split()), names_from_url,
+                      dir_short, frozenset(dir_long.split()))
+
+
+DOWNLOADERS: dict[str, Downloader] = {
+    "curl": _d("o", "--output", "AbcCdDeEFHKmoPQrtTuUwxXyYz", "O",
+               "--remote-name --remote-name-all", dir_long="--output-dir"),
+    "wget": _d("O", "--output-document", "eoaiBtOTwQPUlARDXIn", names_from_url=True,
+               dir_short="P", dir_long="--directory-prefix"),
+    "aria2c": _d("o", "--out", "odsxjiU", names_from_url=True, dir_short="d",
+                 dir_long="--dir"),
+    "axel": _d("o", "--output", "osnHU", names_from_url=True),
+    "http": _d("o", "--output", "aoA"),
+    "https": _d("o", "--output", "aoA"),
+    "xh": _d("o", "--output", "aoA"),
+}
+"""Fetchers that write files (the others in `FETCHERS` taint only what their stdout writes)."""
 
 NETWORK_TOOLS = frozenset({"nc", "ncat", "netcat", "socat", "telnet", "openssl", "cryptcat"})
 """Tools that connect a pipeline to a socket (for reverse-shell pipelines)."""

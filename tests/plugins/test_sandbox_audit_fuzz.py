@@ -99,6 +99,7 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "ansi-c": lambda n: "echo $'" + _repeat("\\x41", n) + "'",
     "unclosed quotes": lambda n: _repeat('a"b ', n),
     "code string": lambda n: "bash -c '" + _repeat("echo x; ", n) + "'",
+    "downloads and runs": lambda n: _repeat("curl -o x.sh u; bash ./x.sh; ", n),
 }
 
 
