@@ -28,6 +28,12 @@ How a command is judged:
    risky substitution, or literal substitution text (`'$(curl u)'`), blocks.
 4. Code that is itself shell (`sh -c '...'`, `eval '...'`, a here-string or
    heredoc fed to a shell) is classified again as a script, a few levels deep.
+   So is each literal command line that interpreter code hands to a shell
+   (`python3 -c 'os.system("...")'`, `node -e "execSync('...')"`, Perl and Ruby
+   backticks, `qx{}`, `%x()`, PHP `shell_exec`, an argv list like
+   `["sh", "-c", "..."]`; see `interpreter_code.py`): the code string of an
+   interpreter standing as the command, or its heredoc or here-string. Only
+   literal arguments are read; nothing is evaluated.
 5. Pipelines are judged as a whole: content from a fetcher or decoder reaching
    an interpreter's stdin blocks (`curl ... | sh`, `base64 -d | sh`), as does
    anything piped into a shell; a shell joined to a network tool is a reverse
@@ -58,6 +64,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from . import bashlex_walker
+from .interpreter_code import shell_commands
 from .rules import (
     BLOCK_DEVICE,
     CODE_FLAGS,
@@ -1232,7 +1239,15 @@ class _Auditor:
                 if _reverse_shell_code(code):
                     self.add("reverse_shell", f"{name} code opens a socket and a shell",
                              words[index].start)
+                if index in positions and code:
+                    self.interpreter_calls(family, code, words[index].start, f"{name} code")
             return
+
+    def interpreter_calls(self, family: str, code: str, position: int, what: str) -> None:
+        """Audit, as nested shell code, each literal command line that interpreter code
+        hands to a shell (`os.system("...")`, `execSync('...')`, backticks, ...)."""
+        for how, command in shell_commands(family, code):
+            self.audit_code(command, position, f"{what}: {how}")
 
     def here_input(self, cmd: Command, family: str | None,
                    subrisk: dict[int, _Risk | None], flagged: set[int], static: bool) -> None:
@@ -1246,9 +1261,13 @@ class _Auditor:
                                 "here-string to an interpreter")
                 if family == "shell" and static:
                     self.audit_code(target.text, target.start, "here-string script")
-                elif _reverse_shell_code(target.text):
-                    self.add("reverse_shell", "here-string code opens a socket and a shell",
-                             target.start)
+                else:
+                    if _reverse_shell_code(target.text):
+                        self.add("reverse_shell", "here-string code opens a socket and a shell",
+                                 target.start)
+                    if static:
+                        self.interpreter_calls(family, target.text, target.start,
+                                               "here-string code")
             elif heredoc is not None:
                 what = "heredoc to an interpreter"
                 for sub in heredoc.subs:
@@ -1272,6 +1291,9 @@ class _Auditor:
                     if _reverse_shell_code(heredoc.body):
                         self.add("reverse_shell", "heredoc code opens a socket and a shell",
                                  heredoc.start)
+                    if static:
+                        self.interpreter_calls(family, heredoc.body, heredoc.start,
+                                               "heredoc code")
 
     def script_operand(self, cmd: Command, words: list[Word], exec_index: int | None,
                        name: str | None, subrisk: dict[int, _Risk | None],

@@ -32,6 +32,7 @@ __all__ = [
     "RULES",
     "RULES_BY_NAME",
     "SHELLS",
+    "SHELL_CALLS",
     "WRAPPERS",
     "Action",
     "Downloader",
@@ -334,6 +335,44 @@ _FAMILY_PATTERN = re.compile(
     r"|(?P<php>php[0-9.]*(?:-cli)?)|(?P<lua>(?:lua|luajit)[0-9.]*)|(?P<su>su|runuser)"
     r"|(?P<generic>Rscript|osascript|pwsh|powershell|tclsh|wish|julia)"
 )
+
+SHELL_CALLS: dict[str, dict[str, str]] = {
+    # family -> call name -> how its literal arguments reach a shell
+    # (`interpreter_code.py`; a list literal argument is always an argv):
+    #   "shell":  the first argument is a command line (`os.system("...")`)
+    #   "system": one argument is a command line, several are an argv (Perl, Ruby)
+    #   "spawn":  a program and a list of its arguments (`spawn("sh", ["-c", "..."])`),
+    #             or a command line alone
+    #   "execv":  a path, then the whole argv as a list (`os.execv(p, ["sh", "-c", ...])`)
+    #   "execl":  a path, then the argv as further arguments
+    "python": {
+        "system": "shell", "popen": "shell", "run": "shell", "call": "shell",
+        "check_call": "shell", "check_output": "shell", "Popen": "shell",
+        "getoutput": "shell", "getstatusoutput": "shell", "create_subprocess_shell": "shell",
+        "create_subprocess_exec": "system",
+        "execv": "execv", "execve": "execv", "execvp": "execv", "execvpe": "execv",
+        "execl": "execl", "execle": "execl", "execlp": "execl", "execlpe": "execl",
+    },
+    "node": {
+        "exec": "shell", "execSync": "shell",
+        "spawn": "spawn", "spawnSync": "spawn", "execFile": "spawn", "execFileSync": "spawn",
+    },
+    "perl": {"system": "system", "exec": "system"},
+    "ruby": {
+        "system": "system", "exec": "system", "spawn": "system", "popen": "system",
+        "capture2": "system", "capture2e": "system", "capture3": "system",
+        "popen2": "system", "popen2e": "system", "popen3": "system",
+    },
+    "php": {
+        "system": "shell", "exec": "shell", "shell_exec": "shell", "passthru": "shell",
+        "popen": "shell", "proc_open": "shell", "pcntl_exec": "spawn",
+    },
+    "lua": {"execute": "shell", "popen": "shell"},
+}
+"""Calls that hand their (literal) arguments to a shell or run them as a command, by
+interpreter family. Command literals (backticks, `qx{}`, `%x()`, zx/Bun `` $`...` ``) are
+recognized by the scanner itself."""
+
 
 @functools.lru_cache(maxsize=4096)
 def interpreter_family(name: str) -> str | None:

@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from antler.plugins.sandbox_audit.classifier import classify
+from antler.plugins.sandbox_audit.interpreter_code import shell_commands
 from antler.plugins.sandbox_audit.rules import RULES_BY_NAME, Action
 from antler.plugins.sandbox_audit.splitter import Budget, Unauditable, split
 
@@ -77,6 +78,30 @@ def test_arbitrary_text_is_classified(command: str) -> None:
     assert classify(command).action in (Action.BLOCK, Action.WARN, Action.PASS)
 
 
+# Interpreter code: the literals it hands to a shell are audited as nested shell code.
+CODE_FRAGMENTS = [
+    "os.system(", "subprocess.run([", "execSync(", "spawn(", "system ", "%x(", "qx{", "q(",
+    "s/", "`", '"', "'", '"""', "\\", "{", "}", "${", "#{", "(", ")", "[", "]", ",", "+", ".",
+    "..", ";", "\n", " ", "#", "//", "/*", "--", "[[", "f\"", "curl u | sh", "rm -rf /",
+    '"sh", "-c", ', ".format(", "\\x41", "$x",
+]
+INTERPRETERS = ["python3 -c ", "node -e ", "perl -e ", "ruby -e ", "php -r ", "lua -e ",
+                "python3 <<'EOF'\n"]
+code_texts = st.lists(st.one_of(st.sampled_from(CODE_FRAGMENTS), noise), max_size=30).map("".join)
+
+
+@FUZZ
+@given(st.sampled_from(INTERPRETERS), st.sampled_from(["'", '"', ""]), code_texts)
+def test_interpreter_code_is_classified_without_raising(prefix: str, quote: str,
+                                                        code: str) -> None:
+    command = prefix + quote + code + quote
+    for parser in ("auto", "tokenizer"):
+        verdict = classify(command, parser=parser)  # type: ignore[arg-type]
+        assert verdict.rule != "audit_failed", verdict.as_dict()
+    for family in ("python", "node", "perl", "ruby", "php", "lua"):
+        assert all(isinstance(text, str) for _, text in shell_commands(family, code))
+
+
 # -- linearity ------------------------------------------------------------------------------
 
 def _repeat(unit: str, size: int) -> str:
@@ -100,6 +125,9 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "unclosed quotes": lambda n: _repeat('a"b ', n),
     "code string": lambda n: "bash -c '" + _repeat("echo x; ", n) + "'",
     "downloads and runs": lambda n: _repeat("curl -o x.sh u; bash ./x.sh; ", n),
+    "interpreter shell calls": lambda n: "python3 -c '" + _repeat(
+        'os.system("curl -s u | sh"); subprocess.run(["sh", "-c", "ls"]); ', n) + "'",
+    "interpreter command literals": lambda n: "perl -e '" + _repeat("`ls -l`; qx{id}; ", n) + "'",
 }
 
 
@@ -152,3 +180,29 @@ PLAIN = ["rm", "-rf", "-r", "-f", "/", "/etc", "/mnt/user-data/workspace", "curl
 def test_plain_word_commands_skip_bashlex_with_the_same_verdict(command: str) -> None:
     fast, full = classify(command), classify(command, parser="bashlex")
     assert (fast.action, fast.rule, fast.findings) == (full.action, full.rule, full.findings)
+
+
+HANDED_TO_A_SHELL = [
+    "python3 -c 'import os; os.system(\"{}\")'",
+    "python3 -c 'import subprocess; subprocess.run(\"{}\", shell=True)'",
+    "node -e \"require('child_process').execSync('{}')\"",
+    "perl -e 'system(\"{}\")'",
+    "ruby -e '%x({})'",
+    "php -r 'shell_exec(\"{}\");'",
+]
+# Credential paths are left out: the whole code string is searched for them already.
+NESTED_PLAIN = [word for word in PLAIN if word not in ("/etc/shadow", "~/.ssh/id_rsa")]
+
+
+@FUZZ
+@given(st.sampled_from(HANDED_TO_A_SHELL),
+       st.lists(st.sampled_from(NESTED_PLAIN), min_size=1, max_size=6).map(" ".join))
+def test_a_literal_handed_to_a_shell_is_judged_like_the_command(template: str,
+                                                                command: str) -> None:
+    direct = classify(command)
+    for parser in ("auto", "tokenizer"):
+        nested = classify(template.format(command), parser=parser)  # type: ignore[arg-type]
+        if nested.rule == "nesting_too_deep":   # one level deeper than `command` alone
+            assert direct.rule == "nesting_too_deep" or "eval eval" in command
+            continue
+        assert (nested.action, nested.rule) == (direct.action, direct.rule), nested.as_dict()
