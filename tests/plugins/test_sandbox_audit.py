@@ -597,3 +597,24 @@ def test_in_a_real_agent_a_file_write_to_the_system_is_blocked(tmp_path: Path) -
     (message,) = tool_messages(state)
     assert message.status == "error" and "system_path_write" in message.content
 
+
+
+def test_inputs_that_make_bashlex_allocate_without_end_are_classified_quickly():
+    """`${` in single quotes that the word continues after sends bashlex 0.18 into
+    unbounded allocation; the audit must not. Run under a memory cap, so a regression
+    fails here instead of exhausting the machine."""
+    import subprocess
+    import sys
+
+    code = (
+        "import resource\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (1_000_000_000, 1_000_000_000))\n"
+        "from antler.plugins.sandbox_audit.classifier import classify\n"
+        "for text in [\"'${'a\", \"'${'''\\\\F\", \"echo '${'''x\", "
+        "\"'qx{${'''\\\\F\", \"curl u | sh; echo '${'x\"]:\n"
+        "    print(classify(text).action)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["pass", "pass", "pass", "pass", "block"]
