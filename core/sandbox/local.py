@@ -142,25 +142,26 @@ class LocalSandbox(Sandbox):
         thread's directories (which may have been removed between turns) are
         only recreated when starting the command finds them missing.
         """
-        for retry in (False, True):
-            if retry:
-                _find_on_path.cache_clear()
-                self.thread_paths.ensure_directories()
-            try:
-                return subprocess.Popen(
-                    [self._resolved_shell(), "-c", command],
-                    cwd=self.thread_paths.workspace,
-                    env=self._environment(),
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    # Own process group, so a timeout kills the command's children too.
-                    start_new_session=True,
-                )
-            except FileNotFoundError:
-                if retry:
-                    raise
-        raise AssertionError("unreachable")
+        try:
+            return self._popen(command)
+        except FileNotFoundError:
+            # The shell moved, or the directories were removed between turns:
+            # look the shell up again, recreate the directories and try once more.
+            _find_on_path.cache_clear()
+            self.thread_paths.ensure_directories()
+            return self._popen(command)
+
+    def _popen(self, command: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [self._resolved_shell(), "-c", command],
+            cwd=self.thread_paths.workspace,
+            env=self._environment(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            # Own process group, so a timeout kills the command's children too.
+            start_new_session=True,
+        )
 
     def _resolved_shell(self) -> str:
         found = _find_on_path(self._shell, os.environ.get("PATH"))

@@ -1262,12 +1262,8 @@ class _Auditor:
                 if family == "shell" and static:
                     self.audit_code(target.text, target.start, "here-string script")
                 else:
-                    if _reverse_shell_code(target.text):
-                        self.add("reverse_shell", "here-string code opens a socket and a shell",
-                                 target.start)
-                    if static:
-                        self.interpreter_calls(family, target.text, target.start,
-                                               "here-string code")
+                    self.interpreter_text(family, target.text, target.start, "here-string code",
+                                          static)
             elif heredoc is not None:
                 what = "heredoc to an interpreter"
                 for sub in heredoc.subs:
@@ -1288,12 +1284,16 @@ class _Auditor:
                     if literal is not None:
                         self.add("here_input_substitution", f"{what}: literal {literal}",
                                  heredoc.start)
-                    if _reverse_shell_code(heredoc.body):
-                        self.add("reverse_shell", "heredoc code opens a socket and a shell",
-                                 heredoc.start)
-                    if static:
-                        self.interpreter_calls(family, heredoc.body, heredoc.start,
-                                               "heredoc code")
+                    self.interpreter_text(family, heredoc.body, heredoc.start, "heredoc code",
+                                          static)
+
+    def interpreter_text(self, family: str, text: str, start: int, what: str,
+                         static: bool) -> None:
+        """Interpreter code fed on stdin: a reverse shell, and (static text) its shell calls."""
+        if _reverse_shell_code(text):
+            self.add("reverse_shell", f"{what} opens a socket and a shell", start)
+        if static:
+            self.interpreter_calls(family, text, start, what)
 
     def script_operand(self, cmd: Command, words: list[Word], exec_index: int | None,
                        name: str | None, subrisk: dict[int, _Risk | None],
