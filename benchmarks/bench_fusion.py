@@ -74,7 +74,7 @@ def scripted(turns: list[Any], **kwargs: Any) -> Any:
     callbacks; with a script repeated for every run that repr would grow with
     the run count and dominate the timing.
     """
-    from antler.models import ScriptedChatModel
+    from antler.runtime.models import ScriptedChatModel
 
     class BenchModel(ScriptedChatModel):
         def __repr__(self) -> str:
@@ -123,7 +123,7 @@ def counting_saver(kind: str, directory: Path) -> tuple[Any, list[int], Callable
 
 
 def _scripts(runs: int) -> dict[str, list[Any]]:
-    from antler.demo import LEAD_SCRIPT, MEMORY_SCRIPT, SUBAGENT_SCRIPT, TITLE_SCRIPT
+    from antler.runtime.demo import LEAD_SCRIPT, MEMORY_SCRIPT, SUBAGENT_SCRIPT, TITLE_SCRIPT
 
     return {"lead": LEAD_SCRIPT * runs, "sub": SUBAGENT_SCRIPT * runs,
             "title": TITLE_SCRIPT * runs, "memory": MEMORY_SCRIPT * runs}
@@ -149,10 +149,10 @@ def _turn_two() -> dict[str, Any]:
 
 def chain_config(name: str) -> tuple[Any, Any]:
     """(operator config, runtime options) of the `default` or `all-optional` chain."""
-    from antler.config import OperatorConfig
-    from antler.context import RuntimeOptions
-    from antler.demo import all_optional_config
-    from antler.registry import discover
+    from antler.chain.config import OperatorConfig
+    from antler.plugin_api.context import RuntimeOptions
+    from antler.plugin_api.registry import discover
+    from antler.runtime.demo import all_optional_config
 
     if name == "default":
         return OperatorConfig(), RuntimeOptions(subagents_enabled=True, user_id="bench")
@@ -165,8 +165,8 @@ class AntlerRunner:
     """One Antler agent (fused or not) and the demo scenario on fresh threads."""
 
     def __init__(self, chain: str, variant: str, saver: Any, base: Path, runs: int) -> None:
-        from antler.agent import create_agent
-        from antler.context import MEMORY_MODEL, MEMORY_QUEUE, TITLE_MODEL
+        from antler.plugin_api.context import MEMORY_MODEL, MEMORY_QUEUE, TITLE_MODEL
+        from antler.runtime.agent import create_agent
 
         config, runtime = chain_config(chain)
         scripts = _scripts(runs)
@@ -186,7 +186,7 @@ class AntlerRunner:
         return _hook_nodes(self.agent.graph)
 
     def prepare(self) -> Callable[[], None]:
-        from antler.uploads import stage_upload
+        from antler.runtime.uploads import stage_upload
 
         self.count += 1
         thread = f"bench-{self.count}"

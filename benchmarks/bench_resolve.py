@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from antler.resolver import resolve
-from antler.spec import Ordering, PluginSpec, PointSpec, SlotSpec
+from antler.chain.resolver import resolve
+from antler.plugin_api.spec import Ordering, PluginSpec, PointSpec, SlotSpec
 
 TARGET_10K_SECONDS = 0.2
 TARGET_RATIO = 12.0

@@ -1,100 +1,33 @@
-"""What a plugin factory receives: runtime options, services and its config.
+"""What a plugin factory receives: `BuildContext`, `Services`, runtime options and service names.
 
-Plugins never reach for globals. Everything a middleware needs at build time
-comes through one `BuildContext`, so two chains built in one process (a lead
-agent and its subagent, or two tenants) cannot leak into each other.
+A stable import path for plugin authors and applications; the code lives in
+`antler.plugin_api.context`.
 """
 
-from __future__ import annotations
+from antler.plugin_api.context import (
+    MEMORY_MODEL,
+    MEMORY_QUEUE,
+    MODEL,
+    PATHS,
+    SANDBOX_PROVIDER,
+    SUBAGENT_RUNNER,
+    TITLE_MODEL,
+    BuildContext,
+    ChainSecrets,
+    RuntimeOptions,
+    Services,
+)
 
-import secrets
-from dataclasses import dataclass, field
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field
-
-from .spec import PluginSpec
-
-
-class RuntimeOptions(BaseModel):
-    """Per-run facts that decide runtime conditions (`when:` in a manifest)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    plan_mode: bool = Field(False, description="Plan mode: the todo list joins the chain.")
-    supports_vision: bool = Field(False, description="The model accepts images.")
-    subagents_enabled: bool = Field(False, description="The lead agent may delegate via `task`.")
-    agent_name: str | None = None
-    user_id: str = "default"
-    thread_id: str | None = None
-
-    def condition(self, name: str) -> bool:
-        return bool(getattr(self, name))
-
-
-# Well-known service names. Plugins ask for these; `antler.agent` provides the
-# embedded defaults, and an embedding application may pass its own.
-PATHS = "paths"                        # antler.paths.PathLayout
-SANDBOX_PROVIDER = "sandbox_provider"  # antler.sandbox.SandboxProvider
-MODEL = "model"                        # the agent's chat model (BaseChatModel)
-TITLE_MODEL = "title_model"            # lightweight model for titles
-MEMORY_MODEL = "memory_model"          # model that extracts memory facts
-MEMORY_QUEUE = "memory_queue"          # per-thread debounced memory update queue
-SUBAGENT_RUNNER = "subagent_runner"    # callable running one delegated task
-
-
-@dataclass
-class Services:
-    """Runtime services handed to plugin factories. Unknown names raise clearly."""
-
-    items: dict[str, Any] = field(default_factory=dict)
-
-    def get(self, name: str) -> Any:
-        try:
-            return self.items[name]
-        except KeyError:
-            known = ", ".join(sorted(self.items)) or "none"
-            raise KeyError(
-                f"service {name!r} is not provided to this build (provided: {known}); pass it "
-                f"in services=... or enable the plugin that provides it"
-            ) from None
-
-    def __contains__(self, name: str) -> bool:
-        return name in self.items
-
-
-class ChainSecrets:
-    """Secrets scoped to one chain build, shared by cooperating plugins.
-
-    Two plugins that must trust each other's state (one publishes a decision,
-    the other consumes it) ask for the same named token; a plugin of another
-    build, or state forged into a message, cannot know it.
-    """
-
-    def __init__(self) -> None:
-        self._tokens: dict[str, str] = {}
-
-    def token(self, name: str) -> str:
-        if name not in self._tokens:
-            self._tokens[name] = secrets.token_hex(16)
-        return self._tokens[name]
-
-
-@dataclass
-class BuildContext:
-    """Everything one plugin factory call may use."""
-
-    chain: str
-    spec: PluginSpec
-    config: BaseModel | None
-    runtime: RuntimeOptions
-    services: Services
-    secrets: ChainSecrets
-    operator_config: Any = None
-    plan: Any = None
-    """The `ChainPlan` being built: lets a plugin see the whole resolved chain
-    (for example the framework tags every participant declares it emits)."""
-
-    def chain_specs(self) -> list[PluginSpec]:
-        """Specs of every plugin in this chain, in order (empty outside a build)."""
-        return self.plan.resolution.specs() if self.plan is not None else []
+__all__ = [
+    "MEMORY_MODEL",
+    "MEMORY_QUEUE",
+    "MODEL",
+    "PATHS",
+    "SANDBOX_PROVIDER",
+    "SUBAGENT_RUNNER",
+    "TITLE_MODEL",
+    "BuildContext",
+    "ChainSecrets",
+    "RuntimeOptions",
+    "Services",
+]

@@ -74,11 +74,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from .chain import BuiltChain, ChainPlan
-    from .config import OperatorConfig
-    from .context import RuntimeOptions
-    from .manifest import Manifest
-    from .registry import PluginRegistry
+    from antler.chain import BuiltChain, ChainPlan
+    from antler.chain.config import OperatorConfig
+    from antler.plugin_api.context import RuntimeOptions
+    from antler.plugin_api.manifest import Manifest
+    from antler.plugin_api.registry import PluginRegistry
 
 __all__ = [
     "assert_adjacent",
@@ -133,7 +133,7 @@ def forget_config_models() -> None:
     A test that writes a distribution afresh must not validate against the
     class an earlier test imported under the same path.
     """
-    from . import config
+    from antler.chain import config
 
     cached = getattr(config, "_config_model_cached", None)
     if cached is not None and hasattr(cached, "cache_clear"):
@@ -159,7 +159,7 @@ def drop_builtins(registry: PluginRegistry) -> PluginRegistry:
     """
     import importlib.metadata
 
-    from .registry import BUILTIN_DISTRIBUTION, ENTRY_POINT_GROUP
+    from antler.plugin_api.registry import BUILTIN_DISTRIBUTION, ENTRY_POINT_GROUP
 
     builtin_eps = {source.entry_point for source in registry.sources.values()
                    if source.distribution == BUILTIN_DISTRIBUTION}
@@ -186,7 +186,7 @@ def antler_discover(antler_isolated_entry_points: None) -> Callable[..., PluginR
 
     With `builtins=False` Antler's own plugins are left out (see `drop_builtins`).
     """
-    from .registry import discover
+    from antler.plugin_api.registry import discover
 
     def run(extra_plugins: Iterable[tuple[str, Any]] = (), *,
             builtins: bool = True) -> PluginRegistry:
@@ -213,8 +213,8 @@ def make_registry(*items: Any, platform: bool = True, builtins: bool = False) ->
     keep the order given as their tie-break rank. `platform` adds Antler's
     points and slots; `builtins` adds Antler's built-in plugins as well.
     """
-    from .manifest import Manifest, builtin_manifest
-    from .registry import PluginRegistry
+    from antler.plugin_api.manifest import Manifest, builtin_manifest
+    from antler.plugin_api.registry import PluginRegistry
 
     manifests: list[Manifest] = []
     if builtins:
@@ -246,8 +246,8 @@ def _flatten(items: Iterable[Any]) -> Iterable[Any]:
 
 
 def _as_manifest(item: Any, rank: int) -> Manifest | None:
-    from .manifest import Manifest, load_manifest_text, parse_manifest
-    from .yamlsource import YamlDocument
+    from antler.plugin_api.manifest import Manifest, load_manifest_text, parse_manifest
+    from antler.plugin_api.yamlsource import YamlDocument
 
     if isinstance(item, Manifest):
         return item
@@ -260,8 +260,8 @@ def _as_manifest(item: Any, rank: int) -> Manifest | None:
 
 
 def _loose_manifest(items: list[Any], rank: int) -> Manifest:
-    from .manifest import Manifest
-    from .spec import PluginSpec, Provenance
+    from antler.plugin_api.manifest import Manifest
+    from antler.plugin_api.spec import PluginSpec, Provenance
 
     specs = []
     for index, item in enumerate(items):
@@ -296,7 +296,7 @@ def antler_manifest_registry() -> Callable[..., PluginRegistry]:
 def load_test_config(config: Any, registry: PluginRegistry,
                      source: str = "<test config>") -> OperatorConfig:
     """An `OperatorConfig` from YAML text (dedented), a path, a mapping, or as is."""
-    from .config import OperatorConfig, load_config, parse_config
+    from antler.chain.config import OperatorConfig, load_config, parse_config
 
     if config is None:
         return load_config(None, registry)
@@ -315,7 +315,7 @@ def load_test_config(config: Any, registry: PluginRegistry,
 
 
 def _runtime(runtime: RuntimeOptions | Mapping[str, Any] | None) -> RuntimeOptions | None:
-    from .context import RuntimeOptions
+    from antler.plugin_api.context import RuntimeOptions
 
     if runtime is None or isinstance(runtime, RuntimeOptions):
         return runtime
@@ -326,7 +326,7 @@ def make_plan(registry: PluginRegistry, config: Any = None, chain: str = "lead",
          runtime: RuntimeOptions | Mapping[str, Any] | None = None, *,
          custom_middlewares: Sequence[Any] = (), source: str = "<test config>") -> ChainPlan:
     """`plan_chain` for `registry` with config given as text, path, mapping or object."""
-    from .chain import plan_chain
+    from antler.chain import plan_chain
 
     return plan_chain(load_test_config(config, registry, source), chain, _runtime(runtime),
                       registry=registry, custom_middlewares=custom_middlewares)
@@ -337,7 +337,7 @@ def make_chain(registry: PluginRegistry, config: Any = None, chain: str = "lead"
           services: Any = None, *, custom_middlewares: Sequence[Any] = (),
           source: str = "<test config>") -> BuiltChain:
     """`build_chain` for `registry` with config given as text, path, mapping or object."""
-    from .chain import build_chain
+    from antler.chain import build_chain
 
     return build_chain(load_test_config(config, registry, source), chain, _runtime(runtime),
                        services, registry=registry, custom_middlewares=custom_middlewares)
@@ -423,8 +423,8 @@ def slot_members(plan: Any, slot: str) -> list[str]:
 
 
 def _point_index(chain_plan: ChainPlan, point: str) -> int:
-    from .resolver import resolve
-    from .spec import Ordering, PluginSpec
+    from antler.chain.resolver import resolve
+    from antler.plugin_api.spec import Ordering, PluginSpec
 
     probe = PluginSpec(name=_PROBE, factory="antler.testing:slot_members",
                        chains=[chain_plan.chain],

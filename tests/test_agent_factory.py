@@ -1,4 +1,4 @@
-"""antler.agent.create_agent: delegation through the subagent chain, tracing, checkpoints.
+"""antler.runtime.agent.create_agent: delegation through the subagent chain, tracing, checkpoints.
 
 These tests use a registry with only the platform's points and slots plus the
 plugins each test declares, so they check the factory itself; the built-in
@@ -14,13 +14,13 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain.tools import tool
 from langchain_core.messages import HumanMessage
 
-from antler.agent import create_agent
-from antler.config import parse_config
-from antler.context import RuntimeOptions
-from antler.manifest import Manifest, builtin_manifest
-from antler.models import ScriptedChatModel
-from antler.registry import PluginRegistry
-from antler.tracing import Tracer
+from antler.chain.config import parse_config
+from antler.plugin_api.context import RuntimeOptions
+from antler.plugin_api.manifest import Manifest, builtin_manifest
+from antler.plugin_api.registry import PluginRegistry
+from antler.runtime.agent import create_agent
+from antler.runtime.models import ScriptedChatModel
+from antler.runtime.tracing import Tracer
 
 
 def platform_only() -> PluginRegistry:
@@ -137,7 +137,7 @@ def test_unknown_checkpointer_kind_is_treated_as_a_path(tmp_path):
 
 @pytest.mark.parametrize("bad", ["../escape", "a/b", ""])
 def test_hostile_thread_ids_are_refused_before_anything_is_written(tmp_path, bad):
-    from antler.paths import PathLayout
+    from antler.runtime.paths import PathLayout
 
     with pytest.raises(ValueError):
         PathLayout(tmp_path).thread("default", bad)
@@ -150,7 +150,7 @@ class IdentityProbe(AgentMiddleware):
     seen: list[tuple[bool, tuple[str, ...]]] = []
 
     def before_model(self, state: Any, runtime: Any) -> None:
-        from antler.runcontext import run_context
+        from antler.runtime.runcontext import run_context
 
         context = run_context(runtime)
         IdentityProbe.seen.append((context.is_internal, context.roles))
@@ -175,7 +175,7 @@ def test_a_subagent_inherits_the_callers_identity_and_cannot_widen_it(tmp_path):
 
 
 def test_roles_given_as_one_string_are_refused():
-    from antler.runcontext import RunContext
+    from antler.runtime.runcontext import RunContext
 
     with pytest.raises(TypeError, match=r"roles=\['admin'\]"):
         RunContext(roles="admin")  # type: ignore[arg-type]
@@ -213,7 +213,7 @@ def test_the_config_supplies_model_storage_and_capability_defaults(tmp_path):
 @pytest.mark.parametrize("files", [[{"filename": ".secret"}], [{"filename": "a/b.txt"}],
                                    "notes.txt"])
 def test_a_refused_upload_fails_before_anything_is_saved_to_the_thread(tmp_path, files):
-    from antler.uploads import UploadError
+    from antler.runtime.uploads import UploadError
 
     with create_agent(model=ScriptedChatModel(["never"]), base_dir=tmp_path,
                       checkpointer="memory") as agent:

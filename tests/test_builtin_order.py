@@ -12,8 +12,8 @@ import random
 
 import pytest
 
-from antler.registry import discover
-from antler.resolver import resolve
+from antler.chain.resolver import resolve
+from antler.plugin_api.registry import discover
 
 OPTIONAL = ["authorization", "guardrail", "read_before_write", "summarization", "todo",
             "title", "memory", "view_image", "subagent_limit", "tool_call_log"]

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from antler.chain import ChainPlan, plan_chain
-from antler.config import parse_config
-from antler.context import RuntimeOptions
+from antler.chain.config import parse_config
+from antler.plugin_api.context import RuntimeOptions
 from tests.fixtures import (
     CUSTOM,
     CUSTOM_NAME,

@@ -18,11 +18,11 @@ import pytest
 from click.testing import CliRunner, Result
 
 from antler.cli import cli, main
-from antler.cli_session import CHAIN_CHOICES, CONDITION_FLAGS
-from antler.context import RuntimeOptions
-from antler.manifest import Manifest, builtin_manifest
-from antler.registry import LoadDiagnostic, PluginRegistry
-from antler.spec import CHAIN_NAMES, RuntimeCondition
+from antler.cli.session import CHAIN_CHOICES, CONDITION_FLAGS
+from antler.plugin_api.context import RuntimeOptions
+from antler.plugin_api.manifest import Manifest, builtin_manifest
+from antler.plugin_api.registry import LoadDiagnostic, PluginRegistry
+from antler.plugin_api.spec import CHAIN_NAMES, RuntimeCondition
 
 MANIFEST = """\
 api_version: 1
@@ -228,7 +228,7 @@ def test_show_reports_broken_distributions_as_warnings(manifest: Path, monkeypat
         ]
         return registry
 
-    monkeypatch.setattr("antler.registry.discover", discover_with_failures)
+    monkeypatch.setattr("antler.plugin_api.registry.discover", discover_with_failures)
     result = run("--manifest", manifest, "chain", "show", isolated=False)
     assert "warning: distribution 'acme-antler', entry point 'acme'" in result.stderr
     assert "No module named 'acme_antler'" in result.stderr

@@ -38,7 +38,7 @@ from antler.compiler import (
     plan_from_hooks,
 )
 from antler.errors import FusionError
-from antler.models import ScriptedChatModel
+from antler.runtime.models import ScriptedChatModel
 
 # -- synthetic middlewares ---------------------------------------------------------------
 
@@ -558,7 +558,7 @@ def test_the_plan_from_declarations_matches_the_compiled_plan():
 def test_chain_show_can_plan_from_the_resolved_specs_alone():
     from antler.chain import plan_chain
     from antler.compiler import plan_for_specs
-    from antler.context import RuntimeOptions
+    from antler.plugin_api.context import RuntimeOptions
 
     chain = plan_chain(None, "lead", RuntimeOptions(subagents_enabled=True))
     specs = [chain.resolution.placements[name].spec for name in chain.order]
@@ -858,8 +858,8 @@ def test_resumed_in_another_process_the_model_node_calls_the_model_again():
 
 
 def platform_registry() -> Any:
-    from antler.manifest import Manifest, builtin_manifest
-    from antler.registry import PluginRegistry
+    from antler.plugin_api.manifest import Manifest, builtin_manifest
+    from antler.plugin_api.registry import PluginRegistry
 
     manifest = builtin_manifest()
     return PluginRegistry.from_manifests([Manifest(
@@ -869,7 +869,7 @@ def platform_registry() -> Any:
 
 def antler_agent(tmp_path: Any, fuse_: bool | None, tracer: Any = None,
                  config: Any = None) -> Any:
-    from antler.agent import create_agent
+    from antler.runtime.agent import create_agent
 
     return create_agent(config, registry=platform_registry(), model=ScriptedChatModel(script()),
                         tools=[echo_tool()], checkpointer="memory", base_dir=tmp_path,
@@ -886,7 +886,7 @@ def echo_tool() -> Any:
 
 
 def test_the_trace_lists_the_same_plugin_hooks_fused_or_not(tmp_path):
-    from antler.tracing import Tracer
+    from antler.runtime.tracing import Tracer
 
     timelines = []
     for fused in (False, True):
@@ -979,7 +979,7 @@ def _plain(update: Any) -> Any:
 
 
 def test_chain_fuse_false_in_the_operator_config_turns_fusion_off(tmp_path):
-    from antler.config import parse_config
+    from antler.chain.config import parse_config
 
     config = parse_config("chain: {fuse: false}\n", platform_registry())
     with antler_agent(tmp_path / "off", None, config=config) as agent:
@@ -991,7 +991,7 @@ def test_chain_fuse_false_in_the_operator_config_turns_fusion_off(tmp_path):
 
 
 def test_chain_fuse_into_model_false_keeps_model_call_hooks_in_fused_nodes(tmp_path):
-    from antler.config import parse_config
+    from antler.chain.config import parse_config
 
     config = parse_config("chain: {fuse_into_model: false}\n", platform_registry())
     with antler_agent(tmp_path / "nodes", None, config=config) as agent:
@@ -1024,10 +1024,10 @@ class RecordingQueue:
 
 
 def builtin_chain(name: str) -> tuple[Any, Any]:
-    from antler.config import OperatorConfig
-    from antler.context import RuntimeOptions
-    from antler.demo import all_optional_config
-    from antler.registry import discover
+    from antler.chain.config import OperatorConfig
+    from antler.plugin_api.context import RuntimeOptions
+    from antler.plugin_api.registry import discover
+    from antler.runtime.demo import all_optional_config
 
     if name == "default":
         return OperatorConfig(), RuntimeOptions(subagents_enabled=True, user_id="u")
@@ -1060,11 +1060,11 @@ def deterministic_trace(hooks: list[tuple[str, str]]) -> list[Any]:
 
 def play_demo(base: Any, chain: str, fused: bool, into_model: bool = True) -> dict[str, Any]:
     """The demo's two turns through the real chain; everything observable, normalized."""
-    from antler.agent import create_agent
-    from antler.context import MEMORY_MODEL, MEMORY_QUEUE, TITLE_MODEL
-    from antler.demo import LEAD_SCRIPT, MEMORY_SCRIPT, SUBAGENT_SCRIPT, TITLE_SCRIPT
-    from antler.tracing import Tracer
-    from antler.uploads import stage_upload
+    from antler.plugin_api.context import MEMORY_MODEL, MEMORY_QUEUE, TITLE_MODEL
+    from antler.runtime.agent import create_agent
+    from antler.runtime.demo import LEAD_SCRIPT, MEMORY_SCRIPT, SUBAGENT_SCRIPT, TITLE_SCRIPT
+    from antler.runtime.tracing import Tracer
+    from antler.runtime.uploads import stage_upload
 
     config, runtime = builtin_chain(chain)
     queue = RecordingQueue()
@@ -1156,8 +1156,8 @@ def test_a_jump_to_an_undeclared_destination_fails_in_both_graphs():
 
 @pytest.mark.parametrize("chain", ["default", "all-optional"])
 def test_the_declared_plan_matches_the_compiled_one_for_the_builtin_chains(tmp_path, chain):
-    from antler.agent import create_agent
     from antler.compiler import plan_for_specs
+    from antler.runtime.agent import create_agent
 
     config, runtime = builtin_chain(chain)
     with create_agent(config, model=ScriptedChatModel([]), runtime=runtime, base_dir=tmp_path,

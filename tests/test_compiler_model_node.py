@@ -53,7 +53,7 @@ from antler.compiler import (
     expand_fused_updates,
     stream_modes_for,
 )
-from antler.models import ScriptedChatModel
+from antler.runtime.models import ScriptedChatModel
 from tests.test_compiler import Outcome, counted_ids, describe, echo_tool, script
 
 # -- helpers -----------------------------------------------------------------------------

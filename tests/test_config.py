@@ -16,7 +16,7 @@ from langchain.agents.middleware import AgentMiddleware
 from pydantic import BaseModel, ConfigDict, Field
 
 from antler.chain import build_chain
-from antler.config import config_schema, load_config, parse_config
+from antler.chain.config import config_schema, load_config, parse_config
 from antler.errors import BuildError, ConfigError
 from antler.testing import assert_adjacent, assert_before, assert_in_slot, slot_members
 
@@ -471,7 +471,7 @@ def test_assertion_helpers_explain_their_failures(registry, antler_plan):
 
 
 def test_manifest_registry_takes_specs_dicts_and_text(antler_manifest_registry, antler_plan):
-    from antler.spec import PluginSpec
+    from antler.plugin_api.spec import PluginSpec
 
     registry = antler_manifest_registry(
         "api_version: 1\nplugins:\n  - {name: first, factory: 'pkg:First'}\n",

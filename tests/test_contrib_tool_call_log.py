@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from antler.chain import plan_chain
-from antler.config import parse_config
-from antler.registry import discover
+from antler.chain.config import parse_config
+from antler.plugin_api.registry import discover
 from tests.plugins.support import make_agent
 
 

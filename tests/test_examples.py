@@ -9,9 +9,9 @@ from click.testing import CliRunner
 
 from antler.chain import plan_chain
 from antler.cli import cli
-from antler.context import RuntimeOptions
-from antler.demo import all_optional_config
-from antler.registry import discover
+from antler.plugin_api.context import RuntimeOptions
+from antler.plugin_api.registry import discover
+from antler.runtime.demo import all_optional_config
 
 EXAMPLES = sorted((Path(__file__).parent.parent / "core" / "examples").glob("*.yaml"))
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from antler.models import ScriptedChatModel
-from antler.models.scripted import ScriptExhaustedError
+from antler.runtime.models import ScriptedChatModel
+from antler.runtime.models.scripted import ScriptExhaustedError
 from tests.plugins.support import make_agent
 
 

@@ -14,6 +14,7 @@ import textwrap
 
 import pytest
 
+from antler.chain.resolver import Resolution, resolve
 from antler.errors import (
     AdjacencyConflictError,
     CycleError,
@@ -22,8 +23,7 @@ from antler.errors import (
     UnknownReferenceError,
     UnmetRequirementError,
 )
-from antler.manifest import Manifest, load_manifest_text
-from antler.resolver import Resolution, resolve
+from antler.plugin_api.manifest import Manifest, load_manifest_text
 
 SOURCE = "m.yaml"
 
@@ -598,7 +598,7 @@ def test_a_plugin_that_only_requires_another_lands_in_the_default_slot():
 
 
 def test_a_point_ordered_against_itself_is_refused():
-    from antler.spec import PointSpec
+    from antler.plugin_api.spec import PointSpec
 
     with pytest.raises(ResolutionError, match="itself"):
         resolve([], points=[PointSpec(name="p", after=["@p"])])

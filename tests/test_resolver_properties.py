@@ -17,12 +17,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from antler.chain import plan_chain
-from antler.config import parse_config
-from antler.context import RuntimeOptions
+from antler.chain.config import parse_config
+from antler.chain.resolver import resolve
 from antler.errors import CycleError
-from antler.manifest import Manifest
-from antler.resolver import resolve
-from antler.spec import Ordering, PluginSpec, PointSpec
+from antler.plugin_api.context import RuntimeOptions
+from antler.plugin_api.manifest import Manifest
+from antler.plugin_api.spec import Ordering, PluginSpec, PointSpec
 from tests.fixtures import (
     CUSTOM,
     CUSTOM_NAME,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from antler.paths import VIRTUAL_ROOT, PathEscapeError, PathLayout, ThreadPaths
-from antler.sandbox import (
+from antler.runtime.paths import VIRTUAL_ROOT, PathEscapeError, PathLayout, ThreadPaths
+from antler.runtime.sandbox import (
     CommandResult,
     Sandbox,
     SandboxClosedError,
@@ -20,7 +20,7 @@ from antler.sandbox import (
     available_sandbox_providers,
     load_sandbox_provider,
 )
-from antler.sandbox.local import LocalSandboxProvider
+from antler.runtime.sandbox.local import LocalSandboxProvider
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
-from antler.models import (
+from antler.runtime.models import (
     ModelConfigError,
     ScriptedChatModel,
     ScriptError,
@@ -21,7 +21,7 @@ from antler.models import (
     parse_script,
     resolve_chat_model,
 )
-from antler.models import factory as factory_module
+from antler.runtime.models import factory as factory_module
 
 
 @tool

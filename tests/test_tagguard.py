@@ -1,4 +1,4 @@
-"""antler.tagguard: forged framework tags and boundary markers become literal text.
+"""antler.plugins._lib.tagguard: forged framework tags and boundary markers become literal text.
 
 An attack corpus (every spelling the module docstring promises to cover), text
 that must pass untouched, and property tests: the neutralizer never raises,
@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from antler.spec import PluginSpec
-from antler.tagguard import (
+from antler.plugin_api.spec import PluginSpec
+from antler.plugins._lib.tagguard import (
     BUILTIN_RESERVED_TAGS,
     USER_INPUT_BEGIN,
     USER_INPUT_END,

@@ -13,10 +13,10 @@ import pytest
 from langchain.agents.middleware import AgentMiddleware
 
 from antler.chain import build_chain, plan_chain
-from antler.config import config_schema, load_config, parse_config
+from antler.chain.config import config_schema, load_config, parse_config
 from antler.errors import ConfigError, DiscoveryError
-from antler.hookspecs import hookimpl
-from antler.spec import PluginSpec
+from antler.plugin_api.hookspecs import hookimpl
+from antler.plugin_api.spec import PluginSpec
 from antler.testing import assert_adjacent, assert_before, assert_in_slot, slot_members
 
 ACME = "acme-antler"
@@ -68,8 +68,8 @@ PLUGIN = '''
 
     from pydantic import BaseModel, ConfigDict, Field
 
-    from antler.hookspecs import hookimpl
-    from antler.manifest import load_package_manifest
+    from antler.plugin_api.hookspecs import hookimpl
+    from antler.plugin_api.manifest import load_package_manifest
 
 
     class AcmeShared(BaseModel):
@@ -315,8 +315,8 @@ def test_disabled_plugin_module_is_never_imported(acme_site, antler_discover, an
 # -- broken distributions -------------------------------------------------------------------
 
 BETA_PLUGIN = '''
-    from antler.hookspecs import hookimpl
-    from antler.spec import PluginSpec
+    from antler.plugin_api.hookspecs import hookimpl
+    from antler.plugin_api.spec import PluginSpec
 
 
     @hookimpl
@@ -336,7 +336,7 @@ BETA_MIDDLEWARE = '''
 
 def specs_hook(body: str) -> str:
     return f'''
-    from antler.hookspecs import hookimpl
+    from antler.plugin_api.hookspecs import hookimpl
 
 
     @hookimpl

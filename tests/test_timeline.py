@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from antler.demo import THREAD_ID, USER_ID, render_demo, run_demo
+from antler.runtime.demo import THREAD_ID, USER_ID, render_demo, run_demo
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,8 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 
-from antler.context import PATHS, BuildContext
-from antler.runcontext import run_context, thread_id_of
+from antler.plugin_api.context import PATHS, BuildContext
+from antler.runtime.runcontext import run_context, thread_id_of
 
 from .config import ToolCallLogConfig
 

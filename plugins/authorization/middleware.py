@@ -40,6 +40,8 @@ authorization can deny before an external guardrail is asked.
 
 from __future__ import annotations
 
+import functools
+
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -49,7 +51,8 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from antler.authz import (
+from antler.plugin_api.context import BuildContext, RuntimeOptions, Services
+from antler.plugins._lib.authz import (
     AUTHORIZATION_AUDIT_LOGGER,
     AUTHORIZATION_PROVIDER,
     Action,
@@ -64,8 +67,7 @@ from antler.authz import (
     resolve_authorization_provider,
     tool_name,
 )
-from antler.context import BuildContext, RuntimeOptions, Services
-from antler.runcontext import RunContext, run_context, run_id_of, thread_id_of
+from antler.runtime.runcontext import RunContext, run_context, run_id_of, thread_id_of
 
 from .config import AuthorizationConfig
 
@@ -124,7 +126,7 @@ def select_tools(ctx: BuildContext, tools: list[Any]) -> list[Any]:
     for tool in tools:
         name = tool_name(tool)
         decision = _unnamed() if name is None else evaluate(
-            lambda n=name: provider.authorize(principal, Action.tool(n)),
+            functools.partial(provider.authorize, principal, Action.tool(name)),
             fail_closed=config.fail_closed)
         _audit(principal, name, decision, type(provider).__name__, layer="visibility",
                phase="build",

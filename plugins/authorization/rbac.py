@@ -18,8 +18,14 @@ from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
-from antler.authz import Action, AuthorizationProvider, Decision, Principal, ProviderConfigError
-from antler.diagnostics import did_you_mean
+from antler.plugin_api.diagnostics import did_you_mean
+from antler.plugins._lib.authz import (
+    Action,
+    AuthorizationProvider,
+    Decision,
+    Principal,
+    ProviderConfigError,
+)
 
 __all__ = ["RBACProvider"]
 

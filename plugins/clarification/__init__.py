@@ -2,8 +2,8 @@
 
 from typing import Any
 
-from antler.hookspecs import hookimpl
-from antler.manifest import builtin_plugin_hook
+from antler.plugin_api.hookspecs import hookimpl
+from antler.plugin_api.manifest import builtin_plugin_hook
 
 antler_plugin_specs = builtin_plugin_hook("clarification")
 

@@ -29,7 +29,7 @@ from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
-from antler.context import BuildContext
+from antler.plugin_api.context import BuildContext
 
 __all__ = [
     "INTERRUPTED_PLACEHOLDER",

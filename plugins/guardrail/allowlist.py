@@ -16,7 +16,12 @@ from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
-from antler.authz import Decision, GuardrailProvider, GuardrailRequest, ProviderConfigError
+from antler.plugins._lib.authz import (
+    Decision,
+    GuardrailProvider,
+    GuardrailRequest,
+    ProviderConfigError,
+)
 
 __all__ = ["AllowlistGuardrail"]
 

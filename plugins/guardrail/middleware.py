@@ -33,7 +33,9 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from antler.authz import (
+from antler.errors import BuildError
+from antler.plugin_api.context import BuildContext, Services
+from antler.plugins._lib.authz import (
     GUARDRAIL_AUDIT_LOGGER,
     GUARDRAIL_PROVIDER,
     Decision,
@@ -46,9 +48,7 @@ from antler.authz import (
     load_guardrail_provider,
     principal_from_context,
 )
-from antler.context import BuildContext, Services
-from antler.errors import BuildError
-from antler.runcontext import run_context, run_id_of, thread_id_of
+from antler.runtime.runcontext import run_context, run_id_of, thread_id_of
 
 from .config import GuardrailsConfig
 

@@ -79,9 +79,8 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMes
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from antler.context import BuildContext
-from antler.runcontext import run_context
-from antler.tagguard import (
+from antler.plugin_api.context import BuildContext
+from antler.plugins._lib.tagguard import (
     USER_INPUT_BEGIN,
     USER_INPUT_END,
     Finding,
@@ -89,6 +88,7 @@ from antler.tagguard import (
     neutralize,
     neutralize_blocks,
 )
+from antler.runtime.runcontext import run_context
 
 from .config import InputSanitizationConfig
 

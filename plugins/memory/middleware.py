@@ -25,12 +25,12 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from antler.context import MEMORY_MODEL, MEMORY_QUEUE, MODEL, PATHS, BuildContext
 from antler.errors import BuildError
-from antler.memory import create_memory_queue
-from antler.models import resolve_chat_model
-from antler.paths import resolve_base
-from antler.runcontext import run_context, thread_id_of
+from antler.plugin_api.context import MEMORY_MODEL, MEMORY_QUEUE, MODEL, PATHS, BuildContext
+from antler.plugins._lib.memory import create_memory_queue
+from antler.runtime.models import resolve_chat_model
+from antler.runtime.paths import resolve_base
+from antler.runtime.runcontext import run_context, thread_id_of
 
 from .config import MemoryConfig
 

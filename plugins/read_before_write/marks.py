@@ -26,8 +26,8 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
 from antler.errors import AntlerError
-from antler.paths import PathLayout
-from antler.runcontext import run_context, thread_id_of
+from antler.runtime.paths import PathLayout
+from antler.runtime.runcontext import run_context, thread_id_of
 
 __all__ = [
     "MARK_KEY",

@@ -49,8 +49,8 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from antler.context import PATHS, BuildContext
-from antler.paths import PathLayout
+from antler.plugin_api.context import PATHS, BuildContext
+from antler.runtime.paths import PathLayout
 
 from .locks import KeyedLocks
 from .marks import Target, file_state, latest_mark, locate, stamp

@@ -23,11 +23,11 @@ from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import OmitFromInput
 from langgraph.runtime import Runtime
 
-from antler.context import PATHS, SANDBOX_PROVIDER, BuildContext, Services
 from antler.errors import AntlerError
-from antler.paths import PathLayout, ThreadPaths
-from antler.runcontext import run_context, thread_id_of
-from antler.sandbox import SandboxNotFoundError, SandboxProvider, load_sandbox_provider
+from antler.plugin_api.context import PATHS, SANDBOX_PROVIDER, BuildContext, Services
+from antler.runtime.paths import PathLayout, ThreadPaths
+from antler.runtime.runcontext import run_context, thread_id_of
+from antler.runtime.sandbox import SandboxNotFoundError, SandboxProvider, load_sandbox_provider
 
 from .config import SandboxConfig
 

@@ -28,8 +28,8 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.types import Command
 
 from antler.errors import AntlerError
-from antler.paths import VIRTUAL_ROOT, PathLayout, ThreadPaths
-from antler.sandbox import Sandbox, SandboxNotFoundError, SandboxProvider
+from antler.runtime.paths import VIRTUAL_ROOT, PathLayout, ThreadPaths
+from antler.runtime.sandbox import Sandbox, SandboxNotFoundError, SandboxProvider
 
 from .config import SandboxConfig
 from .middleware import SandboxThreadError, recorded_sandbox_id, thread_paths

@@ -6,6 +6,6 @@ it. Importing this package stays cheap: the middleware, the classifier
 `splitter.py`) are imported only when a chain that includes the plugin is built.
 """
 
-from antler.manifest import builtin_plugin_hook
+from antler.plugin_api.manifest import builtin_plugin_hook
 
 antler_plugin_specs = builtin_plugin_hook("sandbox_audit")

@@ -47,8 +47,8 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from antler.context import BuildContext
-from antler.runcontext import run_context, run_id_of, thread_id_of
+from antler.plugin_api.context import BuildContext
+from antler.runtime.runcontext import run_context, run_id_of, thread_id_of
 
 from .classifier import Verdict, classify, classify_file_operation
 from .rules import Action

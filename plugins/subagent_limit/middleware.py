@@ -44,8 +44,8 @@ from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
-from antler.context import BuildContext
-from antler.runcontext import run_context, run_id_of
+from antler.plugin_api.context import BuildContext
+from antler.runtime.runcontext import run_context, run_id_of
 
 from .config import MAX_TOTAL_RANGE, SubagentsConfig, clamp
 

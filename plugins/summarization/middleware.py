@@ -19,10 +19,10 @@ from langchain.agents.middleware import SummarizationMiddleware
 from langchain.agents.middleware.internal_call_transformer import InternalCallTransformer
 from langchain_core.language_models import BaseChatModel
 
-from antler.context import MODEL, BuildContext
 from antler.errors import BuildError
-from antler.models import resolve_chat_model
-from antler.tagguard import ReservedTags, neutralize
+from antler.plugin_api.context import MODEL, BuildContext
+from antler.plugins._lib.tagguard import ReservedTags, neutralize
+from antler.runtime.models import resolve_chat_model
 
 from .config import SummarizationConfig
 

@@ -19,10 +19,10 @@ from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import OmitFromInput
 from langgraph.runtime import Runtime
 
-from antler.context import PATHS, BuildContext
 from antler.errors import AntlerError
-from antler.paths import PathLayout, ThreadPaths
-from antler.runcontext import run_context, thread_id_of
+from antler.plugin_api.context import PATHS, BuildContext
+from antler.runtime.paths import PathLayout, ThreadPaths
+from antler.runtime.runcontext import run_context, thread_id_of
 
 __all__ = [
     "MissingThreadIdError",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from antler.config import ModelSpec
+from antler.chain.config import ModelSpec
 
 
 class TitleConfig(BaseModel):

@@ -33,9 +33,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
-from antler.context import MODEL, TITLE_MODEL, BuildContext
 from antler.errors import BuildError
-from antler.models import resolve_chat_model
+from antler.plugin_api.context import MODEL, TITLE_MODEL, BuildContext
+from antler.runtime.models import resolve_chat_model
 
 from .config import TitleConfig
 

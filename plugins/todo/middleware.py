@@ -22,7 +22,7 @@ from typing import Any
 from langchain.agents.middleware import TodoListMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from antler.context import BuildContext
+from antler.plugin_api.context import BuildContext
 
 __all__ = [
     "REMINDER_NAME",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from antler.tagguard import normalize_tag_name
+from antler.plugins._lib.tagguard import normalize_tag_name
 
 
 class ToolResultSanitizationConfig(BaseModel):

@@ -49,8 +49,8 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from antler.context import BuildContext
-from antler.tagguard import Finding, ReservedTags, neutralize, neutralize_blocks
+from antler.plugin_api.context import BuildContext
+from antler.plugins._lib.tagguard import Finding, ReservedTags, neutralize, neutralize_blocks
 
 from .config import ToolResultSanitizationConfig
 

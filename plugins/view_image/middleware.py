@@ -48,7 +48,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from antler.context import BuildContext
+from antler.plugin_api.context import BuildContext
 
 from .tool import STATE_KEY, TOOL_NAME
 

@@ -31,7 +31,7 @@ from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
 
 from antler.errors import AntlerError
-from antler.paths import PathEscapeError, ThreadPaths, VirtualPathMapper
+from antler.runtime.paths import PathEscapeError, ThreadPaths, VirtualPathMapper
 
 from .config import DEFAULT_MAX_IMAGE_BYTES
 

@@ -19,8 +19,9 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import StructuredTool
 
-from antler.agent import create_agent
-from antler.authz import (
+from antler.chain.config import parse_config
+from antler.plugin_api.registry import PluginRegistry, discover
+from antler.plugins._lib.authz import (
     AUTHORIZATION_PROVIDER_GROUP,
     GUARDRAIL_PROVIDER_GROUP,
     Action,
@@ -30,9 +31,8 @@ from antler.authz import (
     GuardrailRequest,
     Principal,
 )
-from antler.config import parse_config
-from antler.models import ScriptedChatModel
-from antler.registry import PluginRegistry, discover
+from antler.runtime.agent import create_agent
+from antler.runtime.models import ScriptedChatModel
 
 GUARD_PLUGINS = ("authorization", "guardrail", "read_before_write")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from antler.agent import create_agent
-from antler.context import MEMORY_MODEL, TITLE_MODEL
-from antler.models import ScriptedChatModel
+from antler.plugin_api.context import MEMORY_MODEL, TITLE_MODEL
+from antler.runtime.agent import create_agent
+from antler.runtime.models import ScriptedChatModel
 
 
 def make_agent(home: Path, script: list[Any], **kwargs: Any) -> tuple[Any, ScriptedChatModel]:

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from antler.authz import AUTHORIZATION_PROVIDER, GUARDRAIL_PROVIDER, TOOL_META_KEY
-from antler.context import RuntimeOptions
 from antler.errors import ConfigError
+from antler.plugin_api.context import RuntimeOptions
+from antler.plugins._lib.authz import AUTHORIZATION_PROVIDER, GUARDRAIL_PROVIDER, TOOL_META_KEY
 from antler.plugins.authorization.middleware import AuthorizationMiddleware
 from antler.plugins.authorization.rbac import RBACProvider
 from antler.testing import assert_before
@@ -309,7 +309,7 @@ def test_authorization_denies_before_the_guardrail_is_asked(home, counter):
 
 
 def test_the_subagent_chain_shares_the_provider_and_the_run_identity(home, counter, caplog):
-    from antler.models import ScriptedChatModel
+    from antler.runtime.models import ScriptedChatModel
 
     lead_script = [call("task", description="delegate", prompt="launch it"), "done"]
     config = rbac("admin").replace("user: [", "user: [task, ")

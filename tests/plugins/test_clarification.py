@@ -15,10 +15,9 @@ from langchain_core.tools import tool
 from langgraph.graph import END
 from langgraph.types import Command
 
-from antler.agent import create_agent
-from antler.config import parse_config
-from antler.context import RuntimeOptions
-from antler.models import ScriptedChatModel
+from antler.chain.config import parse_config
+from antler.plugin_api.context import RuntimeOptions
+from antler.plugin_api.registry import discover
 from antler.plugins.clarification.form import (
     MAX_FIELD_OPTIONS,
     MAX_FORM_FIELDS,
@@ -40,8 +39,9 @@ from antler.plugins.clarification.request import (
     render_text,
 )
 from antler.plugins.clarification.tool import TOOL_NAME, make_tool
-from antler.registry import discover
-from antler.runcontext import RunContext
+from antler.runtime.agent import create_agent
+from antler.runtime.models import ScriptedChatModel
+from antler.runtime.runcontext import RunContext
 
 # Title and memory would also call the scripted model; they have their own tests.
 QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"

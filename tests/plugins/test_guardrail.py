@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
-from antler.authz import GUARDRAIL_PROVIDER, TOOL_META_KEY
 from antler.errors import ConfigError
+from antler.plugins._lib.authz import GUARDRAIL_PROVIDER, TOOL_META_KEY
 from antler.plugins.guardrail.allowlist import AllowlistGuardrail
 from antler.plugins.guardrail.middleware import GuardrailMiddleware
 from antler.testing import assert_before

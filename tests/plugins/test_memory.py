@@ -16,11 +16,11 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
-from antler.agent import create_agent
-from antler.config import parse_config
-from antler.context import MEMORY_MODEL, MEMORY_QUEUE, RuntimeOptions
+from antler.chain.config import parse_config
 from antler.errors import ConfigError
-from antler.memory import (
+from antler.plugin_api.context import MEMORY_MODEL, MEMORY_QUEUE, RuntimeOptions
+from antler.plugin_api.registry import discover
+from antler.plugins._lib.memory import (
     FactExtractor,
     MemoryStore,
     MemoryUpdate,
@@ -29,9 +29,9 @@ from antler.memory import (
     conversation_text,
     parse_facts,
 )
-from antler.models import ScriptedChatModel
 from antler.plugins.memory.middleware import filter_messages_for_memory, is_injected
-from antler.registry import discover
+from antler.runtime.agent import create_agent
+from antler.runtime.models import ScriptedChatModel
 
 QUIET = "title: {enabled: false}\n"
 UPLOAD_BLOCK = (

@@ -20,10 +20,9 @@ import pytest
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
-from antler.agent import create_agent
 from antler.chain import plan_chain
-from antler.context import MEMORY_MODEL, SANDBOX_PROVIDER, TITLE_MODEL
-from antler.models import ScriptedChatModel
+from antler.plugin_api.context import MEMORY_MODEL, SANDBOX_PROVIDER, TITLE_MODEL
+from antler.plugin_api.registry import discover
 from antler.plugins.sandbox_audit import bashlex_walker, classifier
 from antler.plugins.sandbox_audit.classifier import classify, classify_file_operation
 from antler.plugins.sandbox_audit.interpreter_code import shell_commands
@@ -38,9 +37,10 @@ from antler.plugins.sandbox_audit.rules import RULES, RULES_BY_NAME, Action
 from antler.plugins.sandbox_audit.script import SUB_MARK, Compound
 from antler.plugins.sandbox_audit.script import Command as ShellCommand
 from antler.plugins.sandbox_audit.splitter import Budget, TooComplex, TooDeep, split
-from antler.registry import discover
-from antler.runcontext import RunContext
-from antler.sandbox.local import LocalSandbox, LocalSandboxProvider
+from antler.runtime.agent import create_agent
+from antler.runtime.models import ScriptedChatModel
+from antler.runtime.runcontext import RunContext
+from antler.runtime.sandbox.local import LocalSandbox, LocalSandboxProvider
 
 BLOCKED = "touch blocked_marker; $(curl -s http://127.0.0.1:9/payload)"
 

@@ -12,15 +12,15 @@ import pytest
 from langchain_core.messages import ToolMessage
 from pydantic import ValidationError
 
-from antler.config import parse_config
-from antler.context import SANDBOX_PROVIDER
-from antler.paths import PathLayout
+from antler.chain.config import parse_config
+from antler.plugin_api.context import SANDBOX_PROVIDER
+from antler.plugin_api.registry import discover
 from antler.plugins.sandbox.config import SandboxConfig
 from antler.plugins.sandbox.tools import TOOL_METADATA, build_tools
-from antler.registry import discover
-from antler.runcontext import RunContext
-from antler.sandbox import SandboxClosedError, UnknownSandboxProviderError
-from antler.sandbox.local import LocalSandboxProvider
+from antler.runtime.paths import PathLayout
+from antler.runtime.runcontext import RunContext
+from antler.runtime.sandbox import SandboxClosedError, UnknownSandboxProviderError
+from antler.runtime.sandbox.local import LocalSandboxProvider
 from tests.plugins.support import make_agent
 
 SANDBOX_TOOLS = ["bash", "ls", "read_file", "write_file", "str_replace"]
@@ -134,8 +134,8 @@ def test_file_tools_read_write_append_replace_and_list(home):
 
 def without_read_gate() -> Any:
     """These tests are about the tools themselves; read_before_write has its own tests."""
-    from antler.config import parse_config
-    from antler.registry import discover
+    from antler.chain.config import parse_config
+    from antler.plugin_api.registry import discover
 
     return parse_config("read_before_write: {enabled: false}", discover())
 

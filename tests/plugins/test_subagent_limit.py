@@ -12,11 +12,10 @@ from langchain_core.tools import tool
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from pydantic import ValidationError
 
-from antler.agent import create_agent
-from antler.config import parse_config
-from antler.context import RuntimeOptions
+from antler.chain.config import parse_config
 from antler.errors import ConfigError
-from antler.models import ScriptedChatModel
+from antler.plugin_api.context import RuntimeOptions
+from antler.plugin_api.registry import discover
 from antler.plugins.subagent_limit.config import SubagentsConfig
 from antler.plugins.subagent_limit.middleware import (
     LEDGER_KEY,
@@ -24,8 +23,9 @@ from antler.plugins.subagent_limit.middleware import (
     SubagentLimitMiddleware,
     limit_note,
 )
-from antler.registry import discover
-from antler.runcontext import RunContext
+from antler.runtime.agent import create_agent
+from antler.runtime.models import ScriptedChatModel
+from antler.runtime.runcontext import RunContext
 
 QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"
 

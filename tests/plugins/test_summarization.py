@@ -13,14 +13,14 @@ import pytest
 import yaml
 from langchain_core.messages import AIMessage, HumanMessage
 
-from antler.agent import create_agent
-from antler.config import parse_config
-from antler.context import MODEL, BuildContext, RuntimeOptions
+from antler.chain.config import parse_config
 from antler.errors import BuildError, ConfigError
-from antler.models import ScriptedChatModel
+from antler.plugin_api.context import MODEL, BuildContext, RuntimeOptions
+from antler.plugin_api.registry import discover
 from antler.plugins.summarization.config import SummarizationConfig
 from antler.plugins.summarization.middleware import AntlerSummarizationMiddleware, build
-from antler.registry import discover
+from antler.runtime.agent import create_agent
+from antler.runtime.models import ScriptedChatModel
 
 # Title and memory would also call the scripted model; they have their own tests.
 QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"
@@ -202,7 +202,7 @@ def test_summary_message_shape_is_what_later_plugins_rely_on():
 
 
 def _context(config, model) -> BuildContext:
-    from antler.context import ChainSecrets, Services
+    from antler.plugin_api.context import ChainSecrets, Services
 
     registry = discover()
     services = Services({MODEL: model} if model is not None else {})

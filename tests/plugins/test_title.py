@@ -14,11 +14,17 @@ import yaml
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-from antler.agent import create_agent
-from antler.config import parse_config
-from antler.context import MODEL, TITLE_MODEL, BuildContext, ChainSecrets, RuntimeOptions, Services
+from antler.chain.config import parse_config
 from antler.errors import ConfigError
-from antler.models import ScriptedChatModel
+from antler.plugin_api.context import (
+    MODEL,
+    TITLE_MODEL,
+    BuildContext,
+    ChainSecrets,
+    RuntimeOptions,
+    Services,
+)
+from antler.plugin_api.registry import discover
 from antler.plugins.title.config import TitleConfig
 from antler.plugins.title.middleware import (
     TitleMiddleware,
@@ -28,7 +34,8 @@ from antler.plugins.title.middleware import (
     first_exchange,
     message_text,
 )
-from antler.registry import discover
+from antler.runtime.agent import create_agent
+from antler.runtime.models import ScriptedChatModel
 
 QUIET = "memory: {enabled: false}\n"
 LONG_QUESTION = ("Could you help me plan a two week cycling trip through Portugal and Spain "

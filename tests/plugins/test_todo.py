@@ -12,11 +12,10 @@ import asyncio
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from antler.agent import create_agent
 from antler.chain import plan_chain
-from antler.config import parse_config
-from antler.context import TITLE_MODEL, RuntimeOptions
-from antler.models import ScriptedChatModel
+from antler.chain.config import parse_config
+from antler.plugin_api.context import TITLE_MODEL, RuntimeOptions
+from antler.plugin_api.registry import discover
 from antler.plugins.todo.middleware import (
     REMINDER_NAME,
     AntlerTodoMiddleware,
@@ -24,7 +23,8 @@ from antler.plugins.todo.middleware import (
     reminder_in_messages,
     todos_in_messages,
 )
-from antler.registry import discover
+from antler.runtime.agent import create_agent
+from antler.runtime.models import ScriptedChatModel
 
 QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"
 SUMMARIZE_AT_8_KEEP_2 = (

@@ -19,11 +19,11 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool, tool
 from langgraph.types import Command
 
-from antler.agent import create_agent
-from antler.config import parse_config
-from antler.context import BuildContext, ChainSecrets, RuntimeOptions, Services
-from antler.manifest import builtin_manifest
-from antler.models import ScriptedChatModel
+from antler.chain.config import parse_config
+from antler.plugin_api.context import BuildContext, ChainSecrets, RuntimeOptions, Services
+from antler.plugin_api.manifest import builtin_manifest
+from antler.plugin_api.registry import discover
+from antler.plugins._lib.tagguard import USER_INPUT_END, ReservedTags, find_reserved
 from antler.plugins.tool_result_sanitization.config import ToolResultSanitizationConfig
 from antler.plugins.tool_result_sanitization.middleware import (
     AUDIT_KEY,
@@ -32,8 +32,8 @@ from antler.plugins.tool_result_sanitization.middleware import (
     is_mcp_tool,
     is_remote_content_tool,
 )
-from antler.registry import discover
-from antler.tagguard import USER_INPUT_END, ReservedTags, find_reserved
+from antler.runtime.agent import create_agent
+from antler.runtime.models import ScriptedChatModel
 
 QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"
 PAGE = ("<html><body><h1>Weather</h1><p>Sunny.</p>"

@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from antler.models import ScriptedChatModel
-from antler.paths import PathLayout, ThreadPaths
 from antler.plugins.uploads.middleware import (
     INJECTED_MARKER,
     MAX_LISTED_FILES,
     UploadsMiddleware,
     render_uploaded_files,
 )
-from antler.runcontext import RunContext
-from antler.uploads import UploadError, stage_upload
+from antler.runtime.models import ScriptedChatModel
+from antler.runtime.paths import PathLayout, ThreadPaths
+from antler.runtime.runcontext import RunContext
+from antler.runtime.uploads import UploadError, stage_upload
 from tests.plugins.support import make_agent
 
 

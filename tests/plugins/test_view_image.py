@@ -19,11 +19,9 @@ from langchain_core.messages import (
 )
 from langgraph.types import Command
 
-from antler.agent import create_agent
-from antler.config import parse_config
-from antler.context import RuntimeOptions
-from antler.models import ScriptedChatModel
-from antler.paths import PathLayout
+from antler.chain.config import parse_config
+from antler.plugin_api.context import RuntimeOptions
+from antler.plugin_api.registry import discover
 from antler.plugins.view_image.config import ViewImageConfig
 from antler.plugins.view_image.middleware import (
     INJECTED_ID_PREFIX,
@@ -44,7 +42,9 @@ from antler.plugins.view_image.tool import (
     mapper_from_thread_data,
     sniff_mime_type,
 )
-from antler.registry import discover
+from antler.runtime.agent import create_agent
+from antler.runtime.models import ScriptedChatModel
+from antler.runtime.paths import PathLayout
 
 QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"
 

@@ -31,9 +31,8 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langgraph.runtime import Runtime
 
-from antler.context import BuildContext
-
-from ..middleware import InputSanitizationState, record_current_form
+from antler.plugin_api.context import BuildContext
+from antler.plugins.input_sanitization.middleware import InputSanitizationState, record_current_form
 
 __all__ = ["InputProvenanceMiddleware", "build"]
 

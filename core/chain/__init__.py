@@ -1,0 +1,31 @@
+"""The chain: operator config, resolver, plan and build.
+
+A chain goes through this layer in order: the operator config
+(`antler.chain.config`) says which plugins are on, the resolver
+(`antler.chain.resolver`) orders the participants by their declared
+constraints, `plan_chain` (`antler.chain.plan`) records who takes part and why
+the others do not, and `build_chain` (`antler.chain.build`) instantiates the
+middlewares for `create_agent`.
+"""
+
+from .build import (
+    BuiltChain,
+    ChainEntry,
+    build_chain,
+    implemented_hooks,
+    select_tools,
+)
+from .plan import EXCLUSION_KINDS, ChainPlan, Exclusion, participation, plan_chain
+
+__all__ = [
+    "EXCLUSION_KINDS",
+    "BuiltChain",
+    "ChainEntry",
+    "ChainPlan",
+    "Exclusion",
+    "build_chain",
+    "implemented_hooks",
+    "participation",
+    "plan_chain",
+    "select_tools",
+]

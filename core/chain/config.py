@@ -1,0 +1,365 @@
+"""The operator config: one YAML file, validated by the installed plugins' models.
+
+Each plugin owns the top-level section named by its `config_key`; the
+platform owns `chain`, `plugins` and `extensions`; plugins may contribute
+shared sections through the `antler_config_sections` hook. The schema is
+assembled from whatever is installed, so a typo in any section is an error with
+file, line, column and the nearest valid key, never a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+)
+
+from antler.errors import ConfigError, ReflectionError
+from antler.plugin_api.diagnostics import describe_validation_error, did_you_mean
+from antler.plugin_api.reflection import resolve_object, split_path
+from antler.plugin_api.registry import PluginRegistry, canonical_name
+from antler.plugin_api.spec import CHAIN_NAMES, Chain, Ordering, PluginSpec, check_plugin_name
+from antler.plugin_api.yamlsource import (
+    Location,
+    YamlDocument,
+    YamlSyntaxError,
+    load_yaml,
+    load_yaml_file,
+)
+
+PLATFORM_SECTIONS = ("chain", "plugins", "extensions", "models", "storage")
+
+
+
+
+def _both_chains() -> list[Chain]:
+    return ["lead", "subagent"]
+
+def _model_spec_text(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not value.strip():
+        raise ValueError("is empty; leave it out to use the default model")
+    return value.strip()
+
+
+ModelSpec = Annotated[str | None, AfterValidator(_model_spec_text)]
+"""A config field naming a chat model (`init_chat_model` string or 'scripted:FILE');
+blank is refused, None means "the default model". For plugin config models."""
+
+
+class ChainSettings(BaseModel):
+    """`chain:` — how chains are compiled."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fuse: bool = Field(True, description="Fuse consecutive node hooks into one graph node.")
+    fuse_into_model: bool = Field(
+        True, description="With fuse: also run the before_model and after_model hooks inside "
+        "the model node, so a model call costs one graph step (see docs/compiler.md).")
+
+
+class ModelsSettings(BaseModel):
+    """`models:` — which chat model the agent uses and what it can do."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    default: str = Field(
+        "scripted", description="An init_chat_model string such as 'openai:gpt-4o', "
+        "'scripted' (the offline model) or 'scripted:path/to/script.yaml'.",
+    )
+    supports_vision: bool = Field(False, description="The model accepts images.")
+    subagent: str | None = Field(None, description="Model for subagents (default: `default`).")
+
+
+class StorageSettings(BaseModel):
+    """`storage:` — where threads, memory and checkpoints live."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_dir: str | None = Field(
+        None, description="Base directory (default: $ANTLER_HOME, else ./.antler)."
+    )
+    checkpointer: str = Field(
+        "sqlite", description="'sqlite' (a file under base_dir), 'memory' or 'none'.",
+        pattern="^(sqlite|memory|none)$",
+    )
+
+
+class PluginLoadSettings(BaseModel):
+    """`plugins.<name>:` — how the platform treats one installed distribution or plugin."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    required: bool = Field(
+        False, description="Stop the build if this plugin's distribution fails to load."
+    )
+
+
+class ExtensionEntry(Ordering):
+    """One `extensions.middlewares` entry in mapping form."""
+
+    use: str = Field(description="'module.path:ClassName' of an AgentMiddleware subclass.")
+    name: str | None = Field(None, description="Plugin name (default: from the class name).")
+    chains: list[Chain] = Field(default_factory=_both_chains)
+    config: dict[str, Any] = Field(default_factory=dict, description="Constructor arguments.")
+    required: bool = Field(True, description="Fail the build if the class cannot be loaded.")
+
+    def ordering(self) -> Ordering:
+        return Ordering(**{k: getattr(self, k) for k in Ordering.model_fields
+                           if k in self.model_fields_set})
+
+
+class ExtensionsSection(BaseModel):
+    """`extensions:` — operator-configured middlewares (trusted config: it loads code)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    middlewares: list[str | ExtensionEntry] = Field(default_factory=list)
+
+
+class PluginSection(BaseModel):
+    """The section of a plugin that declares no config model: only the toggle."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool | None = Field(None, description="Turn the plugin on or off.")
+
+
+@dataclass
+class OperatorConfig:
+    """A validated operator config, with the means to point back into its file."""
+
+    source: str = "<defaults>"
+    sections: dict[str, BaseModel] = field(default_factory=dict)
+    document: YamlDocument | None = None
+
+    @property
+    def chain(self) -> ChainSettings:
+        return self.sections.get("chain") or ChainSettings()  # type: ignore[return-value]
+
+    @property
+    def extensions(self) -> ExtensionsSection:
+        return self.sections.get("extensions") or ExtensionsSection()  # type: ignore[return-value]
+
+    @property
+    def models(self) -> ModelsSettings:
+        return self.sections.get("models") or ModelsSettings()  # type: ignore[return-value]
+
+    @property
+    def storage(self) -> StorageSettings:
+        return self.sections.get("storage") or StorageSettings()  # type: ignore[return-value]
+
+    @property
+    def plugin_settings(self) -> dict[str, PluginLoadSettings]:
+        section = self.sections.get("plugins")
+        return dict(section.root) if section is not None else {}  # type: ignore[attr-defined]
+
+    def section(self, key: str) -> BaseModel | None:
+        return self.sections.get(key)
+
+    def was_set(self, *path: str | int) -> bool:
+        return self.document is not None and tuple(path) in self.document.marks
+
+    def locate(self, *path: str | int) -> Location | str:
+        if self.document is None or tuple(path) not in self.document.marks:
+            return self.source
+        return self.document.locate(tuple(path))
+
+    def required_plugins(self) -> set[str]:
+        return {name for name, item in self.plugin_settings.items() if item.required}
+
+
+@functools.cache
+def _config_model_cached(path: str) -> type[BaseModel]:
+    target = resolve_object(path, "config_model")
+    if not (isinstance(target, type) and issubclass(target, BaseModel)):
+        raise ReflectionError(f"config_model {path!r} is not a pydantic BaseModel subclass")
+    if "enabled" in target.model_fields:
+        return target
+    # Every section carries the plugin's toggle, whatever the plugin's own model says.
+    return create_model(
+        target.__name__, __base__=target,
+        enabled=(bool | None, Field(None, description="Turn the plugin on or off.")),
+    )
+
+
+def section_model(spec: PluginSpec) -> type[BaseModel]:
+    if spec.config_model is None:
+        return PluginSection
+    try:
+        return _config_model_cached(spec.config_model)
+    except ReflectionError as exc:
+        raise ConfigError(f"plugin {spec.name!r} [{spec.provenance}]: {exc}") from None
+
+
+def section_owners(registry: PluginRegistry) -> dict[str, list[PluginSpec]]:
+    owners: dict[str, list[PluginSpec]] = {}
+    for spec in registry.specs.values():
+        owners.setdefault(spec.section, []).append(spec)
+    return owners
+
+
+def schema_model(registry: PluginRegistry) -> type[BaseModel]:
+    """The pydantic model of the whole config for the plugins in `registry`."""
+    fields: dict[str, Any] = {
+        "chain": (ChainSettings | None, Field(None, description=ChainSettings.__doc__)),
+        "extensions": (ExtensionsSection | None,
+                       Field(None, description=ExtensionsSection.__doc__)),
+        "models": (ModelsSettings | None, Field(None, description=ModelsSettings.__doc__)),
+        "storage": (StorageSettings | None, Field(None, description=StorageSettings.__doc__)),
+        "plugins": (dict[str, PluginLoadSettings] | None,
+                    Field(None, description="Per-plugin load settings, by plugin, entry "
+                          "point or distribution name.")),
+    }
+    for key, owners in sorted(section_owners(registry).items()):
+        models = {section_model(spec) for spec in owners}
+        if len(models) > 1:
+            names = ", ".join(f"{s.name} [{s.provenance}]" for s in owners)
+            raise ConfigError(
+                f"config section {key!r} is claimed by plugins with different config models: "
+                f"{names}; they must share one config_model"
+            )
+        if key in fields:
+            raise ConfigError(f"plugin {owners[0].name!r} claims config section {key!r}, "
+                              "which the platform owns; choose another config_key")
+        summary = "; ".join(f"{s.name}: {s.summary}" for s in owners)
+        fields[key] = (models.pop() | None, Field(None, description=summary))
+    for contributed in registry.plugin_manager.hook.antler_config_sections():
+        for key, model in (contributed or {}).items():
+            if key in fields:
+                raise ConfigError(f"config section {key!r} is contributed twice")
+            fields[key] = (model | None, Field(None, description=model.__doc__))
+    return create_model(
+        "AntlerConfig", __config__=ConfigDict(extra="forbid"), **fields
+    )
+
+
+def config_schema(registry: PluginRegistry) -> dict[str, Any]:
+    """JSON Schema of the operator config, for editors (yaml-language-server)."""
+    schema = schema_model(registry).model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "Antler operator config"
+    return schema
+
+
+def load_config(path: str | Path | None, registry: PluginRegistry) -> OperatorConfig:
+    """Read and validate an operator config file; None means all defaults."""
+    if path is None:
+        return parse_config_document(YamlDocument(data={}, source="<defaults>"), registry)
+    try:
+        doc = load_yaml_file(path)
+    except YamlSyntaxError as exc:
+        raise ConfigError(str(exc)) from None
+    return parse_config_document(doc, registry)
+
+
+def parse_config(text: str, registry: PluginRegistry, source: str = "<config>") -> OperatorConfig:
+    try:
+        doc = load_yaml(text, source)
+    except YamlSyntaxError as exc:
+        raise ConfigError(str(exc)) from None
+    return parse_config_document(doc, registry)
+
+
+def parse_config_document(doc: YamlDocument, registry: PluginRegistry) -> OperatorConfig:
+    data = {} if doc.data is None else doc.data
+    if not isinstance(data, dict):
+        raise ConfigError(f"{doc.source}:1:1: the config must be a mapping of sections, got "
+                          f"{type(data).__name__}")
+    model = schema_model(registry)
+    try:
+        validated = model.model_validate(data)
+    except ValidationError as exc:
+        lines = describe_validation_error(exc, doc, model=model)
+        raise ConfigError(f"invalid config {doc.source}:\n  " + "\n  ".join(lines)) from None
+    sections = {key: value for key, value in validated if value is not None}
+    if "plugins" in sections:
+        sections["plugins"] = _PluginsTable(root=sections["plugins"])
+    config = OperatorConfig(source=doc.source, sections=sections, document=doc)
+    problems = (_check_toggles(config, registry) + _check_plugin_settings(config, registry)
+                + _check_extensions(config))
+    for extra in registry.plugin_manager.hook.antler_validate_config(config=config):
+        problems.extend(extra or [])
+    if problems:
+        raise ConfigError(f"invalid config {doc.source}:\n  " + "\n  ".join(problems))
+    return config
+
+
+class _PluginsTable(BaseModel):
+    root: dict[str, PluginLoadSettings]
+
+
+def _check_toggles(config: OperatorConfig, registry: PluginRegistry) -> list[str]:
+    problems = []
+    for key, owners in section_owners(registry).items():
+        section = config.section(key)
+        if section is None or getattr(section, "enabled", None) is not False:
+            continue
+        for spec in owners:
+            if spec.enabled == "always":
+                why = spec.always_reason or "the platform depends on it in every chain"
+                problems.append(
+                    f"{config.locate(key, 'enabled')}: {key}.enabled: plugin {spec.name!r} "
+                    f"cannot be disabled: {why}. Remove `enabled: false`."
+                )
+    return problems
+
+
+def _check_plugin_settings(config: OperatorConfig, registry: PluginRegistry) -> list[str]:
+    """`plugins.<name>` must name something installed: a typo must not drop `required`."""
+    known = registry.load_names()
+    canonical = {canonical_name(name) for name in known}
+    return [
+        f"{config.locate('plugins', name)}: plugins.{name}: no installed plugin, entry point "
+        f"or distribution is named {name!r}{did_you_mean(name, known)}; install it, fix the "
+        "name, or remove the entry"
+        for name in config.plugin_settings if canonical_name(name) not in canonical
+    ]
+
+
+def _check_extensions(config: OperatorConfig) -> list[str]:
+    problems = []
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(config.extensions.middlewares):
+        name = extension_name(entry)
+        where = config.locate("extensions", "middlewares", index)
+        try:
+            check_plugin_name(name)
+            split_path(entry if isinstance(entry, str) else entry.use)
+        except (ValueError, ReflectionError) as exc:
+            problems.append(f"{where}: extensions.middlewares[{index}]: {exc}")
+        if name in seen:
+            problems.append(
+                f"{where}: extensions.middlewares[{index}]: name {name!r} is already used by "
+                f"entry {seen[name]}; give one of them a distinct `name:`"
+            )
+        seen[name] = index
+    return problems
+
+
+def extension_name(entry: str | ExtensionEntry) -> str:
+    """The plugin name of a configured extension: explicit, or the class name in snake_case."""
+    if isinstance(entry, ExtensionEntry) and entry.name:
+        return entry.name
+    path = entry if isinstance(entry, str) else entry.use
+    cls_name = path.rpartition(":")[2].rpartition(".")[2] or path
+    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in cls_name).lstrip("_")
+    return snake.replace("__", "_")
+
+
+def extension_ordering(entry: str | ExtensionEntry) -> tuple[Ordering, list[str], bool, dict]:
+    """(ordering, chains, required, constructor kwargs) of one extension entry."""
+    if isinstance(entry, str):
+        return Ordering(), list(CHAIN_NAMES), True, {}
+    return entry.ordering(), list(entry.chains), entry.required, dict(entry.config)
+

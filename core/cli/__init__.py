@@ -1,0 +1,142 @@
+"""The `antler` command line: the root command, its global options and its error policy.
+
+Each command group lives in its own module (`cli_chain`, `cli_config`,
+`cli_plugins`) and is imported only when it is invoked, so a new command such as
+`antler run` or `antler demo` is one module plus one line in `COMMANDS`.
+Nothing here imports langchain or the resolver; commands import what they need
+inside their bodies, which keeps `antler --help` and `antler chain show` fast.
+
+Error policy: every `AntlerError` is printed as `error: <message>` on stderr
+with exit code 1 (2 for usage errors, such as an unknown plugin name) and no
+traceback; `antler --debug ...` prints the traceback too.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import IO, Any
+
+import click
+
+COMMANDS = {
+    "chain": "antler.cli.chain:chain",
+    "config": "antler.cli.config:config",
+    "plugins": "antler.cli.plugins:plugins",
+    "run": "antler.cli.run:run_command",
+    "demo": "antler.cli.run:demo_command",
+}
+"""Top-level commands by name: 'module:attribute' of a click command, imported on use."""
+
+DEBUG_KEY = "antler.debug"
+"""`click.Context.meta` key: print tracebacks (set by the global `--debug`)."""
+
+
+class CliError(click.ClickException):
+    """A failure to report as `error: <message>`, with no usage banner and no traceback."""
+
+    exit_code = 1
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        line = click.style("error:", fg="red", bold=True) + " " + self.message
+        if file is None:
+            click.echo(line, err=True)
+        else:
+            click.echo(line, file=file)
+
+
+class CliUsageError(CliError):
+    """A usage error the command itself detects (an unknown plugin name): exit code 2."""
+
+    exit_code = 2
+
+
+class AntlerGroup(click.Group):
+    """A click group that loads lazy commands, suggests names and applies the error policy."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in self.lazy:
+            module, _, attr = self.lazy[cmd_name].partition(":")
+            command = getattr(importlib.import_module(module), attr)
+            self.add_command(command, cmd_name)
+        return command
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            from antler.plugin_api.diagnostics import did_you_mean
+
+            ctx.fail(f"no command {name!r}{did_you_mean(name, self.list_commands(ctx))}; "
+                     f"commands: {', '.join(self.list_commands(ctx))}")
+        return super().resolve_command(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from antler.errors import AntlerError
+
+        try:
+            return super().invoke(ctx)
+        except AntlerError as exc:
+            if ctx.meta.get(DEBUG_KEY):
+                traceback.print_exc(file=sys.stderr)
+            raise CliError(str(exc)) from exc
+
+
+def _version() -> str:
+    from antler import __version__
+
+    return __version__
+
+
+@click.group(cls=AntlerGroup, lazy=COMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--debug", is_flag=True, help="Show the traceback of an error.")
+@click.option(
+    "--manifest", "manifests", multiple=True, metavar="FILE",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Add an extra plugin manifest to the installed plugins (repeatable). Every command "
+         "that reads plugins also takes --manifest after its name; both lists are used. "
+         "Preview a manifest before packaging it.",
+)
+@click.option(
+    "--isolated", is_flag=True,
+    help="Ignore installed plugin distributions: use only Antler's points and slots plus "
+         "the --manifest files.",
+)
+@click.version_option(_version(), "--version", prog_name="antler")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool, manifests: tuple[str, ...], isolated: bool) -> None:
+    """Antler: the middleware chain of an agent harness, as a plugin platform.
+
+    Start with `antler chain show` (what runs, in what order, and why) and
+    `antler chain explain NAME` (why NAME is where it is). Read commands take
+    --json for machine-readable output; each command's --help documents the keys.
+
+    Exit codes: 0 ok, 1 invalid input (bad config or manifest, unsatisfiable
+    constraints), 2 usage error (unknown option, command or plugin name).
+    """
+    from .session import Session
+
+    ctx.meta[DEBUG_KEY] = debug
+    ctx.obj = Session(manifests=list(manifests), isolated=isolated)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console-script entry point (`antler`) and `python -m antler`; returns the exit code."""
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="antler")
+    except SystemExit as exc:  # click ends standalone runs with sys.exit
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    return 0

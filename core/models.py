@@ -1,0 +1,29 @@
+"""Chat models: `resolve_chat_model` and the offline `ScriptedChatModel`.
+
+A stable import path for plugin authors and applications; the code lives in
+`antler.runtime.models`.
+"""
+
+from antler.runtime.models import (
+    ModelConfigError,
+    ScriptedChatModel,
+    ScriptedRequest,
+    ScriptError,
+    ScriptExhaustedError,
+    ScriptTurn,
+    package_for_spec,
+    parse_script,
+    resolve_chat_model,
+)
+
+__all__ = [
+    "ModelConfigError",
+    "ScriptError",
+    "ScriptExhaustedError",
+    "ScriptTurn",
+    "ScriptedChatModel",
+    "ScriptedRequest",
+    "package_for_spec",
+    "parse_script",
+    "resolve_chat_model",
+]

@@ -1,0 +1,165 @@
+"""Plugin manifests: the YAML (or in-code) declaration of plugins, points and slots.
+
+The same format serves Antler's own `plugin-manifest.yaml` and every third-party
+distribution's manifest, so built-ins have no private path into the chain.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from antler.errors import ManifestError
+
+from .diagnostics import describe_validation_error
+from .spec import API_VERSION, PluginSpec, PointSpec, Provenance, SlotSpec
+from .yamlsource import YamlDocument, YamlSyntaxError, load_yaml, load_yaml_file
+
+BUILTIN_MANIFEST = "plugin-manifest.yaml"
+
+
+class _ManifestModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    api_version: int
+    default_slot: str | None = Field(
+        None, description="Slot for plugins that declare no ordering at all."
+    )
+    points: list[PointSpec] = Field(default_factory=list)
+    slots: list[SlotSpec] = Field(default_factory=list)
+    plugins: list[PluginSpec] = Field(default_factory=list)
+
+
+@dataclass
+class Manifest:
+    """The validated content of one manifest, each entry stamped with provenance."""
+
+    source: str
+    plugins: list[PluginSpec] = field(default_factory=list)
+    points: list[PointSpec] = field(default_factory=list)
+    slots: list[SlotSpec] = field(default_factory=list)
+    default_slot: str | None = None
+
+    def plugin(self, name: str) -> PluginSpec:
+        for spec in self.plugins:
+            if spec.name == name:
+                return spec
+        known = ", ".join(spec.name for spec in self.plugins)
+        raise ManifestError(f"{self.source}: no plugin named {name!r}; it declares: {known}")
+
+
+def parse_manifest(
+    doc: YamlDocument,
+    *,
+    distribution: str | None = None,
+    version: str | None = None,
+    entry_point: str | None = None,
+    rank_base: int = 0,
+) -> Manifest:
+    """Validate a parsed YAML manifest; errors name file, line, column and key."""
+    data = doc.data
+    if not isinstance(data, dict):
+        raise ManifestError(f"{doc.source}: a manifest must be a mapping with 'api_version' "
+                            "and 'plugins'")
+    api = data.get("api_version")
+    if api != API_VERSION:
+        where = doc.locate(("api_version",))
+        raise ManifestError(
+            f"{where}: api_version {api!r} is not supported; this Antler reads manifests with "
+            f"api_version: {API_VERSION}"
+        )
+    try:
+        model = _ManifestModel.model_validate(data)
+    except ValidationError as exc:
+        lines = describe_validation_error(exc, doc, model=_ManifestModel)
+        raise ManifestError("invalid plugin manifest:\n  " + "\n  ".join(lines)) from None
+
+    def stamp(item: Any, key: str, index: int) -> Any:
+        loc = doc.locate((key, index))
+        prov = Provenance(source=doc.source, line=loc.line, distribution=distribution,
+                          version=version, entry_point=entry_point)
+        return item.model_copy(update={"provenance": prov})
+
+    plugins = []
+    seen: dict[str, PluginSpec] = {}
+    for index, spec in enumerate(model.plugins):
+        spec = stamp(spec, "plugins", index)
+        if spec.rank is None:
+            spec = spec.model_copy(update={"rank": rank_base + index})
+        if spec.name in seen:
+            raise ManifestError(
+                f"{spec.provenance}: plugin {spec.name!r} is declared twice in one manifest "
+                f"(first at {seen[spec.name].provenance})"
+            )
+        seen[spec.name] = spec
+        plugins.append(spec)
+    return Manifest(
+        source=doc.source,
+        plugins=plugins,
+        points=[stamp(p, "points", i) for i, p in enumerate(model.points)],
+        slots=[stamp(s, "slots", i) for i, s in enumerate(model.slots)],
+        default_slot=model.default_slot,
+    )
+
+
+def load_manifest(path: str | Path, **provenance: Any) -> Manifest:
+    try:
+        doc = load_yaml_file(path)
+    except YamlSyntaxError as exc:
+        raise ManifestError(str(exc)) from None
+    return parse_manifest(doc, **provenance)
+
+
+def load_manifest_text(text: str, source: str = "<manifest>", **provenance: Any) -> Manifest:
+    try:
+        doc = load_yaml(text, source)
+    except YamlSyntaxError as exc:
+        raise ManifestError(str(exc)) from None
+    return parse_manifest(doc, **provenance)
+
+
+def load_package_manifest(package: str, filename: str = BUILTIN_MANIFEST,
+                          **provenance: Any) -> Manifest:
+    """Load a manifest shipped as package data (how third parties ship theirs)."""
+    resource = resources.files(package).joinpath(filename)
+    try:
+        text = resource.read_text(encoding="utf-8")
+    except (FileNotFoundError, OSError) as exc:
+        raise ManifestError(
+            f"package {package!r} has no {filename!r} ({exc}); ship it as package data"
+        ) from None
+    return load_manifest_text(text, f"{package}/{filename}", **provenance)
+
+
+@functools.cache
+def builtin_manifest() -> Manifest:
+    """Antler's own manifest: the built-in plugins, points and slots.
+
+    Shipped inside the wheel as package data; in a source checkout the
+    top-level file is the same file (the package copy is a link to it).
+    """
+    from antler import __version__
+
+    return load_package_manifest("antler", distribution="antler", version=__version__)
+
+
+def builtin_plugin_hook(name: str) -> Any:
+    """The `antler_plugin_specs` hook of one built-in plugin package.
+
+    Each built-in package's `__init__` is its entry point target and does only
+    `antler_plugin_specs = builtin_plugin_hook("<name>")`: the spec comes from
+    Antler's manifest, and the middleware module stays unimported until the
+    plugin is enabled.
+    """
+    from .hookspecs import hookimpl
+
+    @hookimpl
+    def antler_plugin_specs() -> list[PluginSpec]:
+        return [builtin_manifest().plugin(name)]
+
+    return antler_plugin_specs

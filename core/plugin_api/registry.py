@@ -1,0 +1,315 @@
+"""Plugin discovery: entry points through stevedore, hooks through pluggy.
+
+Every plugin, built-in or third-party, is an entry point in the
+`antler.plugins` group. Stevedore finds and imports the entry point's target
+(a light module that only declares specs); pluggy registers it and calls its
+`antler_plugin_specs` hook. Nothing here imports a middleware module.
+
+A distribution that fails (import error, a hook that raises, a wrong return
+type, a duplicate name) produces a `LoadDiagnostic` naming the distribution,
+the entry point and the cause. Optional ones fail open with that diagnostic;
+required ones (Antler's own, and any the operator marks required) stop the
+build in `PluginRegistry.raise_for_required`.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pluggy
+from pydantic import ValidationError
+
+from antler.errors import DiscoveryError, ManifestError, UnknownPluginError
+from antler.plugin_api import hookspecs
+
+from .diagnostics import did_you_mean
+from .manifest import Manifest, builtin_manifest
+from .spec import PluginSpec, PointSpec, Provenance, SlotSpec
+
+ENTRY_POINT_GROUP = "antler.plugins"
+BUILTIN_DISTRIBUTION = "antler"
+THIRD_PARTY_RANK_BASE = 100_000
+"""Third-party plugins rank after every built-in unless they say otherwise."""
+
+
+@dataclass(frozen=True)
+class LoadDiagnostic:
+    """Why one entry point contributed nothing (or less than it tried to)."""
+
+    entry_point: str
+    distribution: str
+    cause: str
+    plugin: str | None = None
+
+    def __str__(self) -> str:
+        what = f"plugin {self.plugin!r} from " if self.plugin else ""
+        return (f"{what}distribution {self.distribution!r}, entry point {self.entry_point!r} "
+                f"in group {ENTRY_POINT_GROUP!r}: {self.cause}")
+
+
+@dataclass
+class PluginSource:
+    """Which entry point and distribution a plugin came from."""
+
+    entry_point: str
+    distribution: str
+    version: str | None
+
+
+@dataclass
+class PluginRegistry:
+    """Everything discovered: specs by name, points, slots, and what failed."""
+
+    specs: dict[str, PluginSpec] = field(default_factory=dict)
+    points: dict[str, PointSpec] = field(default_factory=dict)
+    slots: dict[str, SlotSpec] = field(default_factory=dict)
+    default_slot: str | None = None
+    sources: dict[str, PluginSource] = field(default_factory=dict)
+    diagnostics: list[LoadDiagnostic] = field(default_factory=list)
+    plugin_manager: pluggy.PluginManager = field(default_factory=lambda: new_plugin_manager())
+    entry_point_plugins: dict[str, list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def from_manifests(cls, manifests: Iterable[Manifest]) -> PluginRegistry:
+        """A registry from explicit manifests, bypassing entry points (tests, tools)."""
+        registry = cls()
+        for manifest in manifests:
+            registry.add_manifest(manifest, source=None)
+        return registry
+
+    def add_manifest(self, manifest: Manifest, source: PluginSource | None) -> list[str]:
+        """Add everything `manifest` declares, or nothing when any of it conflicts."""
+        # Check first, then add: a distribution that fails must not stay half-registered.
+        for items, table, what in ((manifest.points, self.points, "point"),
+                                   (manifest.slots, self.slots, "slot")):
+            seen = dict(table)
+            for item in items:
+                self._check_unique(seen, item, what)
+                seen.setdefault(item.name, item)
+        if manifest.default_slot and self.default_slot not in (None, manifest.default_slot):
+            raise ManifestError(
+                f"{manifest.source} sets default_slot {manifest.default_slot!r}, but "
+                f"another manifest already set {self.default_slot!r}"
+            )
+        pending: dict[str, PluginSpec] = {}
+        for spec in manifest.plugins:
+            self._check_new_spec(spec, pending)
+            pending[spec.name] = spec
+        for point in manifest.points:
+            self.points.setdefault(point.name, point)
+        for slot in manifest.slots:
+            self.slots.setdefault(slot.name, slot)
+        self.default_slot = manifest.default_slot or self.default_slot
+        return [self.add_spec(spec, source) for spec in manifest.plugins]
+
+    def add_spec(self, spec: PluginSpec, source: PluginSource | None) -> str:
+        self._check_new_spec(spec)
+        self.specs[spec.name] = spec
+        if source:
+            self.sources[spec.name] = source
+        return spec.name
+
+    def _check_new_spec(self, spec: PluginSpec, pending: dict[str, PluginSpec] | None = None,
+                        ) -> None:
+        held = self.specs.get(spec.name) or (pending or {}).get(spec.name)
+        if held is not None:
+            raise ManifestError(
+                f"plugin name {spec.name!r} is declared twice: at {held.provenance} and at "
+                f"{spec.provenance}; names must be unique across all installed plugins"
+            )
+
+    @staticmethod
+    def _check_unique(table: dict[str, Any], item: Any, what: str) -> None:
+        held = table.get(item.name)
+        if held is not None and held.model_dump() != item.model_dump():
+            raise ManifestError(
+                f"{what} {item.name!r} is declared differently at {held.provenance} and at "
+                f"{item.provenance}; declare it once"
+            )
+
+    def require(self, name: str) -> PluginSpec:
+        try:
+            return self.specs[name]
+        except KeyError:
+            raise UnknownPluginError(
+                f"no installed plugin is named {name!r}{did_you_mean(name, self.specs)}"
+            ) from None
+
+    def load_names(self) -> set[str]:
+        """Every name `plugins.<name>` may use: plugins, entry points, distributions."""
+        names = {*self.specs, *self.entry_point_plugins, BUILTIN_DISTRIBUTION}
+        names.update(name for name, _ in self.plugin_manager.list_name_plugin())
+        for source in self.sources.values():
+            names.update((source.entry_point, source.distribution))
+        for d in self.diagnostics:
+            names.update(n for n in (d.entry_point, d.distribution, d.plugin) if n)
+        return names
+
+    def raise_for_required(self, required: Iterable[str] = ()) -> None:
+        """Stop when a required distribution, entry point or plugin failed to load."""
+        wanted = {canonical_name(name) for name in required}
+        fatal = [d for d in self.diagnostics
+                 if d.distribution == BUILTIN_DISTRIBUTION
+                 or wanted & {canonical_name(n) for n in (d.distribution, d.entry_point, d.plugin)
+                              if n}]
+        if fatal:
+            raise DiscoveryError(
+                "required plugins failed to load:\n  " + "\n  ".join(map(str, fatal))
+                + "\nFix or reinstall the distribution, or stop marking it required."
+            )
+
+
+def canonical_name(name: str) -> str:
+    """A distribution name as packaging compares them: 'Acme_Antler' == 'acme-antler'."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def new_plugin_manager() -> pluggy.PluginManager:
+    manager = pluggy.PluginManager(hookspecs.PROJECT)
+    manager.add_hookspecs(hookspecs)
+    return manager
+
+
+def discover(*, extra_plugins: Iterable[tuple[str, Any]] = (),
+             refresh: bool = False) -> PluginRegistry:
+    """Find every installed plugin. Failures become diagnostics, never crashes.
+
+    `extra_plugins` are (name, object) pairs registered as if they were entry
+    points of an in-process distribution named '<in-process>'.
+    """
+    from stevedore import ExtensionManager
+
+    registry = PluginRegistry()
+    registry.add_manifest(_platform_manifest(), source=None)
+    if refresh:
+        ExtensionManager.ENTRY_POINT_CACHE.pop(ENTRY_POINT_GROUP, None)
+        _clear_stevedore_path_cache()
+    distributions = _entry_point_distributions()
+    failures: list[tuple[Any, BaseException]] = []
+    manager: ExtensionManager[Any] = ExtensionManager(
+        ENTRY_POINT_GROUP,
+        invoke_on_load=False,
+        on_load_failure_callback=lambda _mgr, ep, exc: failures.append((ep, exc)),
+    )
+    for ep, exc in failures:
+        dist, _ = distributions.get((ep.name, ep.value), ("<unknown>", None))
+        registry.diagnostics.append(LoadDiagnostic(
+            ep.name, dist, f"importing {ep.value!r} failed: {type(exc).__name__}: {exc}"))
+    loaded = []
+    for ext in manager.extensions:
+        dist, version = distributions.get((ext.entry_point.name, ext.entry_point.value),
+                                          ("<unknown>", None))
+        loaded.append((PluginSource(ext.entry_point.name, dist, version), ext.plugin))
+    for name, obj in extra_plugins:
+        loaded.append((PluginSource(name, "<in-process>", None), obj))
+    # Built-ins first, then by distribution and entry point: a duplicate name is
+    # always blamed on the same party, whatever order the environment lists them.
+    loaded.sort(key=lambda item: (item[0].distribution != BUILTIN_DISTRIBUTION,
+                                  item[0].distribution, item[0].entry_point))
+    for source, obj in loaded:
+        _register(registry, source, obj)
+    return registry
+
+
+def _platform_manifest() -> Manifest:
+    """Only the points and slots of Antler's manifest; its plugins come via entry points."""
+    manifest = builtin_manifest()
+    return Manifest(source=manifest.source, points=manifest.points, slots=manifest.slots,
+                    default_slot=manifest.default_slot)
+
+
+def _register(registry: PluginRegistry, source: PluginSource, obj: Any) -> None:
+    def fail(cause: str, plugin: str | None = None) -> None:
+        registry.diagnostics.append(
+            LoadDiagnostic(source.entry_point, source.distribution, cause, plugin))
+
+    manager = registry.plugin_manager
+    # Checked before registering: pluggy accepts an implementation of a hook it has
+    # no spec for (creating a spec-less caller), so a misspelt hook would be ignored.
+    known = sorted(n for n in dir(hookspecs) if n.startswith("antler_"))
+    unknown = [name for name in dir(obj) if name.startswith("antler_")
+               and callable(getattr(obj, name, None)) and name not in known]
+    if unknown:
+        hints = "".join(did_you_mean(name, known) for name in unknown)
+        fail(f"implements unknown hook(s) {unknown}{hints}; known hooks: {', '.join(known)}")
+        return
+    try:
+        manager.register(obj, name=source.entry_point)
+    except ValueError as exc:
+        fail(f"could not register its hooks: {exc} (another distribution uses the same "
+             "entry point name; rename one)")
+        return
+    except pluggy.PluginValidationError as exc:
+        fail(f"its hook implementation is invalid: {exc}")
+        return
+    impl = next((i for i in manager.hook.antler_plugin_specs.get_hookimpls()
+                 if i.plugin_name == source.entry_point), None)
+    if impl is None:
+        return  # a hooks-only plugin (tools, config checks) with no middleware
+    try:
+        contributed = impl.function()
+    except Exception as exc:  # a broken third-party hook must not take the platform down
+        manager.unregister(obj)
+        fail(f"antler_plugin_specs() raised {type(exc).__name__}: {exc}")
+        return
+    try:
+        manifest = _as_manifest(contributed, source)
+        names = registry.add_manifest(manifest, source)
+    except (ManifestError, ValidationError, TypeError) as exc:
+        manager.unregister(obj)
+        fail(str(exc))
+        return
+    registry.entry_point_plugins[source.entry_point] = names
+
+
+def _as_manifest(contributed: Any, source: PluginSource) -> Manifest:
+    if isinstance(contributed, Manifest):
+        manifest = contributed
+    elif isinstance(contributed, PluginSpec):
+        manifest = Manifest(source=f"entry point {source.entry_point}", plugins=[contributed])
+    elif isinstance(contributed, (list, tuple)) and all(
+            isinstance(item, (PluginSpec, dict)) for item in contributed):
+        specs = [item if isinstance(item, PluginSpec) else PluginSpec.model_validate(item)
+                 for item in contributed]
+        manifest = Manifest(source=f"entry point {source.entry_point}", plugins=specs)
+    else:
+        raise TypeError(
+            f"antler_plugin_specs() returned {type(contributed).__name__}; it must return a "
+            "PluginSpec, a list of PluginSpec (or dicts), or a Manifest"
+        )
+    third_party = source.distribution != BUILTIN_DISTRIBUTION
+    stamped = []
+    for index, spec in enumerate(manifest.plugins):
+        prov = spec.provenance
+        update: dict[str, Any] = {"provenance": Provenance(
+            source=prov.source if prov.source != "<code>" else manifest.source,
+            line=prov.line, distribution=source.distribution, version=source.version,
+            entry_point=source.entry_point)}
+        if third_party and (spec.rank is None or spec.rank < THIRD_PARTY_RANK_BASE):
+            update["rank"] = THIRD_PARTY_RANK_BASE + (spec.rank or index)
+        stamped.append(spec.model_copy(update=update))
+    return Manifest(source=manifest.source, plugins=stamped, points=manifest.points,
+                    slots=manifest.slots, default_slot=manifest.default_slot)
+
+
+def _entry_point_distributions() -> dict[tuple[str, str], tuple[str, str | None]]:
+    """(entry point name, value) -> (distribution name, version), for diagnostics."""
+    table: dict[tuple[str, str], tuple[str, str | None]] = {}
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(ep, "dist", None)
+        name = dist.metadata["Name"] if dist is not None else "<unknown>"
+        table.setdefault((ep.name, ep.value), (name, dist.version if dist else None))
+    return table
+
+
+def _clear_stevedore_path_cache() -> None:
+    try:
+        from stevedore import _cache
+
+        _cache._c._internal.clear()
+    except (ImportError, AttributeError):  # pragma: no cover - stevedore internals moved
+        pass

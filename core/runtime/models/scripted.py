@@ -1,0 +1,462 @@
+"""A chat model that replays a fixed script of assistant turns.
+
+Tests, demos and CI need an agent that behaves the same way on every run and
+needs no API key. :class:`ScriptedChatModel` is a real LangChain chat model
+(``create_agent`` binds tools to it and invokes it like any other), but each
+call returns the next turn of a script instead of asking a provider.
+
+A script is a list of turns. Each turn is one of:
+
+* a string: a plain text reply;
+* a mapping ``{"content": str, "tool_calls": [{"name", "args", "id"?}],
+  "finish_reason"?, "usage"?: {"input_tokens", "output_tokens"}}``;
+* an :class:`~langchain_core.messages.AIMessage`, returned as given;
+* a callable ``(messages) -> turn`` for replies that depend on the request.
+
+Scripts can live in YAML, either as a bare list of turns or as a mapping with a
+``turns`` list (and optionally ``model_name``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PrivateAttr,
+    StrictStr,
+    ValidationError,
+    field_validator,
+)
+
+from antler.errors import AntlerError
+
+__all__ = [
+    "ScriptError",
+    "ScriptExhaustedError",
+    "ScriptTurn",
+    "ScriptedChatModel",
+    "ScriptedRequest",
+    "ToolCallSpec",
+    "TurnSpec",
+    "UsageSpec",
+    "parse_script",
+]
+
+CHARS_PER_TOKEN = 4
+"""Rough characters-per-token ratio used when a turn does not state its usage."""
+
+_PREVIEW_CHARS = 200
+
+
+class ScriptError(AntlerError, ValueError):
+    """A script (or one of its turns) is malformed."""
+
+
+class ScriptExhaustedError(AntlerError, RuntimeError):
+    """The model was asked for more turns than its script has."""
+
+
+class ToolCallSpec(BaseModel):
+    """One tool call the scripted assistant makes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: StrictStr = Field(min_length=1)
+    args: dict[str, Any] = Field(default_factory=dict)
+    id: StrictStr | None = None
+
+
+class UsageSpec(BaseModel):
+    """Token counts to report for a turn instead of the length-based estimate."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_tokens: NonNegativeInt
+    output_tokens: NonNegativeInt
+
+
+class TurnSpec(BaseModel):
+    """A validated, declarative assistant turn."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    content: StrictStr = ""
+    tool_calls: list[ToolCallSpec] = Field(default_factory=list)
+    finish_reason: StrictStr | None = None
+    usage: UsageSpec | None = None
+
+
+ScriptTurn = TurnSpec | AIMessage | Callable[[list[BaseMessage]], Any]
+"""A turn after :func:`parse_script`: declarative, a ready message, or dynamic."""
+
+
+def _format_validation_error(error: ValidationError) -> str:
+    """Render pydantic errors as ``where: what (got ...)`` lines a script author can act on."""
+    problems = []
+    for item in error.errors():
+        where = ""
+        for part in item["loc"]:
+            where += f"[{part}]" if isinstance(part, int) else f".{part}" if where else str(part)
+        got = repr(item.get("input"))
+        if len(got) > 60:
+            got = got[:60] + "..."
+        problems.append(f"{where or 'turn'}: {item['msg']} (got {got})")
+    return "; ".join(problems)
+
+
+def _coerce_turn(turn: Any, index: int) -> ScriptTurn:
+    """Validate one raw turn; ``index`` is its 0-based position, used in error messages."""
+    label = f"Script turn {index + 1} (index {index})"
+    if isinstance(turn, (TurnSpec, AIMessage)):
+        return turn
+    if isinstance(turn, str):
+        return TurnSpec(content=turn)
+    if isinstance(turn, dict):
+        try:
+            return TurnSpec.model_validate(turn)
+        except ValidationError as error:
+            raise ScriptError(f"{label} is malformed: {_format_validation_error(error)}") from None
+    if callable(turn):
+        return turn
+    raise ScriptError(
+        f"{label} is a {type(turn).__name__}; expected a string, a mapping with "
+        "'content' and/or 'tool_calls', an AIMessage, or a callable (messages) -> turn."
+    )
+
+
+def parse_script(script: Any) -> list[ScriptTurn]:
+    """Validate a script and return its turns, ready for :class:`ScriptedChatModel`.
+
+    Accepts a list of turns, or a mapping with a ``turns`` list (the YAML file
+    form). ``None`` is an empty script.
+
+    Raises:
+        ScriptError: naming the turn (1-based, with its index) and what is wrong.
+    """
+    if script is None:
+        return []
+    if isinstance(script, dict):
+        unknown = sorted(set(script) - {"turns", "model_name"})
+        if unknown or "turns" not in script:
+            raise ScriptError(
+                "A script mapping must have a 'turns' list (and optionally 'model_name'); "
+                f"got keys {sorted(script)!r}."
+            )
+        script = script["turns"]
+    if isinstance(script, (str, bytes)) or not isinstance(script, Sequence):
+        raise ScriptError(
+            f"A script must be a list of turns, got {type(script).__name__}. "
+            "Wrap a single reply in a list: ['Hello!']."
+        )
+    return [_coerce_turn(turn, index) for index, turn in enumerate(script)]
+
+
+@dataclass(frozen=True)
+class ScriptedRequest:
+    """One call made to the model: what it was sent and which tools were bound."""
+
+    messages: list[BaseMessage]
+    tool_names: tuple[str, ...]
+
+
+class _ReplayState:
+    """Progress through a script, shared by a model and every copy ``bind_tools`` makes.
+
+    ``create_agent`` binds tools again before each model call, so the position
+    must live outside any one model object.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.position = 0
+        self.requests: list[ScriptedRequest] = []
+        self.generated_ids = 0
+        self.used_ids: set[str] = set()
+
+    def claim_tool_call_id(self, explicit: str | None) -> str:
+        """Return ``explicit`` or the next free deterministic id ``call_<n>``."""
+        with self.lock:
+            if explicit is not None:
+                self.used_ids.add(explicit)
+                return explicit
+            while True:
+                self.generated_ids += 1
+                candidate = f"call_{self.generated_ids}"
+                if candidate not in self.used_ids:
+                    self.used_ids.add(candidate)
+                    return candidate
+
+
+def _message_chars(message: BaseMessage) -> int:
+    """Characters a message contributes to the token estimate (text plus tool calls)."""
+    chars = len(str(message.text))
+    for call in getattr(message, "tool_calls", None) or []:
+        chars += len(call["name"]) + len(json.dumps(call["args"], default=str))
+    return chars
+
+
+def _estimate_tokens(chars: int) -> int:
+    return math.ceil(chars / CHARS_PER_TOKEN)
+
+
+def _preview_message(message: BaseMessage) -> str:
+    """A one-line description of a message for error messages."""
+    text = str(message.text)
+    calls = getattr(message, "tool_calls", None) or []
+    if not text and calls:
+        text = "tool calls: " + ", ".join(call["name"] for call in calls)
+    text = " ".join(text.split())
+    if len(text) > _PREVIEW_CHARS:
+        text = text[:_PREVIEW_CHARS] + "..."
+    name = getattr(message, "name", None)
+    kind = f"{message.type} {name!r}" if name else message.type
+    return f"({kind}) {text!r}"
+
+
+def _tool_name(tool: Any) -> str:
+    """The name under which a tool is bound, for any form ``bind_tools`` accepts."""
+    if isinstance(tool, BaseTool):
+        return tool.name
+    if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+        return tool["name"]
+    return convert_to_openai_tool(tool)["function"]["name"]
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A chat model that answers each call with the next turn of a script.
+
+    Thread-safe: concurrent calls each take a distinct turn. Every request is
+    recorded (:attr:`calls`, :attr:`requests`) so tests can check what the
+    agent sent. When the script runs out, :class:`ScriptExhaustedError` says so
+    and shows the last message the agent sent.
+    """
+
+    script: list[Any] = Field(default_factory=list)
+    model_name: str = "scripted"
+    bound_tools: tuple[str, ...] = ()
+    """Names of the tools bound with :meth:`bind_tools` (empty on the unbound model)."""
+
+    _state: _ReplayState = PrivateAttr(default_factory=_ReplayState)
+
+    def __init__(self, script: Any = None, /, **data: Any) -> None:
+        if script is not None:
+            data["script"] = script
+        super().__init__(**data)
+
+    @field_validator("script", mode="before")
+    @classmethod
+    def _validate_script(cls, value: Any) -> list[ScriptTurn]:
+        return parse_script(value)
+
+    @classmethod
+    def from_turns(cls, turns: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:
+        """Build a model from a list of turns (validated with :func:`parse_script`)."""
+        return cls(parse_script(list(turns)), **kwargs)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path, **kwargs: Any) -> ScriptedChatModel:
+        """Build a model from a YAML script file (a list of turns, or ``{turns: [...]}``)."""
+        source = Path(path)
+        try:
+            raw = yaml.safe_load(source.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ScriptError(f"Script file {str(source)!r} does not exist.") from None
+        except yaml.YAMLError as error:
+            raise ScriptError(f"Script file {str(source)!r} is not valid YAML: {error}") from None
+        try:
+            turns = parse_script(raw)
+        except ScriptError as error:
+            raise ScriptError(f"In script file {str(source)!r}: {error}") from None
+        if isinstance(raw, dict) and "model_name" in raw:
+            kwargs.setdefault("model_name", str(raw["model_name"]))
+        return cls(turns, **kwargs)
+
+    # -- introspection for tests ------------------------------------------------------
+
+    @property
+    def requests(self) -> list[ScriptedRequest]:
+        """Every request so far, in order, including one that exhausted the script."""
+        with self._state.lock:
+            return list(self._state.requests)
+
+    @property
+    def calls(self) -> list[list[BaseMessage]]:
+        """The messages of every request so far, in order."""
+        return [request.messages for request in self.requests]
+
+    @property
+    def position(self) -> int:
+        """How many turns have been consumed."""
+        return self._state.position
+
+    @property
+    def remaining(self) -> int:
+        """How many turns are left."""
+        return max(0, len(self.script) - self._state.position)
+
+    # -- LangChain chat model interface ----------------------------------------------
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        # The script may hold callables, so it is deliberately not part of this.
+        return {"model_name": self.model_name, "script_turns": len(self.script)}
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> ScriptedChatModel:
+        """Return a copy that records the bound tool names and shares this script's progress.
+
+        The scripted replies are fixed, so ``tool_choice`` and other options are
+        accepted and ignored.
+        """
+        return self.model_copy(update={"bound_tools": tuple(_tool_name(t) for t in tools)})
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        index, turn = self._next_turn(messages)
+        if callable(turn) and not isinstance(turn, (TurnSpec, AIMessage)):
+            produced = turn(list(messages))
+            if inspect.isawaitable(produced):
+                close = getattr(produced, "close", None)
+                if close is not None:
+                    close()  # avoid a "coroutine was never awaited" warning
+                raise ScriptError(
+                    "An async callable turn needs the async API (ainvoke/astream); "
+                    "it was called through invoke."
+                )
+            turn = self._coerce_dynamic(produced, index)
+        return self._result(turn, messages)
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        index, turn = self._next_turn(messages)
+        if callable(turn) and not isinstance(turn, (TurnSpec, AIMessage)):
+            produced = turn(list(messages))
+            if inspect.isawaitable(produced):
+                produced = await produced
+            turn = self._coerce_dynamic(produced, index)
+        return self._result(turn, messages)
+
+    # -- replay ----------------------------------------------------------------------
+
+    def _next_turn(self, messages: list[BaseMessage]) -> tuple[int, ScriptTurn]:
+        """Record the request and claim the next turn (with its index), or raise if none is left."""
+        state = self._state
+        with state.lock:
+            state.requests.append(ScriptedRequest(list(messages), self.bound_tools))
+            index = state.position
+            if index >= len(self.script):
+                raise ScriptExhaustedError(self._exhausted_message(messages))
+            state.position += 1
+            return index, self.script[index]
+
+    def _coerce_dynamic(self, produced: Any, index: int) -> TurnSpec | AIMessage:
+        """Validate what the callable turn at ``index`` returned; it must be a concrete turn."""
+        if callable(produced) and not isinstance(produced, (TurnSpec, AIMessage)):
+            raise ScriptError(
+                f"Script turn {index + 1} (index {index}) is a callable that returned another "
+                "callable; it must return a string, a mapping or an AIMessage."
+            )
+        turn = _coerce_turn(produced, index)
+        assert isinstance(turn, (TurnSpec, AIMessage))
+        return turn
+
+    def _exhausted_message(self, messages: list[BaseMessage]) -> str:
+        count = len(self.script)
+        last = _preview_message(messages[-1]) if messages else "(no messages)"
+        return (
+            f"ScriptedChatModel {self.model_name!r} ran out of script: it has {count} "
+            f"turn{'s' if count != 1 else ''} and turn {count + 1} was requested. "
+            f"Last message sent: {last}. Add a turn to the script, or check why the agent "
+            "called the model again."
+        )
+
+    def _result(self, turn: TurnSpec | AIMessage, messages: list[BaseMessage]) -> ChatResult:
+        message = self._to_message(turn, messages)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _to_message(self, turn: TurnSpec | AIMessage, messages: list[BaseMessage]) -> AIMessage:
+        """Build the reply: fill in tool call ids, usage and response metadata."""
+        if isinstance(turn, AIMessage):
+            message = turn.model_copy(deep=True)
+            message.tool_calls = [
+                {**call, "id": self._state.claim_tool_call_id(call.get("id"))}
+                for call in message.tool_calls
+            ]
+            usage = message.usage_metadata
+            finish_reason = message.response_metadata.get("finish_reason")
+        else:
+            message = AIMessage(
+                content=turn.content,
+                tool_calls=[
+                    {
+                        "name": call.name,
+                        "args": dict(call.args),
+                        "id": self._state.claim_tool_call_id(call.id),
+                        "type": "tool_call",
+                    }
+                    for call in turn.tool_calls
+                ],
+            )
+            usage = (
+                {
+                    "input_tokens": turn.usage.input_tokens,
+                    "output_tokens": turn.usage.output_tokens,
+                    "total_tokens": turn.usage.input_tokens + turn.usage.output_tokens,
+                }
+                if turn.usage
+                else None
+            )
+            finish_reason = turn.finish_reason
+
+        if usage is None:
+            input_tokens = _estimate_tokens(sum(_message_chars(m) for m in messages))
+            output_tokens = _estimate_tokens(_message_chars(message))
+            usage = {
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "total_tokens": input_tokens + output_tokens,
+            }
+        message.usage_metadata = usage
+        message.response_metadata = {
+            **message.response_metadata,
+            "finish_reason": finish_reason or ("tool_calls" if message.tool_calls else "stop"),
+            "model_name": message.response_metadata.get("model_name", self.model_name),
+        }
+        return message

@@ -1,0 +1,208 @@
+"""The sandbox service: where a thread's tools run commands and touch files.
+
+A :class:`SandboxProvider` hands out one :class:`Sandbox` per thread. The
+harness acquires it lazily, on the first tool call of a thread, reuses it on
+later turns, and shuts the provider down with the process. Providers are
+plugins: they are found by name in the ``antler.sandbox_providers`` entry point
+group, so a container- or VM-backed provider can replace the local one without
+any change to the middleware that uses it.
+
+Every path a sandbox accepts or returns is a *virtual* path
+(``/mnt/user-data/...``); host paths are an implementation detail of the
+provider and must never reach the model.
+"""
+
+from __future__ import annotations
+
+import difflib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+from stevedore.driver import DriverManager
+from stevedore.exception import NoMatches
+
+from antler.errors import AntlerError
+from antler.runtime.paths import ThreadPaths
+
+__all__ = [
+    "SANDBOX_PROVIDER_GROUP",
+    "CommandResult",
+    "Sandbox",
+    "SandboxClosedError",
+    "SandboxError",
+    "SandboxNotFoundError",
+    "SandboxProvider",
+    "SandboxProviderLoadError",
+    "UnknownSandboxProviderError",
+    "available_sandbox_providers",
+    "load_sandbox_provider",
+]
+
+SANDBOX_PROVIDER_GROUP = "antler.sandbox_providers"
+"""Entry point group in which sandbox providers register themselves by name."""
+
+
+class SandboxError(AntlerError):
+    """Base class of the errors raised by sandboxes and their providers."""
+
+
+class SandboxNotFoundError(SandboxError, LookupError):
+    """A sandbox id was never handed out by this provider, or it has been shut down."""
+
+
+class SandboxClosedError(SandboxError, RuntimeError):
+    """The sandbox or its provider has been shut down and can no longer be used."""
+
+
+class UnknownSandboxProviderError(SandboxError, LookupError):
+    """No sandbox provider is registered under the requested name."""
+
+
+class SandboxProviderLoadError(SandboxError, RuntimeError):
+    """A sandbox provider is registered but could not be imported or constructed."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one shell command produced. Output is already in the virtual path view."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """Whether the command finished in time with exit code 0."""
+        return self.exit_code == 0 and not self.timed_out
+
+
+class Sandbox(ABC):
+    """One thread's execution environment: a shell and a file tree under ``/mnt/user-data``.
+
+    All paths are virtual. Relative paths are relative to
+    ``/mnt/user-data/workspace``. Paths that would leave the thread's files raise
+    :class:`antler.paths.PathEscapeError`.
+    """
+
+    @property
+    @abstractmethod
+    def sandbox_id(self) -> str:
+        """The id under which the provider handed this sandbox out."""
+
+    @abstractmethod
+    def execute_command(self, command: str, timeout: float | None = None) -> CommandResult:
+        """Run ``command`` in a shell whose working directory is the workspace.
+
+        ``timeout`` is in seconds; ``None`` means the provider's default. A command
+        that runs past it is killed and reported with ``timed_out=True``.
+        """
+
+    @abstractmethod
+    def read_file(self, virtual_path: str) -> str:
+        """Return the text of a file (UTF-8; undecodable bytes are replaced)."""
+
+    @abstractmethod
+    def read_bytes(self, virtual_path: str) -> bytes:
+        """Return the raw bytes of a file."""
+
+    @abstractmethod
+    def write_file(self, virtual_path: str, content: str, append: bool = False) -> None:
+        """Write (or with ``append``, add to) a text file, creating parent directories."""
+
+    @abstractmethod
+    def list_dir(self, virtual_path: str, max_depth: int = 2) -> list[str]:
+        """List entries below a directory as sorted virtual paths, up to ``max_depth`` levels.
+
+        Directories end with ``/``. Depth 1 lists only the immediate children.
+        """
+
+
+class SandboxProvider(ABC):
+    """Hands out sandboxes per thread and owns their lifecycle."""
+
+    @abstractmethod
+    def acquire(self, thread_paths: ThreadPaths) -> str:
+        """Return the id of the sandbox for this thread, creating it on first use.
+
+        Calling it again for the same thread returns the same id, so a thread
+        keeps its sandbox (and whatever state it holds) across turns.
+        """
+
+    @abstractmethod
+    def get(self, sandbox_id: str) -> Sandbox:
+        """Return the sandbox handed out under ``sandbox_id``.
+
+        Raises:
+            SandboxNotFoundError: if the id is unknown or was torn down.
+        """
+
+    @abstractmethod
+    def release(self, sandbox_id: str) -> None:
+        """Tell the provider the current turn is done with the sandbox.
+
+        Providers may keep the sandbox for reuse by the next turn; releasing does
+        not invalidate the id.
+        """
+
+    @abstractmethod
+    def shutdown(self) -> None:
+        """Tear down every sandbox. The provider cannot be used afterwards."""
+
+
+def available_sandbox_providers() -> list[str]:
+    """Names registered in the ``antler.sandbox_providers`` entry point group, sorted."""
+    return sorted({ep.name for ep in entry_points(group=SANDBOX_PROVIDER_GROUP)})
+
+
+def load_sandbox_provider(name: str, **kwargs: Any) -> SandboxProvider:
+    """Load the sandbox provider registered as ``name`` and construct it with ``kwargs``.
+
+    Raises:
+        UnknownSandboxProviderError: if no provider has that name; the message
+            lists the registered names and suggests the closest one.
+        SandboxProviderLoadError: if the provider cannot be imported or built,
+            or what it builds is not a :class:`SandboxProvider`.
+    """
+    available = available_sandbox_providers()
+    if name not in available:
+        raise _unknown_provider(name, available)
+
+    def on_load_failure(_manager: object, entry_point: Any, error: BaseException) -> None:
+        raise SandboxProviderLoadError(
+            f"Sandbox provider {name!r} ({entry_point.value}) failed to load: "
+            f"{type(error).__name__}: {error}"
+        ) from error
+
+    try:
+        manager: DriverManager[Any] = DriverManager(
+            namespace=SANDBOX_PROVIDER_GROUP,
+            name=name,
+            invoke_on_load=True,
+            invoke_kwds=kwargs,
+            on_load_failure_callback=on_load_failure,
+        )
+    except NoMatches as error:
+        # The entry point vanished between listing and loading (e.g. uninstalled).
+        raise _unknown_provider(name, available_sandbox_providers()) from error
+
+    provider = manager.driver
+    if not isinstance(provider, SandboxProvider):
+        raise SandboxProviderLoadError(
+            f"Sandbox provider {name!r} built a {type(provider).__name__}, which is not a "
+            "SandboxProvider; its entry point must name a SandboxProvider subclass."
+        )
+    return provider
+
+
+def _unknown_provider(name: str, available: list[str]) -> UnknownSandboxProviderError:
+    """Build the error for an unregistered provider name, with a did-you-mean hint."""
+    close = difflib.get_close_matches(name, available, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    listed = ", ".join(repr(n) for n in available) if available else "none"
+    return UnknownSandboxProviderError(
+        f"Unknown sandbox provider {name!r}.{hint} Available providers: {listed}. "
+        f"Providers register under the entry point group {SANDBOX_PROVIDER_GROUP!r}."
+    )
