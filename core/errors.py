@@ -21,14 +21,23 @@ class DiscoveryError(AntlerError):
 
 
 class ResolutionError(AntlerError):
-    """The ordering constraints of one chain cannot be satisfied."""
+    """The ordering constraints of one chain cannot be satisfied.
+
+    `plugins` names the plugins whose own declarations are at fault (the owner
+    of a misspelt reference, every plugin on a cycle, both claimants of a
+    position), so a planner can exclude optional offenders and try again.
+    """
+
+    def __init__(self, message: str, plugins: tuple[str, ...] | list[str] = ()) -> None:
+        super().__init__(message)
+        self.plugins = tuple(plugins)
 
 
 class CycleError(ResolutionError):
     """The constraints form a cycle; the message prints the whole cycle."""
 
     def __init__(self, message: str, cycle: list[str]) -> None:
-        super().__init__(message)
+        super().__init__(message, plugins=[node for node in cycle if not node.startswith("@")])
         self.cycle = cycle
 
 

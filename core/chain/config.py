@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -102,6 +102,14 @@ class PluginLoadSettings(BaseModel):
 
     required: bool = Field(
         False, description="Stop the build if this plugin's distribution fails to load."
+    )
+    enabled: bool | None = Field(
+        None, description="false: switch off this plugin, entry point or distribution by name "
+        "(an `always` plugin cannot be switched off)."
+    )
+    on_error: Literal["fail", "skip"] | None = Field(
+        None, description="Override the run-time error policy of this plugin (or of every "
+        "plugin of this entry point or distribution)."
     )
 
 

@@ -40,6 +40,7 @@ Hook = Literal[
 ]
 Chain = Literal["lead", "subagent"]
 Enablement = Literal["always", "on", "off"]
+OnError = Literal["fail", "skip"]
 RuntimeCondition = Literal["plan_mode", "supports_vision", "subagents_enabled"]
 
 
@@ -187,6 +188,11 @@ class PluginSpec(BaseModel):
         default_factory=list, description="Framework tags this plugin writes into messages."
     )
     fusable: bool = Field(True, description="May share a fused graph node with its neighbours.")
+    on_error: OnError | None = Field(
+        None, description="What a hook that raises does to the run: `fail` stops it, `skip` "
+        "logs, traces and continues as if the hook were absent. Default: `fail` for `always` "
+        "plugins and Antler's own, `skip` for optional third-party plugins and extensions; "
+        "the operator overrides it with `plugins: {NAME: {on_error: ...}}`.")
     rank: int | None = Field(None, description="Tie-break; defaults to the manifest position.")
     provenance: Provenance = Field(default_factory=Provenance, exclude=True)
 
