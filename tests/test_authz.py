@@ -1,5 +1,5 @@
 """antler.plugins._lib.authz: the principal builder, decisions, fail_closed, audit records
-and provider loading by name, plus the shipped RBAC provider and allowlist guardrail.
+and provider loading by name, plus the shipped RBAC provider and allowlist guardrail."""
 
 from __future__ import annotations
 
@@ -165,8 +165,9 @@ def test_denied_tool_message_carries_structured_metadata():
                                  decision=Decision.deny("x", rule="r"))
     assert (denied.status, denied.tool_call_id, denied.name) == ("error", "c9", "bash")
     assert denied.additional_kwargs[TOOL_META_KEY] == {
-        "status": "denied", "error_type": "permission", "recoverable_by_model": True,
-        "recommended_next_action": "use_another_tool", "source": "authorization", "rule": "r"}
+        "status": "error", "error_type": "denied", "recoverable_by_model": True,
+        "recommended_next_action": "use_another_tool", "source": "authorization", "rule": "r",
+        "cause": "policy"}
     failed = denied_tool_message(call, "Error", source="guardrail",
                                  decision=evaluate(lambda: 1 / 0))
     meta = failed.additional_kwargs[TOOL_META_KEY]

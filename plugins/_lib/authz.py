@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
+from antler.contracts.toolmeta import TOOL_META_KEY, refusal
 from antler.errors import AntlerError
 from antler.runtime.runcontext import DEFAULT_USER, RunContext
 
@@ -89,7 +90,6 @@ GUARDRAIL_PROVIDER = "guardrail_provider"
 AUTHORIZATION_AUDIT_LOGGER = "antler.audit.authorization"
 GUARDRAIL_AUDIT_LOGGER = "antler.audit.guardrail"
 
-TOOL_META_KEY = "antler_tool_meta"
 """`ToolMessage.additional_kwargs` key of a refused call's structured result metadata."""
 
 
@@ -507,14 +507,9 @@ def denied_tool_message(tool_call: Mapping[str, Any], content: str, *, source: s
     from langchain_core.messages import ToolMessage
 
     failed = decision.error is not None
-    meta = {
-        "status": "denied",
-        "error_type": "provider_error" if failed else "permission",
-        "recoverable_by_model": not failed,
-        "recommended_next_action": "stop" if failed else "use_another_tool",
-        "source": source,
-        "rule": decision.rule,
-    }
+    meta = refusal("denied", source, recoverable=not failed,
+                   next_action="stop" if failed else "use_another_tool", rule=decision.rule,
+                   cause="provider_error" if failed else "policy")
     name = tool_call.get("name")
     return ToolMessage(content=content, tool_call_id=str(tool_call.get("id") or ""),
                        name=name if isinstance(name, str) else None, status="error",

@@ -41,7 +41,6 @@ authorization can deny before an external guardrail is asked.
 from __future__ import annotations
 
 import functools
-
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any

@@ -25,6 +25,8 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from antler.contracts.fallback import is_error_fallback
+from antler.contracts.messages import is_hidden, message_text
 from antler.errors import BuildError
 from antler.plugin_api.context import MEMORY_MODEL, MEMORY_QUEUE, MODEL, PATHS, BuildContext
 from antler.plugins._lib.memory import create_memory_queue
@@ -39,35 +41,21 @@ __all__ = ["MemoryMiddleware", "build", "filter_messages_for_memory", "is_inject
 logger = logging.getLogger(__name__)
 
 _UPLOADED_FILES = re.compile(r"<uploaded_files>.*?(?:</uploaded_files>|\Z)\s*", re.DOTALL)
-_INJECTED_NAMES = frozenset({"todo_reminder"})
 _BLANK_LINES = re.compile(r"\n{3,}")
 
 
 def is_injected(message: BaseMessage) -> bool:
-    """Whether a middleware, not the user, put this message in the conversation.
+    """Whether a middleware, not the user or the model, put this message in the conversation.
 
-    Recognised: a known injected name (`todo_reminder`), LangChain's
-    `additional_kwargs.lc_source` (summaries), and `additional_kwargs.hidden`.
+    Hidden server messages (`antler.contracts.messages.is_hidden`) and
+    error-fallback replies, which stand in for a failed model call, are not
+    part of what the user and the agent said.
     """
-    kwargs = message.additional_kwargs or {}
-    return (message.name in _INJECTED_NAMES or bool(kwargs.get("lc_source"))
-            or bool(kwargs.get("hidden")))
+    return is_hidden(message) or is_error_fallback(message)
 
 
-def _plain_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content or []:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text") or ""))
-    return "\n".join(parts)
-
-
-def _clean_text(content: Any) -> str:
-    text = _UPLOADED_FILES.sub("", _plain_text(content))
+def _clean_text(message: BaseMessage) -> str:
+    text = _UPLOADED_FILES.sub("", message_text(message))
     return _BLANK_LINES.sub("\n\n", text).strip()
 
 
@@ -82,13 +70,13 @@ def filter_messages_for_memory(messages: Iterable[BaseMessage]) -> list[BaseMess
         if isinstance(message, HumanMessage):
             if is_injected(message):
                 continue
-            text = _clean_text(message.content)
+            text = _clean_text(message)
             if text:
                 kept.append(HumanMessage(content=text, id=message.id))
         elif isinstance(message, AIMessage):
             if message.tool_calls or is_injected(message):
                 continue
-            text = _clean_text(message.content)
+            text = _clean_text(message)
             if text:
                 kept.append(AIMessage(content=text, id=message.id))
     return kept

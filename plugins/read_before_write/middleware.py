@@ -11,8 +11,9 @@
     When the target exists, the call runs only if the newest mark for that
     path (searched newest-first in the state's messages) matches the file's
     current hash. Otherwise it is answered with an error `ToolMessage` whose
-    ``additional_kwargs["antler_tool_meta"]`` has ``recoverable_by_model=True``
-    and ``recommended_next_action="read_file"``; the tool never runs.
+    ``additional_kwargs["antler_tool_meta"]`` marks a refusal (``error_type:
+    blocked``, ``reason: read_required | stale_read``,
+    ``recommended_next_action: read_first``); the tool never runs.
     Creating a file that does not exist needs no read (a ``str_replace`` of a
     missing file goes on to the tool, which reports it missing).
 
@@ -49,6 +50,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
+from antler.contracts.toolmeta import TOOL_META_KEY, refusal
 from antler.plugin_api.context import PATHS, BuildContext
 from antler.runtime.paths import PathLayout
 
@@ -60,7 +62,6 @@ __all__ = ["TOOL_META_KEY", "ReadBeforeWriteMiddleware", "build"]
 logger = logging.getLogger(__name__)
 
 SOURCE = "read_before_write"
-TOOL_META_KEY = "antler_tool_meta"
 """Same key and shape as every other refused call's metadata (see `antler.authz`)."""
 
 READ_TOOL = "read_file"
@@ -146,11 +147,9 @@ class ReadBeforeWriteMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             content=f"Error: {tool} refused: {reason}. Read it with {self.read_tool} first, "
                     "then retry with what it contains now.",
             tool_call_id=str(call.get("id") or ""), name=tool, status="error",
-            additional_kwargs={TOOL_META_KEY: {
-                "status": "blocked", "error_type": error_type, "recoverable_by_model": True,
-                "recommended_next_action": self.read_tool, "source": SOURCE,
-                "path": target.virtual,
-            }},
+            additional_kwargs={TOOL_META_KEY: refusal(
+                "blocked", SOURCE, next_action="read_first", reason=error_type,
+                read_tool=self.read_tool, path=target.virtual)},
         )
 
 

@@ -40,10 +40,12 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, NotRequired, TypedDict
 
-from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
+from antler.contracts.messages import strip_tool_calls
+from antler.contracts.stop_reason import StopReasonState, record_stop_reason
 from antler.plugin_api.context import BuildContext
 from antler.runtime.runcontext import run_context, run_id_of
 
@@ -71,8 +73,6 @@ LEDGER_KEY = "subagent_dispatches"
 RUN_TOTAL_ATTRIBUTE = "max_total_subagents"
 """`RunContext.attributes` key that overrides `max_total_per_run` for one run."""
 
-_TOOL_USE_BLOCKS = frozenset({"tool_use", "tool_call", "function_call"})
-
 
 class SubagentLedger(TypedDict):
     """The `task` calls one run has dispatched."""
@@ -81,7 +81,7 @@ class SubagentLedger(TypedDict):
     task_call_ids: list[str]
 
 
-class SubagentLimitState(AgentState[Any]):
+class SubagentLimitState(StopReasonState):
     """State added by the subagent limit: the per-run ledger, private to the graph."""
 
     subagent_dispatches: NotRequired[Annotated[SubagentLedger | None, PrivateStateAttr]]
@@ -155,7 +155,10 @@ class SubagentLimitMiddleware(AgentMiddleware[SubagentLimitState, Any, Any]):
                         "total %d/%d)", len(dropped), len(positions), self.max_concurrent,
                         len(earlier), total)
             note = limit_note(total, len(dropped)) if refused_by_cap else None
-            update["messages"] = [_without_calls(message, set(dropped), note)]
+            update["messages"] = [strip_tool_calls(message, set(dropped), note)]
+            if refused_by_cap:
+                update.update(record_stop_reason("subagent_limit_capped", runtime,
+                                                 detail=f"{total} per run"))
         return update or None
 
     def total_limit(self, runtime: Any) -> int:
@@ -184,44 +187,6 @@ class SubagentLimitMiddleware(AgentMiddleware[SubagentLimitState, Any, Any]):
 
 def _call_id(message: AIMessage, position: int, call: Mapping[str, Any]) -> str:
     return str(call.get("id") or f"{message.id}#{position}")
-
-
-def _without_calls(message: AIMessage, positions: set[int], note: str | None) -> AIMessage:
-    """`message` without the tool calls at `positions` (and their raw payloads)."""
-    calls = list(message.tool_calls)
-    dropped_ids = {call.get("id") for i, call in enumerate(calls) if i in positions} - {None}
-    remaining = [call for i, call in enumerate(calls) if i not in positions]
-
-    additional = dict(message.additional_kwargs)
-    raw = additional.get("tool_calls")
-    if isinstance(raw, list):
-        # Match provider entries by id; entries without ids line up by position.
-        aligned = len(raw) == len(calls)
-        additional["tool_calls"] = [
-            entry for i, entry in enumerate(raw)
-            if not (isinstance(entry, Mapping) and entry.get("id") in dropped_ids)
-            and not (aligned and i in positions
-                     and not (isinstance(entry, Mapping) and entry.get("id")))
-        ]
-        if not additional["tool_calls"]:
-            del additional["tool_calls"]
-
-    content: Any = message.content
-    if isinstance(content, list):
-        content = [block for block in content
-                   if not (isinstance(block, Mapping) and block.get("type") in _TOOL_USE_BLOCKS
-                           and (block.get("id") or block.get("call_id")) in dropped_ids)]
-    metadata = dict(message.response_metadata)
-    if note is not None:
-        if isinstance(content, list):
-            content = [*content, {"type": "text", "text": note}]
-        else:
-            content = f"{content}\n\n{note}" if str(content).strip() else note
-        if not remaining:
-            metadata["finish_reason"] = "stop"
-    return message.model_copy(update={"tool_calls": remaining, "content": content,
-                                      "additional_kwargs": additional,
-                                      "response_metadata": metadata})
 
 
 def build(ctx: BuildContext) -> SubagentLimitMiddleware:

@@ -33,6 +33,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
+from antler.contracts.fallback import is_error_fallback
+from antler.contracts.messages import is_hidden
+from antler.contracts.messages import message_text as contract_text
 from antler.errors import BuildError
 from antler.plugin_api.context import MODEL, TITLE_MODEL, BuildContext
 from antler.runtime.models import resolve_chat_model
@@ -69,7 +72,6 @@ TITLE_PROMPT = (
 _UPLOADED_FILES = re.compile(r"<uploaded_files>.*?(?:</uploaded_files>|\Z)", re.DOTALL)
 _LABEL = re.compile("^(?:\\*\\*)?title(?:\\*\\*)?\\s*[:\uff1a]\\s*", re.IGNORECASE)
 _QUOTES = "\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb\u300c\u300d\u300e\u300f*#"
-_INJECTED_NAMES = frozenset({"todo_reminder"})
 
 
 class TitleState(AgentState[Any]):
@@ -86,26 +88,13 @@ def message_text(message: BaseMessage) -> str:
     prepends is removed, since file lists say nothing about the topic.
     Whitespace is collapsed to single spaces.
     """
-    content = message.content
-    if isinstance(content, str):
-        parts = [content]
-    else:
-        parts = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, dict) and block.get("type") == "text":
-                parts.append(str(block.get("text") or ""))
-    text = _UPLOADED_FILES.sub(" ", "\n".join(parts))
+    text = _UPLOADED_FILES.sub(" ", contract_text(message))
     return " ".join(text.split())
 
 
 def _is_user_input(message: BaseMessage) -> bool:
     """A message the user wrote, not one a middleware injected (reminders, summaries)."""
-    if not isinstance(message, HumanMessage):
-        return False
-    kwargs = message.additional_kwargs or {}
-    return message.name not in _INJECTED_NAMES and not kwargs.get("lc_source")
+    return isinstance(message, HumanMessage) and not is_hidden(message)
 
 
 def first_exchange(messages: Sequence[BaseMessage]) -> tuple[str, str] | None:
@@ -118,14 +107,15 @@ def first_exchange(messages: Sequence[BaseMessage]) -> tuple[str, str] | None:
     if not messages:
         return None
     last = messages[-1]
-    if not isinstance(last, AIMessage) or last.tool_calls:
+    if not isinstance(last, AIMessage) or last.tool_calls or is_error_fallback(last):
         return None
     for index, message in enumerate(messages):
         if not _is_user_input(message):
             continue
         user = message_text(message)
         reply = next(
-            (m for m in messages[index + 1:] if isinstance(m, AIMessage) and not m.tool_calls),
+            (m for m in messages[index + 1:] if isinstance(m, AIMessage) and not m.tool_calls
+             and not is_error_fallback(m)),
             last,
         )
         if user:

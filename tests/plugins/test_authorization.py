@@ -71,7 +71,7 @@ def middleware_of(agent: Any) -> AuthorizationMiddleware:
 
 def denied(message: Any) -> bool:
     meta = message.additional_kwargs.get(TOOL_META_KEY, {})
-    return message.status == "error" and meta.get("status") == "denied"
+    return message.status == "error" and meta.get("error_type") == "denied"
 
 
 # -- placement and configuration ----------------------------------------------------------------

@@ -109,8 +109,9 @@ def test_editing_an_existing_file_without_reading_it_is_blocked(home, edit):
     [result] = tool_results(state)
     assert gate_blocked(result) and "has not been read" in result.content
     assert result.additional_kwargs[TOOL_META_KEY] == {
-        "status": "blocked", "error_type": "read_required", "recoverable_by_model": True,
-        "recommended_next_action": "read_file", "source": "read_before_write", "path": NOTES}
+        "status": "error", "error_type": "blocked", "recoverable_by_model": True,
+        "recommended_next_action": "read_first", "source": "read_before_write",
+        "reason": "read_required", "read_tool": "read_file", "path": NOTES}
     assert target.read_text() == "alpha\n"  # the tool never ran
 
 
@@ -129,7 +130,7 @@ def test_a_read_allows_one_edit_and_writes_never_refresh_the_mark(home):
     _read, replaced, stale, _reread, appended = tool_results(state)
     assert replaced.status == "success"
     assert gate_blocked(stale) and "changed since it was last read" in stale.content
-    assert stale.additional_kwargs[TOOL_META_KEY]["error_type"] == "stale_read"
+    assert stale.additional_kwargs[TOOL_META_KEY]["reason"] == "stale_read"
     assert appended.status == "success"
     assert target.read_text() == "beta\ngamma\n"
 

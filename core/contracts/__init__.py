@@ -1,0 +1,18 @@
+"""Contracts: what plugins agree on without importing each other.
+
+Each module is one agreement between plugins that never import each other:
+
+- `toolmeta`: the structured metadata every tool result carries
+  (`additional_kwargs["antler_tool_meta"]`), its schema, validator and the
+  error classifier;
+- `stop_reason`: the per-run channel a guard writes when it ends a run early,
+  read by `antler run` and by the `task` tool's result;
+- `fallback`: the marker on synthetic assistant replies that stand in for a
+  failed model call;
+- `runstore`: bounded stores keyed by (thread, run) for state a middleware
+  keeps between hooks of one run, and the retry-safe pending queue for
+  one-shot injections;
+- `messages`: reading and editing messages the same way everywhere (the
+  latest genuine user message, server-injected hidden messages, removing tool
+  calls from an assistant reply).
+"""

@@ -1,0 +1,163 @@
+"""Reading and editing messages the same way in every plugin.
+
+- *Hidden* (server-injected) messages: context a plugin adds to the
+  conversation (a reminder, a summary, an image the model asked to see). They
+  are not the user's words, so memory, title and sanitization skip them. A
+  plugin marks what it injects with `hidden_marker(source)`; older markers
+  (LangChain's summary ``lc_source``, ``hidden``, ``hide_from_ui``) and the
+  names in `INJECTED_NAMES` are recognised too. Whether a message's markers
+  came from the server rather than the caller is the input boundary's
+  business, not these helpers'.
+- The latest *genuine* user message and its original text
+  (``additional_kwargs.original_user_content`` when the server kept one).
+- Removing tool calls from an assistant reply: the structured `tool_calls`, the
+  provider's raw copy (``additional_kwargs.tool_calls`` / ``function_call``),
+  tool-use content blocks and ``invalid_tool_calls``, with ``finish_reason``
+  set to ``stop`` once none remain, so no layer or provider sees a call that
+  will never get a result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
+
+HIDDEN_KEY = "antler_hidden"
+"""`additional_kwargs` key marking a message a plugin injected: ``{"source": plugin}``."""
+
+INJECTED_NAMES = frozenset({
+    "todo_reminder", "loop_warning", "budget_warning", "progress_hint", "summary",
+})
+"""Message names the built-in plugins give the hidden messages they inject."""
+
+_LEGACY_MARKERS = ("hidden", "hide_from_ui", "lc_source", "antler_view_image")
+ORIGINAL_CONTENT_KEY = "original_user_content"
+TOOL_USE_BLOCKS = frozenset({"tool_use", "tool_call", "function_call", "server_tool_call"})
+
+
+def hidden_marker(source: str) -> dict[str, Any]:
+    """`additional_kwargs` entries marking a message `source` injected."""
+    return {HIDDEN_KEY: {"source": source}}
+
+
+def is_hidden(message: Any) -> bool:
+    """Whether a plugin, not the user or the model, put `message` in the conversation."""
+    kwargs = getattr(message, "additional_kwargs", None) or {}
+    if getattr(message, "name", None) in INJECTED_NAMES:
+        return True
+    return bool(kwargs.get(HIDDEN_KEY)) or any(kwargs.get(key) for key in _LEGACY_MARKERS)
+
+
+def message_text(message_or_content: Any) -> str:
+    """The text of a message (or of its content): string content, or its text blocks joined."""
+    content = getattr(message_or_content, "content", message_or_content)
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content or ():
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, Mapping) and block.get("type") == "text":
+            parts.append(str(block.get("text") or ""))
+    return "\n".join(parts)
+
+
+def latest_user_message(messages: Sequence[Any]) -> Any | None:
+    """The last `HumanMessage` that is not a hidden, server-injected one."""
+    from langchain_core.messages import HumanMessage
+
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage) and not is_hidden(message):
+            return message
+    return None
+
+
+def user_text(message: Any) -> str:
+    """What the user typed: the server-kept original when present, else the text."""
+    original = (getattr(message, "additional_kwargs", None) or {}).get(ORIGINAL_CONTENT_KEY)
+    return original if isinstance(original, str) else message_text(message)
+
+
+def has_tool_call_intent(message: Any) -> bool:
+    """Whether an assistant reply asks for any tool call, in any of the forms providers use."""
+    if getattr(message, "tool_calls", None) or getattr(message, "invalid_tool_calls", None):
+        return True
+    kwargs = getattr(message, "additional_kwargs", None) or {}
+    if kwargs.get("tool_calls") or kwargs.get("function_call"):
+        return True
+    content = getattr(message, "content", None)
+    if isinstance(content, list) and any(isinstance(b, Mapping) and b.get("type") in
+                                         TOOL_USE_BLOCKS for b in content):
+        return True
+    finish = (getattr(message, "response_metadata", None) or {}).get("finish_reason")
+    return finish in ("tool_calls", "function_call")
+
+
+def strip_tool_calls(message: Any, positions: Collection[int] | None = None,
+                     note: str | None = None) -> Any:
+    """A copy of the `AIMessage` without the tool calls at `positions` (None: all of them).
+
+    Raw provider entries and tool-use blocks are matched by call id; raw entries
+    without ids line up by position when the lists have the same length. `note`
+    is appended to the content (a new text block for list content). When no
+    call remains, ``finish_reason`` becomes ``stop``.
+    """
+    calls = list(getattr(message, "tool_calls", None) or [])
+    drop = set(range(len(calls))) if positions is None else set(positions)
+    dropped_ids = {call.get("id") for i, call in enumerate(calls) if i in drop} - {None}
+    remaining = [call for i, call in enumerate(calls) if i not in drop]
+
+    additional = dict(message.additional_kwargs)
+    raw = additional.get("tool_calls")
+    if isinstance(raw, list):
+        aligned = len(raw) == len(calls)
+        kept = [entry for i, entry in enumerate(raw)
+                if not _dropped_entry(entry, i, dropped_ids, drop if aligned else set(),
+                                      everything=positions is None)]
+        if kept:
+            additional["tool_calls"] = kept
+        else:
+            del additional["tool_calls"]
+    if positions is None or not remaining:
+        additional.pop("function_call", None)
+
+    content: Any = message.content
+    if isinstance(content, list):
+        content = [block for block in content
+                   if not _dropped_entry(block, -1, dropped_ids, set(),
+                                         everything=positions is None, block=True)]
+    metadata = dict(message.response_metadata)
+    if note is not None:
+        if isinstance(content, list):
+            content = [*content, {"type": "text", "text": note}]
+        else:
+            content = f"{content}\n\n{note}" if str(content).strip() else note
+    if not remaining and metadata.get("finish_reason") in ("tool_calls", "function_call",
+                                                           None) and (calls or note):
+        metadata["finish_reason"] = "stop"
+    update: dict[str, Any] = {"tool_calls": remaining, "content": content,
+                              "additional_kwargs": additional, "response_metadata": metadata}
+    if positions is None:
+        update["invalid_tool_calls"] = []
+    return message.model_copy(update=update)
+
+
+def _dropped_entry(entry: Any, index: int, ids: set[Any], positions: set[int], *,
+                   everything: bool, block: bool = False) -> bool:
+    if not isinstance(entry, Mapping):
+        return False
+    if block:
+        if entry.get("type") not in TOOL_USE_BLOCKS:
+            return False
+        return everything or (entry.get("id") or entry.get("call_id")) in ids
+    if everything:
+        return True
+    entry_id = entry.get("id")
+    return entry_id in ids if entry_id else index in positions
+
+
+def tool_results_after(messages: Sequence[Any], start: int) -> Iterable[Any]:
+    """The `ToolMessage`s at or after index `start`."""
+    from langchain_core.messages import ToolMessage
+
+    return (m for m in messages[start:] if isinstance(m, ToolMessage))
