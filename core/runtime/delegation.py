@@ -4,12 +4,20 @@ The lead agent and its subagents come from one plugin set: the subagent is an
 ordinary Antler agent built with `chain="subagent"`, the same operator config
 and the same services (thread paths, sandbox provider), so a delegated task
 sees the thread's files and obeys the same guards. It runs without a
-checkpointer of its own: its result reaches the lead as the tool's message,
-with its token usage in `additional_kwargs` for accounting plugins.
+checkpointer of its own: its result reaches the lead as the tool's message.
+
+The result contract: the `ToolMessage`'s ``additional_kwargs`` carry
+``subagent_status`` (``completed`` or ``failed``), ``subagent_stop_reason``
+(the reason a guard recorded in the subagent's run, or None),
+``subagent_result_brief`` (at most `BRIEF_CHARS` characters of the answer) with
+its ``subagent_result_sha256``, ``subagent_token_usage`` (input, output and
+total tokens of the subagent's model calls) and ``task_description``. Plugins
+read these fields, never the result's text.
 """
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -17,9 +25,13 @@ from typing import Annotated, Any
 from langchain.tools import ToolRuntime, tool
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from antler.contracts.fallback import error_fallback_of
+from antler.contracts.stop_reason import stop_reason_of
+
 from .runcontext import RunContext, run_context
 
 TASK_TOOL = "task"
+BRIEF_CHARS = 2000
 
 
 def make_task_tool(build_subagent: Callable[[], Any]) -> Any:
@@ -51,21 +63,40 @@ def make_task_tool(build_subagent: Callable[[], Any]) -> Any:
                 config={"recursion_limit": 60},
             )
         except Exception as exc:  # the lead must be able to recover from a failed delegate
+            text = f"Task '{description}' failed: {type(exc).__name__}: {exc}"
             return ToolMessage(
-                content=f"Task '{description}' failed: {type(exc).__name__}: {exc}",
-                tool_call_id=runtime.tool_call_id, name=TASK_TOOL, status="error",
+                content=text, tool_call_id=runtime.tool_call_id, name=TASK_TOOL, status="error",
+                additional_kwargs=task_result_fields(description, "failed", None, text,
+                                                     _sum_usage([])),
             )
         replies = [m for m in state.get("messages", []) if isinstance(m, AIMessage)]
         answer = str(replies[-1].content) if replies else ""
-        usage = _sum_usage(replies)
+        failed = bool(replies) and error_fallback_of(replies[-1]) is not None
+        stop = stop_reason_of(state, context.run_id)
         return ToolMessage(
             content=answer or f"Task '{description}' finished without a reply.",
             tool_call_id=runtime.tool_call_id, name=TASK_TOOL,
-            additional_kwargs={"subagent_token_usage": usage, "task_description": description},
+            status="error" if failed else "success",
+            additional_kwargs=task_result_fields(
+                description, "failed" if failed else "completed",
+                stop["reason"] if stop else None, answer, _sum_usage(replies)),
         )
 
     task.metadata = {"antler": {"sandbox": False, "remote_content": False, "delegation": True}}
     return task
+
+
+def task_result_fields(description: str, status: str, stop_reason: str | None, answer: str,
+                       usage: dict[str, int]) -> dict[str, Any]:
+    """The `additional_kwargs` of a `task` result (the contract in the module docstring)."""
+    return {
+        "subagent_status": status,
+        "subagent_stop_reason": stop_reason,
+        "subagent_result_brief": answer[:BRIEF_CHARS],
+        "subagent_result_sha256": hashlib.sha256(answer.encode("utf-8")).hexdigest(),
+        "subagent_token_usage": usage,
+        "task_description": description,
+    }
 
 
 def _sum_usage(messages: list[Any]) -> dict[str, int]:
