@@ -13,6 +13,7 @@ from .build import (
     ChainEntry,
     build_chain,
     implemented_hooks,
+    prompt_sections,
     select_tools,
 )
 from .plan import EXCLUSION_KINDS, ChainPlan, Exclusion, participation, plan_chain
@@ -27,5 +28,6 @@ __all__ = [
     "implemented_hooks",
     "participation",
     "plan_chain",
+    "prompt_sections",
     "select_tools",
 ]

@@ -192,3 +192,28 @@ def select_tools(built: BuiltChain, tools: list[Any]) -> list[Any]:
         if selected is not None:
             tools = list(selected)
     return tools
+
+
+def prompt_sections(built: BuiltChain) -> list[str]:
+    """The system-prompt sections of the chain's plugins (`antler_prompt_sections`), in order."""
+    registry = built.plan.registry
+    manager = registry.plugin_manager
+    sections: list[str] = []
+    if not manager.hook.antler_prompt_sections.get_hookimpls():
+        return sections
+    asked: set[str] = set()
+    for entry in built.entries:
+        source = registry.sources.get(entry.name)
+        if source is None or source.entry_point in asked:
+            continue
+        asked.add(source.entry_point)
+        plugin = manager.get_plugin(source.entry_point)
+        if plugin is None:
+            continue
+        others = [p for name, p in manager.list_name_plugin() if name != source.entry_point]
+        caller = manager.subset_hook_caller("antler_prompt_sections", remove_plugins=others)
+        context = _context(built.plan, entry.spec, built.services, built.secrets)
+        for result in caller(context=context):
+            parts = [result] if isinstance(result, str) else list(result or [])
+            sections.extend(part.strip() for part in parts if part and part.strip())
+    return sections

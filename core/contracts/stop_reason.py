@@ -56,7 +56,8 @@ def _merge(current: Any, new: Any) -> Any:
 class StopReasonState(AgentState[Any]):
     """State schema of a middleware that records stop reasons."""
 
-    antler_stop_reason: Annotated[NotRequired[dict[str, Any]], _merge, OmitFromInput]
+    # LangGraph takes the reducer from the last annotation.
+    antler_stop_reason: NotRequired[Annotated[dict[str, Any], OmitFromInput, _merge]]
 
 
 def record_stop_reason(reason: str, runtime: Any = None, *, detail: str | None = None,

@@ -86,6 +86,28 @@ def antler_select_tools(context: BuildContext, tools: list[Any]) -> list[Any] | 
 
 
 @hookspec
+def antler_prompt_sections(context: BuildContext) -> list[str] | str | None:
+    """Contribute static sections to the agent's system prompt.
+
+    :param context: the build context of the plugin's first participant in the
+        chain (chain name, runtime options, services, its config section).
+
+    Called once per agent build, after the chain is built, for each
+    distribution with a plugin that takes part in the chain, in chain order.
+    The sections are appended to the base system prompt, each separated by a
+    blank line, in that order. Keep them static for a given build (an index of
+    skills, the names of deferred tools): the system prompt is the prefix
+    providers cache, and per-turn facts (the date) belong in messages.
+
+    Example::
+
+        @hookimpl
+        def antler_prompt_sections(context):
+            return "<skills>\n- data-report: summarizes uploaded tables\n</skills>"
+    """
+
+
+@hookspec
 def antler_chain_resolved(chain: BuiltChain) -> None:
     """Observe a resolved and built chain (logging, metrics, policy checks).
 

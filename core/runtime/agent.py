@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from antler.chain import BuiltChain, build_chain, select_tools
+from antler.chain import BuiltChain, build_chain, prompt_sections, select_tools
 from antler.chain.config import OperatorConfig
 from antler.compiler import (
     FusionPlan,
@@ -121,6 +121,12 @@ class AntlerAgent:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def compose_system_prompt(base: str | None, sections: Sequence[str]) -> str | None:
+    """The base prompt followed by the plugins' sections, a blank line between each."""
+    parts = [part for part in (base, *sections) if part]
+    return "\n\n".join(parts) if parts else None
 
 
 FROM_CONFIG = "config"
@@ -241,7 +247,8 @@ def create_agent(
         middlewares = instrument(middlewares, tracer, built.names)
     agent_kwargs: dict[str, Any] = {
         "model": chat_model, "tools": select_tools(built, [*extra_tools, *built.tools]),
-        "system_prompt": system_prompt, "context_schema": RunContext, "checkpointer": saver,
+        "system_prompt": compose_system_prompt(system_prompt, prompt_sections(built)),
+        "context_schema": RunContext, "checkpointer": saver,
     }
     fusion = None
     if config.chain.fuse if fuse is None else fuse:
