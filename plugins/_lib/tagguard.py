@@ -79,6 +79,14 @@ __all__ = [
     "normalize_tag_name",
 ]
 
+INJECTION_VOCABULARY: tuple[str, ...] = (
+    "ignore", "ignore_previous_instructions", "ignore_all_previous_instructions",
+    "disregard", "forget", "new_instructions", "updated_instructions", "jailbreak",
+    "developer_mode", "dan", "root", "sudo", "priority", "urgent", "policy", "rules",
+    "security", "secret", "confidential", "hidden", "internal", "trusted", "authority",
+)
+"""Words prompt-injection attacks use as tags to make text look authoritative."""
+
 BUILTIN_RESERVED_TAGS: tuple[str, ...] = (
     # roles and instructions
     "system", "system_reminder", "system_message", "system_prompt", "sys", "developer",
@@ -96,6 +104,18 @@ BUILTIN_RESERVED_TAGS: tuple[str, ...] = (
     "start_header_id", "end_header_id", "start_of_turn", "end_of_turn", "s", "inst",
     # Antler's own boundary markers, spelled as tags
     "begin_user_input", "end_user_input",
+    # tags harness layers write into the conversation (memory, todo lists, durable
+    # context, dates, skills, deferred tools), whether or not a plugin of this chain
+    # declares them: text crosses chains and harnesses
+    "memory", "memories", "user_memory", "todo_list", "todo_list_system", "todos",
+    "durable_context", "durable_context_data", "current_date", "date", "skill",
+    "skills", "skill_content", "slash_skill_activation", "user_request",
+    "available_deferred_tools", "mcp_routing_hints", "human_input", "clarification",
+    "summary", "previous_summary", "conversation", "messages", "content",
+    # the prompts LangChain's built-in middlewares and the title plugin send
+    "primary_objective", "objective_information", "user_message", "assistant_reply",
+    # the injection vocabulary: words attacks wrap instructions in
+    *INJECTION_VOCABULARY,
 )
 """Reserved in every chain, in addition to the tags the chain's plugins declare."""
 
@@ -130,6 +150,7 @@ _CONFUSABLES = str.maketrans({
     "\u03b5": "e", "\u03c4": "t", "\u0131": "i", "\u0261": "g",
 })
 _ASCII_DROP = str.maketrans("", "", "-_.:|/\\!?")
+_ASCII_CONTROLS = str.maketrans("", "", "".join(map(chr, [*range(32), 127])))
 _DROPPED_CATEGORIES = frozenset({"Cf", "Mn", "Me", "Zs", "Zl", "Zp", "Cc"})
 
 _TAG_OPENER_SET = frozenset(TAG_OPENERS)
@@ -157,7 +178,8 @@ def normalize_tag_name(name: str) -> str:
 def _normalize(name: str) -> str:
     """`normalize_tag_name` of a name whose character references are already decoded."""
     if name.isascii():
-        return "".join(name.lower().translate(_ASCII_DROP).split())
+        # Control characters (a NUL inside `<sys\0tem>`) are dropped like separators.
+        return "".join(name.lower().translate(_ASCII_DROP).split()).translate(_ASCII_CONTROLS)
     text = unicodedata.normalize("NFKC", name).casefold().translate(_CONFUSABLES)
     return "".join(
         ch for ch in text
@@ -337,11 +359,82 @@ def _find_closer(text: str, j: int, n: int, closers: frozenset[str],
     return None
 
 
-def _scan(text: str, tags: ReservedTags) -> tuple[list[Finding], dict[int, str]]:
+class _CodeReading:
+    """Tells code from tags in remote content, in one pass over the candidates.
+
+    Fetched pages and files hold code whose angle brackets are not tags:
+    generics (``List<Model>``, ``Map<String, Tool>``), comparisons (``if n <
+    context``) and include lines (``#include <sys/stat.h>``). An ASCII ``<``
+    is read as code, and left alone, when:
+
+    * it directly follows an identifier character, a letter follows it, and
+      no closing tag of the same name appears anywhere in the text (a generic
+      never has one; a chat-template token such as ``<|im_end|>`` is no
+      generic);
+    * it is followed by whitespace, the text before it (across whitespace)
+      ends with an identifier character, a digit or a closing bracket (an
+      operand), and the reserved name is one word that the next ``>`` does not
+      close (``n < context and k > 2``, but not ``x < system >``);
+    * it stands on a line that starts with ``#include`` or ``#import``.
+
+    A closing tag (``</system>``) is never code. Look-alike openers are never
+    code either: nobody writes fullwidth brackets in a program.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.closing = self._closing_names(text)
+        self.scanned = 0
+        self.include_line = self._is_include(0)
+
+    @staticmethod
+    def _closing_names(text: str) -> frozenset[str]:
+        names = set()
+        start = text.find("</")
+        while start != -1:
+            end = start + 2
+            while end < len(text) and (text[end].isalnum() or text[end] in "_-.:"):
+                end += 1
+            names.add(_normalize(text[start + 2:end]))
+            start = text.find("</", end)
+        return frozenset(names)
+
+    def is_code(self, i: int, name: str, first_word_end: int) -> bool:
+        text = self.text
+        if text[i] != "<" or i + 1 >= len(text) or text[i + 1] == "/":
+            return False
+        newline = text.rfind("\n", self.scanned, i)
+        if newline != -1:
+            self.include_line = self._is_include(newline + 1)
+        self.scanned = i
+        if self.include_line:
+            return True
+        before = text[i - 1] if i else ""
+        if ((before.isalnum() or before == "_") and text[i + 1].isalpha()
+                and name not in self.closing):
+            return True
+        if text[i + 1] in " \t" and before in " \t":
+            operand = text[max(0, i - 64):i].rstrip(" \t")[-1:]
+            if not operand or not (operand.isalnum() or operand in "_)]"):
+                return False
+            if _normalize(text[i + 1:first_word_end]) != name:
+                return False  # a name spelled over several words: `< system reminder >`
+            rest = text[first_word_end:first_word_end + 64].lstrip(" \t")
+            return not rest or rest[0] not in _TAG_CLOSER_SET
+        return False
+
+    def _is_include(self, line_start: int) -> bool:
+        head = self.text[line_start:line_start + 64].lstrip(" \t")
+        return head.startswith(("#include", "#import"))
+
+
+def _scan(text: str, tags: ReservedTags,
+          code_aware: bool = False) -> tuple[list[Finding], dict[int, str]]:
     """Findings, and the replacement for every character index to rewrite."""
     findings: list[Finding] = []
     edits: dict[int, str] = {}
     n = len(text)
+    code = _CodeReading(text) if code_aware and "<" in text else None
     for match in _CANDIDATES.finditer(text):
         i = match.start()
         if text[i] in _TAG_OPENER_SET:
@@ -350,6 +443,9 @@ def _scan(text: str, tags: ReservedTags) -> tuple[list[Finding], dict[int, str]]
             j = _skip(text, i + 1, n, _TAG_LEAD)
             words, end = _words(text, j, n, _TAG_WORD_STOP)
             name = tags._match(words) if words else None
+            if name is not None and code is not None and code.is_code(
+                    i, name, j + len(words[0])):
+                continue
         else:
             kind, openers, closers = "marker", _MARKER_OPENER_SET, _MARKER_CLOSER_SET
             escape = _MARKER_ESCAPE
@@ -383,14 +479,16 @@ def find_reserved(text: str, tags: ReservedTags) -> list[Finding]:
     return _scan(text, tags)[0]
 
 
-def neutralize(text: str, tags: ReservedTags) -> Neutralized:
+def neutralize(text: str, tags: ReservedTags, *, code_aware: bool = False) -> Neutralized:
     """`text` with every reserved tag and boundary marker made literal, and the findings.
 
-    Text without findings is returned as the same string object.
+    With `code_aware` (remote content), angle brackets that read as code are
+    left alone (`_CodeReading`). Text without findings is returned as the
+    same string object.
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, got {type(text).__name__}")
-    findings, edits = _scan(text, tags)
+    findings, edits = _scan(text, tags, code_aware)
     if not edits:
         return Neutralized(text, tuple(findings))
     parts: list[str] = []
@@ -403,7 +501,8 @@ def neutralize(text: str, tags: ReservedTags) -> Neutralized:
     return Neutralized("".join(parts), tuple(findings))
 
 
-def neutralize_blocks(blocks: list[Any], tags: ReservedTags) -> tuple[list[Any], list[Finding]]:
+def neutralize_blocks(blocks: list[Any], tags: ReservedTags, *,
+                      code_aware: bool = False) -> tuple[list[Any], list[Finding]]:
     """Message content blocks with the text of each string and text block neutralized.
 
     Non-text blocks (images, tool-use payloads) pass through untouched.
@@ -412,12 +511,12 @@ def neutralize_blocks(blocks: list[Any], tags: ReservedTags) -> tuple[list[Any],
     clean = []
     for block in blocks:
         if isinstance(block, str):
-            result = neutralize(block, tags)
+            result = neutralize(block, tags, code_aware=code_aware)
             findings += result.findings
             block = result.text
         elif (isinstance(block, dict) and block.get("type") == "text"
               and isinstance(block.get("text"), str)):
-            result = neutralize(block["text"], tags)
+            result = neutralize(block["text"], tags, code_aware=code_aware)
             findings += result.findings
             block = {**block, "text": result.text}
         clean.append(block)

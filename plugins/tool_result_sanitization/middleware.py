@@ -21,8 +21,18 @@ Which tools: declared, not listed by name
       claiming ``remote_content: False``;
     * ``remote_content: False`` (the sandbox tools, ``task``, ...) or no
       declaration: local, and the result passes as the very same object;
-    * the operator's ``tool_result_sanitization.remote_tools`` names: remote,
-      a fallback for a third-party tool that declares nothing.
+    * the names seed 000 gives remote-content tools (`SEED_REMOTE_TOOLS`:
+      ``web_fetch``, ``web_search``, ``image_search``, ``web_capture``) and
+      the operator's ``tool_result_sanitization.remote_tools``: remote by
+      name, whatever the tool declares, a fallback for tools that declare
+      nothing.
+
+Code in remote content
+    Fetched pages and files hold code: ``#include <sys/stat.h>``,
+    ``List<Model>``, ``if n < context``. Those angle brackets are read as code
+    and left alone (`antler.plugins._lib.tagguard`, ``code_aware``); a forged
+    tag with its closing tag, a closing tag, a chat-template token and any
+    look-alike bracket are still neutralized.
 
 What changes
     String content, and the text of text blocks in list content, of the
@@ -114,13 +124,17 @@ def is_remote_content_tool(tool: Any, name: str | None = None,
     return isinstance(antler, Mapping) and antler.get("remote_content") is True
 
 
+SEED_REMOTE_TOOLS = ("web_fetch", "web_search", "image_search", "web_capture")
+"""Tools whose results are remote content by name (seed 000's list), in every chain."""
+
+
 class ToolResultSanitizationMiddleware(AgentMiddleware):
     """Neutralizes forged framework tags in the results of remote-content tools."""
 
     def __init__(self, tags: ReservedTags, remote_tools: Collection[str] = ()) -> None:
         super().__init__()
         self.tags = tags
-        self.remote_tools = frozenset(remote_tools)
+        self.remote_tools = frozenset(SEED_REMOTE_TOOLS) | frozenset(remote_tools)
 
     def covers(self, request: ToolCallRequest) -> bool:
         """Whether the result of this call is remote content."""
@@ -158,11 +172,11 @@ class ToolResultSanitizationMiddleware(AgentMiddleware):
         findings: list[Finding] = []
         content: Any = message.content
         if isinstance(content, str):
-            result = neutralize(content, self.tags)
+            result = neutralize(content, self.tags, code_aware=True)
             findings += result.findings
             content = result.text
         elif isinstance(content, list):
-            content, found = neutralize_blocks(content, self.tags)
+            content, found = neutralize_blocks(content, self.tags, code_aware=True)
             findings += found
         names = sorted({finding.name for finding in findings})
         if findings:
