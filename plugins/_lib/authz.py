@@ -289,6 +289,17 @@ class AuthorizationProvider(ABC):
         The default accepts any role.
         """
 
+    def compile_principals(self, base: Principal) -> list[Principal]:
+        """The principals whose tools an agent is compiled with (layer 1 at build time).
+
+        A run's roles select among the compiled tools, so an agent must be
+        compiled with every tool some run may be allowed: a tool is compiled
+        when any of these principals may use it. ``base`` is the build's user
+        with the configured default role. The default is ``[base]``; a provider
+        that knows its roles (RBAC) returns one principal per role.
+        """
+        return [base]
+
 
 class GuardrailProvider(ABC):
     """Evaluates each tool call before it runs. One instance per agent build.

@@ -36,8 +36,8 @@ class AuthorizationConfig(BaseModel):
     default_role: str | None = Field(
         None,
         description="Role of a caller whose run context names no role. The provider checks "
-        "it when the agent is built: an unknown role fails the build. Also the role the "
-        "agent's tool set is compiled for.",
+        "it when the agent is built: an unknown role fails the build. Without it, a run that "
+        "names no role is denied every tool (and the audit log says so once per run).",
     )
     fail_closed: bool = Field(
         True,

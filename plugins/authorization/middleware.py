@@ -4,15 +4,15 @@ One provider instance, resolved once per build, answers both layers:
 
 Layer 1 - visibility.
     At build time the plugin's `antler_select_tools` hook (see ``__init__``)
-    drops the tools the build principal may not use, so they are never
-    compiled into the agent. The build principal is the build's user
-    (`RuntimeOptions.user_id`) with the configured ``default_role``: the
-    agent's tool set is compiled for that role. Then, before every model call,
-    ``wrap_model_call`` filters ``request.tools`` again with the run's own
-    principal, so per-run roles narrow what the model sees (this also covers
-    the tools middlewares register themselves, which the build hook never
-    sees). A run cannot widen the compiled set: a tool the build principal may
-    not use is not in the graph at all.
+    drops the tools no run could use, so they are never compiled into the
+    agent: a tool is compiled when any principal the provider compiles for
+    may use it (`AuthorizationProvider.compile_principals`; with RBAC, the
+    default role and every declared role). Then, before every model call,
+    ``wrap_model_call`` filters ``request.tools`` with the run's own principal
+    (its `RunContext.roles`, else ``default_role``), so each run's roles select
+    its tool set (this also covers the tools middlewares register themselves,
+    which the build hook never sees). A run with no role and no
+    ``default_role`` gets no tool, and the audit log says so once per run.
 
 Layer 2 - execution.
     ``wrap_tool_call`` asks the provider about every call before it runs
@@ -41,6 +41,7 @@ authorization can deny before an external guardrail is asked.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -50,6 +51,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
+from antler.contracts.runstore import RunStore
 from antler.plugin_api.context import BuildContext, RuntimeOptions, Services
 from antler.plugins._lib.authz import (
     AUTHORIZATION_AUDIT_LOGGER,
@@ -117,19 +119,27 @@ def build_principal(options: RuntimeOptions, config: AuthorizationConfig) -> Pri
 
 
 def select_tools(ctx: BuildContext, tools: list[Any]) -> list[Any]:
-    """Layer 1 at build time: the tools the build principal may use (the hook's body)."""
+    """Layer 1 at build time: the tools some run may use (the hook's body).
+
+    A tool is compiled when any principal the provider compiles for
+    (`AuthorizationProvider.compile_principals`: with RBAC, every role) may
+    use it; each run's own roles then narrow the set before every model call.
+    """
     config = authorization_config(ctx.config)
     provider = shared_provider(ctx.services, config)
-    principal = build_principal(ctx.runtime, config)
+    principals = provider.compile_principals(build_principal(ctx.runtime, config))
     kept = []
     for tool in tools:
         name = tool_name(tool)
-        decision = _unnamed() if name is None else evaluate(
-            functools.partial(provider.authorize, principal, Action.tool(name)),
-            fail_closed=config.fail_closed)
-        _audit(principal, name, decision, type(provider).__name__, layer="visibility",
-               phase="build",
-               chain=ctx.chain)
+        decision = _unnamed()
+        for principal in principals if name is not None else ():
+            decision = evaluate(
+                functools.partial(provider.authorize, principal, Action.tool(name)),
+                fail_closed=config.fail_closed)
+            if decision.allowed:
+                break
+        _audit(principals[0], name, decision, type(provider).__name__, layer="visibility",
+               phase="build", chain=ctx.chain, level=logging.DEBUG)
         if decision.allowed:
             kept.append(tool)
     return kept
@@ -145,10 +155,27 @@ class AuthorizationMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.default_role = default_role
         self.fail_closed = fail_closed
         self.provider_name = provider_name or type(provider).__name__
+        self._roleless_runs: RunStore[bool] = RunStore()
 
     def principal(self, runtime: Any) -> Principal:
-        """The run's principal, from its `RunContext` only."""
-        return principal_from_context(run_context(runtime), self.default_role)
+        """The run's principal, from its `RunContext` only.
+
+        A run that names no role, with no ``default_role`` configured, is denied
+        every tool; that is said once per run on the audit logger, at WARNING.
+        """
+        principal = principal_from_context(run_context(runtime), self.default_role)
+        if not principal.roles:
+            key = run_id_of(runtime)
+            if key not in self._roleless_runs:
+                self._roleless_runs.set(key, True)
+                record = {"event": "authorization.no_role", "layer": "run", "run_id": key,
+                          "user_id": principal.user_id,
+                          "reason": "the run names no role and authorization has no "
+                                    "default_role, so every tool is denied; give the run "
+                                    "roles (RunContext.roles) or set authorization.default_role"}
+                _audit_logger.warning(json.dumps(record, sort_keys=True),
+                                      extra={"audit": record})
+        return principal
 
     # -- layer 1, per run ---------------------------------------------------------------
 
@@ -259,10 +286,9 @@ def _unnamed() -> Decision:
 
 
 def _audit(principal: Principal, name: str | None, decision: Decision, provider: str, *,
-           layer: str, phase: str, **details: Any) -> None:
+           layer: str, phase: str, level: int | None = None, **details: Any) -> None:
     # Hiding tools is routine: visibility allows at DEBUG, visibility denials at INFO.
-    level = None
-    if layer == "visibility" and decision.error is None:
+    if level is None and layer == "visibility" and decision.error is None:
         level = logging.DEBUG if decision.allowed else logging.INFO
     audit_decision(_audit_logger, check=SOURCE, layer=layer, principal=principal,
                    target=name or "<unnamed>", decision=decision, provider=provider,

@@ -48,6 +48,11 @@ class RBACProvider(AuthorizationProvider):
             "authorization.provider_options.roles or choose a known role."
         )
 
+    def compile_principals(self, base: Principal) -> list[Principal]:
+        """The base principal, then one per declared role: every role's tools are compiled."""
+        return [base, *(Principal(base.user_id, (role,), base.is_internal, base.attributes)
+                        for role in sorted(self.roles))]
+
     def authorize(self, principal: Principal, action: Action) -> Decision:
         if action.resource != "tool":
             return Decision.deny(f"the rbac provider governs tools, not {action.resource!r}",

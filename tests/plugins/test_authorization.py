@@ -105,7 +105,8 @@ def test_a_misspelt_option_is_a_config_error(home):
 # -- layer 1 ------------------------------------------------------------------------------------
 
 
-def test_layer_one_compiles_only_the_default_roles_tools_and_shares_the_provider(home, counter):
+def test_a_run_without_roles_sees_the_default_roles_tools_and_one_provider_serves(home,
+                                                                                  counter):
     agent, model = make_agent(home, ["hi"], rbac(), tools=tools_of(counter))
     with agent:
         agent.invoke("hello", thread_id="t1")
@@ -126,6 +127,35 @@ def test_layer_one_per_run_narrows_to_the_runs_own_roles(home, counter):
     admin_view, user_view = (set(r.tool_names) for r in model.requests)
     assert {"launch", "bash", "lookup"} <= admin_view
     assert "lookup" in user_view and not user_view & {"launch", "bash", "write_file"}
+
+
+def test_per_run_roles_select_the_tools_a_wider_role_included(home, counter):
+    # default_role user, but the agent is compiled for every role: an admin run widens.
+    agent, model = make_agent(home, [call("launch"), "done", "hi"], rbac("user"),
+                              tools=tools_of(counter))
+    with agent:
+        state = agent.invoke("as admin", thread_id="t1", roles=["admin"])
+        agent.invoke("as nobody", thread_id="t2")
+    admin_view, _, default_view = (set(r.tool_names) for r in model.requests)
+    assert {"launch", "bash", "lookup"} <= admin_view
+    assert "launch" not in default_view and "lookup" in default_view
+    [result] = tool_results(state)
+    assert result.status == "success" and counter["launch"] == 1
+
+
+def test_without_default_role_a_roleless_run_gets_no_tool_and_the_audit_says_why(
+        home, counter, caplog):
+    config = RBAC.replace("  default_role: {default_role}\n", "")
+    agent, model = make_agent(home, ["one", "two", "three"], config, tools=tools_of(counter))
+    with agent, caplog.at_level(logging.INFO, logger="antler.audit.authorization"):
+        agent.invoke("no role", thread_id="t1", run_id="r1")
+        agent.invoke("as user", thread_id="t1", roles=["user"])
+    roleless, user_view = (set(r.tool_names) for r in model.requests[:2])
+    assert roleless == set() and {"lookup", "ls"} <= user_view
+    warnings = [r.audit for r in caplog.records  # type: ignore[attr-defined]
+                if r.audit.get("event") == "authorization.no_role"]
+    assert [w["run_id"] for w in warnings] == ["r1"]  # once per run
+    assert "default_role" in warnings[0]["reason"]
 
 
 def test_build_principal_uses_the_runtime_user(home, counter, monkeypatch):
