@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
+from langgraph.errors import GraphBubbleUp
+
 from antler.contracts.toolmeta import TOOL_META_KEY, refusal
 from antler.errors import AntlerError
 from antler.runtime.runcontext import DEFAULT_USER, RunContext
@@ -431,10 +433,15 @@ def evaluate(call: Callable[[], Any], *, fail_closed: bool = True) -> Decision:
 
     A provider that raises, or answers with anything but a :class:`Decision`
     (a bare ``True`` is not an answer), has failed; the imposed decision
-    carries the failure in ``error`` for the audit log.
+    carries the failure in ``error`` for the audit log. An interrupt
+    (`GraphBubbleUp`, raised by a provider that asks a person) is not a
+    failure: it always propagates, so ``fail_closed: false`` cannot turn a
+    pending approval into an allow.
     """
     try:
         return _checked(call())
+    except GraphBubbleUp:
+        raise
     except Exception as exc:
         return _failed(exc, fail_closed)
 
@@ -443,6 +450,8 @@ async def aevaluate(call: Callable[[], Awaitable[Any]], *, fail_closed: bool = T
     """Async form of :func:`evaluate`."""
     try:
         return _checked(await call())
+    except GraphBubbleUp:
+        raise
     except Exception as exc:
         return _failed(exc, fail_closed)
 
