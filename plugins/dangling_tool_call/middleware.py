@@ -45,6 +45,7 @@ logger = logging.getLogger(__name__)
 INTERRUPTED_PLACEHOLDER = "[Tool call was interrupted and did not return a result.]"
 MALFORMED_PLACEHOLDER = "[Tool call was malformed and was not executed.]"
 FALLBACK_TOOL_NAME = "unknown_tool"
+MISSING_ID_PREFIX = "antler_missing_id_"
 MAX_TOOL_NAME = 64  # OpenAI's limit, the strictest common one
 
 _VALID_NAME = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_TOOL_NAME}}}")
@@ -77,68 +78,128 @@ def _as_args(args: Any) -> dict[str, Any]:
     return {"raw_arguments": json.dumps(args, default=str)}
 
 
-def _repair_ai_message(
-    message: AIMessage, answered: set[str], position: int
-) -> tuple[AIMessage, list[ToolMessage]]:
-    """The message with well-formed calls, and placeholders for calls without a result.
-
-    Returns ``message`` itself when its calls needed no change.
-    """
+def _fixed_calls(message: AIMessage, position: int,
+                 ) -> tuple[list[dict[str, Any]], bool, list[str]]:
+    """The message's calls (parsable, then unparsable) made well-formed, whether any
+    changed, and the ids made up for calls that had none."""
     calls: list[dict[str, Any]] = []
-    placeholders: list[ToolMessage] = []
+    made_up: list[str] = []
     changed = bool(message.invalid_tool_calls)
-    raw_calls: list[tuple[Any, str]] = [(c, INTERRUPTED_PLACEHOLDER) for c in message.tool_calls]
-    raw_calls += [(c, MALFORMED_PLACEHOLDER) for c in message.invalid_tool_calls]
-    for index, (raw, placeholder) in enumerate(raw_calls):
+    for index, raw in enumerate([*message.tool_calls, *message.invalid_tool_calls]):
         call: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        changed = changed or call is not raw
         name = sanitize_tool_name(call.get("name"))
         args = _as_args(call.get("args"))
         call_id = call.get("id")
         if not isinstance(call_id, str) or not call_id:
             # Without an id no result can be paired with the call; make one up
             # that is stable for this position in the history.
-            call_id = f"antler_missing_id_{position}_{index}"
-        if (name, args, call_id) != (call.get("name"), call.get("args"), call.get("id")):
-            changed = True
+            call_id = f"{MISSING_ID_PREFIX}{position}_{index}"
+            made_up.append(call_id)
+        changed = changed or call is not raw or (name, args, call_id) != (
+            call.get("name"), call.get("args"), call.get("id"))
         calls.append({"name": name, "args": args, "id": call_id, "type": "tool_call"})
-        if call_id not in answered:
-            placeholders.append(ToolMessage(
-                content=placeholder, status="error", tool_call_id=call_id, name=name,
-            ))
-    if changed:
-        # model_copy keeps additional_kwargs (the provider's raw tool_calls) untouched.
-        message = message.model_copy(update={"tool_calls": calls, "invalid_tool_calls": []})
-    return message, placeholders
+    return calls, changed, made_up
+
+
+def _well_formed(messages: Sequence[AnyMessage]) -> bool:
+    """One cheap pass: every call well-formed and answered right after its message.
+
+    The common case, a history where nothing dangles, costs one look at each
+    message and allocates only the set of the current message's open call ids.
+    A result that does not answer the message before it (out of place, without
+    an id, or belonging to no call) sends the history to the full rebuild.
+    """
+    open_ids: set[Any] = set()
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            if message.tool_call_id not in open_ids:
+                return False
+            open_ids.discard(message.tool_call_id)
+            continue
+        if open_ids:
+            return False  # a call left without a result
+        if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
+            if message.invalid_tool_calls:
+                return False
+            for call in message.tool_calls:
+                name, call_id = call.get("name"), call.get("id")
+                if not (isinstance(call_id, str) and call_id and isinstance(name, str)
+                        and _VALID_NAME.fullmatch(name) and isinstance(call.get("args"), dict)):
+                    return False
+                open_ids.add(call_id)
+    return not open_ids
 
 
 def repair_messages(messages: Sequence[AnyMessage]) -> list[AnyMessage] | None:
-    """The messages with every dangling tool call answered, or None when none needed it.
+    """The messages with every tool call answered right after it, or None when all are.
 
-    Two linear passes: one collects the ids that have a result, one builds the
-    repaired list. A placeholder goes right after its `AIMessage` and the
-    results that message does have (the run of `ToolMessage` that follows it),
-    never at the end of the history. The input is not modified.
+    A well-formed history is recognised in one pass and left alone (None).
+    Otherwise the request copy is rebuilt in linear passes over one copy of
+    the list: each
+    `AIMessage` with calls gets well-formed calls, then its results in history
+    order (moved up when they arrived later, for example after the next user
+    message), then a placeholder for each call that has none. A result with an
+    empty id is paired, in order, with the id-less calls of the message it
+    follows. Results that belong to no call of the history stay where they
+    are. The input is not modified.
     """
-    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-    repaired: list[AnyMessage] | None = None
-    pending: list[ToolMessage] = []
-    for position, message in enumerate(messages):
-        if pending and not isinstance(message, ToolMessage):
-            assert repaired is not None
-            repaired.extend(pending)
-            pending = []
-        if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
-            fixed, placeholders = _repair_ai_message(message, answered, position)
-            if repaired is None and (fixed is not message or placeholders):
-                repaired = list(messages[:position])
-            pending = placeholders
-            message = fixed
-        if repaired is not None:
+    if _well_formed(messages):
+        return None
+    fixed: dict[int, tuple[list[dict[str, Any]], bool]] = {}
+    renamed: dict[int, str] = {}  # position of an id-less result -> the id its call got
+    tool_results: list[tuple[int, ToolMessage]] = []
+    history = list(messages)  # one visit of each message; every later pass reads this copy
+    for position, message in enumerate(history):
+        if isinstance(message, ToolMessage):
+            tool_results.append((position, message))
+        elif isinstance(message, AIMessage) and (message.tool_calls
+                                                 or message.invalid_tool_calls):
+            calls, changed, missing = _fixed_calls(message, position)
+            fixed[position] = (calls, changed)
+            follower = position + 1
+            while missing and follower < len(history) and \
+                    isinstance(history[follower], ToolMessage):
+                if not history[follower].tool_call_id:  # type: ignore[union-attr]
+                    renamed[follower] = missing.pop(0)
+                follower += 1
+    known = {call["id"] for calls, _ in fixed.values() for call in calls}
+    results: dict[str, ToolMessage] = {}
+    result_order: dict[str, int] = {}  # call id -> where its result stood
+    moved: set[int] = set()
+    for position, message in tool_results:
+        call_id = renamed.get(position, message.tool_call_id)
+        if call_id not in known:
+            continue  # an orphan: left where it is
+        moved.add(position)  # a second result for one call is dropped: the first counts
+        if call_id not in results:
+            results[call_id] = (message.model_copy(update={"tool_call_id": call_id})
+                                if position in renamed else message)
+            result_order[call_id] = position
+    repaired: list[AnyMessage] = []
+    for position, message in enumerate(history):
+        if position in moved:
+            continue
+        if position not in fixed:
             repaired.append(message)
-    if pending:
-        assert repaired is not None
-        repaired.extend(pending)
+            continue
+        calls, changed = fixed[position]
+        parsable = len(message.tool_calls)  # type: ignore[union-attr]
+        # model_copy keeps additional_kwargs (the provider's raw tool_calls) untouched.
+        repaired.append(message.model_copy(update={"tool_calls": calls,
+                                                   "invalid_tool_calls": []})
+                        if changed else message)
+        answered = [c["id"] for c in calls if c["id"] in results]
+        if len(answered) > 1:
+            answered.sort(key=result_order.__getitem__)
+        repaired.extend(results[call_id] for call_id in answered)
+        repaired.extend(
+            ToolMessage(content=INTERRUPTED_PLACEHOLDER if index < parsable
+                        else MALFORMED_PLACEHOLDER, status="error", tool_call_id=call["id"],
+                        name=call["name"])
+            for index, call in enumerate(calls) if call["id"] not in results)
+    if len(repaired) == len(history) and all(a is b for a, b in zip(repaired, history,
+                                                                    strict=True)):
+        return None  # only orphan results, which are left alone
     return repaired
 
 

@@ -70,6 +70,24 @@ def test_a_seeded_dangling_call_is_answered_in_the_request_but_not_in_state(tmp_
     assert not any(m.content == INTERRUPTED_PLACEHOLDER for m in state["messages"])
 
 
+@pytest.mark.parametrize("fuse", [True, False])
+def test_a_result_that_arrived_after_the_next_user_message_is_moved_to_its_call(tmp_path,
+                                                                                 fuse):
+    agent, model = make_agent(tmp_path / "home", ["Carrying on."], fuse=fuse)
+    with agent:
+        agent.graph.update_state(agent.run_config("t1"), {"messages": [
+            HumanMessage("list files", id="h1"),
+            ai_calls(("ls", "c1"), msg_id="a1"),
+            HumanMessage("are you there?", id="h2"),
+            result("c1", name="ls", text="late answer"),
+        ]})
+        state = agent.invoke("continue", thread_id="t1")
+    sent = model.calls[0]
+    assert shape(sent) == ["s", "h", "ai(c1)", "tool(c1)", "h", "h"]
+    assert sent[3].content == "late answer"  # the real result, not a placeholder
+    assert shape(state["messages"])[:4] == ["h", "ai(c1)", "h", "tool(c1)"]  # state as it was
+
+
 @tool
 def flaky(question: str) -> str:
     """A tool whose process dies mid-call."""
@@ -286,8 +304,8 @@ def test_repair_visits_each_message_a_bounded_number_of_times(turns):
     CountingList.visits = 0
     repaired = repair_messages(messages)
     assert repaired is not None
-    # Two passes over the list, plus one prefix copy when the first repair is found.
-    assert CountingList.visits <= 3 * len(messages)
+    # A check that stops at the first problem, then one copy that every pass reads.
+    assert CountingList.visits <= 2 * len(messages)
 
 
 def test_repair_handles_a_fifty_thousand_message_history():
@@ -299,6 +317,40 @@ def test_repair_handles_a_fifty_thousand_message_history():
     assert len(repaired) == len(messages) + dangling
     assert sum(isinstance(m, ToolMessage) and m.status == "error" for m in repaired) == dangling
     assert isinstance(repaired[-1], AIMessage)  # placeholders sit inside, not at the end
+
+
+def test_a_call_and_a_result_both_without_an_id_are_paired():
+    call = AIMessage(content="", tool_calls=[
+        {"name": "ls", "args": {}, "id": "", "type": "tool_call"},
+        {"name": "bash", "args": {}, "id": None, "type": "tool_call"}])
+    history_ = [HumanMessage("go"), call, ToolMessage("listing", tool_call_id="", name="ls"),
+                HumanMessage("next")]
+    repaired = repair_messages(history_)
+    assert repaired is not None
+    ids = [c["id"] for c in repaired[1].tool_calls]
+    assert all(ids) and len(set(ids)) == 2
+    assert shape(repaired) == ["h", f"ai({ids[0]},{ids[1]})", f"tool({ids[0]})",
+                               f"tool({ids[1]}!)", "h"]
+    assert repaired[2].content == "listing"  # the real result answers the first call
+
+
+def test_a_second_result_for_one_call_is_dropped_and_the_first_kept():
+    history_ = [HumanMessage("go"), ai_calls(("ls", "c1")), result("c1", text="first"),
+                HumanMessage("again"), result("c1", text="second")]
+    repaired = repair_messages(history_)
+    assert repaired is not None
+    assert shape(repaired) == ["h", "ai(c1)", "tool(c1)", "h"]
+    assert repaired[2].content == "first"
+
+
+def test_a_well_formed_history_is_checked_in_one_pass():
+    messages = CountingList([
+        m for turn in range(2_000) for m in (HumanMessage(f"q{turn}"),
+                                             ai_calls(("bash", f"c{turn}")),
+                                             result(f"c{turn}"), AIMessage(f"a{turn}"))])
+    CountingList.visits = 0
+    assert repair_messages(messages) is None
+    assert CountingList.visits == len(messages)
 
 
 def test_system_messages_and_orphan_results_are_left_alone():
