@@ -167,6 +167,40 @@ def clean_text(value: Any) -> str:
     return _WHITESPACE_RE.sub(" ", text).strip()
 
 
+MAX_JSON_TEXT_CHARS = 4 * MAX_FORM_SERIALIZED_BYTES
+"""Longest JSON-in-a-string `decode_json_text` parses; longer text stays text."""
+
+_TRUE_WORDS = frozenset({"true", "yes", "y", "1", "on", "required"})
+
+
+def decode_json_text(value: Any) -> Any:
+    """A list or object the model sent as a JSON string, decoded; anything else unchanged.
+
+    Models often pass structured arguments as text (``"options": "[\\"a\\", \\"b\\"]"``).
+    Only text that starts like a JSON list or object and parses as one is
+    decoded, so a plain label such as ``"[draft] plan"`` stays a label.
+    """
+    if not isinstance(value, str) or len(value) > MAX_JSON_TEXT_CHARS:
+        return value
+    text = value.strip()
+    if not text or text[0] not in "[{":
+        return value
+    try:
+        decoded = json.loads(text)
+    except ValueError:
+        return value
+    return decoded if isinstance(decoded, (list, dict)) else value
+
+
+def as_flag(value: Any) -> bool:
+    """A yes/no argument as the model may write it: ``true``, ``1``, ``"yes"``, ``"true"``."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return value != 0
+    return isinstance(value, str) and value.strip().lower() in _TRUE_WORDS
+
+
 def flatten_options(raw: Any) -> list[str]:
     """The option labels in `raw`, flattened, cleaned and deduplicated, in source order.
 
@@ -177,7 +211,7 @@ def flatten_options(raw: Any) -> list[str]:
     """
     options: list[str] = []
     seen: set[str] = set()
-    stack: list[Any] = [raw]
+    stack: list[Any] = [decode_json_text(raw)]
     walked: set[int] = set()
     # Iterative walk: arbitrarily deep nesting must not hit the recursion limit,
     # and a container met twice (a cycle, from a Python caller) is walked once.
@@ -225,10 +259,11 @@ def form_size(fields: list[dict[str, Any]]) -> int:
 def normalize_fields(raw: Any) -> FormResult:
     """Normalize a form definition; reject it whole on any structural problem.
 
-    `raw` is what the model passed as `fields`. None or an empty list means "no
-    form" (`FormResult(None)`); anything else that is not a list is structural.
-    Never raises.
+    `raw` is what the model passed as `fields` (a JSON string of the list is
+    decoded first). None or an empty list means "no form" (`FormResult(None)`);
+    anything else that is not a list is structural. Never raises.
     """
+    raw = decode_json_text(raw)
     if raw is None or (isinstance(raw, (list, tuple)) and not raw):
         return FormResult(None)
     try:
@@ -258,6 +293,7 @@ def _normalize(raw: Any) -> list[dict[str, Any]]:
 
 
 def _normalize_field(index: int, item: Any) -> dict[str, Any]:
+    item = decode_json_text(item)
     if not isinstance(item, Mapping):
         raise _Broken(f"field {index} is a {type(item).__name__}, not an object")
     name = item.get("name")
@@ -273,7 +309,7 @@ def _normalize_field(index: int, item: Any) -> dict[str, Any]:
         "name": name,
         "label": _bounded_text(index, "label", item.get("label")) or name,
         "type": field_type,
-        "required": item.get("required") is True,
+        "required": as_flag(item.get("required")),
     }
     for key in ("description", "placeholder"):
         text = _bounded_text(index, key, item.get(key))

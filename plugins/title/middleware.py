@@ -123,8 +123,16 @@ def first_exchange(messages: Sequence[BaseMessage]) -> tuple[str, str] | None:
     return None
 
 
+_REASONING = re.compile(r"<(think|thinking|reasoning)\b[^>]*>.*?(?:</\1\s*>|\Z)",
+                        re.IGNORECASE | re.DOTALL)
+_ANSWER_CHARS = 4000
+"""How much of the title model's answer is read: a title is on its first lines."""
+
+
 def clean_title(raw: str, max_chars: int) -> str:
-    """A model's answer made into a title: first line, no label or quotes, capped."""
+    """A model's answer made into a title: reasoning blocks dropped, first line, no label or
+    quotes, capped at `max_chars`."""
+    raw = _REASONING.sub("\n", raw[:_ANSWER_CHARS])
     line = next((line.strip() for line in raw.splitlines() if line.strip(" \t`")), "")
     line = _LABEL.sub("", line).strip().strip(_QUOTES).strip()
     line = line.rstrip(".。").strip()
@@ -139,12 +147,17 @@ def clean_title(raw: str, max_chars: int) -> str:
     return title
 
 
+ELLIPSIS = "..."
+
+
 def fallback_title(user_text: str, limit: int = FALLBACK_CHARS) -> str:
-    """The first `limit` (50) characters of the user's message, with an ellipsis when cut."""
+    """The user's message in at most `limit` (50) characters, ending in "..." when cut."""
     text = " ".join(user_text.split())
     if len(text) <= limit:
         return text
-    return text[:limit].rstrip() + "..."
+    if limit <= len(ELLIPSIS):
+        return text[:limit]
+    return text[:limit - len(ELLIPSIS)].rstrip() + ELLIPSIS
 
 
 def _internal_config() -> RunnableConfig:

@@ -142,9 +142,29 @@ def test_checkbox_is_a_boolean_defaulting_to_no_whatever_was_asked():
                               "required": False, "default": False}]
 
 
-def test_non_boolean_required_is_false_and_bad_labels_fall_back_to_the_name():
-    result = normalize_fields([field("a", required="yes", label=["x"]), field("b", label="  ")])
-    assert [(f["required"], f["label"]) for f in result.fields] == [(False, "a"), (False, "b")]
+@pytest.mark.parametrize(("required", "expected"), [
+    (True, True), (1, True), ("yes", True), ("true", True), (" True ", True), (2, True),
+    (False, False), (0, False), ("no", False), ("false", False), (None, False), ([], False),
+    ("", False)])
+def test_required_is_read_the_way_models_write_it(required, expected):
+    result = normalize_fields([field("a", required=required)])
+    assert result.fields[0]["required"] is expected  # type: ignore[index]
+
+
+def test_bad_labels_fall_back_to_the_name():
+    result = normalize_fields([field("a", label=["x"]), field("b", label="  ")])
+    assert [f["label"] for f in result.fields] == ["a", "b"]  # type: ignore[union-attr]
+
+
+def test_options_and_fields_sent_as_json_strings_are_decoded():
+    assert flatten_options('["Paris", "Lyon", "Paris"]') == ["Paris", "Lyon"]
+    assert flatten_options('[draft] plan') == ["[draft] plan"]  # a label, not JSON
+    assert flatten_options('["unclosed"') == ['["unclosed"']
+    form = normalize_fields(json.dumps([field("city", type="select",
+                                              options='["Paris", "Lyon"]', required=1)]))
+    assert form.fields == [{"name": "city", "label": "city", "type": "select",
+                            "required": True, "options": ["Paris", "Lyon"]}]
+    assert normalize_fields([json.dumps(field("x"))]).fields[0]["name"] == "x"  # type: ignore
 
 
 def test_no_fields_means_no_form_and_no_problem():
@@ -559,6 +579,15 @@ def test_the_run_ends_right_after_the_question_and_the_next_turn_continues(tmp_p
     sent = model.calls[1]
     assert [type(m).__name__ for m in sent[-3:]] == ["AIMessage", "ToolMessage", "HumanMessage"]
     assert state["messages"][-1].content == "Great, Paris it is."
+
+
+def test_json_string_arguments_reach_the_card_decoded(tmp_path, registry):
+    agent, _ = make_agent(tmp_path, registry, [ask_turn(
+        question="Which city?", options='["Paris", "Lyon"]')])
+    with agent:
+        agent.invoke("Book me a hotel", thread_id="t1")
+        saved = agent.state("t1")["messages"][-1]
+    assert saved.artifact["human_input"]["options"] == ["Paris", "Lyon"]
 
 
 def test_a_form_request_is_version_2_in_state(tmp_path, registry):

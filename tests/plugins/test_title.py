@@ -113,8 +113,8 @@ def test_failing_title_model_falls_back_to_50_characters(tmp_path, registry):
     titler = ScriptedChatModel([_raise])
     with make_agent(tmp_path, registry, model, titler) as agent:
         state = agent.invoke(LONG_QUESTION, thread_id="t1")
-    assert state["title"] == LONG_QUESTION[:50].rstrip() + "..."
-    assert len(LONG_QUESTION[:50]) == 50
+    assert state["title"] == LONG_QUESTION[:47].rstrip() + "..."
+    assert len(state["title"]) <= 50
 
 
 def test_empty_title_output_falls_back_to_the_whole_short_message(tmp_path, registry):
@@ -220,11 +220,34 @@ def test_clean_title_caps_length_at_a_word_boundary():
     assert clean_title("x" * 80, 60) == "x" * 60
 
 
-def test_fallback_title():
+def test_fallback_title_never_exceeds_its_limit():
     assert fallback_title("short") == "short"
     assert fallback_title("a" * 50) == "a" * 50
-    assert fallback_title("a" * 51) == "a" * 50 + "..."
+    assert fallback_title("a" * 51) == "a" * 47 + "..."
     assert fallback_title("  spaced\n\nout  ") == "spaced out"
+    for limit in range(1, 60):
+        assert len(fallback_title("word " * 40, limit)) <= limit
+
+
+@pytest.mark.parametrize("raw", [
+    "<think>The user wants a trip. Maybe 'Paris'?</think>\nTrip to Lyon",
+    "<THINKING>\nlong\nreasoning\n</THINKING>Trip to Lyon",
+    "<reasoning>x</reasoning>\n\nTitle: Trip to Lyon.",
+])
+def test_reasoning_blocks_never_become_the_title(raw):
+    assert clean_title(raw, 60) == "Trip to Lyon"
+
+
+def test_an_unclosed_reasoning_block_leaves_no_title():
+    assert clean_title("<think>still thinking about it", 60) == ""
+
+
+def test_a_thinking_title_model_gives_the_answer_in_a_real_graph(tmp_path, registry):
+    model = ScriptedChatModel(["Sure."])
+    titler = ScriptedChatModel(["<think>Lyon or Paris?</think>\nTrip to Lyon"])
+    with make_agent(tmp_path, registry, model, titler) as agent:
+        state = agent.invoke("Plan a trip to Lyon", thread_id="t1")
+    assert state["title"] == "Trip to Lyon"
 
 
 def test_first_exchange_skips_injected_messages_and_pending_tool_calls():
