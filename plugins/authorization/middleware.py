@@ -131,13 +131,8 @@ def select_tools(ctx: BuildContext, tools: list[Any]) -> list[Any]:
     kept = []
     for tool in tools:
         name = tool_name(tool)
-        decision = _unnamed()
-        for principal in principals if name is not None else ():
-            decision = evaluate(
-                functools.partial(provider.authorize, principal, Action.tool(name)),
-                fail_closed=config.fail_closed)
-            if decision.allowed:
-                break
+        decision = _unnamed() if name is None else _first_allowed(
+            provider, principals, Action.tool(name), config.fail_closed)
         _audit(principals[0], name, decision, type(provider).__name__, layer="visibility",
                phase="build", chain=ctx.chain, level=logging.DEBUG)
         if decision.allowed:
@@ -279,6 +274,18 @@ class AuthorizationMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                     "tool or tell the user.")
         message: ToolMessage = denied_tool_message(call, text, source=SOURCE, decision=decision)
         return message
+
+
+def _first_allowed(provider: AuthorizationProvider, principals: Sequence[Principal],
+                   action: Action, fail_closed: bool) -> Decision:
+    """The first principal's allow, or the last denial when none may act."""
+    decision = _unnamed()
+    for principal in principals:
+        decision = evaluate(functools.partial(provider.authorize, principal, action),
+                            fail_closed=fail_closed)
+        if decision.allowed:
+            break
+    return decision
 
 
 def _unnamed() -> Decision:
