@@ -15,6 +15,8 @@
   tool-use content blocks and ``invalid_tool_calls``, with ``finish_reason``
   set to ``stop`` once none remain, so no layer or provider sees a call that
   will never get a result.
+- Reading what the provider said about how a reply ended (``finish_reason``,
+  ``stop_reason``, ...): `provider_field` looks where the integrations put it.
 """
 
 from __future__ import annotations
@@ -94,13 +96,14 @@ def has_tool_call_intent(message: Any) -> bool:
 
 
 def strip_tool_calls(message: Any, positions: Collection[int] | None = None,
-                     note: str | None = None) -> Any:
+                     note: str | None = None, *, keep_finish_reason: bool = False) -> Any:
     """A copy of the `AIMessage` without the tool calls at `positions` (None: all of them).
 
     Raw provider entries and tool-use blocks are matched by call id; raw entries
     without ids line up by position when the lists have the same length. `note`
     is appended to the content (a new text block for list content). When no
-    call remains, ``finish_reason`` becomes ``stop``.
+    call remains, ``finish_reason`` becomes ``stop``, unless `keep_finish_reason`
+    (a guard reporting why the provider stopped keeps its word for it).
     """
     calls = list(getattr(message, "tool_calls", None) or [])
     drop = set(range(len(calls))) if positions is None else set(positions)
@@ -132,8 +135,8 @@ def strip_tool_calls(message: Any, positions: Collection[int] | None = None,
             content = [*content, {"type": "text", "text": note}]
         else:
             content = f"{content}\n\n{note}" if str(content).strip() else note
-    if not remaining and metadata.get("finish_reason") in ("tool_calls", "function_call",
-                                                           None) and (calls or note):
+    if not keep_finish_reason and not remaining and metadata.get("finish_reason") in (
+            "tool_calls", "function_call", None) and (calls or note):
         metadata["finish_reason"] = "stop"
     update: dict[str, Any] = {"tool_calls": remaining, "content": content,
                               "additional_kwargs": additional, "response_metadata": metadata}
@@ -154,6 +157,30 @@ def _dropped_entry(entry: Any, index: int, ids: set[Any], positions: set[int], *
         return True
     entry_id = entry.get("id")
     return entry_id in ids if entry_id else index in positions
+
+
+def provider_field(message: Any, key: str) -> Any:
+    """What the provider reported under `key` (``finish_reason``, ``stop_reason``, ...).
+
+    Integrations put it in ``response_metadata``; some older ones (and raw
+    payloads passed through) in ``additional_kwargs``. None when neither has it.
+    """
+    for attribute in ("response_metadata", "additional_kwargs"):
+        fields = getattr(message, attribute, None)
+        if isinstance(fields, Mapping) and fields.get(key) is not None:
+            return fields[key]
+    return None
+
+
+def provider_text(message: Any, key: str) -> str | None:
+    """`provider_field` as text: a string as given (stripped), an enum member by its name."""
+    value = provider_field(message, key)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.strip()
+    name = getattr(value, "name", None)
+    return name if isinstance(name, str) else str(value)
 
 
 def tool_results_after(messages: Sequence[Any], start: int) -> Iterable[Any]:

@@ -11,7 +11,8 @@ calling the handler, *commit* only after it returned. A model call that fails
 and is retried by an outer wrapper (an error handler, LangChain's
 `ModelRetryMiddleware`) then still carries the hint. `PendingQueue` is that
 rule as a data structure; `call_then_commit` / `acall_then_commit` apply it
-around a handler.
+around a handler, and `PendingQueue.deliver` / `adeliver` do the whole
+`wrap_model_call` for the common case of hints sent as one hidden message.
 """
 
 from __future__ import annotations
@@ -135,6 +136,32 @@ class PendingQueue(Generic[T]):
     def clear(self, key: Hashable) -> None:
         self._runs.pop(key)
 
+    def deliver(self, request: Any, handler: Callable[[Any], R], *, name: str,
+                source: str) -> R:
+        """A `wrap_model_call` body: the run's pending items ride this request, once.
+
+        When items are pending for the request's run, they are appended to its
+        messages as one hidden `HumanMessage` named `name` (marked as injected
+        by `source`, items separated by blank lines) and committed only after
+        `handler` returned. Nothing is written to the conversation.
+        """
+        key = run_key(request.runtime)
+        items = self.peek(key)
+        if not items:
+            return handler(request)
+        return call_then_commit(handler, _with_note(request, items, name, source),
+                                lambda: self.commit(key, items))
+
+    async def adeliver(self, request: Any, handler: Callable[[Any], Awaitable[R]], *,
+                       name: str, source: str) -> R:
+        """The async form of `deliver`."""
+        key = run_key(request.runtime)
+        items = self.peek(key)
+        if not items:
+            return await handler(request)
+        return await acall_then_commit(handler, _with_note(request, items, name, source),
+                                       lambda: self.commit(key, items))
+
     def discard_thread(self, thread_id: str | None, *, keep_run: str | None = None) -> None:
         self._runs.discard_thread(thread_id, keep_run=keep_run)
 
@@ -153,3 +180,13 @@ async def acall_then_commit(handler: Callable[[Any], Awaitable[R]], request: Any
     response = await handler(request)
     commit()
     return response
+
+
+def _with_note(request: Any, items: tuple[Any, ...], name: str, source: str) -> Any:
+    from langchain_core.messages import HumanMessage
+
+    from .messages import hidden_marker
+
+    note = HumanMessage(content="\n\n".join(str(item) for item in items), name=name,
+                        additional_kwargs=hidden_marker(source))
+    return request.override(messages=[*request.messages, note])
