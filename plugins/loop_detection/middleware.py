@@ -252,7 +252,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any, Any]):
                 detail = ", ".join(f"`{name}` called {counts[name]} times" for name in over)
             note = (f"[FORCED STOP] {detail}: the tool calls were removed and no further "
                     "tools run in this turn. Answering with what was found so far.")
-            logger.warning("loop detection: stopping a loop (%s)", detail)
+            logger.info("loop detection: stopping a loop (%s)", detail)
             update["messages"] = [strip_tool_calls(message, None, note)]
             update.update(record_stop_reason("loop_capped", runtime, detail=detail))
             return update
