@@ -22,8 +22,8 @@ Built-ins, used when the config names none:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from antler.contracts.messages import provider_field, provider_text
@@ -41,14 +41,14 @@ __all__ = [
 _VALUE_CHARS = 200
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class SafetyTermination:
     """A detector's finding: which detector saw which value in which field."""
 
     detector: str
     field: str
     value: str
-    extras: Mapping[str, Any] = field(default_factory=dict)
+    extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 class SafetyDetector:
