@@ -542,9 +542,12 @@ def test_show_reports_which_hook_nodes_are_fused(manifest: Path, tmp_path: Path)
 def test_show_says_which_hooks_run_inside_the_model_node(tmp_path: Path) -> None:
     fusion = run_json("chain", "show", isolated=False)["fusion"]
     inside = {node["kind"]: node["members"] for node in fusion["nodes"] if node["absorbed"]}
-    assert inside == {"before_model": ["clarification"], "after_model": ["title"]}
+    after_model = ["safety_finish_reason", "model_length_finish_reason", "terminal_response",
+                   "loop_detection", "title"]
+    assert inside == {"before_model": ["clarification"], "after_model": after_model}
     assert all(node["node"] == "model" for node in fusion["nodes"] if node["absorbed"])
-    assert "model (after_model, inside the model node): title" in fusion["text"]
+    assert ("model (after_model, inside the model node): " + " -> ".join(after_model)
+            in fusion["text"])
     nodes_only = tmp_path / "nodes.yaml"
     nodes_only.write_text("chain: {fuse_into_model: false}\n")
     fusion = run_json("chain", "show", "--config", nodes_only, isolated=False)["fusion"]

@@ -9,6 +9,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 __all__ = ["LoopDetectionConfig", "ToolFrequencyLimit"]
 
 
+def _check_order(warn_name: str, warn: int, hard_name: str, hard: int) -> None:
+    if hard < warn:
+        raise ValueError(f"{hard_name} ({hard}) must be at least {warn_name} ({warn}): the "
+                         "warning has to come before the stop")
+
+
 class ToolFrequencyLimit(BaseModel):
     """Per-tool thresholds replacing `tool_freq_warn` / `tool_freq_hard_limit` for one tool."""
 
@@ -20,9 +26,7 @@ class ToolFrequencyLimit(BaseModel):
 
     @model_validator(mode="after")
     def _hard_not_below_warn(self) -> Self:
-        if self.hard_limit < self.warn:
-            raise ValueError(f"hard_limit ({self.hard_limit}) must be at least warn "
-                             f"({self.warn}): the warning has to come before the stop")
+        _check_order("warn", self.warn, "hard_limit", self.hard_limit)
         return self
 
 
@@ -65,12 +69,9 @@ class LoopDetectionConfig(BaseModel):
 
     @model_validator(mode="after")
     def _limits_are_ordered(self) -> Self:
-        if self.hard_limit < self.warn_threshold:
-            raise ValueError(f"hard_limit ({self.hard_limit}) must be at least warn_threshold "
-                             f"({self.warn_threshold}): the warning has to come before the stop")
-        if self.tool_freq_hard_limit < self.tool_freq_warn:
-            raise ValueError(f"tool_freq_hard_limit ({self.tool_freq_hard_limit}) must be at "
-                             f"least tool_freq_warn ({self.tool_freq_warn})")
+        _check_order("warn_threshold", self.warn_threshold, "hard_limit", self.hard_limit)
+        _check_order("tool_freq_warn", self.tool_freq_warn, "tool_freq_hard_limit",
+                     self.tool_freq_hard_limit)
         if self.window_size < self.hard_limit:
             raise ValueError(f"window_size ({self.window_size}) must be at least hard_limit "
                              f"({self.hard_limit}), or identical calls could never reach it")

@@ -27,6 +27,7 @@ from antler.plugin_api.registry import PluginRegistry, discover
 from antler.plugin_api.spec import PluginSpec
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
+from antler.runtime.runcontext import RunContext
 
 QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"
 """Title and memory would also call the scripted model; they have their own tests."""
@@ -61,6 +62,15 @@ class FlakyRetry(AgentMiddleware):
         except TransientError:
             self.failures += 1
             return await handler(request)
+
+
+class FakeRuntime:
+    """A hook's runtime outside a graph: a run context, and a stream writer that records."""
+
+    def __init__(self, run_id: str = "r", thread: str = "t") -> None:
+        self.context = RunContext(thread_id=thread, run_id=run_id)
+        self.events: list[Any] = []
+        self.stream_writer = self.events.append
 
 
 def build_flaky_retry(ctx: Any) -> FlakyRetry:

@@ -20,10 +20,10 @@ from antler.plugins.loop_detection.middleware import (
     call_set_hash,
     call_signature,
 )
-from antler.runtime.runcontext import RunContext
 
 from .tail_support import (
     MODES,
+    FakeRuntime,
     Tools,
     call,
     failing_turn,
@@ -127,11 +127,6 @@ def test_json_string_and_odd_arguments_do_not_crash():
 
 
 # -- the hook on its own ---------------------------------------------------------------------
-
-
-class FakeRuntime:
-    def __init__(self, thread: str = "t", run_id: str = "r") -> None:
-        self.context = RunContext(thread_id=thread, run_id=run_id)
 
 
 def reply(n: int, *calls: dict[str, Any]) -> AIMessage:

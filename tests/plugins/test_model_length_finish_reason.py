@@ -15,9 +15,8 @@ from antler.plugins.model_length_finish_reason.middleware import (
     ModelLengthFinishReasonMiddleware,
     length_stop,
 )
-from antler.runtime.runcontext import RunContext
 
-from .tail_support import MODES, Tools, call, make_agent, reason, run
+from .tail_support import MODES, FakeRuntime, Tools, call, make_agent, reason, run
 
 
 class FinishReason(enum.Enum):
@@ -57,10 +56,6 @@ def test_metadata_a_detector_cannot_read_counts_as_no_match():
     message = AIMessage("text", response_metadata={"finish_reason": Odd(),
                                                    "stop_reason": "max_tokens"})
     assert length_stop(message) == "anthropic: stop_reason=max_tokens"
-
-
-class FakeRuntime:
-    context = RunContext(thread_id="t", run_id="r")
 
 
 @pytest.mark.parametrize("message", [

@@ -29,9 +29,8 @@ from antler.plugin_api.context import RuntimeOptions
 from antler.plugins.loop_detection.middleware import WARNING_NAME
 from antler.plugins.terminal_response.middleware import RECOVERY_NAME
 from antler.runtime.models import ScriptedChatModel
-from antler.runtime.runcontext import RunContext
 
-from .tail_support import MODES, Tools, call, make_agent, named, run, tool_results
+from .tail_support import MODES, FakeRuntime, Tools, call, make_agent, named, run, tool_results
 
 LOOP = call("lookup", query="the same page")
 
@@ -104,7 +103,7 @@ class Request:
     """The parts of a ModelRequest that `PendingQueue.deliver` uses."""
 
     def __init__(self, run_id: str) -> None:
-        self.runtime = type("R", (), {"context": RunContext(thread_id="t", run_id=run_id)})()
+        self.runtime = FakeRuntime(run_id)
         self.messages: list[Any] = [HumanMessage("q")]
 
     def override(self, messages: list[Any]) -> Request:

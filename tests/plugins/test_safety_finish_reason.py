@@ -31,6 +31,7 @@ from antler.runtime.runcontext import RunContext
 
 from .tail_support import (
     MODES,
+    FakeRuntime,
     Tools,
     call,
     make_agent,
@@ -174,13 +175,6 @@ class InterruptingDetector(SafetyDetector):
 
 
 # -- the hook on its own ---------------------------------------------------------------------
-
-
-class FakeRuntime:
-    def __init__(self) -> None:
-        self.context = RunContext(thread_id="t", run_id="r")
-        self.events: list[dict[str, Any]] = []
-        self.stream_writer = self.events.append
 
 
 def test_calls_are_stripped_raw_copies_too_and_the_finding_recorded():

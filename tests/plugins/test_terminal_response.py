@@ -15,10 +15,10 @@ from antler.plugins.terminal_response.middleware import (
     TerminalResponseMiddleware,
     is_empty_terminal_reply,
 )
-from antler.runtime.runcontext import RunContext
 
 from .tail_support import (
     MODES,
+    FakeRuntime,
     Tools,
     call,
     failing_turn,
@@ -60,11 +60,6 @@ def test_empty_means_no_visible_text_and_no_tool_call_intent(message, empty):
 
 
 # -- the hook on its own ---------------------------------------------------------------------
-
-
-class FakeRuntime:
-    def __init__(self, run_id: str = "r") -> None:
-        self.context = RunContext(thread_id="t", run_id=run_id)
 
 
 def after_tools(reply_id: str = "empty") -> list:
