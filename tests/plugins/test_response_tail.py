@@ -59,6 +59,7 @@ def test_warning_stop_empty_reply_and_length_cap_in_one_run(tmp_path, mode, use_
     [task_result] = tool_results(state)
     assert task_result.name == "task"
     assert task_result.content.startswith("[FORCED STOP] `lookup` repeated 5 times")
+    assert task_result.additional_kwargs["subagent_stop_reason"] == "loop_capped"
     # The lead's empty answer was retried once with the hidden recovery prompt.
     assert [i for i, r in enumerate(model.calls) if named(r, RECOVERY_NAME)] == [7]
     # The final answer is the cut one, unchanged, and the run says why it ended.
