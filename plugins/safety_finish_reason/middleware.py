@@ -117,9 +117,11 @@ class SafetyFinishReasonMiddleware(AgentMiddleware[StopReasonState, Any, Any]):
                 finding = detector.detect(message)
             except GraphBubbleUp:
                 raise
-            except Exception:
-                logger.exception("safety detector %s failed; skipping it",
-                                 getattr(detector, "name", type(detector).__name__))
+            except Exception as exc:  # a buggy detector must not break the run
+                logger.warning("safety detector %s failed (%s: %s); skipping it",
+                               getattr(detector, "name", type(detector).__name__),
+                               type(exc).__name__, exc)
+                logger.debug("safety detector failure", exc_info=True)
                 continue
             if isinstance(finding, SafetyTermination):
                 return finding

@@ -36,7 +36,7 @@ LOOP = call("lookup", query="the same page")
 
 
 @pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
-@pytest.mark.parametrize("mode", ["unfused", "model_node"])
+@pytest.mark.parametrize("mode", MODES)
 def test_warning_stop_empty_reply_and_length_cap_in_one_run(tmp_path, mode, use_async):
     tools = Tools()
     script = [
