@@ -227,11 +227,14 @@ def test_cleaned_replies_and_unflagged_replies_are_left_alone():
     assert middleware.inspect({"messages": []}, FakeRuntime()) is None
 
 
-def test_a_failing_detector_is_skipped_and_an_interrupt_passes_through():
+def test_a_failing_detector_is_skipped_and_an_interrupt_passes_through(caplog):
     middleware = SafetyFinishReasonMiddleware([BrokenDetector(), ContentFilterDetector()])
-    update = asyncio.run(middleware.aafter_model({"messages": [filtered("", "bash")]},
-                                                 FakeRuntime()))
+    with caplog.at_level("WARNING"):
+        update = asyncio.run(middleware.aafter_model({"messages": [filtered("", "bash")]},
+                                                     FakeRuntime()))
     assert update["antler_stop_reason"]["reason"] == "safety_capped"
+    [failure] = [r for r in caplog.records if "broken failed" in r.getMessage()]
+    assert "RuntimeError: detector bug" in failure.getMessage() and failure.exc_info is None
     with pytest.raises(GraphInterrupt):
         SafetyFinishReasonMiddleware([InterruptingDetector()]).inspect(
             {"messages": [filtered()]}, FakeRuntime())
