@@ -21,6 +21,14 @@ from typing import Any
 TOOL_RESULTS_DIRNAME = ".tool-results"
 """The folder of oversized tool results inside the thread's outputs."""
 
+OUTPUT_BUDGET_SERVICE = "tool_output_budget"
+"""Build service a tool-output budget registers itself under.
+
+While it is present, a tool may hand back more than its own output cap (a
+sandbox command's whole captured output): the budget saves what is too long
+for the model and shows a synopsis. Without it, tools keep their own caps.
+"""
+
 TOOL_OUTPUT_KEY = "antler_tool_output"
 """`ToolMessage.additional_kwargs` key of a budgeted result (see the module docstring)."""
 

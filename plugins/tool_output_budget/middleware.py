@@ -67,7 +67,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from antler.contracts.messages import message_text
-from antler.contracts.tooloutput import TOOL_OUTPUT_KEY, budgeted_output
+from antler.contracts.tooloutput import OUTPUT_BUDGET_SERVICE, TOOL_OUTPUT_KEY, budgeted_output
 from antler.errors import AntlerError
 from antler.plugin_api.context import PATHS, BuildContext
 from antler.runtime.paths import VIRTUAL_ROOT, PathLayout
@@ -243,10 +243,16 @@ def _text(content: Any) -> str | None:
 
 
 def build(ctx: BuildContext) -> ToolOutputBudgetMiddleware:
-    """Factory named in the manifest: files go through the build's `PATHS` service."""
+    """Factory named in the manifest: files go through the build's `PATHS` service.
+
+    It registers itself as the build's `OUTPUT_BUDGET_SERVICE`, so the sandbox
+    hands it a command's whole output instead of cutting it first.
+    """
     config = ctx.config if isinstance(ctx.config, ToolOutputConfig) else ToolOutputConfig()
     layout = ctx.services.items.get(PATHS)
     if layout is not None and not isinstance(layout, PathLayout):
         raise TypeError(f"service {PATHS!r} must be an antler.paths.PathLayout, got "
                         f"{type(layout).__name__}")
-    return ToolOutputBudgetMiddleware(layout, config)
+    middleware = ToolOutputBudgetMiddleware(layout, config)
+    ctx.services.items.setdefault(OUTPUT_BUDGET_SERVICE, middleware)
+    return middleware
