@@ -52,13 +52,18 @@ class Shape:
 def describe(text: str, tool: str = "") -> Shape:
     """The kind and structure of `text`, the output of `tool`."""
     lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-    if len(text) <= PARSE_LIMIT:
-        shape = _json_shape(text, lines) or _table_shape(text, lines)
-        if shape is not None:
-            return shape
+    parse = len(text) <= PARSE_LIMIT
+    shape = _json_shape(text, lines) if parse else None
+    if shape is not None:
+        return shape
     sample = _head_lines(text, 200)
-    log_like = sum(1 for line in sample if _LOG_LINE.match(line))
-    if tool in LOG_TOOLS or (sample and log_like * 3 >= len(sample)):
+    # Timestamped or levelled lines are a log, even when they hold commas or tabs.
+    log_like = bool(sample) and sum(1 for line in sample if _LOG_LINE.match(line)) * 3 \
+        >= len(sample)
+    shape = _table_shape(text, lines) if parse and not log_like else None
+    if shape is not None:
+        return shape
+    if log_like or tool in LOG_TOOLS:
         return Shape("log", len(text), lines, _error_lines(text))
     longest = max((len(line) for line in _head_lines(text, 2_000)), default=0)
     return Shape("text", len(text), lines, [f"longest of the first lines: {longest:,} characters"])
