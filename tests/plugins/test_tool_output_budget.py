@@ -161,13 +161,14 @@ def test_the_saved_file_is_read_back_in_pages_without_being_budgeted_again(home)
     agent, _ = make_agent(home, [call("echo", text=text), read_back, "done"], SMALL,
                           tools=[echo_tool()])
     saved, page = tool_results(invoke(agent, "sync"))
+    assert record(saved)["externalized"]
     assert TOOL_OUTPUT_KEY not in page.additional_kwargs
     assert page.content.startswith("line 0001 ") and len(page.content) > 12_000
     assert page.content.splitlines() == text.splitlines()[:len(page.content.splitlines())]
 
 
 def test_tool_names_cannot_leave_the_results_folder_and_cjk_is_kept(home):
-    text = "中文内容，完整保存。" * 50
+    text = "中文内容完整保存" * 50
     agent, _ = make_agent(home, [call("../../evil", text=text), "done"],
                           "tool_output: {tool_overrides: {../../evil: 100}}\n",
                           tools=[echo_tool("../../evil")])
