@@ -22,12 +22,15 @@ Hooks
     ACTIVE, except from BLOCKED, which lasts the run: a blocked tool's calls
     are answered with a ``[TOOL_BLOCKED]`` error result stamped as a refusal
     (``blocked``, recoverable, next action ``summarize``) without running.
-    `Command` results (control flow, such as the sandbox recording its id)
-    are not assessed; a result without metadata passes with a warning in the
+    A call a gate outer of this layer refused never reaches it: such
+    refusals are counted from the next model request instead (each result
+    once). `Command` results (control flow, such as the sandbox recording
+    its id) are not assessed; a result without metadata passes with a warning in the
     log (tool_error_handling stamps every result, so this plugin must be
     outer of it).
 
-    ``wrap_model_call`` / ``awrap_model_call``: the run's pending hints go
+    ``wrap_model_call`` / ``awrap_model_call``: first counts the gates'
+    refusals among the last turn's results; then the run's pending hints go
     at the end of the next model request as one `HumanMessage` named
     ``progress_hint`` and marked hidden, in the request only. They are
     removed only once the model call returned (`PendingQueue`), so a call
@@ -41,7 +44,8 @@ Where it sits and why
     Position 12 of the seed: ``outer_of: tool_error_handling``, whose stamps
     it reads (an exception arrives as a stamped error result), and inner of
     read_before_write, sandbox_audit and the authorization/guardrail gates,
-    whose refusals arrive as stamped results it counts.
+    so a gate decides before a blocked tool is refused here; the gates'
+    refusals are read from the history they leave.
 
 Configuration
     ``tool_progress:`` (`ToolProgressConfig`): ``enabled`` (off by default),
@@ -113,6 +117,14 @@ class ToolState:
     recent: deque[frozenset[str]] = field(default_factory=lambda: deque(maxlen=3))
 
 
+@dataclass
+class _Run:
+    """What one run knows: its tools' states and the tool results already assessed."""
+
+    tools: dict[str, ToolState] = field(default_factory=dict)
+    seen: set[str] = field(default_factory=set)
+
+
 @dataclass(frozen=True)
 class _Problem:
     kind: Literal["error", "refusal", "repeat"]
@@ -128,7 +140,7 @@ class ToolProgressMiddleware(AgentMiddleware):
         super().__init__()
         self.config = config or ToolProgressConfig()
         self.exempt = frozenset(self.config.exempt_tools)
-        self._runs: RunStore[dict[str, ToolState]] = RunStore(self.config.max_tracked_threads)
+        self._runs: RunStore[_Run] = RunStore(self.config.max_tracked_threads)
         self._hints: PendingQueue[str] = PendingQueue(self.config.max_tracked_threads,
                                                       MAX_HINTS_PER_RUN)
         self._lock = threading.Lock()
@@ -170,8 +182,8 @@ class ToolProgressMiddleware(AgentMiddleware):
 
     def state(self, key: RunKey, tool: str) -> ToolState | None:
         """The tool's state in the run, without creating one or refreshing the run's age."""
-        states = self._runs.get(key)
-        return states.get(tool) if states else None
+        run = self._runs.get(key)
+        return run.tools.get(tool) if run else None
 
     def _blocked_answer(self, key: RunKey, tool: str,
                         request: ToolCallRequest) -> ToolMessage | None:
@@ -197,12 +209,30 @@ class ToolProgressMiddleware(AgentMiddleware):
                                "outer of tool_error_handling?", tool, TOOL_META_KEY)
             return
         with self._lock:
-            states = self._runs.setdefault(key, dict)
-            state = states.setdefault(tool, ToolState())
+            run = self._runs.setdefault(key, _Run)
+            if result.tool_call_id in run.seen:
+                return
+            run.seen.add(result.tool_call_id)
+            state = run.tools.setdefault(tool, ToolState())
             problem = self._problem(state, meta, result)
             hint = self._advance(tool, state, problem)
         if hint is not None and self.config.inject_assessment:
             self._hints.add(key, hint)
+
+    def _assess_refusals(self, key: RunKey, messages: list[Any]) -> None:
+        """Count the refusals of the last turn that gates outer of this layer answered.
+
+        A gate (authorization, guardrail, the shell audit, read-before-write)
+        answers a refused call itself, so the call never reaches this layer's
+        tool wrapper: its result is found here, in the next model request.
+        """
+        for message in reversed(messages):
+            if not isinstance(message, ToolMessage):
+                break
+            meta = tool_meta(message)
+            name = message.name or ""
+            if meta is not None and meta.is_refusal and name not in self.exempt:
+                self._assess(key, name, message)
 
     def _problem(self, state: ToolState, meta: ToolMeta, result: ToolMessage) -> _Problem | None:
         if meta.is_refusal:
@@ -288,6 +318,9 @@ class ToolProgressMiddleware(AgentMiddleware):
 
     def _pending(self, request: ModelRequest) -> tuple[RunKey, tuple[str, ...]]:
         key = run_key(request.runtime)
+        if key == (None, None):
+            return key, ()
+        self._assess_refusals(key, request.messages)
         return key, self._hints.peek(key)
 
     @staticmethod
