@@ -232,8 +232,8 @@ def result_meta(text: str, *, errored: bool = False, source: str = "tool") -> To
         return ToolMeta(status="error", error_type=error_type, recoverable_by_model=recoverable,
                         recommended_next_action=action, source=source)
     head = text[:4096]
-    for pattern, error_type, action in _PARTIAL_MARKERS:
+    for pattern, partial_type, next_action in _PARTIAL_MARKERS:
         if pattern.search(head) or pattern.search(text[-512:]):
-            return ToolMeta(status="partial_success", error_type=error_type,
-                            recommended_next_action=action, source=source)
+            return ToolMeta(status="partial_success", error_type=partial_type,
+                            recommended_next_action=next_action, source=source)
     return ToolMeta(status="success", source=source)

@@ -5,7 +5,6 @@ the synopsis rather than the output - on both chains, fused and unfused, sync an
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
