@@ -21,6 +21,7 @@ from antler.plugins.tool_error_handling.middleware import (
 )
 from antler.testing import assert_before
 from tests.plugins.guard_support import ainvoke, call, calls, make_agent, tool_results
+from tests.plugins.guard_support import behaving_tool as tool
 
 MODES = [pytest.param(fuse, mode, id=f"{'fused' if fuse else 'unfused'}-{mode}")
          for fuse in (True, False) for mode in ("sync", "async")]
@@ -29,18 +30,6 @@ MODES = [pytest.param(fuse, mode, id=f"{'fused' if fuse else 'unfused'}-{mode}")
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
-
-
-def tool(name: str, behaviour: Any) -> StructuredTool:
-    def run(**kwargs: Any) -> Any:
-        return behaviour(**kwargs)
-
-    async def arun(**kwargs: Any) -> Any:
-        return behaviour(**kwargs)
-
-    return StructuredTool.from_function(
-        func=run, coroutine=arun, name=name, description=f"The {name} tool.",
-        args_schema={"type": "object", "properties": {}, "additionalProperties": True})
 
 
 def raising(exc: BaseException) -> Any:

@@ -19,7 +19,14 @@ from antler.contracts.toolmeta import TOOL_META_KEY
 from antler.plugins.tool_progress.config import ToolProgressConfig
 from antler.plugins.tool_progress.middleware import HINT_NAME, ToolProgressMiddleware
 from antler.testing import assert_before
-from tests.plugins.guard_support import ainvoke, call, calls, make_agent, tool_results
+from tests.plugins.guard_support import (
+    ainvoke,
+    behaving_tool,
+    call,
+    calls,
+    make_agent,
+    tool_results,
+)
 
 MODES = [pytest.param(fuse, mode, id=f"{'fused' if fuse else 'unfused'}-{mode}")
          for fuse in (True, False) for mode in ("sync", "async")]
@@ -43,16 +50,11 @@ class Tools:
         self.fetch_outputs: list[str] = []
 
     def _tool(self, name: str, behaviour: Any) -> StructuredTool:
-        def run(**kwargs: Any) -> Any:
+        def counted(**kwargs: Any) -> Any:
             self.runs[name] = self.runs.get(name, 0) + 1
             return behaviour(**kwargs)
 
-        async def arun(**kwargs: Any) -> Any:
-            return run(**kwargs)
-
-        return StructuredTool.from_function(
-            func=run, coroutine=arun, name=name, description=f"The {name} tool.",
-            args_schema={"type": "object", "properties": {}, "additionalProperties": True})
+        return behaving_tool(name, counted)
 
     def all(self) -> list[StructuredTool]:
         def flaky(**_: Any) -> str:
