@@ -112,11 +112,13 @@ def test_bad_config_is_refused_with_what_to_change(home, section, expected):
 @pytest.mark.parametrize(("fuse", "mode"), MODES)
 def test_a_result_over_the_threshold_is_saved_and_replaced_by_a_synopsis(home, fuse, mode):
     exact, over = "x" * 100, "\n".join(f"row {i} of the report" for i in range(40))
-    script = [calls(("echo", {"text": exact}), ("echo", {"text": over})), "done"]
+    script = [calls(("echo", {"text": exact}), ("echo", {"text": over}),
+                    ("echo", {"text": exact + "y"})), "done"]
     agent, model = make_agent(home, script, SMALL, tools=[echo_tool()], fuse=fuse)
     state = invoke(agent, mode)
-    kept, saved = tool_results(state)
+    kept, saved, one_over = tool_results(state)
     assert kept.content == exact and TOOL_OUTPUT_KEY not in kept.additional_kwargs
+    assert host_of(home, record(one_over)["path"]).read_text() == exact + "y"
     path = record(saved)["path"]
     assert re.fullmatch(rf"/mnt/user-data/outputs/{re.escape(TOOL_RESULTS_DIRNAME)}/"
                         r"echo-[0-9a-f]{12}\.txt", path)
@@ -247,6 +249,16 @@ def test_without_the_budget_bash_keeps_its_own_cap(home):
     [result] = tool_results(invoke(agent, "sync"))
     assert result.content.startswith("y" * 1000)
     assert "[output truncated: showing the first 65536 of 200000 characters]" in result.content
+
+
+def test_output_past_the_sandbox_capture_is_saved_with_the_sandboxs_own_note(home):
+    script = [call("bash", command="head -c 300000 /dev/zero | tr '\\0' k"), "done"]
+    agent, _ = make_agent(home, script, "sandbox: {command_capture_bytes: 100000}\n")
+    [result] = tool_results(invoke(agent, "sync"))
+    text = host_of(home, record(result)["path"]).read_text()
+    assert text == "k" * 100_000 + "\n[output truncated: 200000 more bytes not shown]"
+    assert "[output truncated: 200000 more bytes not shown]" in result.content
+    assert result.additional_kwargs[TOOL_META_KEY]["status"] == "partial_success"
 
 
 # -- the synopsis --------------------------------------------------------------------------------
