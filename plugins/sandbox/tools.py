@@ -12,6 +12,13 @@ missing file or an ambiguous edit comes back to the model as a readable error
 `ToolMessage` (``status="error"``), never a traceback. Every result passes
 through the thread's path mapper on its way out, so host paths never reach the
 model, whatever the provider printed.
+
+Long output: ``read_file`` returns at most ``max_output_bytes`` characters per
+call (pages through ``start_line``/``end_line``). ``bash`` hands everything
+the sandbox captured (``command_capture_bytes`` per stream) to a tool-output
+budget when the build has one, which saves it whole and shows the model a
+synopsis; without one it cuts at ``max_output_bytes`` too. ``ls`` does not list
+saved tool results (``outputs/.tool-results``) unless asked for that folder.
 """
 
 from __future__ import annotations
