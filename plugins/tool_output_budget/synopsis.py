@@ -168,6 +168,10 @@ def synopsis(text: str, shape: Shape, *, path: str | None, head: int, tail: int,
                  f"File: {path}",
                  f'Read more with {read_tool}(path="{path}", start_line=1, end_line={page}) '
                  f"and the following line ranges; reading it is not budgeted."]
+        if shape.chars // max(1, shape.lines) > PAGE_CHARS:
+            lines.append(f'Its lines are long: read it {PAGE_CHARS:,} characters at a time with '
+                         f'bash(command="tail -c +1 {path} | head -c {PAGE_CHARS}"), raising '
+                         f"the +1 by {PAGE_CHARS:,} each time.")
     else:
         lines = [f"[Earlier tool output shown shortened: {size}; kind: {shape.kind}. The full "
                  "text was not saved; run the tool again if you need the rest.]"]

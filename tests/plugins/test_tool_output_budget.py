@@ -153,6 +153,20 @@ def test_json_tables_and_logs_are_described_by_their_kind(home):
     assert "1 lines mention an error or failure (first at lines 61)" in as_log.content
 
 
+def test_a_result_of_long_lines_is_read_back_in_character_ranges(home):
+    document = json.dumps({"items": [{"id": i, "name": f"item {i}"} for i in range(2000)]})
+
+    def read_range(messages: list[Any]) -> dict[str, Any]:
+        command = re.search(r'bash\(command="([^"]+)"\)', messages[-1].content).group(1)
+        return call("bash", command=command.replace("+1 ", "+8001 "))
+
+    agent, _ = make_agent(home, [call("echo", text=document), read_range, "done"], SMALL,
+                          tools=[echo_tool()])
+    saved, second_range = tool_results(invoke(agent, "sync"))
+    assert record(saved)["kind"] == "json"
+    assert second_range.content == document[8000:16000]
+
+
 def test_the_saved_file_is_read_back_in_pages_without_being_budgeted_again(home):
     text = "\n".join(f"line {i:04d} " + "z" * 60 for i in range(1, 501))
 
