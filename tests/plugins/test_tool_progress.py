@@ -298,3 +298,13 @@ def _error() -> ToolMessage:
                            "status": "error", "error_type": "transient",
                            "recoverable_by_model": False,
                            "recommended_next_action": "try_alternative", "source": "tool"}})
+
+
+def test_without_assessments_nothing_is_injected_but_blocking_holds(home):
+    tools = Tools()
+    config = "tool_progress: {enabled: true, inject_assessment: false}\n"
+    agent, model = make_agent(home, [call("locked"), call("locked"), "done"], config,
+                              tools=tools.all())
+    _first, second = tool_results(invoke(agent, "sync"))
+    assert second.content.startswith("[TOOL_BLOCKED]") and tools.runs["locked"] == 1
+    assert not any(hints(request) for request in model.calls)
