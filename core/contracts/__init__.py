@@ -4,7 +4,9 @@ Each module is one agreement between plugins that never import each other:
 
 - `toolmeta`: the structured metadata every tool result carries
   (`additional_kwargs["antler_tool_meta"]`), its schema, validator and the
-  error classifier;
+  error classifier (`result_meta` for a result that carries none);
+- `tooloutput`: where oversized tool output is kept (``.tool-results`` in the
+  thread's outputs) and the marker on a result that stands for such a file;
 - `stop_reason`: the per-run channel a guard writes when it ends a run early,
   read by `antler run` and by the `task` tool's result;
 - `fallback`: the marker on synthetic assistant replies that stand in for a

@@ -210,3 +210,30 @@ def is_error_payload(text: str) -> bool:
         return True
     field = _error_field(text)
     return field is not None and field.strip().lower() not in _NON_ERRORS
+
+
+_PARTIAL_MARKERS: tuple[tuple[re.Pattern[str], str | None, str], ...] = (
+    (re.compile(r"\bno (search )?results\b|\bnothing found\b|\b0 results\b", re.IGNORECASE),
+     "no_results", "rewrite_query"),
+    (re.compile(r"\[(output|file) truncated\b|\btruncated\]", re.IGNORECASE), None, "continue"),
+)
+
+
+def result_meta(text: str, *, errored: bool = False, source: str = "tool") -> ToolMeta:
+    """The metadata of a tool result that carries none, judged from its text.
+
+    `errored` is the result's own ``status="error"``. An error (that, an
+    ``Error:`` prefix or a JSON ``error`` field) is classified with
+    `classify_error_text`; a result saying it found nothing or was cut is a
+    ``partial_success``; anything else is a ``success``.
+    """
+    if errored or is_error_payload(text):
+        error_type, recoverable, action = classify_error_text(text)
+        return ToolMeta(status="error", error_type=error_type, recoverable_by_model=recoverable,
+                        recommended_next_action=action, source=source)
+    head = text[:4096]
+    for pattern, partial_type, next_action in _PARTIAL_MARKERS:
+        if pattern.search(head) or pattern.search(text[-512:]):
+            return ToolMeta(status="partial_success", error_type=partial_type,
+                            recommended_next_action=next_action, source=source)
+    return ToolMeta(status="success", source=source)

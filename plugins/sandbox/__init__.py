@@ -21,10 +21,18 @@ antler_plugin_specs = builtin_plugin_hook("sandbox")
 
 @hookimpl
 def antler_tools(context: BuildContext) -> list[Any]:
-    """The sandbox tools, sharing the provider the middleware registered in the services."""
+    """The sandbox tools, sharing the provider the middleware registered in the services.
+
+    While a tool-output budget is among the services, bash hands it a command's
+    whole captured output; otherwise bash cuts it at ``max_output_bytes``.
+    """
+    from antler.contracts.tooloutput import OUTPUT_BUDGET_SERVICE
+
     from .middleware import path_layout, sandbox_config, sandbox_provider
     from .tools import build_tools
 
     config = sandbox_config(context.config)
     provider = sandbox_provider(context.services, config)
-    return build_tools(provider, path_layout(context.services), config)
+    services = context.services
+    return build_tools(provider, path_layout(services), config,
+                       budgeted=lambda: OUTPUT_BUDGET_SERVICE in services)

@@ -24,8 +24,14 @@ class SandboxConfig(BaseModel):
     )
     max_output_bytes: int = Field(
         default=64 * 1024, ge=1024, le=16 * 1024 * 1024,
-        description="Largest output a tool returns to the model (per stream for bash, per "
-        "file for read_file); the rest is cut with a note.",
+        description="Largest output a tool returns to the model (per file read for read_file; "
+        "for bash when no tool-output budget saves long output); the rest is cut with a note.",
+    )
+    command_capture_bytes: int = Field(
+        default=8 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024,
+        description="How much of each output stream of a bash command the sandbox keeps; the "
+        "rest is drained and reported as cut. The tool-output budget saves what is kept in "
+        "full, so this is the size of the longest complete output it can save.",
     )
     lazy: bool = Field(
         default=True,

@@ -98,7 +98,7 @@ def sandbox_provider(services: Services, config: SandboxConfig) -> SandboxProvid
         provider = load_sandbox_provider(
             config.provider,
             default_timeout=config.command_timeout,
-            max_output_bytes=config.max_output_bytes,
+            max_output_bytes=config.command_capture_bytes,
             **config.provider_options,
         )
         provider = services.items.setdefault(SANDBOX_PROVIDER, provider)

@@ -12,6 +12,13 @@ missing file or an ambiguous edit comes back to the model as a readable error
 `ToolMessage` (``status="error"``), never a traceback. Every result passes
 through the thread's path mapper on its way out, so host paths never reach the
 model, whatever the provider printed.
+
+Long output: ``read_file`` returns at most ``max_output_bytes`` characters per
+call (pages through ``start_line``/``end_line``). ``bash`` hands everything
+the sandbox captured (``command_capture_bytes`` per stream) to a tool-output
+budget when the build has one, which saves it whole and shows the model a
+synopsis; without one it cuts at ``max_output_bytes`` too. ``ls`` does not list
+saved tool results (``outputs/.tool-results``) unless asked for that folder.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.types import Command
 
+from antler.contracts.tooloutput import is_tool_result_path
 from antler.errors import AntlerError
 from antler.runtime.paths import VIRTUAL_ROOT, PathLayout, ThreadPaths
 from antler.runtime.sandbox import Sandbox, SandboxNotFoundError, SandboxProvider
@@ -85,10 +93,12 @@ class SandboxTools:
     """Builds the sandbox tools over one provider, path layout and config."""
 
     def __init__(self, provider: SandboxProvider, layout: PathLayout,
-                 config: SandboxConfig) -> None:
+                 config: SandboxConfig, budgeted: Callable[[], bool] = lambda: False) -> None:
         self.provider = provider
         self.layout = layout
         self.config = config
+        self.budgeted = budgeted
+        """Whether a tool-output budget saves long output (then bash hands over all it kept)."""
 
     # -- the per-call session ------------------------------------------------------------
 
@@ -148,10 +158,14 @@ class SandboxTools:
             parts.append(f"[stderr]\n{result.stderr.rstrip()}")
         if result.exit_code != 0 and not result.timed_out:
             parts.append(f"[exit code {result.exit_code}]")
-        return "\n".join(parts) if parts else "(no output)"
+        text = "\n".join(parts) if parts else "(no output)"
+        return text if self.budgeted() else self._capped(text, "output", "")
 
     def ls(self, session: _Session, path: str) -> str:
         entries = session.sandbox.list_dir(path or DEFAULT_LS_PATH, max_depth=2)
+        if not is_tool_result_path(path or DEFAULT_LS_PATH):
+            # Saved tool results are the harness's notes, not the agent's files.
+            entries = [entry for entry in entries if not is_tool_result_path(entry)]
         return "\n".join(entries) if entries else f"{session.shown(path)} is empty."
 
     def read_file(self, session: _Session, path: str, start_line: int | None,
@@ -166,11 +180,15 @@ class SandboxTools:
             text = "".join(lines[first - 1:last])
         if not text:
             return f"({session.shown(path)} is empty)" if start_line is None else "(no lines)"
+        return self._capped(text, "file", "; read the rest with start_line/end_line")
+
+    def _capped(self, text: str, what: str, advice: str) -> str:
+        """``text`` cut to ``max_output_bytes`` characters, with a note saying so."""
         limit = self.config.max_output_bytes
-        if len(text) > limit:
-            text = (f"{text[:limit]}\n[file truncated: showing the first {limit} of {len(text)} "
-                    "characters; read the rest with start_line/end_line]")
-        return text
+        if len(text) <= limit:
+            return text
+        return (f"{text[:limit]}\n[{what} truncated: showing the first {limit} of {len(text)} "
+                f"characters{advice}]")
 
     def write_file(self, session: _Session, path: str, content: str, append: bool) -> str:
         session.sandbox.write_file(path, content, append=append)
@@ -269,8 +287,8 @@ class SandboxTools:
         return tool
 
 
-def build_tools(provider: SandboxProvider, layout: PathLayout,
-                config: SandboxConfig) -> list[BaseTool]:
+def build_tools(provider: SandboxProvider, layout: PathLayout, config: SandboxConfig,
+                budgeted: Callable[[], bool] = lambda: False) -> list[BaseTool]:
     """The sandbox tools over ``provider`` and the thread path ``layout``."""
-    return SandboxTools(provider, layout, config).tools()
+    return SandboxTools(provider, layout, config, budgeted).tools()
 

@@ -105,6 +105,19 @@ class Counter:
         return self.calls.get(name, 0)
 
 
+def behaving_tool(name: str, behaviour: Any) -> StructuredTool:
+    """A tool taking any arguments whose sync and async forms both return `behaviour(**args)`."""
+    def run(**kwargs: Any) -> Any:
+        return behaviour(**kwargs)
+
+    async def arun(**kwargs: Any) -> Any:
+        return behaviour(**kwargs)
+
+    return StructuredTool.from_function(
+        func=run, coroutine=arun, name=name, description=f"The {name} tool.",
+        args_schema={"type": "object", "properties": {}, "additionalProperties": True})
+
+
 def make_agent(home: Path, script: list[Any], config: str = "", *,
                tools: list[Any] | tuple[Any, ...] = (), **kwargs: Any) -> tuple[Any, Any]:
     """A real agent from the guard registry over a scripted model; returns (agent, model)."""
