@@ -249,7 +249,7 @@ class Hinter(AgentMiddleware):
     def _inject(self, request: Any) -> tuple[Any, Any]:
         key = run_key(request.runtime)
         pending = self.queue.peek(key)
-        messages = [*request.messages, *(HumanMessage(h, **hidden_marker("hinter"))
+        messages = [*request.messages, *(HumanMessage(h, additional_kwargs=hidden_marker("hinter"))
                                         for h in pending)]
         return request.override(messages=messages), lambda: self.queue.commit(key, pending)
 
