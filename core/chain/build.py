@@ -149,7 +149,7 @@ def _instantiate(spec: PluginSpec, builder: Callable[[BuildContext], Any] | None
 def _context(plan: ChainPlan, spec: PluginSpec, services: Services,
              secrets: ChainSecrets) -> BuildContext:
     """What one plugin's factory or hook gets: its section, defaults filled in."""
-    section = plan.config.section(spec.section)
+    section = plan.config.section(spec.section_for(plan.chain))
     if section is None and spec.config_model is not None:
         section = section_model(spec)()
     return BuildContext(plan.chain, spec, section, plan.runtime, services, secrets,

@@ -213,7 +213,8 @@ def section_model(spec: PluginSpec) -> type[BaseModel]:
 def section_owners(registry: PluginRegistry) -> dict[str, list[PluginSpec]]:
     owners: dict[str, list[PluginSpec]] = {}
     for spec in registry.specs.values():
-        owners.setdefault(spec.section, []).append(spec)
+        for key in spec.sections():
+            owners.setdefault(key, []).append(spec)
     return owners
 
 

@@ -78,25 +78,32 @@ class ChainPlan:
 
 def participation(spec: PluginSpec, chain: str, config: OperatorConfig,
                   runtime: RuntimeOptions) -> Exclusion | None:
-    """None when `spec` joins `chain`, otherwise the `Exclusion` saying why not."""
+    """None when `spec` joins `chain`, otherwise the `Exclusion` saying why not.
+
+    Enablement and the config section are the chain's (`chain_overrides`), so a
+    plugin can be off on the lead chain and on for subagents.
+    """
     if chain not in spec.chains:
         return Exclusion(spec, f"does not join the {chain} chain (chains: "
                                f"{', '.join(spec.chains)})", "not_in_chain")
-    if spec.enabled == "always":
+    enabled = spec.enabled_for(chain)
+    if enabled == "always":
         return None
-    section = config.section(spec.section)
+    key = spec.section_for(chain)
+    section = config.section(key)
     toggle = getattr(section, "enabled", None) if section is not None else None
     if toggle is False:
-        return Exclusion(spec, f"disabled by config ({config.locate(spec.section, 'enabled')})",
+        return Exclusion(spec, f"disabled by config ({config.locate(key, 'enabled')})",
                          "disabled")
-    if toggle is None and spec.enabled == "off":
-        return Exclusion(spec, f"off by default; enable with `{spec.section}: "
-                               "{enabled: true}`", "off_by_default")
+    if toggle is None and enabled == "off":
+        return Exclusion(spec, f"off by default; enable with `{key}: {{enabled: true}}`",
+                         "off_by_default")
     for condition, wanted in spec.when.items():
-        if runtime.condition(condition) != wanted:
-            return Exclusion(spec, f"runtime condition {condition} is "
-                                   f"{runtime.condition(condition)}, needs {wanted}",
-                             "runtime_condition")
+        value = runtime.condition(condition)
+        if value != wanted:
+            unknown = "" if runtime.knows(condition) else " (no runtime option sets it)"
+            return Exclusion(spec, f"runtime condition {condition} is {value}{unknown}, "
+                                   f"needs {wanted}", "runtime_condition")
     return None
 
 
@@ -138,7 +145,7 @@ def plan_chain(
             excluded[spec.name] = exclusion
     resolution = resolve(
         participants, chain=chain,
-        absent={name: ex.reason for name, ex in excluded.items()},
+        absent=excluded,
         points=registry.points.values(), slots=registry.slots.values(),
         default_slot=registry.default_slot,
     )

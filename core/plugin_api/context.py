@@ -9,27 +9,50 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .spec import PluginSpec
+from .spec import PluginSpec, RuntimeCondition, check_plugin_name
 
 
 class RuntimeOptions(BaseModel):
-    """Per-run facts that decide runtime conditions (`when:` in a manifest)."""
+    """Per-run facts that decide runtime conditions (`when:` in a manifest).
+
+    Three conditions are built in; `conditions` holds any others a plugin names
+    (for example `deferred_tools`), set by the embedding application. A
+    condition nobody set is false.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     plan_mode: bool = Field(False, description="Plan mode: the todo list joins the chain.")
     supports_vision: bool = Field(False, description="The model accepts images.")
     subagents_enabled: bool = Field(False, description="The lead agent may delegate via `task`.")
+    conditions: dict[str, bool] = Field(
+        default_factory=dict, description="Further runtime conditions, by snake_case name.")
     agent_name: str | None = None
     user_id: str = "default"
     thread_id: str | None = None
 
+    @field_validator("conditions")
+    @classmethod
+    def _check_conditions(cls, value: dict[str, bool]) -> dict[str, bool]:
+        for name in value:
+            if name in get_args(RuntimeCondition):
+                raise ValueError(f"runtime condition {name!r} is a field of its own; set "
+                                 f"{name}=... instead of conditions[{name!r}]")
+            check_plugin_name(name, "runtime condition")
+        return value
+
     def condition(self, name: str) -> bool:
-        return bool(getattr(self, name))
+        if name in get_args(RuntimeCondition):
+            return bool(getattr(self, name))
+        return self.conditions.get(name, False)
+
+    def knows(self, name: str) -> bool:
+        """Whether this run decided `name` (built in, or set in `conditions`)."""
+        return name in get_args(RuntimeCondition) or name in self.conditions
 
 
 # Well-known service names. Plugins ask for these; `antler.agent` provides the

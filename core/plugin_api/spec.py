@@ -41,13 +41,16 @@ Hook = Literal[
 Chain = Literal["lead", "subagent"]
 Enablement = Literal["always", "on", "off"]
 OnError = Literal["fail", "skip"]
+HookRank = Literal["first", "last"]
 RuntimeCondition = Literal["plan_mode", "supports_vision", "subagents_enabled"]
+"""The runtime conditions every run decides; `when:` may also name others (see
+`RuntimeOptions.conditions`)."""
 
 
-def check_plugin_name(value: str) -> str:
+def check_plugin_name(value: str, what: str = "plugin name") -> str:
     if not _NAME_RE.match(value):
         raise ValueError(
-            f"plugin name {value!r} must be snake_case: a lowercase letter, then lowercase "
+            f"{what} {value!r} must be snake_case: a lowercase letter, then lowercase "
             "letters, digits or underscores"
         )
     return value
@@ -62,10 +65,9 @@ def check_target(value: str, what: str) -> str:
     return value
 
 
-
-
 def _both_chains() -> list[Chain]:
     return ["lead", "subagent"]
+
 
 class Provenance(BaseModel):
     """Where a spec (or one of its constraints) was declared, for error messages."""
@@ -124,6 +126,11 @@ class Ordering(BaseModel):
     after_model_after: list[str] = Field(
         default_factory=list, description="This plugin's after_model runs after theirs."
     )
+    hook_order: dict[Hook, HookRank] = Field(
+        default_factory=dict,
+        description="Hook-level invariants: `{before_agent: last}` means this plugin's "
+        "before_agent runs after every other participant's before_agent. The resolver "
+        "places the plugin to respect it.")
 
     @field_validator("after", "before", "requires", "outer_of", "inner_of",
                      "after_model_before", "after_model_after", mode="before")
@@ -134,10 +141,15 @@ class Ordering(BaseModel):
     def is_empty(self) -> bool:
         return not any(getattr(self, field) for field in type(self).model_fields)
 
-    def places(self) -> bool:
-        """Whether any field says where the plugin goes (`requires` alone does not)."""
-        return any(getattr(self, field) for field in type(self).model_fields
-                   if field != "requires")
+    def constrains_start(self) -> bool:
+        """Whether the plugin itself says what comes before it in the list."""
+        return bool(self.after or self.inner_of or self.after_model_before
+                    or self.immediately_after or self.position == "first")
+
+    def constrains_end(self) -> bool:
+        """Whether the plugin itself says what comes after it in the list."""
+        return bool(self.before or self.outer_of or self.after_model_after
+                    or self.immediately_before or self.position == "last")
 
     def merged(self, override: Ordering) -> Ordering:
         """This ordering with every field that `override` sets replaced."""
@@ -147,11 +159,19 @@ class Ordering(BaseModel):
 
 
 class ChainOverride(BaseModel):
-    """Per-chain differences: ordering fields set here replace the base ones."""
+    """Per-chain differences: each field set here replaces the base one in that chain.
+
+    `order` replaces only the ordering fields it sets; `enabled` and `config_key`
+    let one plugin be, say, off on the lead chain but on for subagents, configured
+    by a section of its own there.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     order: Ordering = Field(default_factory=Ordering)
+    enabled: Enablement | None = Field(None, description="Enablement in this chain.")
+    config_key: str | None = Field(
+        None, description="The operator-config section that configures it in this chain.")
 
 
 class PluginSpec(BaseModel):
@@ -172,8 +192,10 @@ class PluginSpec(BaseModel):
     always_reason: str | None = Field(
         None, description="Why an `always` plugin cannot be disabled (shown to operators)."
     )
-    when: dict[RuntimeCondition, bool] = Field(
-        default_factory=dict, description="Runtime conditions that must hold for it to join."
+    when: dict[str, bool] = Field(
+        default_factory=dict, description="Runtime conditions that must hold for it to join: "
+        "plan_mode, supports_vision, subagents_enabled, or any snake_case name the embedding "
+        "application sets in RuntimeOptions.conditions (unknown ones are false)."
     )
     config_key: str | None = Field(
         None, description="Top-level section of the operator config (default: the name)."
@@ -208,6 +230,13 @@ class PluginSpec(BaseModel):
     def _check_config_model(cls, value: str | None) -> str | None:
         return None if value is None else check_target(value, "config_model")
 
+    @field_validator("when")
+    @classmethod
+    def _check_conditions(cls, value: dict[str, bool]) -> dict[str, bool]:
+        for condition in value:
+            check_plugin_name(condition, "runtime condition")
+        return value
+
     @field_validator("chains", mode="before")
     @classmethod
     def _chains_one_or_many(cls, value: Any) -> Any:
@@ -215,29 +244,46 @@ class PluginSpec(BaseModel):
 
     @model_validator(mode="after")
     def _check_consistency(self) -> PluginSpec:
-        if self.enabled == "always" and self.when:
-            raise ValueError(
-                f"plugin {self.name!r} is 'always' enabled but also has runtime conditions "
-                f"{sorted(self.when)}; use enabled: on with `when` instead"
-            )
         for chain in self.chain_overrides:
             if chain not in self.chains:
                 raise ValueError(
                     f"plugin {self.name!r} overrides chain {chain!r} but does not join it "
                     f"(chains: {self.chains})"
                 )
+        if self.when and "always" in {self.enabled_for(chain) for chain in self.chains}:
+            raise ValueError(
+                f"plugin {self.name!r} is 'always' enabled but also has runtime conditions "
+                f"{sorted(self.when)}; use enabled: on with `when` instead"
+            )
         if not self.chains:
             raise ValueError(f"plugin {self.name!r} joins no chain; list at least one")
         return self
 
     @property
     def section(self) -> str:
-        """The operator-config section that configures this plugin."""
+        """The operator-config section that configures this plugin (outside overrides)."""
         return self.config_key or self.name
 
+    def section_for(self, chain: str) -> str:
+        """The section that configures this plugin in `chain`."""
+        override = self._override(chain)
+        return (override.config_key if override and override.config_key else None) \
+            or self.section
+
+    def sections(self) -> list[str]:
+        """Every section this plugin reads, in any chain (for the config schema)."""
+        return list(dict.fromkeys(self.section_for(chain) for chain in self.chains))
+
+    def enabled_for(self, chain: str) -> Enablement:
+        override = self._override(chain)
+        return override.enabled if override and override.enabled else self.enabled
+
     def ordering_for(self, chain: str) -> Ordering:
-        override = self.chain_overrides.get(chain)  # type: ignore[call-overload]
+        override = self._override(chain)
         return self.order.merged(override.order) if override else self.order
+
+    def _override(self, chain: str) -> ChainOverride | None:
+        return self.chain_overrides.get(chain)  # type: ignore[call-overload]
 
 
 class PointSpec(BaseModel):
