@@ -186,7 +186,7 @@ def test_fixture_declares_every_position_by_name_and_never_by_index():
 
 
 def test_the_fixture_uses_the_platform_points_and_slots(registry):
-    assert set(registry.points) == {"guards_end", "custom_end", "tail_start"}
+    assert set(registry.points) == {"base_end", "guards_end", "custom_end", "tail_start"}
     assert set(registry.slots) == {"custom", "extensions"}
     assert registry.default_slot == "extensions"
 

@@ -12,6 +12,8 @@ import random
 import re
 import textwrap
 
+from dataclasses import dataclass
+
 import pytest
 
 from antler.chain.resolver import Resolution, resolve
@@ -24,6 +26,7 @@ from antler.errors import (
     UnmetRequirementError,
 )
 from antler.plugin_api.manifest import Manifest, load_manifest_text
+from antler.plugin_api.spec import PluginSpec
 
 SOURCE = "m.yaml"
 
@@ -68,6 +71,14 @@ def run(body: str, *, chain: str = "lead", absent: dict[str, str] | None = None,
     m, _ = manifest(body, points=points)
     return resolve(m.plugins, chain=chain, absent=absent, points=m.points, slots=m.slots,
                    default_slot=m.default_slot)
+
+
+@dataclass
+class Absent:
+    """What `plan_chain` passes for a known plugin outside the chain (an Exclusion)."""
+
+    spec: PluginSpec
+    reason: str
 
 
 def raises(error: type[Exception], body: str, **kwargs) -> tuple[str, str]:
@@ -327,26 +338,77 @@ def test_duplicate_names_in_one_resolution_are_an_error():
         resolve([m.plugins[0], twin])
 
 
-# -- vacuous references -----------------------------------------------------------------------
+# -- absent plugins: zero-width nodes ---------------------------------------------------
 
 
-def test_constraints_on_absent_plugins_are_vacuous_and_explained():
-    body = (entry("a", "{after: [gone], outer_of: [gone], immediately_before: gone}")
-            + entry("b", "{before: [a]}"))
-    res = run(body, absent={"gone": "off by default; enable with `gone: {enabled: true}`"})
-    assert res.order == ["b", "a"]
-    reasons = res.placements["a"].reasons()
-    assert "ignored: after: gone (gone is not in the lead chain: off by default; enable with " \
-           "`gone: {enabled: true}`)" in reasons
-    assert any(r.startswith("ignored: outer_of: gone") for r in reasons)
-    assert any(r.startswith("ignored: immediately_before: gone") for r in reasons)
+def test_an_absent_plugin_keeps_order_transitive():
+    # a after b, b after c: with b off, a still follows c, whatever the ranks say.
+    body = entry("a", "{after: [b]}") + entry("b", "{after: [c]}") + entry("c")
+    m, text = manifest(body)
+    a, b, c = m.plugins
+    res = resolve([a, c], absent={"b": Absent(b, "off by default")})
+    assert res.order == ["c", "a"]
+    assert f"a declares after: b [{line_of(text, 'a')}]; b is not in the chain (off by " \
+           "default), the order still holds through it" in res.placements["a"].reasons()
+    assert f"b declares after: c [{line_of(text, 'b')}]; b is not in the chain (off by " \
+           "default), the order still holds through it" in res.placements["c"].reasons()
+    # Without b's declaration (a name only), nothing carries a after c: rank decides.
+    assert resolve([a, c], absent={"b": "off"}).order == ["a", "c"]
 
 
-def test_absent_plugin_does_not_break_transitive_order_it_never_carried():
-    # b is absent; a and c still respect their own direct constraint.
-    res = run(entry("c", "{after: [a, b]}") + entry("a", "{before: [b]}"),
-              absent={"b": "does not join the lead chain"})
-    assert res.order == ["a", "c"]
+def test_an_adjacency_to_an_absent_plugin_still_orders():
+    # By rank alone c would come first; a sits before gone, and gone before c.
+    body = (entry("a", "{immediately_before: gone}", "rank: 5") + entry("gone", "{before: [c]}")
+            + entry("b", extra="rank: 3") + entry("c", extra="rank: 0"))
+    m, _ = manifest(body)
+    a, gone, b, c = m.plugins
+    res = resolve([a, b, c], absent={"gone": Absent(gone, "off")})
+    assert res.order == ["b", "a", "c"]
+    assert any(r.startswith("a declares immediately_before: gone") for r in
+               res.placements["a"].reasons())
+
+
+def test_absent_plugins_claim_no_position_and_require_nothing():
+    body = (entry("a", "{position: first, requires: [gone]}") + entry("b", "{position: first}")
+            + entry("c") + entry("gone"))
+    m, _ = manifest(body)
+    a, b, c, _gone = m.plugins
+    res = resolve([b, c], absent={"a": Absent(a, "off"), "gone": "off"})
+    assert res.order == ["b", "c"]
+
+
+def test_a_zero_width_node_before_the_first_plugin_is_harmless():
+    body = entry("a", "{position: first}") + entry("gone", "{before: [a]}") + entry("b")
+    m, _ = manifest(body)
+    a, gone, b = m.plugins
+    assert resolve([a, b], absent={"gone": Absent(gone, "off")}).order == ["a", "b"]
+
+
+def test_bad_declarations_of_an_absent_plugin_are_warnings_not_errors():
+    body = entry("a") + entry("off_one", "{after: [sandbx], immediately_before: a, "
+                                         "slot: nowhere}")
+    m, text = manifest(body)
+    a, off_one = m.plugins
+    res = resolve([a], absent={"off_one": Absent(off_one, "disabled by config")})
+    assert res.order == ["a"]
+    assert any("off_one" in w and "'sandbx'" in w and "ignored while off_one is not in the "
+               "chain" in w for w in res.warnings)
+    with pytest.raises(UnknownReferenceError) as info:
+        resolve([a, off_one])
+    assert info.value.plugins == ("off_one",)
+
+
+def test_a_cycle_through_an_absent_plugin_names_it():
+    body = entry("a", "{before: [gone]}") + entry("gone", "{before: [b]}") + entry("b",
+                                                                                   "{before: [a]}")
+    m, _ = manifest(body)
+    a, gone, b = m.plugins
+    with pytest.raises(CycleError) as info:
+        resolve([a, b], absent={"gone": Absent(gone, "off by default")})
+    assert set(info.value.cycle) == {"a", "gone", "b"}
+    assert "gone is not in the lead chain (off by default) but still orders it" \
+        in str(info.value)
+    assert set(info.value.plugins) == {"a", "gone", "b"}
 
 
 # -- per-chain overrides ----------------------------------------------------------------------
@@ -451,9 +513,9 @@ def test_plugin_without_ordering_lands_in_the_default_slot():
     # guards and the custom slot, before the tail.
     assert res.order == ["guard", "custom_mw", "loose", "tail"]
     reasons = res.placements["loose"].reasons()
-    assert any(r.startswith("loose declares default slot: extensions (after @custom_end)")
+    assert any(r.startswith("loose slot bound: extensions (after @custom_end)")
                for r in reasons)
-    assert any(r.startswith("loose declares default slot: extensions (before @tail_start)")
+    assert any(r.startswith("loose slot bound: extensions (before @tail_start)")
                for r in reasons)
 
 
@@ -475,16 +537,17 @@ def test_without_a_default_slot_an_unordered_plugin_is_ranked_freely():
 # -- explanations -----------------------------------------------------------------------------
 
 
-def test_reasons_list_constraints_from_both_sides_then_ignored_then_the_tie_break():
+def test_reasons_list_constraints_from_both_sides_then_the_tie_break():
     body = (entry("a") + entry("b", "{after: [a], before: [gone]}")
             + entry("c", "{after: [b]}", "rank: 7"))
     _, text = manifest(body)
     res = run(body, absent={"gone": "disabled by config"})
     reasons = res.placements["b"].reasons()
     assert reasons == [
+        f"b declares before: gone [{line_of(text, 'b')}]; gone is not in the chain (disabled "
+        "by config), the order still holds through it",
         f"b declares after: a [{line_of(text, 'b')}]",
         f"c declares after: b [{line_of(text, 'c')}]",
-        "ignored: before: gone (gone is not in the lead chain: disabled by config)",
         "tie-break among ready plugins: rank 1, then name",
     ]
     assert res.placements["c"].tie_break == "tie-break among ready plugins: rank 7, then name"
@@ -524,9 +587,10 @@ def test_output_is_independent_of_input_order():
     m, _ = manifest(body, points=True)
     expected = resolve(m.plugins, points=m.points, slots=m.slots,
                        default_slot=m.default_slot).order
-    # d wraps a; e is custom; a (glued to c) and g share the default slot and rank 0,
-    # so the name decides; b only follows a; f's after_model must run before the slots'.
-    assert expected == ["d", "e", "a", "c", "g", "b", "f"]
+    # e is custom; g, the only one without ordering, ranks 0; d (rank 3) wraps a and leaves
+    # its start to the default slot; a is glued to c; b only follows a; f's after_model must
+    # run before the slots'.
+    assert expected == ["e", "g", "d", "a", "c", "b", "f"]
     for perm in itertools.islice(itertools.permutations(m.plugins), 0, None, 97):
         got = resolve(list(perm), points=list(reversed(m.points)),
                       slots=list(reversed(m.slots)), default_slot=m.default_slot)
@@ -593,7 +657,7 @@ def test_a_plugin_that_only_requires_another_lands_in_the_default_slot():
     body = (entry("guard", '{before: ["@guards_end"]}')
             + entry("needy", "{requires: [guard]}"))
     placed = run(body, points=True).placements["needy"]
-    assert any(c.kind == "default slot" for c in placed.constraints)
+    assert any(c.kind == "slot bound" for c in placed.constraints)
     assert run(body, points=True).order == ["guard", "needy"]
 
 
