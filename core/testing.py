@@ -94,9 +94,6 @@ __all__ = [
     "slot_members",
 ]
 
-_PROBE = "antler_testing_probe"
-
-
 # -- entry point isolation ------------------------------------------------------------------
 
 
@@ -408,10 +405,9 @@ def assert_adjacent(plan: Any, a: str, b: str) -> None:
 def slot_members(plan: Any, slot: str) -> list[str]:
     """The plugins of the plan that sit between the two points bounding `slot`.
 
-    Points have no position of their own: the resolver emits a point as soon
-    as everything ordered before it is placed. A probe plugin ordered right
-    after the point, with the lowest rank, lands exactly where the point was
-    reached, without moving anyone else.
+    Points have no position of their own: the resolver reaches a point as soon
+    as everything ordered before it is placed, and records how many plugins
+    precede it then.
     """
     chain_plan = _plan_of(plan)
     spec = chain_plan.registry.slots.get(slot)
@@ -423,25 +419,7 @@ def slot_members(plan: Any, slot: str) -> list[str]:
 
 
 def _point_index(chain_plan: ChainPlan, point: str) -> int:
-    from antler.chain.resolver import resolve
-    from antler.plugin_api.spec import Ordering, PluginSpec
-
-    probe = PluginSpec(name=_PROBE, factory="antler.testing:slot_members",
-                       chains=[chain_plan.chain],
-                       order=Ordering(after=[point]), rank=-(10**12))
-    registry = chain_plan.registry
-    resolution = resolve(
-        [*chain_plan.resolution.specs(), probe], chain=chain_plan.chain,
-        absent={name: ex.reason for name, ex in chain_plan.excluded.items()},
-        points=registry.points.values(), slots=registry.slots.values(),
-        default_slot=registry.default_slot,
-    )
-    order = list(resolution.order)
-    index = order.index(_PROBE)
-    order.remove(_PROBE)
-    if order != chain_plan.order:  # pragma: no cover - would be a resolver bug
-        raise AssertionError(f"probing {point} moved plugins: {order} != {chain_plan.order}")
-    return index
+    return chain_plan.resolution.point_positions[point]
 
 
 def assert_in_slot(plan: Any, name: str, slot: str) -> None:

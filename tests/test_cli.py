@@ -77,11 +77,13 @@ plugins:
     order: {after: [fx_b]}
 """
 
-SHOW_KEYS = {"chain", "config", "runtime", "plugins", "points", "excluded", "fusion", "warnings"}
+SHOW_KEYS = {"chain", "config", "runtime", "plugins", "points", "excluded", "fusion", "warnings",
+             "ordering_warnings"}
 SHOW_PLUGIN_KEYS = {"position", "name", "summary", "hooks", "hooks_from", "source",
                     "declared_at", "placed_by", "constraints"}
 EXPLAIN_KEYS = {"name", "chain", "summary", "source", "declared_at", "in_chain", "position",
-                "chain_length", "hooks", "neighbours", "constraints", "ignored", "tie_break",
+                "chain_length", "hooks", "neighbours", "constraints", "through_absent", "warnings",
+                "tie_break",
                 "excluded", "text"}
 LIST_KEYS = {"name", "summary", "distribution", "version", "entry_point", "declared_at",
              "status", "cause", "enabled", "when", "chains"}
@@ -288,7 +290,8 @@ def test_explain_prints_the_constraints_that_placed_a_plugin(manifest: Path) -> 
     assert out.startswith("fx_audit is at position 2 of 3 in the lead chain")
     assert "neighbours: fx_guard -> fx_audit -> fx_recap" in out
     assert f"fx_audit declares after: fx_guard [{manifest}:9]" in out
-    assert "ignored: outer_of: fx_todo (fx_todo is not in the lead chain" in out
+    assert "fx_todo is not in the chain (runtime condition plan_mode is False, needs True), " \
+           "the order still holds through it" in out
     assert "hooks: before_model, after_model" in out
 
 
@@ -330,7 +333,7 @@ def test_graph_mermaid(manifest: Path) -> None:
     assert 'pl_fx_audit["2. fx_audit"]' in out
     assert 'pl_fx_audit -->|"after"| pl_fx_guard' in out
     assert 'pl_fx_audit -->|"outer_of"| pl_fx_todo' in out
-    assert 'pl_fx_recap -->|"after (default slot extensions)"| pt_custom_end' in out
+    assert 'pl_fx_recap -->|"after (slot bound extensions)"| pt_custom_end' in out
     assert 'pt_tail_start -->|"after"| pt_custom_end' in out
 
 
@@ -344,11 +347,11 @@ def test_graph_dot_and_json(manifest: Path, tmp_path: Path) -> None:
     assert target.read_text(encoding="utf-8") == out
     graph = run_json("--manifest", manifest, "chain", "graph")
     assert set(graph) == {"chain", "nodes", "edges"}
-    assert [n["id"] for n in graph["nodes"]] == ["fx_guard", "fx_audit", "@guards_end",
+    assert [n["id"] for n in graph["nodes"]] == ["@base_end", "fx_guard", "fx_audit", "@guards_end",
                                                  "@custom_end", "fx_recap", "@tail_start"]
     assert all(set(e) == {"from", "to", "kind", "slot", "side", "declared_at"}
                for e in graph["edges"])
-    assert {"from": "fx_recap", "to": "@tail_start", "kind": "default slot",
+    assert {"from": "fx_recap", "to": "@tail_start", "kind": "slot bound",
             "slot": "extensions", "side": "before"}.items() <= next(
         e for e in graph["edges"] if e["from"] == "fx_recap" and e["side"] == "before").items()
 

@@ -666,3 +666,191 @@ def test_a_point_ordered_against_itself_is_refused():
 
     with pytest.raises(ResolutionError, match="itself"):
         resolve([], points=[PointSpec(name="p", after=["@p"])])
+
+
+def test_a_cycle_beside_an_adjacency_pair_is_reported_as_itself():
+    # The pair a|b is valid. The search used to follow a -> b and back along the
+    # pair, and blamed `a immediately_before b` for the x <-> y cycle.
+    body = (entry("a", "{immediately_before: b, after: [x]}") + entry("b")
+            + entry("x", "{before: [y]}") + entry("y", "{before: [x]}"))
+    with pytest.raises(CycleError) as info:
+        run(body)
+    assert info.value.cycle == ["x", "y"]
+    assert "immediately_before" not in str(info.value)
+    assert info.value.plugins == ("x", "y")
+
+
+# -- partial constraints stay in their slot --------------------------------------------------
+
+# The platform layout plus two built-in guards and a tail plugin with a before_agent hook.
+GUARDS_AND_TAIL = (
+    entry("title", '{after: [memory_like], before: ["@guards_end"]}')
+    + entry("memory_like", '{before: ["@guards_end"]}')
+    + entry("provenance", '{after: ["@tail_start"], hook_order: {before_agent: last}}',
+            "hooks: [before_agent]")
+)
+
+
+def third_party(order: str, extra: str = "hooks: [before_agent]") -> str:
+    rank = "" if "rank:" in extra else "rank: 100000\n  "
+    return entry("acme", order, f"{rank}{extra}")
+
+
+def test_after_alone_keeps_a_plugin_in_its_slot_before_the_tail():
+    # Ranked low, acme would sit right after title, among the guards; `after: [title]`
+    # does not say so, so the default slot holds it on both sides.
+    res = run(GUARDS_AND_TAIL + third_party("{after: [title]}", "hooks: [before_agent]\n"
+                                            "  rank: -1"), points=True)
+    assert res.order == ["memory_like", "title", "acme", "provenance"]
+    assert res.point_positions["@custom_end"] == 2
+    reasons = res.placements["acme"].reasons()
+    assert any(r.startswith("acme slot bound: extensions (before @tail_start)") for r in reasons)
+    assert any(r.startswith("acme slot bound: extensions (after @custom_end)") for r in reasons)
+
+
+def test_before_alone_keeps_a_plugin_after_the_slot_start():
+    res = run(GUARDS_AND_TAIL + third_party("{before: [provenance]}"), points=True)
+    assert res.point_positions["@custom_end"] <= res.order.index("acme")
+    assert any(r.startswith("acme slot bound: extensions (after @custom_end)")
+               for r in res.placements["acme"].reasons())
+
+
+@pytest.mark.parametrize(("order", "region"), [
+    ('{after: ["@tail_start"]}', "tail"),
+    ("{after: [provenance]}", "tail"),
+    ('{before: ["@guards_end"]}', "guards"),
+    ("{before: [memory_like]}", "guards"),
+])
+def test_a_plugin_lands_among_the_guards_or_in_the_tail_only_when_it_says_so(order, region):
+    res = run(GUARDS_AND_TAIL + third_party(order, "hooks: [after_model]"), points=True)
+    at = res.order.index("acme")
+    if region == "tail":
+        assert at >= res.point_positions["@tail_start"]
+    else:
+        assert at < res.point_positions["@guards_end"]
+    # Its own constraint already puts it past the slot: no bound on the open side.
+    assert not any(c.kind == "slot bound" for c in res.placements["acme"].constraints)
+
+
+def test_an_explicit_slot_bounds_both_sides_even_with_a_partial_constraint():
+    res = run(GUARDS_AND_TAIL + third_party("{slot: custom, after: [title]}"), points=True)
+    assert res.point_positions["@guards_end"] <= res.order.index("acme") \
+        < res.point_positions["@custom_end"] + 1
+    assert any(r.startswith("acme declares slot: custom (before @custom_end)")
+               for r in res.placements["acme"].reasons())
+
+
+def test_an_off_neighbour_does_not_drop_a_partial_plugin_among_the_guards():
+    # On a chain without title, `after: [title]` still goes through title's place.
+    m, _ = manifest(GUARDS_AND_TAIL + third_party("{after: [title]}"), points=True)
+    title, memory_like, provenance, acme = m.plugins
+    res = resolve([memory_like, provenance, acme], chain="subagent",
+                  absent={"title": Absent(title, "does not join the subagent chain")},
+                  points=m.points, slots=m.slots, default_slot=m.default_slot)
+    assert res.order == ["memory_like", "acme", "provenance"]
+    assert any("title is not in the chain" in r for r in res.placements["acme"].reasons())
+
+
+# -- hook-level invariants ------------------------------------------------------------------
+
+
+def test_a_hook_invariant_places_the_plugin_after_every_hook_of_that_kind():
+    # acme asks to come after provenance's point and has a before_agent hook; the
+    # invariant puts provenance after it (and after the undeclared-hooks plugin too).
+    body = (GUARDS_AND_TAIL + third_party('{after: ["@tail_start"]}', "hooks: [before_agent]")
+            + entry("free", '{after: ["@tail_start"]}', "rank: 0")
+            + entry("quiet", '{after: ["@tail_start"]}', "rank: 200000\n  hooks: [after_model]"))
+    res = run(body, points=True)
+    # By rank provenance (2) would precede acme (100000); quiet has no before_agent, so
+    # its rank alone puts it last.
+    assert res.order == ["memory_like", "title", "free", "acme", "provenance", "quiet"]
+    reasons = res.placements["acme"].reasons()
+    assert any(r.startswith("provenance declares hook_order before_agent: last: acme (its "
+                            "before_agent runs after every other before_agent hook)")
+               for r in reasons)
+    assert not any("hook_order" in r for r in res.placements["quiet"].reasons())
+
+
+@pytest.mark.parametrize(("hook", "rank", "first"), [
+    ("before_agent", "last", False), ("before_agent", "first", True),
+    ("after_model", "last", True), ("after_agent", "first", False),
+    ("wrap_model_call", "first", True),
+])
+def test_hook_invariants_follow_the_hooks_dispatch_order(hook, rank, first):
+    body = (entry("other", extra=f"hooks: [{hook}]\n  rank: {0 if first else 9}")
+            + entry("me", f"{{hook_order: {{{hook}: {rank}}}}}",
+                    f"hooks: [{hook}]\n  rank: {9 if first else 0}"))
+    order = run(body).order
+    assert order == (["me", "other"] if first else ["other", "me"])
+
+
+def test_a_plugin_that_breaks_a_hook_invariant_gets_a_cycle_naming_the_invariant():
+    res_body = GUARDS_AND_TAIL + third_party("{after: [provenance]}")
+    message, text = raises(CycleError, res_body, points=True)
+    assert "provenance declares hook_order before_agent: last: acme (its before_agent runs " \
+           "after every other before_agent hook)" in message
+    assert f"acme declares after: provenance [{line_of(text, 'acme')}]" in message
+
+
+# -- warnings -------------------------------------------------------------------------------
+
+
+def test_hook_intent_against_a_plugin_without_that_hook_is_a_warning():
+    body = (entry("title", extra="hooks: [after_model]")
+            + entry("acme", "{outer_of: [title], after_model_before: [gate]}",
+                    "hooks: [wrap_tool_call, after_model]")
+            + entry("gate", extra="hooks: [wrap_tool_call]")
+            + entry("fine", "{outer_of: [gate]}", "hooks: [wrap_tool_call]"))
+    res = run(body)
+    assert res.order == ["fine", "gate", "acme", "title"]  # warned, yet still ordered
+    warnings = res.placements["acme"].warnings
+    assert len(warnings) == 2
+    assert warnings[0].startswith("acme declares outer_of: title [m.yaml:")
+    assert "but title has no wrap_tool_call hook (its hooks: after_model)" in warnings[0]
+    assert "but gate has no after_model hook (its hooks: wrap_tool_call)" in warnings[1]
+    assert res.warnings == warnings
+    assert res.placements["fine"].warnings == []
+    assert f"warning: {warnings[0]}" in res.placements["acme"].reasons()
+
+
+# -- every error names the plugins at fault ---------------------------------------------------
+
+
+@pytest.mark.parametrize(("error", "body", "kwargs", "plugins"), [
+    (UnknownReferenceError, entry("x", "{after: [nope]}"), {}, ("x",)),
+    (UnknownReferenceError, entry("x", '{before: ["@nope"]}'), {"points": True}, ("x",)),
+    (UnknownReferenceError, entry("x", "{slot: nope}"), {"points": True}, ("x",)),
+    (UnknownReferenceError, entry("x", '{requires: ["@guards_end"]}'), {"points": True},
+     ("x",)),
+    (UnmetRequirementError, entry("x", "{requires: [gone]}"), {"absent": {"gone": "off"}},
+     ("x",)),
+    (ResolutionError, entry("x", "{after: [x]}"), {}, ("x",)),
+    (AdjacencyConflictError, entry("x", '{immediately_after: "@guards_end"}'),
+     {"points": True}, ("x",)),
+    (AdjacencyConflictError, entry("t") + entry("a", "{immediately_after: t}")
+     + entry("b", "{immediately_after: t}"), {}, ("a", "b")),
+    (AdjacencyConflictError, entry("a", "{immediately_before: b}")
+     + entry("b", "{immediately_before: a}"), {}, ("a", "b")),
+    (AdjacencyConflictError, entry("a", "{immediately_before: b}") + entry("b", "{before: [a]}"),
+     {}, ("b", "a")),
+    (AdjacencyConflictError, entry("a", "{position: first}")
+     + entry("b", "{immediately_before: a}"), {}, ("a", "b")),
+    (PositionConflictError, entry("a", "{position: last}") + entry("b", "{position: last}"), {},
+     ("a", "b")),
+    (PositionConflictError, entry("a", "{position: first, after: [b]}") + entry("b"), {},
+     ("a",)),
+    (PositionConflictError, entry("a", "{position: last}") + entry("b", "{after: [a]}"), {},
+     ("a", "b")),
+    (CycleError, entry("a", "{before: [b]}") + entry("b", "{before: [a]}"), {}, ("a", "b")),
+])
+def test_every_resolution_error_names_the_plugins_at_fault(error, body, kwargs, plugins):
+    with pytest.raises(error) as info:
+        run(body, **kwargs)
+    assert info.value.plugins == plugins
+
+
+def test_duplicate_names_blame_the_plugin():
+    m, _ = manifest(entry("a"))
+    with pytest.raises(ResolutionError) as info:
+        resolve([m.plugins[0], m.plugins[0].model_copy()])
+    assert info.value.plugins == ("a",)

@@ -22,7 +22,7 @@ from antler.chain.resolver import resolve
 from antler.errors import CycleError
 from antler.plugin_api.context import RuntimeOptions
 from antler.plugin_api.manifest import Manifest
-from antler.plugin_api.spec import Ordering, PluginSpec, PointSpec
+from antler.plugin_api.spec import Ordering, PluginSpec, PointSpec, SlotSpec
 from tests.fixtures import (
     CUSTOM,
     CUSTOM_NAME,
@@ -196,6 +196,96 @@ def test_cycles_are_reported_as_a_real_cycle_of_declared_edges(graph):
     assert " -> ".join([*cycle, cycle[0]]) in message
     for a, b in zip(cycle, cycle[1:] + cycle[:1], strict=True):
         assert f"  {a} -> {b}: " in message
+
+
+@dataclass
+class Absent:
+    spec: PluginSpec
+    reason: str = "off"
+
+
+def closure(edges: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Every (earlier, later) pair the edges imply, transitively."""
+    succ: dict[str, set[str]] = {}
+    for a, b in edges:
+        succ.setdefault(a, set()).add(b)
+    pairs = set()
+    for start in succ:
+        stack, seen = [start], set()
+        while stack:
+            for nxt in succ.get(stack.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        pairs |= {(start, n) for n in seen}
+    return pairs
+
+
+@examples(200)
+@given(graph=graphs(), data=st.data())
+def test_absent_plugins_keep_every_order_they_carry(graph, data):
+    off = data.draw(st.sets(st.sampled_from([s.name for s in graph.specs])))
+    present = [s for s in graph.specs if s.name not in off]
+    absent = {s.name: Absent(s) for s in graph.specs if s.name in off}
+    points = [graph.point] if graph.point else []
+    order = resolve(present, absent=absent, points=points).order
+    index = {name: i for i, name in enumerate(order)}
+    assert sorted(order) == sorted(s.name for s in present)
+    for a, b in closure(graph.edges):
+        if a in index and b in index:
+            assert index[a] < index[b], f"{a} must precede {b} through {sorted(off)}: {order}"
+    for a, b in graph.glued:
+        if a in index and b in index:
+            assert index[b] == index[a] + 1
+
+
+# A small platform: guards g0 < g1 < g2 before @guards_end, tail plugins t0 < t1 after
+# @tail_start, and the custom and extensions slots between them.
+PLATFORM_POINTS = [PointSpec(name="guards_end"), PointSpec(name="custom_end",
+                                                           after=["@guards_end"]),
+                   PointSpec(name="tail_start", after=["@custom_end"])]
+PLATFORM_SLOTS = [SlotSpec(name="custom", start="@guards_end", end="@custom_end"),
+                  SlotSpec(name="extensions", start="@custom_end", end="@tail_start")]
+GUARDS = [PluginSpec(name=f"g{i}", factory="m:f", rank=i, order=Ordering(
+    after=[f"g{i - 1}"] if i else [], position="first" if i == 0 else None,
+    before=["@guards_end"])) for i in range(3)]
+TAIL = [PluginSpec(name=f"t{i}", factory="m:f", rank=10 + i, order=Ordering(
+    after=[f"t{i - 1}" if i else "@tail_start"])) for i in range(2)]
+
+
+@st.composite
+def partial_plugins(draw) -> list[PluginSpec]:
+    """Third-party plugins with one-sided constraints on guards, tail plugins or each other."""
+    count = draw(st.integers(1, 5))
+    names = [f"x{i}" for i in range(count)]
+    specs = []
+    for i, name in enumerate(names):
+        kind = draw(st.sampled_from(["after", "before", "outer_of", "after_model_after",
+                                     "inner_of", "none"]))
+        earlier = [g.name for g in GUARDS] + names[:i]
+        later = [t.name for t in TAIL] + names[i + 1:]
+        fields: dict = {}
+        if kind in ("after", "inner_of"):
+            fields[kind] = [draw(st.sampled_from(earlier))]
+        elif kind in ("before", "outer_of", "after_model_after"):
+            fields[kind] = [draw(st.sampled_from(later))]
+        specs.append(PluginSpec(name=name, factory="m:f", order=Ordering(**fields),
+                                rank=draw(st.integers(-5, 100))))
+    return specs
+
+
+@examples(200)
+@given(extra=partial_plugins(), data=st.data())
+def test_partial_constraints_keep_a_plugin_in_its_slot(extra, data):
+    known = [*GUARDS, *TAIL, *extra]
+    off = data.draw(st.sets(st.sampled_from([s.name for s in known if s.name != "g0"])))
+    present = [s for s in known if s.name not in off]
+    res = resolve(present, absent={s.name: Absent(s) for s in known if s.name in off},
+                  points=PLATFORM_POINTS, slots=PLATFORM_SLOTS, default_slot="extensions")
+    start, end = res.point_positions["@custom_end"], res.point_positions["@tail_start"]
+    for spec in extra:
+        if spec.name in res.placements:
+            assert start <= res.order.index(spec.name) < end, (spec.name, res.order)
 
 
 # -- the DeerFlow fixture under shuffled ranks --------------------------------------------------

@@ -198,8 +198,8 @@ def test_unconstrained_plugin_lands_in_the_extension_slot(acme_site, antler_disc
     assert_before(plan, "early_guard", "custom_0_custom_probe")
     assert_before(plan, "custom_0_custom_probe", "acme")  # after @custom_end
     assert_before(plan, "acme", "tail_guard")  # before @tail_start
-    assert "default slot: extensions (after @custom_end)" in plan.explain("acme")
-    assert "default slot: extensions (before @tail_start)" in plan.explain("acme")
+    assert "acme slot bound: extensions (after @custom_end)" in plan.explain("acme")
+    assert "acme slot bound: extensions (before @tail_start)" in plan.explain("acme")
     assert ("declared at acme_antler/plugin-manifest.yaml:4 (distribution acme-antler 1.0, "
             "entry point 'acme')") in plan.explain("acme")
     assert "acme_antler.middleware" not in sys.modules  # planning imports nothing

@@ -171,7 +171,10 @@ class Placement:
     spec: PluginSpec
     evidence: _Evidence | None = field(default=None, repr=False)
     warnings: list[str] = field(default_factory=list)
-    tie_break: str = ""
+
+    @property
+    def tie_break(self) -> str:
+        return f"tie-break among ready plugins: rank {self.spec.rank}, then name"
 
     @property
     def constraints(self) -> list[Constraint]:
@@ -194,8 +197,7 @@ class Placement:
                          "still holds through it")
             lines.append(text)
         lines += [f"warning: {text}" for text in self.warnings]
-        if self.tie_break:
-            lines.append(self.tie_break)
+        lines.append(self.tie_break)
         return lines
 
 
@@ -290,8 +292,12 @@ class _Resolver:
         self.requires: list[Constraint] = []
         self.positions: list[Constraint] = []
         self.warnings: dict[str, list[str]] = {}
-        self.open_starts: list[tuple[str, Provenance]] = []
-        self.open_ends: list[tuple[str, Provenance]] = []
+        self.hook_intents: list[str] = []
+        """Participants with hook-level fields (outer_of, ...), checked for warnings."""
+        self.hook_ranked: list[str] = []
+        """Participants declaring `hook_order` invariants."""
+        self.unslotted: list[tuple[str, Provenance]] = []
+        """Plugins bounded by the default slot, where their constraints leave room."""
         self.point_positions: dict[str, int] = {}
 
     # -- graph construction -------------------------------------------------
@@ -324,9 +330,8 @@ class _Resolver:
         placements = {}
         for index, name in enumerate(order, start=1):
             spec = self.specs[name]
-            placements[name] = Placement(
-                name, index, spec, evidence, self.warnings.get(name, []),
-                f"tie-break among ready plugins: rank {spec.rank}, then name")
+            placements[name] = Placement(name, index, spec, evidence,
+                                         self.warnings.get(name, []))
         warnings = [text for name in sorted(self.warnings) for text in self.warnings[name]]
         return Resolution(self.chain, order, placements, self.point_positions, warnings,
                           evidence)
@@ -364,6 +369,11 @@ class _Resolver:
                 # the adjacency still orders, like after/before.
                 (self.glue if present and target in specs else self.edges).append(pair)
         if present:
+            if fields["outer_of"] or fields["inner_of"] or fields["after_model_before"] \
+                    or fields["after_model_after"]:
+                self.hook_intents.append(name)
+            if fields["hook_order"]:
+                self.hook_ranked.append(name)
             if fields["requires"]:
                 self._requirements(name, order, prov)
             if fields["position"]:
@@ -391,7 +401,7 @@ class _Resolver:
         """Bound `name` by its slot: both sides for `slot:`, open sides for the default.
 
         Default-slot bounds are only noted here: `_default_slot_bounds` adds them once
-        every other edge is known.
+        every declared edge is known.
         """
         if order.slot is not None:
             slot_name = order.slot
@@ -414,49 +424,46 @@ class _Resolver:
             self.edges.append((name, slot.end, Constraint(name, "slot", slot.end, prov, True,
                                                           slot.name)))
             return
-        if not order.constrains_start():
-            self.open_starts.append((name, prov))
-        if not order.constrains_end():
-            self.open_ends.append((name, prov))
+        self.unslotted.append((name, prov))
 
     def _default_slot_bounds(self, blocks: list[list[str]], block_of: dict[str, int],
                              succ: list[list[int]], indeg: list[int]) -> None:
-        """Bound every open side by the default slot, unless the plugin's place is past it.
+        """Bound each plugin without `slot:` by the default slot, where that says something.
 
-        A plugin that leaves its end open stays before the slot's end point, unless
-        the other edges already put it after that point (`after: ["@tail_start"]`
-        asks for the tail explicitly); likewise for an open start and the slot's
-        start point. Works on the block graph the sort is about to use.
+        A side is left unbounded when the plugin's constraints already place it beyond
+        that boundary (`before: ["@guards_end"]` is among the guards, `after:
+        ["@tail_start"]` in the tail: both explicit), or already inside it (the bound
+        would be redundant). Works on the block graph the sort is about to use; edges
+        are those declared, so a bound never decides whether another bound applies.
         """
         slot = self.slots[self.default_slot]  # type: ignore[index]  # checked when noted
         start, end = block_of[slot.start], block_of[slot.end]
-        past_end = _reachable(end, succ) if self.open_ends else set()
-        before_start: set[int] = set()
-        if self.open_starts:
-            pred: list[list[int]] = [[] for _ in blocks]
-            for a, targets in enumerate(succ):
-                for b in targets:
-                    pred[b].append(a)
-            before_start = _reachable(start, pred)
+        pred: list[list[int]] = [[] for _ in blocks]
+        for a, targets in enumerate(succ):
+            for b in targets:
+                pred[b].append(a)
+        # Outside the slot, or inside it already, on each side.
+        start_settled = _reachable(start, pred) | _reachable(start, succ)
+        end_settled = _reachable(end, succ) | _reachable(end, pred)
         edges = self.edges
-        for name, prov in self.open_starts:
-            if block_of[name] not in before_start:
+        for name, prov in self.unslotted:
+            block = block_of[name]
+            if block not in start_settled:
                 edges.append((slot.start, name, Constraint(
                     name, SLOT_BOUND, slot.start, prov, False, slot.name)))
-                succ[start].append(block_of[name])
-                indeg[block_of[name]] += 1
-        for name, prov in self.open_ends:
-            if block_of[name] not in past_end:
+                succ[start].append(block)
+                indeg[block] += 1
+            if block not in end_settled:
                 edges.append((name, slot.end, Constraint(
                     name, SLOT_BOUND, slot.end, prov, True, slot.name)))
-                succ[block_of[name]].append(end)
+                succ[block].append(end)
                 indeg[end] += 1
 
     def _hook_invariants(self, orderings: dict[str, Ordering]) -> None:
         """`hook_order: {HOOK: first|last}`: edges to every participant with that hook."""
-        for name, order in orderings.items():
+        for name in self.hook_ranked:
             prov = self.specs[name].provenance
-            for hook, rank in order.hook_order.items():
+            for hook, rank in orderings[name].hook_order.items():
                 # Running last means coming last in the list, except for the hooks that
                 # run in reverse list order.
                 owner_first = (rank == "first") != (hook in _REVERSED_HOOKS)
@@ -470,25 +477,22 @@ class _Resolver:
 
     def _hook_intent_warnings(self, orderings: dict[str, Ordering]) -> None:
         """Warn when a hook-level field names a plugin without the hook it is about."""
-        for name, order in orderings.items():
-            if not (order.outer_of or order.inner_of or order.after_model_before
-                    or order.after_model_after):
-                continue
-            own = self.specs[name].hooks
-            wraps = [h for h in _WRAP_HOOKS if own is None or h in own] or list(_WRAP_HOOKS)
-            checks = [(kind, wraps) for kind in ("outer_of", "inner_of")]
-            checks += [(kind, ["after_model"]) for kind in ("after_model_before",
-                                                           "after_model_after")]
-            for kind, wanted in checks:
+        for name in self.hook_intents:
+            order = orderings[name]
+            for kind in ("outer_of", "inner_of", "after_model_before", "after_model_after"):
                 for target in getattr(order, kind):
                     spec = self.specs.get(target) or self.absent_specs.get(target)
-                    if spec is None or spec.hooks is None or set(wanted) & set(spec.hooks):
+                    if spec is None or spec.hooks is None:
+                        continue  # a point, or hooks undeclared: it may have any hook
+                    wanted = ["after_model"] if kind.startswith("after_model") else [
+                        h for h in _WRAP_HOOKS if h in (self.specs[name].hooks or _WRAP_HOOKS)]
+                    if set(wanted or _WRAP_HOOKS) & set(spec.hooks):
                         continue
                     self._warn(name, (
                         f"{name} declares {kind}: {target} [{self.specs[name].provenance}], "
-                        f"but {target} has no {' or '.join(wanted)} hook (its hooks: "
-                        f"{', '.join(spec.hooks) or 'none'}), so the constraint orders the "
-                        "list only; use after/before if that is what you mean"))
+                        f"but {target} has no {' or '.join(wanted or _WRAP_HOOKS)} hook (its "
+                        f"hooks: {', '.join(spec.hooks) or 'none'}), so the constraint orders "
+                        "the list only; use after/before if that is what you mean"))
 
     def _warn(self, name: str, text: str) -> None:
         self.warnings.setdefault(name, []).append(text)
@@ -570,8 +574,8 @@ class _Resolver:
             for member in block:
                 block_of[member] = len(blocks)
             blocks.append(block)
-        stranded = [node for node in self._nodes(canonical=True) if node not in block_of]
-        if stranded:
+        if len(block_of) < len(nodes):
+            stranded = [node for node in self._nodes(canonical=True) if node not in block_of]
             ring = " -> ".join([*stranded, stranded[0]])
             details = "; ".join(prv[n][1].describe() for n in stranded)
             raise AdjacencyConflictError(f"adjacency constraints form a ring: {ring}: {details}",
@@ -598,7 +602,7 @@ class _Resolver:
                 continue
             succ[ba].append(bb)
             indeg[bb] += 1
-        if self.open_starts or self.open_ends:
+        if self.unslotted:
             self._default_slot_bounds(blocks, block_of, succ, indeg)
         first_block = last_block = None
         if first is not None:

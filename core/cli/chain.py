@@ -31,6 +31,7 @@ from .session import (
 
 if TYPE_CHECKING:
     from antler.chain import ChainPlan, Exclusion
+    from antler.chain.resolver import Placement
     from antler.chain.config import OperatorConfig
     from antler.plugin_api.registry import PluginRegistry
     from antler.plugin_api.spec import PluginSpec
@@ -122,26 +123,44 @@ def load_diagnostics(registry: PluginRegistry, config: OperatorConfig) -> list[d
             for d in registry.diagnostics]
 
 
-def _placed_by(name: str, graph: ChainGraph, position: str | None = None) -> str:
-    """The plugin's own declarations, compactly: 'position first; after a, b; slot ...'."""
-    groups: dict[str, list[str]] = {"position": [position]} if position else {}
-    for edge in graph.edges:
-        if edge.source != name:
+def _placed_by(placement: Placement) -> str:
+    """The plugin's own declarations, compactly: 'position first; after a, b; slot ...'.
+
+    A target outside the chain is marked '(absent)': the order still holds through
+    it. Default-slot bounds read 'slot bound: extensions (before @tail_start)'.
+    """
+    from antler.chain.resolver import SLOT_BOUND
+
+    groups: dict[str, list[str]] = {}
+    absent = placement.through_absent
+    for c in placement.constraints:
+        if c.owner != placement.name:
             continue
-        if edge.slot:
-            groups.setdefault(edge.kind, [])
-            if edge.slot not in groups[edge.kind]:
-                groups[edge.kind].append(edge.slot)
+        if c.slot is not None:
+            key = f"slot bound: {c.slot}" if c.kind == SLOT_BOUND else f"slot {c.slot}"
+            text = f"{c.side} {c.target}" if c.kind == SLOT_BOUND else ""
+        elif c.kind.startswith("hook_order "):
+            key, text = "hook_order", c.kind.removeprefix("hook_order ")
         else:
-            groups.setdefault(edge.kind, []).append(edge.target)
+            key, text = c.kind, c.target + (" (absent)" if c.target in absent else "")
+        texts = groups.setdefault(key, [])
+        if text and text not in texts:
+            texts.append(text)
     rank = {kind: i for i, kind in enumerate(_PLACED_BY_ORDER)}
-    ordered = sorted(groups.items(), key=lambda item: rank.get(item[0], len(rank)))
-    return "; ".join(f"{kind} {', '.join(targets)}" for kind, targets in ordered)
+    ordered = sorted(groups.items(), key=lambda item: rank.get(item[0].split(" ")[0],
+                                                               len(rank)))
+    return "; ".join(_placed_by_group(key, texts) for key, texts in ordered)
+
+
+def _placed_by_group(key: str, texts: list[str]) -> str:
+    if key.startswith("slot bound"):
+        return f"{key} ({', '.join(texts)})"
+    return f"{key} {', '.join(texts)}" if texts else key
 
 
 _PLACED_BY_ORDER = ("position", "after", "before", "immediately_after", "immediately_before",
-                    "outer_of", "inner_of", "after_model_before", "after_model_after", "slot",
-                    "default slot", "requires")
+                    "outer_of", "inner_of", "after_model_before", "after_model_after",
+                    "hook_order", "slot", "requires")
 
 
 def show_report(plan: ChainPlan, graph: ChainGraph) -> dict[str, Any]:
@@ -155,8 +174,7 @@ def show_report(plan: ChainPlan, graph: ChainGraph) -> dict[str, Any]:
             "hooks": hooks, "hooks_from": hooks_from,
             "source": plugin_source(placement.spec, registry),
             "declared_at": str(placement.spec.provenance),
-            "placed_by": _placed_by(name, graph,
-                                    placement.spec.ordering_for(plan.chain).position),
+            "placed_by": _placed_by(placement),
             "constraints": [{"owner": c.owner, "kind": c.kind, "target": c.target,
                              "declared_at": str(c.provenance)} for c in placement.constraints],
         })
@@ -180,6 +198,7 @@ def show_report(plan: ChainPlan, graph: ChainGraph) -> dict[str, Any]:
         "excluded": excluded,
         "fusion": _fusion(plan),
         "warnings": load_diagnostics(registry, plan.config),
+        "ordering_warnings": list(plan.resolution.warnings),
     }
 
 
@@ -233,6 +252,8 @@ def show(session: Session, chain_name: str, config_path: str | None, runtime: di
                 of disabled, off_by_default, runtime_condition, load_failed,
                 not_in_chain, other
       warnings  [{distribution, entry_point, plugin, cause, message, required}]
+      ordering_warnings  [text]: declarations that hold but probably do not
+                mean what they say (outer_of a plugin with no wrap hook, ...)
     """
     from .graph import chain_graph
 
@@ -291,6 +312,8 @@ def _print_show(report: dict[str, Any], runtime: dict[str, Any]) -> None:
     out.print()
     out.print(Text(report["fusion"]["text"], style="dim"))
     _print_warnings(report["warnings"])
+    for text in report["ordering_warnings"]:
+        warn(text)
 
 
 def _print_warnings(warnings: list[dict[str, Any]]) -> None:
@@ -314,8 +337,9 @@ def explain(session: Session, name: str, chain_name: str, config_path: str | Non
     """Why NAME is where it is in the chain, or why it is not in it.
 
     Prints the constraints that placed the plugin (declared by it or by
-    others, with where each was declared), the constraints ignored because
-    their target is not in the chain, and the tie-break. An unknown NAME is a
+    others, with where each was declared, and whether one goes through a
+    plugin that is not in the chain), warnings about its declarations, and
+    the tie-break. An unknown NAME is a
     usage error (exit code 2) with the nearest known name.
 
     \b
@@ -327,7 +351,9 @@ def explain(session: Session, name: str, chain_name: str, config_path: str | Non
       hooks         list, or null if unknown
       neighbours    [the plugin before, NAME, the plugin after]
       constraints   [{owner, kind, target, declared_at, text}]
-      ignored       [text]
+      through_absent  {plugin: why it is not in the chain}, for constraints
+                    that go through a plugin outside the chain
+      warnings      [text]
       tie_break     text, or null
       excluded      {kind, reason, hint}, or null when in the chain
       text          the human-readable explanation
@@ -363,7 +389,8 @@ def explain_report(plan: ChainPlan, name: str) -> dict[str, Any]:
         "source": plugin_source(spec, plan.registry), "declared_at": str(spec.provenance),
         "in_chain": placement is not None, "position": None,
         "chain_length": len(plan.order), "hooks": None, "neighbours": [], "constraints": [],
-        "ignored": [], "tie_break": None, "excluded": None, "text": plan.explain(name),
+        "through_absent": {}, "warnings": [], "tie_break": None, "excluded": None,
+        "text": plan.explain(name),
     }
     if placement is None:
         row = exclusion(plan.excluded[name], plan)
@@ -376,7 +403,8 @@ def explain_report(plan: ChainPlan, name: str) -> dict[str, Any]:
         constraints=[{"owner": c.owner, "kind": c.kind, "target": c.target,
                       "declared_at": str(c.provenance), "text": c.describe()}
                      for c in placement.constraints],
-        ignored=list(placement.ignored), tie_break=placement.tie_break or None,
+        through_absent=placement.through_absent, warnings=list(placement.warnings),
+        tie_break=placement.tie_break or None,
     )
     return report
 

@@ -141,16 +141,6 @@ class Ordering(BaseModel):
     def is_empty(self) -> bool:
         return not any(getattr(self, field) for field in type(self).model_fields)
 
-    def constrains_start(self) -> bool:
-        """Whether the plugin itself says what comes before it in the list."""
-        return bool(self.after or self.inner_of or self.after_model_before
-                    or self.immediately_after or self.position == "first")
-
-    def constrains_end(self) -> bool:
-        """Whether the plugin itself says what comes after it in the list."""
-        return bool(self.before or self.outer_of or self.after_model_after
-                    or self.immediately_before or self.position == "last")
-
     def merged(self, override: Ordering) -> Ordering:
         """This ordering with every field that `override` sets replaced."""
         return self.model_copy(
