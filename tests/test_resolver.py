@@ -11,7 +11,6 @@ import itertools
 import random
 import re
 import textwrap
-
 from dataclasses import dataclass
 
 import pytest
@@ -387,7 +386,7 @@ def test_a_zero_width_node_before_the_first_plugin_is_harmless():
 def test_bad_declarations_of_an_absent_plugin_are_warnings_not_errors():
     body = entry("a") + entry("off_one", "{after: [sandbx], immediately_before: a, "
                                          "slot: nowhere}")
-    m, text = manifest(body)
+    m, _ = manifest(body)
     a, off_one = m.plugins
     res = resolve([a], absent={"off_one": Absent(off_one, "disabled by config")})
     assert res.order == ["a"]

@@ -377,7 +377,7 @@ class _Resolver:
             if fields["requires"]:
                 self._requirements(name, order, prov)
             if fields["position"]:
-                self.positions.append(Constraint(name, "position", order.position, prov))
+                self.positions.append(Constraint(name, "position", fields["position"], prov))
         if fields["slot"] is not None or self.default_slot is not None:
             self._slot_bounds(name, order, prov, present)
 
@@ -625,8 +625,8 @@ class _Resolver:
         # they can be; plugins by rank, then name. Heads are unique, so the heap order
         # never depends on push order.
         entries: list[tuple[int, int, str, int]] = []
-        for block_id, block in enumerate(blocks):
-            head = block[0]
+        for block_id, members in enumerate(blocks):
+            head = members[0]
             if block_id == first_block:
                 entries.append((-1, 0, head, block_id))
             elif head in specs:

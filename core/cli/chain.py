@@ -31,8 +31,8 @@ from .session import (
 
 if TYPE_CHECKING:
     from antler.chain import ChainPlan, Exclusion
-    from antler.chain.resolver import Placement
     from antler.chain.config import OperatorConfig
+    from antler.chain.resolver import Placement
     from antler.plugin_api.registry import PluginRegistry
     from antler.plugin_api.spec import PluginSpec
 
