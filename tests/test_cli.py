@@ -556,3 +556,36 @@ def test_show_says_which_hooks_run_inside_the_model_node(tmp_path: Path) -> None
     fusion = run_json("chain", "show", "--config", nodes_only, isolated=False)["fusion"]
     assert not any(node["absorbed"] for node in fusion["nodes"])
     assert fusion["hook_nodes"] == 4
+
+
+PARTIAL = """\
+api_version: 1
+plugins:
+  - name: fx_partial
+    factory: fx_missing.partial:build
+    hooks: [before_agent, wrap_tool_call]
+    order: {after: [title], inner_of: [memory]}
+"""
+
+
+def test_show_and_explain_say_which_slot_bound_placed_a_partial_plugin(write) -> None:
+    path = write("partial.yaml", PARTIAL)
+    show = run_json("--manifest", path, "chain", "show", isolated=False)
+    order = [p["name"] for p in show["plugins"]]
+    row = next(p for p in show["plugins"] if p["name"] == "fx_partial")
+    # after: [title] alone: in the extensions slot, so before the tail's provenance record.
+    assert order.index("memory") < order.index("fx_partial") < order.index("input_provenance")
+    assert row["placed_by"] == ("after title; inner_of memory; slot bound: extensions (after "
+                                "@custom_end, before @tail_start)")
+    assert any("fx_partial declares inner_of: memory" in w and "memory has no wrap_tool_call "
+               "hook (its hooks: after_agent)" in w for w in show["ordering_warnings"])
+    text = run("--manifest", path, "chain", "show", isolated=False).output
+    assert "fx_partial declares inner_of: memory" in text
+    explain = run("--manifest", path, "chain", "explain", "fx_partial", isolated=False).stdout
+    assert "fx_partial slot bound: extensions (after @custom_end)" in explain
+    assert "warning: fx_partial declares inner_of: memory" in explain
+    # On subagents title and memory are absent, yet the plugin keeps its place.
+    sub = run_json("--manifest", path, "chain", "show", "--chain", "subagent", isolated=False)
+    row = next(p for p in sub["plugins"] if p["name"] == "fx_partial")
+    assert row["placed_by"] == ("after title (absent); inner_of memory (absent); slot bound: "
+                                "extensions (after @custom_end, before @tail_start)")
