@@ -853,3 +853,12 @@ def test_duplicate_names_blame_the_plugin():
     with pytest.raises(ResolutionError) as info:
         resolve([m.plugins[0], m.plugins[0].model_copy()])
     assert info.value.plugins == ("a",)
+
+
+@pytest.mark.parametrize("position", ["first", "last"])
+def test_a_position_claim_is_explicit_about_its_side(position):
+    # A third-party plugin that only claims first (last) is not held in the default slot
+    # on that side, on a chain where no built-in claims it.
+    body = GUARDS_AND_TAIL + third_party(f"{{position: {position}}}", "hooks: [after_model]")
+    order = run(body, points=True).order
+    assert order[0 if position == "first" else -1] == "acme"

@@ -296,7 +296,7 @@ class _Resolver:
         """Participants with hook-level fields (outer_of, ...), checked for warnings."""
         self.hook_ranked: list[str] = []
         """Participants declaring `hook_order` invariants."""
-        self.unslotted: list[tuple[str, Provenance]] = []
+        self.unslotted: list[tuple[str, Provenance, str | None]] = []
         """Plugins bounded by the default slot, where their constraints leave room."""
         self.point_positions: dict[str, int] = {}
 
@@ -321,8 +321,7 @@ class _Resolver:
             self._plugin_edges(name, spec, spec.ordering_for(self.chain), present=False)
         self._hook_invariants(orderings)
         self._hook_intent_warnings(orderings)
-        order = self._sort(orderings)
-        return self._resolution(order)
+        return self._resolution(self._sort())
 
     def _resolution(self, order: list[str]) -> Resolution:
         evidence = _Evidence(self.edges, self.glue, self.requires + self.positions,
@@ -398,10 +397,10 @@ class _Resolver:
 
     def _slot_bounds(self, name: str, order: Ordering, prov: Provenance,
                      present: bool) -> None:
-        """Bound `name` by its slot: both sides for `slot:`, open sides for the default.
+        """Bound `name` by its slot: `slot:` on both sides, else the default slot.
 
-        Default-slot bounds are only noted here: `_default_slot_bounds` adds them once
-        every declared edge is known.
+        Default-slot bounds are only noted here: `_default_slot_bounds` adds the ones
+        that say something once every declared edge is known.
         """
         if order.slot is not None:
             slot_name = order.slot
@@ -424,7 +423,7 @@ class _Resolver:
             self.edges.append((name, slot.end, Constraint(name, "slot", slot.end, prov, True,
                                                           slot.name)))
             return
-        self.unslotted.append((name, prov))
+        self.unslotted.append((name, prov, order.position))
 
     def _default_slot_bounds(self, blocks: list[list[str]], block_of: dict[str, int],
                              succ: list[list[int]], indeg: list[int]) -> None:
@@ -432,8 +431,8 @@ class _Resolver:
 
         A side is left unbounded when the plugin's constraints already place it beyond
         that boundary (`before: ["@guards_end"]` is among the guards, `after:
-        ["@tail_start"]` in the tail: both explicit), or already inside it (the bound
-        would be redundant). Works on the block graph the sort is about to use; edges
+        ["@tail_start"]` in the tail, `position: last` after everything: all
+        explicit), or already inside it (the bound would be redundant). Works on the block graph the sort is about to use; edges
         are those declared, so a bound never decides whether another bound applies.
         """
         slot = self.slots[self.default_slot]  # type: ignore[index]  # checked when noted
@@ -446,14 +445,14 @@ class _Resolver:
         start_settled = _reachable(start, pred) | _reachable(start, succ)
         end_settled = _reachable(end, succ) | _reachable(end, pred)
         edges = self.edges
-        for name, prov in self.unslotted:
+        for name, prov, position in self.unslotted:
             block = block_of[name]
-            if block not in start_settled:
+            if block not in start_settled and position != "first":
                 edges.append((slot.start, name, Constraint(
                     name, SLOT_BOUND, slot.start, prov, False, slot.name)))
                 succ[start].append(block)
                 indeg[block] += 1
-            if block not in end_settled:
+            if block not in end_settled and position != "last":
                 edges.append((name, slot.end, Constraint(
                     name, SLOT_BOUND, slot.end, prov, True, slot.name)))
                 succ[block].append(end)
@@ -582,9 +581,9 @@ class _Resolver:
                                          sorted({prv[n][1].owner for n in stranded}))
         return blocks, block_of
 
-    def _sort(self, orderings: dict[str, Ordering]) -> list[str]:
+    def _sort(self) -> list[str]:
         blocks, block_of = self._blocks()
-        first, last = self._positions(orderings)
+        first, last = self._positions()
         index_in_block = {node: i for block in blocks for i, node in enumerate(block)
                           if len(block) > 1}
         # Parallel edges between two blocks stay in `succ`: each counts once in the
@@ -671,8 +670,7 @@ class _Resolver:
             self._position_conflict(last, order[order.index(last.owner) + 1:])
         return order
 
-    def _positions(self, orderings: dict[str, Ordering]) -> tuple[Constraint | None,
-                                                                   Constraint | None]:
+    def _positions(self) -> tuple[Constraint | None, Constraint | None]:
         claims: dict[str, list[Constraint]] = {"first": [], "last": []}
         for c in self.positions:
             claims[c.target].append(c)
