@@ -565,6 +565,9 @@ plugins:
     factory: fx_missing.partial:build
     hooks: [before_agent, wrap_tool_call]
     order: {after: [title], inner_of: [memory]}
+  - name: fx_gated
+    factory: fx_missing.gated:build
+    when: {deferred_tools: true}
 """
 
 
@@ -587,5 +590,9 @@ def test_show_and_explain_say_which_slot_bound_placed_a_partial_plugin(write) ->
     # On subagents title and memory are absent, yet the plugin keeps its place.
     sub = run_json("--manifest", path, "chain", "show", "--chain", "subagent", isolated=False)
     row = next(p for p in sub["plugins"] if p["name"] == "fx_partial")
+    gated = next(p for p in sub["excluded"] if p["name"] == "fx_gated")
+    assert gated["reason"] == ("runtime condition deferred_tools is False (no runtime option "
+                               "sets it), needs True")
+    assert gated["hint"] == "the run must set RuntimeOptions.conditions['deferred_tools'] = True"
     assert row["placed_by"] == ("after title (absent); inner_of memory (absent); slot bound: "
                                 "extensions (after @custom_end, before @tail_start)")

@@ -67,7 +67,7 @@ _REVERSED_HOOKS = frozenset({"after_model", "after_agent"})
 _WRAP_HOOKS = ("wrap_model_call", "wrap_tool_call")
 
 SLOT_BOUND = "slot bound"
-"""The kind of the constraints a default slot adds on the sides a plugin leaves open."""
+"""The kind of the constraints the default slot adds where a plugin's own leave room."""
 
 
 class Constraint(NamedTuple):

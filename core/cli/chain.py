@@ -103,8 +103,11 @@ def exclusion(exclusion: Exclusion, plan: ChainPlan) -> dict[str, Any]:
     if kind == "runtime_condition":
         for condition, wanted in exclusion.spec.when.items():
             if plan.runtime.condition(condition) != wanted:
-                flag = CONDITION_FLAGS.get(condition, condition)
-                hint = f"pass {flag}" if wanted else f"drop {flag}"
+                flag = CONDITION_FLAGS.get(condition)
+                if flag is None:  # an open condition: only the embedding application sets it
+                    hint = f"the run must set RuntimeOptions.conditions[{condition!r}] = {wanted}"
+                else:
+                    hint = f"pass {flag}" if wanted else f"drop {flag}"
                 break
     return {"name": exclusion.spec.name, "kind": kind, "reason": reason, "hint": hint,
             "source": plugin_source(exclusion.spec, plan.registry),
