@@ -432,8 +432,9 @@ class _Resolver:
         A side is left unbounded when the plugin's constraints already place it beyond
         that boundary (`before: ["@guards_end"]` is among the guards, `after:
         ["@tail_start"]` in the tail, `position: last` after everything: all
-        explicit), or already inside it (the bound would be redundant). Works on the block graph the sort is about to use; edges
-        are those declared, so a bound never decides whether another bound applies.
+        explicit), or already inside it (the bound would be redundant). Works on the
+        block graph the sort is about to use; its edges are the declared ones, so a
+        bound never decides whether another bound applies.
         """
         slot = self.slots[self.default_slot]  # type: ignore[index]  # checked when noted
         start, end = block_of[slot.start], block_of[slot.end]
