@@ -21,25 +21,32 @@ from antler.plugin_api.registry import discover
 from antler.plugin_api.spec import PluginSpec
 
 SEED_ORDER = [
-    "input_sanitization",        # 000 #1
-    "tool_result_sanitization",  # 000 #3
-    "thread_data",               # 000 #4
-    "uploads",                   # 000 #5 (lead only)
-    "sandbox",                   # 000 #6
-    "dangling_tool_call",        # 000 #7
-    "authorization",             # 000 #9
-    "guardrail",                 # 000 #9, inside authorization
-    "sandbox_audit",             # 000 #10
-    "read_before_write",         # 000 #11
-    "summarization",             # 000 #18
-    "todo",                      # 000 #19 (lead only)
-    "title",                     # 000 #21 (lead only)
-    "memory",                    # 000 #22 (lead only)
-    "view_image",                # 000 #23
-    "subagent_limit",            # 000 #27 (lead only)
-    "tool_call_log",             # 000 #31: a contrib extension without ordering
-    "input_provenance",          # Antler's own: the tail's first, after every before_agent
-    "clarification",             # 000 #35 (lead only)
+    "input_sanitization",          # 000 #1
+    "tool_output_budget",          # 000 #2
+    "tool_result_sanitization",    # 000 #3
+    "thread_data",                 # 000 #4
+    "uploads",                     # 000 #5 (lead only)
+    "sandbox",                     # 000 #6
+    "dangling_tool_call",          # 000 #7
+    "authorization",               # 000 #9
+    "guardrail",                   # 000 #9, inside authorization
+    "sandbox_audit",               # 000 #10
+    "read_before_write",           # 000 #11
+    "tool_progress",               # 000 #12
+    "tool_error_handling",         # 000 #13
+    "summarization",               # 000 #18
+    "todo",                        # 000 #19 (lead only)
+    "title",                       # 000 #21 (lead only)
+    "memory",                      # 000 #22 (lead only)
+    "view_image",                  # 000 #23
+    "subagent_limit",              # 000 #27 (lead only)
+    "loop_detection",              # 000 #28
+    "tool_call_log",               # 000 #31: a contrib extension without ordering
+    "terminal_response",           # 000 #32 (lead only)
+    "model_length_finish_reason",  # 000 #33 (lead only)
+    "safety_finish_reason",        # 000 #34
+    "input_provenance",            # Antler's own: after every other before_agent hook
+    "clarification",               # 000 #35 (lead only)
 ]
 """Seed 000's lead order restricted to the plugins Antler ships. Antler's subagent
 chain keeps the same relative order (it ships no plugin that seed 000's subagent
