@@ -30,7 +30,8 @@ from tests.plugins.guard_support import (
 
 MODES = [pytest.param(fuse, mode, id=f"{'fused' if fuse else 'unfused'}-{mode}")
          for fuse in (True, False) for mode in ("sync", "async")]
-ON = "tool_progress: {enabled: true}\n"
+# loop_detection (on by default) would stop the repeated calls these tests count first.
+ON = "tool_progress: {enabled: true}\nloop_detection: {enabled: false}\n"
 DENY_LAUNCH = ("authorization:\n  enabled: true\n  default_role: user\n  provider_options:\n"
                "    roles:\n      user: [flaky, fetch, locked, search]\n")
 REPORT = ("The quarterly report lists revenue, costs, margins, headcount, churn, pipeline, "
@@ -285,7 +286,8 @@ def test_commands_are_not_assessed_and_unstamped_results_are_logged(caplog):
 
 def test_exempt_tools_are_never_tracked(home):
     tools = Tools()
-    config = "tool_progress: {enabled: true, exempt_tools: [flaky]}\n"
+    config = ("tool_progress: {enabled: true, exempt_tools: [flaky]}\n"
+              "loop_detection: {enabled: false}\n")
     agent, model = make_agent(home, [*repeat(call("flaky"), 5), "done"], config,
                               tools=tools.all())
     invoke(agent, "sync")
