@@ -126,7 +126,8 @@ def _read_prompt(prompt: str | None, prompt_file: str | None) -> str:
     where = "standard input" if source == "-" else f"the prompt file {source}"
     try:
         if source == "-":
-            data = click.get_binary_stream("stdin").read()
+            with click.open_file("-", "rb") as stdin:
+                data = stdin.read()
         else:
             data = Path(str(source)).read_bytes()
         text = data.decode("utf-8")
