@@ -153,9 +153,9 @@ def test_a_second_run_on_a_busy_thread_is_refused(tmp_path, fuse):
     agent, model, _queue = make_agent(tmp_path, ["first", "second"], fuse=fuse)
     with agent:
         agent.invoke("hello", thread_id="t1", user_id="alice")
-        with agent.storage.locks.hold("t1"):  # as another run (or process) would
-            with pytest.raises(ThreadBusyError, match="'t1' is busy"):
-                agent.invoke("again", thread_id="t1", user_id="alice")
+        # Held as another run (or another process) would hold it.
+        with agent.storage.locks.hold("t1"), pytest.raises(ThreadBusyError, match="'t1' is busy"):
+            agent.invoke("again", thread_id="t1", user_id="alice")
         assert len(model.calls) == 1
         state = agent.invoke("again", thread_id="t1", user_id="alice")
     assert [m.content for m in state["messages"]] == ["hello", "first", "again", "second"]

@@ -119,8 +119,8 @@ class LocalSandbox(Sandbox):
         limit = self.default_timeout if timeout is None else timeout
         if limit <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        process = self._spawn(self.mapper.hostify_text(command))
-        with self._lock:
+        with self._lock:  # so `interrupt` and `close` see every command that started
+            process = self._spawn(self.mapper.hostify_text(command))
             self._running.add(process)
             self._sessions.add(process.pid)
         try:

@@ -127,7 +127,7 @@ _WATCHDOG_SCRIPT = r"""
 cat >/dev/null
 for round in 1 2; do
   for dir in /proc/[0-9]*; do
-    if grep -qaF -- "$ANTLER_WATCHDOG_NEEDLE" "$dir/environ" 2>/dev/null; then
+    if grep -qaF -- "$1" "$dir/environ" 2>/dev/null; then
       kill -9 "${dir#/proc/}" 2>/dev/null
     fi
   done
@@ -146,10 +146,12 @@ def start_watchdog() -> None:
             return
         try:
             watchdog = subprocess.Popen(
-                ["/bin/sh", "-c", _WATCHDOG_SCRIPT], stdin=subprocess.PIPE,
+                # The needle is an argument: in its environment the watchdog would
+                # find (and kill) itself.
+                ["/bin/sh", "-c", _WATCHDOG_SCRIPT, "antler-watchdog",
+                 f"{TOKEN_VARIABLE}={_this_process()}."], stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                env={"PATH": "/usr/bin:/bin",
-                     "ANTLER_WATCHDOG_NEEDLE": f"{TOKEN_VARIABLE}={_this_process()}."},
+                env={"PATH": "/usr/bin:/bin"},
                 # Its own session: Ctrl-C at the terminal must not stop it first.
                 start_new_session=True,
             )
