@@ -50,7 +50,9 @@ __all__ = [
     "SqliteOwners",
     "Storage",
     "StorageError",
+    "ThreadAdmin",
     "ThreadBusyError",
+    "ThreadInfo",
     "ThreadLocks",
     "ThreadOwners",
     "ThreadOwnershipError",
@@ -424,3 +426,136 @@ def open_storage(kind: Any, base_dir: Path) -> Storage:
             raise
         return Storage(saver, owners, locks, path, connection)
     return Storage(kind, MemoryOwners(), locks)
+
+
+# -- looking after threads (`antler threads`) ------------------------------------------------
+
+@dataclass(frozen=True)
+class ThreadInfo:
+    """One thread of the checkpoint database, as `antler threads list` shows it."""
+
+    thread_id: str
+    owner: str | None
+    created_at: str | None
+    checkpoints: int
+    bytes: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {"thread": self.thread_id, "owner": self.owner, "created_at": self.created_at,
+                "checkpoints": self.checkpoints, "bytes": self.bytes}
+
+
+class ThreadAdmin:
+    """Listing, pruning and deleting the threads of one base directory's checkpoint database.
+
+    Pruning and deleting take the thread's run lock first, so they never cut
+    under a run; a busy thread raises `ThreadBusyError`.
+    """
+
+    def __init__(self, base_dir: Path) -> None:
+        self.storage = open_storage("sqlite", base_dir)
+        self.base_dir = base_dir
+        assert self.storage.connection is not None and self.storage.owners is not None
+        self.connection = self.storage.connection
+        self.owners = self.storage.owners
+
+    def close(self) -> None:
+        self.storage.close()
+
+    def __enter__(self) -> ThreadAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def threads(self, user_id: str | None = None) -> list[ThreadInfo]:
+        """Every thread with checkpoints or an owner, oldest first; `user_id` filters."""
+        with self.storage.errors():
+            sizes = {row[0]: (row[1], row[2]) for row in self.connection.execute(
+                "SELECT thread_id, COUNT(*), SUM(LENGTH(checkpoint) + LENGTH(metadata)) "
+                "FROM checkpoints GROUP BY thread_id")}
+            for thread, size in self.connection.execute(
+                    "SELECT thread_id, SUM(LENGTH(value)) FROM writes GROUP BY thread_id"):
+                count, total = sizes.get(thread, (0, 0))
+                sizes[thread] = (count, (total or 0) + (size or 0))
+            owners = self.owners.all()
+        infos = []
+        for thread in sorted(set(sizes) | set(owners),
+                             key=lambda t: (owners.get(t, ("", ""))[1], t)):
+            owner, created = owners.get(thread, (None, None))
+            if user_id is not None and owner != user_id:
+                continue
+            count, total = sizes.get(thread, (0, 0))
+            infos.append(ThreadInfo(thread, owner, created, count, int(total or 0)))
+        return infos
+
+    def info(self, thread_id: str, user_id: str | None = None) -> ThreadInfo:
+        """One thread; `user_id` must own it when given."""
+        if user_id is not None:
+            self.storage.check_owner(thread_id, user_id)
+        for info in self.threads():
+            if info.thread_id == thread_id:
+                return info
+        raise StorageError(f"there is no thread {thread_id!r} in {self.storage.path}; "
+                           "`antler threads list` shows the threads there are.",
+                           self.storage.path)
+
+    def messages(self, thread_id: str) -> list[Any]:
+        """The messages of the thread's latest checkpoint."""
+        with self.storage.errors():
+            latest = self.storage.saver.get_tuple({"configurable": {"thread_id": thread_id}})
+        if latest is None:
+            return []
+        return list(latest.checkpoint.get("channel_values", {}).get("messages") or [])
+
+    def prune(self, keep: int, thread_ids: list[str] | None = None) -> tuple[int, int]:
+        """Keep the last `keep` checkpoints of each thread, then vacuum.
+
+        Returns (checkpoints removed, bytes the database file shrank by). The
+        latest checkpoint holds the whole state, so a thread resumes as before;
+        only the history behind it (time travel) is gone.
+        """
+        if keep < 1:
+            raise StorageError("--keep must be at least 1: the latest checkpoint is the "
+                               "thread's state", self.storage.path)
+        path = self.storage.path
+        before = path.stat().st_size if path is not None and path.exists() else 0
+        removed = 0
+        targets = thread_ids if thread_ids is not None else [
+            info.thread_id for info in self.threads()]
+        for thread in targets:
+            with self.storage.locks.hold(thread) if self.storage.locks else (
+                    contextlib.nullcontext()), self.storage.errors(), self.connection:
+                removed += self.connection.execute(
+                    "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id NOT IN ("
+                    " SELECT checkpoint_id FROM checkpoints AS kept"
+                    " WHERE kept.thread_id = checkpoints.thread_id"
+                    " AND kept.checkpoint_ns = checkpoints.checkpoint_ns"
+                    " ORDER BY checkpoint_id DESC LIMIT ?)", (thread, keep)).rowcount
+                self.connection.execute(
+                    "DELETE FROM writes WHERE thread_id = ? AND NOT EXISTS ("
+                    " SELECT 1 FROM checkpoints AS c WHERE c.thread_id = writes.thread_id"
+                    " AND c.checkpoint_ns = writes.checkpoint_ns"
+                    " AND c.checkpoint_id = writes.checkpoint_id)", (thread,))
+        with self.storage.errors():
+            self.connection.execute("VACUUM")
+        after = path.stat().st_size if path is not None and path.exists() else 0
+        return removed, max(0, before - after)
+
+    def delete(self, thread_id: str, user_id: str | None = None) -> None:
+        """Delete the thread's checkpoints, owner record and files."""
+        info = self.info(thread_id, user_id)
+        with self.storage.locks.hold(thread_id) if self.storage.locks else (
+                contextlib.nullcontext()):
+            with self.storage.errors():
+                self.storage.saver.delete_thread(thread_id)
+                self.owners.forget(thread_id)
+            if info.owner is not None:
+                import shutil
+
+                directory = self.base_dir / "users" / info.owner / "threads" / thread_id
+                if directory.exists():
+                    with storage_errors(directory):
+                        shutil.rmtree(directory)
+        if isinstance(self.storage.locks, FileThreadLocks):
+            self.storage.locks.forget(thread_id)
