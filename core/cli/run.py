@@ -179,7 +179,7 @@ def _stops_commands(agent: Any, thread_id: str) -> Iterator[None]:
                 provider = agent.services.items.get("sandbox_provider")
                 if provider is not None:
                     provider.interrupt()
-                _thread.interrupt_main(info.si_signo)
+                _thread.interrupt_main(signal.Signals(info.si_signo))
 
     def stop(signum: int, _frame: Any) -> None:
         raise _Stopped(signum)
