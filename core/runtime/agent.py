@@ -187,9 +187,12 @@ class AntlerAgent:
 
     def state(self, thread_id: str, user_id: str | None = None) -> dict[str, Any]:
         """The thread's saved state; with `user_id`, only if that user owns the thread."""
-        if user_id is not None and self.storage is not None:
+        if self.storage is None:
+            return dict(self.graph.get_state(self.run_config(thread_id)).values)
+        if user_id is not None:
             self.storage.check_owner(thread_id, user_id)
-        return dict(self.graph.get_state(self.run_config(thread_id)).values)
+        with self.storage.errors():
+            return dict(self.graph.get_state(self.run_config(thread_id)).values)
 
     def close(self) -> None:
         """Release what the agent holds: sandboxes, database connections."""
