@@ -164,7 +164,8 @@ def chain_config(name: str) -> tuple[Any, Any]:
 class AntlerRunner:
     """One Antler agent (fused or not) and the demo scenario on fresh threads."""
 
-    def __init__(self, chain: str, variant: str, saver: Any, base: Path, runs: int) -> None:
+    def __init__(self, chain: str, variant: str, saver: Any, base: Path, runs: int,
+                 durability: str | None = None) -> None:
         from antler.plugin_api.context import MEMORY_MODEL, MEMORY_QUEUE, TITLE_MODEL
         from antler.runtime.agent import create_agent
 
@@ -177,7 +178,8 @@ class AntlerRunner:
             config, model=scripted(scripts["lead"]),
             subagent_model=scripted(scripts["sub"]), runtime=runtime,
             services=services, base_dir=base, checkpointer=saver,
-            fuse=variant != "unfused", fuse_into_model=variant == "fused")
+            fuse=variant != "unfused", fuse_into_model=variant == "fused",
+            **({"durability": durability} if durability else {}))
         self.persistent = saver is not None
         self.count = 0
 
@@ -309,7 +311,8 @@ def _hook_nodes(graph: Any) -> int:
                                               "after_agent"))
 
 
-def measure(saver_kind: str, chains: tuple[str, ...], runs: int, warmup: int) -> list[Cell]:
+def measure(saver_kind: str, chains: tuple[str, ...], runs: int, warmup: int,
+            durability: str | None = None) -> list[Cell]:
     """Every variant of every chain with one kind of saver.
 
     Runs are interleaved (one run of each variant in turn), so a load change on
@@ -328,7 +331,7 @@ def measure(saver_kind: str, chains: tuple[str, ...], runs: int, warmup: int) ->
             elif chain == NOOP_CHAIN:
                 runner = BareRunner(saver, total, base, noop=35, variant=variant)
             else:
-                runner = AntlerRunner(chain, variant, saver, base / "home", total)
+                runner = AntlerRunner(chain, variant, saver, base / "home", total, durability)
             stack.callback(runner.close)
             runners.append((chain, variant, runner, counter))
         for _ in range(warmup):
@@ -389,13 +392,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=20, help="timed runs per cell")
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs per cell first")
     parser.add_argument("--chain", choices=(*CHAINS, "all"), default="all")
+    parser.add_argument("--durability", choices=("sync", "async", "exit"), default=None,
+                        help="checkpoint durability of the Antler agents (default: Antler's, "
+                             "sync); bare agents keep LangGraph's")
     parser.add_argument("--check", action="store_true",
                         help="exit with status 1 when a fused cell misses its target")
     args = parser.parse_args(argv)
     chains = CHAINS if args.chain == "all" else (args.chain,)
     cells = []
     for saver in SAVERS:
-        cells.extend(measure(saver, chains, args.runs, args.warmup))
+        cells.extend(measure(saver, chains, args.runs, args.warmup, args.durability))
     table, ok = report(cells)
     print(f"Hook-node fusion on the demo scenario: median of {args.runs} runs per cell "
           f"(after {args.warmup} warm-up runs); one run = the demo's two turns")

@@ -6,6 +6,8 @@ LangChain and build graphs; `antler chain show` stays fast.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +15,13 @@ import click
 
 
 @click.command("run")
-@click.argument("prompt")
+@click.argument("prompt", required=False)
+@click.option("--prompt-file", "-f", "prompt_file", type=click.Path(dir_okay=False),
+              default=None, help="Read the prompt from this file ('-': standard input).")
 @click.option("--thread", "thread_id", default=None, help="Thread id (default: a new one).")
+@click.option("--wait", is_flag=True,
+              help="When another run is working on the thread, wait for it instead of "
+                   "failing.")
 @click.option("--user", "user_id", default="default", show_default=True, help="User id.")
 @click.option("--upload", "uploads", multiple=True, type=click.Path(dir_okay=False),
               help="A file to upload with the prompt (repeatable).")
@@ -32,11 +39,19 @@ import click
 @click.option("--fuse/--no-fuse", default=None,
               help="Fuse consecutive node hooks into one graph node (default: the config's "
                    "chain.fuse, which defaults to on).")
-def run_command(prompt: str, thread_id: str | None, user_id: str, uploads: tuple[str, ...],
+def run_command(prompt: str | None, prompt_file: str | None, thread_id: str | None,
+                wait: bool, user_id: str, uploads: tuple[str, ...],
                 model_spec: str | None, config_path: str | None, plan: bool,
                 vision: bool | None, subagents: bool, home: str | None, trace: bool,
                 fuse: bool | None) -> None:
-    """Run PROMPT through the lead chain and stream the answer."""
+    """Run PROMPT through the lead chain and stream the answer.
+
+    PROMPT '-' (or --prompt-file -) reads the prompt from standard input;
+    --prompt-file reads it from a file, for prompts of any length. A thread
+    belongs to the user who created it; one run at a time works on it.
+    Ctrl-C (or SIGTERM) stops the running command at once and keeps what the
+    thread saved, so the same --thread continues it.
+    """
     import uuid
 
     from antler.chain.config import load_config
@@ -44,9 +59,14 @@ def run_command(prompt: str, thread_id: str | None, user_id: str, uploads: tuple
     from antler.plugin_api.registry import discover
     from antler.runtime.agent import create_agent
     from antler.runtime.models import resolve_chat_model
+    from antler.runtime.paths import validate_id
     from antler.runtime.tracing import Tracer
     from antler.runtime.uploads import stage_upload
 
+    text = _read_prompt(prompt, prompt_file)
+    validate_id("user id", user_id)
+    if thread_id is not None:  # '' is refused, not taken for "a new thread"
+        validate_id("thread id", thread_id)
     registry = discover()
     config = load_config(config_path, registry)
     spec = model_spec or config.models.default
@@ -61,23 +81,28 @@ def run_command(prompt: str, thread_id: str | None, user_id: str, uploads: tuple
         supports_vision=config.models.supports_vision if vision is None else vision,
     )
     tracer = Tracer() if trace else None
-    thread_id = thread_id or f"thread-{uuid.uuid4().hex[:12]}"
+    thread_id = thread_id if thread_id is not None else f"thread-{uuid.uuid4().hex[:12]}"
     base = home or config.storage.base_dir
     checkpointer = config.storage.checkpointer
     with create_agent(config, model=model, runtime=runtime, registry=registry, base_dir=base,
                       checkpointer=None if checkpointer == "none" else checkpointer,
                       tracer=tracer, fuse=fuse) as agent:
-        paths = agent.services.get("paths").thread(user_id, thread_id)
-        files = [stage_upload(paths, upload) for upload in uploads]
         click.echo(f"thread: {thread_id}", err=True)
-        streamed: set[str] = set()
-        for mode, payload in agent.stream(prompt, thread_id=thread_id, user_id=user_id,
-                                          files=files, stream_mode=["messages", "updates"]):
-            if mode == "messages":
-                chunk, metadata = payload
-                _echo_tokens(chunk, metadata, streamed)
-            else:
-                _echo_update(payload, streamed)
+        with _stops_commands(agent, thread_id):
+            if agent.storage is not None:
+                agent.storage.check_owner(thread_id, user_id)  # before staging any upload
+            paths = agent.services.get("paths").thread(user_id, thread_id)
+            files = [stage_upload(paths, upload) for upload in uploads]
+            streamed: set[str] = set()
+            for mode, payload in agent.stream(text, thread_id=thread_id, user_id=user_id,
+                                              files=files, wait=wait,
+                                              on_interrupted=_echo_interrupted,
+                                              stream_mode=["messages", "updates"]):
+                if mode == "messages":
+                    chunk, metadata = payload
+                    _echo_tokens(chunk, metadata, streamed)
+                else:
+                    _echo_update(payload, streamed)
         state = agent.state(thread_id) if agent.checkpointer else {}
         if state.get("title"):
             click.echo(f"[title] {state['title']}", err=True)
@@ -86,6 +111,106 @@ def run_command(prompt: str, thread_id: str | None, user_id: str, uploads: tuple
             queue.flush()
     if tracer is not None:
         click.echo("\n" + tracer.render(), err=True)
+
+
+def _read_prompt(prompt: str | None, prompt_file: str | None) -> str:
+    """The prompt from the argument, a file or standard input ('-'), checked."""
+    from antler.errors import AntlerError
+
+    if (prompt is None) == (prompt_file is None):
+        raise click.UsageError("give the prompt as an argument, or with --prompt-file FILE "
+                               "('-' for standard input), not both")
+    source = prompt_file if prompt_file is not None else prompt
+    if prompt_file is None and prompt != "-":
+        return str(prompt)
+    where = "standard input" if source == "-" else f"the prompt file {source}"
+    try:
+        if source == "-":
+            with click.open_file("-", "rb") as stdin:
+                data = stdin.read()
+        else:
+            data = Path(str(source)).read_bytes()
+        text = data.decode("utf-8")
+    except OSError as exc:
+        raise AntlerError(f"cannot read {where}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise AntlerError(f"{where} is not UTF-8 text (byte {exc.start}); convert it to "
+                          "UTF-8 first") from exc
+    if not text.strip():
+        raise AntlerError(f"{where} is empty: there is no prompt to run")
+    return text
+
+
+class _Stopped(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM reached `antler run`."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _stops_commands(agent: Any, thread_id: str) -> Iterator[None]:
+    """Ctrl-C and SIGTERM kill the running commands first, then stop the run.
+
+    Without this the signal waits for the command it interrupted (up to the
+    command timeout): a signal reaching a worker thread does not wake the main
+    thread. So the signals are blocked in every thread of the run and taken
+    by one watcher thread, which kills the commands (their calls then end at
+    once) and hands the stop to the main thread. A stopped run keeps the
+    checkpoints it saved: running the same thread again reports the
+    unfinished calls as interrupted.
+    """
+    import _thread
+    import gc
+    import signal
+    import threading
+
+    signals = {signal.SIGINT, signal.SIGTERM}
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            info = signal.sigtimedwait(signals, 0.2)
+            if info is not None and not done.is_set():
+                provider = agent.services.items.get("sandbox_provider")
+                if provider is not None:
+                    provider.interrupt()
+                _thread.interrupt_main(signal.Signals(info.si_signo))
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise _Stopped(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in signals}
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)  # inherited by new threads
+    watcher = threading.Thread(target=watch, name="antler-run-signals", daemon=True)
+    watcher.start()
+    try:
+        yield
+    except _Stopped as stopped:
+        # The interpreter's last garbage collection of LangChain's objects can take
+        # seconds; a stopped run has nothing left to finalize, so skip it.
+        gc.freeze()
+        click.echo(f"\nstopped: thread {thread_id!r} keeps what it saved; run again with "
+                   f"--thread {thread_id} to continue it.", err=True)
+        raise click.exceptions.Exit(128 + stopped.signum) from None
+    finally:
+        done.set()
+        watcher.join()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def _echo_interrupted(calls: list[dict[str, Any]]) -> None:
+    """Say which calls of the thread's last run stopped before their result was saved."""
+    for call in calls:
+        click.echo(f"[interrupted] {call.get('name')}({_short(call.get('args'))}) started in "
+                   "an earlier run that stopped before its result was saved; it was not run "
+                   "again.", err=True)
 
 
 def _echo_tokens(chunk: Any, metadata: dict[str, Any], streamed: set[str]) -> None:

@@ -9,9 +9,9 @@ process never share state by accident.
 
 from __future__ import annotations
 
-import sqlite3
+import contextlib
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,12 +29,21 @@ from antler.plugin_api.context import MEMORY_QUEUE, MODEL, PATHS, RuntimeOptions
 from antler.plugin_api.registry import PluginRegistry, discover
 
 from .delegation import TASK_TOOL, make_task_tool
-from .paths import PathLayout, resolve_base
+from .paths import PathLayout, resolve_base, validate_id
 from .runcontext import RunContext
+from .storage import CHECKPOINT_FILENAME as CHECKPOINT_FILENAME
+from .storage import Storage, open_storage
 from .tracing import Tracer, instrument
 from .uploads import upload_names
 
-CHECKPOINT_FILENAME = "checkpoints.sqlite"
+DEFAULT_DURABILITY = "sync"
+"""LangGraph's checkpoint durability for Antler agents: each step's checkpoint is
+written before the next step starts, so a tool result is saved before the model
+sees it and a failed write stops the run before another tool runs."""
+TOOLS_NODE = "tools"  # LangChain's tools node; the chain compiler keeps its name
+_DURABILITY_KEY = "__pregel_durability"  # LangGraph's configurable key for a graph default
+
+InterruptedCalls = Callable[[list[dict[str, Any]]], None]
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a helpful agent. Files live under /mnt/user-data: uploads/ holds what the user "
@@ -53,6 +62,7 @@ class AntlerAgent:
     checkpointer: Any = None
     base_dir: Path | None = None
     fusion: FusionPlan | None = None
+    storage: Storage | None = None
     _closers: list[Any] = field(default_factory=list)
 
     def context(self, thread_id: str, user_id: str = "default", **identity: Any) -> RunContext:
@@ -63,26 +73,94 @@ class AntlerAgent:
         return {"configurable": {"thread_id": thread_id}, "recursion_limit": 100}
 
     def invoke(self, message: Any, *, thread_id: str, user_id: str = "default",
-               files: Sequence[dict[str, Any]] = (), **identity: Any) -> dict[str, Any]:
-        """Run one turn to completion and return the final state."""
-        return self.graph.invoke(
-            self.input(message, files), config=self.run_config(thread_id),
-            context=self.context(thread_id, user_id, **identity),
-        )
+               files: Sequence[dict[str, Any]] = (), wait: bool = False,
+               on_interrupted: InterruptedCalls | None = None,
+               **identity: Any) -> dict[str, Any]:
+        """Run one turn to completion and return the final state.
+
+        The thread is held for the run (see `hold`): another user's thread is
+        refused, a busy one raises `ThreadBusyError` unless `wait`.
+        """
+        payload = self.input(message, files)
+        with self.hold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
+            return dict(self.graph.invoke(
+                payload, config=self.run_config(thread_id),
+                context=self.context(thread_id, user_id, **identity)))
 
     def stream(self, message: Any, *, thread_id: str, user_id: str = "default",
                files: Sequence[dict[str, Any]] = (), stream_mode: Any = "updates",
+               wait: bool = False, on_interrupted: InterruptedCalls | None = None,
                **identity: Any) -> Iterator[Any]:
-        """Stream one turn; a fused node's `updates` come out as one chunk per plugin hook."""
+        """Stream one turn; a fused node's `updates` come out as one chunk per plugin hook.
+
+        The thread is held (see `hold`) from the first chunk asked for until the
+        stream ends or is closed.
+        """
+        payload = self.input(message, files)
         expand = wants_expansion(self.fusion, stream_mode)
-        chunks = self.graph.stream(
-            self.input(message, files), config=self.run_config(thread_id),
-            context=self.context(thread_id, user_id, **identity),
-            stream_mode=stream_modes_for(stream_mode) if expand else stream_mode,
-        )
-        if expand and self.fusion is not None:
-            chunks = expand_fused_updates(chunks, self.fusion, stream_mode)
-        yield from chunks
+        with self.hold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
+            chunks = self.graph.stream(
+                payload, config=self.run_config(thread_id),
+                context=self.context(thread_id, user_id, **identity),
+                stream_mode=stream_modes_for(stream_mode) if expand else stream_mode,
+            )
+            if expand and self.fusion is not None:
+                chunks = expand_fused_updates(chunks, self.fusion, stream_mode)
+            yield from chunks
+
+    @contextlib.contextmanager
+    def hold(self, thread_id: str, user_id: str = "default", *, wait: bool = False,
+             on_interrupted: InterruptedCalls | None = None) -> Iterator[None]:
+        """Own and lock `thread_id` for one run of `user_id`, and settle its last run.
+
+        Before any graph step: the ids are checked, another user's thread is
+        refused (`ThreadOwnershipError`), a thread another run holds raises
+        `ThreadBusyError` (or is waited for), and a thread whose last run
+        stopped mid-step keeps the tool results that run saved. Tool calls
+        that started without a saved result are passed to `on_interrupted`
+        (the model request marks them interrupted too). Database failures
+        inside the block are raised as `StorageError`.
+        """
+        validate_id("thread id", thread_id)
+        validate_id("user id", user_id)
+        storage = self.storage
+        if storage is None or storage.saver is None or storage.saver is False:
+            yield
+            return
+        with storage.run(thread_id, user_id, wait=wait), storage.errors():
+            interrupted = self._settle(thread_id)
+            if interrupted and on_interrupted is not None:
+                on_interrupted(interrupted)
+            yield
+
+    def _settle(self, thread_id: str) -> list[dict[str, Any]]:
+        """Keep the results a stopped run saved; return the calls left without one.
+
+        A run that stopped mid-step (a crash, `kill -9`, Ctrl-C) leaves the
+        tool results it saved as pending writes of its last checkpoint. A new
+        input would start from that checkpoint and drop them, so the operator
+        would see a result the model never gets; they are committed here, as
+        the tools node would have. Calls with no saved result are not run
+        again: they did start, and running a command twice is worse than
+        saying it was interrupted.
+        """
+        from langchain_core.messages import AIMessage, ToolMessage
+        from langgraph.types import StateUpdate
+
+        config = self.run_config(thread_id)
+        snapshot = self.graph.get_state(config)
+        if not snapshot.next or snapshot.interrupts:
+            return []
+        saved = [task.result for task in snapshot.tasks
+                 if task.name == TOOLS_NODE and task.result and task.error is None]
+        if saved:
+            self.graph.bulk_update_state(
+                config, [[StateUpdate(values, as_node=TOOLS_NODE) for values in saved]])
+        messages = snapshot.values.get("messages") or []
+        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+        last_ai = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+        calls = list(getattr(last_ai, "tool_calls", None) or [])
+        return [call for call in calls if call.get("id") not in answered]
 
     @staticmethod
     def input(message: Any, files: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
@@ -107,8 +185,14 @@ class AntlerAgent:
                 upload_names(item.additional_kwargs.get("files"))
         return payload
 
-    def state(self, thread_id: str) -> dict[str, Any]:
-        return dict(self.graph.get_state(self.run_config(thread_id)).values)
+    def state(self, thread_id: str, user_id: str | None = None) -> dict[str, Any]:
+        """The thread's saved state; with `user_id`, only if that user owns the thread."""
+        if self.storage is None:
+            return dict(self.graph.get_state(self.run_config(thread_id)).values)
+        if user_id is not None:
+            self.storage.check_owner(thread_id, user_id)
+        with self.storage.errors():
+            return dict(self.graph.get_state(self.run_config(thread_id)).values)
 
     def close(self) -> None:
         """Release what the agent holds: sandboxes, database connections."""
@@ -136,25 +220,11 @@ FROM_CONFIG = "config"
 def open_checkpointer(kind: Any, base_dir: Path) -> tuple[Any, Any]:
     """(saver, closer) for 'sqlite' (the default), 'memory', None/'none', False, or a saver.
 
-    None keeps no checkpoints of its own but, run inside another graph, writes into
-    the parent's; False never checkpoints, even nested.
+    The saver alone; `antler.runtime.storage.open_storage` gives it with its
+    owner records and run locks, as `create_agent` uses it.
     """
-    if kind is False:
-        return False, None
-    if kind in (None, "none"):
-        return None, None
-    if kind == "memory":
-        from langgraph.checkpoint.memory import InMemorySaver
-
-        return InMemorySaver(), None
-    if kind == "sqlite" or isinstance(kind, (str, Path)):
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        path = base_dir / CHECKPOINT_FILENAME if kind == "sqlite" else Path(kind)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        connection = sqlite3.connect(str(path), check_same_thread=False)
-        return SqliteSaver(connection), connection.close
-    return kind, None
+    storage = open_storage(kind, base_dir)
+    return storage.saver, storage.close if storage.connection is not None else None
 
 
 def create_agent(
@@ -174,6 +244,7 @@ def create_agent(
     tracer: Tracer | None = None,
     fuse: bool | None = None,
     fuse_into_model: bool | None = None,
+    durability: str = DEFAULT_DURABILITY,
 ) -> AntlerAgent:
     """Build `chain` from the installed plugins and compile it into an agent graph.
 
@@ -192,7 +263,9 @@ def create_agent(
     `chain.fuse`) runs consecutive node hooks of one kind in one graph node,
     and `fuse_into_model` (None: `chain.fuse_into_model`) runs the
     `before_model`/`after_model` hooks inside the model node (see
-    `antler.compiler`).
+    `antler.compiler`). `durability` is LangGraph's checkpoint durability
+    ('sync', the default: each step is saved before the next one runs;
+    'async' or 'exit' trade that for speed).
     """
     from langchain.agents import create_agent as langchain_create_agent
 
@@ -241,7 +314,8 @@ def create_agent(
             return sub.graph
 
         extra_tools.append(make_task_tool(build_subagent))
-    saver, close_saver = open_checkpointer(checkpointer, base)
+    storage = open_storage(checkpointer, base)
+    saver = storage.saver
     middlewares = built.middlewares
     if tracer is not None:
         middlewares = instrument(middlewares, tracer, built.names)
@@ -260,12 +334,14 @@ def create_agent(
             **agent_kwargs)
     else:
         graph = langchain_create_agent(middleware=middlewares, **agent_kwargs)
-    agent = AntlerAgent(graph, built, services, config, saver, base, fusion=fusion)
+    if saver is not None and saver is not False:
+        graph = graph.with_config(configurable={_DURABILITY_KEY: durability})
+    agent = AntlerAgent(graph, built, services, config, saver, base, fusion=fusion,
+                        storage=storage)
     provider = services.items.get("sandbox_provider")
     if provider is not None:
         agent._closers.append(provider.shutdown)
-    if close_saver is not None:
-        agent._closers.append(close_saver)
+    agent._closers.append(storage.close)
     # A memory queue this build created (the memory plugin does when none was
     # provided) is flushed and stopped with the agent; a provided one belongs to
     # whoever provided it.

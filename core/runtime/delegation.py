@@ -60,7 +60,11 @@ def make_task_tool(build_subagent: Callable[[], Any]) -> Any:
         try:
             state = cache["graph"].invoke(
                 {"messages": [HumanMessage(content=prompt)]}, context=context,
-                config={"recursion_limit": 60},
+                # The subagent keeps no checkpoints. LangGraph hands the lead's
+                # durability down to nested graphs, and 'sync' in a graph without a
+                # checkpointer waits for a checkpoint that is never written.
+                config={"recursion_limit": 60,
+                        "configurable": {"__pregel_durability": "async"}},
             )
         except Exception as exc:  # the lead must be able to recover from a failed delegate
             text = f"Task '{description}' failed: {type(exc).__name__}: {exc}"

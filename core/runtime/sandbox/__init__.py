@@ -7,6 +7,7 @@ name with :func:`load_sandbox_provider`.
 
 from .provider import (
     SANDBOX_PROVIDER_GROUP,
+    CommandInterrupted,
     CommandResult,
     Sandbox,
     SandboxClosedError,
@@ -21,6 +22,7 @@ from .provider import (
 
 __all__ = [
     "SANDBOX_PROVIDER_GROUP",
+    "CommandInterrupted",
     "CommandResult",
     "Sandbox",
     "SandboxClosedError",

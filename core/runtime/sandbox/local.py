@@ -29,7 +29,9 @@ from typing import IO
 
 from antler.runtime.paths import VIRTUAL_ROOT, PathEscapeError, ThreadPaths
 
+from . import reaper
 from .provider import (
+    CommandInterrupted,
     CommandResult,
     Sandbox,
     SandboxClosedError,
@@ -96,8 +98,13 @@ class LocalSandbox(Sandbox):
         self.default_timeout = default_timeout
         self.max_output_bytes = max_output_bytes
         self._shell = shell
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered by a signal handler (interrupt)
         self._running: set[subprocess.Popen[bytes]] = set()
+        self._interrupted: set[subprocess.Popen[bytes]] = set()
+        # Sessions of the commands started since the last `end_run`: what they left
+        # in the background is stopped when the run ends.
+        self._sessions: set[int] = set()
+        self._token = reaper.new_token()
         self._closed = False
         self.in_use = False
 
@@ -112,14 +119,19 @@ class LocalSandbox(Sandbox):
         limit = self.default_timeout if timeout is None else timeout
         if limit <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        process = self._spawn(self.mapper.hostify_text(command))
-        with self._lock:
+        with self._lock:  # so `interrupt` and `close` see every command that started
+            process = self._spawn(self.mapper.hostify_text(command))
             self._running.add(process)
+            self._sessions.add(process.pid)
         try:
             stdout, stderr, timed_out, reaped = self._collect(process, limit)
         finally:
             with self._lock:
                 self._running.discard(process)
+                interrupted = process in self._interrupted
+                self._interrupted.discard(process)
+        if interrupted:
+            raise CommandInterrupted(f"the command was stopped with its run: {command[:80]!r}")
 
         notes = [self._present(stderr)] if stderr.data or stderr.dropped else []
         if reaped:
@@ -153,6 +165,7 @@ class LocalSandbox(Sandbox):
             return self._popen(command)
 
     def _popen(self, command: str) -> subprocess.Popen[bytes]:
+        reaper.start_watchdog()
         return subprocess.Popen(
             [self._resolved_shell(), "-c", command],
             cwd=self.thread_paths.workspace,
@@ -160,8 +173,10 @@ class LocalSandbox(Sandbox):
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            # Own process group, so a timeout kills the command's children too.
+            # Own session and process group, so a timeout kills the command's
+            # children too; and the shell dies with the harness (see `reaper`).
             start_new_session=True,
+            preexec_fn=reaper.die_with_parent,
         )
 
     def _resolved_shell(self) -> str:
@@ -290,6 +305,9 @@ class LocalSandbox(Sandbox):
             "PATH": os.environ.get("PATH") or _FALLBACK_PATH,
             "HOME": str(self.thread_paths.workspace),
             "LANG": os.environ.get("LANG") or "C.UTF-8",
+            # Inherited by every descendant: how `reaper.sweep` finds the ones that
+            # left the command's session.
+            reaper.TOKEN_VARIABLE: self._token,
         }
 
     # -- files --------------------------------------------------------------------
@@ -381,13 +399,39 @@ class LocalSandbox(Sandbox):
         if self._closed:
             raise SandboxClosedError(f"Sandbox {self._id!r} has been shut down.")
 
+    def interrupt(self) -> None:
+        """Kill the running commands now; each of their calls raises `CommandInterrupted`."""
+        with self._lock:
+            running = list(self._running)
+            self._interrupted.update(running)
+        for process in running:
+            _kill_group(process)
+        self.end_run()
+
+    def end_run(self) -> None:
+        """Stop what finished commands left running: their groups and their `setsid` children.
+
+        Commands still running (a parallel call of the same thread) are spared.
+        """
+        with self._lock:
+            running = {process.pid for process in self._running}
+            finished = self._sessions - running
+            self._sessions -= finished
+        if not finished:
+            return
+        for session in finished:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(session, signal.SIGKILL)
+        reaper.sweep(self._token, spare_sessions=running)
+
     def close(self) -> None:
-        """Kill any running commands and refuse further use."""
+        """Kill any running commands and what they started, and refuse further use."""
         with self._lock:
             self._closed = True
             running = list(self._running)
         for process in running:
             _kill_group(process)
+        self.end_run()
 
 
 @functools.lru_cache(maxsize=16)
@@ -442,7 +486,7 @@ class LocalSandboxProvider(SandboxProvider):
         self.default_timeout = float(default_timeout)
         self.max_output_bytes = int(max_output_bytes)
         self.shell = shell
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered by a signal handler (interrupt)
         self._by_id: dict[str, LocalSandbox] = {}
         self._id_by_dir: dict[Path, str] = {}
         self._closed = False
@@ -487,11 +531,19 @@ class LocalSandboxProvider(SandboxProvider):
             return sandbox
 
     def release(self, sandbox_id: str) -> None:
+        """The run is over: stop what its commands left running in the background."""
         with self._lock:
             sandbox = self._by_id.get(sandbox_id)
             if sandbox is None:
                 raise SandboxNotFoundError(self._not_found(sandbox_id))
             sandbox.in_use = False
+        sandbox.end_run()
+
+    def interrupt(self) -> None:
+        with self._lock:
+            sandboxes = list(self._by_id.values())
+        for sandbox in sandboxes:
+            sandbox.interrupt()
 
     def shutdown(self) -> None:
         with self._lock:

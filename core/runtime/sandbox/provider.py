@@ -28,6 +28,7 @@ from antler.runtime.paths import ThreadPaths
 
 __all__ = [
     "SANDBOX_PROVIDER_GROUP",
+    "CommandInterrupted",
     "CommandResult",
     "Sandbox",
     "SandboxClosedError",
@@ -54,6 +55,15 @@ class SandboxNotFoundError(SandboxError, LookupError):
 
 class SandboxClosedError(SandboxError, RuntimeError):
     """The sandbox or its provider has been shut down and can no longer be used."""
+
+
+class CommandInterrupted(BaseException):
+    """A command was killed because its run is being stopped (Ctrl-C, SIGTERM).
+
+    A `BaseException`, like `KeyboardInterrupt`: the tools turn ordinary
+    errors into results, but a stopped command has no result, so its call is
+    left unanswered and the next run reports it as interrupted.
+    """
 
 
 class UnknownSandboxProviderError(SandboxError, LookupError):
@@ -150,6 +160,13 @@ class SandboxProvider(ABC):
     @abstractmethod
     def shutdown(self) -> None:
         """Tear down every sandbox. The provider cannot be used afterwards."""
+
+    def interrupt(self) -> None:  # noqa: B027 - optional for providers, a no-op by default
+        """Stop every running command now (the run is being stopped).
+
+        Each command's call raises `CommandInterrupted` instead of returning a
+        result. Called from a signal handler: it must not block.
+        """
 
 
 def available_sandbox_providers() -> list[str]:

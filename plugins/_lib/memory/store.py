@@ -3,13 +3,17 @@
 One JSON file per user holds that user's facts, each with the thread it came
 from and when it was first and last seen. Writes are atomic (a temporary file
 in the same directory, then `os.replace`), so a crash mid-write leaves the old
-file intact. A file that cannot be read is moved aside, never overwritten, so
-nothing a user had remembered is silently lost.
+file intact. Every read-merge-write holds an advisory lock on
+`memory.json.lock` next to the file, so writers in several processes (parallel
+`antler run`s) keep each other's facts. A file that cannot be read (not UTF-8,
+not JSON, not a memory file) is moved aside with a warning naming both paths,
+never overwritten, so nothing a user had remembered is silently lost.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -17,7 +21,7 @@ import re
 import tempfile
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -83,7 +87,7 @@ class MemoryStore:
     """Reads and writes the per-user memory files under one base directory.
 
     `max_facts` caps the facts kept per user; past it, the facts seen least
-    recently are dropped. Thread-safe within one process.
+    recently are dropped. Safe across threads and processes.
     """
 
     def __init__(self, base: str | os.PathLike[str], *,
@@ -102,8 +106,15 @@ class MemoryStore:
 
     def facts(self, user_id: str) -> list[MemoryFact]:
         """The user's facts, oldest first; empty when the user has no memory yet."""
-        with self._lock(user_id):
-            facts, _problem = self._read(self.path_for(user_id))
+        path = self.path_for(user_id)
+        if not path.exists():
+            return []  # nothing to read, so no lock file to leave behind
+        with self._lock(user_id, path):
+            facts, problem = self._read(path)
+            if problem is not None and path.exists():
+                self._set_aside(path, problem)
+                if facts:
+                    self._write(path, user_id, facts)
             return facts
 
     def add_facts(self, user_id: str, contents: Iterable[str], *,
@@ -115,7 +126,7 @@ class MemoryStore:
         stop) is not added again; its `updated_at` is refreshed instead.
         """
         path = self.path_for(user_id)
-        with self._lock(user_id):
+        with self._lock(user_id, path):
             facts, problem = self._read(path)
             if problem is not None:
                 self._set_aside(path, problem)
@@ -151,19 +162,36 @@ class MemoryStore:
 
     # -- disk --------------------------------------------------------------------------
 
-    def _lock(self, user_id: str) -> threading.Lock:
+    @contextlib.contextmanager
+    def _lock(self, user_id: str, path: Path) -> Iterator[None]:
+        """This user's file to ourselves: a thread lock here, a file lock for other processes.
+
+        The lock file is never replaced (the memory file is), so every process
+        locks the same inode.
+        """
         with self._locks_guard:
-            return self._locks.setdefault(user_id, threading.Lock())
+            local = self._locks.setdefault(user_id, threading.Lock())
+        with local:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path.with_name(path.name + ".lock"),
+                         os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)
 
     @staticmethod
     def _read(path: Path) -> tuple[list[MemoryFact], str | None]:
         """(facts, problem): `problem` says why (part of) the file could not be used."""
         try:
-            raw = path.read_text(encoding="utf-8")
+            raw = path.read_bytes()
         except FileNotFoundError:
             return [], None
         try:
-            data = json.loads(raw)
+            data = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            return [], f"not UTF-8 text (byte {exc.start})"
         except ValueError as exc:
             return [], f"not valid JSON ({exc})"
         if not isinstance(data, dict) or not isinstance(data.get("facts"), list):
@@ -180,8 +208,8 @@ class MemoryStore:
         backup = path.with_name(f"{path.name}.corrupt-{stamp}-{uuid.uuid4().hex[:6]}")
         with contextlib.suppress(FileNotFoundError):
             os.replace(path, backup)
-            logger.warning("memory file %s: %s; kept it as %s and started afresh from what "
-                           "was readable", path, problem, backup.name)
+            logger.warning("memory file %s: %s; set it aside as %s and started afresh from "
+                           "what was readable", path, problem, backup)
 
     @staticmethod
     def _write(path: Path, user_id: str, facts: list[MemoryFact]) -> None:

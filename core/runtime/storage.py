@@ -1,0 +1,561 @@
+"""Where a thread's history lives, who owns it, and who may run it right now.
+
+A thread's checkpoints, its owner and its run lock are three services of one
+`Storage`, opened from `storage.checkpointer` under the base directory:
+
+* the **checkpointer** (LangGraph's saver) keeps the thread's history;
+* the **owner record** says which user created the thread. A run of another
+  user is refused before any graph step, so nothing of the thread is read or
+  written for them. The record lives in the checkpoint database itself (table
+  `antler_threads`) rather than in the checkpoint key: the thread id stays the
+  key every LangGraph tool knows, deleting a thread removes both in one place,
+  and a stranger gets a clear refusal instead of a silently separate thread of
+  the same name;
+* the **run lock** lets one run at a time work on a thread, across processes:
+  two runs interleaving their checkpoints lose a turn or leave a tool call
+  unanswered. The embedded lock is an advisory file lock
+  (`{base}/locks/{thread}.lock`), which the kernel releases when its process
+  dies, even by `kill -9`; a Postgres deployment slots an advisory lock in
+  behind the same `ThreadLocks` interface.
+
+Storage failures (a damaged, locked, read-only or full database, a base
+directory that is a file) become one `StorageError` naming the path and what
+to do about it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from antler.errors import AntlerError
+
+from .paths import validate_id
+
+__all__ = [
+    "CHECKPOINT_FILENAME",
+    "FileThreadLocks",
+    "MemoryOwners",
+    "ProcessThreadLocks",
+    "SqliteOwners",
+    "Storage",
+    "StorageError",
+    "ThreadAdmin",
+    "ThreadBusyError",
+    "ThreadInfo",
+    "ThreadLocks",
+    "ThreadOwners",
+    "ThreadOwnershipError",
+    "open_storage",
+    "storage_error",
+]
+
+CHECKPOINT_FILENAME = "checkpoints.sqlite"
+LOCKS_DIRNAME = "locks"
+SQLITE_TIMEOUT_SECONDS = 5.0
+"""How long a write waits for another process's transaction before 'database is locked'."""
+_LOCK_POLL_SECONDS = 0.05
+
+
+class StorageError(AntlerError):
+    """The base directory or the checkpoint database cannot be used; the message says why."""
+
+    def __init__(self, message: str, path: Path | str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class ThreadOwnershipError(AntlerError, PermissionError):
+    """A run asked for a thread another user created."""
+
+
+class ThreadBusyError(AntlerError):
+    """Another run (in this process or another) is working on the thread."""
+
+
+# -- error translation -------------------------------------------------------------------
+
+_SQLITE_PROBLEMS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("not a database", "malformed", "database disk image"),
+     "is damaged ({error}). Move it aside (`mv {path} {path}.bad`) to start without the "
+     "old threads, or restore it from a backup"),
+    (("database is locked", "database table is locked"),
+     "is locked by another process ({error}). Wait for the other run to finish, or stop "
+     "it, and try again"),
+    (("readonly", "read-only"),
+     "cannot be written ({error}). Check that you may write the file and its directory, "
+     "and that the file system is not mounted read-only"),
+    (("disk is full", "database or disk is full"),
+     "cannot grow: the disk is full ({error}). Free space (`antler threads prune` drops old "
+     "checkpoints) and try again"),
+    (("unable to open", "disk i/o error"),
+     "cannot be opened or read ({error}). Check that its directory exists and that you "
+     "may read and write it"),
+)
+
+_OS_PROBLEMS = {
+    errno.ENOSPC: "the disk is full; free space and try again",
+    errno.EDQUOT: "the disk quota is used up; free space and try again",
+    errno.EROFS: "the file system is read-only; use a base directory on a writable one "
+                 "(--home or $ANTLER_HOME)",
+    errno.EACCES: "permission denied; use a base directory you may write (--home or "
+                  "$ANTLER_HOME)",
+    errno.EPERM: "permission denied; use a base directory you may write (--home or "
+                 "$ANTLER_HOME)",
+    errno.ENOTDIR: "a file stands where a directory is needed; move it away or choose "
+                   "another base directory (--home or $ANTLER_HOME)",
+    errno.EEXIST: "a file stands where a directory is needed; move it away or choose "
+                  "another base directory (--home or $ANTLER_HOME)",
+}
+
+
+def storage_error(error: BaseException, path: Path | str) -> StorageError | None:
+    """The `StorageError` for `error` met while using `path`, or None if it is not one."""
+    if isinstance(error, StorageError):
+        return error
+    if isinstance(error, sqlite3.Error):
+        text = str(error)
+        lowered = text.lower()
+        for needles, advice in _SQLITE_PROBLEMS:
+            if any(needle in lowered for needle in needles):
+                return StorageError(
+                    f"the checkpoint database {path} " + advice.format(error=text, path=path),
+                    path)
+        return StorageError(f"the checkpoint database {path} failed: {text}", path)
+    if isinstance(error, OSError) and error.errno in _OS_PROBLEMS:
+        where = error.filename or path
+        return StorageError(f"cannot use {where}: {_OS_PROBLEMS[error.errno]}", where)
+    return None
+
+
+@contextlib.contextmanager
+def storage_errors(path: Path | str, *, disk: bool = True) -> Iterator[None]:
+    """Re-raise database (and, with `disk`, file system) errors of the block as a
+    `StorageError`.
+
+    During a run only database errors are translated: an `OSError` there may
+    come from a tool or a plugin, and must not be blamed on the storage.
+    """
+    caught: tuple[type[BaseException], ...] = (sqlite3.Error, OSError) if disk else (
+        sqlite3.Error,)
+    try:
+        yield
+    except caught as exc:
+        translated = storage_error(exc, path)
+        if translated is None:
+            raise
+        raise translated from exc
+
+
+def ensure_directory(path: Path, what: str = "base directory") -> Path:
+    """Create `path` (and parents), or explain in one line why it cannot be."""
+    if path.exists() and not path.is_dir():
+        raise StorageError(
+            f"the {what} {path} is a file, not a directory. Move the file away or point "
+            "--home / $ANTLER_HOME at a directory.", path)
+    with storage_errors(path):
+        path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+# -- owners ------------------------------------------------------------------------------
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class ThreadOwners(Protocol):
+    """Who created each thread."""
+
+    def owner(self, thread_id: str) -> str | None:
+        """The user who created `thread_id`, or None for a thread nobody created yet."""
+
+    def claim(self, thread_id: str, user_id: str) -> str:
+        """Record `user_id` as the owner unless the thread has one; return the owner."""
+
+    def forget(self, thread_id: str) -> None:
+        """Drop the owner record (the thread was deleted)."""
+
+    def all(self) -> dict[str, tuple[str, str]]:
+        """Every thread's (owner, created_at)."""
+
+
+@dataclass
+class MemoryOwners:
+    """Owner records of one process: for the in-memory and for caller-provided savers."""
+
+    _owners: dict[str, tuple[str, str]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def owner(self, thread_id: str) -> str | None:
+        record = self._owners.get(thread_id)
+        return record[0] if record else None
+
+    def claim(self, thread_id: str, user_id: str) -> str:
+        with self._lock:
+            return self._owners.setdefault(thread_id, (user_id, _now()))[0]
+
+    def forget(self, thread_id: str) -> None:
+        with self._lock:
+            self._owners.pop(thread_id, None)
+
+    def all(self) -> dict[str, tuple[str, str]]:
+        return dict(self._owners)
+
+
+class SqliteOwners:
+    """Owner records in the checkpoint database, table `antler_threads`."""
+
+    def __init__(self, cursor: Callable[[], contextlib.AbstractContextManager[sqlite3.Cursor]],
+                 ) -> None:
+        self._cursor = cursor
+        with self._cursor() as cur:
+            cur.execute("CREATE TABLE IF NOT EXISTS antler_threads ("
+                        "thread_id TEXT PRIMARY KEY, user_id TEXT NOT NULL, "
+                        "created_at TEXT NOT NULL)")
+
+    def owner(self, thread_id: str) -> str | None:
+        with self._cursor() as cur:
+            row = cur.execute("SELECT user_id FROM antler_threads WHERE thread_id = ?",
+                              (thread_id,)).fetchone()
+        return row[0] if row else None
+
+    def claim(self, thread_id: str, user_id: str) -> str:
+        with self._cursor() as cur:
+            cur.execute("INSERT OR IGNORE INTO antler_threads VALUES (?, ?, ?)",
+                        (thread_id, user_id, _now()))
+            row = cur.execute("SELECT user_id FROM antler_threads WHERE thread_id = ?",
+                              (thread_id,)).fetchone()
+        return str(row[0])
+
+    def forget(self, thread_id: str) -> None:
+        with self._cursor() as cur:
+            cur.execute("DELETE FROM antler_threads WHERE thread_id = ?", (thread_id,))
+
+    def all(self) -> dict[str, tuple[str, str]]:
+        with self._cursor() as cur:
+            rows = cur.execute("SELECT thread_id, user_id, created_at FROM antler_threads")
+            return {row[0]: (row[1], row[2]) for row in rows}
+
+
+# -- run locks ---------------------------------------------------------------------------
+
+class ThreadLocks(Protocol):
+    """One run at a time per thread, across every process that shares the storage."""
+
+    def hold(self, thread_id: str, *,
+             wait: bool = False) -> contextlib.AbstractContextManager[None]:
+        """Hold the thread's lock for the block; `ThreadBusyError` if busy and not `wait`."""
+
+
+class FileThreadLocks:
+    """`flock` on `{directory}/{thread}.lock`: released by the kernel when the holder dies.
+
+    Each `hold` opens its own file description, so two runs in one process
+    exclude each other as two processes do.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def path_for(self, thread_id: str) -> Path:
+        return self.directory / f"{validate_id('thread id', thread_id)}.lock"
+
+    @contextlib.contextmanager
+    def hold(self, thread_id: str, *, wait: bool = False) -> Iterator[None]:
+        path = self.path_for(thread_id)
+        ensure_directory(self.directory, "lock directory")
+        with storage_errors(path):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if not wait:
+                        raise _busy(thread_id) from None
+                    time.sleep(_LOCK_POLL_SECONDS)
+            yield
+        finally:
+            os.close(fd)  # closing the description releases the lock
+
+    def forget(self, thread_id: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.path_for(thread_id).unlink()
+
+
+class ProcessThreadLocks:
+    """Run locks of one process: for the in-memory saver, whose history no other
+    process can see."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    @contextlib.contextmanager
+    def hold(self, thread_id: str, *, wait: bool = False) -> Iterator[None]:
+        with self._guard:
+            lock = self._locks.setdefault(thread_id, threading.Lock())
+        if not lock.acquire(blocking=wait):
+            raise _busy(thread_id)
+        try:
+            yield
+        finally:
+            lock.release()
+
+
+# -- the storage -------------------------------------------------------------------------
+
+@dataclass
+class Storage:
+    """The checkpointer of an agent plus its owner records and run locks."""
+
+    saver: Any
+    owners: ThreadOwners | None
+    locks: ThreadLocks | None
+    path: Path | None = None
+    """The checkpoint database file, when there is one (named in error messages)."""
+    connection: sqlite3.Connection | None = None
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
+
+    def errors(self) -> contextlib.AbstractContextManager[None]:
+        """Translate database errors of the block (a run) into `StorageError`."""
+        return storage_errors(self.path or "the checkpoint store", disk=False)
+
+    def check_owner(self, thread_id: str, user_id: str) -> None:
+        """Refuse `user_id` when another user created `thread_id`."""
+        if self.owners is None:
+            return
+        with self.errors():
+            owner = self.owners.owner(thread_id)
+        if owner is not None and owner != user_id:
+            raise _not_yours(thread_id, user_id)
+
+    @contextlib.contextmanager
+    def run(self, thread_id: str, user_id: str, *, wait: bool = False) -> Iterator[None]:
+        """Hold the thread for one run of `user_id`, claiming it when it is new.
+
+        The owner is checked before the lock (a stranger learns nothing by
+        waiting) and again after it, when the claim is made.
+        """
+        self.check_owner(thread_id, user_id)
+        lock = self.locks.hold(thread_id, wait=wait) if self.locks else contextlib.nullcontext()
+        with lock:
+            if self.owners is not None:
+                with self.errors():
+                    owner = self.owners.claim(thread_id, user_id)
+                if owner != user_id:
+                    raise _not_yours(thread_id, user_id)
+            yield
+
+
+def _busy(thread_id: str) -> ThreadBusyError:
+    return ThreadBusyError(
+        f"thread {thread_id!r} is busy: another run is working on it. Wait for it to "
+        "finish, or pass --wait (wait=True) to queue behind it.")
+
+
+def _not_yours(thread_id: str, user_id: str) -> ThreadOwnershipError:
+    return ThreadOwnershipError(
+        f"thread {thread_id!r} belongs to another user, so user {user_id!r} cannot run on "
+        "it or read it. Use a thread id of your own (or leave --thread out for a new one).")
+
+
+def _sqlite_saver(path: Path) -> tuple[Any, sqlite3.Connection]:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    ensure_directory(path.parent)
+    with storage_errors(path):
+        connection = sqlite3.connect(str(path), check_same_thread=False,
+                                     timeout=SQLITE_TIMEOUT_SECONDS)
+        try:
+            saver = SqliteSaver(connection)
+            # Set up now, not on the first checkpoint: a damaged, locked or read-only
+            # database then fails before the run starts, with its path in the message.
+            saver.setup()
+        except BaseException:
+            connection.close()
+            raise
+    return saver, connection
+
+
+def open_storage(kind: Any, base_dir: Path) -> Storage:
+    """The storage for checkpointer `kind`: 'sqlite' (the default), 'memory', a path,
+    None/'none', False, or a LangGraph saver.
+
+    None keeps no checkpoints of its own but, run inside another graph, writes
+    into the parent's; False never checkpoints, even nested. Without
+    checkpoints a thread has no history to protect, so no owners and no locks.
+    A caller-provided saver gets owner records kept in this process only (give
+    such deployments their own `ThreadOwners`).
+    """
+    if kind is False:
+        return Storage(False, None, None)
+    if kind in (None, "none"):
+        return Storage(None, None, None)
+    if kind == "memory":
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        return Storage(InMemorySaver(), MemoryOwners(), ProcessThreadLocks())
+    locks = FileThreadLocks(base_dir / LOCKS_DIRNAME)
+    if kind == "sqlite" or isinstance(kind, (str, Path)):
+        path = base_dir / CHECKPOINT_FILENAME if kind == "sqlite" else Path(kind)
+        if kind == "sqlite":
+            ensure_directory(base_dir)
+        saver, connection = _sqlite_saver(path)
+        try:
+            with storage_errors(path):
+                owners = SqliteOwners(saver.cursor)
+        except BaseException:
+            connection.close()
+            raise
+        return Storage(saver, owners, locks, path, connection)
+    return Storage(kind, MemoryOwners(), locks)
+
+
+# -- looking after threads (`antler threads`) ------------------------------------------------
+
+@dataclass(frozen=True)
+class ThreadInfo:
+    """One thread of the checkpoint database, as `antler threads list` shows it."""
+
+    thread_id: str
+    owner: str | None
+    created_at: str | None
+    checkpoints: int
+    bytes: int
+
+    def as_json(self) -> dict[str, Any]:
+        return {"thread": self.thread_id, "owner": self.owner, "created_at": self.created_at,
+                "checkpoints": self.checkpoints, "bytes": self.bytes}
+
+
+class ThreadAdmin:
+    """Listing, pruning and deleting the threads of one base directory's checkpoint database.
+
+    Pruning and deleting take the thread's run lock first, so they never cut
+    under a run; a busy thread raises `ThreadBusyError`.
+    """
+
+    def __init__(self, base_dir: Path) -> None:
+        self.storage = open_storage("sqlite", base_dir)
+        self.base_dir = base_dir
+        assert self.storage.connection is not None and self.storage.owners is not None
+        self.connection = self.storage.connection
+        self.owners = self.storage.owners
+
+    def close(self) -> None:
+        self.storage.close()
+
+    def __enter__(self) -> ThreadAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def threads(self, user_id: str | None = None) -> list[ThreadInfo]:
+        """Every thread with checkpoints or an owner, oldest first; `user_id` filters."""
+        with self.storage.errors():
+            sizes = {row[0]: (row[1], row[2]) for row in self.connection.execute(
+                "SELECT thread_id, COUNT(*), SUM(LENGTH(checkpoint) + LENGTH(metadata)) "
+                "FROM checkpoints GROUP BY thread_id")}
+            for thread, size in self.connection.execute(
+                    "SELECT thread_id, SUM(LENGTH(value)) FROM writes GROUP BY thread_id"):
+                count, total = sizes.get(thread, (0, 0))
+                sizes[thread] = (count, (total or 0) + (size or 0))
+            owners = self.owners.all()
+        infos = []
+        for thread in sorted(set(sizes) | set(owners),
+                             key=lambda t: (owners.get(t, ("", ""))[1], t)):
+            owner, created = owners.get(thread, (None, None))
+            if user_id is not None and owner != user_id:
+                continue
+            count, total = sizes.get(thread, (0, 0))
+            infos.append(ThreadInfo(thread, owner, created, count, int(total or 0)))
+        return infos
+
+    def info(self, thread_id: str, user_id: str | None = None) -> ThreadInfo:
+        """One thread; `user_id` must own it when given."""
+        if user_id is not None:
+            self.storage.check_owner(thread_id, user_id)
+        for info in self.threads():
+            if info.thread_id == thread_id:
+                return info
+        raise StorageError(f"there is no thread {thread_id!r} in {self.storage.path}; "
+                           "`antler threads list` shows the threads there are.",
+                           self.storage.path)
+
+    def messages(self, thread_id: str) -> list[Any]:
+        """The messages of the thread's latest checkpoint."""
+        with self.storage.errors():
+            latest = self.storage.saver.get_tuple({"configurable": {"thread_id": thread_id}})
+        if latest is None:
+            return []
+        return list(latest.checkpoint.get("channel_values", {}).get("messages") or [])
+
+    def prune(self, keep: int, thread_ids: list[str] | None = None) -> tuple[int, int]:
+        """Keep the last `keep` checkpoints of each thread, then vacuum.
+
+        Returns (checkpoints removed, bytes the database file shrank by). The
+        latest checkpoint holds the whole state, so a thread resumes as before;
+        only the history behind it (time travel) is gone.
+        """
+        if keep < 1:
+            raise StorageError("--keep must be at least 1: the latest checkpoint is the "
+                               "thread's state", self.storage.path)
+        path = self.storage.path
+        before = path.stat().st_size if path is not None and path.exists() else 0
+        removed = 0
+        targets = thread_ids if thread_ids is not None else [
+            info.thread_id for info in self.threads()]
+        for thread in targets:
+            with self.storage.locks.hold(thread) if self.storage.locks else (
+                    contextlib.nullcontext()), self.storage.errors(), self.connection:
+                removed += self.connection.execute(
+                    "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id NOT IN ("
+                    " SELECT checkpoint_id FROM checkpoints AS kept"
+                    " WHERE kept.thread_id = checkpoints.thread_id"
+                    " AND kept.checkpoint_ns = checkpoints.checkpoint_ns"
+                    " ORDER BY checkpoint_id DESC LIMIT ?)", (thread, keep)).rowcount
+                self.connection.execute(
+                    "DELETE FROM writes WHERE thread_id = ? AND NOT EXISTS ("
+                    " SELECT 1 FROM checkpoints AS c WHERE c.thread_id = writes.thread_id"
+                    " AND c.checkpoint_ns = writes.checkpoint_ns"
+                    " AND c.checkpoint_id = writes.checkpoint_id)", (thread,))
+        with self.storage.errors():
+            self.connection.execute("VACUUM")
+        after = path.stat().st_size if path is not None and path.exists() else 0
+        return removed, max(0, before - after)
+
+    def delete(self, thread_id: str, user_id: str | None = None) -> None:
+        """Delete the thread's checkpoints, owner record and files."""
+        info = self.info(thread_id, user_id)
+        with self.storage.locks.hold(thread_id) if self.storage.locks else (
+                contextlib.nullcontext()):
+            with self.storage.errors():
+                self.storage.saver.delete_thread(thread_id)
+                self.owners.forget(thread_id)
+            if info.owner is not None:
+                import shutil
+
+                directory = self.base_dir / "users" / info.owner / "threads" / thread_id
+                if directory.exists():
+                    with storage_errors(directory):
+                        shutil.rmtree(directory)
+        if isinstance(self.storage.locks, FileThreadLocks):
+            self.storage.locks.forget(thread_id)

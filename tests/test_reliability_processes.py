@@ -1,0 +1,214 @@
+"""Threads, memory and sandbox commands across real processes (issue 10, defects 2, 3, 5, 6).
+
+Each `antler run` here is its own process, started as an operator would; the
+timeouts only stop a hung test, they assert nothing about speed.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from antler.plugins._lib.memory import MemoryStore
+from antler.runtime.agent import create_agent
+from antler.runtime.models import ScriptedChatModel
+from antler.runtime.paths import PathLayout
+from antler.runtime.sandbox.local import LocalSandboxProvider
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="process tracking uses /proc")
+HANG_GUARD = 120
+
+
+def antler(*args: object, home: Path, **kwargs: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "antler", *map(str, args), "--home", str(home)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def script(path: Path, turns: list[Any]) -> str:
+    path.write_text(yaml.safe_dump(turns), encoding="utf-8")
+    return f"scripted:{path}"
+
+
+def bash_turn(command: str) -> dict[str, Any]:
+    return {"content": "", "tool_calls": [{"name": "bash", "args": {"command": command}}]}
+
+
+def wait_for(process: subprocess.Popen[str], text: str) -> str:
+    """Read the process's stderr until a line holds `text`; return what was read."""
+    assert process.stderr is not None
+    seen = ""
+    for line in process.stderr:
+        seen += line
+        if text in line:
+            return seen
+    raise AssertionError(f"{text!r} never appeared; stderr was:\n{seen}")
+
+
+def running(marker: str) -> list[int]:
+    """Pids of processes whose command line (arguments joined by spaces) holds `marker`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as handle:
+                    if marker.encode() in handle.read().replace(b"\0", b" "):
+                        found.append(int(name))
+            except OSError:
+                continue
+    return found
+
+
+def appears(marker: str) -> bool:
+    """Whether a process with `marker` shows up (the command starts after its call is shown)."""
+    for _ in range(400):
+        if running(marker):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def gone(marker: str) -> bool:
+    """Whether no process with `marker` is left (the killed ones may take a moment)."""
+    for _ in range(100):
+        if not running(marker):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def state_of(home: Path, thread: str) -> dict[str, Any]:
+    with create_agent(model=ScriptedChatModel([]), base_dir=home) as agent:
+        return agent.state(thread)
+
+
+# -- defect 2: two processes on one thread ----------------------------------------------------
+
+def test_a_second_process_on_a_busy_thread_is_refused_or_waits(tmp_path):
+    home = tmp_path / "home"
+    go = tmp_path / "go"
+    long = script(tmp_path / "long.yaml", [
+        bash_turn(f"until [ -e {go} ]; do sleep 0.05; done; echo released"), "first done",
+        "A title"])
+    first = antler("run", "one", "--model", long, "--thread", "t1", home=home)
+    waiter = None
+    try:
+        wait_for(first, "-> bash")
+        busy = subprocess.run(
+            [sys.executable, "-m", "antler", "run", "two", "--home", str(home), "--model",
+             script(tmp_path / "b.yaml", ["never"]), "--thread", "t1"],
+            capture_output=True, text=True, timeout=HANG_GUARD)
+        assert busy.returncode == 1
+        assert "thread 't1' is busy" in busy.stderr and "Traceback" not in busy.stderr
+        waiter = antler("run", "three", "--model", script(tmp_path / "w.yaml", ["third done"]),
+                        "--thread", "t1", "--wait", home=home)
+        wait_for(waiter, "thread: t1")
+    finally:
+        go.touch()
+        first.communicate(timeout=HANG_GUARD)
+        if waiter is not None:
+            waiter.communicate(timeout=HANG_GUARD)
+    assert first.returncode == 0 and waiter is not None and waiter.returncode == 0
+    contents = [m.content for m in state_of(home, "t1")["messages"]
+                if m.type in ("human", "ai") and m.content]
+    assert contents == ["one", "first done", "three", "third done"]  # no turn lost
+
+
+# -- defect 3: memory writers in several processes --------------------------------------------
+
+def _write_facts(base: str, worker: int) -> None:
+    store = MemoryStore(base, max_facts=1000)
+    for n in range(50):
+        store.add_facts("u", [f"fact {worker}-{n}"])
+
+
+def test_four_processes_writing_fifty_facts_each_keep_all_two_hundred(tmp_path):
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_write_facts, args=(str(tmp_path), w)) for w in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(HANG_GUARD)
+        assert worker.exitcode == 0
+    facts = {f.content for f in MemoryStore(tmp_path, max_facts=1000).facts("u")}
+    assert facts == {f"fact {w}-{n}" for w in range(4) for n in range(50)}
+
+
+# -- defects 5 and 6: stopping a run stops its commands ----------------------------------------
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_stopping_antler_run_kills_the_command_and_leaves_the_thread_resumable(tmp_path, how):
+    home = tmp_path / "home"
+    marker = f"{400 + uuid.uuid4().int % 500}.{uuid.uuid4().int % 1000}"
+    model = script(tmp_path / "s.yaml", [bash_turn(f"echo started; sleep {marker}; echo no"),
+                                         "never"])
+    run = antler("run", "go", "--model", model, "--thread", "t1", home=home)
+    wait_for(run, "-> bash")
+    assert appears(f"sleep {marker}")
+    run.send_signal(how)
+    _out, err = run.communicate(timeout=HANG_GUARD)
+    assert run.returncode == 128 + how
+    assert "stopped: thread 't1' keeps what it saved" in err and "Traceback" not in err, err
+    assert gone(f"sleep {marker}")
+    resumed = subprocess.run(
+        [sys.executable, "-m", "antler", "run", "and now?", "--home", str(home), "--model",
+         script(tmp_path / "r.yaml", ["back", "A title"]), "--thread", "t1"],
+        capture_output=True, text=True, timeout=HANG_GUARD)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"[interrupted] bash({{'command': 'echo started; sleep {marker}" in resumed.stderr
+    assert resumed.stdout.strip() == "back"
+
+
+def test_kill_9_leaves_no_command_running_and_resume_keeps_the_saved_result(tmp_path):
+    home = tmp_path / "home"
+    marker = f"{400 + uuid.uuid4().int % 500}.{uuid.uuid4().int % 1000}"
+    model = script(tmp_path / "s.yaml", [
+        {"content": "", "tool_calls": [
+            {"name": "bash", "args": {"command": "echo quick"}, "id": "q"},
+            {"name": "bash", "args": {"command": f"sleep {marker}; (sleep {marker} &)"},
+             "id": "slow"}]},
+        "never"])
+    run = antler("run", "go", "--model", model, "--thread", "t1", home=home)
+    wait_for(run, "<- bash: quick")
+    assert appears(f"sleep {marker}")
+    run.kill()
+    run.communicate(timeout=HANG_GUARD)
+    assert gone(f"sleep {marker}")  # the parent-death signal and the watchdog
+    resumed = subprocess.run(
+        [sys.executable, "-m", "antler", "run", "and now?", "--home", str(home), "--model",
+         script(tmp_path / "r.yaml", ["back", "A title"]), "--thread", "t1"],
+        capture_output=True, text=True, timeout=HANG_GUARD)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "[interrupted] bash(" in resumed.stderr and "sleep" in resumed.stderr
+    results = {m.tool_call_id: m.content for m in state_of(home, "t1")["messages"]
+               if m.type == "tool"}
+    assert results == {"q": "quick"}  # shown before the crash, kept, not run again
+
+
+def test_the_end_of_a_run_kills_setsid_descendants(tmp_path):
+    marker = f"{400 + uuid.uuid4().int % 500}.{uuid.uuid4().int % 1000}"
+    provider = LocalSandboxProvider(default_timeout=30)
+    paths = PathLayout(tmp_path).thread("u", "t1")
+    sandbox_id = provider.acquire(paths)
+    sandbox = provider.get(sandbox_id)
+    result = sandbox.execute_command(
+        f"setsid sleep {marker} >/dev/null 2>&1 < /dev/null & "
+        f"(sleep {marker}1 >/dev/null 2>&1 &); echo started")
+    try:
+        assert result.stdout.strip() == "started"
+        assert appears(f"sleep {marker}1") and appears(f"sleep {marker} ")  # both outlived it
+        provider.release(sandbox_id)  # the run is over
+        assert gone(f"sleep {marker}")
+    finally:
+        provider.shutdown()
