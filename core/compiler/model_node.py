@@ -1,0 +1,198 @@
+"""Model-call hooks inside LangChain's model node (`ModelHooks`).
+
+The `before_model` hooks, LangChain's own model node (every `wrap_model_call`
+and the model) and the `after_model` hooks run in one superstep. A model answer
+of a node that failed afterwards is kept for the retry of the same task
+(`_SavedAnswers`), so a failing `after_model` hook costs no second model call
+in one process.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from antler.errors import FusionError
+
+from .nodes import _Channel, _Step, _StepRunner
+from .plan import _DESTINATIONS, MODEL_NODE
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+
+
+class ModelHooks(_StepRunner):
+    """The model node with the `before_model` and `after_model` hooks run inside it.
+
+    LangChain runs one turn of the loop as the `before_model` nodes, the model
+    node and the `after_model` nodes: with a checkpointer, one superstep and
+    one checkpoint each, on every model call. Here the model node does all of
+    it, in the same order: the `before_model` hooks (list order), the model
+    call with every `wrap_model_call` (LangChain's own model node, given the
+    state the hooks left), then the `after_model` hooks (reverse list order).
+    Each sees the state it would have seen as its own node, as in a fused
+    node, and the node's writes equal the sequence of theirs.
+
+    Jumps: a `before_model` hook that jumps ends the node before the model is
+    called (the unfused graph skips the model and the `after_model` nodes);
+    an `after_model` hook that jumps ends it there. The node writes `jump_to`
+    and LangChain's edge after the model node routes it. `install` checks
+    that the edge can reach every destination the hooks declare.
+
+    Failure: the node is one superstep, so when the model call or a hook
+    fails, nothing of it is checkpointed and resuming runs it again. The
+    model's answer is kept for that retry (`_SavedAnswers`, this process
+    only), so the model is not called twice. Hooks that may
+    interrupt, or are declared `fusable: false`, keep every hook of their
+    kind in its own nodes (see `absorbable`).
+    """
+
+    def __init__(self, before: list[_Step], after: list[_Step], channels: dict[str, _Channel],
+                 token: str, *, loop_entry: str) -> None:
+        targets = {t for step in (*before, *after) for t in step.can_jump}
+        # The model node is the loop's exit: LangChain's edge after it reads `jump_to`.
+        super().__init__(channels, token, node=MODEL_NODE, loop_exit=True,
+                         can_jump=tuple(t for t in _DESTINATIONS if t in targets))
+        self.before = before
+        self.after = after
+        self.loop_entry = loop_entry
+        self.model: _Step | None = None
+        self.answers = _SavedAnswers()
+
+    def problem_with(self, graph: Any) -> str:
+        """Why the absorbed hooks cannot run in `graph`'s model node ("" when they can)."""
+        from langgraph._internal._runnable import RunnableCallable
+
+        nodes = getattr(graph, "nodes", None)
+        if not isinstance(nodes, dict) or MODEL_NODE not in nodes:
+            return "the graph has no model node"
+        if not isinstance(getattr(nodes[MODEL_NODE], "bound", None), RunnableCallable):
+            return "the model node is not the one LangChain's create_agent builds"
+        if self.model is not None:
+            return "the hooks already run inside a model node"
+        wanted = {"tools": "tools", "model": self.loop_entry}
+        needed = [t for t in self.can_jump if t in wanted]
+        if not needed:
+            return ""
+        branches = getattr(getattr(graph, "builder", None), "branches", {}).get(MODEL_NODE, {})
+        if not branches:
+            return (f"the model node has no conditional edge to route jumps to "
+                    f"{', '.join(needed)} (the agent has no tools)")
+        ends: set[str] = set()
+        for branch in branches.values():
+            if branch.ends is None:
+                return ""  # the edge may go anywhere
+            ends.update(branch.ends.values())
+        missing = [t for t in needed if wanted[t] not in ends]
+        if missing:
+            return f"the model node's edge cannot reach {', '.join(missing)}"
+        return ""
+
+    def install(self, graph: Any) -> None:
+        """Make `graph`'s model node run the hooks around LangChain's model node."""
+        from langgraph._internal._runnable import RunnableCallable
+
+        problem = self.problem_with(graph)
+        if problem:
+            raise FusionError(f"cannot run before_model/after_model hooks inside the model "
+                              f"node: {problem}; compile with into_model=False")
+        node = graph.nodes[MODEL_NODE]
+        self.model = _Step(MODEL_NODE, MODEL_NODE, _ModelCall(node.bound, self.answers), ())
+        graph.nodes[MODEL_NODE] = node.copy(
+            {"bound": RunnableCallable(self.run, self.arun, trace=False)})
+
+    def run(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
+        result = super().run(state, runtime, config)
+        self.answers.discard(_task_key(config))  # the node succeeded: nothing to retry
+        return result
+
+    async def arun(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
+        result = await super().arun(state, runtime, config)
+        self.answers.discard(_task_key(config))
+        return result
+
+    def _steps(self) -> Iterable[_Step]:
+        if self.model is None:
+            raise FusionError("the model-call hooks were compiled to run inside the model "
+                              "node, but FusedChain.install was never called on the graph")
+        return itertools.chain(self.before, [self.model], self.after)
+
+
+class _SavedAnswers:
+    """The model's writes of model-node runs not finished yet, by task, for their retry.
+
+    When an `after_model` hook fails, LangGraph keeps nothing of the node, and
+    the retry (a resume, or a retry policy) runs the same task again from the
+    same checkpoint. Taking the model's writes from here, the retry does not
+    call the model a second time, as LangChain's graph would not: it saved the
+    answer before its `after_model` nodes ran. In this process only: a resume
+    elsewhere calls the model again. Entries of runs never retried age out.
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self._items: collections.OrderedDict[tuple[Any, ...], Any] = collections.OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def put(self, key: tuple[Any, ...] | None, value: Any) -> None:
+        if key is None:
+            return
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def take(self, key: tuple[Any, ...] | None) -> Any:
+        if key is None:
+            return None
+        with self._lock:
+            return self._items.pop(key, None)
+
+    def discard(self, key: tuple[Any, ...] | None) -> None:
+        self.take(key)
+
+
+def _task_key(config: RunnableConfig) -> tuple[Any, ...] | None:
+    """The LangGraph task running `config` (stable when the same task is run again)."""
+    from langgraph._internal._constants import (
+        CONFIG_KEY_CHECKPOINT_NS,
+        CONFIG_KEY_TASK_ID,
+        CONFIG_KEY_THREAD_ID,
+    )
+
+    configurable = config.get("configurable") or {}
+    task = configurable.get(CONFIG_KEY_TASK_ID)
+    if not task:
+        return None
+    return (configurable.get(CONFIG_KEY_THREAD_ID), configurable.get(CONFIG_KEY_CHECKPOINT_NS),
+            task)
+
+
+class _ModelCall:
+    """LangChain's model node, answering a retried task from `_SavedAnswers`."""
+
+    def __init__(self, model: Any, answers: _SavedAnswers) -> None:
+        self.model = model
+        self.answers = answers
+
+    def invoke(self, state: Any, config: RunnableConfig) -> Any:
+        key = _task_key(config)
+        saved = self.answers.take(key)
+        if saved is not None:
+            return saved
+        result = self.model.invoke(state, config)
+        self.answers.put(key, result)
+        return result
+
+    async def ainvoke(self, state: Any, config: RunnableConfig) -> Any:
+        key = _task_key(config)
+        saved = self.answers.take(key)
+        if saved is not None:
+            return saved
+        result = await self.model.ainvoke(state, config)
+        self.answers.put(key, result)
+        return result

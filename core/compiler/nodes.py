@@ -1,0 +1,456 @@
+"""The fused node at run time: members run in order on their own view of the state.
+
+`_StepRunner` runs a sequence of member hooks inside one graph node. Between
+members each update is applied to the node's view of the state through the
+channel's real LangGraph channel (`_state_channels`), so reducers behave as in
+the graph; `jump_to` ends the run where the unfused graph would skip nodes; the
+node returns writes equal to the members' updates applied in sequence.
+`FusedHooks` is the middleware carrying one run of `before_*`/`after_*` hooks.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, get_type_hints
+
+from .plan import _DESTINATIONS, _JUMP_KEY, FUSED_EVENT, MODEL_NODE, Member
+from .proxies import _overrides
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+
+
+@dataclass(frozen=True)
+class _Channel:
+    kind: str  # "reduce" | "last" | "ephemeral"
+    template: Any
+    messages: bool = False
+
+
+def _state_channels(middlewares: Sequence[Any], base: type
+                    ) -> tuple[dict[str, _Channel], str]:
+    """The merged state's channels, as `create_agent` merges the schemas; or why not."""
+    from typing import TypedDict
+
+    from langgraph.channels import (
+        BinaryOperatorAggregate,
+        EphemeralValue,
+        LastValue,
+        UntrackedValue,
+    )
+    from langgraph.graph import StateGraph
+
+    hints: dict[type, dict[str, Any]] = {}
+    for schema in [*(m.state_schema for m in middlewares), base]:
+        hints.pop(schema, None)  # a schema listed twice counts at its last position
+        hints[schema] = get_type_hints(schema, include_extras=True)
+    merged: dict[str, Any] = {}
+    for fields in hints.values():
+        merged.update(fields)
+    graph = StateGraph(TypedDict("FusionView", merged))  # type: ignore[operator]
+    channels: dict[str, _Channel] = {}
+    for key, channel in graph.channels.items():
+        if isinstance(channel, BinaryOperatorAggregate):
+            channels[key] = _Channel("reduce", channel, _is_add_messages(channel.operator))
+        elif isinstance(channel, EphemeralValue):
+            channels[key] = _Channel("ephemeral", channel)
+        elif type(channel) in (LastValue, UntrackedValue):
+            channels[key] = _Channel("last", channel)
+        else:
+            return {}, (f"state key {key!r} uses a {type(channel).__name__} channel, which "
+                        "the fused node cannot replay; fusion skipped")
+    return channels, ""
+
+
+def _is_add_messages(operator: Any) -> bool:
+    from langgraph.graph.message import add_messages
+
+    if operator is add_messages:
+        return True
+    inner = operator.func if isinstance(operator, functools.partial) else None
+    return getattr(inner, "__name__", "") == "add_messages" and \
+        getattr(inner, "__module__", "") == "langgraph.graph.message"
+
+
+def _as_messages(value: Any) -> Any:
+    """An `add_messages` write as message objects, so the view and the graph share ids."""
+    from langchain_core.messages import BaseMessage, BaseMessageChunk, convert_to_messages
+    from langchain_core.messages.utils import message_chunk_to_message
+
+    if _is_overwrite(value):
+        return value
+    items = value if isinstance(value, list) else [value]
+    if all(isinstance(m, BaseMessage) and not isinstance(m, BaseMessageChunk) for m in items):
+        return value
+    # `add_messages` turns a chunk into a new message (and gives an id-less one a
+    # fresh id): done once here, the view and the graph hold the same message.
+    return [message_chunk_to_message(m) for m in convert_to_messages(items)]
+
+
+def _is_overwrite(value: Any) -> bool:
+    from langgraph.types import Overwrite
+
+    return isinstance(value, Overwrite) or (isinstance(value, dict) and (
+        "__overwrite__" in value or value.get("type") == "__overwrite__"))
+
+
+@dataclass(frozen=True)
+class _Step:
+    label: str
+    node: str  # the member's own node name in an unfused graph
+    call: Any  # a RunnableCallable, built exactly as create_agent builds a hook node
+    can_jump: tuple[str, ...]
+    traced: Any = None
+    """The same hook as a run of its own, named as its node (used when callbacks listen)."""
+    loop_exit: bool = False
+    """The last `after_model` hook of a turn: LangChain's edge routes whatever it writes
+    to `jump_to`, declared or not."""
+
+
+def _step(original: Any, proxy: Any, member: Member, kind: str) -> _Step:
+    from langgraph._internal._runnable import RunnableCallable
+
+    cls = type(original)
+    sync = getattr(proxy, kind) if _overrides(cls, kind) else None
+    async_ = getattr(proxy, "a" + kind) if _overrides(cls, "a" + kind) else None
+    node = f"{member.name}.{kind}"
+    return _Step(member.label, node, RunnableCallable(sync, async_, trace=False),
+                 member.can_jump.get(kind, ()),
+                 traced=RunnableCallable(sync, async_, name=node, trace=True))
+
+
+def _fused_middleware(base: type, name: str, kind: str, steps: list[_Step],
+                      channels: dict[str, _Channel], token: str, *, loop_exit: bool,
+                      node: str) -> Any:
+    targets = {t for step in steps for t in step.can_jump}
+    can_jump = [t for t in _DESTINATIONS if t in targets]
+
+    def hook(self: FusedHooks, state: Any, runtime: Any, config: RunnableConfig) -> Any:
+        return self.run(state, runtime, config)
+
+    async def ahook(self: FusedHooks, state: Any, runtime: Any, config: RunnableConfig) -> Any:
+        return await self.arun(state, runtime, config)
+
+    hook.__name__, ahook.__name__ = kind, "a" + kind
+    hook.__qualname__, ahook.__qualname__ = f"FusedHooks.{kind}", f"FusedHooks.a{kind}"
+    if can_jump:
+        hook.__can_jump_to__ = list(can_jump)  # type: ignore[attr-defined]
+        ahook.__can_jump_to__ = list(can_jump)  # type: ignore[attr-defined]
+    cls = _fused_class(base)
+    subclass = type("FusedHooks", (cls,), {kind: hook, "a" + kind: ahook,
+                                           "__module__": __name__})
+    return subclass(name, kind, steps, channels, token, loop_exit=loop_exit, node=node,
+                    can_jump=tuple(can_jump))
+
+
+@functools.cache
+def _model_edge_class() -> type:
+    """A pass-through `wrap_model_call` (defined lazily: no langchain import at load)."""
+    from langchain.agents.middleware import AgentMiddleware
+
+    class ModelEdge(AgentMiddleware):
+        """Keeps the model node's route back to the model (see `compile_fusion`)."""
+
+        @property
+        def name(self) -> str:
+            return "antler_model_edge"
+
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            return handler(request)
+
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            return await handler(request)
+
+    return ModelEdge
+
+
+@functools.cache
+def _fused_class(base: type) -> type:
+    # Defined lazily so that importing this module does not import langchain.
+    return type("FusedHooks", (FusedHooks, base), {"__module__": __name__})
+
+
+class _StepRunner:
+    """A graph node that runs steps (hooks, or the model node) one after another.
+
+    Each step sees the state the earlier ones left (`_Run`); the node returns
+    their writes as one update.
+    """
+
+    def __init__(self, channels: dict[str, _Channel], token: str, *, node: str,
+                 loop_exit: bool, can_jump: tuple[str, ...]) -> None:
+        self.channels = channels
+        self.token = token
+        self.node = node
+        self.loop_exit = loop_exit
+        self.can_jump = can_jump
+        self.ephemeral = tuple(k for k, c in channels.items() if c.kind == "ephemeral")
+
+    def _steps(self) -> Iterable[_Step]:
+        raise NotImplementedError
+
+    def run(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
+        run = _Run(self, state)
+        for step in self._steps():
+            started = time.perf_counter()
+            if run.absorb(step, _invoke(step, run.member_state(), config), started):
+                break
+        return run.finish(runtime)
+
+    async def arun(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
+        run = _Run(self, state)
+        for step in self._steps():
+            started = time.perf_counter()
+            if run.absorb(step, await _ainvoke(step, run.member_state(), config), started):
+                break
+        return run.finish(runtime)
+
+
+class FusedHooks(_StepRunner):
+    """One graph node that runs several plugins' hooks of one kind in LangChain's order.
+
+    Mixed into `AgentMiddleware` when a chain is compiled; see the module docs.
+    """
+
+    tools: Sequence[Any] = ()
+
+    def __init__(self, name: str, kind: str, steps: list[_Step],
+                 channels: dict[str, _Channel], token: str, *, loop_exit: bool, node: str,
+                 can_jump: tuple[str, ...]) -> None:
+        super().__init__(channels, token, node=node, loop_exit=loop_exit, can_jump=can_jump)
+        self._name = name
+        self.kind = kind
+        self.steps = steps
+        self.tools = []
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def members(self) -> list[str]:
+        return [step.label for step in self.steps]
+
+    def _steps(self) -> Iterable[_Step]:
+        return self.steps
+
+
+def _member_config(step: _Step, config: RunnableConfig) -> RunnableConfig:
+    """The node's config, with `langgraph_node` naming the member's own (unfused) node.
+
+    Chat models and runnables a hook calls inherit this metadata, so their
+    streamed messages and traces say which plugin's hook made them, as in
+    LangChain's graph: a consumer that keeps the `model` node's tokens (the
+    answer) does not get a summary or title model's tokens with them.
+    """
+    if step.node == MODEL_NODE:
+        return config
+    metadata = {**(config.get("metadata") or {}), "langgraph_node": step.node}
+    return {**config, "metadata": metadata}
+
+
+def _listened(config: RunnableConfig) -> bool:
+    """Whether a callback handler (a tracer, LangGraph's `messages` stream) is listening."""
+    callbacks = config.get("callbacks")
+    handlers = getattr(callbacks, "handlers", callbacks)
+    return bool(handlers)
+
+
+def _runnable(step: _Step, config: RunnableConfig) -> Any:
+    # With a listener, each hook is a run of its own named as its unfused node, as
+    # LangGraph makes each node a run: traces nest under it and the `messages`
+    # stream reports what the hook wrote under its name, in its place. Without
+    # one, that bookkeeping is skipped.
+    return step.traced if step.traced is not None and _listened(config) else step.call
+
+
+def _invoke(step: _Step, state: dict[str, Any], config: RunnableConfig) -> Any:
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    member = _member_config(step, config)
+    token = var_child_runnable_config.set(member)
+    try:
+        return _runnable(step, member).invoke(state, member)
+    finally:
+        var_child_runnable_config.reset(token)
+
+
+async def _ainvoke(step: _Step, state: dict[str, Any], config: RunnableConfig) -> Any:
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    member = _member_config(step, config)
+    token = var_child_runnable_config.set(member)
+    try:
+        return await _runnable(step, member).ainvoke(state, member)
+    finally:
+        var_child_runnable_config.reset(token)
+
+
+class _Run:
+    """One execution of a fused node: the members' view of the state and their writes."""
+
+    __slots__ = ("events", "extra", "jumped", "last_writer", "node", "step", "view", "writes")
+
+    def __init__(self, node: _StepRunner, state: Any) -> None:
+        self.node = node
+        self.view: dict[str, Any] = dict(state)
+        self.writes: dict[str, list[Any]] = {}
+        self.last_writer: dict[str, int] = {}
+        self.extra: list[Any] = []
+        self.events: list[dict[str, Any]] = []
+        self.step = -1
+        self.jumped = False
+
+    def member_state(self) -> dict[str, Any]:
+        # Each hook node gets a fresh dict from LangGraph; so does each member here.
+        return dict(self.view)
+
+    def absorb(self, step: _Step, result: Any, started: float) -> bool:
+        """Apply one member's result to the view; True when the group ends here."""
+        self.step += 1
+        took = (time.perf_counter() - started) * 1000
+        if result is None:  # the common case: nothing to apply, a superstep passes
+            self.events.append({"plugin": step.label, "node": step.node, "update": None,
+                                "duration_ms": took})
+            for key in self.node.ephemeral:
+                self.view.pop(key, None)
+            return False
+        pairs, extra, stop = _updates_of(result, step.label)
+        channels = self.node.channels
+        # As LangGraph's `updates` stream shows a node's write: keys the state has.
+        self.events.append({"plugin": step.label, "node": step.node,
+                            "update": _shown([p for p in pairs if p[0] in channels]),
+                            "duration_ms": took})
+        self.extra.extend(extra)
+        grouped: dict[str, list[Any]] = {}
+        for key, value in pairs:
+            channel = channels.get(key)
+            if channel is None:
+                continue  # LangGraph drops keys the state does not have, silently
+            grouped.setdefault(key, []).append(_as_messages(value) if channel.messages
+                                               else value)
+        view = self.view
+        for key, values in grouped.items():
+            template = channels[key].template
+            live = template.from_checkpoint(view[key]) if key in view else template.copy()
+            live.update(values)
+            if live.is_available():
+                view[key] = live.get()
+            else:
+                view.pop(key, None)
+            self.writes.setdefault(key, []).extend(values)
+            self.last_writer[key] = self.step
+        for key in self.node.ephemeral:
+            if key not in grouped:
+                view.pop(key, None)  # a superstep passed: an ephemeral value is gone
+        if _JUMP_KEY in grouped and view.get(_JUMP_KEY) in _DESTINATIONS:
+            target = view[_JUMP_KEY]
+            if target in step.can_jump:
+                self.jumped = True
+                return True
+            if step.can_jump and not step.loop_exit:
+                raise _jump_error(step, target)
+        return stop
+
+    def finish(self, runtime: Any) -> Any:
+        node, view = self.node, self.view
+        emitted: dict[str, list[Any]] = {}
+        for key, values in self.writes.items():
+            channel = node.channels[key]
+            if channel.kind == "reduce":
+                emitted[key] = ([_overwrite(view[key])] if any(_is_overwrite(v) for v in values)
+                                else values)
+            elif channel.kind == "last":
+                emitted[key] = [values[-1]]
+            elif self.last_writer[key] == self.step and key in view:
+                if (key == _JUMP_KEY and not self.jumped and not node.loop_exit
+                        and node.can_jump and view[key] in _DESTINATIONS):
+                    continue  # see the module docs: an undeclared jump is not routed
+                emitted[key] = [view[key]]
+        writer = getattr(runtime, "stream_writer", None)
+        if writer is not None:
+            writer({FUSED_EVENT: node.node, "token": node.token, "hooks": self.events})
+        if not self.extra and all(len(values) == 1 for values in emitted.values()):
+            return {key: values[0] for key, values in emitted.items()} or None
+        from langgraph.types import Command
+
+        rounds = max((len(values) for values in emitted.values()), default=0)
+        commands: list[Any] = [
+            Command(update={k: v[i] for k, v in emitted.items() if i < len(v)})
+            for i in range(rounds)
+        ]
+        return commands + self.extra
+
+
+def _overwrite(value: Any) -> Any:
+    from langgraph.types import Overwrite
+
+    return Overwrite(value)
+
+
+def _jump_error(step: _Step, target: str) -> Exception:
+    from langgraph.errors import InvalidUpdateError
+
+    return InvalidUpdateError(
+        f"{step.node} (plugin {step.label!r}) set jump_to={target!r} but its hook declares "
+        f"can_jump_to={list(step.can_jump)}; declare the destination with "
+        "@hook_config(can_jump_to=[...])"
+    )
+
+
+def _updates_of(result: Any, label: str) -> tuple[list[tuple[str, Any]], list[Any], bool]:
+    """(state writes, Commands to pass on, whether the group ends) from a hook's result."""
+    from langgraph.types import Command
+
+    if result is None:
+        return [], [], False
+    if isinstance(result, dict):
+        return list(result.items()), [], False
+    if isinstance(result, Command):
+        if result.graph == Command.PARENT:
+            return [], [result], True
+        update = result.update
+        pairs = (list(update.items()) if isinstance(update, dict)
+                 else [tuple(p) for p in update] if isinstance(update, (list, tuple))
+                 else [] if update is None else None)
+        if pairs is None:
+            raise _invalid(update, label)
+        extra = [Command(goto=result.goto)] if result.goto else []
+        return pairs, extra, False
+    if isinstance(result, (list, tuple)) and result and \
+            any(isinstance(r, Command) for r in result):
+        pairs_all: list[tuple[str, Any]] = []
+        extra_all: list[Any] = []
+        stop = False
+        for item in result:
+            pairs, extra, ends = _updates_of(item, label)
+            pairs_all.extend(pairs)
+            extra_all.extend(extra)
+            stop = stop or ends
+        return pairs_all, extra_all, stop
+    from langgraph._internal._fields import get_cached_annotated_keys, get_update_as_tuples
+
+    keys = get_cached_annotated_keys(type(result))
+    if keys:  # a dataclass or model instance, as LangGraph accepts from a node
+        return list(get_update_as_tuples(result, keys)), [], False
+    raise _invalid(result, label)
+
+
+def _invalid(value: Any, label: str) -> Exception:
+    from langgraph.errors import InvalidUpdateError
+
+    return InvalidUpdateError(f"a hook of plugin {label!r} returned {value!r}; expected a dict "
+                              "of state updates, a Command or None")
+
+
+def _shown(pairs: list[tuple[str, Any]]) -> Any:
+    """A member's update as LangGraph's `updates` stream would show its node's."""
+    if not pairs:
+        return None
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) == len(keys):
+        return dict(pairs)
+    return [{key: value} for key, value in pairs]
