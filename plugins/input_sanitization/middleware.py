@@ -80,6 +80,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from antler.plugin_api.context import BuildContext
+from antler.plugins._lib.messagememo import MessageMemo
 from antler.plugins._lib.tagguard import (
     USER_INPUT_BEGIN,
     USER_INPUT_END,
@@ -132,13 +133,24 @@ class InputSanitizationState(AgentState):
 
 
 def fingerprint(message: BaseMessage) -> str:
-    """A stable digest of what decides how a `HumanMessage` is treated."""
+    """A stable digest of what decides how a `HumanMessage` is treated.
+
+    Computed once per message and kept (`MessageMemo`): the provenance record
+    asks for every user message's digest several times a turn.
+    """
+    return _fingerprints(message)
+
+
+def _digest(message: BaseMessage) -> str:
     kwargs = message.additional_kwargs or {}
     payload = json.dumps(
         [message.name, message.content, kwargs.get(ORIGINAL_CONTENT_KEY)],
         sort_keys=True, default=repr, ensure_ascii=False,
     )
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+_fingerprints: MessageMemo[str] = MessageMemo(_digest)
 
 
 def _provenance(state: Any) -> InputProvenance:
@@ -209,6 +221,11 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
     def __init__(self, tags: ReservedTags) -> None:
         super().__init__()
         self.tags = tags
+        # Sanitized copies by message id: each request is rebuilt from the same
+        # checkpointed messages, so an earlier message is sanitized once, not on
+        # every model call (see docs/plugins.md, section 4).
+        self._sanitized: MessageMemo[tuple[HumanMessage, list[Finding]]] = MessageMemo(
+            self.sanitize_message)
 
     # -- provenance ------------------------------------------------------------------
 
@@ -289,7 +306,7 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
         for message in request.messages:
             if isinstance(message, HumanMessage) and (
                     everyone or not message.id or message.id in user):
-                clean, latest = self.sanitize_message(message)
+                clean, latest = self._sanitized(message)
                 changed = changed or clean is not message
                 message = clean
             messages.append(message)
