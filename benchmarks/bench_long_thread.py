@@ -322,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         histories = tuple(sorted({int(h) for h in args.history.split(",")}))
     except ValueError:
-        raise SystemExit(f"--history takes whole numbers, comma-separated: {args.history!r}")
+        raise SystemExit(f"--history takes whole numbers, comma-separated: "
+                         f"{args.history!r}") from None
     chains = _choices(args.chain, CHAINS)
     if "bare" not in chains:
         chains = ("bare", *chains)  # every ratio needs its baseline

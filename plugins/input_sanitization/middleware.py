@@ -143,7 +143,7 @@ def merge_provenance(current: InputProvenance | None, change: Any) -> InputProve
     The record is written as changes, so a turn writes its own messages' entries
     rather than the whole record (and a delta checkpoint stores only those).
     """
-    base = current or {}
+    base: dict[str, Any] = dict(current or {})
     seen: dict[str, str] = dict(base.get("seen") or {})
     user: list[str] = list(base.get("user") or [])
     if not isinstance(change, dict):
@@ -154,7 +154,10 @@ def merge_provenance(current: InputProvenance | None, change: Any) -> InputProve
         user = [i for i in user if i not in gone]
     seen.update(change.get("seen") or {})
     known = set(user)
-    user += [i for i in change.get("user") or () if i not in known and not known.add(i)]
+    for message_id in change.get("user") or ():
+        if message_id not in known:
+            known.add(message_id)
+            user.append(message_id)
     return {"seen": seen, "user": user}
 
 
