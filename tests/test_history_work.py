@@ -177,3 +177,18 @@ def test_memory_filters_only_the_messages_since_its_last_submission(tmp_path, re
     # Each submission is still the whole conversation, as the queue expects.
     assert [m.text for m in queue.submissions[-1]] == [
         text for turn in range(6) for text in (f"question {turn}", f"answer {turn}")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(messages, max_size=6), min_size=1, max_size=5))
+def test_the_record_kept_as_changes_equals_the_record_taken_afresh(states):
+    user = {m.id for m in states[0]}
+    record: Any = sanitization.merge_provenance(None, {"user": sorted(user)})
+    for state in states:
+        change = sanitization._observed(state, sanitization._provenance(
+            {sanitization.PROVENANCE_KEY: record}))
+        record = sanitization.merge_provenance(record, change)
+        present = {m.id: sanitization.fingerprint(m) for m in state}
+        user &= set(present)  # an id that left the thread is no longer the user's
+        assert record["seen"] == present
+        assert set(record["user"]) == user
