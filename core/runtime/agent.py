@@ -266,7 +266,10 @@ def create_agent(
     `before_model`/`after_model` hooks inside the model node (see
     `antler.compiler`). `durability` is LangGraph's checkpoint durability
     ('sync', the default: each step is saved before the next one runs;
-    'async' or 'exit' trade that for speed).
+    'async' or 'exit' trade that for speed). With `storage.messages_channel:
+    delta` and a saver, `messages` and the channels middlewares name in
+    `antler_delta_channels` are checkpointed as deltas (see
+    `antler.runtime.channels`).
     """
     from langchain.agents import create_agent as langchain_create_agent
 
