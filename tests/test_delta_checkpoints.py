@@ -18,6 +18,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from antler.chain.config import parse_config
+from antler.errors import BuildError
 from antler.plugin_api.context import RuntimeOptions
 from antler.plugin_api.registry import discover
 from antler.runtime.agent import CHECKPOINT_FILENAME, create_agent
@@ -130,8 +131,19 @@ def test_only_reducer_channels_can_be_stored_as_deltas(tmp_path, registry):
     config = parse_config(QUIET, registry)
     with create_agent(config, model=ScriptedChatModel(["ok"]), registry=registry,
                       base_dir=tmp_path, checkpointer="memory") as agent:
-        with pytest.raises(ValueError, match=r"'jump_to'.*reducer channels"):
+        with pytest.raises(BuildError, match=r"'jump_to'.*reducer channels"):
             use_delta_channels(agent.graph, ["jump_to"], 10)
-        with pytest.raises(ValueError, match=r"'nope' as deltas \(no such channel\)"):
+        with pytest.raises(BuildError, match=r"'nope' as deltas \(no such channel\)"):
             use_delta_channels(agent.graph, ["nope"], 10)
         assert use_delta_channels(agent.graph, ["messages"], 10) == ["messages"]
+
+
+@pytest.mark.parametrize("section, where", [
+    ("storage: {messages_channel: partial}", "messages_channel"),
+    ("storage: {snapshot_every: 0}", "snapshot_every"),
+])
+def test_a_bad_storage_setting_is_a_config_error_naming_the_key(registry, section, where):
+    from antler.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=where):
+        parse_config(section, registry)

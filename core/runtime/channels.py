@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from antler.errors import BuildError
+
 DELTA_ATTRIBUTE = "antler_delta_channels"
 """A middleware's class attribute: names of its growing reducer channels to store as deltas."""
 
@@ -55,7 +57,7 @@ def use_delta_channels(graph: Any, names: Sequence[str], snapshot_every: int) ->
 
     Only reducer channels can be stored as deltas (a last-value channel has
     nothing to replay); a name the graph does not have, or that is not a reducer
-    channel, raises `ValueError` naming it and the channel kind found.
+    channel, raises `BuildError` naming it and the channel kind found.
     """
     from langgraph.channels import BinaryOperatorAggregate, DeltaChannel
 
@@ -66,10 +68,10 @@ def use_delta_channels(graph: Any, names: Sequence[str], snapshot_every: int) ->
             continue
         if not isinstance(channel, BinaryOperatorAggregate):
             found = "no such channel" if channel is None else type(channel).__name__
-            raise ValueError(
+            raise BuildError(
                 f"storage.messages_channel: delta cannot store channel {name!r} as deltas "
                 f"({found}); declare only reducer channels (Annotated[list, reducer]) in "
-                f"{DELTA_ATTRIBUTE}")
+                f"{DELTA_ATTRIBUTE}, or set storage.messages_channel: full")
         delta = DeltaChannel(folding(channel.operator), channel.typ,
                              snapshot_frequency=snapshot_every)
         delta.key = name
