@@ -12,7 +12,9 @@ Then `--turns` turns are timed on that thread.
 Chains: a bare LangChain `create_agent` (stand-in `ls` tool), Antler's default
 lead chain and the chain with every optional plugin on (summarization's
 trigger set out of reach, so its hooks run but do not rewrite the history),
-both built by `antler.agent.create_agent` as `antler run` builds them. Savers:
+both built by `antler.agent.create_agent` as `antler run` builds them. Every
+agent, bare included, runs with the same checkpoint durability (`--durability`,
+default Antler's `sync`). Savers:
 LangGraph's `InMemorySaver` and a `SqliteSaver` on a temporary file. Channel
 modes: `full` (every checkpoint stores the message list) and `delta`
 (`storage.messages_channel: delta`; the bare agent gets the same channel
@@ -128,8 +130,9 @@ class Runner:
     """One agent of one chain on one thread seeded with `history` messages."""
 
     def __init__(self, chain: str, saver: Saver, mode: str, history: int, turns: int,
-                 home: Path) -> None:
+                 home: Path, durability: str) -> None:
         self.chain, self.saver, self.mode = chain, saver, mode
+        self.durability = durability
         script = _turn_script(turns + 1)
         if chain == "bare":
             self.graph = self._bare(script, saver.saver, mode)
@@ -177,7 +180,8 @@ class Runner:
         services = {TITLE_MODEL: scripted(["A title"] * 4), MEMORY_MODEL: scripted(["[]"]),
                     MEMORY_QUEUE: NullQueue()}
         self.agent = create_agent(config, model=scripted(script), runtime=runtime,
-                                  services=services, base_dir=home, checkpointer=saver)
+                                  services=services, base_dir=home, checkpointer=saver,
+                                  durability=self.durability)
         self.context = self.agent.context("long", "bench")
         return self.agent.graph
 
@@ -186,7 +190,9 @@ class Runner:
 
         self.count += 1
         message = HumanMessage(f"turn {self.count}: what is in the user data folder?")
-        kwargs = {"context": self.context} if self.context is not None else {}
+        kwargs: dict[str, Any] = {"durability": self.durability}
+        if self.context is not None:
+            kwargs["context"] = self.context
         self.graph.invoke({"messages": [message]}, config=self.config, **kwargs)
 
     def close(self) -> None:
@@ -196,7 +202,7 @@ class Runner:
 
 
 def measure(history: int, chains: tuple[str, ...], savers: tuple[str, ...],
-            modes: tuple[str, ...], turns: int) -> list[Cell]:
+            modes: tuple[str, ...], turns: int, durability: str = "sync") -> list[Cell]:
     """Every cell of one history length, turns interleaved across cells."""
     with contextlib.ExitStack() as stack:
         runners = []
@@ -207,7 +213,8 @@ def measure(history: int, chains: tuple[str, ...], savers: tuple[str, ...],
                         prefix="antler-long-")))
                     saver = Saver(saver_kind, base)
                     stack.callback(saver.close)
-                    runner = Runner(chain, saver, mode, history, turns, base / "home")
+                    runner = Runner(chain, saver, mode, history, turns, base / "home",
+                                    durability)
                     stack.callback(runner.close)
                     runners.append(runner)
         marks = [(r.saver.puts, r.saver.written()) for r in runners]
@@ -318,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chain", default="all", help=f"{', '.join(CHAINS)} or all")
     parser.add_argument("--saver", default="all", help=f"{', '.join(SAVERS)} or all")
     parser.add_argument("--mode", default="all", help=f"{', '.join(MODES)} or all")
+    parser.add_argument("--durability", choices=("sync", "async", "exit"), default="sync",
+                        help="checkpoint durability of every agent, bare included "
+                             "(default: Antler's, sync)")
     args = parser.parse_args(argv)
     try:
         histories = tuple(sorted({int(h) for h in args.history.split(",")}))
@@ -330,10 +340,10 @@ def main(argv: list[str] | None = None) -> int:
     savers, modes = _choices(args.saver, SAVERS), _choices(args.mode, MODES)
     cells = []
     for history in histories:
-        cells.extend(measure(history, chains, savers, modes, args.turns))
+        cells.extend(measure(history, chains, savers, modes, args.turns, args.durability))
     table, found = report(cells, histories)
     print(f"One turn (message, one ls call, answer) on a thread of H earlier messages: "
-          f"median of {args.turns} turns per cell")
+          f"median of {args.turns} turns per cell, {args.durability} durability")
     print(table)
     if found:
         print("\ntargets\n  " + "\n  ".join(found))
