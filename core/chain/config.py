@@ -93,6 +93,15 @@ class StorageSettings(BaseModel):
         "sqlite", description="'sqlite' (a file under base_dir), 'memory' or 'none'.",
         pattern="^(sqlite|memory|none)$",
     )
+    messages_channel: Literal["full", "delta"] = Field(
+        "full", description="'full': every checkpoint stores the whole message list; "
+        "'delta': it stores the step's new messages, with the whole list every "
+        "`snapshot_every` updates (also applied to growing channels plugins declare).",
+    )
+    snapshot_every: int = Field(
+        100, ge=1, description="Delta mode: store the whole list after this many updates "
+        "of the channel (bounds how many writes a read replays).",
+    )
 
 
 class PluginLoadSettings(BaseModel):

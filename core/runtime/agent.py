@@ -28,6 +28,7 @@ from antler.compiler import (
 from antler.plugin_api.context import MEMORY_QUEUE, MODEL, PATHS, RuntimeOptions, Services
 from antler.plugin_api.registry import PluginRegistry, discover
 
+from .channels import delta_channel_names, use_delta_channels
 from .delegation import TASK_TOOL, make_task_tool
 from .paths import PathLayout, resolve_base, validate_id
 from .runcontext import RunContext
@@ -265,7 +266,10 @@ def create_agent(
     `before_model`/`after_model` hooks inside the model node (see
     `antler.compiler`). `durability` is LangGraph's checkpoint durability
     ('sync', the default: each step is saved before the next one runs;
-    'async' or 'exit' trade that for speed).
+    'async' or 'exit' trade that for speed). With `storage.messages_channel:
+    delta` and a saver, `messages` and the channels middlewares name in
+    `antler_delta_channels` are checkpointed as deltas (see
+    `antler.runtime.channels`).
     """
     from langchain.agents import create_agent as langchain_create_agent
 
@@ -334,6 +338,9 @@ def create_agent(
             **agent_kwargs)
     else:
         graph = langchain_create_agent(middleware=middlewares, **agent_kwargs)
+    if config.storage.messages_channel == "delta" and saver not in (None, False):
+        use_delta_channels(graph, delta_channel_names(built.middlewares),
+                           config.storage.snapshot_every)
     if saver is not None and saver is not False:
         graph = graph.with_config(configurable={_DURABILITY_KEY: durability})
     agent = AntlerAgent(graph, built, services, config, saver, base, fusion=fusion,

@@ -80,6 +80,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from antler.plugin_api.context import BuildContext
+from antler.plugins._lib.messagememo import MessageMemo
 from antler.plugins._lib.tagguard import (
     USER_INPUT_BEGIN,
     USER_INPUT_END,
@@ -125,14 +126,59 @@ class InputProvenance(TypedDict):
     """Ids of messages that came in through the graph input: the genuine user messages."""
 
 
+class ProvenanceChange(TypedDict, total=False):
+    """One write of the record: what changed since it was last written."""
+
+    seen: dict[str, str]
+    """Ids whose fingerprint is new or changed, with the new fingerprint."""
+    user: list[str]
+    """Ids that became genuine user messages."""
+    gone: list[str]
+    """Ids no longer in the thread: dropped from `seen` and `user`."""
+
+
+def merge_provenance(current: InputProvenance | None, change: Any) -> InputProvenance:
+    """The record's reducer: `change` applied to `current`, neither modified.
+
+    The record is written as changes, so a turn writes its own messages' entries
+    rather than the whole record (and a delta checkpoint stores only those).
+    """
+    base: dict[str, Any] = dict(current or {})
+    seen: dict[str, str] = dict(base.get("seen") or {})
+    user: list[str] = list(base.get("user") or [])
+    if not isinstance(change, dict):
+        return {"seen": seen, "user": user}
+    gone = set(change.get("gone") or ())
+    if gone:
+        seen = {i: d for i, d in seen.items() if i not in gone}
+        user = [i for i in user if i not in gone]
+    seen.update(change.get("seen") or {})
+    known = set(user)
+    for message_id in change.get("user") or ():
+        if message_id not in known:
+            known.add(message_id)
+            user.append(message_id)
+    return {"seen": seen, "user": user}
+
+
 class InputSanitizationState(AgentState):
     # Private (never in the graph's input or output schema): a caller cannot
     # declare its own messages injected, or pre-approve a forged provenance.
-    input_provenance: NotRequired[Annotated[InputProvenance | None, PrivateStateAttr]]
+    # The reducer goes last: LangGraph takes a field's reducer from its last annotation.
+    input_provenance: NotRequired[Annotated[InputProvenance, PrivateStateAttr,
+                                            merge_provenance]]
 
 
 def fingerprint(message: BaseMessage) -> str:
-    """A stable digest of what decides how a `HumanMessage` is treated."""
+    """A stable digest of what decides how a `HumanMessage` is treated.
+
+    Computed once per message and kept (`MessageMemo`): the provenance record
+    asks for every user message's digest several times a turn.
+    """
+    return _fingerprints(message)
+
+
+def _digest(message: BaseMessage) -> str:
     kwargs = message.additional_kwargs or {}
     payload = json.dumps(
         [message.name, message.content, kwargs.get(ORIGINAL_CONTENT_KEY)],
@@ -141,31 +187,52 @@ def fingerprint(message: BaseMessage) -> str:
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+_fingerprints: MessageMemo[str] = MessageMemo(_digest)
+
+
 def _provenance(state: Any) -> InputProvenance:
+    """The record in `state`, read only (an empty one when there is none)."""
     raw = state.get(PROVENANCE_KEY) if isinstance(state, dict) else None
     raw = raw if isinstance(raw, dict) else {}
     seen = raw.get("seen")
     user = raw.get("user")
     return {
-        "seen": dict(seen) if isinstance(seen, dict) else {},
+        "seen": seen if isinstance(seen, dict) else {},
         "user": [i for i in user if isinstance(i, str)] if isinstance(user, list) else [],
     }
 
 
 def record_current_form(state: Any) -> dict[str, Any] | None:
     """The state update recording every `HumanMessage` as it is now (None: nothing new)."""
-    previous = _provenance(state)
-    current = _observed(state.get("messages") or [], previous)
-    return {PROVENANCE_KEY: current} if current != previous else None
+    change = _observed(state.get("messages") or [], _provenance(state))
+    return {PROVENANCE_KEY: change} if change else None
 
 
-def _observed(messages: Sequence[AnyMessage], previous: InputProvenance) -> InputProvenance:
-    """`previous` with the current form of every `HumanMessage` recorded, gone ones dropped."""
-    seen: dict[str, str] = {}
+def _observed(messages: Sequence[AnyMessage], previous: InputProvenance,
+              ) -> ProvenanceChange | None:
+    """The change recording the current form of every `HumanMessage`, gone ones dropped."""
+    present: dict[str, str] = {}
     for message in messages:
         if isinstance(message, HumanMessage) and message.id:
-            seen[message.id] = fingerprint(message)
-    return {"seen": seen, "user": [i for i in previous["user"] if i in seen]}
+            present[message.id] = fingerprint(message)
+    seen = previous["seen"]
+    return _change({i: d for i, d in present.items() if seen.get(i) != d}, [],
+                   present, previous)
+
+
+def _change(seen: dict[str, str], user: list[str], present: Any,
+            previous: InputProvenance) -> ProvenanceChange | None:
+    """The record's write for these new entries, dropping ids not `present` (None: none)."""
+    gone = [i for i in previous["seen"] if i not in present]
+    gone += [i for i in previous["user"] if i not in present and i not in previous["seen"]]
+    change: ProvenanceChange = {}
+    if seen:
+        change["seen"] = seen
+    if user:
+        change["user"] = user
+    if gone:
+        change["gone"] = gone
+    return change or None
 
 
 def _block_text(block: Any) -> str | None:
@@ -205,10 +272,17 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
     """Escapes forged framework tags in the user's messages and marks their boundaries."""
 
     state_schema = InputSanitizationState
+    antler_delta_channels = (PROVENANCE_KEY,)
+    """The record grows with the thread: stored as changes in delta checkpoint mode."""
 
     def __init__(self, tags: ReservedTags) -> None:
         super().__init__()
         self.tags = tags
+        # Sanitized copies by message id: each request is rebuilt from the same
+        # checkpointed messages, so an earlier message is sanitized once, not on
+        # every model call (see docs/plugins.md, section 4).
+        self._sanitized: MessageMemo[tuple[HumanMessage, list[Finding]]] = MessageMemo(
+            self.sanitize_message)
 
     # -- provenance ------------------------------------------------------------------
 
@@ -229,8 +303,10 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
         """Record caller input of this run; strip provenance a non-internal caller claimed."""
         internal = run_context(runtime).is_internal is True
         previous = _provenance(state)
-        seen, user = dict(previous["seen"]), list(previous["user"])
+        seen, known = previous["seen"], set(previous["user"])
         present: set[str] = set()
+        changed: dict[str, str] = {}
+        user: list[str] = []
         rewritten: list[HumanMessage] = []
         for message in state.get("messages") or []:
             if not isinstance(message, HumanMessage) or not message.id:
@@ -240,7 +316,8 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
             digest = fingerprint(message)
             if seen.get(message_id) == digest:
                 continue  # as the server left it
-            if message_id not in user:
+            if message_id not in known:
+                known.add(message_id)
                 user.append(message_id)
             if not internal and ORIGINAL_CONTENT_KEY in (message.additional_kwargs or {}):
                 kwargs = dict(message.additional_kwargs)
@@ -248,14 +325,11 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
                 message = message.model_copy(update={"additional_kwargs": kwargs})
                 rewritten.append(message)
                 digest = fingerprint(message)
-            seen[message_id] = digest
-        current: InputProvenance = {
-            "seen": {i: d for i, d in seen.items() if i in present},
-            "user": [i for i in user if i in present],
-        }
+            changed[message_id] = digest
+        change = _change(changed, user, present, previous)
         update: dict[str, Any] = {}
-        if current != previous:
-            update[PROVENANCE_KEY] = current
+        if change:
+            update[PROVENANCE_KEY] = change
         if rewritten:
             logger.info("stripped caller-supplied %s from %d message(s) of a run that is not "
                         "internal", ORIGINAL_CONTENT_KEY, len(rewritten))
@@ -277,7 +351,7 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
         sanitized, record = self._prepare(request)
         return self._respond(await handler(sanitized), record)
 
-    def _prepare(self, request: ModelRequest) -> tuple[ModelRequest, InputProvenance | None]:
+    def _prepare(self, request: ModelRequest) -> tuple[ModelRequest, ProvenanceChange | None]:
         previous = _provenance(request.state)
         user = set(previous["user"])
         # Nothing recorded at all (before_agent never ran for this state): fail
@@ -289,7 +363,7 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
         for message in request.messages:
             if isinstance(message, HumanMessage) and (
                     everyone or not message.id or message.id in user):
-                clean, latest = self.sanitize_message(message)
+                clean, latest = self._sanitized(message)
                 changed = changed or clean is not message
                 message = clean
             messages.append(message)
@@ -297,12 +371,11 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
             # Only the latest user message: earlier ones were reported on their own turn.
             logger.warning("neutralized %d forged framework tag(s) or marker(s) in user input: "
                            "%s", len(latest), ", ".join(sorted({f.name for f in latest})))
-        current = _observed(request.messages, previous)
-        record = current if current != previous else None
+        record = _observed(request.messages, previous)
         return (request.override(messages=messages) if changed else request), record
 
     @staticmethod
-    def _respond(response: Any, record: InputProvenance | None) -> Any:
+    def _respond(response: Any, record: ProvenanceChange | None) -> Any:
         if record is None:
             return response
         if isinstance(response, AIMessage):

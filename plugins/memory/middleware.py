@@ -13,13 +13,17 @@ run, in the queue.
 Where it sits: after `title` (seed 003, 6.11), so the thread's title exists
 and travels with the submission. `after_agent` runs once per run, after the
 last model call.
+
+Each message is filtered once: the copies are kept by message id
+(`MessageMemo`), so a run on a long thread filters only the messages added
+since the previous run.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
@@ -30,6 +34,7 @@ from antler.contracts.messages import is_hidden, message_text
 from antler.errors import BuildError
 from antler.plugin_api.context import MEMORY_MODEL, MEMORY_QUEUE, MODEL, PATHS, BuildContext
 from antler.plugins._lib.memory import create_memory_queue
+from antler.plugins._lib.messagememo import MessageMemo
 from antler.runtime.models import resolve_chat_model
 from antler.runtime.paths import resolve_base
 from antler.runtime.runcontext import run_context, thread_id_of
@@ -65,21 +70,26 @@ def filter_messages_for_memory(messages: Iterable[BaseMessage]) -> list[BaseMess
     A user message that held nothing but an `<uploaded_files>` block is
     dropped; so is an assistant message with tool calls or without text.
     """
-    kept: list[BaseMessage] = []
-    for message in messages:
-        if isinstance(message, HumanMessage):
-            if is_injected(message):
-                continue
-            text = _clean_text(message)
-            if text:
-                kept.append(HumanMessage(content=text, id=message.id))
-        elif isinstance(message, AIMessage):
-            if message.tool_calls or is_injected(message):
-                continue
-            text = _clean_text(message)
-            if text:
-                kept.append(AIMessage(content=text, id=message.id))
-    return kept
+    return _kept_messages(messages, _memory_copy)
+
+
+def _memory_copy(message: BaseMessage) -> BaseMessage | None:
+    """The plain-text copy of one message that memory keeps, or None when it keeps none."""
+    if isinstance(message, HumanMessage):
+        kind: type[BaseMessage] = HumanMessage
+    elif isinstance(message, AIMessage) and not message.tool_calls:
+        kind = AIMessage
+    else:
+        return None
+    if is_injected(message):
+        return None
+    text = _clean_text(message)
+    return kind(content=text, id=message.id) if text else None
+
+
+def _kept_messages(messages: Iterable[BaseMessage],
+                   copy: Callable[[BaseMessage], BaseMessage | None]) -> list[BaseMessage]:
+    return [kept for kept in map(copy, messages) if kept is not None]
 
 
 class MemoryMiddleware(AgentMiddleware[Any, Any]):
@@ -89,6 +99,9 @@ class MemoryMiddleware(AgentMiddleware[Any, Any]):
         super().__init__()
         self.queue = queue
         self.agent_name = agent_name
+        # Filtered copies by message id: a run's submission carries the whole
+        # conversation, but only the messages new since the last one are filtered.
+        self._copies: MessageMemo[BaseMessage | None] = MessageMemo(_memory_copy)
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Filter the conversation and queue it; never changes the state.
@@ -111,7 +124,7 @@ class MemoryMiddleware(AgentMiddleware[Any, Any]):
         if not thread_id:
             logger.debug("memory: run without a thread id; nothing queued")
             return
-        messages = filter_messages_for_memory(state.get("messages") or [])
+        messages = _kept_messages(state.get("messages") or [], self._copies)
         if not (any(isinstance(m, HumanMessage) for m in messages)
                 and any(isinstance(m, AIMessage) for m in messages)):
             return
