@@ -29,6 +29,7 @@ from antler.plugin_api.context import MEMORY_QUEUE, MODEL, PATHS, RuntimeOptions
 from antler.plugin_api.registry import PluginRegistry, discover
 
 from .delegation import TASK_TOOL, make_task_tool
+from .isolation import error_policy, isolate
 from .paths import PathLayout, resolve_base
 from .runcontext import RunContext
 from .tracing import Tracer, instrument
@@ -242,7 +243,9 @@ def create_agent(
 
         extra_tools.append(make_task_tool(build_subagent))
     saver, close_saver = open_checkpointer(checkpointer, base)
-    middlewares = built.middlewares
+    # Isolation inside tracing: a skipped failure shows in the timeline as skipped.
+    middlewares = isolate(built.middlewares, [error_policy(entry.spec, config.plugin_settings)
+                                              for entry in built.entries], built.names)
     if tracer is not None:
         middlewares = instrument(middlewares, tracer, built.names)
     agent_kwargs: dict[str, Any] = {
