@@ -486,3 +486,62 @@ def test_policy_defaults_and_overrides():
     assert error_policy(spec("raiser", Raiser, on_error="fail"), on_error(raiser="skip")) \
         == "skip"
     assert error_policy(third, {"raiser": PluginLoadSettings(required=True)}) == "skip"
+
+
+# -- the command line -------------------------------------------------------------------------
+
+FLAKY_PLUGIN = '''
+    from antler.plugin_api.hookspecs import hookimpl
+    from antler.plugin_api.spec import PluginSpec
+
+
+    @hookimpl
+    def antler_plugin_specs():
+        return [PluginSpec(name="flaky_audit", factory="flaky_antler.middleware:FlakyAudit",
+                           summary="Audits every model call, badly", hooks=["before_model"])]
+'''
+
+FLAKY_MIDDLEWARE = '''
+    from langchain.agents.middleware import AgentMiddleware
+
+
+    class FlakyAudit(AgentMiddleware):
+        def __init__(self, context):
+            super().__init__()
+
+        def before_model(self, state, runtime):
+            raise ValueError("audit store unreachable")
+'''
+
+
+@pytest.mark.parametrize("policy", ["default", "fail"])
+def test_antler_run_prints_one_line_for_a_failing_plugin(tmp_path, site, policy):
+    """A third-party plugin is skipped by default; its operator can make it fail the run."""
+    from click.testing import CliRunner
+
+    from antler.cli import cli
+
+    site.distribution("flaky-antler", files={
+        "flaky_antler/__init__.py": "", "flaky_antler/plugin.py": FLAKY_PLUGIN,
+        "flaky_antler/middleware.py": FLAKY_MIDDLEWARE,
+    }, entry_points={"antler.plugins": {"flaky": "flaky_antler.plugin"}})
+    script = tmp_path / "script.yaml"
+    script.write_text("- The answer.\n", encoding="utf-8")
+    config = tmp_path / "antler.yaml"
+    config.write_text("plugins: {flaky-antler: {on_error: fail}}\n" if policy == "fail" else "",
+                      encoding="utf-8")
+    args = ["run", "hello", "--model", f"scripted:{script}", "--home", str(tmp_path / "home"),
+            "--config", str(config)]
+
+    result = CliRunner().invoke(cli, args)
+    if policy == "default":
+        assert result.exit_code == 0, result.stderr
+        assert result.stdout.strip() == "The answer."
+        return
+    line = "error: plugin 'flaky_audit' failed in before_model: ValueError: audit store unreachable"
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == line
+    assert "Traceback" not in result.stderr
+    debug = CliRunner().invoke(cli, ["--debug", *args])
+    assert debug.exit_code == 1 and "Traceback" in debug.stderr
+    assert 'raise ValueError("audit store unreachable")' in debug.stderr  # the original

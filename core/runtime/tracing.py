@@ -16,6 +16,7 @@ import contextlib
 import contextvars
 import copy
 import functools
+import inspect
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -176,8 +177,11 @@ def hook_subclass(cls: type, name: str, class_name: str,
             original = getattr(cls, variant, None)
             if original is None or original is getattr(AgentMiddleware, variant):
                 continue
-            overrides[variant] = functools.wraps(original)(wrap(original, hook,
-                                                                variant != hook))
+            wrapper = functools.wraps(original)(wrap(original, hook, variant != hook))
+            # LangSmith's `traceable` reads a wrap hook's signature on every call: given
+            # here, it is not looked for again through `__wrapped__`.
+            wrapper.__signature__ = inspect.signature(original)
+            overrides[variant] = wrapper
     if not overrides:
         return None
     overrides["name"] = property(lambda self: name)
