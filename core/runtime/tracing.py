@@ -177,7 +177,7 @@ def hook_subclass(cls: type, name: str, class_name: str,
             original = getattr(cls, variant, None)
             if original is None or original is getattr(AgentMiddleware, variant):
                 continue
-            wrapper = functools.wraps(original)(wrap(original, hook, variant != hook))
+            wrapper: Any = functools.wraps(original)(wrap(original, hook, variant != hook))
             # LangSmith's `traceable` reads a wrap hook's signature on every call: given
             # here, it is not looked for again through `__wrapped__`.
             wrapper.__signature__ = inspect.signature(original)
