@@ -35,9 +35,12 @@ LOG: list[str] = []
 
 
 class RaiserSettings(BaseModel):
-    """`raiser:` section: whether a wrap hook raises before or after its handler."""
+    """`raiser:` section: whether a wrap hook raises before or after its handler.
 
-    when: Literal["before", "after"] = "before"
+    `rewrap`: the model wrapper turns an exception out of its handler into its own.
+    """
+
+    when: Literal["before", "after", "rewrap"] = "before"
 
 
 class Raiser(AgentMiddleware):
@@ -88,11 +91,21 @@ class AfterAgentRaiser(Raiser):
 
 class ModelWrapRaiser(Raiser):
     def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        if self.when == "rewrap":
+            try:
+                return handler(request)
+            except RuntimeError as exc:
+                raise ValueError("bad") from exc
         if self.when == "after":
             handler(request.override(system_message=None))
         self.fail()
 
     async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        if self.when == "rewrap":
+            try:
+                return await handler(request)
+            except RuntimeError as exc:
+                raise ValueError("bad") from exc
         if self.when == "after":
             await handler(request.override(system_message=None))
         self.fail()
@@ -339,16 +352,28 @@ def test_an_antler_error_raised_on_purpose_fails_unchanged(tmp_path):
 
 @pytest.mark.parametrize("policy", ["skip", "fail"])
 @pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
-def test_an_error_out_of_the_model_handler_propagates_unchanged(tmp_path, policy, use_async):
+@pytest.mark.parametrize("when", ["after", "rewrap"])
+def test_an_error_out_of_the_model_handler_is_not_the_plugins(tmp_path, caplog, when, policy,
+                                                               use_async):
+    """It propagates unchanged; a plugin that turns it into its own error is skipped as if
+    absent (the model's error propagates) or fails the run, by its policy."""
     def provider_down(messages: Any) -> Any:
         raise RuntimeError("provider unavailable")
 
     agent, model = build(tmp_path, [raiser_spec(ModelWrapRaiser)],
-                         f"raiser: {{when: after}}\nplugins: {{raiser: {{on_error: {policy}}}}}",
+                         f"raiser: {{when: {when}}}\nplugins: {{raiser: {{on_error: {policy}}}}}",
                          script=[provider_down])
-    with agent, pytest.raises(RuntimeError, match="provider unavailable"):
+    expected = PluginHookError if (when, policy) == ("rewrap", "fail") else RuntimeError
+    with agent, caplog.at_level(logging.WARNING, logger=AUDIT_LOGGER), \
+            pytest.raises(expected) as caught:
         turn(agent, use_async)
     assert len(model.calls) == 1
+    if expected is RuntimeError:
+        assert str(caught.value) == "provider unavailable"
+    skipped = [r.getMessage() for r in caplog.records if r.name == AUDIT_LOGGER]
+    assert skipped == ([] if (when, policy) != ("rewrap", "skip") else [
+        "plugin 'raiser' failed in wrap_model_call: ValueError: bad; skipped (on_error: skip): "
+        "the handler's exception propagates"])
 
 
 @pytest.mark.parametrize("policy", ["skip", "fail"])

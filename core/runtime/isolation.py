@@ -36,12 +36,13 @@ extensions and custom middlewares.
 How: as `antler.runtime.tracing` does, each middleware gets a subclass of its
 own class that overrides exactly the hooks the class overrides (LangChain and
 the chain compiler decide which graph nodes to create by looking at the
-class). The wrappers keep what both read from a hook: its `can_jump_to`
-declaration and, through `__wrapped__`, its code (a hook that mentions
-`interrupt` keeps its own node). The new instance shares the original's
-attribute dictionary, so what a hook stores on `self` is where the caller
-looks. When nothing raises, a wrapper costs one `try` and, for wrap hooks, one
-small closure per call.
+class). The wrappers keep what both read from a hook: its signature, its
+`can_jump_to` declaration and, through `__wrapped__`, its code (a hook that
+mentions `interrupt` keeps its own node). The new instance shares the
+original's attribute dictionary, so what a hook stores on `self` is where the
+caller looks. When nothing raises, a wrapper costs one call and one `try`, and
+for a wrap hook also a small record and closure that watch its handler
+(`benchmarks/bench_isolation.py` measures it).
 """
 
 from __future__ import annotations
