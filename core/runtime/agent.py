@@ -189,11 +189,12 @@ def create_agent(
     When `runtime.subagents_enabled`, the lead gets the `task` tool, whose
     subagent is built from the subagent chain of the same plugins, config and
     services (model: `subagent_model`, else the lead's). A `tracer` records
-    every hook invocation (see `antler.tracing`). `fuse` (None: the config's
-    `chain.fuse`) runs consecutive node hooks of one kind in one graph node,
-    and `fuse_into_model` (None: `chain.fuse_into_model`) runs the
-    `before_model`/`after_model` hooks inside the model node (see
-    `antler.compiler`).
+    every hook invocation (see `antler.tracing`). Each plugin's hooks run
+    under its error policy, `on_error` (see `antler.runtime.isolation`).
+    `fuse` (None: the config's `chain.fuse`) runs consecutive node hooks of
+    one kind in one graph node, and `fuse_into_model` (None:
+    `chain.fuse_into_model`) runs the `before_model`/`after_model` hooks
+    inside the model node (see `antler.compiler`).
     """
     from langchain.agents import create_agent as langchain_create_agent
 

@@ -7,7 +7,9 @@ exactly the hooks the class overrides (LangChain decides which graph nodes to
 create by looking at the class), times the call and summarizes the result.
 A probe placed innermost records the model calls and tool executions
 themselves. Untraced agents pay nothing: instrumentation happens only when a
-tracer is passed.
+tracer is passed. A hook that raises is shown as `raised Type: message`; one
+that run-time isolation skipped (`antler.runtime.isolation`, which builds its
+subclasses with the same `hook_subclass`) as `skipped ...`.
 """
 
 from __future__ import annotations
