@@ -8,6 +8,12 @@ callers (and tests) can tell the stages apart without parsing messages.
 from __future__ import annotations
 
 
+def describe_error(error: BaseException) -> str:
+    """`Type: message` on one line (whitespace in the message collapsed)."""
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
 class AntlerError(Exception):
     """Base class of every error Antler raises on purpose."""
 
@@ -78,3 +84,17 @@ class BuildError(AntlerError):
 
 class FusionError(AntlerError):
     """The chain compiler cannot compile a chain the way it was asked to."""
+
+
+class PluginHookError(AntlerError):
+    """A plugin's hook raised at run time and the plugin's `on_error` is `fail`.
+
+    The message is one line naming the plugin, the hook and the error; the
+    original exception is the `__cause__`. `plugin` and `hook` say the same
+    for callers.
+    """
+
+    def __init__(self, message: str, plugin: str = "", hook: str = "") -> None:
+        super().__init__(message)
+        self.plugin = plugin
+        self.hook = hook

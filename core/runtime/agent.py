@@ -30,6 +30,7 @@ from antler.plugin_api.registry import PluginRegistry, discover
 
 from .channels import delta_channel_names, use_delta_channels
 from .delegation import TASK_TOOL, make_task_tool
+from .isolation import error_policy, isolate
 from .paths import PathLayout, resolve_base, validate_id
 from .runcontext import RunContext
 from .storage import CHECKPOINT_FILENAME as CHECKPOINT_FILENAME
@@ -260,9 +261,11 @@ def create_agent(
     When `runtime.subagents_enabled`, the lead gets the `task` tool, whose
     subagent is built from the subagent chain of the same plugins, config and
     services (model: `subagent_model`, else the lead's). A `tracer` records
-    every hook invocation (see `antler.tracing`). `fuse` (None: the config's
-    `chain.fuse`) runs consecutive node hooks of one kind in one graph node,
-    and `fuse_into_model` (None: `chain.fuse_into_model`) runs the
+    every hook invocation (see `antler.tracing`). Each plugin's hooks run
+    under its error policy, `on_error` (see `antler.runtime.isolation`).
+    `fuse` (None: the config's `chain.fuse`) runs consecutive node hooks of
+    one kind in one graph node, and `fuse_into_model` (None:
+    `chain.fuse_into_model`) runs the
     `before_model`/`after_model` hooks inside the model node (see
     `antler.compiler`). `durability` is LangGraph's checkpoint durability
     ('sync', the default: each step is saved before the next one runs;
@@ -320,7 +323,9 @@ def create_agent(
         extra_tools.append(make_task_tool(build_subagent))
     storage = open_storage(checkpointer, base)
     saver = storage.saver
-    middlewares = built.middlewares
+    # Isolation inside tracing: a skipped failure shows in the timeline as skipped.
+    middlewares = isolate(built.middlewares, [error_policy(entry.spec, config.plugin_settings)
+                                              for entry in built.entries], built.names)
     if tracer is not None:
         middlewares = instrument(middlewares, tracer, built.names)
     agent_kwargs: dict[str, Any] = {

@@ -7,17 +7,24 @@ exactly the hooks the class overrides (LangChain decides which graph nodes to
 create by looking at the class), times the call and summarizes the result.
 A probe placed innermost records the model calls and tool executions
 themselves. Untraced agents pay nothing: instrumentation happens only when a
-tracer is passed.
+tracer is passed. A hook that raises is shown as `raised Type: message`; one
+that run-time isolation skipped (`antler.runtime.isolation`, which builds its
+subclasses with the same `hook_subclass`) as `skipped ...`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import functools
+import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from antler.errors import describe_error
 
 _NODE_HOOKS = ("before_agent", "before_model", "after_model", "after_agent")
 _WRAP_HOOKS = ("wrap_model_call", "wrap_tool_call")
@@ -33,6 +40,8 @@ class TraceEvent:
     hook: str
     summary: str = ""
     duration_ms: float = 0.0
+    note: str = ""
+    """Set while the hook runs (`note_in_trace`): replaces the summary of its result."""
 
 
 @dataclass
@@ -57,7 +66,7 @@ class Tracer:
         return event
 
     def finish(self, event: TraceEvent, summary: str) -> None:
-        event.summary = summary
+        event.summary = event.note or summary
         event.duration_ms = (time.perf_counter() - self._origin) * 1000 - event.started_ms
 
     def hooks(self) -> list[tuple[str, str]]:
@@ -153,38 +162,90 @@ def _describe_request(before: Any, after: Any) -> str:
     return ", ".join(changes) or "passed through"
 
 
-def _traced_class(cls: type, name: str, label: str, tracer: Tracer) -> type:
-    # `name` keeps LangGraph's node names unchanged; `label` is what the timeline shows.
-    overrides: dict[str, Any] = {"name": property(lambda self: name)}
+def hook_subclass(cls: type, name: str, class_name: str,
+                  wrap: Callable[[Callable[..., Any], str, bool], Callable[..., Any]],
+                  ) -> type | None:
+    """A subclass of `cls` whose hooks are `wrap(original, hook, is_async)`; None if none.
+
+    Only the hook forms `cls` overrides are overridden, so LangChain creates
+    the same graph nodes for it. The wrappers carry the originals' metadata
+    (`__wrapped__`, `can_jump_to`), and `name` keeps LangGraph's node names.
+    """
     from langchain.agents.middleware import AgentMiddleware
 
+    overrides: dict[str, Any] = {}
     for hook in (*_NODE_HOOKS, *_WRAP_HOOKS):
         for variant in (hook, "a" + hook):
             original = getattr(cls, variant, None)
             if original is None or original is getattr(AgentMiddleware, variant):
                 continue
-            overrides[variant] = _wrap_hook(original, label, hook, variant != hook,
-                                            tracer)
-    return type(f"Traced{cls.__name__}", (cls,), overrides)
+            wrapper: Any = functools.wraps(original)(wrap(original, hook, variant != hook))
+            # LangSmith's `traceable` reads a wrap hook's signature on every call: given
+            # here, it is not looked for again through `__wrapped__`.
+            wrapper.__signature__ = inspect.signature(original)
+            overrides[variant] = wrapper
+    if not overrides:
+        return None
+    overrides["name"] = property(lambda self: name)
+    overrides["__module__"] = cls.__module__
+    return type(class_name, (cls,), overrides)
 
 
-def _wrap_hook(original: Callable, name: str, hook: str, is_async: bool,
+def reclass(middleware: Any, cls: type) -> Any:
+    """A new instance of `cls` (a `hook_subclass`) with `middleware`'s state.
+
+    The two share one attribute dictionary: what a hook stores on `self` is
+    on the caller's instance too.
+    """
+    clone = copy.copy(middleware)
+    clone.__class__ = cls
+    if hasattr(middleware, "__dict__"):
+        clone.__dict__ = middleware.__dict__
+    return clone
+
+
+_OPEN: contextvars.ContextVar[TraceEvent | None] = contextvars.ContextVar(
+    "antler_trace_event", default=None)
+"""The hook event being recorded in this context (None when nothing is traced)."""
+
+
+def note_in_trace(text: str) -> None:
+    """Make `text` the summary of the hook event being traced here, if one is."""
+    event = _OPEN.get()
+    if event is not None:
+        event.note = text
+
+
+@contextlib.contextmanager
+def _recording(tracer: Tracer, name: str, hook: str) -> Iterator[TraceEvent]:
+    event = tracer.start(name, hook)
+    token = _OPEN.set(event)
+    try:
+        yield event
+    except BaseException as error:
+        tracer.finish(event, f"raised {describe_error(error)}")
+        raise
+    finally:
+        _OPEN.reset(token)
+
+
+def _wrap_hook(original: Callable, hook: str, is_async: bool, *, name: str,
                tracer: Tracer) -> Callable:
     if hook in _NODE_HOOKS:
         if is_async:
-            async def anode(self: Any, state: Any, runtime: Any) -> Any:
-                event = tracer.start(name, hook)
-                result = await original(self, state, runtime)
-                tracer.finish(event, describe_update(result))
+            async def anode(self: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
+                with _recording(tracer, name, hook) as event:
+                    result = await original(self, state, *args, **kwargs)
+                    tracer.finish(event, describe_update(result))
                 return result
-            return functools.wraps(original)(anode)
+            return anode
 
-        def node(self: Any, state: Any, runtime: Any) -> Any:
-            event = tracer.start(name, hook)
-            result = original(self, state, runtime)
-            tracer.finish(event, describe_update(result))
+        def node(self: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
+            with _recording(tracer, name, hook) as event:
+                result = original(self, state, *args, **kwargs)
+                tracer.finish(event, describe_update(result))
             return result
-        return functools.wraps(original)(node)
+        return node
 
     def summarize(request: Any, seen: list[Any], result: Any) -> str:
         if hook == "wrap_model_call":
@@ -195,29 +256,30 @@ def _wrap_hook(original: Callable, name: str, hook: str, is_async: bool,
         return f"{tool}: passed through"
 
     if is_async:
-        async def awrap(self: Any, request: Any, handler: Callable) -> Any:
-            event = tracer.start(name, hook)
+        async def awrap(self: Any, request: Any, handler: Callable, *args: Any,
+                        **kwargs: Any) -> Any:
             seen: list[Any] = []
 
             async def spy(inner: Any) -> Any:
                 seen.append(inner)
                 return await handler(inner)
-            result = await original(self, request, spy)
-            tracer.finish(event, summarize(request, seen, result))
+            with _recording(tracer, name, hook) as event:
+                result = await original(self, request, spy, *args, **kwargs)
+                tracer.finish(event, summarize(request, seen, result))
             return result
-        return functools.wraps(original)(awrap)
+        return awrap
 
-    def wrap(self: Any, request: Any, handler: Callable) -> Any:
-        event = tracer.start(name, hook)
+    def wrap(self: Any, request: Any, handler: Callable, *args: Any, **kwargs: Any) -> Any:
         seen: list[Any] = []
 
         def spy(inner: Any) -> Any:
             seen.append(inner)
             return handler(inner)
-        result = original(self, request, spy)
-        tracer.finish(event, summarize(request, seen, result))
+        with _recording(tracer, name, hook) as event:
+            result = original(self, request, spy, *args, **kwargs)
+            tracer.finish(event, summarize(request, seen, result))
         return result
-    return functools.wraps(original)(wrap)
+    return wrap
 
 
 def instrument(middlewares: list[Any], tracer: Tracer,
@@ -228,15 +290,16 @@ def instrument(middlewares: list[Any], tracer: Tracer,
     `create_agent` passes the plugin names.
     """
     traced = []
-    cache: dict[tuple[type, str, str], type] = {}
+    cache: dict[tuple[type, str, str], type | None] = {}
     for index, middleware in enumerate(middlewares):
         label = labels[index] if labels else middleware.name
         key = (type(middleware), middleware.name, label)
         if key not in cache:
-            cache[key] = _traced_class(type(middleware), middleware.name, label, tracer)
-        clone = copy.copy(middleware)
-        clone.__class__ = cache[key]
-        traced.append(clone)
+            cache[key] = hook_subclass(
+                type(middleware), middleware.name, f"Traced{type(middleware).__name__}",
+                functools.partial(_wrap_hook, name=label, tracer=tracer))
+        cls = cache[key]
+        traced.append(middleware if cls is None else reclass(middleware, cls))
     traced.append(_probe(tracer))
     return traced
 

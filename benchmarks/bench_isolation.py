@@ -1,0 +1,158 @@
+"""Benchmark: what run-time isolation (`on_error`) costs when no hook raises.
+
+    python -m benchmarks.bench_isolation [--runs N] [--calls N] [--check]
+
+Two measurements, each a ratio to the same middlewares without isolation,
+measured in the same process:
+
+* a turn through 35 do-nothing middlewares that each have `before_model`,
+  `after_model`, `wrap_model_call` and `wrap_tool_call` (two model calls and one
+  tool call: 210 hook calls per turn), compiled as `antler.create_agent` does
+  by default (hook nodes fused, model-call hooks inside the model node) and as
+  LangChain's own graph, with the hooks under `fail`, under `skip` and bare.
+  Runs are interleaved, and timed in CPU time of this process, so that other
+  load on a shared machine affects the variants alike; the median is
+  reported. Target: within 5% of bare (`--check` makes a miss the exit
+  status). The wrappers carry the hooks' signatures, which LangSmith's
+  `traceable` reads on every wrap-hook call: that lookup is cheaper than for
+  a bare hook, so the isolated turn can come out faster.
+* one hook call on its own (a node hook and a wrap hook with a do-nothing
+  handler), in nanoseconds: the wrapper's own cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import time
+import timeit
+from collections.abc import Callable
+from typing import Any
+
+MIDDLEWARES = 35
+TARGET = 1.05
+VARIANTS = ("bare", "fail", "skip")
+
+
+def _middleware_class() -> type:
+    from langchain.agents.middleware import AgentMiddleware
+
+    class Noop(AgentMiddleware):
+        def before_model(self, state: Any, runtime: Any) -> None:
+            return None
+
+        def after_model(self, state: Any, runtime: Any) -> None:
+            return None
+
+        def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+            return handler(request)
+
+        def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+            return handler(request)
+
+    return Noop
+
+
+def _chain(variant: str) -> list[Any]:
+    from antler.runtime.isolation import isolate
+
+    base = _middleware_class()
+    # One class each: LangChain names a middleware after its class, and names must differ.
+    middlewares = [type(f"Noop{index}", (base,), {})() for index in range(MIDDLEWARES)]
+    if variant == "bare":
+        return middlewares
+    return isolate(middlewares, [variant] * MIDDLEWARES)  # type: ignore[list-item]
+
+
+def _graph(variant: str, compiled: bool, runs: int) -> Callable[[], None]:
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+
+    from antler.compiler import create_fused_agent
+    from benchmarks.bench_fusion import scripted
+
+    @tool
+    def echo(text: str) -> str:
+        """Echo the text back."""
+        return text
+
+    turns: list[Any] = []
+    for _ in range(runs):
+        turns += [{"content": "", "tool_calls": [{"name": "echo", "args": {"text": "hi"}}]},
+                  "done"]
+    kwargs: dict[str, Any] = {"model": scripted(turns), "tools": [echo]}
+    middlewares = _chain(variant)
+    if compiled:
+        graph, _plan = create_fused_agent(middlewares, **kwargs)
+    else:
+        graph = create_agent(middleware=middlewares, **kwargs)
+
+    def run() -> None:
+        graph.invoke({"messages": [{"role": "user", "content": "go"}]})
+
+    return run
+
+
+def turn_ratios(runs: int, warmup: int) -> dict[tuple[bool, str], float]:
+    """Median ms per turn for each (compiled, variant)."""
+    cells = {(compiled, variant): _graph(variant, compiled, runs + warmup)
+             for compiled in (True, False) for variant in VARIANTS}
+    samples: dict[tuple[bool, str], list[float]] = {key: [] for key in cells}
+    for round_ in range(runs + warmup):
+        for key, run in cells.items():
+            gc.collect()
+            started = time.process_time()
+            run()
+            if round_ >= warmup:
+                samples[key].append((time.process_time() - started) * 1000)
+    return {key: statistics.median(values) for key, values in samples.items()}
+
+
+def call_costs(calls: int) -> dict[tuple[str, str], float]:
+    """Nanoseconds per direct hook call, bare and isolated."""
+    costs = {}
+    for variant in VARIANTS:
+        middleware = _chain(variant)[0]
+        for hook, call in (("before_model", lambda m=middleware: m.before_model({}, None)),
+                           ("wrap_tool_call",
+                            lambda m=middleware: m.wrap_tool_call(None, _handler))):
+            best = min(timeit.repeat(call, number=calls, repeat=5))
+            costs[hook, variant] = best / calls * 1e9
+    return costs
+
+
+def _handler(request: Any) -> Any:
+    return request
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=100_000)
+    parser.add_argument("--check", action="store_true", help="Exit 1 when a target is missed.")
+    args = parser.parse_args(argv)
+
+    medians = turn_ratios(args.runs, args.warmup)
+    print(f"Isolation cost: {MIDDLEWARES} do-nothing middlewares, 210 hook calls per turn; "
+          f"median of {args.runs} interleaved turns")
+    print(f"  {'graph':<10} {'variant':<8} {'CPU ms':>8} {'x bare':>7}")
+    missed = False
+    for compiled in (True, False):
+        bare = medians[compiled, "bare"]
+        for variant in VARIANTS:
+            ratio = medians[compiled, variant] / bare
+            missed = missed or ratio > TARGET
+            print(f"  {'compiled' if compiled else 'unfused':<10} {variant:<8} "
+                  f"{medians[compiled, variant]:>8.2f} {ratio:>6.3f}x")
+    print(f"  target ({TARGET:.2f}x bare): {'MISSED' if missed else 'met'}")
+    costs = call_costs(args.calls)
+    print("One hook call, ns (best of 5):")
+    for hook in ("before_model", "wrap_tool_call"):
+        print(f"  {hook:<15} " + "  ".join(f"{v} {costs[hook, v]:.0f}" for v in VARIANTS))
+    return 1 if missed and args.check else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

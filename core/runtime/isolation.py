@@ -1,0 +1,249 @@
+"""Run-time isolation: what a plugin's hook that raises does to the run.
+
+Every plugin of a chain has an error policy, `on_error`:
+
+`fail`
+    The run stops with `PluginHookError`, whose message is one line naming
+    the plugin, the hook and the error (`plugin 'acme_audit' failed in
+    before_model: ValueError: bad`); the original exception is its cause, so
+    `antler --debug run` shows the traceback. An `AntlerError` the hook
+    raised on purpose (a refused upload, say) already says what is wrong and
+    passes unchanged.
+`skip`
+    One line naming plugin, hook and error goes to the `antler.audit.isolation`
+    logger, the `--trace` timeline notes it, and the chain continues as if
+    that hook were absent. A node hook (`before_agent`, `before_model`,
+    `after_model`, `after_agent`) makes no update. A `wrap_model_call` or
+    `wrap_tool_call` that raises before calling its handler is replaced by
+    the handler called with the request it was given; one that raises after
+    the handler returned gives the handler's result. The model or the tool is
+    never called again because of it, and a tool result that was produced is
+    never lost.
+
+Either way, an exception that came out of the handler (the model's, a tool's,
+an inner plugin's) is not the wrapping plugin's failure and propagates
+unchanged, and so do LangGraph's `GraphBubbleUp` (an interrupt) and the
+`BaseException`s that are not errors (`asyncio.CancelledError`,
+`KeyboardInterrupt`).
+
+The policy of a plugin (`error_policy`): the operator's `plugins: {NAME:
+{on_error: ...}}`, where NAME is the plugin, its entry point or its
+distribution (the most specific one set wins); else the plugin's own
+`on_error`; else `fail` for `always` plugins and everything Antler ships
+(its security layers among them), `skip` for third-party plugins, configured
+extensions and custom middlewares.
+
+How: as `antler.runtime.tracing` does, each middleware gets a subclass of its
+own class that overrides exactly the hooks the class overrides (LangChain and
+the chain compiler decide which graph nodes to create by looking at the
+class). The wrappers keep what both read from a hook: its signature, its
+`can_jump_to` declaration and, through `__wrapped__`, its code (a hook that
+mentions `interrupt` keeps its own node). The new instance shares the
+original's attribute dictionary, so what a hook stores on `self` is where the
+caller looks. When nothing raises, a wrapper costs one call and one `try`, and
+for a wrap hook also a small record and closure that watch its handler
+(`benchmarks/bench_isolation.py` measures it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from antler.compiler import NODE_HOOKS
+from antler.errors import AntlerError, PluginHookError, describe_error
+from antler.plugin_api.registry import BUILTIN_DISTRIBUTION, canonical_name
+from antler.plugin_api.spec import OnError, PluginSpec
+
+from .tracing import hook_subclass, note_in_trace, reclass
+
+AUDIT_LOGGER = "antler.audit.isolation"
+"""Where a skipped failure is reported, one line each."""
+
+FAIL: OnError = "fail"
+SKIP: OnError = "skip"
+
+
+
+log = logging.getLogger(AUDIT_LOGGER)
+
+
+def error_policy(spec: PluginSpec, settings: Mapping[str, Any] | None = None) -> OnError:
+    """`fail` or `skip` for the plugin `spec` describes.
+
+    `settings` is the operator config's `plugins` table (`OperatorConfig.
+    plugin_settings`): an `on_error` set for the plugin wins over one set for
+    its entry point, which wins over its distribution's.
+    """
+    if settings:
+        table = {canonical_name(name): item for name, item in settings.items()}
+        provenance = spec.provenance
+        for name in (spec.name, provenance.entry_point, provenance.distribution):
+            item = table.get(canonical_name(name)) if name else None
+            if item is not None and item.on_error is not None:
+                return item.on_error
+    if spec.on_error is not None:
+        return spec.on_error
+    if spec.enabled == "always" or spec.provenance.distribution == BUILTIN_DISTRIBUTION:
+        return FAIL
+    return SKIP
+
+
+def isolate(middlewares: Sequence[Any], policies: Sequence[OnError],
+            labels: Sequence[str] | None = None) -> list[Any]:
+    """`middlewares` (same order, same names) with each one's hooks under its policy.
+
+    `policies[i]` applies to `middlewares[i]`; `labels` (default: each
+    middleware's name) are the plugin names errors and the audit log use.
+    A middleware that implements no hook is returned as it is.
+    """
+    from langgraph.errors import GraphBubbleUp
+
+    isolated = []
+    classes: dict[tuple[type, str, str, str], type | None] = {}
+    for index, middleware in enumerate(middlewares):
+        cls, name, policy = type(middleware), middleware.name, policies[index]
+        label = labels[index] if labels else name
+        key = (cls, name, label, policy)
+        if key not in classes:
+            classes[key] = hook_subclass(cls, name, cls.__name__,
+                                         _wrappers(label, policy, GraphBubbleUp))
+        isolated_class = classes[key]
+        isolated.append(middleware if isolated_class is None
+                        else reclass(middleware, isolated_class))
+    return isolated
+
+
+def _wrappers(label: str, policy: OnError, passes: type[BaseException],
+              ) -> Callable[[Callable[..., Any], str, bool], Callable[..., Any]]:
+    def wrapper(original: Callable[..., Any], hook: str, is_async: bool) -> Callable[..., Any]:
+        build = _node_wrapper if hook in NODE_HOOKS else _wrap_wrapper
+        return build(original, _Failure(label, hook, policy), is_async, passes)
+    return wrapper
+
+
+class _Failure:
+    """What one plugin's hook does with an exception of its own: fail, or log and skip."""
+
+    __slots__ = ("hook", "label", "skip")
+
+    def __init__(self, label: str, hook: str, policy: OnError) -> None:
+        self.label = label
+        self.hook = hook
+        self.skip = policy == SKIP
+
+    def handle(self, error: Exception, outcome: str) -> None:
+        """Raise what `fail` raises; under `skip` report the failure and return.
+
+        `outcome` says what the chain does instead of the hook.
+        """
+        what = f"plugin {self.label!r} failed in {self.hook}: {describe_error(error)}"
+        if not self.skip:
+            if isinstance(error, AntlerError):
+                raise error  # raised on purpose: its message already says what is wrong
+            raise PluginHookError(what, plugin=self.label, hook=self.hook) from error
+        log.warning("%s; skipped (on_error: skip): %s", what, outcome)
+        note_in_trace(f"skipped {describe_error(error)}: {outcome}")
+
+
+def _node_wrapper(original: Callable[..., Any], failure: _Failure, is_async: bool,
+                  passes: type[BaseException]) -> Callable[..., Any]:
+    if is_async:
+        async def anode(self: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return await original(self, state, *args, **kwargs)
+            except passes:
+                raise
+            except Exception as error:
+                failure.handle(error, "no update")
+                return None
+        return anode
+
+    def node(self: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return original(self, state, *args, **kwargs)
+        except passes:
+            raise
+        except Exception as error:
+            failure.handle(error, "no update")
+            return None
+    return node
+
+
+class _Calls:
+    """What the handler a wrap hook was given did: called or not, and its last outcome."""
+
+    __slots__ = ("called", "error", "result")
+
+    def __init__(self) -> None:
+        self.called = False
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+def _wrap_wrapper(original: Callable[..., Any], failure: _Failure, is_async: bool,
+                  passes: type[BaseException]) -> Callable[..., Any]:
+    def instead(request: Any, calls: _Calls, error: Exception) -> tuple[bool, Any]:
+        """(call the handler with `request`?, else the result) in place of the hook."""
+        if not calls.called:
+            failure.handle(error, "the handler ran with the original request")
+            return True, None
+        if calls.error is not None:
+            # The handler failed and the plugin raised something else: without the
+            # plugin the handler's exception would have propagated.
+            failure.handle(error, "the handler's exception propagates")
+            raise calls.error
+        failure.handle(error, "kept the handler's result")
+        return False, calls.result
+
+    if is_async:
+        async def awrap(self: Any, request: Any, handler: Callable[..., Any],
+                        *args: Any, **kwargs: Any) -> Any:
+            calls = _Calls()
+
+            async def watched(inner: Any) -> Any:
+                calls.called = True
+                try:
+                    calls.result = await handler(inner)
+                except BaseException as error:
+                    calls.error = error
+                    raise
+                calls.error = None
+                return calls.result
+
+            try:
+                return await original(self, request, watched, *args, **kwargs)
+            except passes:
+                raise
+            except Exception as error:
+                if error is calls.error:
+                    raise
+                again, result = instead(request, calls, error)
+            return await handler(request) if again else result
+        return awrap
+
+    def wrap(self: Any, request: Any, handler: Callable[..., Any],
+             *args: Any, **kwargs: Any) -> Any:
+        calls = _Calls()
+
+        def watched(inner: Any) -> Any:
+            calls.called = True
+            try:
+                calls.result = handler(inner)
+            except BaseException as error:
+                calls.error = error
+                raise
+            calls.error = None
+            return calls.result
+
+        try:
+            return original(self, request, watched, *args, **kwargs)
+        except passes:
+            raise
+        except Exception as error:
+            if error is calls.error:
+                raise
+            again, result = instead(request, calls, error)
+        return handler(request) if again else result
+    return wrap
