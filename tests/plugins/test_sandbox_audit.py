@@ -23,7 +23,7 @@ from langgraph.types import Command
 from antler.chain import plan_chain
 from antler.plugin_api.context import MEMORY_MODEL, SANDBOX_PROVIDER, TITLE_MODEL
 from antler.plugin_api.registry import discover
-from antler.plugins.sandbox_audit import bashlex_walker, classifier
+from antler.plugins.sandbox_audit import bashlex_walker, walk
 from antler.plugins.sandbox_audit.classifier import classify, classify_file_operation
 from antler.plugins.sandbox_audit.interpreter_code import shell_commands
 from antler.plugins.sandbox_audit.middleware import (
@@ -377,7 +377,7 @@ def test_classify_never_raises_and_fails_closed(monkeypatch: pytest.MonkeyPatch)
     def broken(*args: Any) -> None:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(classifier._Auditor, "walk_script", broken)
+    monkeypatch.setattr(walk.Walker, "walk_script", broken)
     result = classify("ls")
     assert (result.action, result.rule) == (Action.BLOCK, "audit_failed")
 
