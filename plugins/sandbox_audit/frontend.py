@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from . import bashlex_walker
+from . import bashlex_walker, parse_worker
 from .script import Script
 from .splitter import Budget, split
 
@@ -55,7 +55,7 @@ def parse(text: str, parser: Parser, budget: Budget) -> tuple[Script, str]:
         return script, "tokenizer"
     if bashlex_walker.eligible(text, _depth_hint(text)):
         try:
-            return bashlex_walker.parse(text), "bashlex"
+            return parse_worker.parse(text), "bashlex"
         except bashlex_walker.Unsupported:
             pass
     return script, "tokenizer"

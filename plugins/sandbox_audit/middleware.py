@@ -50,6 +50,7 @@ from langgraph.types import Command
 from antler.plugin_api.context import BuildContext
 from antler.runtime.runcontext import run_context, run_id_of, thread_id_of
 
+from . import parse_worker
 from .classifier import Verdict, classify, classify_file_operation
 from .rules import Action
 
@@ -61,8 +62,6 @@ AUDIT_KEY = "sandbox_audit"
 
 SHELL_TOOLS = frozenset({"bash"})
 PREVIEW_CHARS = 2000
-THREAD_OFFLOAD_CHARS = 64 * 1024
-"""Async calls classify commands longer than this in a worker thread."""
 
 _WRITE_ARGS = ("content", "new")
 _LEVELS = {Action.BLOCK: logging.WARNING, Action.WARN: logging.WARNING,
@@ -86,6 +85,7 @@ class SandboxAuditMiddleware(AgentMiddleware):
         super().__init__()
         self.chain = chain
         self.shell_tools = frozenset(shell_tools)
+        parse_worker.warm()
 
     # -- hooks ---------------------------------------------------------------------------
 
@@ -101,13 +101,8 @@ class SandboxAuditMiddleware(AgentMiddleware):
 
     async def awrap_tool_call(self, request: ToolCallRequest, handler: AsyncHandler,
                               ) -> ToolMessage | Command[Any]:
-        """Async form of `wrap_tool_call`: the same decision, awaited handler."""
-        args = request.tool_call.get("args")
-        command = args.get("command") if isinstance(args, Mapping) else None
-        if isinstance(command, str) and len(command) > THREAD_OFFLOAD_CHARS:
-            audited = await asyncio.to_thread(self.audit, request)
-        else:
-            audited = self.audit(request)
+        """Async form of `wrap_tool_call`: the same decision, made off the event loop."""
+        audited = await asyncio.to_thread(self.audit, request)
         if audited is None:
             return await handler(request)
         verdict, record = audited
