@@ -64,7 +64,7 @@ import contextlib
 import gc
 from collections.abc import Iterator
 
-from .commands import sensitive, system_write_target
+from .commands import CommandRules, credential, sensitive
 from .frontend import Parser
 from .splitter import Budget
 from .verdict import Finding, Findings, Verdict
@@ -118,12 +118,15 @@ _FILE_WRITE = frozenset({"write_file", "str_replace", "edit_file", "append_file"
 
 
 def classify_file_operation(tool: str, path: str, *, write: bool | None = None) -> Verdict:
-    """Classify a file tool's path: system locations block for writes, credentials warn."""
+    """Classify a file tool's path: writes to start-up files and system locations block,
+    as does reading a credential file; other credentials paths warn."""
     writes = tool in _FILE_WRITE if write is None else write
     findings = Findings()
     text = path if isinstance(path, str) else str(path)
-    if writes and system_write_target(text):
-        findings.add("system_path_write", f"{tool} {text}", 0)
-    if sensitive(text):
+    if writes:
+        CommandRules(findings).write_target(text, tool, 0)
+    elif credential(text):
+        findings.add("credential_read", f"{tool} {text}", 0)
+    elif sensitive(text):
         findings.add("sensitive_file_access", f"{tool} {text}", 0)
     return findings.verdict()

@@ -10,17 +10,29 @@ path names.
 
 from __future__ import annotations
 
+import fnmatch
+import posixpath
 import re
 
 from .rules import (
     BLOCK_DEVICE,
+    CREDENTIAL_FILES,
     DISK_TOOLS,
+    LOADER_HIJACK_VARIABLES,
+    LOADER_VARIABLES,
+    NAMING_COMMANDS,
     PACKAGE_MANAGERS,
+    PATTERN_FIRST,
     POWER_COMMANDS,
     PRIVILEGE_COMMANDS,
+    READ_ONLY_LIBRARY_PREFIXES,
     REVERSE_SHELL_CODE_MARKERS,
     REVERSE_SHELL_SPAWN_MARKERS,
     SENSITIVE_PATHS,
+    SOCKET_PATHS,
+    STARTUP_DIRS,
+    STARTUP_FILE_NAMES,
+    STARTUP_PREFIXES,
     SYSTEM_TOP_DIRS,
     SYSTEM_WRITE_PREFIXES,
     SYSTEMCTL_POWER,
@@ -28,9 +40,9 @@ from .rules import (
     WRITE_TOOLS_LAST_OPERAND,
     interpreter_family,
 )
-from .script import Command, Redirect, Word
+from .script import SUB_MARK, Command, Redirect, Word
 from .verdict import Findings
-from .words import option_cluster, words_text
+from .words import NAME_ASSIGN, basename, option_cluster, words_text
 
 __all__ = ["CommandRules", "critical_path", "reverse_shell_code", "sensitive",
            "system_write_target"]
@@ -38,33 +50,88 @@ __all__ = ["CommandRules", "critical_path", "reverse_shell_code", "sensitive",
 _SLASHES = re.compile(r"/{2,}")
 _WORLD_WRITABLE = re.compile(r"[0-7]?[0-7]?[0-7][2367]|[ugoa]*[ao][ugoa]*[+=][rwxXst]*w[rwxXst]*")
 _KILL_SIGNAL = re.compile(r"-(?:[0-9]+|[A-Z][A-Z0-9+-]*)")
+_WRITES = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
 
 
-def critical_path(text: str) -> bool:
-    """`/`, home, a top-level system directory (with `/`, `/*`, `/.` suffixes)."""
+HOME_MARK = "/\ue001home"
+"""Stands for the home directory while a path is normalised (`~/..` is `/`)."""
+
+
+def resolved_path(text: str, cwd: str | None = None) -> str | None:
+    """`text` as an absolute, normalised path: `~`/`$HOME` as `HOME_MARK`, `//`, `.` and
+    `..` folded, a relative path joined to `cwd`; None for a relative path when `cwd`
+    is unknown."""
     path = text.replace("${HOME}", "~").replace("$HOME", "~")
+    if path == "~" or path.startswith("~/"):
+        path = HOME_MARK + path[1:]
+    elif not path.startswith("/"):
+        if cwd is None:
+            return None
+        path = f"{cwd}/{path}"
     if "//" in path:
         path = _SLASHES.sub("/", path)
-    end = len(path)
-    while end > 0:
-        tail = path[end - 2:end]
-        if tail in ("/*", "/."):
-            end -= 2
-        elif path[end - 1] == "/" and end > 1:
-            end -= 1
-        elif end == 1 and path[0] == "/":
-            end = 0
-        else:
-            break
-    path = path[:end]
-    if path in ("", "~", "/*") or path in SYSTEM_TOP_DIRS:
+    return posixpath.normpath(path)
+
+
+def critical_path(text: str, cwd: str | None = None) -> bool:
+    """`/`, home, a top-level system directory, or everything in one (`/*`, `~/.`,
+    `/usr/../`, `/u*`), after `resolved_path`."""
+    path = resolved_path(text, cwd)
+    if path is None:
+        return False
+    while path.endswith(("/*", "/.*")) and len(path) > 2:
+        path = path[:path.rindex("/")] or "/"
+    if path in ("/", "/*", HOME_MARK) or path in SYSTEM_TOP_DIRS:
         return True
-    if path.startswith("~/") and path[2:] in ("*", "."):
-        return True
+    if path.startswith(HOME_MARK + "/"):
+        return False
+    if any(c in path for c in "*?[") and path.count("/") == 1:
+        return any(fnmatch.fnmatchcase(top, path) for top in SYSTEM_TOP_DIRS)
     for home in ("/home/", "/Users/"):
         if path.startswith(home) and "/" not in path[len(home):] and "*" not in path:
             return True
     return False
+
+
+def persistent_target(text: str) -> bool:
+    """A file whose content later shells, log-ins or schedules run (`rules.STARTUP_*`)."""
+    path = _SLASHES.sub("/", text) if "//" in text else text
+    if basename(path.rstrip("/")) in STARTUP_FILE_NAMES:
+        return True
+    if path.startswith(STARTUP_PREFIXES):
+        return True
+    return any(folder in path or path.startswith(folder[1:]) for folder in STARTUP_DIRS)
+
+
+def credential(text: str) -> bool:
+    """A path to `rules.CREDENTIAL_FILES` or a process environment (`/proc/*/environ`)."""
+    return any(path in text for path in CREDENTIAL_FILES) or (
+        "/proc/" in text and "/environ" in text)
+
+
+def writable_library_path(variable: str, value: str) -> bool:
+    """Whether a loader variable's value names a path the sandbox user may write."""
+    search_path = variable.endswith("_PATH")
+    entries = value.split(":") if search_path else re.split(r"[: ]+", value)
+    for entry in entries:
+        if entry.startswith(("~", "$HOME", "${HOME}")):
+            return True                    # the home directory is writable
+        if "$" in entry or SUB_MARK in entry:
+            continue                       # an expansion: not known here
+        if not entry:
+            if search_path and value:
+                return True                # an empty entry is the current directory
+            continue
+        if entry.startswith(READ_ONLY_LIBRARY_PREFIXES) and ".." not in entry:
+            continue
+        if not search_path and "/" not in entry:
+            continue                       # a bare library name is searched in system dirs
+        return True
+    return False
+
+
+def socket_path(text: str) -> bool:
+    return any(path in text for path in SOCKET_PATHS)
 
 
 def broad_path(text: str) -> bool:
@@ -87,6 +154,18 @@ def sensitive(text: str) -> bool:
     return False
 
 
+_FORK_CALL = re.compile(r"\bfork\b")
+_ENDLESS_LOOP = re.compile(
+    r"\bwhile[ \t]*\(?[ \t]*(?:True|true|1|fork)\b|\bfor[ \t]*\([ \t]*;[ \t]*;"
+    r"|\bloop[ \t]*(?:do\b|\{)|\bwhile[ \t]*:|\bitertools\.count\b|\biter\(int")
+
+
+def fork_loop(code: str) -> bool:
+    """Interpreter code that forks inside an endless loop (`while True: os.fork()`)."""
+    return "fork" in code and _FORK_CALL.search(code) is not None \
+        and _ENDLESS_LOOP.search(code) is not None
+
+
 def reverse_shell_code(text: str) -> bool:
     """Socket-plus-spawn code in an interpreter's code string."""
     if "pty.spawn" in text or "fsockopen" in text:
@@ -98,27 +177,88 @@ def reverse_shell_code(text: str) -> bool:
 
 
 class CommandRules:
-    """The rules on one simple command, adding to the classification's findings."""
+    """The rules on one simple command, adding to the classification's findings.
 
-    __slots__ = ("findings",)
+    `cwd` is the working directory `cd` made known (None while unknown): a
+    relative path is judged where it points (`cd / && rm -rf *`).
+    """
+
+    __slots__ = ("cwd", "findings")
 
     def __init__(self, findings: Findings) -> None:
         self.findings = findings
+        self.cwd: str | None = None
 
-    def check_redirect_target(self, redirect: Redirect) -> None:
-        target = redirect.target
-        if target is None or redirect.op not in (">", ">>", ">|", "&>", "&>>", "<>", ">&"):
+    def check_redirect_target(self, redirect: Redirect, target: Word | None = None) -> None:
+        """A redirect: sockets, credentials read, files written. `target` is the target
+        word as resolved (`words.normalize`), when it differs from the parsed one."""
+        target = target if target is not None else redirect.target
+        if target is None:
             return
-        text = target.text
-        if redirect.op == ">&" and (text.isdigit() or text == "-"):
+        text, op = target.text, redirect.op
+        if socket_path(text):
+            self.findings.add("reverse_shell", f"{op} {text}", redirect.start)
+        elif op in ("<", "<>") and credential(text):
+            self.findings.add("credential_read", f"{op} {text}", redirect.start)
+        if op not in _WRITES or (op == ">&" and (text.isdigit() or text == "-")):
             return
-        if BLOCK_DEVICE.match(text):
-            self.findings.add("raw_disk_write", f"{redirect.op} {text}", redirect.start)
+        self.write_target(text, op, redirect.start)
+
+    def write_target(self, text: str, what: str, position: int) -> None:
+        """A file this command writes: start-up files, disks, system paths, credentials."""
+        if persistent_target(text):
+            self.findings.add("persistence", f"{what} {text}", position)
+        elif BLOCK_DEVICE.match(text):
+            self.findings.add("raw_disk_write", f"{what} {text}", position)
         elif system_write_target(text):
-            self.findings.add("system_path_write", f"{redirect.op} {text}", redirect.start)
+            self.findings.add("system_path_write", f"{what} {text}", position)
         elif sensitive(text):
-            self.findings.add("sensitive_file_access", f"{redirect.op} {text}", redirect.start)
+            self.findings.add("sensitive_file_access", f"{what} {text}", position)
 
+    def assignment(self, word: Word) -> None:
+        """`NAME=value` in the environment of what runs: loader variables."""
+        match = NAME_ASSIGN.match(word.text)
+        if match is None:
+            return
+        variable = match.group(1)
+        if variable in LOADER_HIJACK_VARIABLES and writable_library_path(
+                variable, word.text[match.end():]):
+            self.findings.add("loader_hijack", word.text, word.start)
+        elif variable in LOADER_VARIABLES:
+            self.findings.add("loader_path_override", word.text, word.start)
+
+    def mentioned_paths(self, words: list[Word], exec_index: int | None,
+                        name: str | None) -> None:
+        """Credential paths among the words: read (blocked) or only named (flagged)."""
+        if len(words) < 2:
+            return
+        joined = "\n".join([w.text for w in words])
+        if not any(marker in joined for marker in SENSITIVE_PATHS):
+            return
+        pattern = self.pattern_operand(words, exec_index, name)
+        reads = name is not None and name not in NAMING_COMMANDS
+        for index, word in enumerate(words):
+            if sensitive(word.text):
+                if reads and index != pattern and credential(word.text):
+                    self.findings.add("credential_read", word.text, word.start)
+                else:
+                    self.findings.add("sensitive_file_access", word.text, word.start)
+                return
+
+    @staticmethod
+    def pattern_operand(words: list[Word], exec_index: int | None,
+                        name: str | None) -> int | None:
+        """The index of a search tool's pattern operand (`grep PATTERN FILE`)."""
+        if exec_index is None or name not in PATTERN_FIRST:
+            return None
+        for index in range(exec_index + 1, len(words)):
+            text = words[index].text
+            if text in ("-e", "-f", "--regexp", "--file") or text.startswith(
+                    ("--regexp=", "--file=")):
+                return None
+            if not text.startswith("-"):
+                return index
+        return None
 
     def named_rules(self, cmd: Command, words: list[Word], exec_index: int | None,
                     name: str | None, wrappers: list[str]) -> None:
@@ -137,8 +277,8 @@ class CommandRules:
             self.permissions(name, args, start)
         elif name == "dd":
             for arg in args:
-                if arg.text.startswith("of=") and BLOCK_DEVICE.match(arg.text[3:]):
-                    self.findings.add("raw_disk_write", f"dd {arg.text}", arg.start)
+                if arg.text.startswith("of="):
+                    self.write_target(arg.text[3:], "dd of=", arg.start)
         elif name in DISK_TOOLS or name.startswith("mkfs"):
             for arg in args:
                 if BLOCK_DEVICE.match(arg.text):
@@ -173,19 +313,47 @@ class CommandRules:
             if name in WRITE_TOOLS_LAST_OPERAND:
                 operands = operands[-1:]
             for operand in operands:
-                if BLOCK_DEVICE.match(operand.text):
-                    self.findings.add("raw_disk_write", f"{name} {operand.text}", operand.start)
-                elif system_write_target(operand.text):
-                    self.findings.add("system_path_write", f"{name} {operand.text}", operand.start)
+                self.write_target(operand.text, name, operand.start)
         elif name == "sed":
             if any(a.text.startswith("-i") or a.text.startswith("--in-place") for a in args):
-                for arg in args:
-                    if system_write_target(arg.text):
-                        self.findings.add("system_path_write", f"sed -i {arg.text}", arg.start)
-                        break
+                for arg in args[1:]:
+                    if not arg.text.startswith("-"):
+                        self.write_target(arg.text, "sed -i", arg.start)
         elif name == "find":
             self.find_delete(args, start)
+        elif name == "crontab":
+            self.crontab(args, start)
+        elif name in ("cd", "pushd"):
+            self.change_directory(args)
         self.package_install(name, args, start, words)
+
+    def crontab(self, args: list[Word], start: int) -> None:
+        """`crontab FILE`, `crontab -` and a bare `crontab` (stdin) install a schedule."""
+        operands: list[str] = []
+        other_mode = False      # -l (list), -r (remove), -e (edit interactively)
+        skip = False
+        for arg in args:
+            text = arg.text
+            if skip:
+                skip = False
+            elif text == "-u":
+                skip = True
+            elif text.startswith("-") and text != "-":
+                other_mode = other_mode or any(c in text for c in "lre")
+            else:
+                operands.append(text)
+        if operands or not other_mode:
+            source = operands[0] if operands else "stdin"
+            self.findings.add("persistence", f"crontab installed from {source}", start)
+
+    def change_directory(self, args: list[Word]) -> None:
+        operands = [a for a in args if not a.text.startswith("-") or a.text == "-"]
+        if not operands:
+            self.cwd = HOME_MARK
+        elif operands[0].static and operands[0].text != "-":
+            self.cwd = resolved_path(operands[0].text, self.cwd)
+        else:
+            self.cwd = None
 
     def rm(self, args: list[Word], start: int) -> None:
         recursive = False
@@ -210,7 +378,7 @@ class CommandRules:
         if no_preserve:
             self.findings.add("recursive_delete_critical", "rm --no-preserve-root", start)
         for target in targets:
-            if critical_path(target.text):
+            if critical_path(target.text, self.cwd):
                 self.findings.add("recursive_delete_critical", f"rm -r {target.text}", target.start)
                 return
         for target in targets:
@@ -224,7 +392,7 @@ class CommandRules:
         operands = [a for a in args if not a.text.startswith("-")]
         if recursive:
             for operand in operands[1:]:
-                if critical_path(operand.text):
+                if critical_path(operand.text, self.cwd):
                     self.findings.add("recursive_permission_change_critical",
                              f"{name} -R {operand.text}", operand.start)
                     break
@@ -261,9 +429,10 @@ class CommandRules:
             if arg.text.startswith(("-", "(", "!")):
                 break
             roots.append(arg)
-        if any(a.text == "-delete" for a in args) and any(critical_path(r.text) for r in roots):
+        if any(a.text == "-delete" for a in args) and any(
+                critical_path(r.text, self.cwd) for r in roots):
             self.findings.add("recursive_delete_critical",
-                     f"find {' '.join(r.text for r in roots)} -delete", start)
+                              f"find {' '.join(r.text for r in roots)} -delete", start)
 
     def package_install(self, name: str, args: list[Word], start: int,
                         words: list[Word]) -> None:

@@ -37,9 +37,9 @@ import functools
 import re
 import shlex
 
-from .rules import SHELL_CALLS
+from .rules import ARGUMENT_READERS, CODE_RUNNERS, SHELL_CALLS
 
-__all__ = ["HOLE", "shell_commands"]
+__all__ = ["HOLE", "hands_arguments_to_code", "shell_commands"]
 
 HOLE = "X"
 """Stands for an interpolated expression (`f"{x}"`, `` `${x}` ``, `"#{x}"`): one word."""
@@ -537,3 +537,17 @@ def shell_commands(family: str, code: str) -> list[tuple[str, str]]:
                 continue
         index += 1
     return found
+
+
+def hands_arguments_to_code(family: str, code: str) -> bool:
+    """Whether interpreter code reads its command-line arguments and could run them.
+
+    `python3 -c 'import sys; print(sys.argv[1])' "$(curl u)"` only prints its
+    argument (a value); `python3 -c 'import os,sys; os.system(sys.argv[1])' ARG`
+    runs it, so there the arguments are judged like the code itself.
+    """
+    readers = ARGUMENT_READERS.get(family)
+    if not readers or not any(reader in code for reader in readers):
+        return False
+    return any(runner in code for runner in CODE_RUNNERS) or any(
+        call in code for call in SHELL_CALLS.get(family, {}))

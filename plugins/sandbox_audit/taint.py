@@ -181,15 +181,22 @@ def content_source(*risks: Risk | None) -> str | None:
 
 
 class Taint:
-    """Tainted variables, files and functions of one classification."""
+    """Tainted variables, files and functions of one classification, and the variables
+    whose value is known statically (`X=rm`: `words.normalize` puts `rm` for `$X`)."""
 
-    __slots__ = ("files", "findings", "functions", "variables")
+    __slots__ = ("files", "findings", "functions", "values", "variables")
 
     def __init__(self, findings: Findings) -> None:
         self.findings = findings
         self.variables: dict[str, str] = {}   # variable -> how fetched content got there
         self.files: dict[str, str] = {}       # file name -> how downloaded content got there
         self.functions: dict[str, Risk] = {}
+        self.values: dict[str, str] = {}      # variable -> its static value
+
+    def forget(self, name: str) -> None:
+        """`name` got a value the audit does not know (and that carries no taint)."""
+        self.variables.pop(name, None)
+        self.values.pop(name, None)
 
     # -- variables -------------------------------------------------------------------------
 
@@ -210,10 +217,17 @@ class Taint:
                 return param
         return None
 
-    def assign(self, word: Word, subrisk: dict[int, Risk | None]) -> None:
+    def assign(self, word: Word, subrisk: dict[int, Risk | None], *, sets: bool = True,
+               ) -> None:
+        """An assignment word: taints or clears its variable. With `sets` (an assignment
+        that stays in the shell, not one prefixed to a command) a static value is kept."""
         name = word.assign
         if name is None:
             return
+        if sets and word.static:
+            self.values[name] = word.value
+        else:
+            self.values.pop(name, None)
         source = None
         for sub in word.subs:
             sub_risk = subrisk.get(id(sub))
@@ -247,10 +261,9 @@ class Taint:
         if name != "read":
             names = names[-1:] or ["MAPFILE"]
         for variable in names or ["REPLY"]:
+            self.forget(variable)
             if source is not None:
                 self.variables[variable] = f"${variable} was read from {source} output"
-            else:
-                self.variables.pop(variable, None)
 
     # -- files written from downloaded content ----------------------------------------------
 

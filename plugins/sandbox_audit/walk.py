@@ -17,26 +17,33 @@ The dataflow state lives in `taint.Taint`, the rules on one simple command in
 
 from __future__ import annotations
 
+import contextlib
+import fnmatch
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from . import frontend
-from .commands import CommandRules, reverse_shell_code, sensitive
-from .interpreter_code import shell_commands
+from .commands import CommandRules, fork_loop, reverse_shell_code
+from .embedded import embedded_code
+from .interpreter_code import hands_arguments_to_code, shell_commands
 from .rules import (
+    CANDIDATE_COMMANDS,
     CODE_FLAGS,
+    CODE_OPTIONS,
+    CODE_VARIABLES,
     DECLARATION_COMMANDS,
     DECODERS,
+    ENDLESS_CONDITIONS,
     EVAL_WORDS,
     FETCHERS,
     FIND_EXEC,
-    LOADER_VARIABLES,
     NETWORK_TOOLS,
     RAW_PATTERNS,
-    SENSITIVE_PATHS,
+    RULED_COMMANDS,
     interpreter_family,
 )
 from .script import Command, Compound, Pipeline, Redirect, Script, Substitution, Word
-from .splitter import Budget, TooComplex, TooDeep
+from .splitter import Budget, TooComplex, TooDeep, Unauditable, split
 from .taint import Risk, Taint, content_source, merge
 from .verdict import Findings
 from .words import (
@@ -47,6 +54,7 @@ from .words import (
     decodes,
     interpreter_options,
     literal_risky,
+    normalize,
     reads_code_from_stdin,
     resolve,
     script_reads_code,
@@ -59,6 +67,47 @@ __all__ = ["MAX_CODE_DEPTH", "Walker"]
 
 MAX_CODE_DEPTH = 3
 """Code strings (`sh -c '...'`, `eval ...`) classified inside code strings."""
+
+_POSITIONAL = ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "@", "*")
+_LOOP_EXITS = frozenset({"break", "exit", "return", "wait"})
+
+
+def stdin_reader(code: str) -> str | None:
+    """The interpreter family that reads its program from stdin in a command line, if any
+    (`sh` in `tar --to-command=sh`)."""
+    try:
+        return script_reads_code(split(code))
+    except Unauditable:
+        return None
+
+
+def endless_background_loop(compound: Compound) -> bool:
+    """`while true; do CMD & done`: a loop whose condition never ends it, with no way out,
+    that starts commands in the background (each pass adds processes)."""
+    pipelines = compound.body.pipelines
+    if len(pipelines) < 2:
+        return False
+    condition = pipelines[0].stages
+    if len(condition) != 1 or not isinstance(condition[0], Command) \
+            or not condition[0].words \
+            or condition[0].words[0].text not in ENDLESS_CONDITIONS[compound.kind]:
+        return False
+    return _starts_background(Script(pipelines[1:]), 3)
+
+
+def _starts_background(script: Script, depth: int) -> bool:
+    """Whether `script` backgrounds a command (in groups nested up to `depth` deep) and has
+    no `break`/`exit`/`return`/`wait`."""
+    background = False
+    for pipeline in script.pipelines:
+        for stage in pipeline.stages:
+            if isinstance(stage, Command):
+                if stage.words and stage.words[0].text in _LOOP_EXITS:
+                    return False
+            elif stage.name is None and depth > 0 and _starts_background(stage.body, depth - 1):
+                background = True
+        background = background or pipeline.background
+    return background
 
 
 class StageInfo:
@@ -220,15 +269,18 @@ class Walker:
             list_risk = merge(list_risk, self.taint.param_taint(word))
         if compound.kind in ("for", "select") and compound.words:
             variable = compound.words[0].text
+            self.taint.forget(variable)
             if list_risk is not None and list_risk.risky and len(compound.words) > 1:
                 self.taint.variables[variable] = (f"${variable} iterates over "
                                                   f"{list_risk.risky} output")
-            else:
-                self.taint.variables.pop(variable, None)
         for redirect in compound.redirects:
             risk = merge(risk, self.redirect_value(redirect, inner))
             self.rules.check_redirect_target(redirect)
         body_risk, body_info = self.walk_script(compound.body, inner)
+        if compound.kind in ENDLESS_CONDITIONS and not inner.arith \
+                and endless_background_loop(compound):
+            self.findings.add("fork_bomb", f"an endless {compound.kind} loop starts commands "
+                              "in the background", compound.start)
         if compound.name is not None:
             if body_risk is not None and body_risk.risky:
                 self.taint.functions[compound.name] = body_risk
@@ -245,7 +297,7 @@ class Walker:
 
     def walk_command(self, cmd: Command, ctx: Context, pipeline: Pipeline | None,
                      upstream: Risk | None) -> tuple[Risk | None, StageInfo]:
-        words = cmd.words
+        words = normalize(cmd.words, self.taint.values)
         subrisk: dict[int, Risk | None] = {}
         risk: Risk | None = None
         sub_words = [w for w in words if w.subs]
@@ -270,9 +322,8 @@ class Walker:
                     risk = merge(risk, self.taint.param_taint(word))
 
         for word in cmd.assignments:
-            self.taint.assign(word, subrisk)
-            if word.assign in LOADER_VARIABLES:
-                self.findings.add("loader_path_override", word.text, word.start)
+            self.taint.assign(word, subrisk, sets=not words)
+            self.assignment(word)
 
         vanished: list[int] = []
         exec_index, wrappers = resolve(words, 0, vanished)
@@ -399,6 +450,7 @@ class Walker:
                     while end < len(words) and words[end].text not in (";", "+"):
                         end += 1
                     self.rules.named_rules(cmd, words[:end], sub_index, sub_name, [])
+                    self.carried_code(cmd, words[:end], sub_index, sub_name, upstream)
         eval_index, interpreters = triggers(words)
         if eval_index is not None or (name == "." and exec_index is not None):
             self.eval_source(words, exec_index if eval_index is None else eval_index,
@@ -424,22 +476,64 @@ class Walker:
                     if match is not None:
                         word.assign = match.group(1)
                         self.taint.assign(word, subrisk)
-                        if word.assign in LOADER_VARIABLES:
-                            self.findings.add("loader_path_override", word.text, word.start)
+                        self.assignment(word)
             elif name in ("read", "mapfile", "readarray"):
                 self.taint.read(cmd, words[exec_index + 1:], name, subrisk, upstream)
             self.rules.named_rules(cmd, words, exec_index, name, wrappers)
+            self.carried_code(cmd, words, exec_index, name, upstream)
         elif wrappers:
             self.rules.named_rules(cmd, words, None, None, wrappers)
+        if wrappers:
+            for index, word in enumerate(words[:exec_index]):
+                if not word.subs and NAME_ASSIGN.match(word.text):
+                    self.assignment(word)      # `env LD_PRELOAD=/tmp/x.so ls`
+                elif word.static and basename(word.text) in CODE_OPTIONS:
+                    self.carried_code(cmd, words, index, basename(word.text), upstream)
+        self.suspects(cmd, words, exec_index, name, vanished)
         for redirect in cmd.redirects:
-            self.rules.check_redirect_target(redirect)
-        if len(words) > 1:
-            joined = "\n".join([w.text for w in words])
-            if any(marker in joined for marker in SENSITIVE_PATHS):
-                for word in words:
-                    if sensitive(word.text):
-                        self.findings.add("sensitive_file_access", word.text, word.start)
-                        break
+            target = redirect.target
+            if target is not None and target.params and self.taint.values:
+                resolved = normalize([target], self.taint.values)
+                target = resolved[0] if len(resolved) == 1 else target
+            self.rules.check_redirect_target(redirect, target)
+        self.rules.mentioned_paths(words, exec_index, name)
+
+    def assignment(self, word: Word) -> None:
+        """An environment assignment: loader variables, and variables holding a command."""
+        self.rules.assignment(word)
+        variable = word.assign or word.text.partition("=")[0]
+        if variable in CODE_VARIABLES and word.static:
+            code = word.text.partition("=")[2].lstrip(" |")
+            self.audit_code(code, word.start, f"the command in ${variable}")
+
+    def suspects(self, cmd: Command, words: list[Word], exec_index: int | None,
+                 name: str | None, vanished: list[int]) -> None:
+        """A command named by a variable or a glob is judged as each command it may be."""
+        unknown = list(vanished)
+        if exec_index is not None and not words[exec_index].static:
+            unknown.append(exec_index)
+        for index in unknown:
+            if not words[index].subs:
+                for candidate in CANDIDATE_COMMANDS:
+                    self.rules.named_rules(cmd, words, index, candidate, [])
+        if name is not None and exec_index is not None and any(c in name for c in "*?["):
+            for candidate in sorted(RULED_COMMANDS):
+                if fnmatch.fnmatchcase(candidate, name):
+                    self.rules.named_rules(cmd, words, exec_index, candidate, [])
+
+    def carried_code(self, cmd: Command, words: list[Word], index: int, name: str,
+                     upstream: Risk | None) -> None:
+        """Code in the command's options and operands (`rules.CODE_OPTIONS`), audited as
+        nested shell code; code that runs the command's input is judged as a pipe."""
+        for code in embedded_code(name, words[index + 1:]):
+            if code.runs_input:
+                self.piped_code(upstream, "shell", cmd)
+                continue
+            self.audit_code(code.text, code.position, code.what)
+            if code.stdin:
+                family = stdin_reader(code.text)
+                if family is not None:
+                    self.piped_code(upstream, family, cmd)
 
     @staticmethod
     def exec_positions(words: list[Word], exec_index: int | None) -> list[int]:
@@ -518,30 +612,75 @@ class Walker:
             code_index, _, _, scanned = interpreter_options(words, index, family)
             if code_index is None:
                 continue
-            self.risky_args(words[code_index:], subrisk, flagged, "code_string_substitution",
-                            f"{name} {words[code_index].text}")
             flag = words[code_index].text
             attached = ""
-            if not flag.startswith("--"):
+            if family in ("shell", "su"):
+                pass    # `sh -c CODE`: the code is the next word
+            elif not flag.startswith("--"):
+                short = CODE_FLAGS[family].short
                 for position, char in enumerate(flag[1:], start=1):
-                    if char in CODE_FLAGS[family].short:
+                    # `-pe CODE` is `-p -e CODE`; `-e'CODE'` carries its code
+                    if char in short and flag[position + 1:position + 2] not in short:
                         attached = flag[position + 1:]
                         break
             elif "=" in flag:
                 attached = flag.partition("=")[2]
+            after = code_index + 1 if attached else code_index + 2
+            what = f"{name} {flag}"
+            self.risky_args(words[code_index:after], subrisk, flagged,
+                            "code_string_substitution", what)
+            code = attached or (words[code_index + 1].text if code_index + 1 < len(words)
+                                else "")
+            arguments = words[after:]
             if family in ("shell", "su"):
-                code = words[code_index + 1].text if code_index + 1 < len(words) else ""
                 if index in positions and code:
-                    self.audit_code(code, words[index].start, f"{name} -c code")
-            else:
-                code = attached or (words[code_index + 1].text
-                                    if code_index + 1 < len(words) else "")
-                if reverse_shell_code(code):
-                    self.findings.add("reverse_shell", f"{name} code opens a socket and a shell",
-                             words[index].start)
-                if index in positions and code:
-                    self.interpreter_calls(family, code, words[index].start, f"{name} code")
+                    with self.positional(arguments if family == "shell" else [], subrisk):
+                        self.audit_code(code, words[index].start, f"{name} -c code")
+                return
+            if arguments and hands_arguments_to_code(family, code):
+                # the code runs what its arguments say: they are code too
+                self.risky_args(arguments, subrisk, flagged, "code_string_substitution", what)
+            if reverse_shell_code(code):
+                self.findings.add("reverse_shell", f"{name} code opens a socket and a shell",
+                                  words[index].start)
+            if fork_loop(code):
+                self.findings.add("fork_bomb", f"{name} code forks in an endless loop",
+                                  words[index].start)
+            if index in positions and code:
+                self.interpreter_calls(family, code, words[index].start, f"{name} code")
             return
+
+    @contextlib.contextmanager
+    def positional(self, arguments: list[Word], subrisk: dict[int, Risk | None],
+                   ) -> Iterator[None]:
+        """While `sh -c CODE ARG0 ARG1 ...` is audited, `$0`, `$1`, ... (and `$@`, `$*`)
+        carry the taint of their arguments: `sh -c '$1' _ "$(curl u)"` runs fetched text."""
+        variables = self.taint.variables
+        saved = {key: variables.get(key) for key in _POSITIONAL}
+        any_taint = None
+        for number, word in enumerate(arguments[:10]):
+            source = self.argument_taint(word, subrisk)
+            if source is not None:
+                variables[str(number)] = f"${number} is {source}"
+                any_taint = any_taint or variables[str(number)]
+        if any_taint is not None:
+            variables["@"] = variables["*"] = any_taint
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    variables.pop(key, None)
+                else:
+                    variables[key] = value
+
+    def argument_taint(self, word: Word, subrisk: dict[int, Risk | None]) -> str | None:
+        for sub in word.subs:
+            sub_risk = subrisk.get(id(sub))
+            if sub_risk is not None and sub_risk.risky and not sub.arith:
+                return f"{sub_risk.risky} output"
+        tainted = self.taint.tainted_in(word)
+        return self.taint.variables[tainted] if tainted is not None else None
 
     def interpreter_calls(self, family: str, code: str, position: int, what: str) -> None:
         """Audit, as nested shell code, each literal command line that interpreter code
@@ -592,6 +731,8 @@ class Walker:
         """Interpreter code fed on stdin: a reverse shell, and (static text) its shell calls."""
         if reverse_shell_code(text):
             self.findings.add("reverse_shell", f"{what} opens a socket and a shell", start)
+        if fork_loop(text):
+            self.findings.add("fork_bomb", f"{what} forks in an endless loop", start)
         if static:
             self.interpreter_calls(family, text, start, what)
 

@@ -9,6 +9,7 @@ command reads its program from stdin.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from .rules import (
@@ -20,7 +21,7 @@ from .rules import (
     WRAPPERS,
     interpreter_family,
 )
-from .script import Command, Compound, Script, Word
+from .script import SUB_MARK, Command, Compound, Script, Word
 
 NAME_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]\n]*\])?\+?=")
 _LITERAL_SUB = re.compile(r"(?:\$\(|`|<\(|>\()[ \t\n\"'\\(]*([^ \t\n;&|()<>`\"'\\]+)")
@@ -139,15 +140,15 @@ def resolve(words: list[Word], start: int = 0, vanished: list[int] | None = None
         i += 1
         while i < count:
             w = words[i]
+            text = w.text
+            if wrapper.assignments and not w.subs and NAME_ASSIGN.match(text):
+                i += 1          # `env X=$HOME/y cmd`: a value may expand; the name may not
+                continue
             if not w.static:
                 break
-            text = w.text
             if text == "--":
                 i += 1
                 break
-            if wrapper.assignments and NAME_ASSIGN.match(text):
-                i += 1
-                continue
             if name == "command" and text in ("-v", "-V"):
                 return i - 1 if words[i - 1].text == "command" else i, used  # a lookup
             if (text.startswith("-") and len(text) > 1 and name != "command") or (
@@ -264,3 +265,125 @@ def stage_text(stage: Command | Compound) -> str:
         return words_text(stage.words, 4)
     return f"({stage.kind} ...)"
 
+
+
+# -- expansions the audit resolves ---------------------------------------------------------------
+
+MAX_EXPANSION = 64
+"""Words one brace expansion may produce; a larger one is left as written."""
+
+MAX_BRACE_WORD = 256
+"""Longer words are not brace-expanded (the search is quadratic in the braces of a word)."""
+
+_IFS = re.compile(r"\$\{IFS\}|\$IFS(?![A-Za-z0-9_])")
+_PARAM_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def normalize(words: list[Word], values: dict[str, str]) -> list[Word]:
+    """`words` as the shell expands them, where that is known statically.
+
+    * `${IFS}`/`$IFS` in an unquoted word separates words (`rm${IFS}-rf${IFS}/`),
+      unless the command line gave IFS a value of its own;
+    * a variable whose static value is known is replaced by it (`X=rm; $X -rf /`),
+      and an unquoted result is split at blanks;
+    * brace expansion in an unquoted, expansion-free word makes its words
+      (`{rm,-rf,/}`, `/{bin,etc}`).
+
+    Words left alone are returned as they are (the same objects).
+    """
+    out: list[Word] | None = None
+    for index, word in enumerate(words):
+        expanded = _expanded(word, values)
+        if expanded is not None:
+            if out is None:
+                out = list(words[:index])
+            out.extend(expanded)
+        elif out is not None:
+            out.append(word)
+    return words if out is None else out
+
+
+def _expanded(word: Word, values: dict[str, str]) -> list[Word] | None:
+    if word.params:
+        if word.quoted:
+            return _substituted(word, values) if not word.subs else None
+        if "IFS" in word.params and "IFS" not in values:
+            return _split_ifs(word)
+        if not word.subs:
+            return _substituted(word, values)
+        return None
+    if not word.quoted and not word.subs and "{" in word.text and "," in word.text \
+            and len(word.text) <= MAX_BRACE_WORD:
+        texts = brace_expand(word.text)
+        if len(texts) > 1:
+            return [Word(text, word.start) for text in texts]
+    return None
+
+
+def _split_ifs(word: Word) -> list[Word]:
+    pieces: list[Word] = []
+    subs = list(word.subs)
+    for text in _IFS.split(word.text):
+        if not text:
+            continue
+        marks = text.count(SUB_MARK)
+        mine, subs = subs[:marks], subs[marks:]
+        params = [p for p in word.params
+                  if p != "IFS" and (f"${p}" in text or f"${{{p}" in text)]
+        pieces.append(Word(text, word.start, subs=mine, params=params))
+    return pieces
+
+
+def _substituted(word: Word, values: dict[str, str]) -> list[Word] | None:
+    if not all(param in values for param in word.params):
+        return None
+
+    def value(match: re.Match[str]) -> str:
+        return values[match.group(1) or match.group(2)]
+
+    text = _PARAM_REF.sub(value, word.text)
+    if "$" in text:
+        return None      # an expansion with operators (`${x:-y}`): left as written
+    if word.quoted:
+        return [Word(text, word.start, quoted=True)]
+    return [Word(part, word.start) for part in text.split()]
+
+
+def brace_expand(text: str) -> list[str]:
+    """The words brace expansion makes of `text` (`a{b,c}d` -> `abd acd`), or `[text]`
+    when there is no comma list or more than `MAX_EXPANSION` words would come out."""
+    results = _brace(text)
+    return results if results is not None and len(results) <= MAX_EXPANSION else [text]
+
+
+def _brace(text: str) -> list[str] | None:
+    open_at = text.find("{")
+    while open_at >= 0:
+        depth = 0
+        commas: list[int] = []
+        for index in range(open_at, len(text)):
+            char = text[index]
+            if char == "{":
+                depth += 1
+            elif char == "}":
+                depth -= 1
+                if depth == 0:
+                    if not commas:
+                        break
+                    bounds = [open_at, *commas, index]
+                    prefix, suffix = text[:open_at], text[index + 1:]
+                    tails = _brace(suffix) or [suffix]
+                    out: list[str] = []
+                    for start, end in itertools.pairwise(bounds):
+                        part = text[start + 1:end]
+                        for alternative in _brace(part) or [part]:
+                            out.extend(prefix + alternative + tail for tail in tails)
+                        if len(out) > MAX_EXPANSION:
+                            return None
+                    return out
+            elif char == "," and depth == 1:
+                commas.append(index)
+        else:
+            return None
+        open_at = text.find("{", open_at + 1)
+    return None

@@ -383,9 +383,15 @@ def test_classify_never_raises_and_fails_closed(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_file_operations_are_audited_cheaply() -> None:
-    assert classify_file_operation("write_file", "/etc/cron.d/x").rule == "system_path_write"
+    assert classify_file_operation("write_file", "/etc/cron.d/x").rule == "persistence"
+    assert classify_file_operation("write_file", "/etc/hosts").rule == "system_path_write"
+    assert classify_file_operation("append_file", "/home/u/.bashrc").rule == "persistence"
+    assert classify_file_operation("read_file", "/home/u/.bashrc").action is Action.PASS
     assert classify_file_operation("read_file", "/etc/hosts").action is Action.PASS
-    assert classify_file_operation("read_file", "/etc/shadow").rule == "sensitive_file_access"
+    assert classify_file_operation("read_file", "/etc/shadow").rule == "credential_read"
+    assert classify_file_operation("read_file", "/proc/1/environ").blocked
+    assert classify_file_operation("read_file", "~/.ssh/id_rsa").rule == \
+        "sensitive_file_access"
     assert classify_file_operation("write_file", "/mnt/user-data/outputs/a.md").rule == \
         "no_match"
 
@@ -595,7 +601,7 @@ def test_in_a_real_agent_a_file_write_to_the_system_is_blocked(tmp_path: Path) -
     with agent:
         state = agent.invoke("go", thread_id="t1")
     (message,) = tool_messages(state)
-    assert message.status == "error" and "system_path_write" in message.content
+    assert message.status == "error" and "persistence" in message.content
 
 
 
