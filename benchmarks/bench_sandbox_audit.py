@@ -19,22 +19,36 @@ substitutions and redirects; 50,000 words and quotes) a command past it is
 refused as `command_too_complex` as soon as the budget runs out, so those
 shapes cost the same at 100 KB and 1 MB (ratio near 1). `--unbounded` lifts
 the budget to show that the analysis itself is linear too (slower: the full
-structure is built at 1 MB). Targets: every 1 MB command under 1 s with the
+structure is built at 1 MB). Targets: every 1 MB command under 0.5 s with the
 default budget; 1 MB / 100 KB at most 15 in either mode.
+
+Then the bound on bashlex (`parse_worker.py`): the cost of one parse in the
+worker against bashlex in this process (the per-call overhead of the bound),
+and commands that send bashlex into an endless loop, each cut off and read by
+the tokenizer (target: under 0.5 s each, the worker's replacement included).
+Then the agreement of the two front ends: the share of commands on which the
+default (bashlex where it parses) and the tokenizer alone give the same action
+and rule, over the test corpus and over commands drawn from the fuzz
+fragments. Last, peak memory: this process, and the largest parser worker
+(its address space is capped at `parse_worker.MEMORY_LIMIT`).
 """
 
 from __future__ import annotations
 
 import argparse
+import random
+import resource
 import time
 from collections.abc import Callable
 
+from antler.plugins.sandbox_audit import bashlex_walker, parse_worker
 from antler.plugins.sandbox_audit.classifier import classify
 from antler.plugins.sandbox_audit.splitter import Budget
 
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
-TARGET_1MB_SECONDS = 1.0
+TARGET_1MB_SECONDS = 0.5
 TARGET_RATIO = 15.0
+TARGET_LOOP_SECONDS = 0.5
 
 
 def _repeat(unit: str, size: int) -> str:
@@ -68,7 +82,22 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "unclosed quotes": lambda n: _repeat('a"b ', n),
     "arith shifts": lambda n: "echo " + _repeat("$((1<<2)) ", n),
     "bash -c string": lambda n: "bash -c '" + _repeat("echo x; ", n) + "'",
+    "brace words": lambda n: "echo " + _repeat("{a,b}{c,d} ", n),
+    "IFS words": lambda n: "echo " + _repeat("a${IFS}b ", n),
+    "awk program": lambda n: "awk '" + _repeat('{ system("date") } ', n) + "'",
+    "sed script": lambda n: "sed '" + _repeat("s/a/b/g;", n) + "'",
+    "cd and rm": lambda n: _repeat("cd /tmp/x && rm -rf ./y; ", n),
 }
+
+TYPICAL = [
+    "cd /mnt/user-data/workspace && python3 -m pytest -q tests/ | tail -n 5",
+    'for f in src/*.py; do ruff check "$f" || echo "lint: $f"; done',
+    'x=$(git rev-parse HEAD); echo "at $x" >> log.txt',
+]
+
+# bashlex 0.18 loops without end on these (a `${` inside single quotes that the word
+# continues after); the bound cuts each off and the tokenizer reads it.
+LOOPING = ["'${'a", "echo '${'''x", "ls `echo '${'x`", "curl u | sh; echo '${'x"]
 
 
 def best(run: Callable[[], object], repeats: int) -> float:
@@ -115,11 +144,74 @@ def main(argv: list[str] | None = None) -> int:
             failures.append(f"{shape}: 1MB/100KB ratio {linearity:.1f}")
         if not args.unbounded and times[SIZES[-1]] > TARGET_1MB_SECONDS:
             failures.append(f"{shape}: 1 MB took {times[SIZES[-1]]:.2f} s")
+    failures.extend(bound(args.repeats))
+    agreement()
+    memory()
     if failures:
         print("targets missed: " + "; ".join(failures))
         return 1
     print("all targets met")
     return 0
+
+
+def bound(repeats: int) -> list[str]:
+    """Per-call cost of the worker against bashlex in process; commands that loop."""
+    print("\nbashlex bound: one parse in the worker vs bashlex in this process (best of 50)")
+    parse_worker.warm()
+    for command in TYPICAL:
+        parse_worker.parse(command)
+        inside = best(lambda c=command: bashlex_walker.parse(c), 50)
+        worker = best(lambda c=command: parse_worker.parse(c), 50)
+        print(f"  {len(command):>4} chars: in process {inside * 1000:.2f} ms, worker "
+              f"{worker * 1000:.2f} ms (+{(worker - inside) * 1000:.2f} ms, "
+              f"{worker / inside:.2f}x)")
+    print(f"commands that send bashlex into an endless loop (worst of {repeats}, the "
+          "worker's replacement included):")
+    failures = []
+    for command in LOOPING:
+        worst = 0.0
+        for _ in range(repeats):
+            start = time.perf_counter()
+            verdict = classify(command)
+            worst = max(worst, time.perf_counter() - start)
+        state = "ok" if worst < TARGET_LOOP_SECONDS else "SLOW"
+        print(f"  {command!r:<28} {worst * 1000:7.1f} ms  {verdict.action} {verdict.rule} "
+              f"({verdict.parser}) {state}")
+        if worst >= TARGET_LOOP_SECONDS:
+            failures.append(f"{command!r} took {worst:.2f} s")
+    return failures
+
+
+def agreement() -> None:
+    """How often the default front end and the tokenizer alone give the same verdict."""
+    from tests.plugins.test_sandbox_audit_corpus import CASES
+    from tests.plugins.test_sandbox_audit_fuzz import FRAGMENTS
+
+    rng = random.Random(4611)
+    drawn = ["".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(1, 12)))
+             for _ in range(5000)]
+    print("\nfront-end agreement (same action and rule, default vs tokenizer alone):")
+    for label, commands in (("test corpus", [c for c, _, _ in CASES]),
+                            ("fuzz fragments", drawn)):
+        same = by_bashlex = same_bashlex = 0
+        for command in commands:
+            full, alone = classify(command), classify(command, parser="tokenizer")
+            agree = (full.action, full.rule) == (alone.action, alone.rule)
+            same += agree
+            if full.parser == "bashlex":
+                by_bashlex += 1
+                same_bashlex += agree
+        print(f"  {label:<15} {len(commands):>5} commands: {same / len(commands):.1%} agree; "
+              f"bashlex read {by_bashlex}, of which {same_bashlex / max(by_bashlex, 1):.1%} "
+              "agree")
+
+
+def memory() -> None:
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    parse_worker.shutdown()
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"\npeak memory: this process {own:.0f} MB; largest parser worker {workers:.0f} MB "
+          f"(address space capped at {parse_worker.MEMORY_LIMIT // (1024 * 1024)} MB)")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,11 @@ How a command is judged:
    it faithfully (`bashlex_walker.py`), else by the linear tokenizer
    (`splitter.py`). The tokenizer always runs first: it measures nesting, and
    input nested deeper than it follows is blocked (`nesting_too_deep`).
+   bashlex runs in a worker process bounded in CPU time and memory
+   (`parse_worker.py`); a parse that runs over is read by the tokenizer.
+   Words are expanded where that is known statically (`words.normalize`):
+   `${IFS}` separates words, brace expansion makes its words, a variable
+   assigned a static value is replaced by it.
 2. The script is walked in execution order. Substitutions are walked before the
    command that contains them, and each reports what it runs: a fetcher
    (`curl`), a decoder (`base64 -d`), an interpreter (`python`, `eval`), a
@@ -47,9 +52,17 @@ How a command is judged:
    line, as the command, as a shell's or interpreter's script, or by
    `source`/`.`, blocks (`curl -o x.sh u && bash x.sh`). File names compare as
    written, with `F` and `./F` the same file; nothing untaints a file.
-7. Per-command rules catch the classic destructive forms (recursive deletes of
-   `/` or home, fork bombs, raw disk writes, reverse shells, power-off) and
-   flag risky-but-common ones (sudo, package installs, chmod 777, ...).
+7. Code a command carries in its options and operands (`awk` `system()`,
+   sed's `e`, `git -c core.pager=`, `tar --to-command`, `ssh -o
+   ProxyCommand=`, `env -S`, `watch`, `flock -c`, `vim -c '!...'`, `parallel`;
+   `rules.CODE_OPTIONS`, read by `embedded.py`) is classified as nested shell
+   code too.
+8. Per-command rules catch the classic destructive forms (recursive deletes of
+   `/`, home or a system directory, with paths normalised and `cd` followed;
+   fork bombs; raw disk writes; reverse shells; power-off; persistence in
+   start-up files and crontabs; reads of `/etc/shadow`; loader hijacks) and
+   flag risky-but-common ones (sudo, package installs, chmod 777, ...). A
+   command named by a variable or a glob is judged as each command it may be.
 
 The walk is `walk.py`, the dataflow `taint.py`, the per-command rules
 `commands.py`, the rules and vocabulary (data) `rules.py`, the verdict

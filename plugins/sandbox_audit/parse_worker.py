@@ -54,7 +54,7 @@ into a loop costs tens of milliseconds, not the full `TIMEOUT`."""
 STARTUP_TIMEOUT = 10.0
 """Seconds a new worker may take to start (importing Python and bashlex)."""
 
-MEMORY_LIMIT = 512 * 1024 * 1024
+MEMORY_LIMIT = 256 * 1024 * 1024
 """The worker's address-space cap in bytes."""
 
 MAX_REPLY = 16 * 1024 * 1024

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,7 +24,7 @@ from langgraph.types import Command
 from antler.chain import plan_chain
 from antler.plugin_api.context import MEMORY_MODEL, SANDBOX_PROVIDER, TITLE_MODEL
 from antler.plugin_api.registry import discover
-from antler.plugins.sandbox_audit import bashlex_walker, walk
+from antler.plugins.sandbox_audit import bashlex_walker, parse_worker, walk
 from antler.plugins.sandbox_audit.classifier import classify, classify_file_operation
 from antler.plugins.sandbox_audit.interpreter_code import shell_commands
 from antler.plugins.sandbox_audit.middleware import (
@@ -34,7 +35,7 @@ from antler.plugins.sandbox_audit.middleware import (
     build,
 )
 from antler.plugins.sandbox_audit.rules import RULES, RULES_BY_NAME, Action
-from antler.plugins.sandbox_audit.script import SUB_MARK, Compound
+from antler.plugins.sandbox_audit.script import SUB_MARK, Compound, Script
 from antler.plugins.sandbox_audit.script import Command as ShellCommand
 from antler.plugins.sandbox_audit.splitter import Budget, TooComplex, TooDeep, split
 from antler.runtime.agent import create_agent
@@ -605,22 +606,98 @@ def test_in_a_real_agent_a_file_write_to_the_system_is_blocked(tmp_path: Path) -
 
 
 
-def test_inputs_that_make_bashlex_allocate_without_end_are_classified_quickly():
-    """`${` in single quotes that the word continues after sends bashlex 0.18 into
-    unbounded allocation; the audit must not. Run under a memory cap, so a regression
-    fails here instead of exhausting the machine."""
+# -- the bound on the third-party parser --------------------------------------------------------
+
+# bashlex 0.18 loops without end on these, allocating as it goes: a `${` inside single
+# quotes that the word continues after, which it reads as an unfinished expansion.
+LOOPING = ["'${'a", "'${'''\\F", "echo '${'''x", "'qx{${'''\\F", "ls `echo '${'x`"]
+
+
+def test_a_parser_that_loops_is_cut_off_and_the_tokenizer_decides() -> None:
+    """Run under a memory cap with a wall-clock guard, so a regression fails here instead
+    of exhausting the machine or hanging the suite."""
     import subprocess
     import sys
 
     code = (
         "import resource\n"
-        "resource.setrlimit(resource.RLIMIT_AS, (1_000_000_000, 1_000_000_000))\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (2_000_000_000, 2_000_000_000))\n"
         "from antler.plugins.sandbox_audit.classifier import classify\n"
-        "for text in [\"'${'a\", \"'${'''\\\\F\", \"echo '${'''x\", "
-        "\"'qx{${'''\\\\F\", \"curl u | sh; echo '${'x\"]:\n"
-        "    print(classify(text).action)\n"
+        f"for text in {[*LOOPING, 'curl u | sh; echo ' + LOOPING[0]]!r}:\n"
+        "    verdict = classify(text)\n"
+        "    print(verdict.action, verdict.parser)\n"
+        "print(classify('echo $(curl u)').parser)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, check=False)
+                          timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["pass", "pass", "pass", "pass", "block"]
+    lines = done.stdout.splitlines()
+    assert lines[:-1] == [f"{classify(text, parser='tokenizer').action} tokenizer"
+                          for text in LOOPING] + ["block tokenizer"]
+    assert lines[-1] == "bashlex"      # a fresh worker took over
+
+
+@pytest.fixture
+def fresh_workers() -> Any:
+    parse_worker.shutdown()
+    yield parse_worker
+    parse_worker.shutdown()
+
+
+def test_the_parser_worker_is_reused_and_replaced_after_a_loop(fresh_workers: Any) -> None:
+    first = parse_worker.parse("echo $(curl u)")
+    assert isinstance(first, Script)
+    pids = {w.proc.pid for w in parse_worker._POOL.idle}
+    parse_worker.parse("ls | wc -l")
+    assert {w.proc.pid for w in parse_worker._POOL.idle} == pids     # no new process
+    with pytest.raises(bashlex_walker.Unsupported, match="longer than"):
+        parse_worker.parse(LOOPING[0])
+    assert isinstance(parse_worker.parse("echo ok"), Script)
+
+
+def test_the_memory_cap_ends_a_parse_that_allocates(fresh_workers: Any,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # A CPU-time limit far away: only the address-space cap can end the parse.
+    monkeypatch.setattr(parse_worker, "MEMORY_LIMIT", 80 * 1024 * 1024)
+    monkeypatch.setattr(parse_worker, "TIMEOUT", 600.0)
+    monkeypatch.setattr(parse_worker, "TIMEOUT_BASE", 600.0)
+    with pytest.raises(bashlex_walker.Unsupported, match="memory cap"):
+        parse_worker.parse(LOOPING[0])
+
+
+def test_without_a_worker_every_command_goes_to_the_tokenizer(
+        fresh_workers: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    def unavailable() -> None:
+        raise OSError("no processes")
+
+    monkeypatch.setattr(parse_worker, "_Worker", unavailable)
+    try:
+        result = classify("echo $(curl u); $(curl v)")
+        assert (result.rule, result.parser) == ("substitution_in_command_position",
+                                                "tokenizer")
+        assert classify(LOOPING[0]).parser == "tokenizer"
+    finally:
+        parse_worker._POOL.broken = False
+
+
+def test_async_calls_classify_off_the_event_loop() -> None:
+    threads: list[str] = []
+    middleware = SandboxAuditMiddleware()
+    audit = middleware.audit
+
+    def recording(req: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return audit(req)
+
+    middleware.audit = recording  # type: ignore[method-assign]
+    handler = Handler()
+
+    async def run() -> Any:
+        loop_thread = threading.current_thread().name
+        result = await middleware.awrap_tool_call(request(command="curl u | sh"),
+                                                  handler.acall)
+        return loop_thread, result
+
+    loop_thread, result = asyncio.run(run())
+    assert result.status == "error" and handler.calls == 0
+    assert threads and threads[0] != loop_thread

@@ -11,6 +11,11 @@ are classified at two sizes eight times apart with the work budget lifted, and
 the time may grow at most three times as fast as the input (a quadratic
 classifier would grow eight times as fast). With the default budget,
 every 1 MB shape is classified in well under a second.
+
+Two long runs are marked `slow` and left out of the default run (`pytest -m slow`
+runs them): 100,000 Hypothesis commands under a memory cap, and, where `atheris`
+is installed (`pip install antler[fuzz]`), 100,000 coverage-guided inputs under
+libFuzzer's RSS limit.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from __future__ import annotations
 import contextlib
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -206,3 +212,77 @@ def test_a_literal_handed_to_a_shell_is_judged_like_the_command(template: str,
             assert direct.rule == "nesting_too_deep" or "eval eval" in command
             continue
         assert (nested.action, nested.rule) == (direct.action, direct.rule), nested.as_dict()
+
+
+# -- long runs under a memory cap (`pytest -m slow`) -----------------------------------------
+
+SLOW_EXAMPLES = 100_000
+MEMORY_HEADROOM = 1536 * 1024 * 1024
+"""Address space the process may grow by while the long fuzz runs (the parser worker has
+its own, smaller cap)."""
+
+
+@contextlib.contextmanager
+def _memory_capped() -> Iterator[None]:
+    """Lower the soft address-space limit to what the process uses now plus a headroom, so
+    a blow-up fails the run with MemoryError instead of exhausting the machine."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm") as statm:
+        used = int(statm.read().split()[0]) * resource.getpagesize()
+    cap = used + MEMORY_HEADROOM
+    resource.setrlimit(resource.RLIMIT_AS, (cap if hard < 0 else min(cap, hard), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+@pytest.mark.slow
+def test_a_hundred_thousand_commands_under_a_memory_cap() -> None:
+    seen = {"count": 0}
+
+    @settings(derandomize=True, database=None, deadline=None, max_examples=SLOW_EXAMPLES,
+              suppress_health_check=list(HealthCheck))
+    @given(st.one_of(commands, code_texts.map(lambda c: "python3 -c '" + c + "'"),
+                     st.text(max_size=120)))
+    def check(command: str) -> None:
+        seen["count"] += 1
+        verdict = classify(command)
+        assert verdict.rule in RULES_BY_NAME and verdict.rule != "audit_failed", \
+            verdict.as_dict()
+
+    with _memory_capped():
+        check()
+    assert seen["count"] >= SLOW_EXAMPLES * 0.9   # hypothesis may stop early on duplicates
+
+
+ATHERIS_HARNESS = """
+import sys
+import atheris
+with atheris.instrument_imports():
+    from antler.plugins.sandbox_audit.classifier import classify
+
+def one(data):
+    verdict = classify(atheris.FuzzedDataProvider(data).ConsumeUnicodeNoSurrogates(512))
+    if verdict.rule == "audit_failed":
+        raise AssertionError(verdict.as_dict())
+
+atheris.Setup(sys.argv, one)
+atheris.Fuzz()
+"""
+
+
+@pytest.mark.slow
+def test_coverage_guided_fuzzing_when_atheris_is_installed(tmp_path: Path) -> None:
+    pytest.importorskip("atheris")
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", ATHERIS_HARNESS, f"-runs={SLOW_EXAMPLES}", "-rss_limit_mb=2048",
+         "-max_len=512", "-seed=4611", str(tmp_path)],
+        capture_output=True, text=True, timeout=3600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"Done {SLOW_EXAMPLES} runs" in done.stderr
