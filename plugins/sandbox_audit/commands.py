@@ -394,7 +394,7 @@ class CommandRules:
             for operand in operands[1:]:
                 if critical_path(operand.text, self.cwd):
                     self.findings.add("recursive_permission_change_critical",
-                             f"{name} -R {operand.text}", operand.start)
+                                      f"{name} -R {operand.text}", operand.start)
                     break
         if name == "chmod" and operands and _WORLD_WRITABLE.fullmatch(operands[0].text):
             self.findings.add("world_writable_permissions", f"chmod {operands[0].text}", start)

@@ -312,7 +312,7 @@ class Taint:
         how = self.tainted_file(word)
         if how is not None:
             self.findings.add("downloaded_file_executed",
-                     f"{word.text} as a command: {word.text} was {how}", word.start)
+                              f"{word.text} as a command: {word.text} was {how}", word.start)
         if name is None:
             return
         operand: int | None = None
@@ -331,7 +331,7 @@ class Taint:
             how = self.tainted_file(script)
             if how is not None:
                 self.findings.add("downloaded_file_executed",
-                         f"{name} {script.text}: {script.text} was {how}", script.start)
+                                  f"{name} {script.text}: {script.text} was {how}", script.start)
         if reads_code:
             for redirect in cmd.redirects:
                 target = redirect.target
@@ -339,5 +339,5 @@ class Taint:
                     how = self.tainted_file(target)
                     if how is not None:
                         self.findings.add("downloaded_file_executed",
-                                 f"{name} < {target.text}: {target.text} was {how}",
+                                          f"{name} < {target.text}: {target.text} was {how}",
                                  redirect.start)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from . import frontend
@@ -164,7 +164,7 @@ class Walker:
             match = pattern.search(text)
             if match is not None:
                 self.findings.add(rule, text[max(0, match.start() - 40):match.end() + 40],
-                         match.start())
+                                  match.start())
         script = self.parse(text)
         if script is not None:
             self.walk_script(script, Context())
@@ -175,7 +175,7 @@ class Walker:
             return
         if self.code_depth >= MAX_CODE_DEPTH:
             self.findings.add("nesting_too_deep", f"{what} nested more than {MAX_CODE_DEPTH} deep",
-                     position)
+                              position)
             return
         saved = self.findings.anchor
         self.code_depth += 1
@@ -226,7 +226,7 @@ class Walker:
                         and not decode_warned:
                     decode_warned = True
                     self.findings.add("decode_piped", f"{upstream.decode} | {stage_text(stage)}",
-                             stage.start)
+                                      stage.start)
                 if info.feeds_code:
                     self.piped_code(merge(merge(None, upstream), risk), info.feeds_code,
                                     stage)
@@ -246,10 +246,10 @@ class Walker:
         where = stage_text(stage)
         if upstream is not None and (upstream.fetch or upstream.taint):
             self.findings.add("fetch_piped_to_interpreter",
-                     f"{upstream.fetch or upstream.taint} | {where}", stage.start)
+                              f"{upstream.fetch or upstream.taint} | {where}", stage.start)
         elif upstream is not None and upstream.decode:
             self.findings.add("decode_piped_to_interpreter", f"{upstream.decode} | {where}",
-                     stage.start)
+                              stage.start)
         elif family == "shell":
             self.findings.add("pipe_to_shell", f"... | {where}", stage.start)
         else:
@@ -390,29 +390,26 @@ class Walker:
 
     def word_subs_value(self, word: Word, ctx: Context) -> Risk | None:
         """Walk the substitutions of a value-only word and record the risky ones as passes."""
-        risk: Risk | None = None
-        for sub in word.subs:
-            sub_risk = self.walk_sub(sub, ctx)
-            if sub_risk is not None and sub_risk.risky:
-                self.findings.add("value_position_substitution",
-                         f"{word.text} captures {sub_risk.risky} output", sub.start)
-            risk = merge(risk, sub_risk)
-        return risk
+        return self.value_subs(word.subs, word.text, ctx)
 
     def redirect_value(self, redirect: Redirect, ctx: Context) -> Risk | None:
         risk: Risk | None = None
         if redirect.target is not None:
             risk = self.word_subs_value(redirect.target, ctx)
         if redirect.heredoc is not None:
-            for sub in redirect.heredoc.subs:
-                sub_risk = self.walk_sub(sub, ctx)
-                if sub_risk is not None and sub_risk.risky:
-                    self.findings.add("value_position_substitution",
-                             f"heredoc body captures {sub_risk.risky} output", sub.start)
-                risk = merge(risk, sub_risk)
+            risk = merge(risk, self.value_subs(redirect.heredoc.subs, "heredoc body", ctx))
         return risk
 
-
+    def value_subs(self, subs: Sequence[Substitution], where: str, ctx: Context,
+                   ) -> Risk | None:
+        risk: Risk | None = None
+        for sub in subs:
+            sub_risk = self.walk_sub(sub, ctx)
+            if sub_risk is not None and sub_risk.risky:
+                self.findings.add("value_position_substitution",
+                                  f"{where} captures {sub_risk.risky} output", sub.start)
+            risk = merge(risk, sub_risk)
+        return risk
 
     def own_risk(self, name: str, words: list[Word], index: int) -> Risk | None:
         if name in FETCHERS:
@@ -555,11 +552,11 @@ class Walker:
             sub_risk = subrisk.get(id(sub))
             if sub_risk is not None and sub_risk.risky:
                 self.findings.add("substitution_in_command_position",
-                         f"{words_text(words[index:index + 3])} runs what "
+                                  f"{words_text(words[index:index + 3])} runs what "
                          f"{sub_risk.risky} prints", sub.start)
             else:
                 self.findings.add("dynamic_command_substitution",
-                         f"{words_text(words[index:index + 3])}", sub.start)
+                                  f"{words_text(words[index:index + 3])}", sub.start)
         tainted = self.taint.tainted_in(word)
         if tainted is not None:
             self.findings.add("tainted_variable_executed",
@@ -576,10 +573,10 @@ class Walker:
                     if sub_risk.taint and not (sub_risk.fetch or sub_risk.decode
                                                or sub_risk.interp):
                         self.findings.add("tainted_variable_executed",
-                                 f"{what}: {sub_risk.taint}", sub.start)
+                                          f"{what}: {sub_risk.taint}", sub.start)
                     else:
                         self.findings.add(rule, f"{what}: {word.text} runs {sub_risk.risky}",
-                                 sub.start)
+                                          sub.start)
             literal = literal_risky(word.text)
             if literal is not None:
                 self.findings.add(rule, f"{what}: literal {literal}", word.start)
@@ -714,7 +711,7 @@ class Walker:
                 for param in heredoc.params:
                     if param in self.taint.variables:
                         self.findings.add("tainted_variable_executed",
-                                 f"{what}: {self.taint.variables[param]}", heredoc.start)
+                                          f"{what}: {self.taint.variables[param]}", heredoc.start)
                         break
                 if family == "shell" and static:
                     self.audit_code(heredoc.body, heredoc.start, "heredoc script")
@@ -722,7 +719,7 @@ class Walker:
                     literal = literal_risky(heredoc.body)
                     if literal is not None:
                         self.findings.add("here_input_substitution", f"{what}: literal {literal}",
-                                 heredoc.start)
+                                          heredoc.start)
                     self.interpreter_text(family, heredoc.body, heredoc.start, "heredoc code",
                                           static)
 
@@ -751,7 +748,7 @@ class Walker:
                 if sub.kind == "<(" and sub_risk is not None and sub_risk.risky:
                     flagged.add(id(sub))
                     self.findings.add("interpreter_runs_substitution",
-                             f"{name} {words[operand].text} runs {sub_risk.risky} output",
+                                      f"{name} {words[operand].text} runs {sub_risk.risky} output",
                              sub.start)
         if reads_code_from_stdin(words, exec_index, name) is None:
             return
@@ -787,4 +784,4 @@ class Walker:
         sub_risk = subrisk.get(id(sub))
         if sub_risk is not None and sub_risk.risky:
             self.findings.add("value_position_substitution",
-                     f"{where} captures {sub_risk.risky} output", sub.start)
+                              f"{where} captures {sub_risk.risky} output", sub.start)

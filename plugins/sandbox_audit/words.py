@@ -37,29 +37,8 @@ def command_name(word: Word) -> str:
     """The name a static command word runs: basename, first brace alternative."""
     text = word.text
     if not word.quoted and "{" in text and "," in text:
-        text = brace_first(text)
+        text = brace_expand(text)[0]
     return basename(text)
-
-
-def brace_first(text: str) -> str:
-    """`{curl,-s,u}` -> `curl`, `c{u,}rl` -> `curl`: what brace expansion puts first."""
-    open_at = text.find("{")
-    depth = 0
-    comma = -1
-    for index in range(open_at, len(text)):
-        char = text[index]
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                if comma < 0:
-                    return text
-                return text[:open_at] + text[open_at + 1:comma] + text[index + 1:]
-        elif char == "," and depth == 1 and comma < 0:
-            comma = index
-    return text
-
 
 
 def words_text(words: list[Word], limit: int = 12) -> str:
