@@ -24,7 +24,7 @@ from langgraph.types import Command
 from antler.chain import plan_chain
 from antler.plugin_api.context import MEMORY_MODEL, SANDBOX_PROVIDER, TITLE_MODEL
 from antler.plugin_api.registry import discover
-from antler.plugins.sandbox_audit import bashlex_walker, parse_worker, walk
+from antler.plugins.sandbox_audit import bashlex_walker, embedded, parse_worker, walk
 from antler.plugins.sandbox_audit.classifier import classify, classify_file_operation
 from antler.plugins.sandbox_audit.interpreter_code import shell_commands
 from antler.plugins.sandbox_audit.middleware import (
@@ -38,6 +38,7 @@ from antler.plugins.sandbox_audit.rules import RULES, RULES_BY_NAME, Action
 from antler.plugins.sandbox_audit.script import SUB_MARK, Compound, Script
 from antler.plugins.sandbox_audit.script import Command as ShellCommand
 from antler.plugins.sandbox_audit.splitter import Budget, TooComplex, TooDeep, split
+from antler.plugins.sandbox_audit.words import brace_expand, normalize
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
 from antler.runtime.runcontext import RunContext
@@ -701,3 +702,74 @@ def test_async_calls_classify_off_the_event_loop() -> None:
     loop_thread, result = asyncio.run(run())
     assert result.status == "error" and handler.calls == 0
     assert threads and threads[0] != loop_thread
+
+
+# -- code carried in options, expansions resolved --------------------------------------------
+
+@pytest.mark.parametrize(("program", "commands"), [
+    ('BEGIN { system("id") }', [("id", False)]),
+    ('{ "date" | getline d; print d | "sort -u" }', [("date", False), ("sort -u", True)]),
+    ('{ system($0) }', [("", False)]),
+    ('{ print $1 > "out" }', []),
+    ('BEGIN { system("a \\"b\\"") }', [('a "b"', False)]),
+])
+def test_the_shell_commands_an_awk_program_runs(program: str,
+                                                commands: list[tuple[str, bool]]) -> None:
+    assert embedded.awk_commands(program) == commands
+
+
+@pytest.mark.parametrize(("script", "commands"), [
+    ("1e id", ["id"]),
+    ("/x/e rm -rf y\ns/a/b/", ["rm -rf y"]),
+    ("s/^/ls /e", [""]),
+    ("s/e/E/g; /e/d; y/e/E/", []),
+    ("s|a|b|ge", [""]),
+    ("a hello e world", []),
+    ("# e id\np", []),
+])
+def test_the_commands_a_sed_script_runs(script: str, commands: list[str]) -> None:
+    assert embedded.sed_commands(script) == commands
+
+
+@pytest.mark.parametrize(("command", "shells"), [
+    ("!id", ["id"]), (":silent !ls | wc", ["ls | wc"]), ("r !date", ["date"]),
+    ("set nu | !id", ["id"]), ("call system('id')", ["id"]), ("set nu", []),
+])
+def test_the_shell_commands_an_ex_command_runs(command: str, shells: list[str]) -> None:
+    assert embedded.vim_commands(command) == shells
+
+
+@pytest.mark.parametrize(("command", "carried"), [
+    ("git -c core.pager=less -c alias.x='!id' x", ["less", "id"]),
+    ("git -c alias.st=status st", []),
+    ("tar -xzf a.tgz -Ibzip2", ["bzip2"]),
+    ("ssh -o 'ProxyCommand nc %h 22' -p 22 h", ["nc %h 22"]),
+    ("env -S 'a b' c", ["a b c"]),
+    ("parallel -j4 gzip ::: x y", ["gzip"]),
+    ("script -q -c id log", ["id"]),
+])
+def test_code_carried_in_options(command: str, carried: list[str]) -> None:
+    words = split(command).pipelines[0].stages[0].words  # type: ignore[union-attr]
+    found = embedded.embedded_code(words[0].text, list(words[1:]))
+    assert [code.text for code in found] == carried
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("{rm,-rf,/}", ["rm", "-rf", "/"]), ("a{b,c}d", ["abd", "acd"]),
+    ("{a,{b,c}}", ["a", "b", "c"]), ("{a}", ["{a}"]), ("x{}", ["x{}"]),
+    ("{" + ",".join("abcdefghi") + "}" * 1 + "{" + ",".join("abcdefghi") + "}",
+     ["{a,b,c,d,e,f,g,h,i}{a,b,c,d,e,f,g,h,i}"]),       # 81 words: left as written
+])
+def test_brace_expansion(text: str, words: list[str]) -> None:
+    assert brace_expand(text) == words
+
+
+def test_known_values_and_ifs_make_the_words_the_shell_runs() -> None:
+    def normalized(command: str, values: dict[str, str]) -> list[str]:
+        parsed = split(command).pipelines[0].stages[0].words  # type: ignore[union-attr]
+        return [w.text for w in normalize(list(parsed), values)]
+
+    assert normalized("rm${IFS}-rf${IFS}/", {}) == ["rm", "-rf", "/"]
+    assert normalized("$X -rf \"$Y\"", {"X": "rm", "Y": "/ x"}) == ["rm", "-rf", "/ x"]
+    assert normalized("$X -rf /", {}) == ["$X", "-rf", "/"]
+    assert normalized("echo ${X:-a}", {"X": "b"}) == ["echo", "${X:-a}"]

@@ -286,3 +286,31 @@ def test_coverage_guided_fuzzing_when_atheris_is_installed(tmp_path: Path) -> No
         capture_output=True, text=True, timeout=3600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"Done {SLOW_EXAMPLES} runs" in done.stderr
+
+
+CARRIED_IN_OPTIONS = [
+    "awk 'BEGIN {{ system(\"{}\") }}'",
+    "flock /tmp/lock -c '{}'",
+    "git -c core.pager='{}' log",
+    "ssh -o ProxyCommand='{}' host",
+    "tar cf a.tar --checkpoint-action=exec='{}' x",
+    "env -S '{}'",
+    "watch -n 5 '{}'",
+    "vim -c '!{}'",
+]
+
+
+@FUZZ
+@given(st.sampled_from(CARRIED_IN_OPTIONS),
+       st.lists(st.sampled_from(NESTED_PLAIN), min_size=1, max_size=6).map(" ".join))
+def test_a_command_carried_in_an_option_is_judged_like_the_command(template: str,
+                                                                  command: str) -> None:
+    direct = classify(command)
+    if direct.action is Action.PASS:
+        return      # a harmless command stays harmless, or the carrier is flagged itself
+    for parser in ("auto", "tokenizer"):
+        nested = classify(template.format(command), parser=parser)  # type: ignore[arg-type]
+        if nested.rule == "nesting_too_deep":
+            assert direct.rule == "nesting_too_deep" or "eval eval" in command
+            continue
+        assert nested.action.severity >= direct.action.severity, (template, nested.as_dict())
