@@ -156,7 +156,7 @@ def sensitive(text: str) -> bool:
 
 _FORK_CALL = re.compile(r"\bfork\b")
 _ENDLESS_LOOP = re.compile(
-    r"\bwhile[ \t]*\(?[ \t]*(?:True|true|1|fork)\b|\bfor[ \t]*\([ \t]*;[ \t]*;"
+    r"\bwhile[ \t]*(?:\([ \t]*)?(?:True|true|1|fork)\b|\bfor[ \t]*\([ \t]*;[ \t]*;"
     r"|\bloop[ \t]*(?:do\b|\{)|\bwhile[ \t]*:|\bitertools\.count\b|\biter\(int")
 
 

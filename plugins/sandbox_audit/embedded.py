@@ -17,6 +17,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .rules import CODE_OPTIONS, CodeOptions
@@ -44,8 +45,9 @@ class Code:
         return not self.text
 
 
-def embedded_code(name: str, args: list[Word]) -> list[Code]:
-    """Every piece of code the command `name` with arguments `args` runs."""
+def embedded_code(name: str, args: list[Word], limit: int = 1 << 30) -> list[Code]:
+    """Every piece of code the command `name` with arguments `args` runs (a program's
+    scan stops once more than `limit` are found)."""
     spec = CODE_OPTIONS.get(name)
     if spec is None:
         return []
@@ -69,7 +71,8 @@ def embedded_code(name: str, args: list[Word]) -> list[Code]:
                 continue
             if kind == "program":
                 program_given = True
-                found.extend(_program(spec.language, value, f"{name} {option}", word.start))
+                found.extend(_program(spec.language, value, f"{name} {option}", word.start,
+                                      limit))
             elif kind == "split":
                 rest = " ".join(shlex.quote(w.text) for w in args[index:])
                 found.append(Code(f"{name} {option}", f"{value} {rest}".strip(), word.start))
@@ -84,7 +87,7 @@ def embedded_code(name: str, args: list[Word]) -> list[Code]:
         operands.append(word)
         if not spec.joined and not spec.program_operand and not spec.config:
             continue
-    found.extend(_operand_code(spec, name, operands, program_given))
+    found.extend(_operand_code(spec, name, operands, program_given, limit))
     return found
 
 
@@ -148,12 +151,12 @@ def _key_kind(spec: CodeOptions, key: str) -> str | None:
 
 
 def _operand_code(spec: CodeOptions, name: str, operands: list[Word],
-                  program_given: bool) -> list[Code]:
+                  program_given: bool, limit: int) -> list[Code]:
     if not operands:
         return []
     first = operands[0]
     if spec.program_operand and not program_given:
-        return _program(spec.language, first.text, f"{name} program", first.start) \
+        return _program(spec.language, first.text, f"{name} program", first.start, limit) \
             if first.static else []
     if spec.config:
         # `git [-c k=v] config [--global] KEY VALUE`: the stored value runs later
@@ -178,44 +181,55 @@ def _operand_code(spec: CodeOptions, name: str, operands: list[Word],
     return []
 
 
-def _program(language: str, program: str, what: str, position: int) -> list[Code]:
+def _program(language: str, program: str, what: str, position: int,
+             limit: int) -> list[Code]:
     if language == "awk":
-        return [Code(what, text, position, stdin) for text, stdin in awk_commands(program)]
+        return [Code(what, text, position, stdin)
+                for text, stdin in awk_commands(program, limit)]
     if language == "sed":
-        return [Code(what, text, position) for text in sed_commands(program)]
+        return [Code(what, text, position) for text in sed_commands(program, limit)]
     if language == "vim":
-        return [Code(what, text, position) for text in vim_commands(program)]
+        return [Code(what, text, position) for text in vim_commands(program, limit)]
     return []
 
 
 # -- awk ---------------------------------------------------------------------------------------
 
-_AWK_STRING = r'"((?:[^"\\]|\\.)*)"'
-_AWK_SYSTEM = re.compile(r"\bsystem[ \t]*\([ \t]*(?:" + _AWK_STRING + r"|(\$))", re.S)
-_AWK_GETLINE = re.compile(_AWK_STRING + r"[ \t]*\|&?[ \t]*getline\b", re.S)
-_AWK_PRINT_PIPE = re.compile(r"\|&?[ \t]*" + _AWK_STRING, re.S)
-_AWK_ESCAPE = re.compile(r"\\(.)", re.S)
-_AWK_ESCAPES = {"n": "\n", "t": "\t", "r": "\r"}
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?', re.S)    # to its closing quote, or to the end
+_ESCAPE = re.compile(r"\\(.)", re.S)
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r"}
+_SYSTEM_CALL = re.compile(r"\bsystem(?:list)?[ \t]*\([ \t]*$")
+_RUNS_A_FIELD = re.compile(r"\bsystem[ \t]*\([ \t]*\$")
+_LOOK = 24
+"""Characters looked at around a string literal (bounded, so the scan stays linear)."""
 
 
-def _awk_string(body: str) -> str:
-    return _AWK_ESCAPE.sub(lambda m: _AWK_ESCAPES.get(m.group(1), m.group(1)), body)
+def _strings(program: str) -> Iterator[tuple[str, str, str]]:
+    """(text before, decoded body, text after) of each double-quoted literal, in one pass."""
+    for match in _STRING.finditer(program):
+        raw = match.group()
+        body = raw[1:-1] if len(raw) > 1 and raw.endswith('"') else raw[1:]
+        body = _ESCAPE.sub(lambda m: _ESCAPES.get(m.group(1), m.group(1)), body)
+        yield (program[max(0, match.start() - _LOOK):match.start()], body,
+               program[match.end():match.end() + _LOOK])
 
 
-def awk_commands(program: str) -> list[tuple[str, bool]]:
+def awk_commands(program: str, limit: int = 1 << 30) -> list[tuple[str, bool]]:
     """(command line, fed awk's output on stdin) for each shell command an awk program runs:
     `system("...")`, `"..." | getline`, `print ... | "..."`. `system($0)` (or any
     field) runs awk's input: it comes back as an empty command line."""
     if "system" not in program and "|" not in program:
         return []
-    found: list[tuple[str, bool]] = []
-    for match in _AWK_SYSTEM.finditer(program):
-        found.append((_awk_string(match.group(1)) if match.group(2) is None else "", False))
-    for match in _AWK_GETLINE.finditer(program):
-        found.append((_awk_string(match.group(1)), False))
-    for match in _AWK_PRINT_PIPE.finditer(program):
-        if not program.startswith("getline", match.end()):
-            found.append((_awk_string(match.group(1)), True))
+    found: list[tuple[str, bool]] = [("", False)] if _RUNS_A_FIELD.search(program) else []
+    for before, body, after in _strings(program):
+        if len(found) > limit:
+            break
+        tail = after.lstrip(" \t")
+        if _SYSTEM_CALL.search(before) or (tail.startswith("|") and
+                                           tail.lstrip("|& \t").startswith("getline")):
+            found.append((body, False))
+        elif before.rstrip(" \t").endswith("|") or before.rstrip(" \t").endswith("|&"):
+            found.append((body, True))
     return found
 
 
@@ -225,14 +239,14 @@ _SED_TEXT_COMMANDS = frozenset("aicrRwWe")   # the rest of the line is their arg
 _SED_LABEL_COMMANDS = frozenset("btT:")
 
 
-def sed_commands(script: str) -> list[str]:
+def sed_commands(script: str, limit: int = 1 << 30) -> list[str]:
     """The command lines a sed script runs: `e COMMAND`; an empty string for a bare `e`
     or an `s///e` substitution, which run the pattern space (the input) as a command."""
     if "e" not in script:
         return []
     found: list[str] = []
     i, n = 0, len(script)
-    while i < n:
+    while i < n and len(found) <= limit:
         char = script[i]
         if char in " \t\n;{}!":
             i += 1
@@ -291,20 +305,51 @@ def _sed_skip_part(script: str, i: int, delimiter: str) -> int:
 
 # -- vim ---------------------------------------------------------------------------------------
 
-_VIM_BANG = re.compile(r"[:\s]*(?:sil(?:ent)?!?\s*)?(?:(?:exe(?:cute)?|norm(?:al)?)\s*)?"
-                       r"[\"']?[:\s]*[.,$%0-9]*\s*(?:r(?:ead)?|w(?:rite)?)?\s*!(.*)", re.S)
-_VIM_SYSTEM = re.compile(r"\bsystem(?:list)?\s*\(\s*(?:'([^']*)'|\"((?:[^\"\\]|\\.)*)\")")
+_VIM_PREFIXES = ("silent!", "silent", "sil!", "sil", "execute", "exe", "normal", "norm")
+_VIM_FILTERS = ("read", "write", "r", "w")
 
 
-def vim_commands(command: str) -> list[str]:
+def vim_commands(command: str, limit: int = 1 << 30) -> list[str]:
     """The shell command lines an Ex command runs: `!cmd`, `r !cmd`, `w !cmd`,
     `silent !cmd`, `call system('cmd')`. After a `!` the rest of the line is shell."""
     found: list[str] = []
+    offset = 0
     for part in command.split("|"):
-        match = _VIM_BANG.match(part)
-        if match is not None:
-            found.append(command[command.index(part) + match.start(1):].rstrip("\"'"))
+        bang = _vim_bang(part)
+        if bang is not None:
+            found.append(command[offset + bang:].rstrip("\"'"))
             break
-    for match in _VIM_SYSTEM.finditer(command):
-        found.append(match.group(1) if match.group(1) is not None else match.group(2))
+        offset += len(part) + 1
+    if "system" in command:
+        quoted = command.replace("'", '"')      # Vim's single quotes: read as double
+        for before, body, _ in _strings(quoted):
+            if len(found) > limit:
+                break
+            if _SYSTEM_CALL.search(before):
+                found.append(body)
     return found
+
+
+def _vim_bang(part: str) -> int | None:
+    """Where the shell command of `part` starts, when it is a `!` command."""
+    index = 0
+    length = len(part)
+
+    def skip(chars: str) -> None:
+        nonlocal index
+        while index < length and part[index] in chars:
+            index += 1
+
+    skip(" \t:\"'")
+    for prefix in _VIM_PREFIXES:
+        if part.startswith(prefix, index):
+            index += len(prefix)
+            skip(" \t:\"'")
+            break
+    skip(".,$%0123456789 \t")
+    for name in _VIM_FILTERS:
+        if part.startswith(name, index) and part[index + len(name):].lstrip(" \t")[:1] == "!":
+            index += len(name)
+            skip(" \t")
+            break
+    return index + 1 if part[index:index + 1] == "!" else None

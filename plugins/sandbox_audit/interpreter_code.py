@@ -502,11 +502,12 @@ def _mentions(family: str, code: str, calls: dict[str, str]) -> bool:
     return any(name in code for name in calls)
 
 
-def shell_commands(family: str, code: str) -> list[tuple[str, str]]:
+def shell_commands(family: str, code: str, limit: int = 1 << 30) -> list[tuple[str, str]]:
     """(how, command line) for each literal command `code` hands to a shell.
 
     `family` is an interpreter family (`rules.interpreter_family`); families
     without shell calls (shells themselves, `su`, the generic ones) give nothing.
+    The scan stops once more than `limit` commands are found.
     """
     calls = SHELL_CALLS.get(family)
     if calls is None or not code or not _mentions(family, code, calls):
@@ -516,7 +517,7 @@ def shell_commands(family: str, code: str) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     count = len(tokens)
     index = 0
-    while index < count:
+    while index < count and len(found) <= limit:
         kind, value = tokens[index]
         if kind == "cmd":
             found.append(("command literal", value))

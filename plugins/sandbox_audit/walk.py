@@ -68,6 +68,14 @@ __all__ = ["MAX_CODE_DEPTH", "Walker"]
 MAX_CODE_DEPTH = 3
 """Code strings (`sh -c '...'`, `eval ...`) classified inside code strings."""
 
+MAX_NESTED_CODES = 256
+"""Pieces of nested code (code strings, heredoc scripts, commands in interpreter code or
+in options) one classification audits; a command with more is refused as too complex."""
+
+MAX_BASHLEX_PARSES = 4
+"""Parses one classification may hand to bashlex (each is a round trip to its worker);
+the code strings nested beyond them are read by the tokenizer alone."""
+
 _POSITIONAL = ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "@", "*")
 _LOOP_EXITS = frozenset({"break", "exit", "return", "wait"})
 
@@ -142,12 +150,17 @@ class Walker:
         self.taint = Taint(self.findings)
         self.rules = CommandRules(self.findings)
         self.code_depth = 0
+        self.bashlex_left = MAX_BASHLEX_PARSES
+        self.codes_left = MAX_NESTED_CODES
 
     # -- parsing ---------------------------------------------------------------------------
 
     def parse(self, text: str) -> Script | None:
+        parser = self.parser if self.bashlex_left > 0 else "tokenizer"
+        if parser != "tokenizer":
+            self.bashlex_left -= 1
         try:
-            script, used = frontend.parse(text, self.parser, self.budget)
+            script, used = frontend.parse(text, parser, self.budget)
         except TooDeep as exc:
             self.findings.add("nesting_too_deep", str(exc), 0)
             return None
@@ -177,6 +190,11 @@ class Walker:
             self.findings.add("nesting_too_deep", f"{what} nested more than {MAX_CODE_DEPTH} deep",
                               position)
             return
+        if self.codes_left <= 0:
+            self.findings.add("command_too_complex",
+                              f"more than {MAX_NESTED_CODES} pieces of nested code", position)
+            return
+        self.codes_left -= 1
         saved = self.findings.anchor
         self.code_depth += 1
         self.findings.anchor = position if saved is None else saved
@@ -522,7 +540,7 @@ class Walker:
                      upstream: Risk | None) -> None:
         """Code in the command's options and operands (`rules.CODE_OPTIONS`), audited as
         nested shell code; code that runs the command's input is judged as a pipe."""
-        for code in embedded_code(name, words[index + 1:]):
+        for code in embedded_code(name, words[index + 1:], self.codes_left):
             if code.runs_input:
                 self.piped_code(upstream, "shell", cmd)
                 continue
@@ -682,7 +700,7 @@ class Walker:
     def interpreter_calls(self, family: str, code: str, position: int, what: str) -> None:
         """Audit, as nested shell code, each literal command line that interpreter code
         hands to a shell (`os.system("...")`, `execSync('...')`, backticks, ...)."""
-        for how, command in shell_commands(family, code):
+        for how, command in shell_commands(family, code, self.codes_left):
             self.audit_code(command, position, f"{what}: {how}")
 
     def here_input(self, cmd: Command, family: str | None,

@@ -249,7 +249,8 @@ def stage_text(stage: Command | Compound) -> str:
 # -- expansions the audit resolves ---------------------------------------------------------------
 
 MAX_EXPANSION = 64
-"""Words one brace expansion may produce; a larger one is left as written."""
+"""Words one expansion makes at most: a larger brace expansion is left as written; `$IFS`
+and a variable's value split into at most this many words, the rest staying one word."""
 
 MAX_BRACE_WORD = 256
 """Longer words are not brace-expanded (the search is quadratic in the braces of a word)."""
@@ -302,9 +303,8 @@ def _expanded(word: Word, values: dict[str, str]) -> list[Word] | None:
 def _split_ifs(word: Word) -> list[Word]:
     pieces: list[Word] = []
     subs = list(word.subs)
-    for text in _IFS.split(word.text):
-        if not text:
-            continue
+    texts = [text for text in _IFS.split(word.text, MAX_EXPANSION) if text]
+    for text in texts:
         marks = text.count(SUB_MARK)
         mine, subs = subs[:marks], subs[marks:]
         params = [p for p in word.params
@@ -325,7 +325,7 @@ def _substituted(word: Word, values: dict[str, str]) -> list[Word] | None:
         return None      # an expansion with operators (`${x:-y}`): left as written
     if word.quoted:
         return [Word(text, word.start, quoted=True)]
-    return [Word(part, word.start) for part in text.split()]
+    return [Word(part, word.start) for part in text.split(maxsplit=MAX_EXPANSION)]
 
 
 def brace_expand(text: str) -> list[str]:
