@@ -4,10 +4,13 @@ Run from the repository root: `python -m benchmarks.bench_sandbox_audit`
 (`--unbounded` lifts the work budget, `--shapes a,b` picks shapes, `--repeats N`).
 
 Shapes: two realistic ones (a script of ordinary statements; a big quoted
-heredoc, the way a model writes a file) and adversarial ones built to hurt a
+heredoc, the way a model writes a file); adversarial ones built to hurt a
 tokenizer: long quote runs, many `$(`, nested parentheses, many heredoc
 markers, pipes, backticks, escapes, unterminated quotes, arithmetic shifts, a
-long `bash -c` code string that is classified a second time.
+long `bash -c` code string that is classified a second time, brace and `$IFS`
+words, long awk and sed programs, `cd` and `rm` statements; and (prefixed
+`t:`) the fuzz tests' shapes and units drawn from their fragments by a seeded
+RNG.
 
 For each shape and size it prints the best-of-N wall time of
 `classify(command)`, the same for `str.split()` over the same input in the
@@ -52,7 +55,7 @@ TARGET_LOOP_SECONDS = 0.5
 
 
 def _repeat(unit: str, size: int) -> str:
-    return (unit * (size // len(unit) + 1))[:size]
+    return (unit * (size // max(1, len(unit)) + 1))[:size]
 
 
 def _heredoc(size: int) -> str:
@@ -100,6 +103,17 @@ TYPICAL = [
 LOOPING = ["'${'a", "echo '${'''x", "ls `echo '${'x`", "curl u | sh; echo '${'x"]
 
 
+def test_shapes() -> dict[str, Callable[[int], str]]:
+    """The fuzz tests' adversarial shapes and seeded random units, timed here."""
+    from tests.plugins.test_sandbox_audit_fuzz import SHAPES as FUZZ_SHAPES
+    from tests.plugins.test_sandbox_audit_fuzz import random_units
+
+    shapes = {f"t:{name}": make for name, make in FUZZ_SHAPES.items()}
+    for index, unit in enumerate(random_units()):
+        shapes[f"t:random {index}"] = lambda n, u=unit: _repeat(u, n)
+    return shapes
+
+
 def best(run: Callable[[], object], repeats: int) -> float:
     fastest = float("inf")
     for _ in range(repeats):
@@ -116,15 +130,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="lift the work budget to time the full analysis")
     parser.add_argument("--shapes", default="", help="comma-separated shape names")
     args = parser.parse_args(argv)
-    shapes = [s.strip() for s in args.shapes.split(",") if s.strip()] or list(SHAPES)
+    every = {**SHAPES, **test_shapes()}
+    shapes = [s.strip() for s in args.shapes.split(",") if s.strip()] or list(every)
     budget: Callable[[], Budget | None] = (
         (lambda: Budget(nodes=10**9, words=10**9)) if args.unbounded else (lambda: None))
     mode = "budget lifted" if args.unbounded else "default budget"
     print(f"sandbox_audit classify, best of {args.repeats} wall time, {mode}")
-    print(f"{'shape':<16} {'size':>9} {'classify':>11} {'str.split':>10} {'ratio':>7}  verdict")
+    print(f"{'shape':<28} {'size':>9} {'classify':>11} {'str.split':>10} {'ratio':>7}  verdict")
     failures = []
     for shape in shapes:
-        make = SHAPES[shape]
+        make = every[shape]
         times = {}
         for size in SIZES:
             text = make(size)
@@ -133,12 +148,12 @@ def main(argv: list[str] | None = None) -> int:
             took = best(lambda text=text: classify(text, budget=budget()), repeats)
             floor = best(text.split, args.repeats)
             times[size] = took
-            print(f"{shape:<16} {size:>9,} {took * 1000:>9.2f}ms {floor * 1000:>8.2f}ms "
+            print(f"{shape:<28} {size:>9,} {took * 1000:>9.2f}ms {floor * 1000:>8.2f}ms "
                   f"{took / max(floor, 1e-9):>7.0f}  {verdict.action} {verdict.rule} "
                   f"({verdict.parser})")
         linearity = times[SIZES[-1]] / max(times[SIZES[-2]], 1e-9)
         verdict_1mb = "ok" if linearity <= TARGET_RATIO else "NOT LINEAR"
-        print(f"{'':<16} 1MB/100KB time ratio {linearity:.1f} (target <= {TARGET_RATIO:g}): "
+        print(f"{'':<28} 1MB/100KB time ratio {linearity:.1f} (target <= {TARGET_RATIO:g}): "
               f"{verdict_1mb}")
         if linearity > TARGET_RATIO:
             failures.append(f"{shape}: 1MB/100KB ratio {linearity:.1f}")

@@ -5,12 +5,9 @@ substitution openers, heredoc headers, arithmetic, keywords, separators) plus
 random text. Settings are deterministic (`derandomize=True`, no example
 database), so a run is reproducible and CI never flakes on a new seed.
 
-Linearity is checked without Hypothesis (timings inside it would be noise):
-adversarial shapes, and units drawn from the same fragments by a seeded RNG,
-are classified at two sizes eight times apart with the work budget lifted, and
-the time may grow at most three times as fast as the input (a quadratic
-classifier would grow eight times as fast). With the default budget,
-every 1 MB shape is classified in well under a second.
+Adversarial shapes of 1 MB are classified with and without the work budget;
+their timing and linearity (with units drawn from the same fragments by a
+seeded RNG) are measured by `benchmarks.bench_sandbox_audit`, not asserted here.
 
 Two long runs are marked `slow` and left out of the default run (`pytest -m slow`
 runs them): 100,000 Hypothesis commands under a memory cap, and, where `atheris`
@@ -22,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import random
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -137,40 +133,21 @@ SHAPES: dict[str, Callable[[int], str]] = {
 }
 
 
-def _best(text: str, repeats: int, budget: Callable[[], Budget | None]) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        classify(text, parser="tokenizer", budget=budget())
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def _unbounded() -> Budget:
-    return Budget(nodes=10**9, words=10**9)
-
-
-def _random_units() -> list[str]:
+def random_units() -> list[str]:
+    """Units drawn from the fuzz fragments by a seeded RNG (the benchmark repeats them)."""
     rng = random.Random(4611)
     return ["".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(3, 12))) for _ in range(6)]
 
 
-# The real figures (every 1 MB shape well under a second) come from
-# `python -m benchmarks.bench_sandbox_audit`; these bounds are deliberately loose
-# so a loaded CI machine cannot fail them, yet a regex blow-up or a quadratic
-# pass (minutes at 1 MB, 64x per 8x input) still would.
+# How long they take, and that the time grows linearly, is measured by
+# `python -m benchmarks.bench_sandbox_audit` (every shape here and the random units, as
+# ratios to `str.split` in the same process): speed is not asserted in tests.
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_a_megabyte_is_classified_without_blowing_up(shape: str) -> None:
+def test_a_megabyte_of_every_shape_gets_a_verdict(shape: str) -> None:
     text = SHAPES[shape](1_000_000)
-    assert _best(text, 1, lambda: None) < 10.0
-
-
-@pytest.mark.parametrize("make", [*SHAPES.values(), *(lambda n, u=u: _repeat(u, n)
-                                                      for u in _random_units())])
-def test_time_grows_linearly_with_the_command(make: Callable[[int], str]) -> None:
-    small, large = make(16_000), make(128_000)
-    base = max(_best(small, 3, _unbounded), 5e-3)
-    assert _best(large, 3, _unbounded) < 40 * base   # linear is 8x; quadratic would be 64x
+    for budget in (None, Budget(nodes=10**9, words=10**9)):
+        verdict = classify(text, parser="tokenizer", budget=budget)
+        assert verdict.rule in RULES_BY_NAME and verdict.rule != "audit_failed", verdict.rule
 
 
 PLAIN = ["rm", "-rf", "-r", "-f", "/", "/etc", "/mnt/user-data/workspace", "curl", "wget",
