@@ -243,10 +243,11 @@ RULES: tuple[Rule, ...] = (
 RULES_BY_NAME: dict[str, Rule] = {rule.name: rule for rule in RULES}
 RULE_RANK: dict[str, int] = {rule.name: index for index, rule in enumerate(RULES)}
 
-RAW_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    # Matched against the whole command text (quotes and all). Each pattern is a
-    # fixed string with bounded classes between fixed tokens: linear, no backtracking.
-    ("fork_bomb", re.compile(r"\bfork[ \t]*while[ \t]*fork\b")),
+RAW_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
+    # (rule, a literal the text must hold, pattern), matched against the whole command
+    # text (quotes and all); the literal is looked for first (a fast substring search).
+    # Each pattern is a fixed string with bounded classes between fixed tokens: linear.
+    ("fork_bomb", "fork", re.compile(r"\bfork[ \t]*while[ \t]*fork\b")),
 )
 
 SOCKET_PATHS = ("/dev/tcp/", "/dev/udp/")

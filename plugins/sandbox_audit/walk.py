@@ -173,8 +173,8 @@ class Walker:
 
     def audit_top(self, text: str) -> None:
         self.findings.text = text
-        for rule, pattern in RAW_PATTERNS:
-            match = pattern.search(text)
+        for rule, literal, pattern in RAW_PATTERNS:
+            match = pattern.search(text) if literal in text else None
             if match is not None:
                 self.findings.add(rule, text[max(0, match.start() - 40):match.end() + 40],
                                   match.start())
