@@ -128,10 +128,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="best of N (default 3)")
     parser.add_argument("--unbounded", action="store_true",
                         help="lift the work budget to time the full analysis")
-    parser.add_argument("--shapes", default="", help="comma-separated shape names")
+    parser.add_argument("--shapes", default="",
+                        help="comma-separated shape names (`-`: none)")
     args = parser.parse_args(argv)
     every = {**SHAPES, **test_shapes()}
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()] or list(every)
+    if args.shapes == "-":
+        shapes = []      # only the parser bound, the agreement and the memory
     budget: Callable[[], Budget | None] = (
         (lambda: Budget(nodes=10**9, words=10**9)) if args.unbounded else (lambda: None))
     mode = "budget lifted" if args.unbounded else "default budget"
@@ -216,17 +219,25 @@ def agreement() -> None:
             if full.parser == "bashlex":
                 by_bashlex += 1
                 same_bashlex += agree
-        print(f"  {label:<15} {len(commands):>5} commands: {same / len(commands):.1%} agree; "
-              f"bashlex read {by_bashlex}, of which {same_bashlex / max(by_bashlex, 1):.1%} "
+        print(f"  {label:<15} {len(commands):>5} commands: {same / len(commands):.2%} agree; "
+              f"bashlex read {by_bashlex}, of which {same_bashlex / max(by_bashlex, 1):.2%} "
               "agree")
 
 
 def memory() -> None:
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peaks = []
+    for worker in parse_worker._POOL.idle:
+        try:
+            with open(f"/proc/{worker.proc.pid}/status") as status:
+                peaks.extend(int(line.split()[1]) / 1024 for line in status
+                             if line.startswith("VmHWM:"))
+        except OSError:
+            continue
     parse_worker.shutdown()
-    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"\npeak memory: this process {own:.0f} MB; largest parser worker {workers:.0f} MB "
-          f"(address space capped at {parse_worker.MEMORY_LIMIT // (1024 * 1024)} MB)")
+    worker = f"{max(peaks):.0f} MB" if peaks else "unknown"
+    print(f"\npeak memory (resident): this process {own:.0f} MB; parser worker {worker} "
+          f"(its address space is capped at {parse_worker.MEMORY_LIMIT // (1024 * 1024)} MB)")
 
 
 if __name__ == "__main__":
