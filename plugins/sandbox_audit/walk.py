@@ -76,6 +76,10 @@ MAX_BASHLEX_PARSES = 4
 """Parses one classification may hand to bashlex (each is a round trip to its worker);
 the code strings nested beyond them are read by the tokenizer alone."""
 
+MAX_GLOB_SUSPECTS = 3
+"""A glob command name is judged as the ruled commands it matches when it matches this
+many at most (`/bin/r?` is `rm`; `*` matches them all and points at none)."""
+
 _POSITIONAL = ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "@", "*")
 _LOOP_EXITS = frozenset({"break", "exit", "return", "wait"})
 
@@ -532,8 +536,9 @@ class Walker:
                 for candidate in CANDIDATE_COMMANDS:
                     self.rules.named_rules(cmd, words, index, candidate, [])
         if name is not None and exec_index is not None and any(c in name for c in "*?["):
-            for candidate in sorted(RULED_COMMANDS):
-                if fnmatch.fnmatchcase(candidate, name):
+            matched = [c for c in sorted(RULED_COMMANDS) if fnmatch.fnmatchcase(c, name)]
+            if len(matched) <= MAX_GLOB_SUSPECTS:    # `*` alone says nothing of the command
+                for candidate in matched:
                     self.rules.named_rules(cmd, words, exec_index, candidate, [])
 
     def carried_code(self, cmd: Command, words: list[Word], index: int, name: str,

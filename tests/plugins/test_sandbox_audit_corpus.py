@@ -387,6 +387,7 @@ CASES: list[tuple[str, str, str]] = [
     ("echo {a,b,c}", P, "no_match"),
     ("IFS=,; echo a${IFS}b", P, "no_match"),
     ("./run?.sh --fast", P, "no_match"),
+    ("* -h", P, "no_match"),
     (":(){ :|:& };:", B, "fork_bomb"),
     (":(){ : | : & }; :", B, "fork_bomb"),
     ("bomb() { bomb | bomb & }; bomb", B, "fork_bomb"),
