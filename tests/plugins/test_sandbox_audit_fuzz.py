@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from antler.plugins.sandbox_audit.classifier import classify
+from antler.plugins.sandbox_audit.classifier import Verdict, classify
 from antler.plugins.sandbox_audit.interpreter_code import shell_commands
 from antler.plugins.sandbox_audit.rules import RULES_BY_NAME, Action
 from antler.plugins.sandbox_audit.splitter import Budget, Unauditable, split
@@ -174,20 +174,27 @@ HANDED_TO_A_SHELL = [
 ]
 # Credential paths are left out: the whole code string is searched for them already.
 NESTED_PLAIN = [word for word in PLAIN if word not in ("/etc/shadow", "~/.ssh/id_rsa")]
+nested_commands = st.lists(st.sampled_from(NESTED_PLAIN), min_size=1, max_size=6).map(" ".join)
 
 
 @FUZZ
-@given(st.sampled_from(HANDED_TO_A_SHELL),
-       st.lists(st.sampled_from(NESTED_PLAIN), min_size=1, max_size=6).map(" ".join))
+@given(st.sampled_from(HANDED_TO_A_SHELL), nested_commands)
 def test_a_literal_handed_to_a_shell_is_judged_like_the_command(template: str,
                                                                 command: str) -> None:
     direct = classify(command)
+    for nested in _nested_verdicts(template, command, direct):
+        assert (nested.action, nested.rule) == (direct.action, direct.rule), nested.as_dict()
+
+
+def _nested_verdicts(template: str, command: str, direct: Verdict) -> Iterator[Verdict]:
+    """The verdicts, with both front ends, on `command` placed in `template`; a nesting
+    refusal (one level deeper than `command` alone) is checked here and not yielded."""
     for parser in ("auto", "tokenizer"):
         nested = classify(template.format(command), parser=parser)  # type: ignore[arg-type]
-        if nested.rule == "nesting_too_deep":   # one level deeper than `command` alone
+        if nested.rule == "nesting_too_deep":
             assert direct.rule == "nesting_too_deep" or "eval eval" in command
             continue
-        assert (nested.action, nested.rule) == (direct.action, direct.rule), nested.as_dict()
+        yield nested
 
 
 # -- long runs under a memory cap (`pytest -m slow`) -----------------------------------------
@@ -277,16 +284,11 @@ CARRIED_IN_OPTIONS = [
 
 
 @FUZZ
-@given(st.sampled_from(CARRIED_IN_OPTIONS),
-       st.lists(st.sampled_from(NESTED_PLAIN), min_size=1, max_size=6).map(" ".join))
+@given(st.sampled_from(CARRIED_IN_OPTIONS), nested_commands)
 def test_a_command_carried_in_an_option_is_judged_like_the_command(template: str,
                                                                   command: str) -> None:
     direct = classify(command)
     if direct.action is Action.PASS:
         return      # a harmless command stays harmless, or the carrier is flagged itself
-    for parser in ("auto", "tokenizer"):
-        nested = classify(template.format(command), parser=parser)  # type: ignore[arg-type]
-        if nested.rule == "nesting_too_deep":
-            assert direct.rule == "nesting_too_deep" or "eval eval" in command
-            continue
+    for nested in _nested_verdicts(template, command, direct):
         assert nested.action.severity >= direct.action.severity, (template, nested.as_dict())
