@@ -2,8 +2,11 @@
 
 It classifies every shell command (block / warn / pass) before the sandbox runs
 it. Importing this package stays cheap: the middleware, the classifier
-(`classifier.py`, rules in `rules.py`) and its two front ends (`bashlex_walker.py`,
-`splitter.py`) are imported only when a chain that includes the plugin is built.
+(`classifier.py`: the walk, taint and per-command rules in `walk.py`, `taint.py`,
+`commands.py`, the rules as data in `rules.py`) and its two front ends
+(`splitter.py`, and `bashlex_walker.py` run in a bounded worker process by
+`parse_worker.py`) are imported only when a chain that includes the plugin is
+built.
 """
 
 from antler.plugin_api.manifest import builtin_plugin_hook

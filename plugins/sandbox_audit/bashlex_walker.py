@@ -53,19 +53,18 @@ class Unsupported(Exception):
 
 
 def eligible(text: str, depth: int) -> bool:
-    """Whether to try bashlex at all (short, shallow, no constructs it misreads).
-
-    Not with `${` and a single quote in one command: bashlex (0.18) reads a
-    `${` inside single quotes that the word continues after (`'${'a`) as an
-    unfinished expansion and allocates without end. The tokenizer, held to
-    the same corpus, takes those commands.
-    """
-    return (len(text) <= MAX_CHARS and depth <= MAX_DEPTH and "$'" not in text
-            and '$"' not in text and not ("${" in text and "'" in text))
+    """Whether to try bashlex at all (short, shallow, no constructs it misreads)."""
+    return len(text) <= MAX_CHARS and depth <= MAX_DEPTH and "$'" not in text \
+        and '$"' not in text
 
 
 def parse(text: str) -> Script:
-    """`text` as a `Script`, or `Unsupported` when bashlex cannot parse it faithfully."""
+    """`text` as a `Script`, or `Unsupported` when bashlex cannot parse it faithfully.
+
+    This runs bashlex in the calling process, unbounded: the classifier calls
+    it only inside a worker process (`parse_worker.parse`), which bounds its
+    time and memory.
+    """
     import bashlex
 
     try:

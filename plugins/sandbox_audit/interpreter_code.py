@@ -37,9 +37,9 @@ import functools
 import re
 import shlex
 
-from .rules import SHELL_CALLS
+from .rules import ARGUMENT_READERS, CODE_RUNNERS, SHELL_CALLS
 
-__all__ = ["HOLE", "shell_commands"]
+__all__ = ["HOLE", "hands_arguments_to_code", "shell_commands"]
 
 HOLE = "X"
 """Stands for an interpolated expression (`f"{x}"`, `` `${x}` ``, `"#{x}"`): one word."""
@@ -502,11 +502,12 @@ def _mentions(family: str, code: str, calls: dict[str, str]) -> bool:
     return any(name in code for name in calls)
 
 
-def shell_commands(family: str, code: str) -> list[tuple[str, str]]:
+def shell_commands(family: str, code: str, limit: int = 1 << 30) -> list[tuple[str, str]]:
     """(how, command line) for each literal command `code` hands to a shell.
 
     `family` is an interpreter family (`rules.interpreter_family`); families
     without shell calls (shells themselves, `su`, the generic ones) give nothing.
+    The scan stops once more than `limit` commands are found.
     """
     calls = SHELL_CALLS.get(family)
     if calls is None or not code or not _mentions(family, code, calls):
@@ -516,7 +517,7 @@ def shell_commands(family: str, code: str) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     count = len(tokens)
     index = 0
-    while index < count:
+    while index < count and len(found) <= limit:
         kind, value = tokens[index]
         if kind == "cmd":
             found.append(("command literal", value))
@@ -537,3 +538,17 @@ def shell_commands(family: str, code: str) -> list[tuple[str, str]]:
                 continue
         index += 1
     return found
+
+
+def hands_arguments_to_code(family: str, code: str) -> bool:
+    """Whether interpreter code reads its command-line arguments and could run them.
+
+    `python3 -c 'import sys; print(sys.argv[1])' "$(curl u)"` only prints its
+    argument (a value); `python3 -c 'import os,sys; os.system(sys.argv[1])' ARG`
+    runs it, so there the arguments are judged like the code itself.
+    """
+    readers = ARGUMENT_READERS.get(family)
+    if not readers or not any(reader in code for reader in readers):
+        return False
+    return any(runner in code for runner in CODE_RUNNERS) or any(
+        call in code for call in SHELL_CALLS.get(family, {}))

@@ -16,6 +16,7 @@ language at hand.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from dataclasses import dataclass
@@ -78,13 +79,18 @@ RULES: tuple[Rule, ...] = (
          "it hands an interactive shell to whoever listens on the other end",
          "Do not open network shells; run the commands you need directly."),
     Rule("fork_bomb", _B,
-         "a function that pipes or backgrounds calls to itself (`:(){ :|:& };:`), or "
-         "`fork while fork`",
+         "a function that pipes or backgrounds calls to itself (`:(){ :|:& };:`), an "
+         "endless loop that starts commands in the background (`while true; do sh & done`), "
+         "or interpreter code that forks in an endless loop (`fork while fork`, "
+         "`while True: os.fork()`)",
          "it multiplies processes until the machine stops responding",
          "Do not start unbounded processes."),
     Rule("recursive_delete_critical", _B,
          "rm -r/-R/--recursive of /, the home directory, a top-level system directory, "
-         "/mnt/user-data itself, or with --no-preserve-root",
+         "/mnt/user-data itself, or with --no-preserve-root; paths are normalised "
+         "(`/usr/../`, `//`, `~/..`) and relative ones joined to a directory `cd` made "
+         "known (`cd / && rm -rf *`); a command named by a variable or glob counts as every "
+         "command it could be (`$X -rf /`, `/bin/r? -rf /`)",
          "it destroys the system or every file of the user",
          "Delete only the specific files or directories you created, by explicit path."),
     Rule("raw_disk_write", _B,
@@ -96,6 +102,23 @@ RULES: tuple[Rule, ...] = (
          "shutdown, reboot, halt, poweroff, init 0/6, systemctl poweroff/reboot, kill -1",
          "it stops the host or every process on it",
          "Do not stop the machine or kill every process; stop only your own processes by PID."),
+    Rule("persistence", _B,
+         "writing or appending to a shell start-up file (~/.bashrc, ~/.profile, ~/.zshrc, "
+         "~/.bash_profile, /etc/profile.d/, ...), an autostart or cron location, "
+         "authorized_keys, or installing a crontab from a pipe or a file",
+         "it plants commands that run again in every later shell or on a schedule, long "
+         "after this command was reviewed",
+         "Do not change start-up files or schedules; run what you need in this command."),
+    Rule("credential_read", _B,
+         "reading /etc/shadow, /etc/gshadow or a process's environment (/proc/*/environ)",
+         "these hold password hashes and the secrets of running processes",
+         "Do not read credentials; ask the user for what the task needs."),
+    Rule("loader_hijack", _B,
+         "LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT or their macOS forms pointing at a writable "
+         "path (/tmp, the workspace, home, a relative path)",
+         "every later program loads code from a place anyone in the sandbox can write",
+         "Link or load libraries from system locations, or run the program that needs "
+         "them directly."),
     Rule("system_path_write", _B,
          "a redirect, tee, cp, mv, install, ln, sed -i or file tool writing under /etc, "
          "/bin, /sbin, /usr/bin, /usr/lib, /lib, /boot or the loader preload file",
@@ -199,10 +222,11 @@ RULES: tuple[Rule, ...] = (
          "chmod to a world-writable mode (777, 666, o+w, a+w)",
          "anyone on the host may then change the file"),
     Rule("loader_path_override", _W,
-         "setting PATH, LD_PRELOAD, LD_LIBRARY_PATH or LD_AUDIT",
+         "setting PATH, or LD_PRELOAD/LD_LIBRARY_PATH/LD_AUDIT to a system location",
          "it changes which programs and libraries every later command loads"),
     Rule("sensitive_file_access", _W,
-         "/etc/shadow, /etc/sudoers, SSH keys, cloud or git credentials, /proc/*/environ",
+         "/etc/sudoers, SSH keys, cloud or git credentials (and /etc/shadow or "
+         "/proc/*/environ only named, as by `ls` or `echo`)",
          "these files hold credentials"),
     Rule("recursive_delete_broad", _W,
          "rm -r of `*`, `.`, `..` or `./*`",
@@ -219,12 +243,16 @@ RULES: tuple[Rule, ...] = (
 RULES_BY_NAME: dict[str, Rule] = {rule.name: rule for rule in RULES}
 RULE_RANK: dict[str, int] = {rule.name: index for index, rule in enumerate(RULES)}
 
-RAW_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    # Matched against the whole command text (quotes and all). Each pattern is a
-    # fixed string with bounded classes between fixed tokens: linear, no backtracking.
-    ("reverse_shell", re.compile(r"/dev/(?:tcp|udp)/")),
-    ("fork_bomb", re.compile(r"\bfork[ \t]*while[ \t]*fork\b")),
+RAW_PATTERNS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
+    # (rule, a literal the text must hold, pattern), matched against the whole command
+    # text (quotes and all); the literal is looked for first (a fast substring search).
+    # Each pattern is a fixed string with bounded classes between fixed tokens: linear.
+    ("fork_bomb", "fork", re.compile(r"\bfork[ \t]*while[ \t]*fork\b")),
 )
+
+SOCKET_PATHS = ("/dev/tcp/", "/dev/udp/")
+"""Bash's socket pseudo-files: a redirect to or from one opens a network connection (the
+same text as a `grep` pattern or an argument opens nothing)."""
 
 # -- vocabulary ------------------------------------------------------------------------
 
@@ -480,6 +508,46 @@ SENSITIVE_PATHS = (
 )
 """Substrings of paths to credentials."""
 
+CREDENTIAL_FILES = ("/etc/shadow", "/etc/gshadow")
+"""Reading these (or `/proc/*/environ`) blocks; the rest of `SENSITIVE_PATHS` warns."""
+
+NAMING_COMMANDS = frozenset({
+    "ls", "stat", "echo", "printf", "test", "[", "[[", "file", "realpath", "readlink",
+    "dirname", "basename", "which", "type", "du", "namei", "lsattr", "getfacl",
+})
+"""Commands that name a path without reading its content."""
+
+PATTERN_FIRST = frozenset({"grep", "egrep", "fgrep", "rg", "ag", "ack", "zgrep"})
+"""Search tools whose first operand is a pattern, not a file (unless -e/-f gives it)."""
+
+STARTUP_FILE_NAMES = frozenset({
+    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc",
+    ".zprofile", ".zshenv", ".zlogin", ".zlogout", ".kshrc", ".mkshrc", ".cshrc", ".tcshrc",
+    ".login", ".xprofile", ".xinitrc", ".xsession", ".inputrc", "authorized_keys",
+    "authorized_keys2", "config.fish",
+})
+"""Files (by name, in any directory) that later shells or logins read and run."""
+
+STARTUP_PREFIXES = (
+    "/etc/profile", "/etc/bash.bashrc", "/etc/bashrc", "/etc/zsh/", "/etc/zshrc",
+    "/etc/zprofile", "/etc/environment", "/etc/rc.local", "/etc/init.d/", "/etc/cron",
+    "/etc/anacrontab", "/var/spool/cron/", "/etc/systemd/", "/etc/xdg/autostart/",
+)
+"""System locations whose content runs at start-up or on a schedule."""
+
+STARTUP_DIRS = ("/.config/autostart/", "/.config/systemd/", "/.config/fish/conf.d/",
+                "/.local/share/systemd/")
+"""Per-user directories whose files run at log-in."""
+
+LOADER_HIJACK_VARIABLES = frozenset({"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT",
+                                     "DYLD_INSERT_LIBRARIES", "DYLD_LIBRARY_PATH"})
+"""Loader variables: pointing one at a writable path makes every program load code from
+there."""
+
+READ_ONLY_LIBRARY_PREFIXES = ("/usr/", "/lib/", "/lib64/", "/lib32/", "/libx32/", "/opt/",
+                              "/System/", "/Library/")
+"""Library locations the sandbox user cannot write: the loader variables may name them."""
+
 WRITE_TOOLS_LAST_OPERAND = frozenset({"cp", "mv", "install", "ln", "rsync"})
 WRITE_TOOLS_ALL_OPERANDS = frozenset({"tee", "truncate", "touch"})
 
@@ -527,3 +595,135 @@ REVERSE_SHELL_CODE_MARKERS = ("pty.spawn", "fsockopen", "TCPSocket", "socket.soc
                               "new Socket", "IO::Socket", "use Socket", "net.Socket")
 REVERSE_SHELL_SPAWN_MARKERS = ("dup2", "subprocess", "/bin/sh", "/bin/bash", "exec(",
                                "spawn(", "popen", "system(", "child_process", "exec ")
+
+
+# -- code carried in options and operands ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CodeOptions:
+    """Where a command carries code it runs in its options or operands.
+
+    `options` maps an option's spelling to how its value runs:
+
+    * ``"shell"``: a command line a shell runs (`flock -c CMD`, `tar -I CMD`);
+    * ``"stdin"``: a command line that reads the command's data on stdin
+      (`tar --to-command=CMD`: each member's content);
+    * ``"exec="``: a value `exec=CMD` (`tar --checkpoint-action=exec=CMD`);
+    * ``"split"``: a command line split into words, followed by the operands
+      (`env -S 'CMD ARGS'`);
+    * ``"keyed"``: a `KEY=VALUE` setting, looked up in `keys` (`ssh -o`, `git -c`);
+    * ``"program"``: a program in `language` (`awk -e`, `sed -e`, `vim -c`).
+
+    A long option takes its value attached (`--opt=V`) or as the next word, a short
+    one attached (`-IV`) or next; `"+"` is vim's `+CMD`. `keys` maps a
+    (lower-case, glob) key to ``"shell"``, or ``"bang"`` when only a value starting
+    with `!` is a command line (`git -c alias.x='!sh'`). `program_operand`: the
+    first operand is the program unless an option gave one (awk, sed). `joined`:
+    the operands are one command line run by a shell (`watch`, `parallel`).
+    `config`: the subcommand that stores a setting (`git config KEY VALUE`), whose
+    value is looked up in `keys` too. `takes_arg` lists the other options with a
+    value, so the operands are found.
+
+    Every command line found is audited as nested shell code, like the code string
+    of `sh -c`; a language's own commands are read by `embedded.py`.
+    """
+
+    options: dict[str, str]
+    keys: dict[str, str] = dataclasses.field(default_factory=dict)
+    language: str = ""
+    program_operand: bool = False
+    joined: bool = False
+    config: str = ""
+    takes_arg: frozenset[str] = frozenset()
+
+
+def _c(options: str = "", keys: dict[str, str] | None = None, language: str = "",
+       program_operand: bool = False, joined: bool = False, config: str = "",
+       takes_arg: str = "") -> CodeOptions:
+    parsed = {key: kind for key, _, kind in (item.partition(":") for item in options.split())}
+    return CodeOptions(parsed, keys or {}, language, program_operand, joined, config,
+                       frozenset(takes_arg.split()))
+
+
+_AWK = _c("-e:program --source:program", language="awk", program_operand=True,
+          takes_arg="-F -v -f -i -l -E --field-separator --assign --file --include --load "
+                    "--exec")
+_SED = _c("-e:program --expression:program", language="sed", program_operand=True,
+          takes_arg="-f --file -l --line-length")
+_VIM = _c("-c:program --cmd:program +:program", language="vim",
+          takes_arg="-u -U -i -T -w -W -s -t -q -S --servername --remote-send")
+_TAR = _c("--to-command:stdin --use-compress-program:shell -I:shell --info-script:shell "
+          "-F:shell --new-volume-script:shell --rsh-command:shell --checkpoint-action:exec=",
+          takes_arg="-f --file -C --directory -T --files-from -X --exclude-from -b "
+                    "--blocking-factor -H --format -K --starting-file -N --newer -V --label")
+_SSH = _c("-o:keyed", keys={"proxycommand": "shell", "localcommand": "shell",
+                            "knownhostscommand": "shell"},
+          takes_arg="-b -c -D -E -e -F -I -i -J -L -l -m -O -p -Q -R -S -W -w -B -P")
+_GIT_KEYS = {
+    "core.pager": "shell", "core.editor": "shell", "core.sshcommand": "shell",
+    "core.fsmonitor": "shell", "core.askpass": "shell", "sequence.editor": "shell",
+    "diff.external": "shell", "diff.*.command": "shell", "difftool.*.cmd": "shell",
+    "mergetool.*.cmd": "shell", "merge.*.driver": "shell", "filter.*.clean": "shell",
+    "filter.*.smudge": "shell", "filter.*.process": "shell", "pager.*": "shell",
+    "gpg.program": "shell", "gpg.*.program": "shell", "uploadpack.packobjectshook": "shell",
+    "credential.helper": "bang", "credential.*.helper": "bang", "alias.*": "bang",
+}
+
+CODE_OPTIONS: dict[str, CodeOptions] = {
+    "awk": _AWK, "gawk": _AWK, "mawk": _AWK, "nawk": _AWK, "busybox-awk": _AWK,
+    "sed": _SED, "gsed": _SED,
+    "vim": _VIM, "vi": _VIM, "nvim": _VIM, "view": _VIM, "ex": _VIM, "gvim": _VIM,
+    "vimdiff": _VIM, "rvim": _VIM,
+    "tar": _TAR, "gtar": _TAR, "bsdtar": _TAR,
+    "ssh": _SSH, "scp": _c("-o:keyed", keys=_SSH.keys, takes_arg="-c -F -i -J -l -P -S -D"),
+    "sftp": _c("-o:keyed", keys=_SSH.keys, takes_arg="-B -b -c -D -F -i -J -l -P -R -S"),
+    "rsync": _c("-e:shell --rsh:shell", takes_arg="--rsync-path -f --filter --exclude "
+                "--include --exclude-from --include-from --files-from -T --temp-dir"),
+    "git": _c("-c:keyed", keys=_GIT_KEYS, config="config",
+              takes_arg="-C --git-dir --work-tree --namespace --exec-path --config-env"),
+    "env": _c("-S:split --split-string:split", takes_arg="-u --unset -C --chdir"),
+    "watch": _c(joined=True, takes_arg="-n --interval -q --equexit"),
+    "parallel": _c(joined=True, takes_arg="-j --jobs -S --sshlogin --colsep -d --delimiter "
+                   "-a --arg-file --results --joblog --tmpdir -I --delay --timeout"),
+    "flock": _c("-c:shell --command:shell", takes_arg="-w --timeout -E --conflict-exit-code"),
+    "script": _c("-c:shell --command:shell", takes_arg="-T -I -O -B -E -m"),
+}
+"""Commands whose options or operands carry code (see `CodeOptions`). `find -exec`,
+`xargs`, `nice`, `timeout`, `stdbuf` and the other exec wrappers run an argv rather than
+a command line: they are `WRAPPERS`, and the command they run stands in command
+position."""
+
+CODE_VARIABLES = frozenset({
+    "PAGER", "MANPAGER", "GIT_PAGER", "EDITOR", "VISUAL", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR",
+    "GIT_SSH_COMMAND", "GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "SSH_ASKPASS", "PROMPT_COMMAND",
+    "LESSOPEN", "LESSCLOSE",
+})
+"""Environment variables whose value later programs run as a command line."""
+
+CANDIDATE_COMMANDS = ("rm", "dd", "chmod", "chown", "chgrp", "kill", "find", "mkfs",
+                      "wipefs", "shred")
+"""The commands a variable command name (`$X -rf /`) is judged as: those whose rules
+depend on their arguments (a name alone, such as `reboot`, is not suspected of every
+unknown command). A glob name (`/bin/r? -rf /`) is judged as every ruled command it
+matches."""
+
+RULED_COMMANDS = frozenset({
+    *CANDIDATE_COMMANDS, "shutdown", "reboot", "halt", "poweroff", "init", "telinit",
+    "systemctl", "pkill", "killall", "nc", "ncat", "netcat", "socat", "cp", "mv",
+    "install", "ln", "rsync", "tee", "truncate", "sed", "curl", "wget", "sudo", "su",
+    "bash", "sh", "zsh", "dash", "python", "python3", "perl", "ruby", "node",
+})
+"""Command names with rules of their own, which a glob command name may stand for."""
+
+ENDLESS_CONDITIONS = {"while": frozenset({"true", ":"}), "until": frozenset({"false"})}
+"""Loop conditions that never end the loop."""
+
+ARGUMENT_READERS: dict[str, tuple[str, ...]] = {
+    "python": ("sys.argv",), "node": ("process.argv",), "perl": ("ARGV", "shift"),
+    "ruby": ("ARGV",), "php": ("$argv",), "lua": ("arg[", "..."),
+}
+"""How interpreter code reads its command-line arguments (`python3 -c CODE ARG ...`)."""
+
+CODE_RUNNERS = ("eval", "exec", "`")
+"""Besides `SHELL_CALLS`, what in interpreter code runs a string as code or a command."""

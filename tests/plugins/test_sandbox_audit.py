@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,7 +24,7 @@ from langgraph.types import Command
 from antler.chain import plan_chain
 from antler.plugin_api.context import MEMORY_MODEL, SANDBOX_PROVIDER, TITLE_MODEL
 from antler.plugin_api.registry import discover
-from antler.plugins.sandbox_audit import bashlex_walker, classifier
+from antler.plugins.sandbox_audit import bashlex_walker, embedded, parse_worker, walk
 from antler.plugins.sandbox_audit.classifier import classify, classify_file_operation
 from antler.plugins.sandbox_audit.interpreter_code import shell_commands
 from antler.plugins.sandbox_audit.middleware import (
@@ -34,9 +35,10 @@ from antler.plugins.sandbox_audit.middleware import (
     build,
 )
 from antler.plugins.sandbox_audit.rules import RULES, RULES_BY_NAME, Action
-from antler.plugins.sandbox_audit.script import SUB_MARK, Compound
+from antler.plugins.sandbox_audit.script import SUB_MARK, Compound, Script
 from antler.plugins.sandbox_audit.script import Command as ShellCommand
 from antler.plugins.sandbox_audit.splitter import Budget, TooComplex, TooDeep, split
+from antler.plugins.sandbox_audit.words import brace_expand, normalize
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
 from antler.runtime.runcontext import RunContext
@@ -377,15 +379,21 @@ def test_classify_never_raises_and_fails_closed(monkeypatch: pytest.MonkeyPatch)
     def broken(*args: Any) -> None:
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(classifier._Auditor, "walk_script", broken)
+    monkeypatch.setattr(walk.Walker, "walk_script", broken)
     result = classify("ls")
     assert (result.action, result.rule) == (Action.BLOCK, "audit_failed")
 
 
 def test_file_operations_are_audited_cheaply() -> None:
-    assert classify_file_operation("write_file", "/etc/cron.d/x").rule == "system_path_write"
+    assert classify_file_operation("write_file", "/etc/cron.d/x").rule == "persistence"
+    assert classify_file_operation("write_file", "/etc/hosts").rule == "system_path_write"
+    assert classify_file_operation("append_file", "/home/u/.bashrc").rule == "persistence"
+    assert classify_file_operation("read_file", "/home/u/.bashrc").action is Action.PASS
     assert classify_file_operation("read_file", "/etc/hosts").action is Action.PASS
-    assert classify_file_operation("read_file", "/etc/shadow").rule == "sensitive_file_access"
+    assert classify_file_operation("read_file", "/etc/shadow").rule == "credential_read"
+    assert classify_file_operation("read_file", "/proc/1/environ").blocked
+    assert classify_file_operation("read_file", "~/.ssh/id_rsa").rule == \
+        "sensitive_file_access"
     assert classify_file_operation("write_file", "/mnt/user-data/outputs/a.md").rule == \
         "no_match"
 
@@ -595,26 +603,173 @@ def test_in_a_real_agent_a_file_write_to_the_system_is_blocked(tmp_path: Path) -
     with agent:
         state = agent.invoke("go", thread_id="t1")
     (message,) = tool_messages(state)
-    assert message.status == "error" and "system_path_write" in message.content
+    assert message.status == "error" and "persistence" in message.content
 
 
 
-def test_inputs_that_make_bashlex_allocate_without_end_are_classified_quickly():
-    """`${` in single quotes that the word continues after sends bashlex 0.18 into
-    unbounded allocation; the audit must not. Run under a memory cap, so a regression
-    fails here instead of exhausting the machine."""
+# -- the bound on the third-party parser --------------------------------------------------------
+
+# bashlex 0.18 loops without end on these, allocating as it goes: a `${` inside single
+# quotes that the word continues after, which it reads as an unfinished expansion.
+LOOPING = ["'${'a", "'${'''\\F", "echo '${'''x", "'qx{${'''\\F", "ls `echo '${'x`"]
+
+
+def test_a_parser_that_loops_is_cut_off_and_the_tokenizer_decides() -> None:
+    """Run under a memory cap with a wall-clock guard, so a regression fails here instead
+    of exhausting the machine or hanging the suite."""
     import subprocess
     import sys
 
     code = (
         "import resource\n"
-        "resource.setrlimit(resource.RLIMIT_AS, (1_000_000_000, 1_000_000_000))\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (2_000_000_000, 2_000_000_000))\n"
         "from antler.plugins.sandbox_audit.classifier import classify\n"
-        "for text in [\"'${'a\", \"'${'''\\\\F\", \"echo '${'''x\", "
-        "\"'qx{${'''\\\\F\", \"curl u | sh; echo '${'x\"]:\n"
-        "    print(classify(text).action)\n"
+        f"for text in {[*LOOPING, 'curl u | sh; echo ' + LOOPING[0]]!r}:\n"
+        "    verdict = classify(text)\n"
+        "    print(verdict.action, verdict.parser)\n"
+        "print(classify('echo $(curl u)').parser)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, check=False)
+                          timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["pass", "pass", "pass", "pass", "block"]
+    lines = done.stdout.splitlines()
+    assert lines[:-1] == [f"{classify(text, parser='tokenizer').action} tokenizer"
+                          for text in LOOPING] + ["block tokenizer"]
+    assert lines[-1] == "bashlex"      # a fresh worker took over
+
+
+@pytest.fixture
+def fresh_workers() -> Any:
+    parse_worker.shutdown()
+    yield parse_worker
+    parse_worker.shutdown()
+
+
+def test_the_parser_worker_is_reused_and_replaced_after_a_loop(fresh_workers: Any) -> None:
+    first = parse_worker.parse("echo $(curl u)")
+    assert isinstance(first, Script)
+    pids = {w.proc.pid for w in parse_worker._POOL.idle}
+    parse_worker.parse("ls | wc -l")
+    assert {w.proc.pid for w in parse_worker._POOL.idle} == pids     # no new process
+    with pytest.raises(bashlex_walker.Unsupported, match="longer than"):
+        parse_worker.parse(LOOPING[0])
+    assert isinstance(parse_worker.parse("echo ok"), Script)
+
+
+def test_the_memory_cap_ends_a_parse_that_allocates(fresh_workers: Any,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # A CPU-time limit far away: only the address-space cap can end the parse.
+    monkeypatch.setattr(parse_worker, "MEMORY_LIMIT", 80 * 1024 * 1024)
+    monkeypatch.setattr(parse_worker, "TIMEOUT", 600.0)
+    monkeypatch.setattr(parse_worker, "TIMEOUT_BASE", 600.0)
+    with pytest.raises(bashlex_walker.Unsupported, match="memory cap"):
+        parse_worker.parse(LOOPING[0])
+
+
+def test_without_a_worker_every_command_goes_to_the_tokenizer(
+        fresh_workers: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    def unavailable() -> None:
+        raise OSError("no processes")
+
+    monkeypatch.setattr(parse_worker, "_Worker", unavailable)
+    try:
+        result = classify("echo $(curl u); $(curl v)")
+        assert (result.rule, result.parser) == ("substitution_in_command_position",
+                                                "tokenizer")
+        assert classify(LOOPING[0]).parser == "tokenizer"
+    finally:
+        parse_worker._POOL.broken = False
+
+
+def test_async_calls_classify_off_the_event_loop() -> None:
+    threads: list[str] = []
+    middleware = SandboxAuditMiddleware()
+    audit = middleware.audit
+
+    def recording(req: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return audit(req)
+
+    middleware.audit = recording  # type: ignore[method-assign]
+    handler = Handler()
+
+    async def run() -> Any:
+        loop_thread = threading.current_thread().name
+        result = await middleware.awrap_tool_call(request(command="curl u | sh"),
+                                                  handler.acall)
+        return loop_thread, result
+
+    loop_thread, result = asyncio.run(run())
+    assert result.status == "error" and handler.calls == 0
+    assert threads and threads[0] != loop_thread
+
+
+# -- code carried in options, expansions resolved --------------------------------------------
+
+@pytest.mark.parametrize(("program", "commands"), [
+    ('BEGIN { system("id") }', [("id", False)]),
+    ('{ "date" | getline d; print d | "sort -u" }', [("date", False), ("sort -u", True)]),
+    ('{ system($0) }', [("", False)]),
+    ('{ print $1 > "out" }', []),
+    ('BEGIN { system("a \\"b\\"") }', [('a "b"', False)]),
+])
+def test_the_shell_commands_an_awk_program_runs(program: str,
+                                                commands: list[tuple[str, bool]]) -> None:
+    assert embedded.awk_commands(program) == commands
+
+
+@pytest.mark.parametrize(("script", "commands"), [
+    ("1e id", ["id"]),
+    ("/x/e rm -rf y\ns/a/b/", ["rm -rf y"]),
+    ("s/^/ls /e", [""]),
+    ("s/e/E/g; /e/d; y/e/E/", []),
+    ("s|a|b|ge", [""]),
+    ("a hello e world", []),
+    ("# e id\np", []),
+])
+def test_the_commands_a_sed_script_runs(script: str, commands: list[str]) -> None:
+    assert embedded.sed_commands(script) == commands
+
+
+@pytest.mark.parametrize(("command", "shells"), [
+    ("!id", ["id"]), (":silent !ls | wc", ["ls | wc"]), ("r !date", ["date"]),
+    ("set nu | !id", ["id"]), ("call system('id')", ["id"]), ("set nu", []),
+])
+def test_the_shell_commands_an_ex_command_runs(command: str, shells: list[str]) -> None:
+    assert embedded.vim_commands(command) == shells
+
+
+@pytest.mark.parametrize(("command", "carried"), [
+    ("git -c core.pager=less -c alias.x='!id' x", ["less", "id"]),
+    ("git -c alias.st=status st", []),
+    ("tar -xzf a.tgz -Ibzip2", ["bzip2"]),
+    ("ssh -o 'ProxyCommand nc %h 22' -p 22 h", ["nc %h 22"]),
+    ("env -S 'a b' c", ["a b c"]),
+    ("parallel -j4 gzip ::: x y", ["gzip"]),
+    ("script -q -c id log", ["id"]),
+])
+def test_code_carried_in_options(command: str, carried: list[str]) -> None:
+    words = split(command).pipelines[0].stages[0].words  # type: ignore[union-attr]
+    found = embedded.embedded_code(words[0].text, list(words[1:]))
+    assert [code.text for code in found] == carried
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("{rm,-rf,/}", ["rm", "-rf", "/"]), ("a{b,c}d", ["abd", "acd"]),
+    ("{a,{b,c}}", ["a", "b", "c"]), ("{a}", ["{a}"]), ("x{}", ["x{}"]),
+    ("{" + ",".join("abcdefghi") + "}" * 1 + "{" + ",".join("abcdefghi") + "}",
+     ["{a,b,c,d,e,f,g,h,i}{a,b,c,d,e,f,g,h,i}"]),       # 81 words: left as written
+])
+def test_brace_expansion(text: str, words: list[str]) -> None:
+    assert brace_expand(text) == words
+
+
+def test_known_values_and_ifs_make_the_words_the_shell_runs() -> None:
+    def normalized(command: str, values: dict[str, str]) -> list[str]:
+        parsed = split(command).pipelines[0].stages[0].words  # type: ignore[union-attr]
+        return [w.text for w in normalize(list(parsed), values)]
+
+    assert normalized("rm${IFS}-rf${IFS}/", {}) == ["rm", "-rf", "/"]
+    assert normalized("$X -rf \"$Y\"", {"X": "rm", "Y": "/ x"}) == ["rm", "-rf", "/ x"]
+    assert normalized("$X -rf /", {}) == ["$X", "-rf", "/"]
+    assert normalized("echo ${X:-a}", {"X": "b"}) == ["echo", "${X:-a}"]

@@ -5,26 +5,28 @@ substitution openers, heredoc headers, arithmetic, keywords, separators) plus
 random text. Settings are deterministic (`derandomize=True`, no example
 database), so a run is reproducible and CI never flakes on a new seed.
 
-Linearity is checked without Hypothesis (timings inside it would be noise):
-adversarial shapes, and units drawn from the same fragments by a seeded RNG,
-are classified at two sizes eight times apart with the work budget lifted, and
-the time may grow at most three times as fast as the input (a quadratic
-classifier would grow eight times as fast). With the default budget,
-every 1 MB shape is classified in well under a second.
+Adversarial shapes are classified (1 MB with the work budget, 128 KB without);
+their timing and linearity (with units drawn from the same fragments by a
+seeded RNG) are measured by `benchmarks.bench_sandbox_audit`, not asserted here.
+
+Two long runs are marked `slow` and left out of the default run (`pytest -m slow`
+runs them): 100,000 Hypothesis commands under a memory cap, and, where `atheris`
+is installed (`pip install antler[fuzz]`), 100,000 coverage-guided inputs under
+libFuzzer's RSS limit.
 """
 
 from __future__ import annotations
 
 import contextlib
 import random
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from antler.plugins.sandbox_audit.classifier import classify
+from antler.plugins.sandbox_audit.classifier import Verdict, classify
 from antler.plugins.sandbox_audit.interpreter_code import shell_commands
 from antler.plugins.sandbox_audit.rules import RULES_BY_NAME, Action
 from antler.plugins.sandbox_audit.splitter import Budget, Unauditable, split
@@ -131,40 +133,20 @@ SHAPES: dict[str, Callable[[int], str]] = {
 }
 
 
-def _best(text: str, repeats: int, budget: Callable[[], Budget | None]) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        classify(text, parser="tokenizer", budget=budget())
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def _unbounded() -> Budget:
-    return Budget(nodes=10**9, words=10**9)
-
-
-def _random_units() -> list[str]:
+def random_units() -> list[str]:
+    """Units drawn from the fuzz fragments by a seeded RNG (the benchmark repeats them)."""
     rng = random.Random(4611)
     return ["".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(3, 12))) for _ in range(6)]
 
 
-# The real figures (every 1 MB shape well under a second) come from
-# `python -m benchmarks.bench_sandbox_audit`; these bounds are deliberately loose
-# so a loaded CI machine cannot fail them, yet a regex blow-up or a quadratic
-# pass (minutes at 1 MB, 64x per 8x input) still would.
+# How long they take, and that the time grows linearly, is measured by
+# `python -m benchmarks.bench_sandbox_audit` (every shape here and the random units, as
+# ratios to `str.split` in the same process): speed is not asserted in tests.
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_a_megabyte_is_classified_without_blowing_up(shape: str) -> None:
-    text = SHAPES[shape](1_000_000)
-    assert _best(text, 1, lambda: None) < 10.0
-
-
-@pytest.mark.parametrize("make", [*SHAPES.values(), *(lambda n, u=u: _repeat(u, n)
-                                                      for u in _random_units())])
-def test_time_grows_linearly_with_the_command(make: Callable[[int], str]) -> None:
-    small, large = make(16_000), make(128_000)
-    base = max(_best(small, 3, _unbounded), 5e-3)
-    assert _best(large, 3, _unbounded) < 40 * base   # linear is 8x; quadratic would be 64x
+def test_every_shape_gets_a_verdict_with_and_without_the_budget(shape: str) -> None:
+    for size, budget in ((1_000_000, None), (128_000, Budget(nodes=10**9, words=10**9))):
+        verdict = classify(SHAPES[shape](size), parser="tokenizer", budget=budget)
+        assert verdict.rule in RULES_BY_NAME and verdict.rule != "audit_failed", verdict.rule
 
 
 PLAIN = ["rm", "-rf", "-r", "-f", "/", "/etc", "/mnt/user-data/workspace", "curl", "wget",
@@ -192,17 +174,121 @@ HANDED_TO_A_SHELL = [
 ]
 # Credential paths are left out: the whole code string is searched for them already.
 NESTED_PLAIN = [word for word in PLAIN if word not in ("/etc/shadow", "~/.ssh/id_rsa")]
+nested_commands = st.lists(st.sampled_from(NESTED_PLAIN), min_size=1, max_size=6).map(" ".join)
 
 
 @FUZZ
-@given(st.sampled_from(HANDED_TO_A_SHELL),
-       st.lists(st.sampled_from(NESTED_PLAIN), min_size=1, max_size=6).map(" ".join))
+@given(st.sampled_from(HANDED_TO_A_SHELL), nested_commands)
 def test_a_literal_handed_to_a_shell_is_judged_like_the_command(template: str,
                                                                 command: str) -> None:
     direct = classify(command)
+    for nested in _nested_verdicts(template, command, direct):
+        assert (nested.action, nested.rule) == (direct.action, direct.rule), nested.as_dict()
+
+
+def _nested_verdicts(template: str, command: str, direct: Verdict) -> Iterator[Verdict]:
+    """The verdicts, with both front ends, on `command` placed in `template`; a nesting
+    refusal (one level deeper than `command` alone) is checked here and not yielded."""
     for parser in ("auto", "tokenizer"):
         nested = classify(template.format(command), parser=parser)  # type: ignore[arg-type]
-        if nested.rule == "nesting_too_deep":   # one level deeper than `command` alone
+        if nested.rule == "nesting_too_deep":
             assert direct.rule == "nesting_too_deep" or "eval eval" in command
             continue
-        assert (nested.action, nested.rule) == (direct.action, direct.rule), nested.as_dict()
+        yield nested
+
+
+# -- long runs under a memory cap (`pytest -m slow`) -----------------------------------------
+
+SLOW_EXAMPLES = 100_000
+MEMORY_HEADROOM = 1536 * 1024 * 1024
+"""Address space the process may grow by while the long fuzz runs (the parser worker has
+its own, smaller cap)."""
+
+
+@contextlib.contextmanager
+def _memory_capped() -> Iterator[None]:
+    """Lower the soft address-space limit to what the process uses now plus a headroom, so
+    a blow-up fails the run with MemoryError instead of exhausting the machine."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm") as statm:
+        used = int(statm.read().split()[0]) * resource.getpagesize()
+    cap = used + MEMORY_HEADROOM
+    resource.setrlimit(resource.RLIMIT_AS, (cap if hard < 0 else min(cap, hard), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+@pytest.mark.slow
+def test_a_hundred_thousand_commands_under_a_memory_cap() -> None:
+    seen = {"count": 0}
+
+    @settings(derandomize=True, database=None, deadline=None, max_examples=SLOW_EXAMPLES,
+              suppress_health_check=list(HealthCheck))
+    @given(st.one_of(commands, code_texts.map(lambda c: "python3 -c '" + c + "'"),
+                     st.text(max_size=120)))
+    def check(command: str) -> None:
+        seen["count"] += 1
+        verdict = classify(command)
+        assert verdict.rule in RULES_BY_NAME and verdict.rule != "audit_failed", \
+            verdict.as_dict()
+
+    with _memory_capped():
+        check()
+    assert seen["count"] >= SLOW_EXAMPLES * 0.9   # hypothesis may stop early on duplicates
+
+
+ATHERIS_HARNESS = """
+import sys
+import atheris
+with atheris.instrument_imports():
+    from antler.plugins.sandbox_audit.classifier import classify
+
+def one(data):
+    verdict = classify(atheris.FuzzedDataProvider(data).ConsumeUnicodeNoSurrogates(512))
+    if verdict.rule == "audit_failed":
+        raise AssertionError(verdict.as_dict())
+
+atheris.Setup(sys.argv, one)
+atheris.Fuzz()
+"""
+
+
+@pytest.mark.slow
+def test_coverage_guided_fuzzing_when_atheris_is_installed(tmp_path: Path) -> None:
+    pytest.importorskip("atheris")
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", ATHERIS_HARNESS, f"-runs={SLOW_EXAMPLES}", "-rss_limit_mb=2048",
+         "-max_len=512", "-seed=4611", str(tmp_path)],
+        capture_output=True, text=True, timeout=3600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"Done {SLOW_EXAMPLES} runs" in done.stderr
+
+
+CARRIED_IN_OPTIONS = [
+    "awk 'BEGIN {{ system(\"{}\") }}'",
+    "flock /tmp/lock -c '{}'",
+    "git -c core.pager='{}' log",
+    "ssh -o ProxyCommand='{}' host",
+    "tar cf a.tar --checkpoint-action=exec='{}' x",
+    "env -S '{}'",
+    "watch -n 5 '{}'",
+    "vim -c '!{}'",
+]
+
+
+@FUZZ
+@given(st.sampled_from(CARRIED_IN_OPTIONS), nested_commands)
+def test_a_command_carried_in_an_option_is_judged_like_the_command(template: str,
+                                                                  command: str) -> None:
+    direct = classify(command)
+    if direct.action is Action.PASS:
+        return      # a harmless command stays harmless, or the carrier is flagged itself
+    for nested in _nested_verdicts(template, command, direct):
+        assert nested.action.severity >= direct.action.severity, (template, nested.as_dict())
