@@ -79,6 +79,7 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMes
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from antler.contracts.messages import reinserted_from
 from antler.plugin_api.context import BuildContext
 from antler.plugins._lib.tagguard import (
     USER_INPUT_BEGIN,
@@ -165,7 +166,11 @@ def _observed(messages: Sequence[AnyMessage], previous: InputProvenance) -> Inpu
     for message in messages:
         if isinstance(message, HumanMessage) and message.id:
             seen[message.id] = fingerprint(message)
-    return {"seen": seen, "user": [i for i in previous["user"] if i in seen]}
+    # A user message a plugin re-added under a new id (dynamic_context's ID swap)
+    # stays the user's: it is sanitized like the original.
+    user = list(previous["user"])
+    user += [i for i in seen if i not in user and reinserted_from(i) in previous["user"]]
+    return {"seen": seen, "user": [i for i in user if i in seen]}
 
 
 def _block_text(block: Any) -> str | None:
