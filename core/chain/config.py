@@ -36,7 +36,7 @@ from antler.plugin_api.yamlsource import (
     load_yaml_file,
 )
 
-PLATFORM_SECTIONS = ("chain", "plugins", "extensions", "models", "storage")
+PLATFORM_SECTIONS = ("chain", "plugins", "extensions", "models", "storage", "skills")
 
 
 
@@ -93,6 +93,19 @@ class StorageSettings(BaseModel):
         "sqlite", description="'sqlite' (a file under base_dir), 'memory' or 'none'.",
         pattern="^(sqlite|memory|none)$",
     )
+
+
+class SkillsSettings(BaseModel):
+    """`skills:` — where the operator's `SKILL.md` files are and which are turned off."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    paths: list[str] = Field(
+        default_factory=lambda: ["skills"],
+        description="Skill roots, each holding <category>/<name>/SKILL.md (relative paths "
+        "are taken from the working directory).")
+    disabled: list[str] = Field(
+        default_factory=list, description="Names of installed skills to turn off.")
 
 
 class PluginLoadSettings(BaseModel):
@@ -168,6 +181,10 @@ class OperatorConfig:
         return self.sections.get("storage") or StorageSettings()  # type: ignore[return-value]
 
     @property
+    def skills(self) -> SkillsSettings:
+        return self.sections.get("skills") or SkillsSettings()  # type: ignore[return-value]
+
+    @property
     def plugin_settings(self) -> dict[str, PluginLoadSettings]:
         section = self.sections.get("plugins")
         return dict(section.root) if section is not None else {}  # type: ignore[attr-defined]
@@ -225,6 +242,7 @@ def schema_model(registry: PluginRegistry) -> type[BaseModel]:
                        Field(None, description=ExtensionsSection.__doc__)),
         "models": (ModelsSettings | None, Field(None, description=ModelsSettings.__doc__)),
         "storage": (StorageSettings | None, Field(None, description=StorageSettings.__doc__)),
+        "skills": (SkillsSettings | None, Field(None, description=SkillsSettings.__doc__)),
         "plugins": (dict[str, PluginLoadSettings] | None,
                     Field(None, description="Per-plugin load settings, by plugin, entry "
                           "point or distribution name.")),

@@ -27,6 +27,7 @@ COMMANDS = {
     "plugins": "antler.cli.plugins:plugins",
     "run": "antler.cli.run:run_command",
     "demo": "antler.cli.run:demo_command",
+    "skills": "antler.cli.skills:skills",
 }
 """Top-level commands by name: 'module:attribute' of a click command, imported on use."""
 

@@ -25,12 +25,20 @@ from antler.compiler import (
     stream_modes_for,
     wants_expansion,
 )
-from antler.plugin_api.context import MEMORY_QUEUE, MODEL, PATHS, RuntimeOptions, Services
+from antler.plugin_api.context import (
+    MEMORY_QUEUE,
+    MODEL,
+    PATHS,
+    SKILLS,
+    RuntimeOptions,
+    Services,
+)
 from antler.plugin_api.registry import PluginRegistry, discover
 
 from .delegation import TASK_TOOL, make_task_tool
 from .paths import PathLayout, resolve_base
 from .runcontext import RunContext
+from .skills import SkillsRegistry
 from .tracing import Tracer, instrument
 from .uploads import upload_names
 
@@ -214,6 +222,8 @@ def create_agent(
     chat_model = resolve_chat_model(model) if not hasattr(model, "invoke") else model
     services.items.setdefault(MODEL, chat_model)
     services.items.setdefault(PATHS, PathLayout(base))
+    if SKILLS not in services.items:
+        services.items[SKILLS] = SkillsRegistry.from_settings(config.skills)
     provided_queue = services.items.get(MEMORY_QUEUE)
     built = build_chain(config, chain, runtime, services, registry=registry,
                         custom_middlewares=custom_middlewares)
