@@ -114,3 +114,28 @@ def test_a_bad_skills_section_is_a_config_error(tmp_path):
     config.write_text("skills:\n  path: [x]\n")
     result = CliRunner().invoke(cli, ["skills", "list", "--config", str(config)])
     assert result.exit_code == 1 and "paths" in result.output and "Traceback" not in result.output
+
+
+def test_the_sandbox_shows_the_skills_read_only(tmp_path):
+    from antler.runtime.paths import PathEscapeError, PathLayout
+    from antler.runtime.sandbox.local import LocalSandboxProvider
+
+    other = tmp_path / "other"
+    write(other, "custom/notes", GOOD)
+    layout = PathLayout(tmp_path / "home", skill_roots=(FIXTURES, other))
+    provider = LocalSandboxProvider(default_timeout=10)
+    try:
+        sandbox = provider.get(provider.acquire(layout.thread("alice", "t1")))
+        text = sandbox.read_file("/mnt/skills/public/data-report/SKILL.md")
+        assert text.startswith("---\nname: data-report")
+        assert sandbox.read_file("/mnt/skills/custom/notes/SKILL.md") == GOOD  # second root
+        assert "/mnt/skills/public/data-report/SKILL.md" in sandbox.list_dir("/mnt/skills/public")
+        with pytest.raises(PermissionError, match="read-only"):
+            sandbox.write_file("/mnt/skills/public/data-report/SKILL.md", "mine")
+        with pytest.raises(PathEscapeError, match="climbs above"):
+            sandbox.read_file("/mnt/skills/../../etc/passwd")
+        assert "name: data-report" in (FIXTURES / "public/data-report/SKILL.md").read_text()
+        sandbox.write_file("/mnt/user-data/outputs/x.txt", "fine")   # the rest is unchanged
+        assert sandbox.read_file("/mnt/user-data/outputs/x.txt") == "fine"
+    finally:
+        provider.shutdown()

@@ -221,9 +221,10 @@ def create_agent(
         subagent_model = resolve_chat_model(config.models.subagent)
     chat_model = resolve_chat_model(model) if not hasattr(model, "invoke") else model
     services.items.setdefault(MODEL, chat_model)
-    services.items.setdefault(PATHS, PathLayout(base))
     if SKILLS not in services.items:
         services.items[SKILLS] = SkillsRegistry.from_settings(config.skills)
+    skill_roots = tuple(getattr(services.items[SKILLS], "roots", ()))
+    services.items.setdefault(PATHS, PathLayout(base, skill_roots=skill_roots))
     provided_queue = services.items.get(MEMORY_QUEUE)
     built = build_chain(config, chain, runtime, services, registry=registry,
                         custom_middlewares=custom_middlewares)

@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from antler.chain.config import SkillsSettings
+from antler.runtime.paths import SKILLS_VIRTUAL_ROOT
 
 __all__ = [
     "DEFAULT_CATEGORY",
@@ -49,8 +50,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SKILLS_VIRTUAL_ROOT = "/mnt/skills"
-"""Where the sandbox shows the skill roots, read-only."""
 SKILL_FILENAME = "SKILL.md"
 DEFAULT_CATEGORY = "custom"
 """The category suggested for a skill placed directly under a root."""
