@@ -30,6 +30,10 @@ Hooks:
   The async form reads memory in a worker thread and gives up after
   `timeout_seconds`: a slow store costs the reminder of one turn, never the run.
 
+* `wrap_model_call` (and `awrap_model_call`): when summarization has folded
+  the reminder into its summary, the request (only) gets today's date
+  reminder again, so every model call knows the date.
+
 Where it sits: lead chain, after uploads (the swapped copy carries the
 `<uploaded_files>` block) and the tool gates, before summarization; its
 `before_agent` runs before input_provenance, which records the copy as the
@@ -58,11 +62,12 @@ import html
 import logging
 import re
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, SystemMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
@@ -189,6 +194,20 @@ class DynamicContextMiddleware(AgentMiddleware[Any, Any]):
             logger.warning("dynamic_context: reading the user's memory took longer than %ss; "
                            "no reminder this turn", self.timeout_seconds)
             return None
+
+    def wrap_model_call(self, request: ModelRequest,
+                        handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+        return handler(self._dated(request))
+
+    async def awrap_model_call(self, request: ModelRequest,
+                               handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+                               ) -> Any:
+        return await handler(self._dated(request))
+
+    def _dated(self, request: ModelRequest) -> ModelRequest:
+        if latest_reminder_date(request.messages) is not None:
+            return request
+        return request.override(messages=[date_reminder(self.clock()), *request.messages])
 
     # Both forms call this helper: a fused node's proxy resets the hook methods
     # it runs itself, so `self.before_agent` may be a no-op there.

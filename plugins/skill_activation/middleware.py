@@ -20,7 +20,8 @@ written to the conversation.
   sha256, and the remaining task (or a prompt to ask the user for it). The
   skill file is read and the activation audited (logger
   ``antler.audit.skills``) once per slash message and run; later model calls
-  of the run reuse the same message. The activation is recorded only after
+  of the run reuse the same message, also once summarization has folded
+  the slash message into its summary. The activation is recorded only after
   the model answered, so a retried model call still carries it and a
   failed one is not audited as done.
 
@@ -49,7 +50,7 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, HumanMessage
 
-from antler.contracts.messages import hidden_marker, latest_user_message, user_text
+from antler.contracts.messages import hidden_marker, is_hidden, latest_user_message, user_text
 from antler.contracts.runstore import RunStore, acall_then_commit, call_then_commit, run_key
 from antler.plugin_api.context import SKILLS, BuildContext
 from antler.runtime.runcontext import run_context
@@ -114,14 +115,16 @@ class SkillActivationMiddleware(AgentMiddleware[Any, Any]):
                 ) -> AIMessage | tuple[ModelRequest, Callable[[], None]] | None:
         """None (no slash message), a direct reply, or (request with the skill, commit)."""
         target = latest_user_message(request.messages)
+        key = run_key(request.runtime)
+        done = self._done.get(key)
+        if done is not None and (target is None or done.target == target.id):
+            # Activated earlier in this run; summarization may have folded the
+            # slash message into its summary since, and the skill still applies.
+            return _with_note(request, target, done.note), lambda: None
         parsed = parse_slash(user_text(target)) if target is not None else None
         if target is None or parsed is None:
             return None
         name, task = parsed
-        key = run_key(request.runtime)
-        done = self._done.get(key)
-        if done is not None and done.target == target.id:
-            return _with_note(request, target, done.note), lambda: None
         try:
             skill = self.registry.get(name)
         except Exception as exc:
@@ -178,8 +181,12 @@ def _activation_note(skill: Any, body: str, task: str, digest: str,
 
 
 def _with_note(request: ModelRequest, target: Any, note: HumanMessage) -> ModelRequest:
+    """`request` with `note` just before `target` (gone: after the leading summary, if any)."""
     messages = list(request.messages)
-    index = next(i for i, m in enumerate(messages) if m is target)
+    if target is not None:
+        index = next(i for i, m in enumerate(messages) if m is target)
+    else:
+        index = next((i for i, m in enumerate(messages) if not is_hidden(m)), len(messages))
     return request.override(messages=[*messages[:index], note, *messages[index:]])
 
 
