@@ -1,4 +1,7 @@
-"""One scripted run: a slash skill, a tool loop, summarization, and the date reminder."""
+"""One scripted run: a slash skill and its tool policy, summarization, and the date reminder.
+
+Not covered yet: durable_context (the delegation and skill record across summarization).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 
 from antler.plugin_api.context import CLOCK, SKILLS
 from antler.plugins.skill_activation.middleware import ACTIVATION_KEY
@@ -45,6 +48,7 @@ class Provider:
 def test_slash_skill_through_summarization_keeps_skill_and_one_date(tmp_path, mode, use_async):
     tools = Tools()
     provider = Provider([call("ls", path="/mnt/user-data/uploads"),
+                         call("bash", command="cat /mnt/user-data/uploads/*.csv"),
                          *[call("read_file", path=f"/mnt/user-data/uploads/t{i}.csv")
                            for i in range(4)], "The report."])
     agent, model = make_agent(
@@ -55,6 +59,14 @@ def test_slash_skill_through_summarization_keeps_skill_and_one_date(tmp_path, mo
     state = run(agent, "/data-report summarize uploads", use_async=use_async)
 
     assert state["messages"][-1].text == "The report."
+    # The model saw only the skill's tools, and its call outside them was refused.
+    agent_requests = [r for r in model.requests if len(r.messages) > 1]
+    assert all(set(r.tool_names) == {"ls", "read_file", "ask_clarification"}
+               for r in agent_requests)
+    # (Summarization folds that early result away later, so read it from the next request.)
+    bash = [m for r in model.calls for m in r if isinstance(m, ToolMessage) and m.name == "bash"]
+    assert bash and all(m.status == "error" and "not allowed by the active skill policy"
+                        in m.text for m in bash)
     assert provider.summaries >= 1, "summarization never triggered"
     agent_calls = [c for c in model.calls if len(c) > 1]
     last = agent_calls[-1]

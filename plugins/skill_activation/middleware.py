@@ -25,8 +25,10 @@ written to the conversation.
   the model answered, so a retried model call still carries it and a
   failed one is not audited as done.
 
-Where it sits: after dynamic_context (lead), among the guards; a later
-skill_tool_policy will follow it immediately.
+Where it sits: after dynamic_context (lead), among the guards, immediately
+before skill_tool_policy, which reads the activation from the request. The
+activation message carries a proof under the chain's secret
+(`antler.plugins._lib.skillproof`), so a forged one is not trusted.
 
 Configuration: none of its own; the skills come from the platform's
 ``skills:`` section (see `antler.runtime.skills`).
@@ -53,6 +55,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from antler.contracts.messages import hidden_marker, is_hidden, latest_user_message, user_text
 from antler.contracts.runstore import RunStore, acall_then_commit, call_then_commit, run_key
 from antler.plugin_api.context import SKILLS, BuildContext
+from antler.plugins._lib.skillproof import ACTIVATION_KEY, SECRET_NAME, activation_proof
 from antler.runtime.runcontext import run_context
 from antler.runtime.skills import SkillError, parse_skill
 
@@ -60,8 +63,6 @@ __all__ = ["ACTIVATION_KEY", "AUDIT_LOGGER", "SkillActivationMiddleware", "build
 
 SOURCE = "skill_activation"
 AUDIT_LOGGER = "antler.audit.skills"
-ACTIVATION_KEY = "skill_activation"
-"""`additional_kwargs` key of the activation message: ``{"skill", "target", "sha256"}``."""
 RESERVED = frozenset({"bootstrap", "goal", "help", "memory", "models", "new", "status"})
 _SLASH = re.compile(r"^/([a-z0-9]+(?:-[a-z0-9]+)*)(?:\s+|$)")
 
@@ -85,9 +86,10 @@ class _Activation:
 class SkillActivationMiddleware(AgentMiddleware[Any, Any]):
     """Loads a slash-activated skill's instructions as hidden context for the run."""
 
-    def __init__(self, registry: Any) -> None:
+    def __init__(self, registry: Any, token: str = "") -> None:
         super().__init__()
         self.registry = registry
+        self.token = token
         self._done: RunStore[_Activation] = RunStore()
 
     def wrap_model_call(self, request: ModelRequest,
@@ -143,7 +145,9 @@ class SkillActivationMiddleware(AgentMiddleware[Any, Any]):
             logger.warning("skill %s cannot be read: %s", skill.name, exc)
             return _reply(f"Skill `/{name}` cannot be read; ask the operator to check it.")
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-        note = _activation_note(skill, body, task, digest, target.id)
+        proof = activation_proof(self.token, run_context(request.runtime).run_id, skill.name,
+                                 target.id)
+        note = _activation_note(skill, body, task, digest, target.id, proof)
         activation = _Activation(target.id, note)
 
         def commit() -> None:
@@ -163,7 +167,7 @@ def _reply(text: str) -> AIMessage:
 
 
 def _activation_note(skill: Any, body: str, task: str, digest: str,
-                     target: str | None) -> HumanMessage:
+                     target: str | None, proof: str) -> HumanMessage:
     body = html.escape(body, quote=False)
     request = html.escape(task, quote=False) if task else (
         "The user activated the skill without a task: ask what they want done with it.")
@@ -175,7 +179,7 @@ def _activation_note(skill: Any, body: str, task: str, digest: str,
                f"{body}\n</skill_content>\n</skill>\n<user_request>{request}</user_request>\n"
                "</slash_skill_activation>")
     kwargs = hidden_marker(SOURCE) | {ACTIVATION_KEY: {"skill": skill.name, "target": target,
-                                                       "sha256": digest}}
+                                                       "sha256": digest, "proof": proof}}
     return HumanMessage(content=content, id=f"{target}__slash_activation", name=SOURCE,
                         additional_kwargs=kwargs)
 
@@ -191,5 +195,5 @@ def _with_note(request: ModelRequest, target: Any, note: HumanMessage) -> ModelR
 
 
 def build(ctx: BuildContext) -> SkillActivationMiddleware:
-    """The middleware on the build's `skills` registry service."""
-    return SkillActivationMiddleware(ctx.services.get(SKILLS))
+    """The middleware on the build's `skills` registry service and the chain's skill secret."""
+    return SkillActivationMiddleware(ctx.services.get(SKILLS), ctx.secrets.token(SECRET_NAME))
