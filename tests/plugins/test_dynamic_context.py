@@ -80,16 +80,6 @@ def systems(request: list[BaseMessage]) -> list[str]:
     return [m.text for m in request if isinstance(m, SystemMessage)]
 
 
-@pytest.fixture(params=list(MODES))
-def mode(request):
-    return request.param
-
-
-@pytest.fixture(params=[False, True], ids=["sync", "async"])
-def use_async(request):
-    return request.param
-
-
 # -- dynamic_context ----------------------------------------------------------------------
 
 

@@ -39,16 +39,6 @@ def audits(caplog) -> list[dict[str, Any]]:
     return [getattr(r, ACTIVATION_KEY) for r in caplog.records if hasattr(r, ACTIVATION_KEY)]
 
 
-@pytest.fixture(params=list(MODES))
-def mode(request):
-    return request.param
-
-
-@pytest.fixture(params=[False, True], ids=["sync", "async"])
-def use_async(request):
-    return request.param
-
-
 def test_the_slash_grammar():
     assert parse_slash("/data-report summarize uploads") == ("data-report", "summarize uploads")
     assert parse_slash("  /data-report") == ("data-report", "")

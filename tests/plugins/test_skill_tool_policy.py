@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
 
 from antler.contracts.toolmeta import tool_meta
@@ -24,16 +23,6 @@ SANDBOX = {"ls", "read_file", "bash", "write_file", "str_replace"}
 def agent_for(tmp_path, script, *, skills: Any = None, mode="unfused", tools=None):
     return make_agent(tmp_path, script, services={SKILLS: skills or SkillsRegistry([FIXTURES])},
                       tools=tools or Tools(), tool_names=TOOLS, **MODES[mode])
-
-
-@pytest.fixture(params=list(MODES))
-def mode(request):
-    return request.param
-
-
-@pytest.fixture(params=[False, True], ids=["sync", "async"])
-def use_async(request):
-    return request.param
 
 
 def refused(state) -> list[ToolMessage]:
