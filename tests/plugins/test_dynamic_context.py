@@ -267,3 +267,11 @@ def test_a_strict_provider_refuses_the_request_without_coalescing(tmp_path):
     with pytest.raises(AssertionError, match="refuses"):
         turn([SystemMessage("a"), HumanMessage("b"), SystemMessage("c")])
     assert turn([SystemMessage("a"), HumanMessage("b")]) == "ok"
+
+
+def test_reinserted_ids_name_their_original():
+    from antler.contracts.messages import reinserted_from, reinserted_id
+
+    assert reinserted_from(reinserted_id("m1")) == "m1"
+    assert reinserted_from("m1") is None and reinserted_from("__user") is None
+    assert reinserted_from(None) is None
