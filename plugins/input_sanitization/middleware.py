@@ -15,8 +15,10 @@ Which messages
     message, summaries) are framework context and pass unchanged. Genuineness
     is decided from provenance this middleware records in private state, never
     from markers in the message (``name``, ``additional_kwargs``), which the
-    caller writes. A state with no record at all (``before_agent`` never ran
-    on it) fails closed: every `HumanMessage` counts as the user's. All
+    caller writes. A user message a plugin re-adds under ``<id>__user``
+    (dynamic_context's ID swap) stays the user's. A state with no record at
+    all (``before_agent`` never ran on it) fails closed: every `HumanMessage`
+    counts as the user's. All
     genuine messages are sanitized, the last one included:
     the checkpoint keeps them as sent, so an earlier turn's forged tag would
     otherwise reach the model raw on the next turn. Each request is rebuilt
