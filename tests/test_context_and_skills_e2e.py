@@ -18,7 +18,8 @@ from antler.runtime.skills import SkillsRegistry
 from .plugins.tail_support import MODES, Tools, call, make_agent, run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "skills"
-SUMMARIZE = ("summarization:\n  enabled: true\n  trigger: [{type: messages, value: 8}]\n"
+SUMMARIZE = ("dynamic_context: {enabled: true}\n"
+             "summarization:\n  enabled: true\n  trigger: [{type: messages, value: 8}]\n"
              "  keep: {type: messages, value: 3}\n")
 DATE = "<current_date>2026-12-01, Tuesday</current_date>"
 

@@ -428,6 +428,5 @@ def test_prompt_sections_of_participating_plugins_reach_the_system_prompt(
     assert isinstance(system, SystemMessage)
     system = system.content
     assert system.startswith("You are a helpful agent.")
-    # The sections end the prompt; the date reminder is merged in after it, per request.
-    assert system.split("\n\n<system-reminder>")[0].endswith("\n\n<skills>s</skills> (lead)")
+    assert system.endswith("\n\n<skills>s</skills> (lead)")
     assert "<sub>" not in system  # its plugin does not take part in the lead chain

@@ -10,6 +10,9 @@ class DynamicContextConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    enabled: bool | None = Field(
+        None, description="Inject the date (and memory) reminder; also turns on the "
+        "subagents' date context (off by default for now).")
     memory: bool = Field(
         True, description="Also inject the user's memory facts on the run's first turn.")
     memory_max_chars: int = Field(

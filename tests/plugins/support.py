@@ -23,9 +23,3 @@ def make_agent(home: Path, script: list[Any], **kwargs: Any) -> tuple[Any, Scrip
     agent = create_agent(model=model, base_dir=home, services=services, **kwargs)
     return agent, model
 
-
-def said(state: Any) -> list[Any]:
-    """The conversation without hidden server context (dynamic_context's reminder and memory)."""
-    from antler.contracts.messages import is_hidden
-
-    return [m for m in state["messages"] if not is_hidden(m)]

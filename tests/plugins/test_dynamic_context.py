@@ -30,6 +30,7 @@ TUESDAY = datetime(2026, 12, 1, 23, 59)
 WEDNESDAY = datetime(2026, 12, 2, 0, 1)
 TODAY = "<current_date>2026-12-01, Tuesday</current_date>"
 TOMORROW = "<current_date>2026-12-02, Wednesday</current_date>"
+ON = "dynamic_context: {enabled: true}\n"
 
 
 class Clock:
@@ -72,7 +73,7 @@ def agent_for(tmp_path, turns: int, *, clock: Clock, store: Store | None = None,
     services: dict[str, Any] = {CLOCK: clock}
     if store is not None:
         services[MEMORY_STORE] = store
-    return make_agent(tmp_path, [strict() for _ in range(turns)], config, services=services,
+    return make_agent(tmp_path, [strict() for _ in range(turns)], config or ON, services=services,
                       chain=chain, **MODES[mode])
 
 
@@ -160,7 +161,7 @@ def test_a_user_typing_a_reminder_still_gets_the_real_one(tmp_path):
 def test_memory_off_injects_the_date_only(tmp_path):
     store = Store("a fact")
     agent, _ = agent_for(tmp_path, 1, clock=Clock(TUESDAY), store=store,
-                         config="dynamic_context: {memory: false}\n")
+                         config="dynamic_context: {enabled: true, memory: false}\n")
     state = run(agent, "hi")
     assert not any(m.id.endswith(MEMORY_SUFFIX) for m in state["messages"])
     assert store.users == []
@@ -169,7 +170,7 @@ def test_memory_off_injects_the_date_only(tmp_path):
 def test_a_slow_memory_store_costs_the_reminder_of_one_async_turn(tmp_path):
     store = Store("fact", delay=1.0)
     agent, _ = agent_for(tmp_path, 1, clock=Clock(TUESDAY), store=store,
-                         config="dynamic_context: {timeout_seconds: 0.05}\n")
+                         config="dynamic_context: {enabled: true, timeout_seconds: 0.05}\n")
     state = run(agent, "hi", use_async=True)
     assert not any(is_date_reminder(m) for m in state["messages"])
     assert state["messages"][-1].text == "ok"
@@ -187,8 +188,16 @@ def test_the_section_is_validated(tmp_path):
                         registry).section("dynamic_context").memory_max_chars == 500
     with pytest.raises(ConfigError, match="memory_max_chars"):
         parse_config("dynamic_context: {memory_max_chars: 5}", registry)
-    with pytest.raises(ConfigError, match=r"cannot be disabled|always"):
-        parse_config("dynamic_context: {enabled: false}", registry)
+    with pytest.raises(ConfigError, match=r"extra|not permitted|timeout"):
+        parse_config("dynamic_context: {timeout: 1}", registry)
+
+
+def test_off_by_default_and_one_switch_turns_on_both_chains(tmp_path):
+    for chain, name in (("lead", "dynamic_context"), ("subagent", "subagent_date_context")):
+        off, _ = make_agent(tmp_path, ["ok"], chain=chain)
+        on, _ = make_agent(tmp_path, ["ok"], ON, chain=chain)
+        with off, on:
+            assert name not in off.chain.names and name in on.chain.names
 
 
 # -- the injected messages are server data for the other plugins ---------------------------

@@ -37,8 +37,6 @@ from antler.plugins.title.middleware import (
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
 
-from .support import said
-
 QUIET = "memory: {enabled: false}\n"
 LONG_QUESTION = ("Could you help me plan a two week cycling trip through Portugal and Spain "
                  "next spring?")
@@ -74,7 +72,7 @@ def test_title_is_generated_once_after_the_first_exchange(tmp_path, registry):
     prompt = titler.calls[0][-1].text
     assert "Plan my weekend in Lisbon" in prompt and "Here is a plan for Lisbon." in prompt
     # The title call is not an agent message.
-    assert [m.text for m in said(second)] == [
+    assert [m.text for m in second["messages"]] == [
         "Plan my weekend in Lisbon", "Here is a plan for Lisbon.", "Thanks!", "You're welcome.",
     ]
 
@@ -103,7 +101,7 @@ def test_sharing_the_agent_model_consumes_one_script_turn(tmp_path, registry):
     assert state["title"] == "Greeting in French"
     assert model.position == 2
     assert "Say hello in French" in model.calls[1][-1].text
-    assert [m.text for m in said(state)] == ["Say hello in French", "Bonjour !"]
+    assert [m.text for m in state["messages"]] == ["Say hello in French", "Bonjour !"]
 
 
 def _raise(_messages):
