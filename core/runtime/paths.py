@@ -254,6 +254,8 @@ class VirtualPathMapper:
     def __init__(self, paths: ThreadPaths) -> None:
         self.paths = paths
         self._root = paths.user_data
+        # Thread paths built elsewhere (a plugin's view of state) may carry no skills.
+        self._skill_roots: tuple[Path, ...] = tuple(getattr(paths, "skill_roots", ()))
         # The base directory may itself sit behind a symlink (e.g. /tmp on macOS),
         # so symlink checks compare fully resolved paths on both sides.
         self._resolved_root = Path(os.path.realpath(paths.user_data))
@@ -277,7 +279,7 @@ class VirtualPathMapper:
         if not text:
             raise PathEscapeError("Refusing an empty path: name a file or directory.")
 
-        if _under(text, SKILLS_VIRTUAL_ROOT) and self.paths.skill_roots:
+        if _under(text, SKILLS_VIRTUAL_ROOT) and self._skill_roots:
             return self._skill_host(text)
         if text == VIRTUAL_ROOT or text.startswith(VIRTUAL_ROOT + "/"):
             relative = text[len(VIRTUAL_ROOT) :].lstrip("/")
@@ -304,13 +306,13 @@ class VirtualPathMapper:
 
     def is_read_only(self, path: str | os.PathLike[str]) -> bool:
         """Whether `path` names something under the read-only ``/mnt/skills`` mount."""
-        return bool(self.paths.skill_roots) and _under(os.fspath(path), SKILLS_VIRTUAL_ROOT)
+        return bool(self._skill_roots) and _under(os.fspath(path), SKILLS_VIRTUAL_ROOT)
 
     def _skill_host(self, text: str) -> Path:
         relative = os.path.normpath(text[len(SKILLS_VIRTUAL_ROOT):].lstrip("/") or ".")
         if relative == ".." or relative.startswith("../"):
             raise PathEscapeError(f"Refusing path {text!r}: it climbs above {SKILLS_VIRTUAL_ROOT}.")
-        roots = self.paths.skill_roots
+        roots = self._skill_roots
         hosts = [Path(os.path.normpath(root / relative)) for root in roots]
         root, host = next(((r, h) for r, h in zip(roots, hosts, strict=True) if h.exists()),
                           (roots[0], hosts[0]))
@@ -331,8 +333,8 @@ class VirtualPathMapper:
                 directory and so has no virtual name.
         """
         normalized = Path(os.path.normpath(os.fspath(host)))
-        for root in (*self.paths.skill_roots, Path(SKILLS_VIRTUAL_ROOT)):
-            if self.paths.skill_roots and _is_within(normalized, root):
+        for root in (*self._skill_roots, Path(SKILLS_VIRTUAL_ROOT)):
+            if self._skill_roots and _is_within(normalized, root):
                 relative = normalized.relative_to(root).as_posix()
                 return SKILLS_VIRTUAL_ROOT + ("" if relative == "." else f"/{relative}")
         for root in (self._root, self._resolved_root, Path(VIRTUAL_ROOT)):

@@ -21,6 +21,18 @@ SECRET_NAME = "skill_activation"
 """The chain secret both plugins ask for."""
 
 
+def skills_registry(ctx: Any) -> Any:
+    """The build's `skills` service, or a registry from the config's `skills:` section."""
+    from antler.plugin_api.context import SKILLS
+    from antler.runtime.skills import SkillsRegistry
+
+    registry = ctx.services.items.get(SKILLS)
+    if registry is None:
+        registry = SkillsRegistry.from_settings(getattr(ctx.operator_config, "skills", None))
+        ctx.services.items[SKILLS] = registry
+    return registry
+
+
 def activation_proof(token: str, run_id: str | None, skill: str, target: str | None) -> str:
     """The proof binding an activation of `skill` on message `target` to the run and chain."""
     payload = f"{run_id}\x1f{skill}\x1f{target}".encode()

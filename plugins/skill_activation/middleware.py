@@ -54,8 +54,13 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from antler.contracts.messages import hidden_marker, is_hidden, latest_user_message, user_text
 from antler.contracts.runstore import RunStore, acall_then_commit, call_then_commit, run_key
-from antler.plugin_api.context import SKILLS, BuildContext
-from antler.plugins._lib.skillproof import ACTIVATION_KEY, SECRET_NAME, activation_proof
+from antler.plugin_api.context import BuildContext
+from antler.plugins._lib.skillproof import (
+    ACTIVATION_KEY,
+    SECRET_NAME,
+    activation_proof,
+    skills_registry,
+)
 from antler.runtime.runcontext import run_context
 from antler.runtime.skills import SkillError, parse_skill
 
@@ -196,4 +201,4 @@ def _with_note(request: ModelRequest, target: Any, note: HumanMessage) -> ModelR
 
 def build(ctx: BuildContext) -> SkillActivationMiddleware:
     """The middleware on the build's `skills` registry service and the chain's skill secret."""
-    return SkillActivationMiddleware(ctx.services.get(SKILLS), ctx.secrets.token(SECRET_NAME))
+    return SkillActivationMiddleware(skills_registry(ctx), ctx.secrets.token(SECRET_NAME))

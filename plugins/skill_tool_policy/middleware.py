@@ -44,8 +44,8 @@ from langchain_core.messages import ToolMessage
 
 from antler.contracts.runstore import RunStore, run_key
 from antler.contracts.toolmeta import TOOL_META_KEY, refusal
-from antler.plugin_api.context import SKILLS, BuildContext
-from antler.plugins._lib.skillproof import SECRET_NAME, proven_activation
+from antler.plugin_api.context import BuildContext
+from antler.plugins._lib.skillproof import SECRET_NAME, proven_activation, skills_registry
 from antler.runtime.paths import SKILLS_VIRTUAL_ROOT
 from antler.runtime.runcontext import run_context
 
@@ -154,4 +154,4 @@ def _reads_a_skill(args: Any) -> bool:
 
 def build(ctx: BuildContext) -> SkillToolPolicyMiddleware:
     """The middleware on the `skills` registry service and the chain's skill secret."""
-    return SkillToolPolicyMiddleware(ctx.services.get(SKILLS), ctx.secrets.token(SECRET_NAME))
+    return SkillToolPolicyMiddleware(skills_registry(ctx), ctx.secrets.token(SECRET_NAME))
