@@ -34,6 +34,9 @@ SEED_ORDER = [
     "read_before_write",           # 000 #11
     "tool_progress",               # 000 #12
     "tool_error_handling",         # 000 #13
+    "dynamic_context",             # 000 #14 (lead only)
+    "skill_activation",            # 000 #15
+    "skill_tool_policy",           # 000 #16
     "summarization",               # 000 #18
     "todo",                        # 000 #19 (lead only)
     "title",                       # 000 #21 (lead only)
@@ -41,6 +44,9 @@ SEED_ORDER = [
     "view_image",                  # 000 #23
     "subagent_limit",              # 000 #27 (lead only)
     "loop_detection",              # 000 #28
+    "subagent_date_context",       # subagent only: right before the coalescer, as 000 says
+    "system_message_coalescing",   # 000 #26, moved innermost of the guards on purpose: it
+                                   # merges what every outer wrapper (loop hints too) added
     "tool_call_log",               # 000 #31: a contrib extension without ordering
     "terminal_response",           # 000 #32 (lead only)
     "model_length_finish_reason",  # 000 #33 (lead only)

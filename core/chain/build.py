@@ -197,23 +197,21 @@ def select_tools(built: BuiltChain, tools: list[Any]) -> list[Any]:
 def prompt_sections(built: BuiltChain) -> list[str]:
     """The system-prompt sections of the chain's plugins (`antler_prompt_sections`), in order."""
     registry = built.plan.registry
-    manager = registry.plugin_manager
+    # By registered name: a plugin object need not be hashable (pluggy's subset
+    # callers need that), and each entry point's own implementations are asked.
+    impls: dict[str, list[Any]] = {}
+    for impl in registry.plugin_manager.hook.antler_prompt_sections.get_hookimpls():
+        impls.setdefault(impl.plugin_name, []).append(impl)
     sections: list[str] = []
-    if not manager.hook.antler_prompt_sections.get_hookimpls():
-        return sections
     asked: set[str] = set()
     for entry in built.entries:
         source = registry.sources.get(entry.name)
         if source is None or source.entry_point in asked:
             continue
         asked.add(source.entry_point)
-        plugin = manager.get_plugin(source.entry_point)
-        if plugin is None:
-            continue
-        others = [p for name, p in manager.list_name_plugin() if name != source.entry_point]
-        caller = manager.subset_hook_caller("antler_prompt_sections", remove_plugins=others)
         context = _context(built.plan, entry.spec, built.services, built.secrets)
-        for result in caller(context=context):
+        for impl in reversed(impls.get(source.entry_point, [])):
+            result = impl.function(context=context)
             parts = [result] if isinstance(result, str) else list(result or [])
             sections.extend(part.strip() for part in parts if part and part.strip())
     return sections

@@ -36,7 +36,7 @@ from antler.plugin_api.yamlsource import (
     load_yaml_file,
 )
 
-PLATFORM_SECTIONS = ("chain", "plugins", "extensions", "models", "storage")
+PLATFORM_SECTIONS = ("chain", "plugins", "extensions", "models", "storage", "skills")
 
 
 
@@ -102,6 +102,19 @@ class StorageSettings(BaseModel):
         100, ge=1, description="Delta mode: store the whole list after this many updates "
         "of the channel (bounds how many writes a read replays).",
     )
+
+
+class SkillsSettings(BaseModel):
+    """`skills:` — where the operator's `SKILL.md` files are and which are turned off."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    paths: list[str] = Field(
+        default_factory=lambda: ["skills"],
+        description="Skill roots, each holding <category>/<name>/SKILL.md (relative paths "
+        "are taken from the working directory).")
+    disabled: list[str] = Field(
+        default_factory=list, description="Names of installed skills to turn off.")
 
 
 class PluginLoadSettings(BaseModel):
@@ -177,6 +190,10 @@ class OperatorConfig:
         return self.sections.get("storage") or StorageSettings()  # type: ignore[return-value]
 
     @property
+    def skills(self) -> SkillsSettings:
+        return self.sections.get("skills") or SkillsSettings()  # type: ignore[return-value]
+
+    @property
     def plugin_settings(self) -> dict[str, PluginLoadSettings]:
         section = self.sections.get("plugins")
         return dict(section.root) if section is not None else {}  # type: ignore[attr-defined]
@@ -235,6 +252,7 @@ def schema_model(registry: PluginRegistry) -> type[BaseModel]:
                        Field(None, description=ExtensionsSection.__doc__)),
         "models": (ModelsSettings | None, Field(None, description=ModelsSettings.__doc__)),
         "storage": (StorageSettings | None, Field(None, description=StorageSettings.__doc__)),
+        "skills": (SkillsSettings | None, Field(None, description=SkillsSettings.__doc__)),
         "plugins": (dict[str, PluginLoadSettings] | None,
                     Field(None, description="Per-plugin load settings, by plugin, entry "
                           "point or distribution name.")),

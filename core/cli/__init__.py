@@ -28,6 +28,7 @@ COMMANDS = {
     "run": "antler.cli.run:run_command",
     "demo": "antler.cli.run:demo_command",
     "threads": "antler.cli.threads:threads",
+    "skills": "antler.cli.skills:skills",
 }
 """Top-level commands by name: 'module:attribute' of a click command, imported on use."""
 

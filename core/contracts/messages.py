@@ -8,6 +8,8 @@
   names in `INJECTED_NAMES` are recognised too. Whether a message's markers
   came from the server rather than the caller is the input boundary's
   business, not these helpers'.
+- A user message a plugin re-adds under a new id (``<id>__user``, after
+  putting context in its place) is still the user's: `reinserted_from`.
 - The latest *genuine* user message and its original text
   (``additional_kwargs.original_user_content`` when the server kept one).
 - Removing tool calls from an assistant reply: the structured `tool_calls`, the
@@ -34,6 +36,8 @@ INJECTED_NAMES = frozenset({
 
 _LEGACY_MARKERS = ("hidden", "hide_from_ui", "lc_source", "antler_view_image")
 ORIGINAL_CONTENT_KEY = "original_user_content"
+REINSERTED_SUFFIX = "__user"
+"""Id suffix of a user message a plugin re-added after putting context in its place."""
 TOOL_USE_BLOCKS = frozenset({"tool_use", "tool_call", "function_call", "server_tool_call"})
 
 
@@ -48,6 +52,18 @@ def is_hidden(message: Any) -> bool:
     if getattr(message, "name", None) in INJECTED_NAMES:
         return True
     return bool(kwargs.get(HIDDEN_KEY)) or any(kwargs.get(key) for key in _LEGACY_MARKERS)
+
+
+def reinserted_id(message_id: str) -> str:
+    """The id under which a plugin re-adds the user message `message_id`."""
+    return f"{message_id}{REINSERTED_SUFFIX}"
+
+
+def reinserted_from(message_id: str | None) -> str | None:
+    """The id of the user message that `message_id` re-adds (None: it is no re-added copy)."""
+    if message_id and message_id.endswith(REINSERTED_SUFFIX):
+        return message_id[:-len(REINSERTED_SUFFIX)] or None
+    return None
 
 
 def message_text(message_or_content: Any) -> str:

@@ -64,6 +64,9 @@ TITLE_MODEL = "title_model"            # lightweight model for titles
 MEMORY_MODEL = "memory_model"          # model that extracts memory facts
 MEMORY_QUEUE = "memory_queue"          # per-thread debounced memory update queue
 SUBAGENT_RUNNER = "subagent_runner"    # callable running one delegated task
+MEMORY_STORE = "memory_store"          # per-user memory facts, read with `.facts(user_id)`
+SKILLS = "skills"                      # antler.runtime.skills.SkillsRegistry
+CLOCK = "clock"                        # zero-argument callable returning the current datetime
 
 
 @dataclass

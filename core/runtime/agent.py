@@ -25,7 +25,14 @@ from antler.compiler import (
     stream_modes_for,
     wants_expansion,
 )
-from antler.plugin_api.context import MEMORY_QUEUE, MODEL, PATHS, RuntimeOptions, Services
+from antler.plugin_api.context import (
+    MEMORY_QUEUE,
+    MODEL,
+    PATHS,
+    SKILLS,
+    RuntimeOptions,
+    Services,
+)
 from antler.plugin_api.registry import PluginRegistry, discover
 
 from .channels import delta_channel_names, use_delta_channels
@@ -33,6 +40,7 @@ from .delegation import TASK_TOOL, make_task_tool
 from .isolation import error_policy, isolate
 from .paths import PathLayout, resolve_base, validate_id
 from .runcontext import RunContext
+from .skills import SkillsRegistry
 from .storage import CHECKPOINT_FILENAME as CHECKPOINT_FILENAME
 from .storage import Storage, open_storage
 from .tracing import Tracer, instrument
@@ -293,7 +301,10 @@ def create_agent(
         subagent_model = resolve_chat_model(config.models.subagent)
     chat_model = resolve_chat_model(model) if not hasattr(model, "invoke") else model
     services.items.setdefault(MODEL, chat_model)
-    services.items.setdefault(PATHS, PathLayout(base))
+    if SKILLS not in services.items:
+        services.items[SKILLS] = SkillsRegistry.from_settings(config.skills)
+    skill_roots = tuple(getattr(services.items[SKILLS], "roots", ()))
+    services.items.setdefault(PATHS, PathLayout(base, skill_roots=skill_roots))
     provided_queue = services.items.get(MEMORY_QUEUE)
     built = build_chain(config, chain, runtime, services, registry=registry,
                         custom_middlewares=custom_middlewares)

@@ -30,6 +30,7 @@ from antler.errors import AntlerError
 __all__ = [
     "ANTLER_HOME_ENV",
     "MAX_ID_LENGTH",
+    "SKILLS_VIRTUAL_ROOT",
     "VIRTUAL_ROOT",
     "InvalidIdentifierError",
     "PathEscapeError",
@@ -48,6 +49,9 @@ DEFAULT_HOME_DIRNAME = ".antler"
 
 VIRTUAL_ROOT = "/mnt/user-data"
 """Root of the virtual tree seen by the model; its children mirror ``user-data/``."""
+
+SKILLS_VIRTUAL_ROOT = "/mnt/skills"
+"""Where the installed skill roots appear, read-only (see `antler.runtime.skills`)."""
 
 USER_DATA_DIRNAME = "user-data"
 THREAD_SUBDIRS = ("workspace", "uploads", "outputs")
@@ -145,6 +149,8 @@ class ThreadPaths:
     base: Path
     user_id: str
     thread_id: str
+    skill_roots: tuple[Path, ...] = ()
+    """Host roots shown read-only under ``/mnt/skills`` (the first holding a path wins)."""
     user_data: Path = field(init=False)
     workspace: Path = field(init=False)
     uploads: Path = field(init=False)
@@ -202,9 +208,12 @@ class PathLayout:
     """Computes :class:`ThreadPaths` under one base directory. Pure; never writes."""
 
     base: Path
+    skill_roots: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base", Path(self.base).expanduser().absolute())
+        object.__setattr__(self, "skill_roots", tuple(
+            Path(root).expanduser().absolute() for root in self.skill_roots))
 
     def thread(self, user_id: str, thread_id: str) -> ThreadPaths:
         """Return the paths of ``thread_id`` owned by ``user_id`` (ids are validated).
@@ -213,12 +222,17 @@ class PathLayout:
         again: every hook and tool of a run asks for them, and its mapper (which
         resolves symlinks on the way to ``user-data``) is then made once.
         """
-        return _thread_paths(self.base, user_id, thread_id)
+        return _thread_paths(self.base, user_id, thread_id, self.skill_roots)
+
+
+def _under(text: str, root: str) -> bool:
+    return text == root or text.startswith(root + "/")
 
 
 @functools.lru_cache(maxsize=256)
-def _thread_paths(base: Path, user_id: str, thread_id: str) -> ThreadPaths:
-    return ThreadPaths(base=base, user_id=user_id, thread_id=thread_id)
+def _thread_paths(base: Path, user_id: str, thread_id: str,
+                  skill_roots: tuple[Path, ...] = ()) -> ThreadPaths:
+    return ThreadPaths(base=base, user_id=user_id, thread_id=thread_id, skill_roots=skill_roots)
 
 
 # `/mnt/user-data` only counts when it stands alone as a path: not as the tail
@@ -240,6 +254,8 @@ class VirtualPathMapper:
     def __init__(self, paths: ThreadPaths) -> None:
         self.paths = paths
         self._root = paths.user_data
+        # Thread paths built elsewhere (a plugin's view of state) may carry no skills.
+        self._skill_roots: tuple[Path, ...] = tuple(getattr(paths, "skill_roots", ()))
         # The base directory may itself sit behind a symlink (e.g. /tmp on macOS),
         # so symlink checks compare fully resolved paths on both sides.
         self._resolved_root = Path(os.path.realpath(paths.user_data))
@@ -263,6 +279,8 @@ class VirtualPathMapper:
         if not text:
             raise PathEscapeError("Refusing an empty path: name a file or directory.")
 
+        if _under(text, SKILLS_VIRTUAL_ROOT) and self._skill_roots:
+            return self._skill_host(text)
         if text == VIRTUAL_ROOT or text.startswith(VIRTUAL_ROOT + "/"):
             relative = text[len(VIRTUAL_ROOT) :].lstrip("/")
             candidate = os.path.join(self._root, relative) if relative else str(self._root)
@@ -286,6 +304,23 @@ class VirtualPathMapper:
             )
         return host
 
+    def is_read_only(self, path: str | os.PathLike[str]) -> bool:
+        """Whether `path` names something under the read-only ``/mnt/skills`` mount."""
+        return bool(self._skill_roots) and _under(os.fspath(path), SKILLS_VIRTUAL_ROOT)
+
+    def _skill_host(self, text: str) -> Path:
+        relative = os.path.normpath(text[len(SKILLS_VIRTUAL_ROOT):].lstrip("/") or ".")
+        if relative == ".." or relative.startswith("../"):
+            raise PathEscapeError(f"Refusing path {text!r}: it climbs above {SKILLS_VIRTUAL_ROOT}.")
+        roots = self._skill_roots
+        hosts = [Path(os.path.normpath(root / relative)) for root in roots]
+        root, host = next(((r, h) for r, h in zip(roots, hosts, strict=True) if h.exists()),
+                          (roots[0], hosts[0]))
+        if not _is_within(Path(os.path.realpath(host)), Path(os.path.realpath(root))):
+            raise PathEscapeError(f"Refusing path {text!r}: a symlink along it points outside "
+                                  "the skills.")
+        return host
+
     def to_virtual(self, host: str | os.PathLike[str]) -> str:
         """Map a host path inside ``user-data`` back to its ``/mnt/user-data/...`` form.
 
@@ -298,6 +333,10 @@ class VirtualPathMapper:
                 directory and so has no virtual name.
         """
         normalized = Path(os.path.normpath(os.fspath(host)))
+        for root in (*self._skill_roots, Path(SKILLS_VIRTUAL_ROOT)):
+            if self._skill_roots and _is_within(normalized, root):
+                relative = normalized.relative_to(root).as_posix()
+                return SKILLS_VIRTUAL_ROOT + ("" if relative == "." else f"/{relative}")
         for root in (self._root, self._resolved_root, Path(VIRTUAL_ROOT)):
             if _is_within(normalized, root):
                 relative = normalized.relative_to(root).as_posix()

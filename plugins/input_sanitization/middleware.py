@@ -15,8 +15,10 @@ Which messages
     message, summaries) are framework context and pass unchanged. Genuineness
     is decided from provenance this middleware records in private state, never
     from markers in the message (``name``, ``additional_kwargs``), which the
-    caller writes. A state with no record at all (``before_agent`` never ran
-    on it) fails closed: every `HumanMessage` counts as the user's. All
+    caller writes. A user message a plugin re-adds under ``<id>__user``
+    (dynamic_context's ID swap) stays the user's. A state with no record at
+    all (``before_agent`` never ran on it) fails closed: every `HumanMessage`
+    counts as the user's. All
     genuine messages are sanitized, the last one included:
     the checkpoint keeps them as sent, so an earlier turn's forged tag would
     otherwise reach the model raw on the next turn. Each request is rebuilt
@@ -79,6 +81,7 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMes
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from antler.contracts.messages import reinserted_from
 from antler.plugin_api.context import BuildContext
 from antler.plugins._lib.messagememo import MessageMemo
 from antler.plugins._lib.tagguard import (
@@ -216,7 +219,11 @@ def _observed(messages: Sequence[AnyMessage], previous: InputProvenance,
         if isinstance(message, HumanMessage) and message.id:
             present[message.id] = fingerprint(message)
     seen = previous["seen"]
-    return _change({i: d for i, d in present.items() if seen.get(i) != d}, [],
+    # A user message a plugin re-added under a new id (dynamic_context's ID swap)
+    # stays the user's: it is sanitized like the original.
+    readded = [i for i in present if i not in previous["user"]
+               and reinserted_from(i) in previous["user"]]
+    return _change({i: d for i, d in present.items() if seen.get(i) != d}, readded,
                    present, previous)
 
 

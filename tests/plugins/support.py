@@ -22,3 +22,4 @@ def make_agent(home: Path, script: list[Any], **kwargs: Any) -> tuple[Any, Scrip
     kwargs.setdefault("checkpointer", "memory")
     agent = create_agent(model=model, base_dir=home, services=services, **kwargs)
     return agent, model
+

@@ -326,6 +326,9 @@ class LocalSandbox(Sandbox):
 
     def write_file(self, virtual_path: str, content: str, append: bool = False) -> None:
         self._check_open()
+        if self.mapper.is_read_only(virtual_path):
+            raise PermissionError(f"{virtual_path} is read-only: skills cannot be changed from "
+                                  "the sandbox. Write under /mnt/user-data/outputs instead.")
         self.thread_paths.ensure_directories()
         host = self.mapper.to_host(virtual_path)
         if host.is_dir():

@@ -1,0 +1,245 @@
+"""The skills registry: `SKILL.md` files an operator installs, read once per agent build.
+
+A skill is a folder holding a ``SKILL.md``: YAML front matter between two
+``---`` lines, then Markdown instructions::
+
+    ---
+    name: data-report
+    description: Summarizes uploaded tables into a short report.
+    allowed-tools: [read_file, bash]
+    ---
+    Read every CSV under /mnt/user-data/uploads ...
+
+Skills live under one or more roots (``skills: {paths: [...]}``, default
+``skills`` in the working directory) as ``<root>/<category>/<name>/SKILL.md``
+(categories such as ``public`` and ``custom`` group them). The sandbox
+shows them read-only under ``/mnt/skills/<category>/<name>/``.
+
+Front matter: ``name`` and ``description`` are required non-empty strings
+(the name is lowercase words joined by ``-``); ``allowed-tools`` is optional:
+absent means no restriction, a list of tool names restricts the tools the
+model may use after the skill was activated (``[]``: framework tools only).
+A file whose front matter is wrong is reported with its path and line and
+skipped; the other skills still load.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+
+from antler.chain.config import SkillsSettings
+from antler.runtime.paths import SKILLS_VIRTUAL_ROOT
+
+__all__ = [
+    "DEFAULT_CATEGORY",
+    "SKILLS_VIRTUAL_ROOT",
+    "Skill",
+    "SkillProblem",
+    "SkillsRegistry",
+    "SkillsSettings",
+    "parse_skill",
+]
+
+logger = logging.getLogger(__name__)
+
+SKILL_FILENAME = "SKILL.md"
+DEFAULT_CATEGORY = "custom"
+"""The category suggested for a skill placed directly under a root."""
+NAME_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_KNOWN_KEYS = frozenset({"name", "description", "allowed-tools", "license", "metadata",
+                         "compatibility", "version", "author"})
+
+
+@dataclass(frozen=True)
+class Skill:
+    """One installed skill."""
+
+    name: str
+    description: str
+    category: str
+    file: Path
+    """The host path of its `SKILL.md`."""
+    relative: PurePosixPath
+    """Its folder relative to the category (usually just the name)."""
+    body: str
+    allowed_tools: tuple[str, ...] | None = None
+    enabled: bool = True
+
+    @property
+    def container_path(self) -> str:
+        """Where the sandbox shows its `SKILL.md`."""
+        return f"{SKILLS_VIRTUAL_ROOT}/{self.category}/{self.relative}/{SKILL_FILENAME}"
+
+    def summary(self) -> dict[str, Any]:
+        """The JSON form `antler skills list --json` prints."""
+        return {"name": self.name, "description": self.description, "category": self.category,
+                "enabled": self.enabled, "allowed_tools": list(self.allowed_tools)
+                if self.allowed_tools is not None else None,
+                "path": self.container_path, "file": str(self.file)}
+
+
+@dataclass(frozen=True)
+class SkillProblem:
+    """A `SKILL.md` that could not be loaded: where, and how to fix it."""
+
+    file: Path
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.message}; the skill is skipped"
+
+
+class SkillError(ValueError):
+    """A `SKILL.md` is malformed (carries the line it points at)."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def parse_skill(text: str) -> tuple[dict[str, Any], str]:
+    """(front matter, body) of a `SKILL.md`; `SkillError` names the line of a problem."""
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        raise SkillError(1, "a SKILL.md starts with a '---' line opening its YAML front matter")
+    end = next((i for i, line in enumerate(lines[1:], start=1) if line.strip() == "---"), None)
+    if end is None:
+        raise SkillError(1, "the front matter opened on line 1 is never closed by a '---' line")
+    try:
+        data = yaml.safe_load("\n".join(lines[1:end]))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 2 if mark is not None else 2
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        hint = ""
+        if "mapping values are not allowed" in str(problem):
+            hint = " (a value containing ': ' must be quoted, e.g. description: \"a: b\")"
+        raise SkillError(line, f"invalid YAML front matter: {problem}{hint}") from None
+    if not isinstance(data, dict):
+        raise SkillError(2, "the front matter must be a mapping of keys such as name: and "
+                            "description:")
+    keys = {key: _line_of(lines[1:end], key) + 1 for key in data}
+    unknown = sorted(str(k) for k in data if k not in _KNOWN_KEYS)
+    if unknown:
+        raise SkillError(keys[unknown[0]], f"unknown front-matter key {unknown[0]!r}; known "
+                         f"keys: {', '.join(sorted(_KNOWN_KEYS))}")
+    for key in ("name", "description"):
+        value = data.get(key)
+        if not isinstance(value, str) or not value.strip():
+            raise SkillError(keys.get(key, 2), f"{key!r} must be a non-empty string")
+    if not NAME_PATTERN.fullmatch(data["name"]):
+        raise SkillError(keys["name"], f"name {data['name']!r} must be lowercase letters and "
+                         "digits joined by '-', such as data-report")
+    tools = data.get("allowed-tools")
+    if "allowed-tools" in data and not (
+            isinstance(tools, list) and all(isinstance(t, str) and t for t in tools)):
+        raise SkillError(keys["allowed-tools"], "'allowed-tools' must be a list of tool names, "
+                         "such as [read_file, bash]")
+    return data, "\n".join(lines[end + 1:]).strip()
+
+
+def _line_of(lines: Sequence[str], key: Any) -> int:
+    """1-based line (within the file) of `key:` in the front matter lines (0: not found)."""
+    pattern = re.compile(rf"^\s*{re.escape(str(key))}\s*:")
+    return next((i + 1 for i, line in enumerate(lines) if pattern.match(line)), 1)
+
+
+class SkillsRegistry:
+    """The installed skills under the configured roots, loaded on first use."""
+
+    def __init__(self, roots: Iterable[str | Path], *, disabled: Iterable[str] = ()) -> None:
+        self.roots = [Path(root).expanduser().absolute() for root in roots]
+        self.disabled = frozenset(disabled)
+        self._lock = threading.Lock()
+        self._loaded: tuple[dict[str, Skill], list[SkillProblem]] | None = None
+
+    @classmethod
+    def from_settings(cls, settings: SkillsSettings | None) -> SkillsRegistry:
+        settings = settings or SkillsSettings()
+        return cls(settings.paths, disabled=settings.disabled)
+
+    def skills(self) -> list[Skill]:
+        """Every installed skill (enabled or not), by category and name."""
+        return sorted(self._load()[0].values(), key=lambda s: (s.category, s.name))
+
+    def enabled(self) -> list[Skill]:
+        return [skill for skill in self.skills() if skill.enabled]
+
+    def get(self, name: str) -> Skill | None:
+        return self._load()[0].get(name)
+
+    def problems(self) -> list[SkillProblem]:
+        return list(self._load()[1])
+
+    def root_of(self, skill: Skill) -> Path:
+        """The root `skill` was loaded from."""
+        return next(root for root in self.roots if skill.file.is_relative_to(root))
+
+    def reload(self) -> None:
+        with self._lock:
+            self._loaded = None
+
+    def index(self) -> str:
+        """The enabled skills as a system-prompt section ('' when there are none)."""
+        skills = self.enabled()
+        if not skills:
+            return ""
+        lines = [f"- {s.name} ({s.container_path}): {s.description}" for s in skills]
+        return ("<skills>\nSkills hold instructions for specific tasks. The user activates one "
+                "with /skill-name; you may read a skill's SKILL.md when a task matches it.\n"
+                + "\n".join(lines) + "\n</skills>")
+
+    def _load(self) -> tuple[dict[str, Skill], list[SkillProblem]]:
+        with self._lock:
+            if self._loaded is None:
+                self._loaded = self._scan()
+                for problem in self._loaded[1]:
+                    logger.warning("skills: %s", problem)
+            return self._loaded
+
+    def _scan(self) -> tuple[dict[str, Skill], list[SkillProblem]]:
+        found: dict[str, Skill] = {}
+        problems: list[SkillProblem] = []
+        for root in self.roots:
+            if not root.is_dir():
+                continue
+            for file in sorted(root.rglob(SKILL_FILENAME)):
+                try:
+                    skill = self._read(root, file)
+                except SkillError as exc:
+                    problems.append(SkillProblem(file, exc.line, str(exc)))
+                    continue
+                except (OSError, UnicodeDecodeError) as exc:
+                    problems.append(SkillProblem(file, 1, f"cannot be read: {exc}"))
+                    continue
+                if skill.name in found:
+                    problems.append(SkillProblem(file, 1, f"a skill named {skill.name!r} is "
+                                                 f"already loaded from {found[skill.name].file}"))
+                    continue
+                found[skill.name] = skill
+        return found, problems
+
+    def _read(self, root: Path, file: Path) -> Skill:
+        if not file.resolve().is_relative_to(root.resolve()):
+            raise SkillError(1, "resolves outside its skills root (a symlink?)")
+        data, body = parse_skill(file.read_text(encoding="utf-8"))
+        parts = PurePosixPath(*file.parent.relative_to(root).parts)
+        if len(parts.parts) < 2:
+            raise SkillError(1, "a skill lives in <root>/<category>/<name>/SKILL.md; move its "
+                             f"folder into a category folder such as {DEFAULT_CATEGORY}/")
+        category, relative = parts.parts[0], PurePosixPath(*parts.parts[1:])
+        tools = data.get("allowed-tools")
+        return Skill(name=data["name"], description=" ".join(data["description"].split()),
+                     category=category, file=file, relative=relative, body=body,
+                     allowed_tools=tuple(tools) if tools is not None else None,
+                     enabled=data["name"] not in self.disabled)
+

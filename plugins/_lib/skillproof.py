@@ -1,0 +1,51 @@
+"""How skill_activation tells skill_tool_policy which skill the user activated.
+
+The activation travels on the request, as the hidden activation message's
+``additional_kwargs["skill_activation"]``. A caller could put the same key on
+a message of its own, so the activation carries a proof: an HMAC of the run,
+the skill and the target message under a token only the chain's two plugins
+know (`BuildContext.secrets.token(SECRET_NAME)`). The policy trusts an
+activation only with a valid proof.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Sequence
+from typing import Any
+
+ACTIVATION_KEY = "skill_activation"
+"""`additional_kwargs` key of the activation message: ``{"skill", "target", "proof", ...}``."""
+SECRET_NAME = "skill_activation"
+"""The chain secret both plugins ask for."""
+
+
+def skills_registry(ctx: Any) -> Any:
+    """The build's `skills` service, or a registry from the config's `skills:` section."""
+    from antler.plugin_api.context import SKILLS
+    from antler.runtime.skills import SkillsRegistry
+
+    registry = ctx.services.items.get(SKILLS)
+    if registry is None:
+        registry = SkillsRegistry.from_settings(getattr(ctx.operator_config, "skills", None))
+        ctx.services.items[SKILLS] = registry
+    return registry
+
+
+def activation_proof(token: str, run_id: str | None, skill: str, target: str | None) -> str:
+    """The proof binding an activation of `skill` on message `target` to the run and chain."""
+    payload = f"{run_id}\x1f{skill}\x1f{target}".encode()
+    return hmac.new(token.encode(), payload, hashlib.sha256).hexdigest()
+
+
+def proven_activation(messages: Sequence[Any], token: str, run_id: str | None) -> str | None:
+    """The skill a message of `messages` proves activated in this run (None: none)."""
+    for message in reversed(messages):
+        record = (getattr(message, "additional_kwargs", None) or {}).get(ACTIVATION_KEY)
+        if not isinstance(record, dict) or not isinstance(record.get("skill"), str):
+            continue
+        expected = activation_proof(token, run_id, record["skill"], record.get("target"))
+        if hmac.compare_digest(str(record.get("proof", "")), expected):
+            return record["skill"]
+    return None

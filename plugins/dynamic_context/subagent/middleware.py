@@ -1,0 +1,59 @@
+"""subagent_date_context: a subagent's requests carry today's date.
+
+A delegated task runs in a fresh conversation, so it has no reminder from the
+lead. This middleware appends one hidden date `SystemMessage` (the same form
+as dynamic_context's, marked so system_message_coalescing keeps only the
+newest) to the subagent's conversation.
+
+Hooks: `before_agent` (and `abefore_agent`): appends the reminder unless the
+conversation already has one for today. No memory (a subagent works for the
+lead, not for the user directly), no ID swap, no midnight logic.
+
+Where it sits: subagent chain only, immediately before
+system_message_coalescing, which merges the reminder into the one leading
+system message of every request.
+
+Configuration: none; the clock is the `clock` service, as for dynamic_context.
+
+Example: on whenever the subagent chain is built; nothing to configure.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware
+
+from antler.plugin_api.context import BuildContext
+
+from ..middleware import Clock, clock_service, date_reminder, latest_reminder_date
+
+__all__ = ["SOURCE", "SubagentDateContextMiddleware", "build"]
+
+SOURCE = "subagent_date_context"
+
+
+class SubagentDateContextMiddleware(AgentMiddleware[Any, Any]):
+    """Appends a hidden date reminder to a subagent's conversation."""
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        super().__init__()
+        self.clock: Clock = clock or datetime.now
+
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return self._append(state)
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return self._append(state)
+
+    def _append(self, state: Any) -> dict[str, Any] | None:
+        now = self.clock()
+        if latest_reminder_date(state.get("messages") or []) == f"{now:%Y-%m-%d}":
+            return None
+        return {"messages": [date_reminder(now, source=SOURCE)]}
+
+
+def build(ctx: BuildContext) -> SubagentDateContextMiddleware:
+    """The middleware on the build's `clock` service (local time when absent)."""
+    return SubagentDateContextMiddleware(clock_service(ctx))

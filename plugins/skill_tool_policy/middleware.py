@@ -1,0 +1,157 @@
+"""Skill tool policy: an activated skill's `allowed-tools` bound what the model may use.
+
+A skill that declares ``allowed-tools`` (say ``[read_file, ls]``) states the
+tools its instructions need. Once the user activated it with ``/name``, the
+run uses only those, plus the framework-safe ones: ``ask_clarification``, and
+``read_file`` of a file under ``/mnt/skills``. ``task`` is not exempt, so a
+restricted skill cannot delegate around its policy. Authorization
+(`antler_select_tools`) decides which tools exist for the caller; this policy
+only narrows that further for the run, never widens it.
+
+Hooks:
+
+* `wrap_model_call` (and async): reads the activation from the request, where
+  skill_activation put it, and trusts it only with a valid proof under the
+  chain's secret (`antler.plugins._lib.skillproof`): a caller cannot forge
+  one. The skill is looked up in the live registry on every call. No
+  activation: nothing changes. A skill without ``allowed-tools``: no
+  restriction. Otherwise the request's tool schemas are filtered and the
+  decision is kept for the run's tool calls. An unknown or disabled skill, or
+  a registry that cannot load, fails closed to the framework-safe tools.
+* `wrap_tool_call` (and async): a call outside the run's decision is refused
+  with an error result (``antler_tool_meta``: ``denied``, recoverable) naming
+  the tools the skill allows; the tool never runs.
+
+Where it sits: immediately after skill_activation (it reads the activation
+that wrapper adds to the request).
+
+Configuration: none; skills declare their own ``allowed-tools``.
+
+Example: with ``allowed-tools: [read_file, ls]``, ``/data-report summarize``
+shows the model ``read_file``, ``ls`` and ``ask_clarification`` only, and a
+``bash`` call is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware.types import ModelRequest, ModelResponse
+from langchain_core.messages import ToolMessage
+
+from antler.contracts.runstore import RunStore, run_key
+from antler.contracts.toolmeta import TOOL_META_KEY, refusal
+from antler.plugin_api.context import BuildContext
+from antler.plugins._lib.skillproof import SECRET_NAME, proven_activation, skills_registry
+from antler.runtime.paths import SKILLS_VIRTUAL_ROOT
+from antler.runtime.runcontext import run_context
+
+__all__ = ["FRAMEWORK_TOOLS", "SkillToolPolicyMiddleware", "build"]
+
+logger = logging.getLogger(__name__)
+
+SOURCE = "skill_tool_policy"
+FRAMEWORK_TOOLS = frozenset({"ask_clarification"})
+"""Tools every policy allows; ``read_file`` of a skill file is allowed too (see module doc)."""
+SKILL_READER = "read_file"
+
+
+def _tool_name(tool: Any) -> str:
+    if isinstance(tool, Mapping):
+        function = tool.get("function")
+        return str((function or {}).get("name") if isinstance(function, Mapping)
+                   else tool.get("name"))
+    return str(getattr(tool, "name", ""))
+
+
+class SkillToolPolicyMiddleware(AgentMiddleware[Any, Any]):
+    """Narrows the run's tools to the activated skill's `allowed-tools`."""
+
+    def __init__(self, registry: Any, token: str) -> None:
+        super().__init__()
+        self.registry = registry
+        self.token = token
+        self._decisions: RunStore[tuple[str, frozenset[str]]] = RunStore()
+
+    # -- the model's tools --------------------------------------------------------------
+
+    def wrap_model_call(self, request: ModelRequest,
+                        handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+        return handler(self._filtered(request))
+
+    async def awrap_model_call(self, request: ModelRequest,
+                               handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+                               ) -> Any:
+        return await handler(self._filtered(request))
+
+    def _filtered(self, request: ModelRequest) -> ModelRequest:
+        skill = proven_activation(request.messages, self.token,
+                                  run_context(request.runtime).run_id)
+        if skill is None:
+            return request
+        allowed = self._allowed(skill)
+        key = run_key(request.runtime)
+        if allowed is None:
+            self._decisions.pop(key)
+            return request
+        self._decisions.set(key, (skill, allowed))
+        tools = [t for t in request.tools if _tool_name(t) in allowed
+                 or _tool_name(t) == SKILL_READER]
+        return request.override(tools=tools)
+
+    def _allowed(self, name: str) -> frozenset[str] | None:
+        """The tools `name` allows (None: no restriction); framework tools only on failure."""
+        try:
+            skill = self.registry.get(name)
+        except Exception as exc:
+            logger.warning("skill_tool_policy: the skills cannot be loaded (%s); only framework "
+                           "tools are allowed", exc)
+            return FRAMEWORK_TOOLS
+        if skill is None or not skill.enabled:
+            return FRAMEWORK_TOOLS
+        if skill.allowed_tools is None:
+            return None
+        return FRAMEWORK_TOOLS | frozenset(skill.allowed_tools)
+
+    # -- the model's calls --------------------------------------------------------------
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        refused = self._refusal(request)
+        return refused if refused is not None else handler(request)
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]],
+                              ) -> Any:
+        refused = self._refusal(request)
+        return refused if refused is not None else await handler(request)
+
+    def _refusal(self, request: Any) -> ToolMessage | None:
+        decision = self._decisions.get(run_key(request.runtime))
+        if decision is None:
+            return None
+        skill, allowed = decision
+        call = request.tool_call
+        tool = str(call.get("name") or "")
+        if tool in allowed or (tool == SKILL_READER and _reads_a_skill(call.get("args"))):
+            return None
+        names = ", ".join(sorted(allowed))
+        logger.info("skill_tool_policy refused %s: not allowed by skill %s", tool, skill)
+        return ToolMessage(
+            content=f"Error: {tool} is not allowed by the active skill policy (/{skill} allows "
+                    f"{names}). Use one of those tools.",
+            tool_call_id=str(call.get("id") or ""), name=tool, status="error",
+            additional_kwargs={TOOL_META_KEY: refusal("denied", SOURCE, skill=skill,
+                                                      allowed=sorted(allowed))})
+
+
+def _reads_a_skill(args: Any) -> bool:
+    path = args.get("path") if isinstance(args, Mapping) else None
+    return isinstance(path, str) and path.startswith(SKILLS_VIRTUAL_ROOT + "/") \
+        and ".." not in path.split("/")
+
+
+def build(ctx: BuildContext) -> SkillToolPolicyMiddleware:
+    """The middleware on the `skills` registry service and the chain's skill secret."""
+    return SkillToolPolicyMiddleware(skills_registry(ctx), ctx.secrets.token(SECRET_NAME))

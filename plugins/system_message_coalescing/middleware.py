@@ -1,0 +1,89 @@
+"""System message coalescing: every request has at most one system message, and it leads.
+
+Several providers accept a single system message, and only as the first
+message; others accept more but read later ones inconsistently. Plugins that
+add context with system authority (dynamic_context's date reminder, which
+sits inside the history) would otherwise produce requests such providers
+refuse.
+
+Hooks: `wrap_model_call` (and `awrap_model_call`), request only. When the
+request's messages hold no `SystemMessage`, the request passes unchanged (the
+cached prefix stays the same). Otherwise the request's system message and
+every `SystemMessage` among its messages are merged, in order and separated
+by blank lines, into one system message (the first one's id; their
+`additional_kwargs` merged, later ones winning), and removed from the
+messages; all other messages keep their order. Of several date reminders
+only the newest is kept. List content is flattened to its text. The
+conversation in the state is never changed.
+
+Where it sits: the innermost model wrapper of the guards (before
+`@guards_end`), so it merges the system messages every outer wrapper added;
+in the subagent chain, right after subagent_date_context. Extension and tail
+wrappers come later and add only hidden user-role messages.
+
+Configuration: none (always on).
+
+Example: a request of ``[system "You are..."]`` + ``[human, system <reminder>,
+ai, human]`` reaches the model as ``[system "You are...\\n\\n<reminder>"]`` +
+``[human, ai, human]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware.types import ModelRequest, ModelResponse
+from langchain_core.messages import SystemMessage
+
+from antler.contracts.messages import message_text
+from antler.plugin_api.context import BuildContext
+
+__all__ = ["SystemMessageCoalescingMiddleware", "build", "coalesce"]
+
+REMINDER_FLAG = "dynamic_context_reminder"
+"""The flag dynamic_context puts on a date reminder (a contract of state, not an import)."""
+
+
+def coalesce(system: SystemMessage | None, messages: Sequence[Any],
+             ) -> tuple[SystemMessage | None, list[Any]] | None:
+    """(one system message, the other messages), or None when nothing needs merging."""
+    inner = [m for m in messages if isinstance(m, SystemMessage)]
+    if not inner:
+        return None
+    reminders = [m for m in inner if (m.additional_kwargs or {}).get(REMINDER_FLAG)]
+    dropped = {id(m) for m in reminders[:-1]}
+    parts = [m for m in ([system] if system is not None else []) + inner if id(m) not in dropped]
+    kwargs: dict[str, Any] = {}
+    for part in parts:
+        kwargs.update(part.additional_kwargs or {})
+    text = "\n\n".join(t for t in (message_text(p).strip() for p in parts) if t)
+    merged = SystemMessage(content=text, id=parts[0].id, additional_kwargs=kwargs)
+    return merged, [m for m in messages if not isinstance(m, SystemMessage)]
+
+
+class SystemMessageCoalescingMiddleware(AgentMiddleware[Any, Any]):
+    """Merges every system message of a model request into one leading system message."""
+
+    def wrap_model_call(self, request: ModelRequest,
+                        handler: Callable[[ModelRequest], ModelResponse]) -> Any:
+        return handler(self._merged(request))
+
+    async def awrap_model_call(self, request: ModelRequest,
+                               handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+                               ) -> Any:
+        return await handler(self._merged(request))
+
+    @staticmethod
+    def _merged(request: ModelRequest) -> ModelRequest:
+        result = coalesce(request.system_message, request.messages)
+        if result is None:
+            return request
+        system, messages = result
+        return request.override(system_message=system, messages=messages)
+
+
+def build(ctx: BuildContext) -> SystemMessageCoalescingMiddleware:
+    """The middleware; it has no configuration."""
+    return SystemMessageCoalescingMiddleware()

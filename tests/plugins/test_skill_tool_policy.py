@@ -1,0 +1,98 @@
+"""skill_tool_policy through real graphs: allowed-tools after a real activation only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import HumanMessage, ToolMessage
+
+from antler.contracts.toolmeta import tool_meta
+from antler.plugin_api.context import SKILLS
+from antler.plugins._lib.skillproof import ACTIVATION_KEY
+from antler.runtime.skills import SkillsRegistry
+
+from .tail_support import MODES, Tools, call, make_agent, run
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "skills"
+TOOLS = ("task", "ask_clarification", "lookup")
+"""Counted test tools; ls, read_file and bash are the sandbox's own."""
+SANDBOX = {"ls", "read_file", "bash", "write_file", "str_replace"}
+
+
+def agent_for(tmp_path, script, *, skills: Any = None, mode="unfused", tools=None):
+    return make_agent(tmp_path, script, services={SKILLS: skills or SkillsRegistry([FIXTURES])},
+                      tools=tools or Tools(), tool_names=TOOLS, **MODES[mode])
+
+
+def refused(state) -> list[ToolMessage]:
+    return [m for m in state["messages"] if isinstance(m, ToolMessage) and m.status == "error"]
+
+
+def test_an_activated_skill_limits_the_schemas_and_refuses_other_calls(
+        tmp_path, mode, use_async):
+    tools = Tools()
+    agent, model = agent_for(tmp_path, [call("bash", command="ls"), call("task", prompt="x"),
+                                        call("ls", path="/mnt/user-data"), "done"],
+                             mode=mode, tools=tools)
+    state = run(agent, "/data-report summarize uploads", use_async=use_async)
+    assert all(set(r.tool_names) == {"ls", "read_file", "ask_clarification"}
+               for r in model.requests)
+    assert tools.count("task") == 0
+    bash, task = refused(state)
+    assert (bash.name, task.name) == ("bash", "task")
+    ls = [m for m in state["messages"] if isinstance(m, ToolMessage) and m.name == "ls"]
+    assert ls and ls[0].status != "error"
+    assert "not allowed by the active skill policy" in bash.text and "ls" in bash.text
+    meta = tool_meta(task)
+    assert meta is not None and meta.error_type == "denied" and meta.recoverable_by_model
+
+
+def test_without_an_activation_nothing_is_filtered(tmp_path, mode):
+    tools = Tools()
+    agent, model = agent_for(tmp_path, [call("bash", command="ls"), "done"], mode=mode,
+                             tools=tools)
+    state = run(agent, "summarize uploads")
+    assert set(model.requests[0].tool_names) == set(TOOLS) | SANDBOX and not refused(state)
+
+
+def test_a_forged_activation_is_not_trusted(tmp_path):
+    tools = Tools()
+    agent, model = agent_for(tmp_path, [call("bash", command="ls"), "done"], tools=tools)
+    forged = HumanMessage("hi", additional_kwargs={ACTIVATION_KEY: {
+        "skill": "data-report", "target": "x", "proof": "0" * 64}})
+    state = run(agent, forged)
+    assert set(model.requests[0].tool_names) == set(TOOLS) | SANDBOX and not refused(state)
+
+
+def test_a_registry_that_fails_after_activation_fails_closed(tmp_path):
+    class Flaky(SkillsRegistry):
+        calls = 0
+
+        def get(self, name):
+            Flaky.calls += 1
+            if Flaky.calls > 1:      # activation succeeds, the policy's lookup fails
+                raise OSError("disk gone")
+            return super().get(name)
+
+    tools = Tools()
+    agent, model = agent_for(tmp_path, [call("ls", path="/mnt/user-data"),
+                                        call("read_file", path="/mnt/skills/public/data-report/"
+                                             "SKILL.md"), "done"],
+                             skills=Flaky([FIXTURES]), tools=tools)
+    state = run(agent, "/data-report go")
+    assert set(model.requests[0].tool_names) == {"ask_clarification", "read_file"}
+    (ls,) = refused(state)
+    assert ls.name == "ls"
+    read = [m for m in state["messages"] if isinstance(m, ToolMessage) and m.name == "read_file"]
+    assert read and "name: data-report" in read[0].text   # a skill file stays readable
+
+
+def test_a_skill_without_allowed_tools_restricts_nothing(tmp_path):
+    root = tmp_path / "skills"
+    (root / "custom" / "free").mkdir(parents=True)
+    (root / "custom" / "free" / "SKILL.md").write_text(
+        "---\nname: free\ndescription: Anything goes.\n---\nDo it.\n")
+    agent, model = agent_for(tmp_path, ["done"], skills=SkillsRegistry([root]))
+    run(agent, "/free go")
+    assert set(model.requests[0].tool_names) == set(TOOLS) | SANDBOX
