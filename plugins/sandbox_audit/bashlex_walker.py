@@ -70,8 +70,8 @@ def parse(text: str) -> Script:
     try:
         nodes = bashlex.parse(text)
         return _Walker(text).script(nodes)
-    except Unsupported:
-        raise
+    except (Unsupported, MemoryError):
+        raise  # a MemoryError is the worker's memory cap: its caller reports that
     except Exception as exc:  # bashlex raises many kinds of errors (RecursionError too)
         raise Unsupported(f"{type(exc).__name__}: {exc}") from None
 
