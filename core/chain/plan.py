@@ -236,8 +236,10 @@ def _resolve_excluding_broken(participants: list[PluginSpec], chain: str,
     Optional offenders go first: when any is named, only they are left out (a
     third-party plugin on a cycle with built-ins takes the blame). When only
     required plugins are named, they are left out too, so the problems behind
-    them are found, and the error raised at the end lists every problem. Each
-    round removes a participant, so this ends.
+    them are found, and the error raised at the end lists every problem. A plugin
+    outside the chain still orders it through its constraints (a zero-width
+    node), so one can be at fault too: it is then marked broken, and only its
+    name stays. Each round marks one more plugin broken, so this ends.
     """
     fatal: list[tuple[ResolutionError, tuple[str, ...]]] = []
     while True:
