@@ -170,6 +170,7 @@ def drop_builtins(registry: PluginRegistry) -> PluginRegistry:
             registry.specs.pop(name, None)
     for name in builtin_eps:
         registry.entry_point_plugins.pop(name, None)
+        registry.entry_points.pop(name, None)
         if registry.plugin_manager.get_plugin(name) is not None:
             registry.plugin_manager.unregister(name=name)
     registry.diagnostics[:] = [d for d in registry.diagnostics

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from langchain.agents.middleware import AgentMiddleware
 
 from antler.cli import cli, main
 from antler.cli.session import CHAIN_CHOICES, CONDITION_FLAGS
@@ -78,7 +79,7 @@ plugins:
 """
 
 SHOW_KEYS = {"chain", "config", "runtime", "plugins", "points", "excluded", "fusion", "warnings",
-             "ordering_warnings"}
+             "problems", "ordering_warnings"}
 SHOW_PLUGIN_KEYS = {"position", "name", "summary", "hooks", "hooks_from", "source",
                     "declared_at", "placed_by", "constraints"}
 EXPLAIN_KEYS = {"name", "chain", "summary", "source", "declared_at", "in_chain", "position",
@@ -217,7 +218,8 @@ extensions:
     assert "fx_missing" in excluded["optional"]["reason"]
 
 
-def test_show_reports_broken_distributions_as_warnings(manifest: Path, monkeypatch) -> None:
+def test_show_reports_broken_distributions_as_warnings(manifest: Path, monkeypatch,
+                                                       write) -> None:
     def discover_with_failures() -> PluginRegistry:
         platform = builtin_manifest()
         registry = PluginRegistry.from_manifests([Manifest(
@@ -238,6 +240,11 @@ def test_show_reports_broken_distributions_as_warnings(manifest: Path, monkeypat
     warnings = run_json("--manifest", manifest, "chain", "show", isolated=False)["warnings"]
     assert [(w["distribution"], w["required"]) for w in warnings] == [("acme-antler", False),
                                                                       ("antler", True)]
+    checked = run_json("--manifest", manifest, "config", "check", write("a.yaml", "{}\n"),
+                       "--no-import", isolated=False, code=1)
+    assert [p.split(",")[0] for p in checked["problems"]] == ["distribution 'antler'"]
+    assert [w.split(",")[0] for w in checked["warnings"]] == ["distribution 'acme-antler'"]
+    assert checked["warnings"][0].endswith("(optional: skipped)")
     listed = run_json("plugins", "list", isolated=False)
     failed = [row for row in listed if row["status"] == "failed"]
     assert [row["entry_point"] for row in failed] == ["acme", "core_thing"]
@@ -249,23 +256,49 @@ def test_manifest_option_works_after_the_command_too(manifest: Path) -> None:
     assert [p["name"] for p in report["plugins"]] == ["fx_guard", "fx_audit", "fx_recap"]
 
 
-def test_a_cycle_in_an_extra_manifest_is_printed_whole(write) -> None:
-    path = write("cycle.yaml", CYCLE)
-    result = run("--manifest", path, "chain", "show", code=1)
-    first = result.stderr.splitlines()[0]
-    assert first.startswith("error: ordering constraints form a cycle in the lead chain: ")
-    cycle = first.rpartition(": ")[2].split(" -> ")
+def assert_whole_cycle(first_line: str, text: str, path: Path) -> None:
+    cycle = first_line.rpartition(": ")[2].split(" -> ")
     assert cycle[0] == cycle[-1] and sorted(cycle[:-1]) == ["fx_a", "fx_b", "fx_c"]
     for line in ("fx_b declares after: fx_a", "fx_c declares after: fx_b",
                  "fx_a declares after: fx_c"):
-        assert line in result.stderr
-    assert f"{path}:3" in result.stderr
+        assert line in text
+    assert f"{path}:3" in text
+
+
+def test_a_cycle_of_optional_plugins_is_printed_whole_and_left_out(write) -> None:
+    path = write("cycle.yaml", CYCLE)
+    result = run("--manifest", path, "chain", "show")
+    first = result.stderr.splitlines()[0]
+    assert first.startswith(f"warning: optional plugins 'fx_a' ({path}:3), 'fx_b' ({path}:6), "
+                            f"'fx_c' ({path}:9) are excluded from the lead chain: ordering "
+                            "constraints form a cycle in the lead chain: ")
+    assert_whole_cycle(first, result.stderr, path)
+    assert "lead chain: 0 plugins" in result.stdout
+    report = run_json("--manifest", path, "chain", "show")
+    assert {row["name"]: row["kind"] for row in report["excluded"]} == dict.fromkeys(
+        ["fx_a", "fx_b", "fx_c"], "broken")
+    [problem] = report["problems"]
+    assert (problem["stage"], problem["plugins"]) == ("order", ["fx_a", "fx_b", "fx_c"])
+    assert problem["message"].startswith("ordering constraints form a cycle")
+
+
+REQUIRE_CYCLE = "plugins:\n" + "".join(f"  fx_{x}: {{required: true}}\n" for x in "abc")
+
+
+def test_a_cycle_of_required_plugins_is_an_error(write) -> None:
+    path = write("cycle.yaml", CYCLE)
+    config = write("antler.yaml", REQUIRE_CYCLE)
+    result = run("--manifest", path, "chain", "show", "--config", config, code=1)
+    first = result.stderr.splitlines()[0]
+    assert first.startswith("error: ordering constraints form a cycle in the lead chain: ")
+    assert_whole_cycle(first, result.stderr, path)
 
 
 def test_debug_shows_the_traceback(write) -> None:
     path = write("cycle.yaml", CYCLE)
+    config = write("antler.yaml", REQUIRE_CYCLE)
     result = CliRunner().invoke(cli, ["--debug", "--isolated", "--manifest", str(path),
-                                      "chain", "show"])
+                                      "chain", "show", "--config", str(config)])
     assert result.exit_code == 1
     assert "Traceback (most recent call last)" in result.stderr
     assert "CycleError" in result.stderr
@@ -404,9 +437,9 @@ def test_config_check_ok(manifest: Path, write) -> None:
     config = write("antler.yaml", "fx_recap: {enabled: true}\nchain: {fuse: false}\n")
     out = run("--manifest", manifest, "config", "check", config).stdout
     assert out == f"ok: {config} is valid (2 sections)\n"
-    report = run_json("--manifest", manifest, "config", "check", config)
+    report = run_json("--manifest", manifest, "config", "check", config, "--no-import")
     assert report == {"file": str(config), "valid": True, "sections": ["chain", "fx_recap"],
-                      "error": None}
+                      "error": None, "problems": [], "warnings": []}
 
 
 def test_config_typo_names_file_line_column_and_suggests(manifest: Path, write) -> None:
@@ -441,10 +474,135 @@ plugins:
     factory: fx_missing.m:helper
     enabled: "off"
 """)
-    config = write("antler.yaml", "{}\n")
+    config = write("antler.yaml", "plugins:\n  fx_planner: {required: true}\n")
     result = run("--manifest", path, "config", "check", config, code=1)
     assert "the lead chain cannot be planned (--plan)" in result.stderr
     assert "fx_planner' requires 'fx_helper'" in result.stderr
+
+
+class HookedMiddleware(AgentMiddleware):
+    """Implements before_model and after_agent (its manifest below says otherwise)."""
+
+    def __init__(self, context: typing.Any = None) -> None:
+        super().__init__()
+
+    def before_model(self, state: typing.Any, runtime: typing.Any) -> None:
+        return None
+
+    async def abefore_model(self, state: typing.Any, runtime: typing.Any) -> None:
+        return None
+
+    def after_agent(self, state: typing.Any, runtime: typing.Any) -> None:
+        return None
+
+    async def aafter_agent(self, state: typing.Any, runtime: typing.Any) -> None:
+        return None
+
+
+class NeedsArgs(AgentMiddleware):
+    """An extension whose constructor needs `color`."""
+
+    def __init__(self, color: str, *, level: int = 1) -> None:
+        super().__init__()
+        self.color, self.level = color, level
+
+
+HOOKED = f"""\
+api_version: 1
+plugins:
+  - name: fx_hooked
+    factory: {__name__}:HookedMiddleware
+    hooks: [before_model, wrap_tool_call]
+"""
+
+EVERY_PROBLEM = f"""\
+extensions:
+  middlewares:
+    - use: {__name__}:NeedsArgs
+      config: {{colour: red}}
+    - use: {__name__}:NeedsArgs
+      name: needs_args_bare
+    - fx_missing.ext:Gone
+    - use: fx_missing.ext:Optional
+      required: false
+"""
+
+
+def test_config_check_reports_every_problem_run_would_hit(write) -> None:
+    manifest = write("hooked.yaml", HOOKED)
+    config = write("antler.yaml", EVERY_PROBLEM)
+
+    result = run("--manifest", manifest, "config", "check", config, code=1)
+
+    error = result.stderr[result.stderr.index("error: "):]
+    assert error.startswith(f"error: {config}: 5 problems:\n- ")
+    problems = error.split("\n- ")[1:]
+    assert problems[0].startswith(f"{manifest}:3: plugin 'fx_hooked': {__name__}:"
+                                  "HookedMiddleware implements ['after_agent'], which its "
+                                  "manifest's `hooks:` ['before_model', 'wrap_tool_call'] leaves "
+                                  "out; add them")
+    assert problems[1] == (f"{config}:4:16: extensions.middlewares[0].config.colour: unknown "
+                           "argument 'colour' (did you mean 'color'?)")
+    assert problems[2].startswith(
+        f"{config}:4:7: extensions.middlewares[0].config: missing required argument 'color'; "
+        "add it under `config:` (the constructor is NeedsArgs(color: 'str', *, level: 'int' = 1))")
+    assert problems[3].startswith(f"{config}:5:7: extensions.middlewares[1]: missing required "
+                                  "argument 'color'")
+    assert problems[4].startswith(f"{config}:7:7: extensions.middlewares[2]: middleware class "
+                                  "'fx_missing.ext:Gone': module 'fx_missing' is not installed")
+    warned = result.stderr[:result.stderr.index("error: ")]
+    assert (f"warning: {manifest}:3: plugin 'fx_hooked': `hooks:` declares ['wrap_tool_call'], "
+            f"which {__name__}:HookedMiddleware does not implement") in warned
+    assert (f"warning: {config}:8:7: extensions.middlewares[3]: optional extension will be left "
+            "out: middleware class 'fx_missing.ext:Optional'") in warned
+    report = json.loads(run("--manifest", manifest, "config", "check", config, "--json",
+                            code=1).stdout)
+    assert (report["valid"], len(report["problems"]), len(report["warnings"])) == (False, 5, 2)
+    assert report["error"] == error.removeprefix("error: ").rstrip("\n")
+
+
+def test_config_check_no_import_skips_what_needs_imports(write) -> None:
+    manifest = write("hooked.yaml", HOOKED)
+    config = write("antler.yaml", EVERY_PROBLEM)
+
+    result = run("--manifest", manifest, "config", "check", config, "--no-import")
+
+    assert result.stdout == f"ok: {config} is valid (1 section)\n"
+    assert "NeedsArgs" not in result.stderr and "fx_missing" not in result.stderr
+
+
+PROBE = f"""\
+api_version: 1
+plugins:
+  - name: fx_probe
+    factory: {__name__}:HookedMiddleware
+    hooks: [before_model, after_agent]
+"""
+
+
+@pytest.mark.parametrize("where", ["before the command", "after the command"])
+def test_run_honours_manifest_in_either_place(write, tmp_path: Path, where: str) -> None:
+    manifest = write("probe.yaml", PROBE)
+    script = write("script.yaml", "- Hello from the script.\n")
+    args: list[object] = ["run", "hi", "--model", f"scripted:{script}", "--home",
+                          tmp_path / "home", "--trace"]
+    args = (["--manifest", manifest, *args] if where == "before the command"
+            else [*args, "--manifest", manifest])
+
+    result = run(*args)
+
+    assert result.stdout.strip() == "Hello from the script."
+    assert "fx_probe.before_model" in result.stderr and "fx_probe.after_agent" in result.stderr
+
+
+def test_demo_honours_manifest(write, tmp_path: Path) -> None:
+    manifest = write("probe.yaml", PROBE)
+
+    out = run("demo", "--home", tmp_path / "demo", "--manifest", manifest,
+              isolated=False).stdout
+
+    chain_line = next(line for line in out.splitlines() if line.startswith("Lead chain: "))
+    assert "fx_probe" in chain_line.split(" -> ")
 
 
 def test_config_check_missing_file(tmp_path: Path) -> None:

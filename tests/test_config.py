@@ -324,7 +324,8 @@ MISSING_DEPENDENCY = """
      "names a class <class '" + HERE + ".NotAMiddleware'>, not a subclass of "
      "langchain.agents.middleware.AgentMiddleware"),
     (f"{{use: '{HERE}:GreetingMiddleware', config: {{greting: hi, loud: 1}}}}",
-     f"constructing '{HERE}:GreetingMiddleware' with greting, loud failed: TypeError: "),
+     "unknown argument 'greting' (did you mean 'greeting'?); unknown argument 'loud' (the "
+     "constructor is GreetingMiddleware(greeting: 'str' = 'hello', shout: 'bool' = False))"),
 ])
 def test_reflection_errors_are_actionable(registry, site, monkeypatch, entry, expected):
     monkeypatch.setitem(sys.modules, "langchain_openai", None)  # not installed, wherever

@@ -12,11 +12,20 @@ from .build import (
     BuiltChain,
     ChainEntry,
     build_chain,
+    factory_import_failures,
     implemented_hooks,
     prompt_sections,
     select_tools,
 )
-from .plan import EXCLUSION_KINDS, ChainPlan, Exclusion, participation, plan_chain
+from .plan import (
+    EXCLUSION_KINDS,
+    ChainPlan,
+    Exclusion,
+    Problem,
+    constructor_problems,
+    participation,
+    plan_chain,
+)
 
 __all__ = [
     "EXCLUSION_KINDS",
@@ -24,7 +33,10 @@ __all__ = [
     "ChainEntry",
     "ChainPlan",
     "Exclusion",
+    "Problem",
     "build_chain",
+    "constructor_problems",
+    "factory_import_failures",
     "implemented_hooks",
     "participation",
     "plan_chain",

@@ -8,7 +8,6 @@ contribute.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +18,7 @@ from antler.plugin_api.reflection import resolve_object
 from antler.plugin_api.registry import PluginRegistry, discover
 from antler.plugin_api.spec import HOOK_NAMES, PluginSpec
 
-from .config import OperatorConfig, section_model
+from .config import OperatorConfig, section_model, silenced_entry_points
 from .plan import ChainPlan, plan_chain
 
 
@@ -71,13 +70,24 @@ def build_chain(
     """Resolve `chain` and instantiate its middlewares, ready for `create_agent`.
 
     `custom_middlewares` (instances) take the `custom` slot, just before the
-    configured extensions. Only participants' factories are imported.
+    configured extensions. Only participants' factories are imported. An
+    optional plugin whose factory does not import is left out (the plan records
+    the problem) and the chain is planned again without it; a required one
+    stops the build, with every other such failure listed.
     """
     registry = registry or discover()
     config = config or OperatorConfig()
     registry.raise_for_required(config.required_plugins())
     plan = plan_chain(config, chain, runtime, registry=registry,
                       custom_middlewares=custom_middlewares)
+    failures = factory_import_failures(plan)
+    fatal = [f"plugin {name!r} [{plan.registry.specs[name].provenance}]: {message}"
+             for name, message in failures.items() if name in plan.required]
+    if fatal:
+        raise BuildError("\n".join(fatal))
+    if failures:
+        plan = plan_chain(config, chain, runtime, registry=registry,
+                          custom_middlewares=custom_middlewares, unloadable=failures)
     if not isinstance(services, Services):
         services = Services(dict(services or {}))
     secrets = ChainSecrets()
@@ -90,8 +100,30 @@ def build_chain(
                                                                                  middleware)))
     built = BuiltChain(plan, entries, services=services, secrets=secrets)
     built.tools = _contributed_tools(built)
-    registry.plugin_manager.hook.antler_chain_resolved(chain=built)
+    silenced = silenced_entry_points(config, registry)
+    for entry_point in registry.entry_points:
+        if entry_point not in silenced:
+            registry.ask(entry_point, "antler_chain_resolved", config.required_plugins(),
+                         chain=built)
     return built
+
+
+def factory_import_failures(plan: ChainPlan) -> dict[str, str]:
+    """The participants whose factory cannot be imported, with the error, in chain order.
+
+    Configured extensions and custom middlewares are not looked at: they are
+    checked when planned or when their builder runs.
+    """
+    failures = {}
+    for name in plan.order:
+        if name in plan.builders:
+            continue
+        spec = plan.resolution.placements[name].spec
+        try:
+            resolve_object(spec.factory, f"factory of plugin {name!r}")
+        except ReflectionError as exc:
+            failures[name] = str(exc)
+    return failures
 
 
 def implemented_hooks(middleware_class: type) -> list[str]:
@@ -157,61 +189,72 @@ def _context(plan: ChainPlan, spec: PluginSpec, services: Services,
 
 
 def _contributed_tools(built: BuiltChain) -> list[Any]:
-    """Tools from the `antler_tools` hook of plugins that take part in the chain."""
+    """Tools from the `antler_tools` hook of the entry points that take part in the chain.
+
+    Each entry point's implementation is called on its own, with the build
+    context of its first plugin in the chain.
+    """
     registry = built.plan.registry
-    participating_eps = {registry.sources[n].entry_point for n in built.names
-                         if n in registry.sources}
     tools: list[Any] = []
-    for impl in registry.plugin_manager.hook.antler_tools.get_hookimpls():
-        if impl.plugin_name not in participating_eps:
-            continue
-        names = registry.entry_point_plugins.get(impl.plugin_name, [])
-        if not names:
-            continue
-        context = _context(built.plan, registry.specs[names[0]], built.services, built.secrets)
-        params = inspect.signature(impl.function).parameters
-        result: Any = impl.function(context=context) if "context" in params else impl.function()
-        tools.extend(result or [])
+    for entry_point, entry in _entry_points_in_chain(built).items():
+        context = _context(built.plan, entry.spec, built.services, built.secrets)
+        for contributed in registry.ask(entry_point, "antler_tools",
+                                        built.plan.config.required_plugins(), context=context):
+            tools.extend(contributed)
     return tools
 
 
 def select_tools(built: BuiltChain, tools: list[Any]) -> list[Any]:
-    """Apply the `antler_select_tools` hooks of the chain's plugins, in chain order."""
+    """Apply the `antler_select_tools` hooks of the chain's plugins, in chain order.
+
+    Each plugin's entry point is asked with that plugin's build context and the
+    previous selection. A hook that raises stops the build, whoever ships it:
+    leaving a narrowing out would offer the model tools it should not see.
+    """
     registry = built.plan.registry
-    impls = {impl.plugin_name: impl
-             for impl in registry.plugin_manager.hook.antler_select_tools.get_hookimpls()}
-    if not impls:
-        return tools
     for entry in built.entries:
         source = registry.sources.get(entry.name)
-        impl = impls.get(source.entry_point) if source else None
-        if impl is None:
+        if source is None:
             continue
         context = _context(built.plan, entry.spec, built.services, built.secrets)
-        selected: Any = impl.function(context=context, tools=list(tools))
-        if selected is not None:
+        try:
+            selections = registry.call_one(source.entry_point, "antler_select_tools",
+                                           context=context, tools=list(tools))
+        except AntlerError:
+            raise
+        except Exception as exc:
+            raise BuildError(
+                f"plugin {entry.name!r} [{entry.spec.provenance}]: antler_select_tools() raised "
+                f"{type(exc).__name__}: {exc}; the agent is not built, because without this "
+                "selection the model could see tools it must not use. Fix the plugin or switch "
+                f"it off (`plugins: {{{entry.name}: {{enabled: false}}}}`)."
+            ) from exc
+        for selected in selections:
             tools = list(selected)
     return tools
 
 
 def prompt_sections(built: BuiltChain) -> list[str]:
-    """The system-prompt sections of the chain's plugins (`antler_prompt_sections`), in order."""
+    """The system-prompt sections of the chain's plugins (`antler_prompt_sections`), in order.
+
+    Each entry point is asked once, with the build context of its first plugin in the chain.
+    """
     registry = built.plan.registry
-    # By registered name: a plugin object need not be hashable (pluggy's subset
-    # callers need that), and each entry point's own implementations are asked.
-    impls: dict[str, list[Any]] = {}
-    for impl in registry.plugin_manager.hook.antler_prompt_sections.get_hookimpls():
-        impls.setdefault(impl.plugin_name, []).append(impl)
     sections: list[str] = []
-    asked: set[str] = set()
-    for entry in built.entries:
-        source = registry.sources.get(entry.name)
-        if source is None or source.entry_point in asked:
-            continue
-        asked.add(source.entry_point)
+    for entry_point, entry in _entry_points_in_chain(built).items():
         context = _context(built.plan, entry.spec, built.services, built.secrets)
-        for impl in reversed(impls.get(source.entry_point, [])):
-            result = impl.function(context=context)
+        for result in registry.ask(entry_point, "antler_prompt_sections",
+                                   built.plan.config.required_plugins(), context=context):
             parts = [result] if isinstance(result, str) else list(result or [])
             sections.extend(part.strip() for part in parts if part and part.strip())
     return sections
+
+
+def _entry_points_in_chain(built: BuiltChain) -> dict[str, ChainEntry]:
+    """Entry point name -> its first plugin in the chain, in chain order."""
+    found: dict[str, ChainEntry] = {}
+    for entry in built.entries:
+        source = built.plan.registry.sources.get(entry.name)
+        if source is not None:
+            found.setdefault(source.entry_point, entry)
+    return found

@@ -127,7 +127,9 @@ class PluginLoadSettings(BaseModel):
     )
     enabled: bool | None = Field(
         None, description="false: switch off this plugin, entry point or distribution by name "
-        "(an `always` plugin cannot be switched off)."
+        "(an `always` plugin cannot be switched off). true only overrides a switch-off under a "
+        "broader name (the plugin's entry point or distribution); to turn on a plugin that is "
+        "off by default use its own section's `enabled: true`."
     )
     on_error: Literal["fail", "skip"] | None = Field(
         None, description="Override the run-time error policy of this plugin (or of every "
@@ -212,6 +214,25 @@ class OperatorConfig:
     def required_plugins(self) -> set[str]:
         return {name for name, item in self.plugin_settings.items() if item.required}
 
+    def load_settings(self, *names: str) -> list[tuple[str, PluginLoadSettings]]:
+        """The `plugins.<key>` entries naming any of `names`, in the order of `names`.
+
+        Pass the names most specific first (plugin, entry point, distribution). Keys
+        compare as packaging compares distribution names ('Acme_X' names 'acme-x').
+        """
+        table = {canonical_name(key): (key, item) for key, item in self.plugin_settings.items()}
+        wanted = dict.fromkeys(canonical_name(name) for name in names)
+        return [table[name] for name in wanted if name in table]
+
+    def switch(self, *names: str) -> tuple[str, bool] | None:
+        """(key, value) of the most specific `plugins.<key>.enabled` naming any of `names`."""
+        return next(((key, item.enabled) for key, item in self.load_settings(*names)
+                     if item.enabled is not None), None)
+
+    def switched_off(self, *names: str) -> bool:
+        switch = self.switch(*names)
+        return switch is not None and not switch[1]
+
 
 @functools.cache
 def _config_model_cached(path: str) -> type[BaseModel]:
@@ -270,8 +291,10 @@ def schema_model(registry: PluginRegistry) -> type[BaseModel]:
                               "which the platform owns; choose another config_key")
         summary = "; ".join(f"{s.name}: {s.summary}" for s in owners)
         fields[key] = (models.pop() | None, Field(None, description=summary))
-    for contributed in registry.plugin_manager.hook.antler_config_sections():
-        for key, model in (contributed or {}).items():
+    contributions = [contributed for entry_point in registry.entry_points
+                     for contributed in registry.ask(entry_point, "antler_config_sections")]
+    for contributed in contributions:
+        for key, model in contributed.items():
             if key in fields:
                 raise ConfigError(f"config section {key!r} is contributed twice")
             fields[key] = (model | None, Field(None, description=model.__doc__))
@@ -324,11 +347,27 @@ def parse_config_document(doc: YamlDocument, registry: PluginRegistry) -> Operat
     config = OperatorConfig(source=doc.source, sections=sections, document=doc)
     problems = (_check_toggles(config, registry) + _check_plugin_settings(config, registry)
                 + _check_extensions(config))
-    for extra in registry.plugin_manager.hook.antler_validate_config(config=config):
-        problems.extend(extra or [])
+    silenced = silenced_entry_points(config, registry)
+    for entry_point in registry.entry_points:
+        if entry_point not in silenced:
+            for extra in registry.ask(entry_point, "antler_validate_config",
+                                      config.required_plugins(), config=config):
+                problems.extend(extra)
     if problems:
         raise ConfigError(f"invalid config {doc.source}:\n  " + "\n  ".join(problems))
     return config
+
+
+def silenced_entry_points(config: OperatorConfig, registry: PluginRegistry) -> list[str]:
+    """Entry points the operator switched off, by their name or their distribution's.
+
+    Their hooks are not called, unless a more specific `plugins.<plugin>` entry
+    keeps one of their plugins on.
+    """
+    return [ep for ep, source in registry.entry_points.items()
+            if config.switched_off(ep, source.distribution)
+            and all(config.switched_off(*registry.names_of(registry.specs[name]))
+                    for name in registry.entry_point_plugins.get(ep, []))]
 
 
 class _PluginsTable(BaseModel):
@@ -352,15 +391,35 @@ def _check_toggles(config: OperatorConfig, registry: PluginRegistry) -> list[str
 
 
 def _check_plugin_settings(config: OperatorConfig, registry: PluginRegistry) -> list[str]:
-    """`plugins.<name>` must name something installed: a typo must not drop `required`."""
+    """`plugins.<name>` must name something installed: a typo must not drop `required`.
+
+    An `always` plugin cannot be switched off, by its own name or a broader one.
+    """
     known = registry.load_names()
     canonical = {canonical_name(name) for name in known}
-    return [
+    problems = [
         f"{config.locate('plugins', name)}: plugins.{name}: no installed plugin, entry point "
         f"or distribution is named {name!r}{did_you_mean(name, known)}; install it, fix the "
         "name, or remove the entry"
         for name in config.plugin_settings if canonical_name(name) not in canonical
     ]
+    always: dict[str, list[PluginSpec]] = {}
+    for spec in registry.specs.values():
+        switch = config.switch(*registry.names_of(spec))
+        if spec.enabled == "always" and switch is not None and not switch[1]:
+            always.setdefault(switch[0], []).append(spec)
+    for key, specs in always.items():
+        where = f"{config.locate('plugins', key, 'enabled')}: plugins.{key}.enabled"
+        if [spec.name for spec in specs] == [key]:
+            why = specs[0].always_reason or "the platform depends on it in every chain"
+            problems.append(f"{where}: plugin {key!r} cannot be switched off: {why}. Remove "
+                            "`enabled: false`.")
+        else:
+            names = ", ".join(sorted(repr(spec.name) for spec in specs))
+            problems.append(f"{where}: {key!r} holds plugins that cannot be switched off "
+                            f"({names}: they are `always` enabled). Switch off single plugins "
+                            "by name instead.")
+    return problems
 
 
 def _check_extensions(config: OperatorConfig) -> list[str]:

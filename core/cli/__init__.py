@@ -126,7 +126,10 @@ def cli(ctx: click.Context, debug: bool, manifests: tuple[str, ...], isolated: b
     --json for machine-readable output; each command's --help documents the keys.
 
     Exit codes: 0 ok, 1 invalid input (bad config or manifest, unsatisfiable
-    constraints), 2 usage error (unknown option, command or plugin name).
+    constraints of a required plugin), 2 usage error (unknown option, command or
+    plugin name). An optional plugin that cannot load or be ordered is left out
+    with a warning on stderr naming its distribution; the exit code stays 0
+    (`config check --strict` makes it 1).
     """
     from .session import Session
 

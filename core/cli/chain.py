@@ -48,7 +48,7 @@ HOOK_COLUMNS = (
 )
 """LangChain's hooks in the order a turn reaches them, with their column headings."""
 
-_KIND_ORDER = ["disabled", "off_by_default", "runtime_condition", "load_failed",
+_KIND_ORDER = ["broken", "load_failed", "disabled", "off_by_default", "runtime_condition",
                "not_in_chain", "other"]
 """How `chain show` groups the plugins that are not in the chain."""
 
@@ -116,14 +116,42 @@ def exclusion(exclusion: Exclusion, plan: ChainPlan) -> dict[str, Any]:
 
 def load_diagnostics(registry: PluginRegistry, config: OperatorConfig) -> list[dict[str, Any]]:
     """Entry points that failed to load; `required` ones stop `build_chain`."""
-    from antler.plugin_api.registry import BUILTIN_DISTRIBUTION
-
-    wanted = config.required_plugins()
+    fatal = registry.required_failures(config.required_plugins())
     return [{"distribution": d.distribution, "entry_point": d.entry_point, "plugin": d.plugin,
-             "cause": d.cause, "message": str(d),
-             "required": d.distribution == BUILTIN_DISTRIBUTION
-             or bool(wanted & {d.distribution, d.entry_point, d.plugin})}
+             "cause": d.cause, "message": str(d), "required": d in fatal}
             for d in registry.diagnostics]
+
+
+def plan_problems(plan: ChainPlan) -> list[dict[str, Any]]:
+    """The problems optional plugins were excluded for, each with where they come from."""
+    rows = []
+    for problem in plan.problems:
+        specs = [plan.excluded[name].spec for name in problem.plugins]
+        rows.append({
+            "chain": plan.chain, "stage": problem.stage, "plugins": list(problem.plugins),
+            "sources": [plugin_source(spec, plan.registry) for spec in specs],
+            "message": problem.message,
+        })
+    return rows
+
+
+def problem_text(row: dict[str, Any]) -> str:
+    """'optional plugin 'x' (acme-antler 1.0) is excluded from the lead chain: <why>'."""
+    by_source: dict[str, list[str]] = {}
+    for name, source in zip(row["plugins"], row["sources"], strict=True):
+        by_source.setdefault(source, []).append(repr(name))
+    who = ", ".join(f"{', '.join(names)} ({source})" for source, names in by_source.items())
+    plural = len(row["plugins"]) > 1
+    return (f"optional plugin{'s' * plural} {who} {'are' if plural else 'is'} excluded from "
+            f"the {row['chain']} chain: {row['message']}")
+
+
+def print_plan_warnings(plan: ChainPlan, *, with_load: bool = True) -> None:
+    """Every problem of the plan on stderr: failed distributions, then excluded plugins."""
+    if with_load:
+        _print_warnings(load_diagnostics(plan.registry, plan.config))
+    for row in plan_problems(plan):
+        warn(problem_text(row))
 
 
 def _placed_by(placement: Placement) -> str:
@@ -202,6 +230,7 @@ def show_report(plan: ChainPlan, graph: ChainGraph) -> dict[str, Any]:
         "fusion": _fusion(plan),
         "warnings": load_diagnostics(registry, plan.config),
         "ordering_warnings": list(plan.resolution.warnings),
+        "problems": plan_problems(plan),
     }
 
 
@@ -236,7 +265,14 @@ def show(session: Session, chain_name: str, config_path: str | None, runtime: di
     the hooks each implements, where each comes from, the synchronization
     points and slots between them, every known plugin that is not in the chain
     with the reason, and plugin distributions that failed to load. Nothing is
-    instantiated.
+    instantiated, so a factory that does not import is found by `antler config
+    check` and by `antler run`, not here.
+
+    An optional plugin whose constraints cannot be satisfied (a misspelt name,
+    a cycle) is left out with a warning that names its distribution, and the
+    rest of the chain is shown; the exit code stays 0. A required one (always
+    on, Antler's own, or marked `plugins: {NAME: {required: true}}`) is an
+    error (exit code 1) listing every problem found.
 
     \b
     JSON (--json): an object with
@@ -252,9 +288,13 @@ def show(session: Session, chain_name: str, config_path: str | None, runtime: di
                  nodes [{kind, node, members, fused, alone}]}: the graph nodes
                  the chain compiler fuses (chain.fuse in the config)
       excluded  [{name, kind, reason, hint, source, declared_at}]; kind is one
-                of disabled, off_by_default, runtime_condition, load_failed,
-                not_in_chain, other
-      warnings  [{distribution, entry_point, plugin, cause, message, required}]
+                of broken, load_failed, disabled, off_by_default,
+                runtime_condition, not_in_chain, other
+      warnings  [{distribution, entry_point, plugin, cause, message, required}]:
+                distributions that failed to load
+      problems  [{chain, stage ("order" | "load"), plugins [names], sources
+                 [distribution or file:line, one per plugin], message}]: why
+                optional plugins were excluded
       ordering_warnings  [text]: declarations that hold but probably do not
                 mean what they say (outer_of a plugin with no wrap hook, ...)
     """
@@ -317,6 +357,8 @@ def _print_show(report: dict[str, Any], runtime: dict[str, Any]) -> None:
     _print_warnings(report["warnings"])
     for text in report["ordering_warnings"]:
         warn(text)
+    for row in report["problems"]:
+        warn(problem_text(row))
 
 
 def _print_warnings(warnings: list[dict[str, Any]]) -> None:

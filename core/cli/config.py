@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from . import AntlerGroup
-from .output import print_json
+from . import AntlerGroup, CliError
+from .output import print_json, warn
 from .session import (
     CHAIN_CHOICES,
     CONDITION_FLAGS,
@@ -22,7 +23,9 @@ from .session import (
 )
 
 if TYPE_CHECKING:
+    from antler.chain import ChainPlan
     from antler.chain.config import OperatorConfig
+    from antler.plugin_api.spec import PluginSpec
 
 
 @click.group(cls=AntlerGroup)
@@ -32,78 +35,216 @@ def config() -> None:
 
 @config.command("check")
 @click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--no-import", "no_import", is_flag=True,
+              help="Do not import plugin factories or extension classes (for an environment "
+                   "you do not trust yet); skips the checks that need them.")
+@click.option("--strict", is_flag=True,
+              help="Exit 1 on warnings too (optional plugins that would be left out).")
 @manifest_option
 @json_option
 @pass_session
 @click.pass_context
-def check(ctx: click.Context, session: Session, file: str, as_json: bool) -> None:
-    """Validate FILE: every section against its plugin's model, then the chains.
+def check(ctx: click.Context, session: Session, file: str, no_import: bool, strict: bool,
+          as_json: bool) -> None:
+    """Check FILE the way `antler run` would use it, and report every problem at once.
 
-    Beyond the sections, checks that required plugin distributions loaded,
-    that every required extension class imports, and that both the lead and
-    the subagent chain can be planned under every combination of runtime
-    flags (--plan, --vision, --subagents). Prints "ok: FILE is valid (N
-    sections)", or the error (file:line:column where it has one) and exits 1.
+    \b
+    1. every section against its plugin's model (file:line:column, did-you-mean);
+    2. plugin distributions loaded (a required one that did not is an error);
+    3. the lead and the subagent chain can be planned under every combination
+       of runtime flags (--plan, --vision, --subagents);
+    4. the factory of every plugin that takes part imports, and the hooks its
+       class implements match the manifest's `hooks:`;
+    5. every configured extension class imports, and its `config:` binds to
+       the constructor (no unknown, no missing argument).
+
+    Steps 4 and 5 import code; --no-import skips them (discovery still imports
+    each distribution's entry point module and config models). Problems that
+    would stop `antler run` are errors: all of them are printed, exit code 1.
+    An optional plugin that `antler run` would leave out (its constraints
+    cannot be satisfied, or its factory does not import) is a warning on
+    stderr: exit code 0, or 1 with --strict. Prints "ok: FILE is valid (N
+    sections)" otherwise.
 
     \b
     JSON (--json): an object with
       file      the path checked
       valid     true | false (exit code 1 when false)
       sections  [names of the sections FILE sets]
-      error     the error message, or null
+      error     the errors as one message, or null
+      problems  [errors, each a message starting with where it was declared]
+      warnings  [what an operator should know but does not stop a run]
     """
     from antler.errors import AntlerError
 
     try:
-        sections = check_config(session, file)
-    except AntlerError as exc:
-        if not as_json:
-            raise
-        print_json({"file": file, "valid": False, "sections": [], "error": str(exc)})
-        ctx.exit(1)
+        report = check_config(session, file, imports=not no_import)
+    except AntlerError as exc:  # the file itself cannot be read or validated
+        report = ConfigReport(problems=[str(exc)])
+    failed = bool(report.problems) or (strict and bool(report.warnings))
+    error = report.error(file) if failed else None
     if as_json:
-        print_json({"file": file, "valid": True, "sections": sections, "error": None})
-    else:
-        count = len(sections)
-        click.echo(f"ok: {file} is valid ({count} section{'s' * (count != 1)})")
+        print_json({"file": file, "valid": not failed, "sections": report.sections,
+                    "error": error, "problems": report.problems, "warnings": report.warnings})
+        ctx.exit(1 if failed else 0)
+    for warning in report.warnings:
+        warn(warning)
+    if error is not None:
+        raise CliError(error)
+    count = len(report.sections)
+    click.echo(f"ok: {file} is valid ({count} section{'s' * (count != 1)})")
 
 
-def check_config(session: Session, file: str) -> list[str]:
-    """The sections `file` sets; raises the first `AntlerError` that using it would hit."""
-    from antler.errors import AntlerError, ConfigError
+@dataclass
+class ConfigReport:
+    """What `config check` found: errors that stop a run, and warnings that do not."""
 
+    sections: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def error(self, file: str) -> str:
+        if len(self.problems) == 1:
+            return self.problems[0]
+        if not self.problems:
+            return f"{file}: --strict: {len(self.warnings)} warning(s), see above"
+        return f"{file}: {len(self.problems)} problems:\n" + "\n".join(
+            "- " + problem.replace("\n", "\n  ") for problem in self.problems)
+
+
+def check_config(session: Session, file: str, *, imports: bool = True) -> ConfigReport:
+    """Everything using `file` would run into; raises only when `file` cannot be loaded."""
     config = session.config(file)
-    session.registry().raise_for_required(config.required_plugins())
-    _check_required_extensions(config)
+    registry = session.registry()
+    report = ConfigReport(sections=sorted(config.sections))
+    fatal = registry.required_failures(config.required_plugins())
+    report.problems += [str(d) for d in fatal]
+    report.warnings += [f"{d} (optional: skipped)" for d in registry.diagnostics
+                        if d not in fatal]
+    plans = _plan_everything(session, config, file, report, imports)
+    if imports:
+        _check_factories(plans, report)
+        _check_extensions(config, report)
+    return report
+
+
+def _plan_everything(session: Session, config: OperatorConfig, file: str,
+                     report: ConfigReport, imports: bool) -> list[ChainPlan]:
+    """Plan both chains under every combination of runtime flags; collect what went wrong."""
+    from antler.errors import AntlerError
+
+    from .chain import plan_problems, problem_text
+
     flags = list(CONDITION_FLAGS)
     combinations = sorted(itertools.product((False, True), repeat=len(flags)), key=sum)
+    plans: list[ChainPlan] = []
     for chain in CHAIN_CHOICES:
         for values in combinations:
             runtime: dict[str, Any] = dict(zip(flags, values, strict=True))
+            # The same fault under other flags says nothing new: one line per message.
+            where = f"{file}: the {chain} chain cannot be planned ({describe_runtime(runtime)})"
             try:
-                session.plan(config, chain, runtime)
+                plan = session.plan(config, chain, runtime, load_extensions=imports,
+                                    keep_going=True)
             except AntlerError as exc:
-                raise ConfigError(f"{file}: the {chain} chain cannot be planned "
-                                  f"({describe_runtime(runtime)}):\n{exc}") from exc
-    return sorted(config.sections)
+                _add_once(report.problems, f"{where}:\n{exc}", key=str(exc))
+                continue
+            plans.append(plan)
+            for row, problem in zip(plan_problems(plan), plan.problems, strict=True):
+                if problem.required:
+                    _add_once(report.problems, f"{where}:\n{problem.message}",
+                              key=problem.message)
+                else:
+                    _add_once(report.warnings, problem_text(row))
+    return plans
 
 
-def _check_required_extensions(config: OperatorConfig) -> None:
-    """Import every required extension class now rather than at the first build."""
+def _check_factories(plans: list[ChainPlan], report: ConfigReport) -> None:
+    """Import the factory of every plugin that takes part; compare its hooks to `hooks:`."""
+    from antler.chain import factory_import_failures
+
+    checked: set[str] = set()
+    for plan in plans:
+        for name, message in factory_import_failures(plan).items():
+            spec = plan.registry.specs[name]
+            if name in plan.required:
+                _add_once(report.problems, f"{spec.provenance}: plugin {name!r}: {message}")
+            else:
+                _add_once(report.warnings, f"optional plugin {name!r} [{spec.provenance}] will "
+                                           f"be left out: {message}")
+            checked.add(name)
+        for name in plan.order:
+            if name not in checked and name not in plan.builders:
+                checked.add(name)
+                _check_hooks(plan.registry.specs[name], report)
+
+
+def _check_hooks(spec: PluginSpec, report: ConfigReport) -> None:
+    """`hooks:` against the class a class factory builds (a function factory is not run)."""
+    from antler.chain import implemented_hooks
+    from antler.plugin_api.reflection import resolve_object
+
+    target = resolve_object(spec.factory, f"factory of plugin {spec.name!r}")
+    if spec.hooks is None or not isinstance(target, type):
+        return
+    from langchain.agents.middleware import AgentMiddleware
+
+    if not issubclass(target, AgentMiddleware):
+        return
+    actual = implemented_hooks(target)
+    undeclared = [hook for hook in actual if hook not in spec.hooks]
+    unimplemented = [hook for hook in spec.hooks if hook not in actual]
+    where = f"{spec.provenance}: plugin {spec.name!r}"
+    if undeclared:
+        report.problems.append(
+            f"{where}: {spec.factory} implements {undeclared}, which its manifest's `hooks:` "
+            f"{list(spec.hooks)} leaves out; add them (the chain compiler plans graph nodes "
+            "from the declaration, and building the chain fails)")
+    if unimplemented:
+        report.warnings.append(
+            f"{where}: `hooks:` declares {unimplemented}, which {spec.factory} does not "
+            "implement; remove them from `hooks:`")
+
+
+def _check_extensions(config: OperatorConfig, report: ConfigReport) -> None:
+    """Import every configured extension class and bind its `config:` to the constructor."""
+    from antler.chain import constructor_problems
     from antler.chain.config import extension_ordering
-    from antler.errors import ConfigError, ReflectionError
+    from antler.errors import ReflectionError
     from antler.plugin_api.reflection import resolve_middleware_class
 
     for index, entry in enumerate(config.extensions.middlewares):
-        _, _, required, _ = extension_ordering(entry)
-        if not required:
-            continue  # an optional one fails open; `antler chain show` says why
+        _, _, required, kwargs = extension_ordering(entry)
         path = entry if isinstance(entry, str) else entry.use
+        key = ("extensions", "middlewares", index)
         try:
-            resolve_middleware_class(path)
+            cls = resolve_middleware_class(path)
         except ReflectionError as exc:
-            where = config.locate("extensions", "middlewares", index)
-            raise ConfigError(f"{where}: extensions.middlewares[{index}]: {exc}") from None
+            if required:
+                report.problems.append(f"{config.locate(*key)}: {_dotted(key)}: {exc}")
+            else:
+                report.warnings.append(f"{config.locate(*key)}: {_dotted(key)}: optional "
+                                       f"extension will be left out: {exc}")
+            continue
+        for argument, message in constructor_problems(cls, kwargs):
+            # An unknown argument is a key under `config:`; a missing one belongs to
+            # `config:`, or to the entry when it has none.
+            at = (*key, "config", argument) if argument else (
+                (*key, "config") if config.was_set(*key, "config") else key)
+            report.problems.append(f"{config.locate(*at)}: {_dotted(at)}: {message}")
+
+
+def _dotted(key: tuple[str | int, ...]) -> str:
+    from antler.plugin_api.diagnostics import dotted
+
+    return dotted(key)
+
+
+def _add_once(messages: list[str], message: str, key: str | None = None) -> None:
+    """Append `message` unless one with the same `key` (default: itself) is there."""
+    key = message if key is None else key
+    if not any(key in held for held in messages):
+        messages.append(message)
 
 
 @config.command("schema")

@@ -13,6 +13,8 @@ from typing import Any
 
 import click
 
+from .session import Session, manifest_option, pass_session
+
 
 @click.command("run")
 @click.argument("prompt", required=False)
@@ -39,8 +41,10 @@ import click
 @click.option("--fuse/--no-fuse", default=None,
               help="Fuse consecutive node hooks into one graph node (default: the config's "
                    "chain.fuse, which defaults to on).")
-def run_command(prompt: str | None, prompt_file: str | None, thread_id: str | None,
-                wait: bool, user_id: str, uploads: tuple[str, ...],
+@manifest_option
+@pass_session
+def run_command(session: Session, prompt: str | None, prompt_file: str | None,
+                thread_id: str | None, wait: bool, user_id: str, uploads: tuple[str, ...],
                 model_spec: str | None, config_path: str | None, plan: bool,
                 vision: bool | None, subagents: bool, home: str | None, trace: bool,
                 fuse: bool | None) -> None:
@@ -50,25 +54,28 @@ def run_command(prompt: str | None, prompt_file: str | None, thread_id: str | No
     --prompt-file reads it from a file, for prompts of any length. A thread
     belongs to the user who created it; one run at a time works on it.
     Ctrl-C (or SIGTERM) stops the running command at once and keeps what the
-    thread saved, so the same --thread continues it.
+    thread saved, so the same --thread continues it. An optional plugin that
+    cannot be ordered or whose factory does not import is left out with a
+    warning on stderr naming it and its distribution; the run goes on with the
+    rest of the chain.
     """
     import uuid
 
-    from antler.chain.config import load_config
     from antler.plugin_api.context import RuntimeOptions
-    from antler.plugin_api.registry import discover
     from antler.runtime.agent import create_agent
     from antler.runtime.models import resolve_chat_model
     from antler.runtime.paths import validate_id
     from antler.runtime.tracing import Tracer
     from antler.runtime.uploads import stage_upload
 
+    from .chain import print_plan_warnings
+
     text = _read_prompt(prompt, prompt_file)
     validate_id("user id", user_id)
     if thread_id is not None:  # '' is refused, not taken for "a new thread"
         validate_id("thread id", thread_id)
-    registry = discover()
-    config = load_config(config_path, registry)
+    registry = session.registry()
+    config = session.config(config_path)
     spec = model_spec or config.models.default
     if spec == "scripted":
         raise click.UsageError(
@@ -87,6 +94,7 @@ def run_command(prompt: str | None, prompt_file: str | None, thread_id: str | No
     with create_agent(config, model=model, runtime=runtime, registry=registry, base_dir=base,
                       checkpointer=None if checkpointer == "none" else checkpointer,
                       tracer=tracer, fuse=fuse) as agent:
+        print_plan_warnings(agent.chain.plan)
         click.echo(f"thread: {thread_id}", err=True)
         with _stops_commands(agent, thread_id):
             if agent.storage is not None:
@@ -260,8 +268,13 @@ def _short(value: Any, limit: int = 120) -> str:
 @click.option("--home", type=click.Path(file_okay=False), default=None,
               help="Base directory (default: $ANTLER_HOME, else a new temporary directory, "
                    "kept so you can look at it).")
-def demo_command(home: str | None) -> None:
-    """Play a two-turn conversation through the real lead chain, with no API key."""
+@manifest_option
+@pass_session
+def demo_command(session: Session, home: str | None) -> None:
+    """Play a two-turn conversation through the real lead chain, with no API key.
+
+    Plugins from --manifest files join the chain like installed ones.
+    """
     import os
     import tempfile
 
@@ -270,6 +283,6 @@ def demo_command(home: str | None) -> None:
 
     chosen = home or os.environ.get(ANTLER_HOME_ENV)
     base = Path(chosen) if chosen else Path(tempfile.mkdtemp(prefix="antler-demo-"))
-    result = run_demo(base)
+    result = run_demo(base, registry=session.registry())
     click.echo(render_demo(result))
 

@@ -75,15 +75,20 @@ class Session:
 
         return load_config(path, self.registry())
 
-    def plan(self, config: OperatorConfig, chain: str, runtime: dict[str, Any]) -> ChainPlan:
-        """Who takes part in `chain` and in what order, from specs alone."""
+    def plan(self, config: OperatorConfig, chain: str, runtime: dict[str, Any],
+             **options: Any) -> ChainPlan:
+        """Who takes part in `chain` and in what order, from specs alone.
+
+        `options` go to `plan_chain` (`load_extensions`, `keep_going`).
+        """
         from antler.chain import plan_chain
 
         # `models.supports_vision: true` in the config means what --vision means, so
         # `chain show` and `antler run` agree on whether view_image joins.
         flags = {**runtime, "supports_vision": runtime.get("supports_vision")
                  or config.models.supports_vision}
-        return plan_chain(config, chain, runtime_options(flags), registry=self.registry())
+        return plan_chain(config, chain, runtime_options(flags), registry=self.registry(),
+                          **options)
 
 
 def runtime_options(flags: dict[str, Any]) -> RuntimeOptions:

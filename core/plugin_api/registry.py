@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
-from collections.abc import Iterable
+import types
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pluggy
 from pydantic import ValidationError
 
-from antler.errors import DiscoveryError, ManifestError, UnknownPluginError
+from antler.errors import AntlerError, DiscoveryError, ManifestError, UnknownPluginError
 from antler.plugin_api import hookspecs
 
 from .diagnostics import did_you_mean
@@ -72,6 +73,8 @@ class PluginRegistry:
     diagnostics: list[LoadDiagnostic] = field(default_factory=list)
     plugin_manager: pluggy.PluginManager = field(default_factory=lambda: new_plugin_manager())
     entry_point_plugins: dict[str, list[str]] = field(default_factory=dict)
+    entry_points: dict[str, PluginSource] = field(default_factory=dict)
+    """Every registered entry point (hooks-only ones included) by name."""
 
     @classmethod
     def from_manifests(cls, manifests: Iterable[Manifest]) -> PluginRegistry:
@@ -139,6 +142,52 @@ class PluginRegistry:
                 f"no installed plugin is named {name!r}{did_you_mean(name, self.specs)}"
             ) from None
 
+    def names_of(self, spec: PluginSpec) -> tuple[str, ...]:
+        """The names `plugins.<name>` may use for `spec`: plugin, entry point, distribution.
+
+        Most specific first; a plugin from a --manifest file has only its own name.
+        """
+        source = self.sources.get(spec.name)
+        prov = spec.provenance
+        names = (spec.name, source.entry_point if source else prov.entry_point,
+                 source.distribution if source else prov.distribution)
+        return tuple(name for name in names if name)
+
+    def call_one(self, entry_point: str, hook: str, **kwargs: Any) -> list[Any]:
+        """`hook` as the plugin registered as `entry_point` alone implements it.
+
+        pluggy drops None results, so an empty list means "nothing to say" (or no
+        implementation). Hooks such as `antler_tools` are called this way because each
+        plugin gets its own build context.
+        """
+        manager = self.plugin_manager
+        others = [plugin for name, plugin in manager.list_name_plugin()
+                  if name != entry_point and plugin is not None]
+        return list(manager.subset_hook_caller(hook, others)(**kwargs))
+
+    def ask(self, entry_point: str, hook: str, required: Iterable[str] = (),
+            **kwargs: Any) -> list[Any]:
+        """`call_one`, where a hook that raises is a load diagnostic of its distribution.
+
+        A broken optional distribution then costs only its own contribution (its
+        tools, its config checks), shown wherever load diagnostics are; a required
+        one (Antler's own, or named in `required`) stops with `DiscoveryError`. An
+        `AntlerError` the hook raises on purpose (a veto) goes through unchanged.
+        """
+        try:
+            return self.call_one(entry_point, hook, **kwargs)
+        except AntlerError:
+            raise
+        except Exception as exc:
+            source = self.entry_points.get(entry_point)
+            diagnostic = LoadDiagnostic(
+                entry_point, source.distribution if source else "<unknown>",
+                f"{hook}() raised {type(exc).__name__}: {exc}; what it contributes is left out")
+            if diagnostic not in self.diagnostics:
+                self.diagnostics.append(diagnostic)
+            self.raise_for_required(required)
+            return []
+
     def load_names(self) -> set[str]:
         """Every name `plugins.<name>` may use: plugins, entry points, distributions."""
         names = {*self.specs, *self.entry_point_plugins, BUILTIN_DISTRIBUTION}
@@ -149,13 +198,17 @@ class PluginRegistry:
             names.update(n for n in (d.entry_point, d.distribution, d.plugin) if n)
         return names
 
+    def required_failures(self, required: Iterable[str] = ()) -> list[LoadDiagnostic]:
+        """The load failures that stop a build: Antler's own, and those named in `required`."""
+        wanted = {canonical_name(name) for name in required}
+        return [d for d in self.diagnostics
+                if d.distribution == BUILTIN_DISTRIBUTION
+                or wanted & {canonical_name(n) for n in (d.distribution, d.entry_point, d.plugin)
+                             if n}]
+
     def raise_for_required(self, required: Iterable[str] = ()) -> None:
         """Stop when a required distribution, entry point or plugin failed to load."""
-        wanted = {canonical_name(name) for name in required}
-        fatal = [d for d in self.diagnostics
-                 if d.distribution == BUILTIN_DISTRIBUTION
-                 or wanted & {canonical_name(n) for n in (d.distribution, d.entry_point, d.plugin)
-                              if n}]
+        fatal = self.required_failures(required)
         if fatal:
             raise DiscoveryError(
                 "required plugins failed to load:\n  " + "\n  ".join(map(str, fatal))
@@ -231,12 +284,18 @@ def _register(registry: PluginRegistry, source: PluginSource, obj: Any) -> None:
     # Checked before registering: pluggy accepts an implementation of a hook it has
     # no spec for (creating a spec-less caller), so a misspelt hook would be ignored.
     known = sorted(n for n in dir(hookspecs) if n.startswith("antler_"))
-    unknown = [name for name in dir(obj) if name.startswith("antler_")
-               and callable(getattr(obj, name, None)) and name not in known]
+    hooks = {name: getattr(obj, name) for name in dir(obj) if name.startswith("antler_")
+             and callable(getattr(obj, name, None))}
+    unknown = [name for name in hooks if name not in known]
     if unknown:
         hints = "".join(did_you_mean(name, known) for name in unknown)
         fail(f"implements unknown hook(s) {unknown}{hints}; known hooks: {', '.join(known)}")
         return
+    if not isinstance(obj, Hashable):
+        # pluggy's subset callers keep plugins in a set: an unhashable object (a
+        # SimpleNamespace) is registered as a module holding its hooks.
+        obj = types.ModuleType(source.entry_point)
+        vars(obj).update(hooks)
     try:
         manager.register(obj, name=source.entry_point)
     except ValueError as exc:
@@ -246,23 +305,21 @@ def _register(registry: PluginRegistry, source: PluginSource, obj: Any) -> None:
     except pluggy.PluginValidationError as exc:
         fail(f"its hook implementation is invalid: {exc}")
         return
-    impl = next((i for i in manager.hook.antler_plugin_specs.get_hookimpls()
-                 if i.plugin_name == source.entry_point), None)
-    if impl is None:
-        return  # a hooks-only plugin (tools, config checks) with no middleware
     try:
-        contributed = impl.function()
+        results = registry.call_one(source.entry_point, "antler_plugin_specs")
     except Exception as exc:  # a broken third-party hook must not take the platform down
         manager.unregister(obj)
         fail(f"antler_plugin_specs() raised {type(exc).__name__}: {exc}")
         return
-    try:
-        manifest = _as_manifest(contributed, source)
-        names = registry.add_manifest(manifest, source)
-    except (ManifestError, ValidationError, TypeError) as exc:
-        manager.unregister(obj)
-        fail(str(exc))
-        return
+    names: list[str] = []
+    if results:  # else a hooks-only plugin (tools, config checks) with no middleware
+        try:
+            names = registry.add_manifest(_as_manifest(results[0], source), source)
+        except (ManifestError, ValidationError, TypeError) as exc:
+            manager.unregister(obj)
+            fail(str(exc))
+            return
+    registry.entry_points[source.entry_point] = source
     registry.entry_point_plugins[source.entry_point] = names
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from antler.chain.config import OperatorConfig
 from antler.plugin_api.context import MEMORY_MODEL, TITLE_MODEL, RuntimeOptions
+from antler.plugin_api.registry import PluginRegistry
 
 from .agent import AntlerAgent, create_agent
 from .models import ScriptedChatModel
@@ -91,8 +92,9 @@ class DemoResult:
     memory_file: Path | None = None
 
 
-def run_demo(base_dir: Path, config: OperatorConfig | None = None) -> DemoResult:
-    """Play both turns against a fresh thread under `base_dir`."""
+def run_demo(base_dir: Path, config: OperatorConfig | None = None,
+             registry: PluginRegistry | None = None) -> DemoResult:
+    """Play both turns against a fresh thread under `base_dir` (installed plugins by default)."""
     services = {
         TITLE_MODEL: ScriptedChatModel(TITLE_SCRIPT, model_name="scripted-title"),
         MEMORY_MODEL: ScriptedChatModel(MEMORY_SCRIPT, model_name="scripted-memory"),
@@ -102,7 +104,7 @@ def run_demo(base_dir: Path, config: OperatorConfig | None = None) -> DemoResult
         config, model=ScriptedChatModel(LEAD_SCRIPT, model_name="scripted-lead"),
         subagent_model=ScriptedChatModel(SUBAGENT_SCRIPT, model_name="scripted-subagent"),
         runtime=RuntimeOptions(subagents_enabled=True, user_id=USER_ID),
-        services=services, base_dir=base_dir, tracer=tracer,
+        services=services, base_dir=base_dir, tracer=tracer, registry=registry,
     )
     with agent:
         result = DemoResult(base_dir=agent.base_dir or base_dir, chain=agent.chain.names)
