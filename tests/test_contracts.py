@@ -45,6 +45,7 @@ from antler.contracts.toolmeta import (
 from antler.plugin_api.context import MEMORY_MODEL, TITLE_MODEL, RuntimeOptions
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
+from tests.plugins.support import RetryOnce
 
 QUIET = {TITLE_MODEL: ScriptedChatModel(["t"] * 5), MEMORY_MODEL: ScriptedChatModel(["{}"] * 5)}
 
@@ -252,22 +253,6 @@ class Hinter(AgentMiddleware):
         messages = [*request.messages, *(HumanMessage(h, additional_kwargs=hidden_marker("hinter"))
                                         for h in pending)]
         return request.override(messages=messages), lambda: self.queue.commit(key, pending)
-
-
-class RetryOnce(AgentMiddleware):
-    """An outer wrapper that retries a failed model call, like an error handler does."""
-
-    def wrap_model_call(self, request: Any, handler: Any) -> Any:
-        try:
-            return handler(request)
-        except RuntimeError:
-            return handler(request)
-
-    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
-        try:
-            return await handler(request)
-        except RuntimeError:
-            return await handler(request)
 
 
 class FailFirst(AgentMiddleware):

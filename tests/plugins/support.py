@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from langchain.agents.middleware import AgentMiddleware
+
 from antler.plugin_api.context import MEMORY_MODEL, TITLE_MODEL
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
@@ -23,3 +25,31 @@ def make_agent(home: Path, script: list[Any], **kwargs: Any) -> tuple[Any, Scrip
     agent = create_agent(model=model, base_dir=home, services=services, **kwargs)
     return agent, model
 
+
+class RetryOnce(AgentMiddleware):
+    """An outer model wrapper that calls the model again once after one of `errors`.
+
+    Stands for an error handler or LangChain's `ModelRetryMiddleware`: a plugin's
+    one-shot injection must still be in the retried request. Subclasses narrow
+    `errors`; `failures` counts the retries made.
+    """
+
+    errors: tuple[type[BaseException], ...] = (Exception,)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = 0
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        try:
+            return handler(request)
+        except self.errors:
+            self.failures += 1
+            return handler(request)
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        try:
+            return await handler(request)
+        except self.errors:
+            self.failures += 1
+            return await handler(request)

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
@@ -28,6 +27,7 @@ from antler.plugin_api.spec import PluginSpec
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
 from antler.runtime.runcontext import RunContext
+from tests.plugins.support import RetryOnce
 
 QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"
 """Title and memory would also call the scripted model; they have their own tests."""
@@ -38,30 +38,15 @@ MODES = {"unfused": {"fuse": False},
 """The three ways the compiler can wire a chain; tests run through each."""
 
 
+
 class TransientError(RuntimeError):
     """A provider failure worth one retry (a timeout, a dropped connection)."""
 
 
-class FlakyRetry(AgentMiddleware):
+class FlakyRetry(RetryOnce):
     """Retries a model call once when it raised `TransientError`, as an error handler does."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.failures = 0
-
-    def wrap_model_call(self, request: Any, handler: Any) -> Any:
-        try:
-            return handler(request)
-        except TransientError:
-            self.failures += 1
-            return handler(request)
-
-    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
-        try:
-            return await handler(request)
-        except TransientError:
-            self.failures += 1
-            return await handler(request)
+    errors = (TransientError,)
 
 
 class FakeRuntime:

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 from langgraph.types import Command
@@ -27,6 +26,7 @@ from tests.plugins.guard_support import (
     make_agent,
     tool_results,
 )
+from tests.plugins.support import RetryOnce
 
 MODES = [pytest.param(fuse, mode, id=f"{'fused' if fuse else 'unfused'}-{mode}")
          for fuse in (True, False) for mode in ("sync", "async")]
@@ -221,26 +221,10 @@ def test_each_run_starts_every_tool_active(home):
     assert not tool_results(state)[-1].content.startswith("[TOOL_BLOCKED]")
 
 
-class FailOnceThenRetry(AgentMiddleware):
+class FailOnceThenRetry(RetryOnce):
     """Outer of tool_progress: retries a model call that failed, like a provider retry layer."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.failures = 0
-
-    def wrap_model_call(self, request: Any, handler: Any) -> Any:
-        try:
-            return handler(request)
-        except ConnectionError:
-            self.failures += 1
-            return handler(request)
-
-    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
-        try:
-            return await handler(request)
-        except ConnectionError:
-            self.failures += 1
-            return await handler(request)
+    errors = (ConnectionError,)
 
 
 def provider_overloaded(messages: list[Any]) -> Any:
