@@ -166,8 +166,9 @@ class LocalSandbox(Sandbox):
 
     def _popen(self, command: str) -> subprocess.Popen[bytes]:
         reaper.start_watchdog()
+        argv, preexec = reaper.dying_with_parent([self._resolved_shell(), "-c", command])
         return subprocess.Popen(
-            [self._resolved_shell(), "-c", command],
+            argv,
             cwd=self.thread_paths.workspace,
             env=self._environment(),
             stdin=subprocess.DEVNULL,
@@ -176,7 +177,7 @@ class LocalSandbox(Sandbox):
             # Own session and process group, so a timeout kills the command's
             # children too; and the shell dies with the harness (see `reaper`).
             start_new_session=True,
-            preexec_fn=reaper.die_with_parent,
+            preexec_fn=preexec,
         )
 
     def _resolved_shell(self) -> str:

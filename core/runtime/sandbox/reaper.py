@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,7 +33,8 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable
 
-__all__ = ["TOKEN_VARIABLE", "die_with_parent", "new_token", "start_watchdog", "sweep"]
+__all__ = ["TOKEN_VARIABLE", "die_with_parent", "dying_with_parent", "new_token",
+           "start_watchdog", "sweep"]
 
 TOKEN_VARIABLE = "ANTLER_SANDBOX_TOKEN"
 _PR_SET_PDEATHSIG = 1
@@ -78,6 +81,40 @@ def die_with_parent() -> None:
     """
     if _prctl is not None:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@functools.cache
+def _pdeathsig_launcher() -> tuple[str, ...] | None:
+    """util-linux's `setpriv --pdeathsig KILL --`, when it is there and knows the option.
+
+    Setting the parent-death signal from a launcher the command is exec'd
+    through keeps `subprocess` on its fast path: a `preexec_fn` makes every
+    start fork the whole interpreter and run Python code in the child, which
+    costs several milliseconds per command (more while other threads run).
+    Probed once per process.
+    """
+    found = shutil.which("setpriv")
+    if found is None or not sys.platform.startswith("linux"):
+        return None
+    launcher = (found, "--pdeathsig", "KILL", "--")
+    try:
+        probe = subprocess.run([*launcher, "true"], stdin=subprocess.DEVNULL,
+                               capture_output=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return launcher if probe.returncode == 0 else None
+
+
+def dying_with_parent(argv: list[str]) -> tuple[list[str], Callable[[], None] | None]:
+    """(argv, preexec_fn) that start `argv` with the parent-death signal set.
+
+    Through `setpriv` when it is available (no `preexec_fn`), else with
+    `die_with_parent` as the `preexec_fn`.
+    """
+    launcher = _pdeathsig_launcher()
+    if launcher is not None:
+        return [*launcher, *argv], None
+    return argv, die_with_parent
 
 
 def _environment_has(pid: str, needle: bytes) -> bool:
