@@ -16,5 +16,7 @@ Each module is one agreement between plugins that never import each other:
   one-shot injections;
 - `messages`: reading and editing messages the same way everywhere (the
   latest genuine user message, server-injected hidden messages, removing tool
-  calls from an assistant reply).
+  calls from an assistant reply);
+- `usage`: a reply's token usage read one way, and the run's usage totals
+  the token_usage plugin records and `antler run` prints.
 """

@@ -10,6 +10,11 @@ A script is a list of turns. Each turn is one of:
 * a string: a plain text reply;
 * a mapping ``{"content": str, "tool_calls": [{"name", "args", "id"?}],
   "finish_reason"?, "usage"?: {"input_tokens", "output_tokens"}}``;
+* a mapping ``{"error": KIND}`` or ``{"error": {"kind", "message"?, "status_code"?,
+  "code"?, "retry_after"?}}``: this call fails the way a provider fails, with
+  langchain-core's exception for KIND (`ERROR_KINDS`) carrying the provider
+  SDKs' attributes (``status_code``, ``code``, ``body``, ``response.headers``
+  with ``retry-after`` in seconds), so error handling can be exercised offline;
 * an :class:`~langchain_core.messages.AIMessage`, returned as given;
 * a callable ``(messages) -> turn`` for replies that depend on the request.
 
@@ -26,7 +31,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -39,16 +44,20 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    NonNegativeFloat,
     NonNegativeInt,
     PrivateAttr,
     StrictStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from antler.errors import AntlerError
 
 __all__ = [
+    "ERROR_KINDS",
+    "ErrorSpec",
     "ScriptError",
     "ScriptExhaustedError",
     "ScriptTurn",
@@ -93,6 +102,71 @@ class UsageSpec(BaseModel):
     output_tokens: NonNegativeInt
 
 
+ErrorKind = Literal["rate_limit", "quota", "auth", "permission", "timeout", "connection",
+                    "server", "overloaded", "invalid_request", "context_overflow", "generic"]
+
+ERROR_KINDS: dict[str, tuple[str, int | None, str | None, str]] = {
+    "rate_limit": ("ModelRateLimitError", 429, "rate_limit_exceeded",
+                   "Rate limit reached for requests per minute. Please try again shortly."),
+    "quota": ("ModelRateLimitError", 429, "insufficient_quota",
+              "You exceeded your current quota, please check your plan and billing details."),
+    "auth": ("ModelAuthenticationError", 401, "invalid_api_key", "Incorrect API key provided."),
+    "permission": ("ModelPermissionDeniedError", 403, "permission_denied",
+                   "The API key has no access to this model."),
+    "timeout": ("ModelTimeoutError", None, None, "Request timed out."),
+    "connection": ("ModelConnectionError", None, None, "Connection error."),
+    "server": ("ModelAPIError", 500, "server_error",
+               "The server had an error while processing your request."),
+    "overloaded": ("ModelAPIError", 529, "overloaded_error", "Overloaded"),
+    "invalid_request": ("ModelInvalidRequestError", 400, "invalid_request_error",
+                        "Invalid request."),
+    "context_overflow": ("ContextOverflowError", 400, "context_length_exceeded",
+                         "This model's maximum context length was exceeded."),
+    "generic": ("RuntimeError", None, None, "The model call failed."),
+}
+"""Error kinds a script can raise: (langchain-core exception class, HTTP status, provider
+error code, default message). ``generic`` raises a plain `RuntimeError`."""
+
+
+class ErrorSpec(BaseModel):
+    """A provider failure a turn raises instead of answering."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: ErrorKind
+    message: StrictStr | None = None
+    status_code: int | None = None
+    code: StrictStr | None = None
+    retry_after: NonNegativeFloat | None = Field(
+        None, description="Seconds, sent as the response's `retry-after` header.")
+
+    def exception(self) -> Exception:
+        """The exception, shaped like a provider SDK's (`status_code`, `code`, `body`, headers)."""
+        import langchain_core.exceptions as lc_errors
+
+        class_name, status, code, message = ERROR_KINDS[self.kind]
+        error_class = getattr(lc_errors, class_name, RuntimeError)
+        text = self.message or message
+        error: Any = error_class(text)
+        status = self.status_code if self.status_code is not None else status
+        code = self.code or code
+        if status is not None or code is not None:
+            headers = {} if self.retry_after is None else {"retry-after": f"{self.retry_after:g}"}
+            error.status_code = status
+            error.code = code
+            error.body = {"error": {"message": text, "type": code, "code": code}}
+            error.response = _ErrorResponse(status, headers)
+        return error
+
+
+@dataclass(frozen=True)
+class _ErrorResponse:
+    """The part of an HTTP response provider SDK exceptions expose."""
+
+    status_code: int | None
+    headers: dict[str, str]
+
+
 class TurnSpec(BaseModel):
     """A validated, declarative assistant turn."""
 
@@ -102,6 +176,20 @@ class TurnSpec(BaseModel):
     tool_calls: list[ToolCallSpec] = Field(default_factory=list)
     finish_reason: StrictStr | None = None
     usage: UsageSpec | None = None
+    error: ErrorSpec | None = None
+
+    @field_validator("error", mode="before")
+    @classmethod
+    def _error_shorthand(cls, value: Any) -> Any:
+        return {"kind": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _error_alone(self) -> TurnSpec:
+        if self.error is not None and (self.content or self.tool_calls or self.usage
+                                       or self.finish_reason):
+            raise ValueError("a turn with 'error' raises instead of answering: remove its "
+                             "'content', 'tool_calls', 'usage' and 'finish_reason'")
+        return self
 
 
 ScriptTurn = TurnSpec | AIMessage | Callable[[list[BaseMessage]], Any]
@@ -408,6 +496,8 @@ class ScriptedChatModel(BaseChatModel):
         )
 
     def _result(self, turn: TurnSpec | AIMessage, messages: list[BaseMessage]) -> ChatResult:
+        if isinstance(turn, TurnSpec) and turn.error is not None:
+            raise turn.error.exception()
         message = self._to_message(turn, messages)
         return ChatResult(generations=[ChatGeneration(message=message)])
 

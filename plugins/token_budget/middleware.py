@@ -1,0 +1,203 @@
+"""Token budget: one run may use so many tokens; near the cap it is warned, at it stopped.
+
+Counting. Only usage this run adds counts: `before_agent` takes a snapshot
+of every reply already in the thread ("seen"), and after each model call the
+increase of every reply's usage over what was seen is added to the run's
+total. A reply that grows later counts too: token_usage merges a subagent's
+usage into the reply that dispatched it, so delegated work is paid for (one
+model call later, because this hook runs before token_usage's). Replies
+without usage count nothing.
+
+Deciding, after each model call, on the largest of the used fractions of
+`max_tokens`, `max_input_tokens` and `max_output_tokens`:
+
+* at `warn_threshold` (once per run), the next request carries a hidden
+  ``budget_warning`` message asking the model to wrap up. The warning is
+  pending in state until an `after_model` hook sees the call that carried
+  it succeed: a call that fails and is retried carries it again.
+* at `hard_stop_threshold`, a reply that asks for tools has its tool calls
+  removed (`strip_tool_calls`: structured, raw provider and content-block
+  forms) and a ``[TOKEN BUDGET EXCEEDED]`` note appended, so it becomes the
+  run's final answer, and the stop reason ``token_capped`` is recorded. A
+  reply without tool calls already ends the run: it is left alone.
+
+Hooks: `before_agent`, `wrap_model_call`, `after_model` (and async forms).
+
+Where it sits: the lead chain, after every other built-in guard (token_usage,
+subagent_limit, ...) and before `@guards_end`. `after_model` hooks run in
+reverse, so the budget judges a reply before subagent_limit trims it and
+before token_usage records it. Its `wrap_model_call` is inside
+llm_error_handling's, so a retry re-injects the warning.
+
+Configuration (`token_budget:`, off by default): `max_tokens` (200000),
+`max_input_tokens`, `max_output_tokens`, `warn_threshold` (0.8),
+`hard_stop_threshold` (1.0). `TokenBudgetConfig.for_subagent` gives a
+subagent chain's defaults.
+
+Example::
+
+    token_budget:
+      enabled: true
+      max_tokens: 50000
+      warn_threshold: 0.7
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Annotated, Any, NotRequired
+
+from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware.types import ModelRequest, ModelResponse, PrivateStateAttr
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+
+from antler.contracts.fallback import is_error_fallback
+from antler.contracts.messages import has_tool_call_intent, hidden_marker, strip_tool_calls
+from antler.contracts.stop_reason import StopReasonState, record_stop_reason
+from antler.contracts.usage import FIELDS, add_usage, usage_of
+from antler.plugin_api.context import BuildContext
+from antler.runtime.runcontext import run_id_of
+
+from .config import TokenBudgetConfig
+
+__all__ = ["BUDGET_KEY", "WARNING_NAME", "TokenBudgetMiddleware", "TokenBudgetState", "build"]
+
+BUDGET_KEY = "antler_token_budget"
+"""Private state key: ``{"run_id", "seen", "used", "warned", "warning_pending"}``."""
+
+WARNING_NAME = "budget_warning"
+"""Name of the hidden warning message (known to `antler.contracts.messages`)."""
+
+_FRACTION_FIELDS = (("total_tokens", "max_tokens"), ("input_tokens", "max_input_tokens"),
+                    ("output_tokens", "max_output_tokens"))
+
+
+class TokenBudgetState(StopReasonState):
+    """The run's budget ledger, private to the graph, and the stop-reason channel."""
+
+    antler_token_budget: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
+
+
+class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any, Any]):
+    """Counts the run's new token usage; warns once near the cap and stops at it."""
+
+    state_schema = TokenBudgetState
+
+    def __init__(self, config: TokenBudgetConfig | None = None) -> None:
+        super().__init__()
+        self.config = config or TokenBudgetConfig()
+
+    # -- before_agent: what is already in the thread does not count ------------------------
+
+    def before_agent(self, state: TokenBudgetState, runtime: Any) -> dict[str, Any] | None:
+        """Mark the usage of every reply already in the thread as seen."""
+        return {BUDGET_KEY: _fresh_ledger(run_id_of(runtime), state.get("messages") or [])}
+
+    async def abefore_agent(self, state: TokenBudgetState,
+                            runtime: Any) -> dict[str, Any] | None:
+        """Async form of `before_agent` (pure state work)."""
+        return {BUDGET_KEY: _fresh_ledger(run_id_of(runtime), state.get("messages") or [])}
+
+    # -- wrap_model_call: the pending warning ---------------------------------------------
+
+    def wrap_model_call(self, request: ModelRequest[Any],
+                        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]) -> Any:
+        """Append the pending warning to the request (state clears it after success)."""
+        return handler(self.with_warning(request))
+
+    async def awrap_model_call(
+            self, request: ModelRequest[Any],
+            handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]) -> Any:
+        """Async form of `wrap_model_call`."""
+        return await handler(self.with_warning(request))
+
+    def with_warning(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        ledger = (request.state or {}).get(BUDGET_KEY)
+        if not (isinstance(ledger, Mapping) and ledger.get("warning_pending")
+                and ledger.get("run_id") == run_id_of(request.runtime)):
+            return request
+        return request.override(messages=[*request.messages, self.warning(ledger["used"])])
+
+    def warning(self, used: Mapping[str, int]) -> HumanMessage:
+        text = (f"[TOKEN BUDGET WARNING] This run has used {self.describe(used)}. Finish the "
+                "task now: make only the tool calls you cannot do without, then give your "
+                "final answer.")
+        return HumanMessage(content=text, name=WARNING_NAME,
+                            additional_kwargs=hidden_marker("token_budget"))
+
+    # -- after_model: count and decide ----------------------------------------------------
+
+    def after_model(self, state: TokenBudgetState, runtime: Any) -> dict[str, Any] | None:
+        """Add the run's new usage; warn at the threshold, stop at the cap."""
+        return self.judge(state, runtime)
+
+    async def aafter_model(self, state: TokenBudgetState,
+                           runtime: Any) -> dict[str, Any] | None:
+        """Async form of `after_model` (pure state work)."""
+        return self.judge(state, runtime)
+
+    def judge(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any] | None:
+        messages = list(state.get("messages") or [])
+        run_id = run_id_of(runtime)
+        ledger = state.get(BUDGET_KEY)
+        if not isinstance(ledger, Mapping) or ledger.get("run_id") != run_id:
+            # No before_agent ran for this run (a bare graph): all but the new reply is history.
+            ledger = _fresh_ledger(run_id, messages[:-1])
+        seen = dict(ledger["seen"])
+        used = dict(ledger["used"])
+        for index, message in enumerate(messages):
+            usage = usage_of(message) if isinstance(message, AIMessage) else None
+            key = _key(message, index)
+            if usage is None or seen.get(key) == usage:
+                continue
+            before = seen.get(key) or {}
+            for field in FIELDS:
+                used[field] += max(usage[field] - before.get(field, 0), 0)
+            seen[key] = usage
+        new = {**ledger, "seen": seen, "used": used, "warning_pending": False}
+        update: dict[str, Any] = {}
+        fraction = self.fraction(used)
+        reply = messages[-1] if messages else None
+        if fraction >= self.config.hard_stop_threshold:
+            if (isinstance(reply, AIMessage) and has_tool_call_intent(reply)
+                    and not is_error_fallback(reply)):
+                note = (f"[TOKEN BUDGET EXCEEDED] This run used {self.describe(used)}, so its "
+                        "remaining tool calls were not run. This is the final answer with what "
+                        "was gathered so far.")
+                update["messages"] = [strip_tool_calls(reply, note=note)]
+                update.update(record_stop_reason("token_capped", runtime,
+                                                 detail=self.describe(used)))
+        elif fraction >= self.config.warn_threshold and not ledger.get("warned"):
+            new.update(warned=True, warning_pending=True)
+        if new != ledger:
+            update[BUDGET_KEY] = new
+        return update or None
+
+    def fraction(self, used: Mapping[str, int]) -> float:
+        """The largest used fraction among the configured caps."""
+        fractions = [used[field] / limit for field, setting in _FRACTION_FIELDS
+                     if (limit := getattr(self.config, setting))]
+        return max(fractions, default=0.0)
+
+    def describe(self, used: Mapping[str, int]) -> str:
+        parts = [f"{used[field]} of {limit} {field.split('_')[0]} tokens"
+                 for field, setting in _FRACTION_FIELDS
+                 if (limit := getattr(self.config, setting))]
+        return ", ".join(parts)
+
+
+def _key(message: AnyMessage, index: int) -> str:
+    return message.id or f"#{index}"
+
+
+def _fresh_ledger(run_id: str | None, history: Sequence[AnyMessage]) -> dict[str, Any]:
+    seen = {_key(message, index): usage for index, message in enumerate(history)
+            if isinstance(message, AIMessage) and (usage := usage_of(message)) is not None}
+    return {"run_id": run_id, "seen": seen, "used": add_usage(), "warned": False,
+            "warning_pending": False}
+
+
+def build(ctx: BuildContext) -> TokenBudgetMiddleware:
+    """Factory named in the manifest: the `token_budget:` section (lead chain)."""
+    config = ctx.config if isinstance(ctx.config, TokenBudgetConfig) else None
+    return TokenBudgetMiddleware(config)
