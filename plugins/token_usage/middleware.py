@@ -159,9 +159,9 @@ def merge_subagent_usage(messages: Sequence[AnyMessage]) -> SubagentMerge:
     logger.info("merged %d subagent result(s) into reply %s: +%d tokens", len(marked),
                 dispatch.id, added["total_tokens"])
     # Provider detail fields (cache reads, reasoning) stay; the three counts grow.
-    usage: dict[str, Any] = dict(dispatch.usage_metadata or {})
-    usage.update(add_usage(usage_of(dispatch), added))
-    result.messages = [dispatch.model_copy(update={"usage_metadata": usage}), *marked]
+    grown: dict[str, Any] = dict(dispatch.usage_metadata or {})
+    grown.update(add_usage(usage_of(dispatch), added))
+    result.messages = [dispatch.model_copy(update={"usage_metadata": grown}), *marked]
     return result
 
 
