@@ -89,6 +89,8 @@ def run_command(session: Session, prompt: str | None, prompt_file: str | None,
     )
     tracer = Tracer() if trace else None
     thread_id = thread_id if thread_id is not None else f"thread-{uuid.uuid4().hex[:12]}"
+    run_id = uuid.uuid4().hex
+    outcome = _Outcome()
     base = home or config.storage.base_dir
     checkpointer = config.storage.checkpointer
     with create_agent(config, model=model, runtime=runtime, registry=registry, base_dir=base,
@@ -102,23 +104,29 @@ def run_command(session: Session, prompt: str | None, prompt_file: str | None,
             paths = agent.services.get("paths").thread(user_id, thread_id)
             files = [stage_upload(paths, upload) for upload in uploads]
             streamed: set[str] = set()
+            shown: dict[Any, str] = {}
             for mode, payload in agent.stream(text, thread_id=thread_id, user_id=user_id,
                                               files=files, wait=wait,
                                               on_interrupted=_echo_interrupted,
-                                              stream_mode=["messages", "updates"]):
+                                              stream_mode=["messages", "updates"],
+                                              run_id=run_id):
                 if mode == "messages":
                     chunk, metadata = payload
                     _echo_tokens(chunk, metadata, streamed)
                 else:
-                    _echo_update(payload, streamed)
+                    _echo_update(payload, streamed, shown)
+                    outcome.collect(payload)
         state = agent.state(thread_id) if agent.checkpointer else {}
         if state.get("title"):
             click.echo(f"[title] {state['title']}", err=True)
+        failed = outcome.report(state, run_id, usage="token_usage" in agent.chain.names)
         queue = agent.services.items.get("memory_queue")
         if queue is not None:
             queue.flush()
     if tracer is not None:
         click.echo("\n" + tracer.render(), err=True)
+    if failed:
+        raise click.exceptions.Exit(1)
 
 
 def _read_prompt(prompt: str | None, prompt_file: str | None) -> str:
@@ -237,26 +245,84 @@ def _echo_tokens(chunk: Any, metadata: dict[str, Any], streamed: set[str]) -> No
             streamed.add(chunk.id)
 
 
-def _echo_update(update: dict[str, Any], streamed: set[str]) -> None:
-    """Print what a graph step added: assistant text, tool calls, tool results."""
-    for node, change in update.items():
+def _echo_update(update: dict[str, Any], streamed: set[str], shown: dict[Any, str]) -> None:
+    """Print what a graph step added: assistant text, tool calls, tool results.
+
+    A plugin that edits a message (merging token usage into it, stripping its
+    calls, appending a note) sends it again under the same id: only what was
+    not printed yet is printed (`shown` remembers what was).
+    """
+    for change in update.values():
         messages = (change or {}).get("messages", []) if isinstance(change, dict) else []
         for message in messages if isinstance(messages, list) else [messages]:
             kind = type(message).__name__
             if kind == "AIMessage":
                 for call in getattr(message, "tool_calls", []) or []:
-                    click.echo(f"-> {call['name']}({_short(call.get('args'))})", err=True)
+                    if ("call", call.get("id")) not in shown:
+                        shown[("call", call.get("id"))] = ""
+                        click.echo(f"-> {call['name']}({_short(call.get('args'))})", err=True)
+                text = str(message.content) if message.content else ""
+                before = shown.get(message.id)
                 if message.id in streamed:
-                    click.echo()  # end the streamed line
-                elif message.content:
-                    click.echo(str(message.content))
-            elif kind == "ToolMessage":
+                    if before is None:
+                        click.echo()  # end the streamed line
+                elif text and text != before:
+                    grown = bool(before) and text.startswith(before or "")
+                    click.echo(text[len(before or ""):].lstrip("\n") if grown else text)
+                shown[message.id] = text
+            elif kind == "ToolMessage" and ("tool", message.id) not in shown:
+                shown[("tool", message.id)] = ""
                 artifact = getattr(message, "artifact", None)
                 if isinstance(artifact, dict) and "human_input" in artifact:
                     click.echo(f"[clarification] {message.content}")
                 else:
                     click.echo(f"<- {message.name}: {_short(message.content)}", err=True)
-        del node
+
+
+class _Outcome:
+    """How the run ended: its stop reason, token totals and whether the reply is an error.
+
+    Read from the final state when the thread is checkpointed, else from what
+    the streamed updates carried.
+    """
+
+    def __init__(self) -> None:
+        self.seen: dict[str, Any] = {}
+
+    def collect(self, update: dict[str, Any]) -> None:
+        from antler.contracts.stop_reason import STOP_REASON_KEY
+        from antler.contracts.usage import USAGE_KEY
+
+        for change in update.values():
+            if not isinstance(change, dict):
+                continue
+            for key in (STOP_REASON_KEY, USAGE_KEY):
+                if key in change:
+                    self.seen[key] = change[key]
+            messages = change.get("messages", [])
+            for message in messages if isinstance(messages, list) else [messages]:
+                if type(message).__name__ == "AIMessage":
+                    self.seen["messages"] = [message]
+
+    def report(self, state: dict[str, Any], run_id: str, *, usage: bool) -> bool:
+        """Print the stop reason, the token totals and an error reply's reason; True if failed."""
+        from antler.contracts.fallback import error_fallback_of
+        from antler.contracts.stop_reason import describe_stop_reason, stop_reason_of
+        from antler.contracts.usage import describe_usage, run_usage_of
+
+        values = state or self.seen
+        stop = stop_reason_of(values, run_id)
+        if stop is not None:
+            click.echo(f"[stop] {describe_stop_reason(stop)}", err=True)
+        totals = run_usage_of(values, run_id) if usage else None
+        if totals is not None:
+            click.echo(f"[tokens] {describe_usage(totals)}", err=True)
+        messages = values.get("messages") or []
+        fallback = error_fallback_of(messages[-1]) if messages else None
+        if fallback is not None:
+            click.echo(f"[error] {fallback.get('reason') or fallback.get('error_type')}",
+                       err=True)
+        return fallback is not None
 
 
 def _short(value: Any, limit: int = 120) -> str:
