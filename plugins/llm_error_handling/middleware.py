@@ -209,7 +209,7 @@ class _Call:
             logger.warning("model call failed (%s), not retried: %s", reason, detail)
             return self.fallback(reason, describe(reason, error=detail), detail)
         limit = self.max_attempts(reason)
-        if self.attempt >= limit:
+        if self.attempt >= limit or self.breaker.state == "open":
             logger.warning("model call failed (%s) after %d attempts: %s", reason,
                            self.attempt, detail)
             return self.fallback(reason, describe(reason, attempts=self.attempt), detail)
@@ -219,7 +219,7 @@ class _Call:
                             limit=self.config.max_retry_after_sec)
             return self.fallback(reason, text, detail)
         wait = asked if asked is not None else self.backoff(reason)
-        logger.warning("model call failed (%s), retry %d of %d in %.2f s: %s", reason,
+        logger.warning("model call failed (%s); attempt %d of %d in %.2f s: %s", reason,
                        self.attempt + 1, limit, wait, detail)
         self.emit(reason, limit, wait, detail)
         return wait
