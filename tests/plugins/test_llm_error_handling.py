@@ -103,7 +103,7 @@ def anthropic_error(cls: type, status: int, kind: str, message: str,
     (TimeoutError(), "transient"),
     (ConnectionResetError(), "transient"),
     (IndexError("list index out of range"), "transient"),  # a response without generations
-    (RuntimeError("服务繁忙，请稍后再试"), "busy"),
+    (RuntimeError("服务繁忙 请稍后再试"), "busy"),
     (RuntimeError("The server is overloaded"), "busy"),
     (RuntimeError("账户余额不足"), "quota"),
     (RuntimeError("Error code: 503 - upstream connect error"), "generic"),
@@ -299,7 +299,7 @@ def test_the_circuit_opens_refuses_then_lets_one_trial_through():
     text = reply_of(refused).content
     assert "paused for 30 s" in text and "m1" in text
     assert error_fallback_of(reply_of(refused))["error_type"] == "circuit_open"
-    other, other_calls = failing("other model answers")
+    other, _ = failing("other model answers")
     assert reply_of(middleware.wrap_model_call(request(model_name="m2"), other)).content == (
         "other model answers")  # one breaker per model
 
@@ -468,7 +468,7 @@ def test_real_provider_exceptions_through_the_graph(tmp_path, registry):
         return "recovered"
 
     sleeps: list[float] = []
-    agent, model = guarded_agent(tmp_path, registry, [turn, turn, turn], sleeps=sleeps)
+    agent, _ = guarded_agent(tmp_path, registry, [turn, turn, turn], sleeps=sleeps)
     with agent:
         assert agent.invoke("one", thread_id="t1")["messages"][-1].content == "recovered"
         state = agent.invoke("two", thread_id="t1")
