@@ -83,9 +83,10 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any, Any]):
 
     state_schema = TokenBudgetState
 
-    def __init__(self, config: TokenBudgetConfig | None = None) -> None:
+    def __init__(self, config: TokenBudgetConfig | None = None, **settings: Any) -> None:
+        """`config`, or the `TokenBudgetConfig` fields as keywords (an extension's `config:`)."""
         super().__init__()
-        self.config = config or TokenBudgetConfig()
+        self.config = config or TokenBudgetConfig(**settings)
 
     # -- before_agent: what is already in the thread does not count ------------------------
 
