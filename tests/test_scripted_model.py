@@ -404,3 +404,38 @@ def test_missing_api_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> 
 )
 def test_package_for_spec(spec: str, package: str | None) -> None:
     assert package_for_spec(spec) == package
+
+
+# -- turns that raise ---------------------------------------------------------------------
+
+
+def test_an_error_turn_raises_the_provider_shaped_exception(tmp_path: Path) -> None:
+    from langchain_core.exceptions import ModelAuthenticationError, ModelRateLimitError
+
+    path = tmp_path / "script.yaml"
+    path.write_text("- error: {kind: rate_limit, retry_after: 2.5}\n- error: auth\n"
+                    "- error: {kind: generic, message: boom}\n- fine\n", encoding="utf-8")
+    model = ScriptedChatModel.from_yaml(path)
+    with pytest.raises(ModelRateLimitError) as raised:
+        model.invoke("x")
+    error = raised.value
+    assert (error.status_code, error.code) == (429, "rate_limit_exceeded")
+    assert error.response.headers == {"retry-after": "2.5"}
+    assert error.body["error"]["code"] == "rate_limit_exceeded"
+    with pytest.raises(ModelAuthenticationError):
+        asyncio.run(model.ainvoke("x"))
+    with pytest.raises(RuntimeError, match="boom") as raised:
+        model.invoke("x")
+    assert not hasattr(raised.value, "status_code")
+    assert model.invoke("x").content == "fine"
+    assert len(model.requests) == 4  # a failed call is recorded and uses up its turn
+
+
+@pytest.mark.parametrize("turn, problem", [
+    ({"error": "teapot"}, "error.kind"),
+    ({"error": "auth", "content": "hi"}, "raises instead of answering"),
+    ({"error": {"kind": "auth", "retry_after": -1}}, "retry_after"),
+])
+def test_malformed_error_turns_are_named(turn: dict, problem: str) -> None:
+    with pytest.raises(ScriptError, match=problem):
+        parse_script([turn])
