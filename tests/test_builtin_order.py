@@ -28,6 +28,7 @@ SEED_ORDER = [
     "uploads",                     # 000 #5 (lead only)
     "sandbox",                     # 000 #6
     "dangling_tool_call",          # 000 #7
+    "llm_error_handling",          # 000 #8
     "authorization",               # 000 #9
     "guardrail",                   # 000 #9, inside authorization
     "sandbox_audit",               # 000 #10
@@ -39,11 +40,13 @@ SEED_ORDER = [
     "skill_tool_policy",           # 000 #16
     "summarization",               # 000 #18
     "todo",                        # 000 #19 (lead only)
+    "token_usage",                 # 000 #20 (lead only)
     "title",                       # 000 #21 (lead only)
     "memory",                      # 000 #22 (lead only)
     "view_image",                  # 000 #23
     "subagent_limit",              # 000 #27 (lead only)
     "loop_detection",              # 000 #28
+    "token_budget",                # 000 #29 (lead only, for now)
     "subagent_date_context",       # subagent only: right before the coalescer, as 000 says
     "system_message_coalescing",   # 000 #26, moved innermost of the guards on purpose: it
                                    # merges what every outer wrapper (loop hints too) added
