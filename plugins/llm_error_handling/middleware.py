@@ -10,7 +10,9 @@ error-fallback marker (`antler.contracts.fallback`) with a sentence saying
 what went wrong and what to do, so the run ends with that reply instead of a
 traceback, `antler run` exits 1 with the reason, and a `task` result built from
 it is marked failed. The stop reason ``error_fallback`` (detail: the error
-reason) is recorded with the reply. Interrupts (`GraphBubbleUp`) always pass through.
+reason) is recorded with the reply. Interrupts (`GraphBubbleUp`) always pass
+through, and so do Antler's own errors (`AntlerError`: a scripted model out of
+script, a misconfiguration): they are bugs to fix, not provider failures.
 
 Retries wait for the provider's ``Retry-After`` (or ``retry-after-ms``) when
 it sends one, up to `max_retry_after_sec`; otherwise a decorrelated jittered
@@ -66,6 +68,7 @@ from langgraph.types import Command
 
 from antler.contracts.fallback import error_fallback_message, error_fallback_of
 from antler.contracts.stop_reason import StopReasonState, record_stop_reason
+from antler.errors import AntlerError
 from antler.plugin_api.context import BuildContext
 
 from .breaker import CircuitBreaker, process_limiter
@@ -122,7 +125,7 @@ class LlmErrorHandlingMiddleware(AgentMiddleware[StopReasonState, Any, Any]):
             try:
                 with self.limiter.hold() if self.limiter else contextlib.nullcontext():
                     response = handler(request)
-            except GraphBubbleUp:
+            except (GraphBubbleUp, AntlerError):
                 call.breaker.release()
                 raise
             except Exception as error:
@@ -146,7 +149,7 @@ class LlmErrorHandlingMiddleware(AgentMiddleware[StopReasonState, Any, Any]):
             try:
                 async with self.limiter.ahold() if self.limiter else _no_limit():
                     response = await handler(request)
-            except GraphBubbleUp:
+            except (GraphBubbleUp, AntlerError):
                 call.breaker.release()
                 raise
             except Exception as error:

@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 from langchain.agents.middleware import AgentMiddleware
+from langchain_core.exceptions import ModelAuthenticationError
 from langchain_core.messages import AIMessage, HumanMessage
 
 from antler.chain.config import parse_config
+from antler.contracts.fallback import is_error_fallback
 from antler.plugin_api.context import BuildContext, ChainSecrets, RuntimeOptions, Services
 from antler.plugin_api.hookspecs import hookimpl
 from antler.plugin_api.manifest import builtin_manifest
@@ -180,12 +182,12 @@ def test_uploads_block_stays_framework_context_outside_the_markers(tmp_path, reg
 
 
 class FailingFirstCall(ScriptedChatModel):
-    """A scripted model whose first call fails, as a provider outage would."""
+    """A scripted model whose first call fails for good (not retried): the run ends there."""
 
     def _generate(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
         if not FAILED:
             FAILED.append(True)
-            raise ConnectionError("the provider is down")
+            raise ModelAuthenticationError("the provider refused the key")
         return super()._generate(messages, *args, **kwargs)
 
 
@@ -206,8 +208,8 @@ def test_after_a_failed_model_call_the_uploads_block_is_still_the_servers(
     agent = create_agent(parse_config(QUIET, registry), model=model, registry=registry,
                          base_dir=home, checkpointer="memory", fuse=fuse)
     with agent:
-        with pytest.raises(ConnectionError):
-            agent.invoke("read it", thread_id="t1", files=[record])
+        failed = agent.invoke("read it", thread_id="t1", files=[record])
+        assert is_error_fallback(failed["messages"][-1])
         agent.invoke("thanks", thread_id="t1")  # a new run on the same thread
     first = sent_humans(model, 0)[0]
     block, _, rest = first.content.partition("\n\n" + USER_INPUT_BEGIN)
