@@ -521,3 +521,17 @@ def test_a_failing_subagent_reports_failure_and_its_stop_reason_to_the_lead(tmp_
     assert result.additional_kwargs["subagent_stop_reason"] == "error_fallback"
     assert "rejected the credentials" in result.content
     assert state["messages"][-1].content == "The subagent could not finish."
+
+
+@pytest.mark.parametrize("chain", ["lead", "subagent"])
+def test_it_encloses_every_model_wrapper_but_the_sanitizer_and_the_repair(registry, chain):
+    from antler.chain.plan import plan_chain
+    from antler.plugin_api.context import RuntimeOptions as Options
+    from antler.runtime.demo import all_optional_config
+
+    plan = plan_chain(all_optional_config(registry), chain, Options(
+        plan_mode=True, supports_vision=True, subagents_enabled=True), registry=registry)
+    wrappers = [name for name in plan.order
+                if "wrap_model_call" in (registry.specs[name].hooks or ())]
+    assert wrappers.index("llm_error_handling") == 2, wrappers
+    assert wrappers[:2] == ["input_sanitization", "dangling_tool_call"]
