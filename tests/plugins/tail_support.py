@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from langchain_core.exceptions import ModelConnectionError
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
@@ -39,8 +40,15 @@ MODES = {"unfused": {"fuse": False},
 
 
 
-class TransientError(RuntimeError):
-    """A provider failure worth one retry (a timeout, a dropped connection)."""
+class TransientError(ModelConnectionError):
+    """A provider failure worth one retry (a dropped connection).
+
+    It asks for no wait (``retry-after: 0``), so llm_error_handling, the real
+    retrying wrapper, retries it at once; `FlakyRetry` stays as a second,
+    outermost one.
+    """
+
+    headers = {"retry-after": "0"}
 
 
 class FlakyRetry(RetryOnce):
