@@ -75,3 +75,25 @@ def test_without_token_usage_no_totals_are_printed(tmp_path):
     code, _, err = run(tmp_path, ["Hi."], config="token_usage: {enabled: false}\n")
     assert code == 0, err
     assert "[tokens]" not in err
+
+
+def test_one_run_through_every_guard_ends_with_the_right_stop_reason(tmp_path):
+    """A retried rate limit, a looping subagent warned then stopped, an empty answer
+    retried, and a reply cut at the length limit: the run says why it ended."""
+    same = {"tool_calls": [{"name": "bash", "args": {"command": "echo same"}}]}
+    code, out, err = run(tmp_path, [
+        {"error": {"kind": "rate_limit", "retry_after": 0}},                   # lead, retried
+        {"tool_calls": [{"name": "task", "args": {"description": "research",
+                                                  "prompt": "Find the page."}}]},
+        same, same, same, same, same,                                           # subagent
+        "",                                                                     # lead: empty
+        {"content": "The page says that the answer is", "finish_reason": "length"},
+    ], "--subagents", config="")
+    assert code == 0, err
+    assert out.strip() == "The page says that the answer is"
+    assert err.count("-> task(") == 1 and err.count("<- task:") == 1  # edits not re-printed
+    assert "<- task: [FORCED STOP] `bash` repeated 5 times" in err
+    assert "[stop] model_length_capped: the reply was cut at the model's length limit " \
+           "(openai: finish_reason=length)" in err
+    assert "over 2 model calls and 1 subagent task" in err
+    assert "[error]" not in err
