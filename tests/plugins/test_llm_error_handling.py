@@ -524,7 +524,8 @@ def test_a_failing_subagent_reports_failure_and_its_stop_reason_to_the_lead(tmp_
 
 
 @pytest.mark.parametrize("chain", ["lead", "subagent"])
-def test_it_encloses_every_model_wrapper_but_the_sanitizer_and_the_repair(registry, chain):
+def test_it_encloses_every_model_wrapper_of_the_request_it_retries(registry, chain):
+    """Only the input sanitizer, the history budget and the repair run once per model step."""
     from antler.chain.plan import plan_chain
     from antler.plugin_api.context import RuntimeOptions as Options
     from antler.runtime.demo import all_optional_config
@@ -533,5 +534,5 @@ def test_it_encloses_every_model_wrapper_but_the_sanitizer_and_the_repair(regist
         plan_mode=True, supports_vision=True, subagents_enabled=True), registry=registry)
     wrappers = [name for name in plan.order
                 if "wrap_model_call" in (registry.specs[name].hooks or ())]
-    assert wrappers.index("llm_error_handling") == 2, wrappers
-    assert wrappers[:2] == ["input_sanitization", "dangling_tool_call"]
+    outer = wrappers[:wrappers.index("llm_error_handling")]
+    assert outer == ["input_sanitization", "tool_output_budget", "dangling_tool_call"], wrappers
