@@ -199,6 +199,18 @@ def _fresh_ledger(run_id: str | None, history: Sequence[AnyMessage]) -> dict[str
 
 
 def build(ctx: BuildContext) -> TokenBudgetMiddleware:
-    """Factory named in the manifest: the `token_budget:` section (lead chain)."""
+    """Factory named in the manifest.
+
+    The lead chain reads `token_budget:`. The subagent chain reads
+    `subagent_token_budget:` (the manifest's per-chain override), on by default, and
+    what that section does not set comes from `TokenBudgetConfig.for_subagent`: 1M
+    tokens when summarization takes part in the chain, 2M when it does not.
+    """
     config = ctx.config if isinstance(ctx.config, TokenBudgetConfig) else None
+    if ctx.chain == "subagent":
+        explicit = ({name: getattr(config, name) for name in config.model_fields_set}
+                    if config is not None else {})
+        explicit = {name: value for name, value in explicit.items() if value is not None}
+        summarizing = any(spec.name == "summarization" for spec in ctx.chain_specs())
+        config = TokenBudgetConfig.for_subagent(summarization=summarizing, **explicit)
     return TokenBudgetMiddleware(config)

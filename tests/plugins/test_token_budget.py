@@ -249,14 +249,8 @@ def test_each_run_has_its_own_budget(tmp_path, registry, ran, lookup):
 
 
 def test_a_subagent_chain_budget_stop_reaches_the_task_result(tmp_path, registry, lookup):
-    """Until the manifest can switch a plugin on per chain, an extension entry does it."""
-    config = parse_config(QUIET + """
-extensions:
-  middlewares:
-    - use: antler.plugins.token_budget.middleware:TokenBudgetMiddleware
-      chains: [subagent]
-      config: {max_tokens: 1000}
-""", registry)
+    """The subagent chain's own budget: on by default, set in `subagent_token_budget:`."""
+    config = parse_config(QUIET + "subagent_token_budget: {max_tokens: 1000}\n", registry)
     lead = ScriptedChatModel([
         {"tool_calls": [{"name": "task", "args": {"description": "dig", "prompt": "dig"}}]},
         "Summarized.",
@@ -271,3 +265,33 @@ extensions:
     assert result.additional_kwargs["subagent_stop_reason"] == "token_capped"
     assert result.content.startswith("[TOKEN BUDGET EXCEEDED]")
     assert sub.remaining == 1
+
+
+# -- the subagent chain's own budget (a per-chain override in the manifest) -----------------
+
+
+def _budget(tmp_path: Any, registry: Any, config_text: str, chain: str = "subagent") -> Any:
+    from antler.chain import build_chain
+    from antler.plugin_api.context import MODEL, PATHS
+    from antler.runtime.paths import PathLayout
+
+    built = build_chain(parse_config(QUIET + config_text, registry), chain, registry=registry,
+                        services={PATHS: PathLayout(tmp_path), MODEL: ScriptedChatModel(["x"])})
+    return next((e.middleware for e in built.entries if e.name == "token_budget"), None)
+
+
+def test_subagents_get_their_own_budget_on_by_default(tmp_path, registry):
+    assert _budget(tmp_path, registry, "", chain="lead") is None  # off on the lead agent
+    middleware = _budget(tmp_path, registry, "")
+    assert middleware is not None and middleware.config.max_tokens == 2_000_000
+    summarizing = _budget(tmp_path, registry, "summarization: {enabled: true}\n")
+    assert summarizing.config.max_tokens == 1_000_000
+
+
+def test_the_subagent_section_sets_or_switches_off_the_subagent_budget(tmp_path, registry):
+    assert _budget(tmp_path, registry, "subagent_token_budget: {max_tokens: 5000}\n"
+                   ).config.max_tokens == 5000
+    assert _budget(tmp_path, registry, "subagent_token_budget: {enabled: false}\n") is None
+    # the lead's section does not touch the subagents' budget
+    assert _budget(tmp_path, registry, "token_budget: {enabled: true, max_tokens: 3000}\n"
+                   ).config.max_tokens == 2_000_000
