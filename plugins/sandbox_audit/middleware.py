@@ -58,6 +58,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
+from antler.contracts.toolmeta import TOOL_META_KEY, refusal
 from antler.plugin_api.context import BuildContext
 from antler.runtime.runcontext import run_context, run_id_of, thread_id_of
 
@@ -178,9 +179,13 @@ class SandboxAuditMiddleware(AgentMiddleware):
         near = f" Near: `{verdict.excerpt}`." if verdict.excerpt else ""
         content = (f"Error: blocked by the sandbox audit (rule `{verdict.rule}`): "
                    f"{verdict.reason}.{near} The command was not run. {advice}")
+        # A refusal in the tool-result contract: the command never ran, and the model can
+        # try another way (tool_progress counts it as one).
+        meta = refusal("blocked", "sandbox_audit", next_action="try_alternative",
+                       rule=verdict.rule)
         return ToolMessage(content=content, tool_call_id=str(call.get("id") or ""),
                            name=str(call.get("name") or ""), status="error",
-                           additional_kwargs={AUDIT_KEY: _compact(record)})
+                           additional_kwargs={AUDIT_KEY: _compact(record), TOOL_META_KEY: meta})
 
 
 def annotate(result: ToolMessage | Command[Any], record: dict[str, Any],

@@ -22,6 +22,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
 from antler.chain import plan_chain
+from antler.contracts.toolmeta import tool_meta
 from antler.plugin_api.context import MEMORY_MODEL, SANDBOX_PROVIDER, TITLE_MODEL
 from antler.plugin_api.registry import discover
 from antler.plugins.sandbox_audit import bashlex_walker, embedded, parse_worker, walk
@@ -578,6 +579,10 @@ def test_in_a_real_agent_a_blocked_command_never_runs(tmp_path: Path,
     assert not (workspace(home) / "blocked_marker").exists()
     assert not (workspace(home) / "piped").exists()
     assert allowed.additional_kwargs[AUDIT_KEY]["rule"] == "no_match"
+    # A block is a refusal in the tool-result contract (tool_progress counts it as one).
+    meta = tool_meta(piped)
+    assert meta is not None and meta.is_refusal and meta.source == "sandbox_audit"
+    assert meta.model_extra == {"rule": "fetch_piped_to_interpreter"}
 
 
 def test_in_a_real_agent_async_decides_the_same(tmp_path: Path, executed: list[str]) -> None:
