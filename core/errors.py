@@ -98,3 +98,7 @@ class PluginHookError(AntlerError):
         super().__init__(message)
         self.plugin = plugin
         self.hook = hook
+
+
+class InputError(AntlerError):
+    """A run's input holds something a caller may not send; the run was not started."""

@@ -36,7 +36,7 @@ from antler.plugin_api.yamlsource import (
     load_yaml_file,
 )
 
-PLATFORM_SECTIONS = ("chain", "plugins", "extensions", "models", "storage", "skills")
+PLATFORM_SECTIONS = ("chain", "plugins", "extensions", "models", "storage", "skills", "input")
 
 
 
@@ -115,6 +115,20 @@ class SkillsSettings(BaseModel):
         "are taken from the working directory).")
     disabled: list[str] = Field(
         default_factory=list, description="Names of installed skills to turn off.")
+
+
+MessageRole = Literal["human", "ai", "tool", "system"]
+
+
+class InputSettings(BaseModel):
+    """`input:` — what a caller may put in a run's input (see README, "Caller input")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allow_roles: list[MessageRole] = Field(
+        default_factory=lambda: ["human"], min_length=1,
+        description="Message roles a caller may send. Human only by default: an assistant "
+        "reply, a tool result or a system message in caller input could forge history.")
 
 
 class PluginLoadSettings(BaseModel):
@@ -196,6 +210,10 @@ class OperatorConfig:
         return self.sections.get("skills") or SkillsSettings()  # type: ignore[return-value]
 
     @property
+    def input(self) -> InputSettings:
+        return self.sections.get("input") or InputSettings()  # type: ignore[return-value]
+
+    @property
     def plugin_settings(self) -> dict[str, PluginLoadSettings]:
         section = self.sections.get("plugins")
         return dict(section.root) if section is not None else {}  # type: ignore[attr-defined]
@@ -274,6 +292,7 @@ def schema_model(registry: PluginRegistry) -> type[BaseModel]:
         "models": (ModelsSettings | None, Field(None, description=ModelsSettings.__doc__)),
         "storage": (StorageSettings | None, Field(None, description=StorageSettings.__doc__)),
         "skills": (SkillsSettings | None, Field(None, description=SkillsSettings.__doc__)),
+        "input": (InputSettings | None, Field(None, description=InputSettings.__doc__)),
         "plugins": (dict[str, PluginLoadSettings] | None,
                     Field(None, description="Per-plugin load settings, by plugin, entry "
                           "point or distribution name.")),

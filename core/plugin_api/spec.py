@@ -32,6 +32,10 @@ POINT_PREFIX = "@"
 """References starting with this name a synchronization point, not a plugin."""
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CALLER_KEYS = frozenset({"files", "tool_calls", "function_call", "refusal"})
+"""`additional_kwargs` keys callers (upload records) or providers (raw tool calls, refusals)
+write: no plugin may declare them server-owned."""
 _TARGET_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 Hook = Literal[
@@ -199,6 +203,10 @@ class PluginSpec(BaseModel):
     emits_tags: list[str] = Field(
         default_factory=list, description="Framework tags this plugin writes into messages."
     )
+    server_owned_keys: list[str] = Field(
+        default_factory=list, description="Message `additional_kwargs` keys this plugin "
+        "writes and trusts: stripped from what a caller sends (see antler.contracts.serverkeys)."
+    )
     fusable: bool = Field(True, description="May share a fused graph node with its neighbours.")
     on_error: OnError | None = Field(
         None, description="What a hook that raises does to the run: `fail` stops it, `skip` "
@@ -225,6 +233,23 @@ class PluginSpec(BaseModel):
     def _check_conditions(cls, value: dict[str, bool]) -> dict[str, bool]:
         for condition in value:
             check_plugin_name(condition, "runtime condition")
+        return value
+
+    @field_validator("server_owned_keys")
+    @classmethod
+    def _check_server_owned_keys(cls, value: list[str]) -> list[str]:
+        for key in value:
+            if not _KEY_RE.match(key):
+                raise ValueError(
+                    f"server_owned_keys entry {key!r} must be an additional_kwargs key: a "
+                    "letter or underscore, then letters, digits or underscores")
+            if key in CALLER_KEYS:
+                raise ValueError(
+                    f"server_owned_keys entry {key!r} is written by callers or model providers "
+                    "and cannot be stripped from caller input; declare only keys your plugin "
+                    "writes itself")
+        if len(set(value)) != len(value):
+            raise ValueError(f"server_owned_keys lists a key twice: {value}")
         return value
 
     @field_validator("chains", mode="before")

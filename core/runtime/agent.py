@@ -37,6 +37,7 @@ from antler.plugin_api.registry import PluginRegistry, discover
 
 from .channels import delta_channel_names, use_delta_channels
 from .delegation import TASK_TOOL, make_task_tool
+from .inputs import check_input, record_arrivals
 from .isolation import error_policy, isolate
 from .paths import PathLayout, resolve_base, validate_id
 from .runcontext import RunContext
@@ -91,7 +92,7 @@ class AntlerAgent:
         The thread is held for the run (see `hold`): another user's thread is
         refused, a busy one raises `ThreadBusyError` unless `wait`.
         """
-        payload = self.input(message, files)
+        payload = self.input(message, files, thread_id=thread_id)
         with self.hold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
             return dict(self.graph.invoke(
                 payload, config=self.run_config(thread_id),
@@ -106,7 +107,7 @@ class AntlerAgent:
         The thread is held (see `hold`) from the first chunk asked for until the
         stream ends or is closed.
         """
-        payload = self.input(message, files)
+        payload = self.input(message, files, thread_id=thread_id)
         expand = wants_expansion(self.fusion, stream_mode)
         with self.hold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
             chunks = self.graph.stream(
@@ -172,28 +173,41 @@ class AntlerAgent:
         calls = list(getattr(last_ai, "tool_calls", None) or [])
         return [call for call in calls if call.get("id") not in answered]
 
-    @staticmethod
-    def input(message: Any, files: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
-        """The graph input for `message`, with its upload records checked.
+    def input(self, message: Any, files: Sequence[dict[str, Any]] = (), *,
+              thread_id: str | None = None) -> dict[str, Any]:
+        """The graph input for `message`, checked as a caller's input.
 
-        A refused upload name raises `UploadError` here, before the graph runs:
-        found by the uploads plugin, it would fail the run after the message was
-        saved to the thread, leaving a question without an answer.
+        Raised here, before the graph runs, so nothing is saved to the thread:
+        an `InputError` for a message whose role the operator's `input:
+        {allow_roles}` does not allow (human only by default), an `UploadError`
+        for a refused upload name (found by the uploads plugin, it would fail
+        the run after the message was saved). A message whose id the history
+        of `thread_id` already has gets a fresh id, so input never replaces a
+        message of the thread.
         """
         from langchain_core.messages import HumanMessage
 
         if isinstance(message, dict) and "messages" in message:
-            payload = message
+            payload = dict(message)
         else:
             if isinstance(message, str):
                 kwargs = {"files": list(files)} if files else {}
                 message = HumanMessage(content=message, additional_kwargs=kwargs)
             payload = {"messages": [message]}
         messages = payload["messages"]
-        for item in messages if isinstance(messages, list) else [messages]:
+        payload["messages"] = check_input(
+            messages if isinstance(messages, list) else [messages],
+            self.config.input.allow_roles, lambda: self._history_ids(thread_id))
+        for item in payload["messages"]:
             if isinstance(item, HumanMessage):
                 upload_names(item.additional_kwargs.get("files"))
         return payload
+
+    def _history_ids(self, thread_id: str | None) -> set[str]:
+        if thread_id is None or self.checkpointer in (None, False):
+            return set()
+        values = self.state(thread_id)
+        return {m.id for m in values.get("messages") or [] if getattr(m, "id", None)}
 
     def state(self, thread_id: str, user_id: str | None = None) -> dict[str, Any]:
         """The thread's saved state; with `user_id`, only if that user owns the thread."""
@@ -354,6 +368,9 @@ def create_agent(
             **agent_kwargs)
     else:
         graph = langchain_create_agent(middleware=middlewares, **agent_kwargs)
+    # The input step records the ids of the messages each run receives, for the
+    # boundary guard (`antler.runtime.inputs`).
+    record_arrivals(graph)
     if config.storage.messages_channel == "delta" and saver not in (None, False):
         use_delta_channels(graph, delta_channel_names(built.middlewares),
                            config.storage.snapshot_every)

@@ -70,7 +70,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, NotRequired, TypedDict
 
-from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware import AgentMiddleware, hook_config
 from langchain.agents.middleware.types import (
     ExtendedModelResponse,
     ModelRequest,
@@ -82,6 +82,8 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from antler.contracts.messages import reinserted_from
+from antler.contracts.serverkeys import ARRIVALS_KEY, server_owned_keys
+from antler.contracts.stop_reason import StopReasonState
 from antler.plugin_api.context import BuildContext
 from antler.plugins._lib.messagememo import MessageMemo
 from antler.plugins._lib.tagguard import (
@@ -94,6 +96,7 @@ from antler.plugins._lib.tagguard import (
 )
 from antler.runtime.runcontext import run_context
 
+from .boundary import InputBoundary, Verdict, arrival_ids
 from .config import InputSanitizationConfig
 
 __all__ = [
@@ -164,12 +167,14 @@ def merge_provenance(current: InputProvenance | None, change: Any) -> InputProve
     return {"seen": seen, "user": user}
 
 
-class InputSanitizationState(AgentState):
+class InputSanitizationState(StopReasonState):
     # Private (never in the graph's input or output schema): a caller cannot
     # declare its own messages injected, or pre-approve a forged provenance.
     # The reducer goes last: LangGraph takes a field's reducer from its last annotation.
     input_provenance: NotRequired[Annotated[InputProvenance, PrivateStateAttr,
                                             merge_provenance]]
+    # Written by the graph's input step only (antler.runtime.inputs.record_arrivals).
+    antler_input_arrivals: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
 
 
 def fingerprint(message: BaseMessage) -> str:
@@ -282,9 +287,10 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
     antler_delta_channels = (PROVENANCE_KEY,)
     """The record grows with the thread: stored as changes in delta checkpoint mode."""
 
-    def __init__(self, tags: ReservedTags) -> None:
+    def __init__(self, tags: ReservedTags, boundary: InputBoundary | None = None) -> None:
         super().__init__()
         self.tags = tags
+        self.boundary = boundary or InputBoundary(server_owned_keys(()))
         # Sanitized copies by message id: each request is rebuilt from the same
         # checkpointed messages, so an earlier message is sanitized once, not on
         # every model call (see docs/plugins.md, section 4).
@@ -297,50 +303,52 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
     # chain (antler.compiler) runs members through proxies whose sync node hooks
     # are reset, so `self.before_agent` would be the no-op there.
 
+    @hook_config(can_jump_to=["end"])
     def before_agent(self, state: InputSanitizationState, runtime: Runtime[Any],
                      ) -> dict[str, Any] | None:
         return self._arrivals(state, runtime)
 
+    @hook_config(can_jump_to=["end"])
     async def abefore_agent(self, state: InputSanitizationState, runtime: Runtime[Any],
                             ) -> dict[str, Any] | None:
         return self._arrivals(state, runtime)
 
     def _arrivals(self, state: InputSanitizationState, runtime: Runtime[Any],
                   ) -> dict[str, Any] | None:
-        """Record caller input of this run; strip provenance a non-internal caller claimed."""
+        """Record caller input of this run; strip or refuse what a non-internal caller sent."""
         internal = run_context(runtime).is_internal is True
+        messages = state.get("messages") or []
+        ids = arrival_ids(state)
+        verdict = Verdict() if internal or not ids else self.boundary.inspect(messages, ids)
         previous = _provenance(state)
         seen, known = previous["seen"], set(previous["user"])
         present: set[str] = set()
         changed: dict[str, str] = {}
         user: list[str] = []
-        rewritten: list[HumanMessage] = []
-        for message in state.get("messages") or []:
+        for message in messages:
             if not isinstance(message, HumanMessage) or not message.id:
                 continue
             message_id: str = message.id
             present.add(message_id)
+            message = verdict.stripped.get(message_id, message)
             digest = fingerprint(message)
-            if seen.get(message_id) == digest:
+            if seen.get(message_id) == digest and message_id not in verdict.stripped:
                 continue  # as the server left it
             if message_id not in known:
                 known.add(message_id)
                 user.append(message_id)
-            if not internal and ORIGINAL_CONTENT_KEY in (message.additional_kwargs or {}):
-                kwargs = dict(message.additional_kwargs)
-                del kwargs[ORIGINAL_CONTENT_KEY]
-                message = message.model_copy(update={"additional_kwargs": kwargs})
-                rewritten.append(message)
-                digest = fingerprint(message)
+            if not internal:
+                # A HumanMessage the server has not seen counts as caller input even
+                # without the input step's record (a graph built without it).
+                digest = fingerprint(verdict.strip(message, self.boundary.keys))
             changed[message_id] = digest
         change = _change(changed, user, present, previous)
-        update: dict[str, Any] = {}
+        update: dict[str, Any] = verdict.update(runtime)
+        verdict.report(runtime)
         if change:
             update[PROVENANCE_KEY] = change
-        if rewritten:
-            logger.info("stripped caller-supplied %s from %d message(s) of a run that is not "
-                        "internal", ORIGINAL_CONTENT_KEY, len(rewritten))
-            update["messages"] = rewritten
+        if ids is not None:
+            update[ARRIVALS_KEY] = None  # consumed: a later run without input finds none
         return update or None
 
     # -- the model request -------------------------------------------------------------
@@ -439,4 +447,10 @@ def build(ctx: BuildContext) -> InputSanitizationMiddleware:
     """Factory named in the manifest: the reserved tags come from the resolved chain."""
     config = (ctx.config if isinstance(ctx.config, InputSanitizationConfig)
               else InputSanitizationConfig())
-    return InputSanitizationMiddleware(ReservedTags.for_build(ctx, config.extra_tags))
+    specs = list(ctx.chain_specs())
+    registry = getattr(ctx.plan, "registry", None)
+    if registry is not None:  # a key any installed plugin trusts is never the caller's
+        specs += list(registry.specs.values())
+    allow_roles = getattr(getattr(ctx.operator_config, "input", None), "allow_roles", None)
+    boundary = InputBoundary(server_owned_keys(specs), allow_roles or ("human",))
+    return InputSanitizationMiddleware(ReservedTags.for_build(ctx, config.extra_tags), boundary)
