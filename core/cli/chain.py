@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from antler.contracts.serverkeys import server_owned_keys
+
 from . import AntlerGroup, CliUsageError
 from .output import console, print_json, table, warn
 from .session import (
@@ -228,6 +230,8 @@ def show_report(plan: ChainPlan, graph: ChainGraph) -> dict[str, Any]:
         "points": points,
         "excluded": excluded,
         "fusion": _fusion(plan),
+        "server_owned_keys": [{"key": key, "declared_by": owners} for key, owners
+                              in server_owned_keys(registry.specs.values()).items()],
         "warnings": load_diagnostics(registry, plan.config),
         "ordering_warnings": list(plan.resolution.warnings),
         "problems": plan_problems(plan),
@@ -287,6 +291,8 @@ def show(session: Session, chain_name: str, config_path: str | None, runtime: di
       fusion    {enabled, note, hook_nodes, hook_nodes_unfused, text,
                  nodes [{kind, node, members, fused, alone}]}: the graph nodes
                  the chain compiler fuses (chain.fuse in the config)
+      server_owned_keys  [{key, declared_by [plugin names, "antler" for the core]}]:
+                the additional_kwargs keys stripped from caller input
       excluded  [{name, kind, reason, hint, source, declared_at}]; kind is one
                 of broken, load_failed, disabled, off_by_default,
                 runtime_condition, not_in_chain, other

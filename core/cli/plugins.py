@@ -46,6 +46,8 @@ def list_plugins(session: Session, as_json: bool) -> None:
       enabled      "always" | "on" | "off" (null when failed)
       when         {condition: required value}
       chains       ["lead", "subagent"] or a subset
+      server_owned_keys  additional_kwargs keys it declares server-owned (stripped
+                   from caller input; the core's own are in `chain show --json`)
     """
     rows = plugin_rows(session.registry())
     if as_json:
@@ -89,6 +91,7 @@ def plugin_rows(registry: PluginRegistry) -> list[dict[str, Any]]:
             "version": _installed_version(diagnostic.distribution),
             "entry_point": diagnostic.entry_point, "declared_at": None, "status": "failed",
             "cause": diagnostic.cause, "enabled": None, "when": {}, "chains": [],
+            "server_owned_keys": [],
         })
     return rows
 
@@ -103,7 +106,7 @@ def _spec_row(spec: PluginSpec, registry: PluginRegistry) -> dict[str, Any]:
         "entry_point": source.entry_point if source else prov.entry_point,
         "declared_at": f"{prov.source}:{prov.line}" if prov.line else prov.source,
         "status": "ok", "cause": None, "enabled": spec.enabled, "when": dict(spec.when),
-        "chains": list(spec.chains),
+        "chains": list(spec.chains), "server_owned_keys": list(spec.server_owned_keys),
     }
 
 

@@ -124,12 +124,13 @@ def _with_arrivals(mapper: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 def _identified(value: Any) -> list[Any]:
-    """The written messages as message objects, each with an id (the reducer's own rule)."""
+    """The written messages as message objects, each with an id given by the reducer's rule."""
     from langchain_core.messages import convert_to_messages, message_chunk_to_message
+    from langgraph.graph.message import add_messages
 
     items: Iterable[Any] = value if isinstance(value, list) else [value]
     messages = [message_chunk_to_message(m) for m in convert_to_messages(items)]
-    for message in messages:
-        if message.id is None:
-            message.id = str(uuid.uuid4())
+    lacking = [m for m in messages if m.id is None and m.type != "remove"]
+    if lacking:
+        add_messages([], lacking)  # gives each its id in place, as the channel would
     return messages

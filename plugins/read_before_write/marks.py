@@ -1,11 +1,13 @@
 """Read marks: what the agent last read of a file, recorded on the read's `ToolMessage`.
 
-A mark is ``additional_kwargs["antler_read_mark"] = {"path": ..., "sha256": ...}``
-on a successful ``read_file`` result: the canonical virtual path of the file
-(``/mnt/user-data/...``, whatever spelling the model used) and the SHA-256 of
-its whole content when it was read. Marks live on messages only, so whatever
-drops a message (summarization, a state edit) drops its mark, and nothing else
-can grant one.
+A mark is ``additional_kwargs["antler_read_mark"] = {"path": ..., "sha256": ...,
+"sig": ...}`` on a successful ``read_file`` result: the canonical virtual path
+of the file (``/mnt/user-data/...``, whatever spelling the model used), the
+SHA-256 of its whole content when it was read, and the server's signature over
+both, the user, the thread and the tool call (`signing.MarkSigner`). Marks
+live on messages only, so whatever drops a message (summarization, a state
+edit) drops its mark; a mark without a valid signature (a caller's forgery, a
+mark copied from another thread or tool call) grants nothing.
 
 Files are inspected on the host, through the thread's directories
 (`antler.paths`): that is where the local sandbox keeps them and where a
@@ -28,6 +30,8 @@ from langgraph.types import Command
 from antler.errors import AntlerError
 from antler.runtime.paths import PathLayout
 from antler.runtime.runcontext import run_context, thread_id_of
+
+from .signing import MarkSigner
 
 __all__ = [
     "MARK_KEY",
@@ -92,40 +96,52 @@ def file_state(target: Target) -> tuple[FileState, str | None]:
     return "file", digest.hexdigest()
 
 
-def latest_mark(messages: Sequence[Any], virtual: str) -> str | None:
-    """The digest of the newest mark for ``virtual`` among ``messages``, if any."""
+def _claim(target: Target, tool_call_id: str, digest: str) -> tuple[str, ...]:
+    user, thread, _ = target.lock_key
+    return (user, thread, tool_call_id, target.virtual, digest)
+
+
+def latest_mark(messages: Sequence[Any], target: Target, signer: MarkSigner) -> str | None:
+    """The digest of the newest genuine mark for ``target`` among ``messages``, if any.
+
+    A mark whose signature does not verify is skipped: it was not the server's.
+    """
     for message in reversed(messages):
         if not isinstance(message, ToolMessage) or message.status == "error":
             continue
         mark = message.additional_kwargs.get(MARK_KEY)
-        if isinstance(mark, Mapping) and mark.get("path") == virtual:
-            digest = mark.get("sha256")
-            return digest if isinstance(digest, str) else None
+        if not isinstance(mark, Mapping) or mark.get("path") != target.virtual:
+            continue
+        digest = mark.get("sha256")
+        if isinstance(digest, str) and signer.verify(
+                _claim(target, message.tool_call_id, digest), mark.get("sig")):
+            return digest
     return None
 
 
-def stamp(result: Any, tool_call_id: str | None, target: Target, digest: str) -> Any:
-    """``result`` (a `ToolMessage` or a `Command` carrying one) with the read mark added.
+def stamp(result: Any, tool_call_id: str | None, target: Target, digest: str,
+          signer: MarkSigner) -> Any:
+    """``result`` (a `ToolMessage` or a `Command` carrying one) with the signed mark added.
 
     Only the successful answer to ``tool_call_id`` is stamped; anything else
     comes back unchanged (so no mark, and a later write needs a new read).
     """
-    mark = {"path": target.virtual, "sha256": digest}
+    def stamped(message: ToolMessage) -> ToolMessage:
+        claim = _claim(target, message.tool_call_id, digest)
+        mark = {"path": target.virtual, "sha256": digest, "sig": signer.sign(claim)}
+        kwargs = {**message.additional_kwargs, MARK_KEY: mark}
+        return message.model_copy(update={"additional_kwargs": kwargs})
+
     if isinstance(result, ToolMessage):
-        return _stamped(result, mark) if _answers(result, tool_call_id) else result
+        return stamped(result) if _answers(result, tool_call_id) else result
     if isinstance(result, Command) and isinstance(result.update, Mapping):
         messages = result.update.get("messages")
         if isinstance(messages, list) and any(_answers(m, tool_call_id) for m in messages):
-            stamped = [_stamped(m, mark) if _answers(m, tool_call_id) else m for m in messages]
-            return dataclasses.replace(result, update={**result.update, "messages": stamped})
+            marked = [stamped(m) if _answers(m, tool_call_id) else m for m in messages]
+            return dataclasses.replace(result, update={**result.update, "messages": marked})
     return result
 
 
 def _answers(message: Any, tool_call_id: str | None) -> bool:
     return (isinstance(message, ToolMessage) and message.status != "error"
             and (tool_call_id is None or message.tool_call_id == tool_call_id))
-
-
-def _stamped(message: ToolMessage, mark: dict[str, str]) -> ToolMessage:
-    kwargs = {**message.additional_kwargs, MARK_KEY: mark}
-    return message.model_copy(update={"additional_kwargs": kwargs})

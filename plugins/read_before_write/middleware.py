@@ -4,13 +4,16 @@
 
 ``read_file``
     Runs the read, then stamps the SHA-256 of the file's whole content on the
-    successful result (`marks.stamp`): ``additional_kwargs["antler_read_mark"]``.
+    successful result (`marks.stamp`): ``additional_kwargs["antler_read_mark"]``,
+    signed with the server's key (`signing`), so a mark a caller wrote grants
+    nothing.
     A partial read (``start_line``/``end_line``) or a truncated one counts as a
     read: the model chose what to look at. A failed read stamps nothing.
 ``write_file`` (overwrite or append) and ``str_replace``
-    When the target exists, the call runs only if the newest mark for that
-    path (searched newest-first in the state's messages) matches the file's
-    current hash. Otherwise it is answered with an error `ToolMessage` whose
+    When the target exists, the call runs only if the newest genuine mark for
+    that path (searched newest-first in the state's messages; a mark whose
+    signature does not verify is skipped) matches the file's current hash.
+    Otherwise it is answered with an error `ToolMessage` whose
     ``additional_kwargs["antler_tool_meta"]`` marks a refusal (``error_type:
     blocked``, ``reason: read_required | stale_read``,
     ``recommended_next_action: read_first``); the tool never runs.
@@ -56,6 +59,7 @@ from antler.runtime.paths import PathLayout
 
 from .locks import KeyedLocks
 from .marks import Target, file_state, latest_mark, locate, stamp
+from .signing import MarkSigner, load_key
 
 __all__ = ["TOOL_META_KEY", "ReadBeforeWriteMiddleware", "build"]
 
@@ -78,9 +82,10 @@ class ReadBeforeWriteMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def __init__(self, layout: PathLayout, *, read_tool: str = READ_TOOL,
                  write_tools: Sequence[str] = WRITE_TOOLS,
-                 locks: KeyedLocks | None = None) -> None:
+                 locks: KeyedLocks | None = None, signer: MarkSigner | None = None) -> None:
         super().__init__()
         self.layout = layout
+        self.signer = signer or MarkSigner(load_key(layout.base))
         self.read_tool = read_tool
         self.write_tools = frozenset(write_tools)
         self.locks = locks if locks is not None else _PROCESS_LOCKS
@@ -123,7 +128,7 @@ class ReadBeforeWriteMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         state, digest = file_state(target)
         if state != "file" or digest is None:
             return result
-        return stamp(result, request.tool_call.get("id"), target, digest)
+        return stamp(result, request.tool_call.get("id"), target, digest, self.signer)
 
     def _refusal(self, request: ToolCallRequest, target: Target) -> ToolMessage | None:
         state, current = file_state(target)
@@ -131,7 +136,7 @@ class ReadBeforeWriteMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return None  # creating a file needs no read; uninspectable fails open
         messages = request.state.get("messages", []) if isinstance(request.state, Mapping) \
             else getattr(request.state, "messages", [])
-        marked = latest_mark(messages or [], target.virtual)
+        marked = latest_mark(messages or [], target, self.signer)
         if marked is not None and marked == current:
             return None
         call = request.tool_call

@@ -326,11 +326,26 @@ def test_replacing_a_message_by_id_is_caller_input_again(tmp_path, registry):
     with agent:
         agent.invoke("first", thread_id="t1")
         note = next(m for m in agent.state("t1")["messages"] if m.name == "probe_note")
-        # Overwrite the injected note in place with forged content.
-        agent.invoke({"messages": [HumanMessage(FORGED, id=note.id, name="probe_note")]},
-                     thread_id="t1")
+        # Through the graph directly, overwrite the injected note in place with forged content.
+        agent.graph.invoke({"messages": [HumanMessage(FORGED, id=note.id, name="probe_note")]},
+                           config=agent.run_config("t1"), context=agent.context("t1"))
     (replaced,) = [m for m in sent_humans(model, 1) if m.id == note.id]
     assert replaced.content == wrapped(ESCAPED)
+
+
+def test_agent_input_cannot_replace_a_message_by_id(tmp_path, registry):
+    agent, model = make_agent(tmp_path, registry, ["one", "two"],
+                              custom_middlewares=[InjectNote()])
+    with agent:
+        agent.invoke("first", thread_id="t1")
+        note = next(m for m in agent.state("t1")["messages"] if m.name == "probe_note")
+        agent.invoke({"messages": [HumanMessage(FORGED, id=note.id, name="probe_note")]},
+                     thread_id="t1")
+        messages = agent.state("t1")["messages"]
+    # The note is kept as the server wrote it; the input got an id of its own.
+    assert [m.content for m in messages if m.id == note.id] == [note.content]
+    (sent,) = [m for m in sent_humans(model, 1) if m.content == wrapped(ESCAPED)]
+    assert sent.id != note.id
 
 
 # -- every inner middleware sees the sanitized request -------------------------------------

@@ -88,7 +88,10 @@ def test_read_file_stamps_the_hash_of_the_whole_file_under_its_canonical_path(ho
         state = agent.invoke("read", thread_id="t1")
     partial, missing = tool_results(state)
     assert partial.content == "beta\n"
-    assert partial.additional_kwargs[MARK_KEY] == {"path": NOTES, "sha256": sha("alpha\nbeta\n")}
+    mark = partial.additional_kwargs[MARK_KEY]
+    assert {"path": mark["path"], "sha256": mark["sha256"]} == {
+        "path": NOTES, "sha256": sha("alpha\nbeta\n")}
+    assert len(mark["sig"]) == 64  # the server's signature (see test_read_marks_are_signed)
     assert missing.status == "error" and MARK_KEY not in missing.additional_kwargs
 
 
