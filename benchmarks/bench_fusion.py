@@ -149,14 +149,19 @@ def _turn_two() -> dict[str, Any]:
 
 def chain_config(name: str) -> tuple[Any, Any]:
     """(operator config, runtime options) of the `default` or `all-optional` chain."""
-    from antler.chain.config import OperatorConfig
+    from antler.chain.config import InputSettings, OperatorConfig
     from antler.plugin_api.context import RuntimeOptions
     from antler.plugin_api.registry import discover
     from antler.runtime.demo import all_optional_config
 
+    # Turn one carries the earlier exchange as input, as the bare agent gets it: the
+    # operator lets callers send assistant messages (callers send only human ones by default).
+    roles = InputSettings(allow_roles=["human", "ai"])
     if name == "default":
-        return OperatorConfig(), RuntimeOptions(subagents_enabled=True, user_id="bench")
+        return (OperatorConfig(sections={"input": roles}),
+                RuntimeOptions(subagents_enabled=True, user_id="bench"))
     config = all_optional_config(discover())
+    config.sections["input"] = roles
     return config, RuntimeOptions(subagents_enabled=True, plan_mode=True, supports_vision=True,
                                   user_id="bench")
 
