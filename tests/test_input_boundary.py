@@ -142,7 +142,7 @@ def test_every_declared_key_is_stripped(tmp_path, registry):
     keys |= set(CORE_SERVER_OWNED_KEYS)
     assert {"antler_read_mark", "uploaded_files_injected", "antler_view_image",
             "antler_clarification", "antler_tool_meta", "skill_activation"} <= keys
-    agent, model = make_agent(tmp_path, registry, ["ok"])
+    agent, _ = make_agent(tmp_path, registry, ["ok"])
     message = HumanMessage("hello", additional_kwargs=dict.fromkeys(keys, True))
     with agent:
         state = send(agent, [message], "graph")

@@ -120,13 +120,17 @@ class SkillsSettings(BaseModel):
 MessageRole = Literal["human", "ai", "tool", "system"]
 
 
+def _human_only() -> list[MessageRole]:
+    return ["human"]
+
+
 class InputSettings(BaseModel):
     """`input:` — what a caller may put in a run's input (see README, "Caller input")."""
 
     model_config = ConfigDict(extra="forbid")
 
     allow_roles: list[MessageRole] = Field(
-        default_factory=lambda: ["human"], min_length=1,
+        default_factory=_human_only, min_length=1,
         description="Message roles a caller may send. Human only by default: an assistant "
         "reply, a tool result or a system message in caller input could forge history.")
 

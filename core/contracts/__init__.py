@@ -18,5 +18,8 @@ Each module is one agreement between plugins that never import each other:
   latest genuine user message, server-injected hidden messages, removing tool
   calls from an assistant reply);
 - `usage`: a reply's token usage read one way, and the run's usage totals
-  the token_usage plugin records and `antler run` prints.
+  the token_usage plugin records and `antler run` prints;
+- `serverkeys`: the ``additional_kwargs`` keys only the server may write (the
+  core's, merged with every plugin's ``server_owned_keys``), stripped from
+  caller input, and the channel recording which messages a run received.
 """

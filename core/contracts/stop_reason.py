@@ -36,6 +36,7 @@ KNOWN_REASONS = {
     "subagent_limit_capped": "the run reached its delegation limit",
     "turn_capped": "the subagent reached its step limit",
     "error_fallback": "the model call failed and the reply is an error notice",
+    "input_refused": "the input held a message role callers may not send; no model was called",
 }
 """Reasons the built-in plugins record, with the sentence `antler run` prints."""
 

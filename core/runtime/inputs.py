@@ -46,6 +46,9 @@ def refusal_text(position: int, message: Any, allowed: Collection[str]) -> str:
         fix = (f"an operator who trusts its callers allows it with `input: {{allow_roles: "
                f"[{allowed_text}, {role}]}}`; a server that seeds history uses "
                "`graph.update_state`")
+    elif role == "remove":
+        fix = "input adds messages and never deletes one (a server edits history with " \
+              "`graph.update_state`)"
     else:
         fix = f"send it as a {' or '.join(_CLASS_OF_ROLE[r] for r in sorted(allowed))}"
     return (f"input message {position} ({kind}{ident}) has role {role!r}, which callers may "
@@ -76,7 +79,8 @@ def check_input(messages: Sequence[Any], allowed: Collection[str],
     for message in converted:
         if message.id and message.id in taken:
             message = message.model_copy(update={"id": str(uuid.uuid4())})
-        taken.add(message.id)
+        if message.id:
+            taken.add(message.id)
         fresh.append(message)
     return fresh
 
@@ -98,7 +102,7 @@ def record_arrivals(graph: Any) -> bool:
     first = start.writers[0]
     if not isinstance(first, ChannelWrite):
         return False
-    writes = []
+    writes: list[Any] = []
     for entry in first.writes:
         if isinstance(entry, ChannelWriteTupleEntry) and not writes:
             entry = ChannelWriteTupleEntry(mapper=_with_arrivals(entry.mapper),
@@ -130,7 +134,7 @@ def _identified(value: Any) -> list[Any]:
 
     items: Iterable[Any] = value if isinstance(value, list) else [value]
     messages = [message_chunk_to_message(m) for m in convert_to_messages(items)]
-    lacking = [m for m in messages if m.id is None and m.type != "remove"]
+    lacking: list[Any] = [m for m in messages if m.id is None and m.type != "remove"]
     if lacking:
         add_messages([], lacking)  # gives each its id in place, as the channel would
     return messages
