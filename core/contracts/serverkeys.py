@@ -23,7 +23,7 @@ from the caller, whatever the server seeded with ``update_state``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 __all__ = [
@@ -72,15 +72,16 @@ def server_owned_keys(specs: Iterable[Any]) -> dict[str, list[str]]:
     return dict(sorted(owners.items()))
 
 
-def strip_server_owned(message: Any, keys: Iterable[str]) -> tuple[Any, list[str]]:
+def strip_server_owned(message: Any, keys: Collection[str]) -> tuple[Any, list[str]]:
     """`message` without the `keys` in its ``additional_kwargs``, and the keys removed.
 
     The message itself is returned (not a copy) when it carries none of them.
+    Pass `keys` as a set: the message's few entries are looked up in it.
     """
     kwargs = getattr(message, "additional_kwargs", None)
     if not isinstance(kwargs, Mapping):
         return message, []
-    found = [key for key in keys if key in kwargs]
+    found = [key for key in kwargs if key in keys]
     if not found:
         return message, []
     kept = {key: value for key, value in kwargs.items() if key not in found}
