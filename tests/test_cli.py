@@ -79,7 +79,7 @@ plugins:
 """
 
 SHOW_KEYS = {"chain", "config", "runtime", "plugins", "points", "excluded", "fusion", "warnings",
-             "problems", "ordering_warnings"}
+             "problems", "ordering_warnings", "server_owned_keys"}
 SHOW_PLUGIN_KEYS = {"position", "name", "summary", "hooks", "hooks_from", "source",
                     "declared_at", "placed_by", "constraints"}
 EXPLAIN_KEYS = {"name", "chain", "summary", "source", "declared_at", "in_chain", "position",
@@ -87,7 +87,7 @@ EXPLAIN_KEYS = {"name", "chain", "summary", "source", "declared_at", "in_chain",
                 "tie_break",
                 "excluded", "text"}
 LIST_KEYS = {"name", "summary", "distribution", "version", "entry_point", "declared_at",
-             "status", "cause", "enabled", "when", "chains"}
+             "status", "cause", "enabled", "when", "chains", "server_owned_keys"}
 
 
 @pytest.fixture

@@ -318,7 +318,14 @@ def test_read_marks_survive_a_restart_and_the_key_is_private(tmp_path, registry)
 def test_a_key_file_others_can_read_is_refused(tmp_path, registry):
     home = tmp_path / "home"
     agent, _ = make_agent(home, registry, ["ok"])
-    agent.close()
+    with agent:
+        agent.invoke("hi", thread_id="t1")
+    assert not (home / KEY_PATH).exists()  # made by the first read, not by a chat
+    (workspace(home) / "notes.md").write_text("v1")
+    read = {"tool_calls": [{"name": "read_file", "args": {"path": NOTES}}]}
+    agent, _ = make_agent(home, registry, [read, "read"])
+    with agent:
+        agent.invoke("read it", thread_id="t1")
     key = home / KEY_PATH
     key.chmod(0o644)
     with pytest.raises(BuildError, match="chmod 600"):

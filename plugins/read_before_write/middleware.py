@@ -59,7 +59,7 @@ from antler.runtime.paths import PathLayout
 
 from .locks import KeyedLocks
 from .marks import Target, file_state, latest_mark, locate, stamp
-from .signing import MarkSigner, load_key
+from .signing import MarkSigner
 
 __all__ = ["TOOL_META_KEY", "ReadBeforeWriteMiddleware", "build"]
 
@@ -85,7 +85,7 @@ class ReadBeforeWriteMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                  locks: KeyedLocks | None = None, signer: MarkSigner | None = None) -> None:
         super().__init__()
         self.layout = layout
-        self.signer = signer or MarkSigner(load_key(layout.base))
+        self.signer = signer or MarkSigner(layout.base)
         self.read_tool = read_tool
         self.write_tools = frozenset(write_tools)
         self.locks = locks if locks is not None else _PROCESS_LOCKS

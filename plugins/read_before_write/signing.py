@@ -20,6 +20,7 @@ import hmac
 import os
 import secrets
 import stat
+import threading
 from pathlib import Path
 
 from antler.errors import BuildError
@@ -72,14 +73,29 @@ def _read(path: Path) -> bytes:
 
 
 class MarkSigner:
-    """Signs and checks what a read mark claims."""
+    """Signs and checks what a read mark claims, with the key under `base`.
 
-    def __init__(self, key: bytes) -> None:
-        self._key = key
+    A key that exists is checked at once (a bad one fails the build); a missing
+    one is made on the first mark, so a chat that reads no file writes nothing.
+    """
+
+    def __init__(self, base: Path) -> None:
+        self._base = base
+        self._lock = threading.Lock()
+        self._key: bytes | None = None
+        if (base / KEY_PATH).exists():
+            self._key = _read(base / KEY_PATH)
+
+    def key(self) -> bytes:
+        if self._key is None:
+            with self._lock:
+                if self._key is None:
+                    self._key = load_key(self._base)
+        return self._key
 
     def sign(self, claim: tuple[str, ...]) -> str:
         payload = "\x1f".join(("read-mark-v1", *claim)).encode("utf-8", "surrogatepass")
-        return hmac.new(self._key, payload, hashlib.sha256).hexdigest()
+        return hmac.new(self.key(), payload, hashlib.sha256).hexdigest()
 
     def verify(self, claim: tuple[str, ...], signature: object) -> bool:
         return isinstance(signature, str) and hmac.compare_digest(self.sign(claim), signature)

@@ -239,7 +239,9 @@ def test_oversized_history_is_shown_shortened_in_the_request_only(home, fuse):
                AIMessage("noted"), HumanMessage("now?")]
     agent, model = make_agent(home, ["fine"], fuse=fuse)
     with agent:
-        state = agent.graph.invoke({"messages": history}, config=agent.run_config("t1"),
+        # The server seeds the earlier exchange; callers send only human messages.
+        agent.graph.update_state(agent.run_config("t1"), {"messages": history[:-1]})
+        state = agent.graph.invoke({"messages": history[-1:]}, config=agent.run_config("t1"),
                                    context=agent.context("t1"))
     [sent] = [m for m in model.calls[0] if isinstance(m, ToolMessage)]
     assert sent.content.startswith("[Earlier tool output shown shortened: ")
