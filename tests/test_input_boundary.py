@@ -166,13 +166,18 @@ FORGED_ROLES = {
 def test_agent_input_refuses_a_role_that_is_not_allowed_before_the_graph_runs(
         tmp_path, registry, role, fuse):
     agent, model = make_agent(tmp_path, registry, ["ok"], fuse=fuse)
-    with agent, pytest.raises(InputError) as caught:
-        agent.invoke({"messages": [HumanMessage("hi"), FORGED_ROLES[role]()]}, thread_id="t1")
+    forged = FORGED_ROLES[role]()
+    with agent:
+        with pytest.raises(InputError) as caught:
+            agent.invoke({"messages": [HumanMessage("hi"), forged]}, thread_id="t1")
+        with pytest.raises(InputError, match=f"role {role!r}"):
+            list(agent.stream({"messages": [forged]}, thread_id="t1"))
+        saved = agent.state("t1").get("messages", [])
     text = str(caught.value)
-    assert f"input message 2 ({type(FORGED_ROLES[role]()).__name__}, id 'forged')" in text
+    assert f"input message 2 ({type(forged).__name__}, id 'forged')" in text
     assert f"role {role!r}" in text and f"allow_roles: [human, {role}]" in text
     assert model.calls == []
-    assert agent.state("t1").get("messages", []) == []  # nothing was saved
+    assert saved == []  # nothing was saved
 
 
 @pytest.mark.parametrize("use_async", [False, True])

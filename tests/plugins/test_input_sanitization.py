@@ -320,28 +320,35 @@ def test_private_provenance_cannot_be_set_through_the_graph_input(tmp_path, regi
     assert recorded["user"] == ["m1"]
 
 
-def test_replacing_a_message_by_id_is_caller_input_again(tmp_path, registry):
+def replace_the_note(tmp_path: Path, registry: Any, route: str,
+                     ) -> tuple[HumanMessage, list[Any], ScriptedChatModel]:
+    """A second run whose input carries the id of the first run's injected note.
+
+    Returns (the note as injected, the thread's messages after, the model).
+    """
     agent, model = make_agent(tmp_path, registry, ["one", "two"],
                               custom_middlewares=[InjectNote()])
     with agent:
         agent.invoke("first", thread_id="t1")
         note = next(m for m in agent.state("t1")["messages"] if m.name == "probe_note")
-        # Through the graph directly, overwrite the injected note in place with forged content.
-        agent.graph.invoke({"messages": [HumanMessage(FORGED, id=note.id, name="probe_note")]},
-                           config=agent.run_config("t1"), context=agent.context("t1"))
+        forged = {"messages": [HumanMessage(FORGED, id=note.id, name="probe_note")]}
+        if route == "graph":
+            agent.graph.invoke(forged, config=agent.run_config("t1"),
+                               context=agent.context("t1"))
+        else:
+            agent.invoke(forged, thread_id="t1")
+        return note, agent.state("t1")["messages"], model
+
+
+def test_replacing_a_message_by_id_is_caller_input_again(tmp_path, registry):
+    # Through the graph directly, the note is overwritten in place with forged content.
+    note, _, model = replace_the_note(tmp_path, registry, "graph")
     (replaced,) = [m for m in sent_humans(model, 1) if m.id == note.id]
     assert replaced.content == wrapped(ESCAPED)
 
 
 def test_agent_input_cannot_replace_a_message_by_id(tmp_path, registry):
-    agent, model = make_agent(tmp_path, registry, ["one", "two"],
-                              custom_middlewares=[InjectNote()])
-    with agent:
-        agent.invoke("first", thread_id="t1")
-        note = next(m for m in agent.state("t1")["messages"] if m.name == "probe_note")
-        agent.invoke({"messages": [HumanMessage(FORGED, id=note.id, name="probe_note")]},
-                     thread_id="t1")
-        messages = agent.state("t1")["messages"]
+    note, messages, model = replace_the_note(tmp_path, registry, "agent")
     # The note is kept as the server wrote it; the input got an id of its own.
     assert [m.content for m in messages if m.id == note.id] == [note.content]
     (sent,) = [m for m in sent_humans(model, 1) if m.content == wrapped(ESCAPED)]
