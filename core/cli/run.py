@@ -61,9 +61,9 @@ def run_command(session: Session, prompt: str | None, prompt_file: str | None,
     """
     import uuid
 
-    from antler.plugin_api.context import RuntimeOptions
+    from antler.plugin_api.context import MODEL_CATALOG, RuntimeOptions
     from antler.runtime.agent import create_agent
-    from antler.runtime.models import resolve_chat_model
+    from antler.runtime.models import ModelCatalog
     from antler.runtime.paths import validate_id
     from antler.runtime.tracing import Tracer
     from antler.runtime.uploads import stage_upload
@@ -82,11 +82,14 @@ def run_command(session: Session, prompt: str | None, prompt_file: str | None,
             "the scripted model needs a script: pass --model scripted:FILE.yaml (a list of "
             "assistant turns) or a real provider such as --model openai:gpt-4o"
         )
-    model = resolve_chat_model(spec)
-    runtime = RuntimeOptions(
-        plan_mode=plan, subagents_enabled=subagents, user_id=user_id,
-        supports_vision=config.models.supports_vision if vision is None else vision,
-    )
+    catalog = ModelCatalog(config.models.named)
+    for reference in (spec, config.models.subagent, config.models.title, config.models.memory):
+        catalog.check(reference)  # a missing package or key fails here, before the run
+    model = catalog.resolve(spec)
+    if vision is None:
+        vision = config.models.supports_vision or bool(catalog.supports_vision(spec))
+    runtime = RuntimeOptions(plan_mode=plan, subagents_enabled=subagents, user_id=user_id,
+                             supports_vision=vision)
     tracer = Tracer() if trace else None
     thread_id = thread_id if thread_id is not None else f"thread-{uuid.uuid4().hex[:12]}"
     run_id = uuid.uuid4().hex
@@ -94,6 +97,7 @@ def run_command(session: Session, prompt: str | None, prompt_file: str | None,
     base = home or config.storage.base_dir
     checkpointer = config.storage.checkpointer
     with create_agent(config, model=model, runtime=runtime, registry=registry, base_dir=base,
+                      services={MODEL_CATALOG: catalog},
                       checkpointer=None if checkpointer == "none" else checkpointer,
                       tracer=tracer, fuse=fuse) as agent:
         print_plan_warnings(agent.chain.plan)

@@ -26,10 +26,13 @@ from antler.compiler import (
     wants_expansion,
 )
 from antler.plugin_api.context import (
+    MEMORY_MODEL,
     MEMORY_QUEUE,
     MODEL,
+    MODEL_CATALOG,
     PATHS,
     SKILLS,
+    TITLE_MODEL,
     RuntimeOptions,
     Services,
 )
@@ -284,23 +287,30 @@ def create_agent(
     """
     from langchain.agents import create_agent as langchain_create_agent
 
-    from .models import resolve_chat_model
+    from .models import ModelCatalog
 
     registry = registry or discover()
     config = config or OperatorConfig()
     base = resolve_base(base_dir or config.storage.base_dir)
     if checkpointer == FROM_CONFIG:
         checkpointer = config.storage.checkpointer
-    if runtime is None:
-        runtime = RuntimeOptions(supports_vision=config.models.supports_vision)
+    models = config.models
     if not isinstance(services, Services):
         services = Services(dict(services or {}))
+    catalog = services.items.setdefault(MODEL_CATALOG, ModelCatalog(models.named))
+    if runtime is None:
+        vision = models.supports_vision or bool(catalog.supports_vision(
+            model if isinstance(model, str) else models.default if model is None else None))
+        runtime = RuntimeOptions(supports_vision=vision)
     if model is None:
-        model = config.models.default
-    if subagent_model is None and config.models.subagent:
-        subagent_model = resolve_chat_model(config.models.subagent)
-    chat_model = resolve_chat_model(model) if not hasattr(model, "invoke") else model
+        model = models.default
+    if subagent_model is None and models.subagent:
+        subagent_model = catalog.resolve(models.subagent)
+    chat_model = catalog.resolve(model) if not hasattr(model, "invoke") else model
     services.items.setdefault(MODEL, chat_model)
+    for service, reference in ((TITLE_MODEL, models.title), (MEMORY_MODEL, models.memory)):
+        if reference is not None and services.items.get(service) is None:
+            services.items[service] = reference  # resolved by the plugin that uses it
     if SKILLS not in services.items:
         services.items[SKILLS] = SkillsRegistry.from_settings(config.skills)
     skill_roots = tuple(getattr(services.items[SKILLS], "roots", ()))

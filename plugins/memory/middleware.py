@@ -35,7 +35,7 @@ from antler.errors import BuildError
 from antler.plugin_api.context import MEMORY_MODEL, MEMORY_QUEUE, MODEL, PATHS, BuildContext
 from antler.plugins._lib.memory import create_memory_queue
 from antler.plugins._lib.messagememo import MessageMemo
-from antler.runtime.models import resolve_chat_model
+from antler.runtime.models import resolve_reference
 from antler.runtime.paths import resolve_base
 from antler.runtime.runcontext import run_context, thread_id_of
 
@@ -163,7 +163,7 @@ def _memory_model(config: MemoryConfig, services: dict[str, Any]) -> Any:
             "memory needs a model: provide services[MEMORY_MODEL] or services[MODEL], or set "
             "`memory.model`"
         )
-    return model if hasattr(model, "invoke") else resolve_chat_model(model)
+    return model if hasattr(model, "invoke") else resolve_reference(services, model)
 
 
 def _base(services: dict[str, Any]) -> Any:

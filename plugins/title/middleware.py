@@ -38,7 +38,7 @@ from antler.contracts.messages import is_hidden
 from antler.contracts.messages import message_text as contract_text
 from antler.errors import BuildError
 from antler.plugin_api.context import MODEL, TITLE_MODEL, BuildContext
-from antler.runtime.models import resolve_chat_model
+from antler.runtime.models import resolve_reference
 
 from .config import TitleConfig
 
@@ -245,5 +245,5 @@ def build(ctx: BuildContext) -> TitleMiddleware:
             "`title.model`"
         )
     if not isinstance(model, BaseChatModel):
-        model = resolve_chat_model(model)
+        model = resolve_reference(services, model)
     return TitleMiddleware(model, max_chars=config.max_chars)
