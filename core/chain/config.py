@@ -39,7 +39,7 @@ from antler.plugin_api.yamlsource import (
     load_yaml_file,
 )
 
-PLATFORM_SECTIONS = ("chain", "plugins", "extensions", "models", "storage", "skills")
+PLATFORM_SECTIONS = ("chain", "plugins", "extensions", "models", "tools", "storage", "skills")
 
 
 
@@ -152,6 +152,30 @@ def _is_model_reference(reference: str, named: dict[str, Any]) -> bool:
             or ":" in text or provider_of(text) is not None)
 
 
+class ToolEntry(BaseModel):
+    """One `tools:` entry: a LangChain tool the operator adds to the agent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    use: str = Field(
+        description="'module:attr' of a LangChain tool (a BaseTool, such as a function "
+        "decorated with @tool) or of a factory that returns one or a list of them.")
+    chains: list[Chain] = Field(
+        default_factory=lambda: ["lead"], description="Chains whose agent gets the tool(s).")
+    config: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments for the factory (a tool object "
+        "takes none).")
+
+    @field_validator("use")
+    @classmethod
+    def _a_path(cls, value: str) -> str:
+        try:
+            split_path(value, "tool")
+        except ReflectionError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+
 class StorageSettings(BaseModel):
     """`storage:` — where threads, memory and checkpoints live."""
 
@@ -259,6 +283,11 @@ class OperatorConfig:
         return self.sections.get("models") or ModelsSettings()  # type: ignore[return-value]
 
     @property
+    def tools(self) -> list[ToolEntry]:
+        section = self.sections.get("tools")
+        return list(section.root) if section is not None else []  # type: ignore[attr-defined]
+
+    @property
     def storage(self) -> StorageSettings:
         return self.sections.get("storage") or StorageSettings()  # type: ignore[return-value]
 
@@ -343,6 +372,8 @@ def schema_model(registry: PluginRegistry) -> type[BaseModel]:
         "extensions": (ExtensionsSection | None,
                        Field(None, description=ExtensionsSection.__doc__)),
         "models": (ModelsSettings | None, Field(None, description=ModelsSettings.__doc__)),
+        "tools": (list[ToolEntry] | None,
+                  Field(None, description="Tools added to the agents, by 'module:attr'.")),
         "storage": (StorageSettings | None, Field(None, description=StorageSettings.__doc__)),
         "skills": (SkillsSettings | None, Field(None, description=SkillsSettings.__doc__)),
         "plugins": (dict[str, PluginLoadSettings] | None,
@@ -425,6 +456,8 @@ def parse_config_document(doc: YamlDocument, registry: PluginRegistry) -> Operat
     sections = {key: value for key, value in validated if value is not None}
     if "plugins" in sections:
         sections["plugins"] = _PluginsTable(root=sections["plugins"])
+    if "tools" in sections:
+        sections["tools"] = _ToolsList(root=sections["tools"])
     config = OperatorConfig(source=doc.source, sections=sections, document=doc)
     problems = (_check_toggles(config, registry) + _check_plugin_settings(config, registry)
                 + _check_extensions(config))
@@ -459,6 +492,10 @@ def silenced_entry_points(config: OperatorConfig, registry: PluginRegistry) -> l
 
 class _PluginsTable(BaseModel):
     root: dict[str, PluginLoadSettings]
+
+
+class _ToolsList(BaseModel):
+    root: list[ToolEntry]
 
 
 def _check_toggles(config: OperatorConfig, registry: PluginRegistry) -> list[str]:

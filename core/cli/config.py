@@ -125,6 +125,7 @@ def check_config(session: Session, file: str, *, imports: bool = True) -> Config
     if imports:
         _check_factories(plans, report)
         _check_extensions(config, report)
+        _check_tools(config, report)
     return report
 
 
@@ -232,6 +233,21 @@ def _check_extensions(config: OperatorConfig, report: ConfigReport) -> None:
             at = (*key, "config", argument) if argument else (
                 (*key, "config") if config.was_set(*key, "config") else key)
             report.problems.append(f"{config.locate(*at)}: {_dotted(at)}: {message}")
+
+
+def _check_tools(config: OperatorConfig, report: ConfigReport) -> None:
+    """Import and build every `tools:` entry, for each chain that names it."""
+    from antler.errors import BuildError
+    from antler.runtime.configtools import load_config_tools
+
+    for index, entry in enumerate(config.tools):
+        for chain in entry.chains:
+            try:
+                load_config_tools([entry], chain)
+            except BuildError as exc:
+                message = str(exc).replace("tools[0]", f"tools[{index}]", 1)
+                _add_once(report.problems, f"{config.locate('tools', index)}: {message}")
+                break
 
 
 def _dotted(key: tuple[str | int, ...]) -> str:

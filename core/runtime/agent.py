@@ -39,6 +39,7 @@ from antler.plugin_api.context import (
 from antler.plugin_api.registry import PluginRegistry, discover
 
 from .channels import delta_channel_names, use_delta_channels
+from .configtools import load_config_tools
 from .delegation import TASK_TOOL, make_task_tool
 from .isolation import error_policy, isolate
 from .paths import PathLayout, resolve_base, validate_id
@@ -319,7 +320,7 @@ def create_agent(
     built = build_chain(config, chain, runtime, services, registry=registry,
                         custom_middlewares=custom_middlewares)
     runtime = built.plan.runtime
-    extra_tools = list(tools)
+    extra_tools = [*tools, *load_config_tools(config.tools, chain)]
     # A `task` tool passed by the caller replaces the built-in one: with both, the
     # model would be offered two tools of one name and the tools node keep the last.
     caller_task = any(getattr(t, "name", None) == TASK_TOOL for t in tools)
