@@ -140,7 +140,7 @@ def describe_validation_error(
     entered = {loc[:tag_at] for loc, tag_at, _ in problems
                if tag_at is not None and len(loc) > tag_at}
     lines: list[str] = []
-    shallow: dict[tuple[Any, ...], int] = {}
+    shallow: dict[tuple[Any, ...], tuple[int, list[str]]] = {}
     for loc, tag_at, error in problems:
         if tag_at is not None and len(loc) == tag_at and loc in entered:
             continue
@@ -161,14 +161,19 @@ def describe_validation_error(
                 message += f"; valid keys: {', '.join(sorted(owner.model_fields))}"
         elif error["type"] == "missing":
             message = "required key is missing"
+        elif tag_at is not None and len(loc) == tag_at:
+            # Every branch of a union failed on the value itself: one line, all shapes.
+            shape = _SHAPE_ERRORS.get(error["type"], message)
+            if loc in shallow:
+                index, shapes = shallow[loc]
+                shapes.append(shape)
+                lines[index] = (f"{where}: {dotted(full)}: expects {' or '.join(shapes)}; got "
+                                f"{_yaml_kind(error.get('input'))}")
+                continue
+            shallow[loc] = (len(lines), [shape])
+            message = f"expects {shape}; got {_yaml_kind(error.get('input'))}"
         elif error["type"] in _SHAPE_ERRORS and loc and not isinstance(loc[-1], int):
             message = _expected_shape(model, loc, error)
-        if tag_at is not None and len(loc) == tag_at:
-            # Every branch of a union failed on the value itself: one line, all shapes.
-            if loc in shallow:
-                lines[shallow[loc]] += f", or {message[0].lower()}{message[1:]}"
-                continue
-            shallow[loc] = len(lines)
         lines.append(f"{where}: {dotted(full)}: {message}")
     return lines
 
