@@ -47,6 +47,10 @@ PLATFORM_SECTIONS = ("chain", "plugins", "extensions", "models", "tools", "stora
 def _both_chains() -> list[Chain]:
     return ["lead", "subagent"]
 
+
+def _lead_chain() -> list[Chain]:
+    return ["lead"]
+
 def _model_spec_text(value: str | None) -> str | None:
     if value is None:
         return None
@@ -161,7 +165,7 @@ class ToolEntry(BaseModel):
         description="'module:attr' of a LangChain tool (a BaseTool, such as a function "
         "decorated with @tool) or of a factory that returns one or a list of them.")
     chains: list[Chain] = Field(
-        default_factory=lambda: ["lead"], description="Chains whose agent gets the tool(s).")
+        default_factory=_lead_chain, description="Chains whose agent gets the tool(s).")
     config: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments for the factory (a tool object "
         "takes none).")

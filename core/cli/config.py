@@ -348,7 +348,7 @@ def migrate(ctx: click.Context, session: Session, file: str, output: str | None,
         if target.exists() and not force:
             raise CliError(f"{output} exists; pass --force to overwrite it")
         target.write_text(text, encoding="utf-8")
-    counts = {outcome: migration.count(outcome)  # type: ignore[arg-type]
+    counts = {outcome: migration.count(outcome)
               for outcome in ("mapped", "dropped", "unmapped")}
     if as_json:
         print_json({"config": migration.config, "notes": [n.as_dict() for n in migration.notes],

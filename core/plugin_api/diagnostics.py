@@ -264,7 +264,7 @@ def _accepts(model: type[BaseModel], key: str, value: Any) -> bool:
     from pydantic import TypeAdapter
 
     info = model.model_fields.get(key)
-    if info is None:
+    if info is None or info.annotation is None:
         return False
     try:
         TypeAdapter(info.annotation).validate_python(value)
