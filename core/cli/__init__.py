@@ -28,6 +28,7 @@ COMMANDS = {
     "config": "antler.cli.config:config",
     "plugins": "antler.cli.plugins:plugins",
     "run": "antler.cli.run:run_command",
+    "resume": "antler.cli.run:resume_command",
     "demo": "antler.cli.run:demo_command",
     "threads": "antler.cli.threads:threads",
     "skills": "antler.cli.skills:skills",

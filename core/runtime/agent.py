@@ -95,7 +95,7 @@ class AntlerAgent:
         The thread is held for the run (see `hold`): another user's thread is
         refused, a busy one raises `ThreadBusyError` unless `wait`.
         """
-        payload = self.input(message, files)
+        payload = message if is_command(message) else self.input(message, files)
         with self.hold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
             return dict(self.graph.invoke(
                 payload, config=self.run_config(thread_id),
@@ -110,7 +110,7 @@ class AntlerAgent:
         The thread is held (see `hold`) from the first chunk asked for until the
         stream ends or is closed.
         """
-        payload = self.input(message, files)
+        payload = message if is_command(message) else self.input(message, files)
         expand = wants_expansion(self.fusion, stream_mode)
         with self.hold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
             chunks = self.graph.stream(
@@ -219,6 +219,13 @@ class AntlerAgent:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def is_command(message: Any) -> bool:
+    """Whether `message` is a LangGraph `Command` (such as a resume), passed as it is."""
+    from langgraph.types import Command
+
+    return isinstance(message, Command)
 
 
 def compose_system_prompt(base: str | None, sections: Sequence[str]) -> str | None:
