@@ -1,6 +1,6 @@
 """Chat models: the offline scripted model and resolution of a config's model spec."""
 
-from .catalog import ModelCatalog, resolve_reference
+from .catalog import ModelCatalog, resolve_reference, side_call_model
 from .factory import ModelConfigError, check_provider, package_for_spec, resolve_chat_model
 from .scripted import (
     ScriptedChatModel,
@@ -24,4 +24,5 @@ __all__ = [
     "parse_script",
     "resolve_chat_model",
     "resolve_reference",
+    "side_call_model",
 ]

@@ -45,7 +45,9 @@ from .factory import (
     resolve_chat_model,
 )
 
-__all__ = ["ModelCatalog", "expand_env", "is_class_path", "resolve_reference"]
+__all__ = [
+    "ModelCatalog", "expand_env", "is_class_path", "resolve_reference", "side_call_model",
+]
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _ENV_REF = re.compile(rf"\$(?:\{{(?P<braced>{_NAME})\}}|(?P<bare>{_NAME}))")
@@ -161,3 +163,11 @@ def resolve_reference(services: Mapping[str, Any], reference: Any) -> BaseChatMo
     if isinstance(catalog, ModelCatalog):
         return catalog.resolve(reference)
     return resolve_chat_model(reference)
+
+
+def side_call_model(model: Any, purpose: str) -> Any:
+    """The model a plugin should use for a side call (`purpose`: 'title', 'memory') when
+    it falls back to the agent's own model: the same model, except that a scripted model
+    answers side calls from its own side script, so they never spend the agent's turns."""
+    side = getattr(model, "side_model", None)
+    return side(purpose) if callable(side) else model
