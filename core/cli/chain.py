@@ -308,6 +308,41 @@ def show(session: Session, chain_name: str, config_path: str | None, runtime: di
     _print_show(report, runtime)
 
 
+WIDE_COLUMNS = 110
+"""Below this terminal width `chain show` folds "placed by" under each plugin's name."""
+
+
+def _folded(text: str, width: int) -> str:
+    import textwrap
+
+    return "\n" + textwrap.fill(text, width=width, initial_indent="  ",
+                                subsequent_indent="  ", break_on_hyphens=False)
+
+
+def _plugin_cells(plugin: dict[str, Any], marks: list[str], hooks: Any,
+                  fold_width: int) -> list[Any]:
+    """The cells after '#'; with `fold_width`, "placed by" goes under the name."""
+    from rich.text import Text
+
+    name = Text(plugin["name"], style="bold")
+    placed = plugin["placed_by"] or "-"
+    if fold_width:
+        name = Text.assemble(name, Text(_folded(placed, fold_width), style="dim"))
+    cells = [name, Text("  ".join(marks), style="dim" if hooks is None else "")]
+    return [*cells, *([] if fold_width else [Text(placed)]),
+            Text(plugin["source"], style="dim")]
+
+
+def _point_cells(point: dict[str, Any], notes: list[str], fold_width: int) -> list[Any]:
+    from rich.text import Text
+
+    text = " · ".join(notes) or point["summary"]
+    if fold_width:
+        return [Text.assemble(Text(point["name"], style="cyan"),
+                              Text(_folded(text, fold_width), style="cyan")), "", ""]
+    return [Text(point["name"], style="cyan"), "", Text(text, style="cyan"), ""]
+
+
 def _print_show(report: dict[str, Any], runtime: dict[str, Any]) -> None:
     from rich.text import Text
 
@@ -315,11 +350,16 @@ def _print_show(report: dict[str, Any], runtime: dict[str, Any]) -> None:
     count = len(report["plugins"])
     out.print(Text(f"{report['chain']} chain: {count} plugin{'s' * (count != 1)} "
                    f"(config: {report['config']}; {describe_runtime(runtime)})", style="bold"))
-    # The hooks column is a row of marks under "bA bM wM aM wT aA", one per hook.
-    rows = table("#", "plugin", " ".join(short for _, short in HOOK_COLUMNS), "placed by",
-                 "source", collapse_padding=True)
+    # The hooks column is a row of marks under "bA bM wM aM wT aA", one per hook. On a
+    # narrow terminal "placed by" folds under the plugin's name instead of a column.
+    folded = out.width < WIDE_COLUMNS
+    columns = ["#", "plugin", " ".join(short for _, short in HOOK_COLUMNS),
+               *([] if folded else ["placed by"]), "source"]
+    rows = table(*columns, collapse_padding=True)
     rows.columns[0].justify = "right"
-    rows.columns[1].no_wrap = rows.columns[2].no_wrap = True
+    rows.columns[2].no_wrap = True
+    rows.columns[1].no_wrap = True
+    fold_width = max(24, out.width - 40)
 
     def separators(position: int) -> None:
         # A point is a boundary, not a middleware: a rule, then the point and its slots.
@@ -330,17 +370,15 @@ def _print_show(report: dict[str, Any], runtime: dict[str, Any]) -> None:
             notes += [f"{s} slot begins" for s in point["slots_begin"]]
             if rows.rows:
                 rows.add_section()
-            rows.add_row("", Text(point["name"], style="cyan"), "",
-                         Text(" · ".join(notes) or point["summary"], style="cyan"), "")
+            rows.add_row("", *_point_cells(point, notes, fold_width if folded else 0))
 
     separators(0)
     for plugin in report["plugins"]:
         hooks = plugin["hooks"]
         marks = ["?" if hooks is None else "●" if hook in hooks else "·"
                  for hook, _ in HOOK_COLUMNS]
-        rows.add_row(str(plugin["position"]), Text(plugin["name"], style="bold"),
-                     Text("  ".join(marks), style="dim" if hooks is None else ""),
-                     Text(plugin["placed_by"] or "-"), Text(plugin["source"], style="dim"))
+        rows.add_row(str(plugin["position"]),
+                     *_plugin_cells(plugin, marks, hooks, fold_width if folded else 0))
         separators(plugin["position"])
     out.print(rows)
     out.print(Text("hooks: " + "  ".join(f"{short} {hook}" for hook, short in HOOK_COLUMNS)
