@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from . import AntlerGroup, CliUsageError
+from .graph import HOOK_COLUMNS
 from .output import console, print_json, table, warn
 from .session import (
     CONDITION_FLAGS,
@@ -37,16 +38,6 @@ if TYPE_CHECKING:
     from antler.plugin_api.spec import PluginSpec
 
     from .graph import ChainGraph
-
-HOOK_COLUMNS = (
-    ("before_agent", "bA"),
-    ("before_model", "bM"),
-    ("wrap_model_call", "wM"),
-    ("after_model", "aM"),
-    ("wrap_tool_call", "wT"),
-    ("after_agent", "aA"),
-)
-"""LangChain's hooks in the order a turn reaches them, with their column headings."""
 
 _KIND_ORDER = ["broken", "load_failed", "disabled", "off_by_default", "runtime_condition",
                "not_in_chain", "other"]
@@ -500,24 +491,30 @@ def explain_report(plan: ChainPlan, name: str) -> dict[str, Any]:
               default="mermaid", show_default=True, help="Output format.")
 @click.option("--output", "-o", metavar="FILE", type=click.Path(dir_okay=False),
               help="Write to FILE instead of stdout.")
+@click.option("--point-edges", is_flag=True,
+              help="Also draw constraints that name a point (`before @guards_end`...); by "
+                   "default a plugin's place between the points shows them.")
 @chain_inputs
 @json_option
 @pass_session
-def graph(session: Session, fmt: str, output: str | None, chain_name: str,
+def graph(session: Session, fmt: str, output: str | None, point_edges: bool, chain_name: str,
           config_path: str | None, runtime: dict[str, Any], as_json: bool) -> None:
     """The constraint graph of the chain, as Mermaid, Graphviz dot or JSON.
 
-    Nodes are the plugins in list order (numbered) and the synchronization
-    points (hexagons); edges are the declared constraints, drawn from the node
-    that declared one to the node it names and labelled with its kind
-    ('after', 'outer_of', 'after (slot extensions)', ...). `requires` edges,
-    which do not order, are dashed.
+    Nodes are the plugins in list order (numbered, with their hooks under the
+    name: bA before_agent, bM before_model, wM wrap_model_call, aM after_model,
+    wT wrap_tool_call, aA after_agent) and the synchronization points
+    (hexagons); edges are the declared constraints between plugins, drawn from
+    the node that declared one to the node it names and labelled with its kind
+    ('after', 'outer_of', ...). `requires` edges, which do not order, are
+    dashed. Constraints naming a point are left out unless --point-edges: where
+    a plugin sits between two points already shows them. JSON has every edge.
 
     \b
     JSON (--json, or --format json): an object with
       chain  "lead" | "subagent"
       nodes  [{id, kind ("plugin" | "point"), summary,
-               position (plugins) | after_position (points)}] in chain order
+               position and hooks (plugins) | after_position (points)}] in chain order
       edges  [{from, to, kind, slot, side, declared_at}]; for slot
              constraints `to` is the slot's boundary point and side is
              "after" (its start) or "before" (its end)
@@ -531,7 +528,8 @@ def graph(session: Session, fmt: str, output: str | None, chain_name: str,
 
         text = json.dumps(drawn.as_json(), indent=2, ensure_ascii=False) + "\n"
     else:
-        text = to_mermaid(drawn) if fmt == "mermaid" else to_dot(drawn)
+        render = to_mermaid if fmt == "mermaid" else to_dot
+        text = render(drawn, point_edges=point_edges)
     if output:
         Path(output).write_text(text, encoding="utf-8")
         click.echo(f"wrote the {chain_name} chain graph to {output}", err=True)
