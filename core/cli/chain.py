@@ -19,10 +19,12 @@ from . import AntlerGroup, CliUsageError
 from .graph import HOOK_COLUMNS
 from .output import console, print_json, table, warn
 from .session import (
+    CHAIN_CHOICES,
     CONDITION_FLAGS,
     Session,
     chain_inputs,
     chain_option,
+    config_option,
     describe_runtime,
     json_option,
     manifest_option,
@@ -535,6 +537,39 @@ def graph(session: Session, fmt: str, output: str | None, point_edges: bool, cha
         click.echo(f"wrote the {chain_name} chain graph to {output}", err=True)
     else:
         click.echo(text, nl=False)
+
+
+# -- report ---------------------------------------------------------------------------------
+
+
+@chain.command("report")
+@click.option("--html", "html_path", metavar="FILE", required=True,
+              type=click.Path(dir_okay=False), help="Write the page here.")
+@config_option
+@runtime_options_flags
+@manifest_option
+@pass_session
+def report(session: Session, html_path: str, config_path: str | None,
+           runtime: dict[str, Any]) -> None:
+    """One self-contained HTML page of the lead and subagent chains, side by side.
+
+    For each chain: the plugins in order with their hooks (open one to see why
+    it sits where it sits), per hook phase the order in which the hooks run
+    (wrap hooks outermost first, after hooks in LangChain's reverse order),
+    the fused graph nodes, and what is off and why. The page needs no network
+    to be viewed.
+    """
+    from .graph import chain_graph
+    from .report import render_report
+
+    config = session.config(config_path)
+    reports = []
+    for name in CHAIN_CHOICES:
+        plan = session.plan(config, name, runtime)
+        reports.append(show_report(plan, chain_graph(plan)))
+    title = f"Antler chains ({config.source}; {describe_runtime(runtime)})"
+    Path(html_path).write_text(render_report(reports, title=title), encoding="utf-8")
+    click.echo(f"wrote {html_path}: the lead and subagent chains", err=True)
 
 
 # -- diff -----------------------------------------------------------------------------------
