@@ -122,9 +122,9 @@ def chain_graph(plan: ChainPlan) -> ChainGraph:
                        list(edges.values()))
     graph.summaries = {name: resolution.placements[name].spec.summary for name in plan.order}
     graph.summaries.update({"@" + p.name: p.summary for p in plan.registry.points.values()})
-    graph.hooks = {name: (list(resolution.placements[name].spec.hooks)
-                          if resolution.placements[name].spec.hooks is not None else None)
-                   for name in plan.order}
+    for name in plan.order:
+        hooks = resolution.placements[name].spec.hooks
+        graph.hooks[name] = None if hooks is None else list(hooks)
     return graph
 
 
