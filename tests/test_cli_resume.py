@@ -107,3 +107,29 @@ def test_resume_errors_are_clear(tmp_path):
     two = run("resume", "t5", "--edit", "[{}, {}]", "--config", config, "--model",
               f"scripted:{second}", "--home", home)
     assert two.exit_code == 1 and "gave 2 set(s) of arguments for 1 pending" in two.stderr
+
+
+def test_trace_is_printed_when_the_run_fails(tmp_path):
+    config = tmp_path / "boom.yaml"
+    config.write_text("extensions:\n  middlewares:\n"
+                      "    - {use: 'tests.fixtures.failing:BoomMiddleware', name: boom}\n"
+                      "plugins:\n  boom: {on_error: fail}\n")
+    script = tmp_path / "s.yaml"
+    script.write_text(yaml.safe_dump(["never"]))
+    result = run("run", "hi", "--config", config, "--model", f"scripted:{script}", "--home",
+                 tmp_path / "home", "--trace")
+    assert result.exit_code == 1
+    assert "boom in before_model" in result.stderr
+    assert "boom.before_model" in result.stderr  # the timeline, up to the failure
+    assert "Traceback" not in result.stderr
+
+
+def test_an_extension_entry_sets_its_own_error_policy(tmp_path):
+    config = tmp_path / "boom.yaml"
+    config.write_text("extensions:\n  middlewares:\n"
+                      "    - {use: 'tests.fixtures.failing:BoomMiddleware', on_error: fail}\n")
+    script = tmp_path / "s.yaml"
+    script.write_text(yaml.safe_dump(["never"]))
+    result = run("run", "hi", "--config", config, "--model", f"scripted:{script}", "--home",
+                 tmp_path / "home")
+    assert result.exit_code == 1 and "boom in before_model" in result.stderr

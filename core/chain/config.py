@@ -244,6 +244,9 @@ class ExtensionEntry(Ordering):
     chains: list[Chain] = Field(default_factory=_both_chains)
     config: dict[str, Any] = Field(default_factory=dict, description="Constructor arguments.")
     required: bool = Field(True, description="Fail the build if the class cannot be loaded.")
+    on_error: Literal["fail", "skip"] | None = Field(
+        None, description="When a hook raises at run time: 'fail' stops the run, 'skip' "
+        "(the default for extensions) logs it and runs on as if the hook were absent.")
 
     def ordering(self) -> Ordering:
         return Ordering(**{k: getattr(self, k) for k in Ordering.model_fields
@@ -519,11 +522,13 @@ def _check_toggles(config: OperatorConfig, registry: PluginRegistry) -> list[str
 
 
 def _check_plugin_settings(config: OperatorConfig, registry: PluginRegistry) -> list[str]:
-    """`plugins.<name>` must name something installed: a typo must not drop `required`.
+    """`plugins.<name>` must name something installed (or a configured extension): a
+    typo must not drop `required`.
 
     An `always` plugin cannot be switched off, by its own name or a broader one.
     """
-    known = registry.load_names()
+    known = [*registry.load_names(),
+             *(extension_name(entry) for entry in config.extensions.middlewares)]
     canonical = {canonical_name(name) for name in known}
     problems = [
         f"{config.locate('plugins', name)}: plugins.{name}: no installed plugin, entry point "

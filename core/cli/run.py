@@ -188,52 +188,54 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
     outcome = _Outcome()
     base = home or config.storage.base_dir
     checkpointer = config.storage.checkpointer
-    with create_agent(config, model=model, runtime=runtime, registry=registry, base_dir=base,
-                      services={MODEL_CATALOG: catalog},
-                      checkpointer=None if checkpointer == "none" else checkpointer,
-                      tracer=tracer, fuse=fuse) as agent:
-        print_plan_warnings(agent.chain.plan)
-        click.echo(f"thread: {thread_id}", err=True)
-        with _stops_commands(agent, thread_id):
-            if agent.storage is not None:
-                agent.storage.check_owner(thread_id, user_id)  # before staging any upload
-            if decision is not None:
-                pending = pending_approvals(agent, thread_id)
-                if not pending:
-                    raise click.UsageError(f"thread {thread_id!r} is not waiting for a "
-                                           "decision; nothing to resume")
-                message: Any = decision.answer(pending)
-                files: list[Any] = []
-            else:
-                paths = agent.services.get("paths").thread(user_id, thread_id)
-                files = [stage_upload(paths, upload) for upload in uploads]
-                message = text
-            streamed: set[str] = set()
-            shown: dict[Any, str] = {}
-            for mode, payload in agent.stream(message, thread_id=thread_id, user_id=user_id,
-                                              files=files, wait=wait,
-                                              on_interrupted=_echo_interrupted,
-                                              stream_mode=["messages", "updates"],
-                                              run_id=run_id):
-                if mode == "messages":
-                    chunk, metadata = payload
-                    _echo_tokens(chunk, metadata, streamed)
+    try:
+        with create_agent(config, model=model, runtime=runtime, registry=registry, base_dir=base,
+                          services={MODEL_CATALOG: catalog},
+                          checkpointer=None if checkpointer == "none" else checkpointer,
+                          tracer=tracer, fuse=fuse) as agent:
+            print_plan_warnings(agent.chain.plan)
+            click.echo(f"thread: {thread_id}", err=True)
+            with _stops_commands(agent, thread_id):
+                if agent.storage is not None:
+                    agent.storage.check_owner(thread_id, user_id)  # before staging any upload
+                if decision is not None:
+                    pending = pending_approvals(agent, thread_id)
+                    if not pending:
+                        raise click.UsageError(f"thread {thread_id!r} is not waiting for a "
+                                               "decision; nothing to resume")
+                    message: Any = decision.answer(pending)
+                    files: list[Any] = []
                 else:
-                    _echo_update(payload, streamed, shown)
-                    outcome.collect(payload)
-        waiting = pending_approvals(agent, thread_id) if agent.checkpointer else []
-        state = agent.state(thread_id) if agent.checkpointer else {}
-        if waiting:
-            _echo_waiting(thread_id, waiting)
-        elif state.get("title"):
-            click.echo(f"[title] {state['title']}", err=True)
-        failed = False if waiting else outcome.report(
-            state, run_id, usage="token_usage" in agent.chain.names)
-        queue = agent.services.items.get("memory_queue")
-        if queue is not None:
-            queue.flush()
-    if tracer is not None:
-        click.echo("\n" + tracer.render(), err=True)
+                    paths = agent.services.get("paths").thread(user_id, thread_id)
+                    files = [stage_upload(paths, upload) for upload in uploads]
+                    message = text
+                streamed: set[str] = set()
+                shown: dict[Any, str] = {}
+                for mode, payload in agent.stream(message, thread_id=thread_id, user_id=user_id,
+                                                  files=files, wait=wait,
+                                                  on_interrupted=_echo_interrupted,
+                                                  stream_mode=["messages", "updates"],
+                                                  run_id=run_id):
+                    if mode == "messages":
+                        chunk, metadata = payload
+                        _echo_tokens(chunk, metadata, streamed)
+                    else:
+                        _echo_update(payload, streamed, shown)
+                        outcome.collect(payload)
+            waiting = pending_approvals(agent, thread_id) if agent.checkpointer else []
+            state = agent.state(thread_id) if agent.checkpointer else {}
+            if waiting:
+                _echo_waiting(thread_id, waiting)
+            elif state.get("title"):
+                click.echo(f"[title] {state['title']}", err=True)
+            failed = False if waiting else outcome.report(
+                state, run_id, usage="token_usage" in agent.chain.names)
+            queue = agent.services.items.get("memory_queue")
+            if queue is not None:
+                queue.flush()
+    finally:  # the timeline is most useful when the run failed
+        if tracer is not None:
+            click.echo("\n" + tracer.render(), err=True)
     if waiting:
         raise click.exceptions.Exit(PAUSED_EXIT_CODE)
     if failed:
