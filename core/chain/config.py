@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -20,9 +20,12 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     create_model,
+    field_validator,
 )
 
+from antler.chain.modelspec import provider_of
 from antler.errors import ConfigError, ReflectionError
 from antler.plugin_api.diagnostics import describe_validation_error, did_you_mean
 from antler.plugin_api.reflection import resolve_object, split_path
@@ -36,13 +39,18 @@ from antler.plugin_api.yamlsource import (
     load_yaml_file,
 )
 
-PLATFORM_SECTIONS = ("chain", "plugins", "extensions", "models", "storage", "skills", "input")
+PLATFORM_SECTIONS = ("chain", "plugins", "extensions", "models", "tools", "storage", "skills",
+                     "input")
 
 
 
 
 def _both_chains() -> list[Chain]:
     return ["lead", "subagent"]
+
+
+def _lead_chain() -> list[Chain]:
+    return ["lead"]
 
 def _model_spec_text(value: str | None) -> str | None:
     if value is None:
@@ -68,17 +76,109 @@ class ChainSettings(BaseModel):
         "the model node, so a model call costs one graph step (see docs/compiler.md).")
 
 
-class ModelsSettings(BaseModel):
-    """`models:` — which chat model the agent uses and what it can do."""
+class ModelEntry(BaseModel):
+    """`models.named.<name>:` — one chat model the config can refer to by name."""
 
     model_config = ConfigDict(extra="forbid")
 
-    default: str = Field(
-        "scripted", description="An init_chat_model string such as 'openai:gpt-4o', "
-        "'scripted' (the offline model) or 'scripted:path/to/script.yaml'.",
-    )
+    use: str = Field(
+        description="An init_chat_model spec ('anthropic:claude-sonnet-4-5') or "
+        "'module:Class' of a chat model class ('langchain_openai:ChatOpenAI').")
+    model: str | None = Field(
+        None, description="Model name passed as `model=` (needed with 'module:Class').")
+    api_key: str | None = Field(
+        None, description="API key; write an environment reference such as "
+        "'${OPENAI_API_KEY}' so the secret stays out of the file.")
+    base_url: str | None = Field(
+        None, description="Endpoint of an OpenAI-compatible gateway or a local server.")
+    max_tokens: int | None = Field(None, ge=1, description="Output cap per model call.")
+    temperature: float | None = Field(None, ge=0, description="Sampling temperature.")
+    timeout: float | None = Field(None, gt=0, description="Seconds per request.")
+    max_retries: int | None = Field(
+        None, ge=0, description="The provider client's own retries (llm_error_handling "
+        "retries on top of them).")
     supports_vision: bool = Field(False, description="The model accepts images.")
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Further constructor arguments, passed unchanged "
+        "(string values may hold environment references).")
+
+    @field_validator("use")
+    @classmethod
+    def _use_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("is empty; write 'provider:model' or 'module:Class'")
+        return value.strip()
+
+
+class ModelsSettings(BaseModel):
+    """`models:` — which chat models the agent uses and what they can do.
+
+    Every model reference (`default`, `title`, `memory`, `subagent`, and the
+    `model` keys of plugin sections) is a name under `named` or a model spec.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    named: dict[str, ModelEntry] = Field(
+        default_factory=dict, description="Models by name, each with its provider settings.")
+    default: str = Field(
+        "scripted", description="The agent's model: a name under `named`, an init_chat_model "
+        "spec such as 'openai:gpt-4o', 'scripted' (the offline model) or "
+        "'scripted:path/to/script.yaml'.",
+    )
+    title: str | None = Field(
+        None, description="Model for thread titles (default: `title.model`, else the agent's).")
+    memory: str | None = Field(
+        None, description="Model that extracts memory facts (default: `memory.model`, else "
+        "the agent's).")
     subagent: str | None = Field(None, description="Model for subagents (default: `default`).")
+    supports_vision: bool = Field(
+        False, description="The default model accepts images (a named model says it with "
+        "its own `supports_vision`).")
+
+    @field_validator("default", "title", "memory", "subagent")
+    @classmethod
+    def _a_name_or_a_spec(cls, reference: str | None, info: ValidationInfo) -> str | None:
+        named = info.data.get("named") or {}
+        if reference is not None and not _is_model_reference(reference, named):
+            names = ", ".join(sorted(named)) or "none"
+            raise ValueError(
+                f"{reference!r} is neither a model named under `models.named` (named: "
+                f"{names}){did_you_mean(reference, named)} nor a model spec "
+                "('provider:model', a known model name such as 'gpt-4o', or 'scripted')")
+        return reference
+
+
+def _is_model_reference(reference: str, named: dict[str, Any]) -> bool:
+    """A name under `named`, 'scripted...', 'provider:model' or a name whose provider
+    LangChain infers."""
+    text = reference.strip()
+    return (text in named or text == "scripted" or text.startswith("scripted:")
+            or ":" in text or provider_of(text) is not None)
+
+
+class ToolEntry(BaseModel):
+    """One `tools:` entry: a LangChain tool the operator adds to the agent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    use: str = Field(
+        description="'module:attr' of a LangChain tool (a BaseTool, such as a function "
+        "decorated with @tool) or of a factory that returns one or a list of them.")
+    chains: list[Chain] = Field(
+        default_factory=_lead_chain, description="Chains whose agent gets the tool(s).")
+    config: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments for the factory (a tool object "
+        "takes none).")
+
+    @field_validator("use")
+    @classmethod
+    def _a_path(cls, value: str) -> str:
+        try:
+            split_path(value, "tool")
+        except ReflectionError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
 
 class StorageSettings(BaseModel):
@@ -163,6 +263,9 @@ class ExtensionEntry(Ordering):
     chains: list[Chain] = Field(default_factory=_both_chains)
     config: dict[str, Any] = Field(default_factory=dict, description="Constructor arguments.")
     required: bool = Field(True, description="Fail the build if the class cannot be loaded.")
+    on_error: Literal["fail", "skip"] | None = Field(
+        None, description="When a hook raises at run time: 'fail' stops the run, 'skip' "
+        "(the default for extensions) logs it and runs on as if the hook were absent.")
 
     def ordering(self) -> Ordering:
         return Ordering(**{k: getattr(self, k) for k in Ordering.model_fields
@@ -204,6 +307,11 @@ class OperatorConfig:
     @property
     def models(self) -> ModelsSettings:
         return self.sections.get("models") or ModelsSettings()  # type: ignore[return-value]
+
+    @property
+    def tools(self) -> list[ToolEntry]:
+        section = self.sections.get("tools")
+        return list(section.root) if section is not None else []  # type: ignore[attr-defined]
 
     @property
     def storage(self) -> StorageSettings:
@@ -294,6 +402,8 @@ def schema_model(registry: PluginRegistry) -> type[BaseModel]:
         "extensions": (ExtensionsSection | None,
                        Field(None, description=ExtensionsSection.__doc__)),
         "models": (ModelsSettings | None, Field(None, description=ModelsSettings.__doc__)),
+        "tools": (list[ToolEntry] | None,
+                  Field(None, description="Tools added to the agents, by 'module:attr'.")),
         "storage": (StorageSettings | None, Field(None, description=StorageSettings.__doc__)),
         "skills": (SkillsSettings | None, Field(None, description=SkillsSettings.__doc__)),
         "input": (InputSettings | None, Field(None, description=InputSettings.__doc__)),
@@ -324,6 +434,16 @@ def schema_model(registry: PluginRegistry) -> type[BaseModel]:
     return create_model(
         "AntlerConfig", __config__=ConfigDict(extra="forbid"), **fields
     )
+
+
+def schema_sections(registry: PluginRegistry) -> dict[str, type[BaseModel] | None]:
+    """Each top-level config section and its model (None where it is not one model)."""
+    sections: dict[str, type[BaseModel] | None] = {}
+    for key, info in schema_model(registry).model_fields.items():
+        found = [alt for alt in get_args(info.annotation) or (info.annotation,)
+                 if isinstance(alt, type) and issubclass(alt, BaseModel)]
+        sections[key] = found[0] if found else None
+    return sections
 
 
 def config_schema(registry: PluginRegistry) -> dict[str, Any]:
@@ -362,11 +482,13 @@ def parse_config_document(doc: YamlDocument, registry: PluginRegistry) -> Operat
     try:
         validated = model.model_validate(data)
     except ValidationError as exc:
-        lines = describe_validation_error(exc, doc, model=model)
+        lines = describe_validation_error(exc, doc, model=model, hint=_deerflow_hint)
         raise ConfigError(f"invalid config {doc.source}:\n  " + "\n  ".join(lines)) from None
     sections = {key: value for key, value in validated if value is not None}
     if "plugins" in sections:
         sections["plugins"] = _PluginsTable(root=sections["plugins"])
+    if "tools" in sections:
+        sections["tools"] = _ToolsList(root=sections["tools"])
     config = OperatorConfig(source=doc.source, sections=sections, document=doc)
     problems = (_check_toggles(config, registry) + _check_plugin_settings(config, registry)
                 + _check_extensions(config))
@@ -379,6 +501,12 @@ def parse_config_document(doc: YamlDocument, registry: PluginRegistry) -> Operat
     if problems:
         raise ConfigError(f"invalid config {doc.source}:\n  " + "\n  ".join(problems))
     return config
+
+
+def _deerflow_hint(loc: tuple[Any, ...]) -> str | None:
+    from antler.chain.migrate import deerflow_hint
+
+    return deerflow_hint(str(loc[0]), str(loc[1])) if len(loc) == 2 else None
 
 
 def silenced_entry_points(config: OperatorConfig, registry: PluginRegistry) -> list[str]:
@@ -395,6 +523,10 @@ def silenced_entry_points(config: OperatorConfig, registry: PluginRegistry) -> l
 
 class _PluginsTable(BaseModel):
     root: dict[str, PluginLoadSettings]
+
+
+class _ToolsList(BaseModel):
+    root: list[ToolEntry]
 
 
 def _check_toggles(config: OperatorConfig, registry: PluginRegistry) -> list[str]:
@@ -414,11 +546,13 @@ def _check_toggles(config: OperatorConfig, registry: PluginRegistry) -> list[str
 
 
 def _check_plugin_settings(config: OperatorConfig, registry: PluginRegistry) -> list[str]:
-    """`plugins.<name>` must name something installed: a typo must not drop `required`.
+    """`plugins.<name>` must name something installed (or a configured extension): a
+    typo must not drop `required`.
 
     An `always` plugin cannot be switched off, by its own name or a broader one.
     """
-    known = registry.load_names()
+    known = [*registry.load_names(),
+             *(extension_name(entry) for entry in config.extensions.middlewares)]
     canonical = {canonical_name(name) for name in known}
     problems = [
         f"{config.locate('plugins', name)}: plugins.{name}: no installed plugin, entry point "

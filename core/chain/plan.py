@@ -340,6 +340,7 @@ def _extension_specs(
             name=extension_name(entry), factory=path, chains=chains,
             summary=f"configured extension {path}", order=ordering,
             rank=_EXTENSION_RANK + index,
+            on_error=None if isinstance(entry, str) else entry.on_error,
             provenance=Provenance(source=str(getattr(where, "source", where)),
                                   line=getattr(where, "line", None)),
         )

@@ -8,7 +8,9 @@ inside their bodies, which keeps `antler --help` and `antler chain show` fast.
 
 Error policy: every `AntlerError` is printed as `error: <message>` on stderr
 with exit code 1 (2 for usage errors, such as an unknown plugin name) and no
-traceback; `antler --debug ...` prints the traceback too.
+traceback; `antler --debug ...` prints the traceback too. Any other exception
+is one line too: a model provider's error names the provider, the error class
+and what to do; anything else its class and a pointer to `--debug`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ COMMANDS = {
     "config": "antler.cli.config:config",
     "plugins": "antler.cli.plugins:plugins",
     "run": "antler.cli.run:run_command",
+    "resume": "antler.cli.run:resume_command",
     "demo": "antler.cli.run:demo_command",
     "threads": "antler.cli.threads:threads",
     "skills": "antler.cli.skills:skills",
@@ -93,6 +96,25 @@ class AntlerGroup(click.Group):
             if ctx.meta.get(DEBUG_KEY):
                 traceback.print_exc(file=sys.stderr)
             raise CliError(str(exc)) from exc
+        except (click.ClickException, click.exceptions.Exit, click.Abort, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            if ctx.meta.get(DEBUG_KEY):
+                traceback.print_exc(file=sys.stderr)
+            raise CliError(_one_line(exc)) from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    """An unexpected error as one line: a provider failure with what to do, anything
+    else with its class and `--debug` for the traceback."""
+    from antler.runtime.models.errors import describe_provider_error
+
+    described = describe_provider_error(exc)
+    if described is not None:
+        return described
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else "(no message)"
+    return (f"unexpected {type(exc).__module__}.{type(exc).__name__}: {text} (run again with "
+            "--debug for the traceback)")
 
 
 def _version() -> str:

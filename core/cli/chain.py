@@ -18,12 +18,15 @@ import click
 from antler.contracts.serverkeys import server_owned_keys
 
 from . import AntlerGroup, CliUsageError
+from .graph import HOOK_COLUMNS
 from .output import console, print_json, table, warn
 from .session import (
+    CHAIN_CHOICES,
     CONDITION_FLAGS,
     Session,
     chain_inputs,
     chain_option,
+    config_option,
     describe_runtime,
     json_option,
     manifest_option,
@@ -39,16 +42,6 @@ if TYPE_CHECKING:
     from antler.plugin_api.spec import PluginSpec
 
     from .graph import ChainGraph
-
-HOOK_COLUMNS = (
-    ("before_agent", "bA"),
-    ("before_model", "bM"),
-    ("wrap_model_call", "wM"),
-    ("after_model", "aM"),
-    ("wrap_tool_call", "wT"),
-    ("after_agent", "aA"),
-)
-"""LangChain's hooks in the order a turn reaches them, with their column headings."""
 
 _KIND_ORDER = ["broken", "load_failed", "disabled", "off_by_default", "runtime_condition",
                "not_in_chain", "other"]
@@ -314,6 +307,41 @@ def show(session: Session, chain_name: str, config_path: str | None, runtime: di
     _print_show(report, runtime)
 
 
+WIDE_COLUMNS = 110
+"""Below this terminal width `chain show` folds "placed by" under each plugin's name."""
+
+
+def _folded(text: str, width: int) -> str:
+    import textwrap
+
+    return "\n" + textwrap.fill(text, width=width, initial_indent="  ",
+                                subsequent_indent="  ", break_on_hyphens=False)
+
+
+def _plugin_cells(plugin: dict[str, Any], marks: list[str], hooks: Any,
+                  fold_width: int) -> list[Any]:
+    """The cells after '#'; with `fold_width`, "placed by" goes under the name."""
+    from rich.text import Text
+
+    name = Text(plugin["name"], style="bold")
+    placed = plugin["placed_by"] or "-"
+    if fold_width:
+        name = Text.assemble(name, Text(_folded(placed, fold_width), style="dim"))
+    cells = [name, Text("  ".join(marks), style="dim" if hooks is None else "")]
+    return [*cells, *([] if fold_width else [Text(placed)]),
+            Text(plugin["source"], style="dim")]
+
+
+def _point_cells(point: dict[str, Any], notes: list[str], fold_width: int) -> list[Any]:
+    from rich.text import Text
+
+    text = " · ".join(notes) or point["summary"]
+    if fold_width:
+        return [Text.assemble(Text(point["name"], style="cyan"),
+                              Text(_folded(text, fold_width), style="cyan")), "", ""]
+    return [Text(point["name"], style="cyan"), "", Text(text, style="cyan"), ""]
+
+
 def _print_show(report: dict[str, Any], runtime: dict[str, Any]) -> None:
     from rich.text import Text
 
@@ -321,11 +349,16 @@ def _print_show(report: dict[str, Any], runtime: dict[str, Any]) -> None:
     count = len(report["plugins"])
     out.print(Text(f"{report['chain']} chain: {count} plugin{'s' * (count != 1)} "
                    f"(config: {report['config']}; {describe_runtime(runtime)})", style="bold"))
-    # The hooks column is a row of marks under "bA bM wM aM wT aA", one per hook.
-    rows = table("#", "plugin", " ".join(short for _, short in HOOK_COLUMNS), "placed by",
-                 "source", collapse_padding=True)
+    # The hooks column is a row of marks under "bA bM wM aM wT aA", one per hook. On a
+    # narrow terminal "placed by" folds under the plugin's name instead of a column.
+    folded = out.width < WIDE_COLUMNS
+    columns = ["#", "plugin", " ".join(short for _, short in HOOK_COLUMNS),
+               *([] if folded else ["placed by"]), "source"]
+    rows = table(*columns, collapse_padding=True)
     rows.columns[0].justify = "right"
-    rows.columns[1].no_wrap = rows.columns[2].no_wrap = True
+    rows.columns[2].no_wrap = True
+    rows.columns[1].no_wrap = True
+    fold_width = max(24, out.width - 40)
 
     def separators(position: int) -> None:
         # A point is a boundary, not a middleware: a rule, then the point and its slots.
@@ -336,17 +369,15 @@ def _print_show(report: dict[str, Any], runtime: dict[str, Any]) -> None:
             notes += [f"{s} slot begins" for s in point["slots_begin"]]
             if rows.rows:
                 rows.add_section()
-            rows.add_row("", Text(point["name"], style="cyan"), "",
-                         Text(" · ".join(notes) or point["summary"], style="cyan"), "")
+            rows.add_row("", *_point_cells(point, notes, fold_width if folded else 0))
 
     separators(0)
     for plugin in report["plugins"]:
         hooks = plugin["hooks"]
         marks = ["?" if hooks is None else "●" if hook in hooks else "·"
                  for hook, _ in HOOK_COLUMNS]
-        rows.add_row(str(plugin["position"]), Text(plugin["name"], style="bold"),
-                     Text("  ".join(marks), style="dim" if hooks is None else ""),
-                     Text(plugin["placed_by"] or "-"), Text(plugin["source"], style="dim"))
+        rows.add_row(str(plugin["position"]),
+                     *_plugin_cells(plugin, marks, hooks, fold_width if folded else 0))
         separators(plugin["position"])
     out.print(rows)
     out.print(Text("hooks: " + "  ".join(f"{short} {hook}" for hook, short in HOOK_COLUMNS)
@@ -468,24 +499,30 @@ def explain_report(plan: ChainPlan, name: str) -> dict[str, Any]:
               default="mermaid", show_default=True, help="Output format.")
 @click.option("--output", "-o", metavar="FILE", type=click.Path(dir_okay=False),
               help="Write to FILE instead of stdout.")
+@click.option("--point-edges", is_flag=True,
+              help="Also draw constraints that name a point (`before @guards_end`...); by "
+                   "default a plugin's place between the points shows them.")
 @chain_inputs
 @json_option
 @pass_session
-def graph(session: Session, fmt: str, output: str | None, chain_name: str,
+def graph(session: Session, fmt: str, output: str | None, point_edges: bool, chain_name: str,
           config_path: str | None, runtime: dict[str, Any], as_json: bool) -> None:
     """The constraint graph of the chain, as Mermaid, Graphviz dot or JSON.
 
-    Nodes are the plugins in list order (numbered) and the synchronization
-    points (hexagons); edges are the declared constraints, drawn from the node
-    that declared one to the node it names and labelled with its kind
-    ('after', 'outer_of', 'after (slot extensions)', ...). `requires` edges,
-    which do not order, are dashed.
+    Nodes are the plugins in list order (numbered, with their hooks under the
+    name: bA before_agent, bM before_model, wM wrap_model_call, aM after_model,
+    wT wrap_tool_call, aA after_agent) and the synchronization points
+    (hexagons); edges are the declared constraints between plugins, drawn from
+    the node that declared one to the node it names and labelled with its kind
+    ('after', 'outer_of', ...). `requires` edges, which do not order, are
+    dashed. Constraints naming a point are left out unless --point-edges: where
+    a plugin sits between two points already shows them. JSON has every edge.
 
     \b
     JSON (--json, or --format json): an object with
       chain  "lead" | "subagent"
       nodes  [{id, kind ("plugin" | "point"), summary,
-               position (plugins) | after_position (points)}] in chain order
+               position and hooks (plugins) | after_position (points)}] in chain order
       edges  [{from, to, kind, slot, side, declared_at}]; for slot
              constraints `to` is the slot's boundary point and side is
              "after" (its start) or "before" (its end)
@@ -499,12 +536,46 @@ def graph(session: Session, fmt: str, output: str | None, chain_name: str,
 
         text = json.dumps(drawn.as_json(), indent=2, ensure_ascii=False) + "\n"
     else:
-        text = to_mermaid(drawn) if fmt == "mermaid" else to_dot(drawn)
+        render = to_mermaid if fmt == "mermaid" else to_dot
+        text = render(drawn, point_edges=point_edges)
     if output:
         Path(output).write_text(text, encoding="utf-8")
         click.echo(f"wrote the {chain_name} chain graph to {output}", err=True)
     else:
         click.echo(text, nl=False)
+
+
+# -- report ---------------------------------------------------------------------------------
+
+
+@chain.command("report")
+@click.option("--html", "html_path", metavar="FILE", required=True,
+              type=click.Path(dir_okay=False), help="Write the page here.")
+@config_option
+@runtime_options_flags
+@manifest_option
+@pass_session
+def report(session: Session, html_path: str, config_path: str | None,
+           runtime: dict[str, Any]) -> None:
+    """One self-contained HTML page of the lead and subagent chains, side by side.
+
+    For each chain: the plugins in order with their hooks (open one to see why
+    it sits where it sits), per hook phase the order in which the hooks run
+    (wrap hooks outermost first, after hooks in LangChain's reverse order),
+    the fused graph nodes, and what is off and why. The page needs no network
+    to be viewed.
+    """
+    from .graph import chain_graph
+    from .report import render_report
+
+    config = session.config(config_path)
+    reports = []
+    for name in CHAIN_CHOICES:
+        plan = session.plan(config, name, runtime)
+        reports.append(show_report(plan, chain_graph(plan)))
+    title = f"Antler chains ({config.source}; {describe_runtime(runtime)})"
+    Path(html_path).write_text(render_report(reports, title=title), encoding="utf-8")
+    click.echo(f"wrote {html_path}: the lead and subagent chains", err=True)
 
 
 # -- diff -----------------------------------------------------------------------------------

@@ -125,6 +125,7 @@ def check_config(session: Session, file: str, *, imports: bool = True) -> Config
     if imports:
         _check_factories(plans, report)
         _check_extensions(config, report)
+        _check_tools(config, report)
     return report
 
 
@@ -234,6 +235,21 @@ def _check_extensions(config: OperatorConfig, report: ConfigReport) -> None:
             report.problems.append(f"{config.locate(*at)}: {_dotted(at)}: {message}")
 
 
+def _check_tools(config: OperatorConfig, report: ConfigReport) -> None:
+    """Import and build every `tools:` entry, for each chain that names it."""
+    from antler.errors import BuildError
+    from antler.runtime.configtools import load_config_tools
+
+    for index, entry in enumerate(config.tools):
+        for chain in entry.chains:
+            try:
+                load_config_tools([entry], chain)
+            except BuildError as exc:
+                message = str(exc).replace("tools[0]", f"tools[{index}]", 1)
+                _add_once(report.problems, f"{config.locate('tools', index)}: {message}")
+                break
+
+
 def _dotted(key: tuple[str | int, ...]) -> str:
     from antler.plugin_api.diagnostics import dotted
 
@@ -265,4 +281,83 @@ def schema(session: Session, output: str | None) -> None:
         Path(output).write_text(text, encoding="utf-8")
         click.echo(f"wrote the config schema to {output}", err=True)
     else:
+        click.echo(text, nl=False)
+
+
+@config.command("migrate")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Write the Antler config here (default: standard output).")
+@click.option("--extensions", "extensions_file", type=click.Path(exists=True, dir_okay=False),
+              help="DeerFlow's extensions_config.json, for its MCP servers and skill switches.")
+@click.option("--force", is_flag=True, help="Overwrite --output if it exists.")
+@manifest_option
+@json_option
+@pass_session
+@click.pass_context
+def migrate(ctx: click.Context, session: Session, file: str, output: str | None,
+            extensions_file: str | None, force: bool, as_json: bool) -> None:
+    """Rewrite DeerFlow's config.yaml FILE as an Antler operator config.
+
+    Every DeerFlow key is reported, with its line, as mapped (to which Antler
+    key), dropped (why: it configures something outside the middleware chain,
+    or Antler does it another way) or unmapped (what to do by hand). Sections
+    of plugins that are not installed are reported, not written, so the result
+    passes `antler config check` here; the command checks that before writing.
+    The report goes to stderr, the config to --output or stdout.
+
+    \b
+    JSON (--json): an object with
+      config   the Antler config (also written to --output when given)
+      notes    [{where, source, outcome: mapped|dropped|unmapped, target, why}]
+      counts   {mapped, dropped, unmapped}
+    """
+    import yaml
+
+    from antler.chain.config import parse_config_document, schema_sections
+    from antler.chain.migrate import load_extensions, migrate_deerflow
+    from antler.errors import ConfigError
+    from antler.plugin_api.yamlsource import YamlDocument, YamlSyntaxError, load_yaml_file
+
+    try:
+        doc = load_yaml_file(file)
+    except YamlSyntaxError as exc:
+        raise CliError(str(exc)) from None
+    if not isinstance(doc.data, dict):
+        raise CliError(f"{file}:1:1: a DeerFlow config is a mapping of sections")
+    extensions = None
+    if extensions_file is not None:
+        try:
+            extensions = load_extensions(Path(extensions_file).read_text(encoding="utf-8"),
+                                         extensions_file)
+        except (OSError, ValueError) as exc:
+            raise CliError(str(exc)) from None
+    registry = session.registry()
+    migration = migrate_deerflow(doc, schema_sections(registry), extensions=extensions,
+                                 extensions_source=extensions_file or "extensions_config.json")
+    try:
+        parse_config_document(YamlDocument(data=migration.config, source=file), registry)
+    except ConfigError as exc:
+        raise CliError(f"the migrated config does not validate (please report this): {exc}") \
+            from None
+    text = (f"# Antler operator config, migrated from {Path(file).name} by "
+            "`antler config migrate`.\n"
+            + yaml.safe_dump(migration.config, sort_keys=False, allow_unicode=True))
+    if output is not None:
+        target = Path(output)
+        if target.exists() and not force:
+            raise CliError(f"{output} exists; pass --force to overwrite it")
+        target.write_text(text, encoding="utf-8")
+    counts = {outcome: migration.count(outcome)
+              for outcome in ("mapped", "dropped", "unmapped")}
+    if as_json:
+        print_json({"config": migration.config, "notes": [n.as_dict() for n in migration.notes],
+                    "counts": counts})
+        return
+    for note in migration.notes:
+        click.echo(note.render(), err=True)
+    click.echo(f"{counts['mapped']} mapped, {counts['dropped']} dropped, "
+               f"{counts['unmapped']} unmapped" + (f"; wrote {output}" if output else ""),
+               err=True)
+    if output is None:
         click.echo(text, nl=False)

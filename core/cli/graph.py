@@ -20,6 +20,18 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from antler.chain import ChainPlan
 
+
+HOOK_COLUMNS = (
+    ("before_agent", "bA"),
+    ("before_model", "bM"),
+    ("wrap_model_call", "wM"),
+    ("after_model", "aM"),
+    ("wrap_tool_call", "wT"),
+    ("after_agent", "aA"),
+)
+"""LangChain's hooks in the order a turn reaches them, with their short names (the
+column headings of `chain show`, the hook lines of `chain graph`)."""
+
 @dataclass(frozen=True)
 class Edge:
     """One declared constraint: `source` declares `kind` about `target`."""
@@ -52,6 +64,24 @@ class ChainGraph:
     """'@point' -> how many plugins come before it."""
     edges: list[Edge] = field(default_factory=list)
     summaries: dict[str, str] = field(default_factory=dict)
+    hooks: dict[str, list[str] | None] = field(default_factory=dict)
+    """Plugin -> the hooks its manifest declares (None: not declared)."""
+
+    def drawn_edges(self, point_edges: bool) -> list[Edge]:
+        """The edges to draw: without `point_edges`, constraints naming a point are left
+        out, since a plugin's place between two points already shows them."""
+        if point_edges:
+            return list(self.edges)
+        return [e for e in self.edges if e.source in self.plugins and e.target in self.plugins]
+
+    def label(self, name: str) -> str:
+        """'3. name' plus the plugin's hooks in `chain show`'s short names."""
+        text = f"{self.plugins.index(name) + 1}. {name}"
+        hooks = self.hooks.get(name)
+        if hooks:
+            ordered = [short for hook, short in HOOK_COLUMNS if hook in hooks]
+            text += "\n" + " ".join(ordered)
+        return text
 
     def spine(self) -> list[tuple[str, str]]:
         """Every node in chain order as ('plugin' | 'point', name)."""
@@ -71,6 +101,7 @@ class ChainGraph:
                                     "summary": self.summaries.get(name, "")}
             if kind == "plugin":
                 node["position"] = self.plugins.index(name) + 1
+                node["hooks"] = self.hooks.get(name)
             else:
                 node["after_position"] = self.points[name]
             nodes.append(node)
@@ -91,6 +122,9 @@ def chain_graph(plan: ChainPlan) -> ChainGraph:
                        list(edges.values()))
     graph.summaries = {name: resolution.placements[name].spec.summary for name in plan.order}
     graph.summaries.update({"@" + p.name: p.summary for p in plan.registry.points.values()})
+    for name in plan.order:
+        hooks = resolution.placements[name].spec.hooks
+        graph.hooks[name] = None if hooks is None else list(hooks)
     return graph
 
 
@@ -106,7 +140,7 @@ def _mermaid_text(text: str) -> str:
     return text.replace('"', "#quot;")
 
 
-def to_mermaid(graph: ChainGraph) -> str:
+def to_mermaid(graph: ChainGraph, *, point_edges: bool = False) -> str:
     spine = graph.spine()
     ids = {name: _mermaid_id(kind, name) for kind, name in spine}
     lines = [
@@ -114,18 +148,22 @@ def to_mermaid(graph: ChainGraph) -> str:
         f"    %% antler {graph.chain} chain: plugins in list order (numbered), points as "
         "hexagons;",
         "    %% an edge points from the declaring node to the one it names, labelled with "
-        "the constraint kind",
+        "the constraint kind;",
+        "    %% under each plugin its hooks (bA before_agent, bM before_model, wM "
+        "wrap_model_call, aM after_model, wT wrap_tool_call, aA after_agent)"
+        + ("" if point_edges else "; constraints naming a point are shown by where the "
+           "plugin sits"),
     ]
     for kind, name in spine:
         if kind == "point":
             lines.append(f'    {ids[name]}{{{{"{_mermaid_text(name)}"}}}}')
         else:
-            label = f"{graph.plugins.index(name) + 1}. {name}"
-            lines.append(f'    {ids[name]}["{_mermaid_text(label)}"]')
+            label = _mermaid_text(graph.label(name)).replace("\n", "<br/>")
+            lines.append(f'    {ids[name]}["{label}"]')
     if len(spine) > 1:
         # Invisible links keep the drawing in chain order without claiming a constraint.
         lines.append("    " + " ~~~ ".join(ids[name] for _, name in spine))
-    for edge in graph.edges:
+    for edge in graph.drawn_edges(point_edges):
         arrow = "-->" if edge.ordering else "-.->"
         lines.append(f'    {ids[edge.source]} {arrow}|"{_mermaid_text(edge.label)}"| '
                      f"{ids[edge.target]}")
@@ -136,12 +174,16 @@ def _dot_quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def to_dot(graph: ChainGraph) -> str:
+def to_dot(graph: ChainGraph, *, point_edges: bool = False) -> str:
     spine = graph.spine()
     lines = [
         f"digraph {_dot_quote(f'antler {graph.chain} chain')} {{",
         "    // plugins in list order (numbered), points as hexagons; an edge points from",
-        "    // the declaring node to the one it names, labelled with the constraint kind",
+        "    // the declaring node to the one it names, labelled with the constraint kind;",
+        "    // under each plugin its hooks (bA before_agent, bM before_model, wM",
+        "    // wrap_model_call, aM after_model, wT wrap_tool_call, aA after_agent)"
+        + ("" if point_edges else ";\n    // constraints naming a point are shown by where "
+           "the plugin sits between points"),
         "    rankdir=TB;",
         '    node [shape=box, fontname="Helvetica"];',
         '    edge [fontname="Helvetica", fontsize=10];',
@@ -150,11 +192,11 @@ def to_dot(graph: ChainGraph) -> str:
         if kind == "point":
             lines.append(f"    {_dot_quote(name)} [shape=hexagon, style=dashed];")
         else:
-            label = f"{graph.plugins.index(name) + 1}. {name}"
-            lines.append(f"    {_dot_quote(name)} [label={_dot_quote(label)}];")
+            label = _dot_quote(graph.label(name)).replace("\n", "\\n")
+            lines.append(f"    {_dot_quote(name)} [label={label}];")
     for (_, a), (_, b) in itertools.pairwise(spine):
         lines.append(f"    {_dot_quote(a)} -> {_dot_quote(b)} [style=invis, weight=100];")
-    for edge in graph.edges:
+    for edge in graph.drawn_edges(point_edges):
         style = "" if edge.ordering else ", style=dashed"
         lines.append(f"    {_dot_quote(edge.source)} -> {_dot_quote(edge.target)} "
                      f"[label={_dot_quote(edge.label)}, constraint=false{style}];")

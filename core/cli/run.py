@@ -16,38 +16,52 @@ import click
 from .session import Session, manifest_option, pass_session
 
 
+def agent_options(command: Any) -> Any:
+    """The options `antler run` and `antler resume` share: which agent runs, and how."""
+    options = [
+        click.option("--wait", is_flag=True,
+                     help="When another run is working on the thread, wait for it instead of "
+                          "failing."),
+        click.option("--user", "user_id", default="default", show_default=True,
+                     help="User id."),
+        click.option("--model", "model_spec", default=None,
+                     help="A name under `models.named`, an init_chat_model string "
+                          "('openai:gpt-4o'), 'scripted:FILE.yaml', ..."),
+        click.option("--config", "config_path", type=click.Path(dir_okay=False),
+                     default=None, help="Operator config YAML."),
+        click.option("--plan", is_flag=True, help="Plan mode (the todo list joins the chain)."),
+        click.option("--vision", is_flag=True, default=None,
+                     help="The model supports images."),
+        click.option("--subagents", is_flag=True, help="Let the agent delegate with `task`."),
+        click.option("--home", type=click.Path(file_okay=False), default=None,
+                     help="Base directory for threads and checkpoints (default: $ANTLER_HOME "
+                          "or ./.antler)."),
+        click.option("--trace", is_flag=True, help="Print the timeline of hook invocations."),
+        click.option("--fuse/--no-fuse", default=None,
+                     help="Fuse consecutive node hooks into one graph node (default: the "
+                          "config's chain.fuse, which defaults to on)."),
+        manifest_option,
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+PAUSED_EXIT_CODE = 3
+"""`antler run`/`resume` exit code when the run waits for a person's decision."""
+
+
 @click.command("run")
 @click.argument("prompt", required=False)
 @click.option("--prompt-file", "-f", "prompt_file", type=click.Path(dir_okay=False),
               default=None, help="Read the prompt from this file ('-': standard input).")
 @click.option("--thread", "thread_id", default=None, help="Thread id (default: a new one).")
-@click.option("--wait", is_flag=True,
-              help="When another run is working on the thread, wait for it instead of "
-                   "failing.")
-@click.option("--user", "user_id", default="default", show_default=True, help="User id.")
 @click.option("--upload", "uploads", multiple=True, type=click.Path(dir_okay=False),
               help="A file to upload with the prompt (repeatable).")
-@click.option("--model", "model_spec", default=None,
-              help="init_chat_model string ('openai:gpt-4o'), 'scripted:FILE.yaml', ...")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-              help="Operator config YAML.")
-@click.option("--plan", is_flag=True, help="Plan mode (the todo list joins the chain).")
-@click.option("--vision", is_flag=True, default=None, help="The model supports images.")
-@click.option("--subagents", is_flag=True, help="Let the agent delegate with `task`.")
-@click.option("--home", type=click.Path(file_okay=False), default=None,
-              help="Base directory for threads and checkpoints (default: $ANTLER_HOME or "
-                   "./.antler).")
-@click.option("--trace", is_flag=True, help="Print the timeline of hook invocations.")
-@click.option("--fuse/--no-fuse", default=None,
-              help="Fuse consecutive node hooks into one graph node (default: the config's "
-                   "chain.fuse, which defaults to on).")
-@manifest_option
+@agent_options
 @pass_session
 def run_command(session: Session, prompt: str | None, prompt_file: str | None,
-                thread_id: str | None, wait: bool, user_id: str, uploads: tuple[str, ...],
-                model_spec: str | None, config_path: str | None, plan: bool,
-                vision: bool | None, subagents: bool, home: str | None, trace: bool,
-                fuse: bool | None) -> None:
+                thread_id: str | None, uploads: tuple[str, ...], **options: Any) -> None:
     """Run PROMPT through the lead chain and stream the answer.
 
     PROMPT '-' (or --prompt-file -) reads the prompt from standard input;
@@ -58,22 +72,101 @@ def run_command(session: Session, prompt: str | None, prompt_file: str | None,
     cannot be ordered or whose factory does not import is left out with a
     warning on stderr naming it and its distribution; the run goes on with the
     rest of the chain.
+
+    A run that stops for a person's approval (a human-in-the-loop plugin) says
+    so, shows the pending actions and exits with code 3; `antler resume
+    THREAD --approve | --reject | --edit JSON` continues it.
     """
     import uuid
 
-    from antler.plugin_api.context import RuntimeOptions
+    from antler.runtime.paths import validate_id
+
+    text = _read_prompt(prompt, prompt_file)
+    if thread_id is not None:  # '' is refused, not taken for "a new thread"
+        validate_id("thread id", thread_id)
+    thread_id = thread_id if thread_id is not None else f"thread-{uuid.uuid4().hex[:12]}"
+    _execute(session, thread_id, text, uploads=uploads, **options)
+
+
+@click.command("resume")
+@click.argument("thread_id", metavar="THREAD")
+@click.option("--approve", "decision", flag_value="approve",
+              help="Run the pending action(s) as they are.")
+@click.option("--reject", "decision", flag_value="reject",
+              help="Do not run them; the model is told (add --message to say why).")
+@click.option("--edit", "edited", metavar="JSON", default=None,
+              help="Run the pending action with these arguments instead (a JSON object; with "
+                   "several actions, a JSON list of objects, one per action).")
+@click.option("--message", default=None, help="Why, with --reject.")
+@agent_options
+@pass_session
+def resume_command(session: Session, thread_id: str, decision: str | None,
+                   edited: str | None, message: str | None, **options: Any) -> None:
+    """Continue THREAD, whose run waits for a decision, with that decision.
+
+    Give the same --config, --model and flags as the run that paused. The
+    decision applies to every pending action (--edit needs one set of
+    arguments per action). Exits 0 when the run finishes, 3 if it pauses again.
+    """
+    from antler.runtime.paths import validate_id
+
+    validate_id("thread id", thread_id)
+    if (decision is None) == (edited is None):
+        raise click.UsageError("choose one of --approve, --reject or --edit JSON")
+    if message is not None and decision != "reject":
+        raise click.UsageError("--message goes with --reject")
+    _execute(session, thread_id, None,
+             decision=_Decision(decision or "edit", message, _edited_args(edited)), **options)
+
+
+def _edited_args(edited: str | None) -> list[dict[str, Any]] | None:
+    import json
+
+    if edited is None:
+        return None
+    try:
+        value = json.loads(edited)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc.msg} at character {exc.pos}",
+                                 param_hint="--edit") from None
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(isinstance(item, dict) for item in items):
+        raise click.BadParameter("expects a JSON object of arguments (or a list of them)",
+                                 param_hint="--edit")
+    return items
+
+
+class _Decision:
+    """What `antler resume` answers every pending action with."""
+
+    def __init__(self, kind: str, message: str | None, edits: list[dict[str, Any]] | None):
+        self.kind, self.message, self.edits = kind, message, edits
+
+    def answer(self, pending: list[Any]) -> Any:
+        """The `Command(resume=...)` value for the thread's pending interrupts."""
+        from antler.runtime.approvals import resume_value
+
+        return resume_value(pending, self.kind, message=self.message, edits=self.edits)
+
+
+def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tuple[str, ...] = (),
+             decision: _Decision | None = None, wait: bool, user_id: str,
+             model_spec: str | None, config_path: str | None, plan: bool, vision: bool | None,
+             subagents: bool, home: str | None, trace: bool, fuse: bool | None) -> None:
+    """Build the agent, run a prompt (or resume with a decision), stream, report."""
+    import uuid
+
+    from antler.plugin_api.context import MODEL_CATALOG, RuntimeOptions
     from antler.runtime.agent import create_agent
-    from antler.runtime.models import resolve_chat_model
+    from antler.runtime.approvals import pending_approvals
+    from antler.runtime.models import ModelCatalog
     from antler.runtime.paths import validate_id
     from antler.runtime.tracing import Tracer
     from antler.runtime.uploads import stage_upload
 
     from .chain import print_plan_warnings
 
-    text = _read_prompt(prompt, prompt_file)
     validate_id("user id", user_id)
-    if thread_id is not None:  # '' is refused, not taken for "a new thread"
-        validate_id("thread id", thread_id)
     registry = session.registry()
     config = session.config(config_path)
     spec = model_spec or config.models.default
@@ -82,51 +175,85 @@ def run_command(session: Session, prompt: str | None, prompt_file: str | None,
             "the scripted model needs a script: pass --model scripted:FILE.yaml (a list of "
             "assistant turns) or a real provider such as --model openai:gpt-4o"
         )
-    model = resolve_chat_model(spec)
-    runtime = RuntimeOptions(
-        plan_mode=plan, subagents_enabled=subagents, user_id=user_id,
-        supports_vision=config.models.supports_vision if vision is None else vision,
-    )
+    catalog = ModelCatalog(config.models.named)
+    for reference in (spec, config.models.subagent, config.models.title, config.models.memory):
+        catalog.check(reference)  # a missing package or key fails here, before the run
+    model = catalog.resolve(spec)
+    if vision is None:
+        vision = config.models.supports_vision or bool(catalog.supports_vision(spec))
+    runtime = RuntimeOptions(plan_mode=plan, subagents_enabled=subagents, user_id=user_id,
+                             supports_vision=vision)
     tracer = Tracer() if trace else None
-    thread_id = thread_id if thread_id is not None else f"thread-{uuid.uuid4().hex[:12]}"
     run_id = uuid.uuid4().hex
     outcome = _Outcome()
     base = home or config.storage.base_dir
     checkpointer = config.storage.checkpointer
-    with create_agent(config, model=model, runtime=runtime, registry=registry, base_dir=base,
-                      checkpointer=None if checkpointer == "none" else checkpointer,
-                      tracer=tracer, fuse=fuse) as agent:
-        print_plan_warnings(agent.chain.plan)
-        click.echo(f"thread: {thread_id}", err=True)
-        with _stops_commands(agent, thread_id):
-            if agent.storage is not None:
-                agent.storage.check_owner(thread_id, user_id)  # before staging any upload
-            paths = agent.services.get("paths").thread(user_id, thread_id)
-            files = [stage_upload(paths, upload) for upload in uploads]
-            streamed: set[str] = set()
-            shown: dict[Any, str] = {}
-            for mode, payload in agent.stream(text, thread_id=thread_id, user_id=user_id,
-                                              files=files, wait=wait,
-                                              on_interrupted=_echo_interrupted,
-                                              stream_mode=["messages", "updates"],
-                                              run_id=run_id):
-                if mode == "messages":
-                    chunk, metadata = payload
-                    _echo_tokens(chunk, metadata, streamed)
+    try:
+        with create_agent(config, model=model, runtime=runtime, registry=registry, base_dir=base,
+                          services={MODEL_CATALOG: catalog},
+                          checkpointer=None if checkpointer == "none" else checkpointer,
+                          tracer=tracer, fuse=fuse) as agent:
+            print_plan_warnings(agent.chain.plan)
+            click.echo(f"thread: {thread_id}", err=True)
+            with _stops_commands(agent, thread_id):
+                if agent.storage is not None:
+                    agent.storage.check_owner(thread_id, user_id)  # before staging any upload
+                if decision is not None:
+                    pending = pending_approvals(agent, thread_id)
+                    if not pending:
+                        raise click.UsageError(f"thread {thread_id!r} is not waiting for a "
+                                               "decision; nothing to resume")
+                    message: Any = decision.answer(pending)
+                    files: list[Any] = []
                 else:
-                    _echo_update(payload, streamed, shown)
-                    outcome.collect(payload)
-        state = agent.state(thread_id) if agent.checkpointer else {}
-        if state.get("title"):
-            click.echo(f"[title] {state['title']}", err=True)
-        failed = outcome.report(state, run_id, usage="token_usage" in agent.chain.names)
-        queue = agent.services.items.get("memory_queue")
-        if queue is not None:
-            queue.flush()
-    if tracer is not None:
-        click.echo("\n" + tracer.render(), err=True)
+                    paths = agent.services.get("paths").thread(user_id, thread_id)
+                    files = [stage_upload(paths, upload) for upload in uploads]
+                    message = text
+                streamed: set[str] = set()
+                shown: dict[Any, str] = {}
+                for mode, payload in agent.stream(message, thread_id=thread_id, user_id=user_id,
+                                                  files=files, wait=wait,
+                                                  on_interrupted=_echo_interrupted,
+                                                  stream_mode=["messages", "updates"],
+                                                  run_id=run_id):
+                    if mode == "messages":
+                        chunk, metadata = payload
+                        _echo_tokens(chunk, metadata, streamed)
+                    else:
+                        _echo_update(payload, streamed, shown)
+                        outcome.collect(payload)
+            waiting = pending_approvals(agent, thread_id) if agent.checkpointer else []
+            state = agent.state(thread_id) if agent.checkpointer else {}
+            if waiting:
+                _echo_waiting(thread_id, waiting)
+            elif state.get("title"):
+                click.echo(f"[title] {state['title']}", err=True)
+            failed = False if waiting else outcome.report(
+                state, run_id, usage="token_usage" in agent.chain.names)
+            queue = agent.services.items.get("memory_queue")
+            if queue is not None:
+                queue.flush()
+    finally:  # the timeline is most useful when the run failed
+        if tracer is not None:
+            click.echo("\n" + tracer.render(), err=True)
+    if waiting:
+        raise click.exceptions.Exit(PAUSED_EXIT_CODE)
     if failed:
         raise click.exceptions.Exit(1)
+
+
+def _echo_waiting(thread_id: str, pending: list[Any]) -> None:
+    """Say that the run waits for a decision, what is pending, and how to go on."""
+    from antler.runtime.approvals import pending_actions
+
+    actions = pending_actions(pending)
+    click.echo(f"[waiting] the run is waiting for approval of {len(actions)} action"
+               f"{'s' * (len(actions) != 1)}:", err=True)
+    for action in actions:
+        allowed = "/".join(action.get("allowed", ())) or "approve/edit/reject"
+        click.echo(f"  {action['name']}({_short(action.get('args'))})  [{allowed}]", err=True)
+    click.echo(f"continue with: antler resume {thread_id} --approve | --reject [--message "
+               "WHY] | --edit JSON   (same --config/--model as this run)", err=True)
 
 
 def _read_prompt(prompt: str | None, prompt_file: str | None) -> str:

@@ -62,6 +62,7 @@ SANDBOX_PROVIDER = "sandbox_provider"  # antler.sandbox.SandboxProvider
 MODEL = "model"                        # the agent's chat model (BaseChatModel)
 TITLE_MODEL = "title_model"            # lightweight model for titles
 MEMORY_MODEL = "memory_model"          # model that extracts memory facts
+MODEL_CATALOG = "model_catalog"        # antler.runtime.models.ModelCatalog: `models.named`
 MEMORY_QUEUE = "memory_queue"          # per-thread debounced memory update queue
 SUBAGENT_RUNNER = "subagent_runner"    # callable running one delegated task
 MEMORY_STORE = "memory_store"          # per-user memory facts, read with `.facts(user_id)`

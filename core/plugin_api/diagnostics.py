@@ -8,7 +8,7 @@ key when a name is misspelt.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
 
@@ -125,6 +125,7 @@ def describe_validation_error(
     *,
     base: PathKey = (),
     model: type[BaseModel] | None = None,
+    hint: Callable[[tuple[Any, ...]], str | None] | None = None,
 ) -> list[str]:
     """One line per problem: 'file:line:col: key.path: message (did you mean ...)'.
 
@@ -139,27 +140,40 @@ def describe_validation_error(
     entered = {loc[:tag_at] for loc, tag_at, _ in problems
                if tag_at is not None and len(loc) > tag_at}
     lines: list[str] = []
-    shallow: dict[tuple[Any, ...], int] = {}
+    shallow: dict[tuple[Any, ...], tuple[int, list[str]]] = {}
     for loc, tag_at, error in problems:
         if tag_at is not None and len(loc) == tag_at and loc in entered:
             continue
         full = (*base, *loc)
         where = doc.locate(full)
         message = error["msg"]
-        if error["type"] == "extra_forbidden" and loc:
+        known = hint(loc) if hint is not None and error["type"] == "extra_forbidden" else None
+        if known is not None:
+            message = f"unknown key {loc[-1]!r}: {known}"
+        elif error["type"] == "extra_forbidden" and loc:
             owner = _model_at(model, loc[:-1])
-            hint = did_you_mean(str(loc[-1]), owner.model_fields) if owner else ""
-            message = f"unknown key {loc[-1]!r}{hint}"
-            if owner is not None and not hint:
+            suggestion = did_you_mean(str(loc[-1]), owner.model_fields) if owner else ""
+            if owner is not None and suggestion and not _accepts(
+                    owner, suggestion.split("'")[1], error.get("input")):
+                suggestion = ""  # the value could not go under that key either
+            message = f"unknown key {loc[-1]!r}{suggestion}"
+            if owner is not None and not suggestion:
                 message += f"; valid keys: {', '.join(sorted(owner.model_fields))}"
         elif error["type"] == "missing":
             message = "required key is missing"
-        if tag_at is not None and len(loc) == tag_at:
+        elif tag_at is not None and len(loc) == tag_at:
             # Every branch of a union failed on the value itself: one line, all shapes.
+            shape = _SHAPE_ERRORS.get(error["type"], message)
             if loc in shallow:
-                lines[shallow[loc]] += f", or {message[0].lower()}{message[1:]}"
+                index, shapes = shallow[loc]
+                shapes.append(shape)
+                lines[index] = (f"{where}: {dotted(full)}: expects {' or '.join(shapes)}; got "
+                                f"{_yaml_kind(error.get('input'))}")
                 continue
-            shallow[loc] = len(lines)
+            shallow[loc] = (len(lines), [shape])
+            message = f"expects {shape}; got {_yaml_kind(error.get('input'))}"
+        elif error["type"] in _SHAPE_ERRORS and loc and not isinstance(loc[-1], int):
+            message = _expected_shape(model, loc, error)
         lines.append(f"{where}: {dotted(full)}: {message}")
     return lines
 
@@ -167,3 +181,93 @@ def describe_validation_error(
 def _is_union_tag(part: Any) -> bool:
     # pydantic inserts the union member's type name into `loc`; it is noise here.
     return isinstance(part, str) and ("[" in part or part in {"str", "function-after"})
+
+
+# pydantic error types that mean "the value has the wrong shape" (not a bad value of the
+# right shape, such as a number out of range, whose own message is already precise).
+_SHAPE_ERRORS = {
+    "string_type": "a string", "float_type": "a number", "float_parsing": "a number",
+    "int_type": "a whole number", "int_parsing": "a whole number",
+    "int_from_float": "a whole number", "bool_type": "true or false",
+    "bool_parsing": "true or false", "list_type": "a list", "dict_type": "a mapping",
+    "model_type": "a mapping", "model_attributes_type": "a mapping",
+}
+
+_EXAMPLES: dict[str, Any] = {
+    "a string": "text", "a number": 30, "a whole number": 10, "true or false": True,
+    "a list": ["item"], "a mapping": {"key": "value"},
+}
+
+
+def _yaml_kind(value: Any) -> str:
+    """How YAML calls the kind of `value`, for 'got ...' in a message."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, int | float):
+        return f"a number ({value})"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"a string ({shown!r})"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return type(value).__name__
+
+
+def _flow(value: Any) -> str:
+    """`value` written as one line of YAML."""
+    import yaml
+
+    return str(yaml.safe_dump(value, default_flow_style=True, width=10_000)).strip()\
+        .removesuffix("...").strip()
+
+
+def _expected_shape(model: type[BaseModel] | None, loc: tuple[Any, ...],
+                    error: Any) -> str:
+    """'expects <shape> (<what the key is>), e.g. `key: example`; got <kind>'."""
+    expected = _SHAPE_ERRORS[error["type"]]
+    owner = _model_at(model, loc[:-1])
+    field = owner.model_fields.get(loc[-1]) if owner is not None else None
+    example: Any = _EXAMPLES[expected]
+    what = ""
+    if field is not None:
+        default = field.get_default(call_default_factory=True)
+        if default is not None and _shape_of(default) == expected:
+            example = default
+        if field.description:
+            what = f" ({field.description.rstrip('.')})"
+    return (f"expects {expected}{what}, e.g. `{loc[-1]}: {_flow(example)}`; "
+            f"got {_yaml_kind(error.get('input'))}")
+
+
+def _shape_of(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int):
+        return "a whole number"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return None
+
+
+def _accepts(model: type[BaseModel], key: str, value: Any) -> bool:
+    """Whether `value` is valid for `model`'s field `key` (so a did-you-mean fits)."""
+    from pydantic import TypeAdapter
+
+    info = model.model_fields.get(key)
+    if info is None or info.annotation is None:
+        return False
+    try:
+        TypeAdapter(info.annotation).validate_python(value)
+    except Exception:
+        return False
+    return True

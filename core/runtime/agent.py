@@ -25,17 +25,22 @@ from antler.compiler import (
     stream_modes_for,
     wants_expansion,
 )
+from antler.errors import InputError
 from antler.plugin_api.context import (
+    MEMORY_MODEL,
     MEMORY_QUEUE,
     MODEL,
+    MODEL_CATALOG,
     PATHS,
     SKILLS,
+    TITLE_MODEL,
     RuntimeOptions,
     Services,
 )
 from antler.plugin_api.registry import PluginRegistry, discover
 
 from .channels import delta_channel_names, use_delta_channels
+from .configtools import load_config_tools
 from .delegation import TASK_TOOL, make_task_tool
 from .inputs import check_input, record_arrivals
 from .isolation import error_policy, isolate
@@ -92,7 +97,8 @@ class AntlerAgent:
         The thread is held for the run (see `hold`): another user's thread is
         refused, a busy one raises `ThreadBusyError` unless `wait`.
         """
-        payload = self.input(message, files, thread_id=thread_id)
+        payload = message if is_resume(message) else self.input(message, files,
+                                                                 thread_id=thread_id)
         with self.hold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
             return dict(self.graph.invoke(
                 payload, config=self.run_config(thread_id),
@@ -107,7 +113,8 @@ class AntlerAgent:
         The thread is held (see `hold`) from the first chunk asked for until the
         stream ends or is closed.
         """
-        payload = self.input(message, files, thread_id=thread_id)
+        payload = message if is_resume(message) else self.input(message, files,
+                                                                 thread_id=thread_id)
         expand = wants_expansion(self.fusion, stream_mode)
         with self.hold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
             chunks = self.graph.stream(
@@ -231,6 +238,21 @@ class AntlerAgent:
         self.close()
 
 
+def is_resume(message: Any) -> bool:
+    """Whether `message` is a LangGraph `Command(resume=...)`, which continues a paused run
+    and goes to the graph as it is. Any other `Command` (one that would write channels or
+    jump) is refused: it would bypass the input checks."""
+    from langgraph.types import Command
+
+    if not isinstance(message, Command):
+        return False
+    if message.resume is None or message.update is not None or message.goto or message.graph:
+        raise InputError("only Command(resume=...) may be sent as input, to continue a paused "
+                         "run; a Command that updates state or jumps would bypass the input "
+                         "checks")
+    return True
+
+
 def compose_system_prompt(base: str | None, sections: Sequence[str]) -> str | None:
     """The base prompt followed by the plugins' sections, a blank line between each."""
     parts = [part for part in (base, *sections) if part]
@@ -298,23 +320,30 @@ def create_agent(
     """
     from langchain.agents import create_agent as langchain_create_agent
 
-    from .models import resolve_chat_model
+    from .models import ModelCatalog
 
     registry = registry or discover()
     config = config or OperatorConfig()
     base = resolve_base(base_dir or config.storage.base_dir)
     if checkpointer == FROM_CONFIG:
         checkpointer = config.storage.checkpointer
-    if runtime is None:
-        runtime = RuntimeOptions(supports_vision=config.models.supports_vision)
+    models = config.models
     if not isinstance(services, Services):
         services = Services(dict(services or {}))
+    catalog = services.items.setdefault(MODEL_CATALOG, ModelCatalog(models.named))
+    if runtime is None:
+        vision = models.supports_vision or bool(catalog.supports_vision(
+            model if isinstance(model, str) else models.default if model is None else None))
+        runtime = RuntimeOptions(supports_vision=vision)
     if model is None:
-        model = config.models.default
-    if subagent_model is None and config.models.subagent:
-        subagent_model = resolve_chat_model(config.models.subagent)
-    chat_model = resolve_chat_model(model) if not hasattr(model, "invoke") else model
+        model = models.default
+    if subagent_model is None and models.subagent:
+        subagent_model = catalog.resolve(models.subagent)
+    chat_model = catalog.resolve(model) if not hasattr(model, "invoke") else model
     services.items.setdefault(MODEL, chat_model)
+    for service, reference in ((TITLE_MODEL, models.title), (MEMORY_MODEL, models.memory)):
+        if reference is not None and services.items.get(service) is None:
+            services.items[service] = reference  # resolved by the plugin that uses it
     if SKILLS not in services.items:
         services.items[SKILLS] = SkillsRegistry.from_settings(config.skills)
     skill_roots = tuple(getattr(services.items[SKILLS], "roots", ()))
@@ -323,7 +352,7 @@ def create_agent(
     built = build_chain(config, chain, runtime, services, registry=registry,
                         custom_middlewares=custom_middlewares)
     runtime = built.plan.runtime
-    extra_tools = list(tools)
+    extra_tools = [*tools, *load_config_tools(config.tools, chain)]
     # A `task` tool passed by the caller replaces the built-in one: with both, the
     # model would be offered two tools of one name and the tools node keep the last.
     caller_task = any(getattr(t, "name", None) == TASK_TOOL for t in tools)

@@ -35,7 +35,7 @@ from antler.errors import BuildError
 from antler.plugin_api.context import MEMORY_MODEL, MEMORY_QUEUE, MODEL, PATHS, BuildContext
 from antler.plugins._lib.memory import create_memory_queue
 from antler.plugins._lib.messagememo import MessageMemo
-from antler.runtime.models import resolve_chat_model
+from antler.runtime.models import resolve_reference, side_call_model
 from antler.runtime.paths import resolve_base
 from antler.runtime.runcontext import run_context, thread_id_of
 
@@ -157,13 +157,13 @@ def _memory_model(config: MemoryConfig, services: dict[str, Any]) -> Any:
     if model is None and config.model:
         model = config.model
     if model is None:
-        model = services.get(MODEL)
+        model = side_call_model(services.get(MODEL), "memory")
     if model is None:
         raise BuildError(
             "memory needs a model: provide services[MEMORY_MODEL] or services[MODEL], or set "
             "`memory.model`"
         )
-    return model if hasattr(model, "invoke") else resolve_chat_model(model)
+    return model if hasattr(model, "invoke") else resolve_reference(services, model)
 
 
 def _base(services: dict[str, Any]) -> Any:

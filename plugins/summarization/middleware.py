@@ -22,7 +22,7 @@ from langchain_core.language_models import BaseChatModel
 from antler.errors import BuildError
 from antler.plugin_api.context import MODEL, BuildContext
 from antler.plugins._lib.tagguard import ReservedTags, neutralize
-from antler.runtime.models import resolve_chat_model
+from antler.runtime.models import resolve_reference
 
 from .config import SummarizationConfig
 
@@ -70,7 +70,7 @@ def build(ctx: BuildContext) -> AntlerSummarizationMiddleware:
     `summarization.model`, when set, only writes the summaries.
     """
     config = ctx.config if isinstance(ctx.config, SummarizationConfig) else SummarizationConfig()
-    summarizer = resolve_chat_model(config.model) if config.model else None
+    summarizer = resolve_reference(ctx.services.items, config.model) if config.model else None
     managed: Any = ctx.services.items.get(MODEL)
     if managed is None:
         managed = summarizer
@@ -80,7 +80,7 @@ def build(ctx: BuildContext) -> AntlerSummarizationMiddleware:
             "does) or set `summarization.model`"
         )
     if isinstance(managed, str):
-        managed = resolve_chat_model(managed)
+        managed = resolve_reference(ctx.services.items, managed)
     _check_profile(config, managed)
     kwargs: dict[str, Any] = {
         "trigger": [size.as_tuple() for size in config.trigger],

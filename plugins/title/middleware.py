@@ -38,7 +38,7 @@ from antler.contracts.messages import is_hidden
 from antler.contracts.messages import message_text as contract_text
 from antler.errors import BuildError
 from antler.plugin_api.context import MODEL, TITLE_MODEL, BuildContext
-from antler.runtime.models import resolve_chat_model
+from antler.runtime.models import resolve_reference, side_call_model
 
 from .config import TitleConfig
 
@@ -238,12 +238,12 @@ def build(ctx: BuildContext) -> TitleMiddleware:
     elif config.model:
         model = config.model
     else:
-        model = services.get(MODEL)
+        model = side_call_model(services.get(MODEL), "title")
     if model is None:
         raise BuildError(
             "title needs a model: provide services[TITLE_MODEL] or services[MODEL], or set "
             "`title.model`"
         )
     if not isinstance(model, BaseChatModel):
-        model = resolve_chat_model(model)
+        model = resolve_reference(services, model)
     return TitleMiddleware(model, max_chars=config.max_chars)

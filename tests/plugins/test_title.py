@@ -11,6 +11,7 @@ import asyncio
 
 import pytest
 import yaml
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
@@ -91,16 +92,12 @@ def test_title_waits_for_a_reply_without_tool_calls(tmp_path, registry):
     assert any(isinstance(m, ToolMessage) for m in state["messages"])
 
 
-def test_sharing_the_agent_model_consumes_one_script_turn(tmp_path, registry):
-    model = ScriptedChatModel([
-        "Bonjour !",
-        "Greeting in French",   # consumed by the title call, not by the agent
-    ])
+def test_the_agent_scripted_model_answers_titles_from_its_title_script(tmp_path, registry):
+    model = ScriptedChatModel(["Bonjour !"], side_scripts={"title": ["Greeting in French"]})
     with make_agent(tmp_path, registry, model) as agent:
         state = agent.invoke("Say hello in French", thread_id="t1")
     assert state["title"] == "Greeting in French"
-    assert model.position == 2
-    assert "Say hello in French" in model.calls[1][-1].text
+    assert model.position == 1  # the title call took none of the agent's turns
     assert [m.text for m in state["messages"]] == ["Say hello in French", "Bonjour !"]
 
 
@@ -183,7 +180,10 @@ def test_model_choice_prefers_the_service_then_config_then_the_agent_model(tmp_p
                                          MODEL: agent_model})).model is service_model
     from_config = build(_context(configured, **{MODEL: agent_model})).model
     assert from_config.invoke("x").text == "From config"
-    assert build(_context(TitleConfig(), **{MODEL: agent_model})).model is agent_model
+    side = build(_context(TitleConfig(), **{MODEL: agent_model})).model
+    assert side.model_name == "scripted-title"  # a scripted agent model's side script
+    plain = GenericFakeChatModel(messages=iter(["A Title"]))
+    assert build(_context(TitleConfig(), **{MODEL: plain})).model is plain
 
 
 @pytest.mark.parametrize(("section", "expected"), [

@@ -11,16 +11,22 @@ setting caused it.
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from typing import Any
 
 from langchain.chat_models import init_chat_model
 from langchain_core.language_models import BaseChatModel
 
+from antler.chain.modelspec import provider_of
 from antler.errors import AntlerError
 
 from .scripted import ScriptedChatModel
 
-__all__ = ["SCRIPTED_SPEC", "ModelConfigError", "package_for_spec", "resolve_chat_model"]
+__all__ = [
+    "SCRIPTED_SPEC", "ModelConfigError", "check_provider", "init_provider_model",
+    "known_providers", "package_for_spec", "provider_of", "resolve_chat_model",
+]
 
 SCRIPTED_SPEC = "scripted"
 
@@ -39,22 +45,6 @@ _PROVIDER_PACKAGES = {
     "nvidia": "langchain-nvidia-ai-endpoints",
 }
 
-# Model-name prefixes that LangChain maps to a provider when the spec has no
-# "provider:" part, so the hint still names the right package.
-_PREFIX_PROVIDERS = (
-    (("gpt-", "o1", "o3", "chatgpt", "text-davinci"), "openai"),
-    (("claude",), "anthropic"),
-    (("command",), "cohere"),
-    (("accounts/fireworks",), "fireworks"),
-    (("gemini",), "google_vertexai"),
-    (("amazon.", "anthropic.", "meta."), "bedrock"),
-    (("mistral", "mixtral"), "mistralai"),
-    (("deepseek",), "deepseek"),
-    (("grok",), "xai"),
-    (("sonar",), "perplexity"),
-    (("solar",), "upstage"),
-)
-
 # Where the common providers read their API key from.
 _API_KEY_VARIABLES = {
     "anthropic": "ANTHROPIC_API_KEY",
@@ -69,7 +59,21 @@ _API_KEY_VARIABLES = {
     "openrouter": "OPENROUTER_API_KEY",
     "perplexity": "PPLX_API_KEY",
     "together": "TOGETHER_API_KEY",
+    "upstage": "UPSTAGE_API_KEY",
     "xai": "XAI_API_KEY",
+}
+
+# Used when LangChain's own provider table cannot be read (see `known_providers`).
+_FALLBACK_MODULES = {
+    "anthropic": "langchain_anthropic", "azure_openai": "langchain_openai",
+    "bedrock": "langchain_aws", "bedrock_converse": "langchain_aws",
+    "cohere": "langchain_cohere", "deepseek": "langchain_deepseek",
+    "fireworks": "langchain_fireworks", "google_genai": "langchain_google_genai",
+    "google_vertexai": "langchain_google_vertexai", "groq": "langchain_groq",
+    "huggingface": "langchain_huggingface", "mistralai": "langchain_mistralai",
+    "ollama": "langchain_ollama", "openai": "langchain_openai",
+    "perplexity": "langchain_perplexity", "together": "langchain_together",
+    "xai": "langchain_xai",
 }
 
 
@@ -77,20 +81,61 @@ class ModelConfigError(AntlerError, ValueError):
     """The configured chat model cannot be created; the message says which spec and why."""
 
 
-def _provider_of(spec: str) -> str | None:
-    """The provider key a spec names or implies, if it can be told."""
-    if ":" in spec:
-        return spec.split(":", 1)[0].strip().lower() or None
-    lowered = spec.lower()
-    for prefixes, provider in _PREFIX_PROVIDERS:
-        if lowered.startswith(prefixes):
-            return provider
-    return None
+def known_providers() -> dict[str, str]:
+    """Provider key -> the module holding its chat model, for every provider
+    `init_chat_model` knows.
+
+    Read from LangChain's own registry (a private table, so read defensively: a
+    LangChain release that renames it falls back to a built-in copy, which a test
+    compares with LangChain's).
+    """
+    try:
+        from langchain.chat_models import base
+
+        table = base._BUILTIN_PROVIDERS
+        return {str(key): str(value[0]) for key, value in table.items()}
+    except Exception:  # pragma: no cover - depends on the installed LangChain
+        return dict(_FALLBACK_MODULES)
+
+
+def check_provider(spec: str, *, has_key: bool = False) -> None:
+    """Refuse, with one line naming the fix, a spec whose provider is unknown, whose
+    integration package is not installed, or whose API key is not set.
+
+    Nothing is imported or built. Specs without a 'provider:' part whose provider
+    cannot be told from the model name are left to `init_chat_model`.
+    """
+    spec = spec.strip()
+    if spec == SCRIPTED_SPEC or spec.startswith(SCRIPTED_SPEC + ":"):
+        return
+    provider = provider_of(spec)
+    if provider is None:
+        return
+    providers = known_providers()
+    if provider not in providers:
+        from antler.plugin_api.diagnostics import did_you_mean
+
+        raise ModelConfigError(
+            f"model {spec!r}: unknown provider {provider!r}"
+            f"{did_you_mean(provider, providers)}; write 'provider:model' with one of: "
+            f"{', '.join(sorted(providers))} (or `scripted` for the offline model)")
+    module = providers[provider].split(".")[0]
+    if importlib.util.find_spec(module) is None:
+        package = package_for_spec(spec) or module.replace("_", "-")
+        raise ModelConfigError(
+            f"model {spec!r}: provider {provider!r} needs the package {package}, which is not "
+            f"installed; run `pip install {package}`")
+    variable = _API_KEY_VARIABLES.get(provider)
+    if variable and not has_key and not os.environ.get(variable):
+        raise ModelConfigError(
+            f"model {spec!r}: provider {provider!r} needs an API key and {variable} is not "
+            f"set; export {variable}, or name the model under `models.named` with "
+            f"`api_key: ${{{variable}}}`")
 
 
 def package_for_spec(spec: str) -> str | None:
     """The pip package that provides the model named by ``spec``, or ``None`` if unknown."""
-    provider = _provider_of(spec)
+    provider = provider_of(spec)
     if provider is None:
         return None
     return _PROVIDER_PACKAGES.get(provider, "langchain-" + provider.replace("_", "-"))
@@ -135,7 +180,7 @@ def resolve_chat_model(spec: str | BaseChatModel | None, *, script: Any = None) 
         except ValueError as error:
             raise ModelConfigError(f"Model spec {spec!r} failed: {error}") from error
     _refuse_script(spec, script)
-    return _init_provider_model(spec)
+    return init_provider_model(spec)
 
 
 def _refuse_script(spec: str, script: Any) -> None:
@@ -146,10 +191,12 @@ def _refuse_script(spec: str, script: Any) -> None:
         )
 
 
-def _init_provider_model(spec: str) -> BaseChatModel:
-    """Call ``init_chat_model`` and turn any failure into an actionable ModelConfigError."""
+def init_provider_model(spec: str, **settings: Any) -> BaseChatModel:
+    """Check the provider (`check_provider`), then call ``init_chat_model(spec,
+    **settings)``, turning any failure into an actionable ModelConfigError."""
+    check_provider(spec, has_key=settings.get("api_key") is not None)
     try:
-        model = init_chat_model(spec)
+        model = init_chat_model(spec, **settings)
     except ImportError as error:
         package = package_for_spec(spec)
         fix = (
@@ -161,7 +208,7 @@ def _init_provider_model(spec: str) -> BaseChatModel:
             f"Model spec {spec!r} failed: its provider package is not installed ({error}). {fix}"
         ) from error
     except Exception as error:
-        provider = _provider_of(spec)
+        provider = provider_of(spec)
         if provider is None:
             fix = (
                 "Name the provider explicitly as 'provider:model', e.g. 'openai:gpt-4o' or "

@@ -19,7 +19,16 @@ A script is a list of turns. Each turn is one of:
 * a callable ``(messages) -> turn`` for replies that depend on the request.
 
 Scripts can live in YAML, either as a bare list of turns or as a mapping with a
-``turns`` list (and optionally ``model_name``).
+``turns`` list (and optionally ``model_name``, and ``title`` / ``memory`` lists of
+turns). The title and memory plugins ask the agent's model for side answers; a
+scripted model gives them their own scripts (:meth:`ScriptedChatModel.side_model`),
+so the agent's ``turns`` are never spent on them, and a side script that runs
+out answers with an empty reply, which those plugins treat as "nothing": the
+title falls back to the user's words, memory learns no facts.
+
+Streaming (``stream``/``astream``, ``stream_mode="messages"``) sends a reply's
+text in word-sized chunks, and its tool calls in the last chunk, like a
+provider does.
 """
 
 from __future__ import annotations
@@ -27,8 +36,9 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -36,8 +46,8 @@ from typing import Any, Literal
 import yaml
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import (
@@ -68,6 +78,12 @@ __all__ = [
     "UsageSpec",
     "parse_script",
 ]
+
+SIDE_PURPOSES = ("title", "memory")
+"""Side calls a scripted model answers from their own script (see `side_model`)."""
+
+SCRIPT_KEYS = ("model_name", *SIDE_PURPOSES)
+"""Keys a YAML script mapping may have besides `turns`."""
 
 CHARS_PER_TOKEN = 4
 """Rough characters-per-token ratio used when a turn does not state its usage."""
@@ -242,11 +258,11 @@ def parse_script(script: Any) -> list[ScriptTurn]:
     if script is None:
         return []
     if isinstance(script, dict):
-        unknown = sorted(set(script) - {"turns", "model_name"})
+        unknown = sorted(set(script) - {"turns", *SCRIPT_KEYS})
         if unknown or "turns" not in script:
             raise ScriptError(
-                "A script mapping must have a 'turns' list (and optionally 'model_name'); "
-                f"got keys {sorted(script)!r}."
+                "A script mapping must have a 'turns' list (and optionally 'model_name', "
+                f"'title' and 'memory' lists); got keys {sorted(script)!r}."
             )
         script = script["turns"]
     if isinstance(script, (str, bytes)) or not isinstance(script, Sequence):
@@ -319,6 +335,25 @@ def _preview_message(message: BaseMessage) -> str:
     return f"({kind}) {text!r}"
 
 
+def _chunks(message: BaseMessage) -> Iterator[ChatGenerationChunk]:
+    """`message` as a provider streams it: the text in word-sized pieces (whitespace kept
+    with the word before it), then one last chunk with the tool calls, usage and metadata.
+    Merged back together, the chunks give `message` again."""
+    content = message.content
+    pieces: list[Any] = re.findall(r"\S+\s*|\s+", content) if isinstance(content, str) \
+        else [content]  # content blocks go as they are
+    for piece in pieces:
+        yield ChatGenerationChunk(message=AIMessageChunk(content=piece, id=message.id))
+    calls = [{"name": call["name"], "args": json.dumps(call["args"]), "id": call.get("id"),
+              "index": index, "type": "tool_call_chunk"}
+             for index, call in enumerate(getattr(message, "tool_calls", None) or [])]
+    yield ChatGenerationChunk(message=AIMessageChunk(
+        content="", id=message.id, tool_call_chunks=calls,
+        additional_kwargs=dict(message.additional_kwargs),
+        usage_metadata=getattr(message, "usage_metadata", None),
+        response_metadata=dict(message.response_metadata), chunk_position="last"))
+
+
 def _tool_name(tool: Any) -> str:
     """The name under which a tool is bound, for any form ``bind_tools`` accepts."""
     if isinstance(tool, BaseTool):
@@ -339,6 +374,10 @@ class ScriptedChatModel(BaseChatModel):
 
     script: list[Any] = Field(default_factory=list)
     model_name: str = "scripted"
+    side_scripts: dict[str, list[Any]] = Field(default_factory=dict)
+    """Turns for side calls, by purpose ('title', 'memory'); see :meth:`side_model`."""
+    when_exhausted: Literal["raise", "empty"] = "raise"
+    """What a call past the end of the script gets: an error, or an empty reply."""
     bound_tools: tuple[str, ...] = ()
     """Names of the tools bound with :meth:`bind_tools` (empty on the unbound model)."""
 
@@ -353,6 +392,23 @@ class ScriptedChatModel(BaseChatModel):
     @classmethod
     def _validate_script(cls, value: Any) -> list[ScriptTurn]:
         return parse_script(value)
+
+    @field_validator("side_scripts", mode="before")
+    @classmethod
+    def _validate_side_scripts(cls, value: Any) -> dict[str, list[ScriptTurn]]:
+        value = dict(value or {})
+        unknown = sorted(set(value) - set(SIDE_PURPOSES))
+        if unknown:
+            raise ScriptError(f"side scripts are for {', '.join(SIDE_PURPOSES)}; got "
+                              f"{', '.join(unknown)}")
+        return {purpose: parse_script(turns) for purpose, turns in value.items()}
+
+    def side_model(self, purpose: str) -> ScriptedChatModel:
+        """A scripted model for the side calls of `purpose` ('title', 'memory'): its own
+        script, replying empty once that runs out, so the agent's turns stay its own."""
+        return ScriptedChatModel(list(self.side_scripts.get(purpose, [])),
+                                 model_name=f"{self.model_name}-{purpose}",
+                                 when_exhausted="empty")
 
     @classmethod
     def from_turns(cls, turns: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:
@@ -375,6 +431,13 @@ class ScriptedChatModel(BaseChatModel):
             raise ScriptError(f"In script file {str(source)!r}: {error}") from None
         if isinstance(raw, dict) and "model_name" in raw:
             kwargs.setdefault("model_name", str(raw["model_name"]))
+        if isinstance(raw, dict):
+            try:
+                sides = {purpose: parse_script(raw[purpose]) for purpose in SIDE_PURPOSES
+                         if purpose in raw}
+            except ScriptError as error:
+                raise ScriptError(f"In script file {str(source)!r}: {error}") from None
+            kwargs.setdefault("side_scripts", sides)
         return cls(turns, **kwargs)
 
     # -- introspection for tests ------------------------------------------------------
@@ -461,6 +524,32 @@ class ScriptedChatModel(BaseChatModel):
             turn = self._coerce_dynamic(produced, index)
         return self._result(turn, messages)
 
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        message = self._generate(messages, stop, None, **kwargs).generations[0].message
+        for chunk in _chunks(message):
+            if run_manager is not None and chunk.text:
+                run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        result = await self._agenerate(messages, stop, None, **kwargs)
+        for chunk in _chunks(result.generations[0].message):
+            if run_manager is not None and chunk.text:
+                await run_manager.on_llm_new_token(chunk.text, chunk=chunk)
+            yield chunk
+
     # -- replay ----------------------------------------------------------------------
 
     def _next_turn(self, messages: list[BaseMessage]) -> tuple[int, ScriptTurn]:
@@ -470,6 +559,8 @@ class ScriptedChatModel(BaseChatModel):
             state.requests.append(ScriptedRequest(list(messages), self.bound_tools))
             index = state.position
             if index >= len(self.script):
+                if self.when_exhausted == "empty":
+                    return index, TurnSpec()
                 raise ScriptExhaustedError(self._exhausted_message(messages))
             state.position += 1
             return index, self.script[index]

@@ -1,0 +1,628 @@
+"""`antler config migrate`: a DeerFlow `config.yaml` rewritten as an Antler operator config.
+
+Every key of the DeerFlow file ends in exactly one of three outcomes, each
+reported with its line:
+
+* **mapped**: the setting has an Antler key of the same meaning (same name or a
+  renamed one, sometimes reshaped: `provider: {use, config}` becomes
+  `provider` + `provider_options`, a model list becomes `models.named`);
+* **dropped**: the setting configures something outside the middleware chain
+  (the web UI, IM channels, the gateway's run store) or something Antler does
+  differently, and the note says how;
+* **unmapped**: the setting matters to the chain but Antler has no equivalent
+  yet, or it names DeerFlow's own code; the note says what to do by hand.
+
+Sections whose plugin is not installed here are reported as unmapped rather
+than written, so the result always passes `antler config check` with the
+installed plugins. The table below states facts about DeerFlow's keys; the
+mapping is Antler's own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from antler.plugin_api.yamlsource import Location, YamlDocument
+
+__all__ = ["DEERFLOW_KEYS", "Migration", "MigrationNote", "deerflow_hint", "migrate_deerflow"]
+
+Outcome = Literal["mapped", "dropped", "unmapped"]
+
+
+@dataclass(frozen=True)
+class MigrationNote:
+    """What happened to one DeerFlow key."""
+
+    where: str
+    source: str
+    outcome: Outcome
+    target: str | None = None
+    why: str = ""
+
+    def render(self) -> str:
+        if self.outcome == "mapped":
+            text = f"{self.where}: {self.source} -> {self.target}"
+            return text + (f" ({self.why})" if self.why else "")
+        return f"{self.where}: {self.source}: {self.outcome}: {self.why}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"where": self.where, "source": self.source, "outcome": self.outcome,
+                "target": self.target, "why": self.why}
+
+
+@dataclass
+class Migration:
+    """The Antler config built from a DeerFlow config, and a note per DeerFlow key."""
+
+    config: dict[str, Any] = field(default_factory=dict)
+    notes: list[MigrationNote] = field(default_factory=list)
+
+    def count(self, outcome: Outcome) -> int:
+        return sum(1 for note in self.notes if note.outcome == outcome)
+
+
+# Whole DeerFlow sections outside the middleware chain, with the reason.
+_OUTSIDE = {
+    "config_version": "DeerFlow's own schema version; Antler validates every key instead",
+    "log_level": "logging is configured by the embedding application (Python logging)",
+    "logging": "logging is configured by the embedding application (Python logging)",
+    "max_recursion_limit": "a gateway clamp on client input; pass `recursion_limit` in the "
+                           "run's config",
+    "suggestions": "a web UI feature (follow-up suggestions)",
+    "input_polish": "a web UI feature (draft rewriting)",
+    "acp_agents": "ACP agents are DeerFlow tools; Antler has no ACP tool",
+    "skill_scan": "skill installation scanning belongs to DeerFlow's skill store",
+    "skill_evolution": "agent-written skills belong to DeerFlow's skill store",
+    "agents_api": "a gateway HTTP API",
+    "run_events": "DeerFlow's run-event store; Antler's runs are LangGraph checkpoints "
+                  "(`antler threads`)",
+    "agent_storage": "custom agent definitions are a DeerFlow gateway feature",
+    "scheduler": "scheduled runs are a gateway feature",
+    "mcp_tasks": "long-running MCP tasks are a gateway feature",
+    "run_ownership": "multi-worker run leases are a gateway feature",
+    "stream_bridge": "the gateway's streaming transport",
+    "channels": "IM channels are a gateway feature",
+    "channel_connections": "IM channels are a gateway feature",
+    "auth": "login and SSO belong to the deployment (see the LangGraph Server auth handler)",
+    "dedupe_storage": "IM webhook de-duplication is a gateway feature",
+    "tool_groups": "Antler has no tool groups; `authorization` and `guardrails` restrict "
+                   "tools by name or glob",
+    "uploads": "upload limits are enforced by whatever receives the files; the `uploads` "
+               "plugin only tells the model about them",
+}
+
+# (section, key) pairs with a meaning Antler does not have, and what Antler does instead.
+_KEY_NOTES: dict[tuple[str, str], tuple[Outcome, str]] = {
+    ("loop_detection", "max_tracked_threads"):
+        ("dropped", "Antler keeps loop counts per run, so nothing accumulates across threads"),
+    ("title", "max_words"): ("dropped", "Antler bounds titles by `title.max_chars`"),
+    ("summarization", "skill_file_read_tool_names"):
+        ("dropped", "Antler records skill files read through `read_file`"),
+    ("sandbox", "allow_host_bash"):
+        ("dropped", "Antler's `bash` always runs in the sandbox provider, audited by "
+                    "`sandbox_audit`; choose an isolating provider rather than a switch"),
+    ("sandbox", "read_file_output_max_chars"):
+        ("dropped", "the `tool_output` budget caps every tool's result, read_file's included"),
+    ("sandbox", "ls_output_max_chars"):
+        ("dropped", "the `tool_output` budget caps every tool's result, ls's included"),
+    ("sandbox", "mounts"):
+        ("unmapped", "Antler's providers mount only the thread's directories and skills; "
+                     "copy the files into the workspace or write a provider"),
+    ("skills", "deferred_discovery"):
+        ("unmapped", "Antler always lists enabled skills in the system prompt"),
+    ("subagents", "timeout_seconds"):
+        ("unmapped", "Antler bounds a subagent by its token budget "
+                     "(`subagent_token_budget`), not by wall time"),
+    ("subagents", "max_turns"):
+        ("unmapped", "set `recursion_limit` for subagent runs in the embedding application"),
+    ("subagents", "agents"): ("unmapped", "Antler has one built-in subagent type"),
+    ("subagents", "custom_agents"): ("unmapped", "Antler has one built-in subagent type"),
+    ("memory", "manager_class"):
+        ("dropped", "Antler has one memory store (facts per user under the base directory)"),
+    ("memory", "shutdown_flush_timeout_seconds"):
+        ("dropped", "`antler run` flushes pending memory updates before it exits"),
+    ("memory", "mode"):
+        ("unmapped", "Antler's memory runs as middleware only; there are no memory tools"),
+}
+
+# Keys an operator coming from DeerFlow may write into an Antler config by habit:
+# (section, DeerFlow key) -> the Antler key. Used by the config loader's hints.
+DEERFLOW_KEYS: dict[tuple[str, str], str] = {
+    ("sandbox", "bash_command_timeout"): "command_timeout",
+    ("sandbox", "bash_output_max_chars"): "max_output_bytes",
+    ("sandbox", "use"): "provider",
+    ("title", "model_name"): "model",
+    ("summarization", "model_name"): "model",
+    ("skills", "path"): "paths",
+    ("memory", "injection_enabled"): "dynamic_context.memory (another section)",
+}
+
+
+def deerflow_hint(section: str, key: str) -> str | None:
+    """A hint for a DeerFlow key written in an Antler config section, if it is one."""
+    if (section, key) in DEERFLOW_KEYS:
+        return (f"`{section}.{key}` is DeerFlow's name; Antler's is "
+                f"`{DEERFLOW_KEYS[section, key]}` (`antler config migrate` converts a DeerFlow "
+                "config)")
+    note = _KEY_NOTES.get((section, key))
+    if note is not None:
+        return f"`{section}.{key}` is a DeerFlow setting: {note[1]}"
+    return None
+
+
+# DeerFlow's own classes that have a plain LangChain equivalent.
+_MODEL_CLASSES = {
+    "deerflow.models.patched_openai:PatchedChatOpenAI": "langchain_openai:ChatOpenAI",
+    "deerflow.models.patched_deepseek:PatchedChatDeepSeek": "langchain_deepseek:ChatDeepSeek",
+}
+_MODEL_FIELDS = ("model", "api_key", "base_url", "max_tokens", "temperature", "timeout",
+                 "max_retries", "supports_vision")
+_MODEL_RENAMES = {"api_base": "base_url", "request_timeout": "timeout",
+                  "default_request_timeout": "timeout"}
+_MODEL_DROPPED = {
+    "name": "becomes the key under `models.named`",
+    "display_name": "a web UI label",
+    "context_window": "a web UI indicator",
+    "pricing": "a web UI cost display",
+    "supports_thinking": "thinking modes are not switched by Antler; put the provider's "
+                         "thinking settings under `kwargs`",
+    "supports_reasoning_effort": "thinking modes are not switched by Antler",
+    "when_thinking_enabled": "thinking modes are not switched by Antler",
+    "when_thinking_disabled": "thinking modes are not switched by Antler",
+}
+_SANDBOX_PROVIDERS = {"deerflow.sandbox.local:LocalSandboxProvider": "local"}
+_GUARDRAIL_PROVIDERS = {"deerflow.guardrails.builtin:AllowlistProvider": "allowlist"}
+_AUTHZ_PROVIDERS = {"deerflow.authz.rbac:RbacAuthorizationProvider": "rbac"}
+# The built-in providers' option names where Antler's differ.
+_PROVIDER_OPTIONS = {
+    "deerflow.guardrails.builtin:AllowlistProvider": {"allowed_tools": "allow",
+                                                      "denied_tools": "deny"},
+}
+
+
+class _Migrator:
+    def __init__(self, doc: YamlDocument, sections: Mapping[str, type[BaseModel] | None]):
+        self.doc = doc
+        self.sections = sections
+        self.out: dict[str, Any] = {}
+        self.notes: list[MigrationNote] = []
+
+    # -- recording -------------------------------------------------------------------
+    def where(self, path: tuple[Any, ...]) -> str:
+        location = self.doc.locate(path)
+        return str(location) if isinstance(location, Location) else self.doc.source
+
+    def note(self, path: tuple[Any, ...], outcome: Outcome, target: str | None = None,
+             why: str = "") -> None:
+        self.notes.append(MigrationNote(self.where(path), _dotted(path), outcome, target, why))
+
+    def put(self, target: str, value: Any, path: tuple[Any, ...], why: str = "") -> None:
+        node = self.out
+        parts = target.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+        self.note(path, "mapped", target, why)
+
+    def drop(self, path: tuple[Any, ...], why: str) -> None:
+        self.note(path, "dropped", why=why)
+
+    def unmapped(self, path: tuple[Any, ...], why: str) -> None:
+        self.note(path, "unmapped", why=why)
+
+    # -- generic shapes --------------------------------------------------------------
+    def same(self, section: str, value: Any, *, target: str | None = None,
+             renames: Mapping[str, str] | None = None,
+             special: Mapping[str, Callable[[Any, tuple[Any, ...]], None]] | None = None,
+             base: tuple[Any, ...] | None = None) -> None:
+        """Copy `section`'s keys to `target` (same name) where Antler's section has them."""
+        path = base if base is not None else (section,)
+        target = target or section
+        if not isinstance(value, Mapping):
+            if value is None:
+                self.drop(path, "empty section")
+            else:
+                self.unmapped(path, f"expected a mapping, found {type(value).__name__}")
+            return
+        model = self.sections.get(target.split(".")[0])
+        fields = _fields_at(model, target.split(".")[1:])
+        for key, item in value.items():
+            here = (*path, key)
+            if special and key in special:
+                special[key](item, here)
+            elif (section, key) in _KEY_NOTES:
+                outcome, why = _KEY_NOTES[section, key]
+                self.note(here, outcome, why=why)
+            elif renames and key in renames:
+                self.put(f"{target}.{renames[key]}", item, here)
+            elif fields is None or key in fields:
+                self.put(f"{target}.{key}", item, here)
+            else:
+                self.unmapped(here, f"Antler's `{target}` has no `{key}` "
+                                    f"(its keys: {', '.join(sorted(fields))})")
+
+    def provider(self, section: str, value: Any, known: Mapping[str, str],
+                 extra: Iterable[str] = ()) -> None:
+        """`{enabled, provider: {use, config}, ...}` -> `{enabled, provider, provider_options}`."""
+        def reshape(item: Any, path: tuple[Any, ...]) -> None:
+            if not isinstance(item, Mapping) or "use" not in item:
+                self.unmapped(path, "expected `provider: {use, config}`")
+                return
+            use = str(item["use"])
+            if use in known:
+                self.put(f"{section}.provider", known[use], (*path, "use"),
+                         "DeerFlow's built-in provider of the same behaviour")
+            elif use.startswith("deerflow."):
+                self.unmapped((*path, "use"), f"{use} is DeerFlow's own class; register an "
+                              f"Antler provider in `antler.{section}_providers` instead")
+                return
+            else:
+                self.put(f"{section}.provider", use, (*path, "use"),
+                         "name an entry point of the provider group, or register this class "
+                         "under one")
+            options = dict(item.get("config") or {})
+            if options:
+                renames = _PROVIDER_OPTIONS.get(use, {})
+                options = {renames.get(key, key): value for key, value in options.items()}
+                renamed = [f"{a} -> {b}" for a, b in renames.items() if a in item["config"]]
+                self.put(f"{section}.provider_options", options, (*path, "config"),
+                         ", ".join(renamed))
+
+        self.same(section, value, special={"provider": reshape,
+                                           **{key: self._skip for key in extra}})
+
+    def _skip(self, item: Any, path: tuple[Any, ...]) -> None:
+        self.drop(path, "handled with its section")
+
+    # -- the whole document ----------------------------------------------------------
+    def run(self, data: Mapping[str, Any]) -> None:
+        handlers: dict[str, Callable[[Any], None]] = {
+            "models": self.models, "tools": self.tools, "sandbox": self.sandbox,
+            "subagents": self.subagents, "skills": self.skills, "title": self.title,
+            "summarization": self.summarization, "memory": self.memory,
+            "checkpointer": self.checkpointer, "database": self.database,
+            "guardrails": lambda v: self.provider("guardrails", v, _GUARDRAIL_PROVIDERS),
+            "authorization": lambda v: self.provider("authorization", v, _AUTHZ_PROVIDERS),
+            "circuit_breaker": lambda v: self.same(
+                "circuit_breaker", v, target="llm_error_handling.circuit_breaker"),
+            "llm_call": lambda v: self.same("llm_call", v, target="llm_error_handling"),
+            "safety_finish_reason": self.safety,
+            "extensions": lambda v: self.same("extensions", v),
+        }
+        for key, value in data.items():
+            path = (key,)
+            if key in handlers:
+                handlers[key](value)
+            elif key in _OUTSIDE:
+                self.drop(path, _OUTSIDE[key])
+            elif key in self.sections:
+                self.same(key, value)
+            else:
+                self.unmapped(path, "no Antler plugin installed here provides this section")
+
+    def models(self, value: Any) -> None:
+        if not isinstance(value, list):
+            self.unmapped(("models",), "expected DeerFlow's list of models")
+            return
+        first: str | None = None
+        for index, entry in enumerate(value):
+            path = ("models", index)
+            if not isinstance(entry, Mapping) or not entry.get("name") or not entry.get("use"):
+                self.unmapped(path, "a model entry needs `name` and `use`")
+                continue
+            name = str(entry["name"])
+            use = str(entry["use"])
+            use = _MODEL_CLASSES.get(use, use)
+            if use.startswith("deerflow."):
+                self.unmapped((*path, "use"), f"{use} is DeerFlow's own model class; use the "
+                              "provider's LangChain class ('module:Class') or an "
+                              "init_chat_model spec")
+                continue
+            first = first or name
+            self.put(f"models.named.{name}.use", use, (*path, "use"))
+            kwargs: dict[str, Any] = {}
+            for key, item in entry.items():
+                here = (*path, key)
+                if key == "use":
+                    continue
+                if key in _MODEL_DROPPED:
+                    self.drop(here, _MODEL_DROPPED[key])
+                elif key in _MODEL_FIELDS or key in _MODEL_RENAMES:
+                    self.put(f"models.named.{name}.{_MODEL_RENAMES.get(key, key)}", item, here)
+                else:
+                    kwargs[key] = item
+                    self.note(here, "mapped", f"models.named.{name}.kwargs.{key}",
+                              "passed to the model class unchanged")
+            if kwargs:
+                self.out["models"]["named"][name]["kwargs"] = kwargs
+        if first is not None:
+            self.out.setdefault("models", {})["default"] = first
+            self.notes.append(MigrationNote(self.where(("models",)), "models", "mapped",
+                                            "models.default",
+                                            f"DeerFlow's first model, {first!r}"))
+
+    def tools(self, value: Any) -> None:
+        if not isinstance(value, list):
+            self.unmapped(("tools",), "expected DeerFlow's list of tools")
+            return
+        for index, entry in enumerate(value):
+            path = ("tools", index)
+            use = str(entry.get("use", "")) if isinstance(entry, Mapping) else ""
+            name = entry.get("name", use) if isinstance(entry, Mapping) else entry
+            if use.startswith("deerflow.sandbox.tools:"):
+                self.drop(path, f"`{name}` is built into Antler's sandbox plugin")
+            elif use.startswith("deerflow."):
+                self.unmapped(path, f"`{name}` is DeerFlow's own tool ({use}); port it as a "
+                              "LangChain tool and list it under `tools:`")
+            elif use and "tools" in self.sections:
+                options = {k: v for k, v in entry.items() if k not in ("name", "use", "group")}
+                item: dict[str, Any] = {"use": use}
+                if options:
+                    item["config"] = options
+                self.out.setdefault("tools", []).append(item)
+                self.note(path, "mapped", f"tools[{len(self.out['tools']) - 1}]")
+            else:
+                self.unmapped(path, f"tool `{name}`: Antler loads tools through `tools:` "
+                              "entries, which this installation does not provide")
+
+    def sandbox(self, value: Any) -> None:
+        def use(item: Any, path: tuple[Any, ...]) -> None:
+            provider = _SANDBOX_PROVIDERS.get(str(item))
+            if provider is None:
+                self.unmapped(path, f"no Antler sandbox provider replaces {item}; providers "
+                              "register in `antler.sandbox_providers`")
+            else:
+                self.put("sandbox.provider", provider, path)
+
+        def output(item: Any, path: tuple[Any, ...]) -> None:
+            if isinstance(item, int) and item > 0:
+                self.put("sandbox.max_output_bytes", max(item, 1024), path,
+                         "characters taken as bytes; Antler's floor is 1024")
+            else:
+                self.drop(path, "Antler always caps output; 0 (no cap) has no equivalent")
+
+        self.same("sandbox", value, renames={"bash_command_timeout": "command_timeout"},
+                  special={"use": use, "bash_output_max_chars": output})
+
+    def subagents(self, value: Any) -> None:
+        def budget(item: Any, path: tuple[Any, ...]) -> None:
+            self.same("subagents", item, target="subagent_token_budget", base=path)
+
+        self.same("subagents", value, special={"token_budget": budget})
+
+    def skills(self, value: Any) -> None:
+        def path_(item: Any, path: tuple[Any, ...]) -> None:
+            self.put("skills.paths", [item], path, "a list of skill roots in Antler")
+
+        def container(item: Any, path: tuple[Any, ...]) -> None:
+            if str(item).rstrip("/") == "/mnt/skills":
+                self.drop(path, "Antler always shows skills at /mnt/skills")
+            else:
+                self.unmapped(path, "Antler shows skills at /mnt/skills only")
+
+        self.same("skills", value, special={"path": path_, "container_path": container})
+
+    def _model_name(self, section: str) -> Callable[[Any, tuple[Any, ...]], None]:
+        def model(item: Any, path: tuple[Any, ...]) -> None:
+            if item is None:
+                self.drop(path, "null: the default applies")
+            else:
+                self.put(f"{section}.model", item, path, "a name under `models.named`")
+        return model
+
+    def title(self, value: Any) -> None:
+        self.same("title", value, special={"model_name": self._model_name("title")})
+
+    def summarization(self, value: Any) -> None:
+        self.same("summarization", value,
+                  special={"model_name": self._model_name("summarization")})
+
+    def memory(self, value: Any) -> None:
+        def injection(item: Any, path: tuple[Any, ...]) -> None:
+            if "dynamic_context" in self.sections:
+                self.put("dynamic_context.memory", item, path,
+                         "Antler's dynamic_context injects memory next to the user message")
+            else:
+                self.unmapped(path, "the dynamic_context plugin is not installed")
+
+        def mode(item: Any, path: tuple[Any, ...]) -> None:
+            if item == "middleware":
+                self.drop(path, "Antler's memory always runs as middleware")
+            else:
+                self.unmapped(path, "Antler's memory runs as middleware only; there are no "
+                                    "memory tools")
+
+        def backend(item: Any, path: tuple[Any, ...]) -> None:
+            if not isinstance(item, Mapping):
+                return
+            for key, setting in item.items():
+                here = (*path, key)
+                if key in ("debounce_seconds", "max_facts"):
+                    self.put(f"memory.{key}", setting, here)
+                elif key == "model" and isinstance(setting, Mapping):
+                    self.memory_model(setting, here)
+                else:
+                    self.drop(here, "a setting of DeerFlow's memory backend")
+
+        self.same("memory", value, special={"injection_enabled": injection, "mode": mode,
+                                            "backend_config": backend})
+
+    def memory_model(self, setting: Mapping[str, Any], path: tuple[Any, ...]) -> None:
+        if not setting.get("provider") or not setting.get("model"):
+            self.drop(path, "no model given: DeerFlow extracts nothing; Antler uses the "
+                            "agent's model")
+            return
+        entry = {"use": f"{setting['provider']}:{setting['model']}",
+                 **{k: v for k, v in setting.items()
+                    if k in ("api_key", "base_url", "temperature") and v is not None}}
+        self.out.setdefault("models", {}).setdefault("named", {})["memory"] = entry
+        self.out["models"]["memory"] = "memory"
+        self.note(path, "mapped", "models.named.memory", "and `models.memory: memory`")
+
+    def checkpointer(self, value: Any) -> None:
+        if not isinstance(value, Mapping):
+            self.unmapped(("checkpointer",), "expected a mapping")
+            return
+        kind = value.get("type")
+        if kind in ("sqlite", "memory"):
+            self.put("storage.checkpointer", kind, ("checkpointer", "type"))
+            if "connection_string" in value:
+                self.drop(("checkpointer", "connection_string"),
+                          "Antler keeps its SQLite file under `storage.base_dir`")
+        elif kind == "postgres" and value.get("connection_string"):
+            self.put("storage.checkpointer", value["connection_string"],
+                     ("checkpointer", "connection_string"))
+        else:
+            self.unmapped(("checkpointer",), f"checkpointer type {kind!r} has no equivalent")
+        for key in value:
+            if key not in ("type", "connection_string"):
+                self.drop(("checkpointer", key), "a DeerFlow storage detail")
+
+    def database(self, value: Any) -> None:
+        if not isinstance(value, Mapping):
+            self.unmapped(("database",), "expected a mapping")
+            return
+        backend = value.get("backend")
+        for key, item in value.items():
+            path = ("database", key)
+            if key == "backend":
+                if backend in ("sqlite", "memory"):
+                    self.put("storage.checkpointer", backend, path)
+                elif backend != "postgres":
+                    self.unmapped(path, f"database backend {backend!r} has no equivalent")
+                else:
+                    self.drop(path, "given by `postgres_url`")
+            elif key == "postgres_url" and backend == "postgres":
+                self.put("storage.checkpointer", item, path)
+            elif key == "checkpoint_channel_mode":
+                self.put("storage.messages_channel", item, path)
+            elif key == "checkpoint_delta" and isinstance(item, Mapping) \
+                    and "snapshot_frequency" in item:
+                self.put("storage.snapshot_every", item["snapshot_frequency"],
+                         (*path, "snapshot_frequency"))
+            else:
+                self.drop(path, "a DeerFlow storage detail (Antler keeps its files under "
+                                "`storage.base_dir`)")
+
+    def safety(self, value: Any) -> None:
+        def detectors(item: Any, path: tuple[Any, ...]) -> None:
+            if not isinstance(item, list):
+                self.unmapped(path, "expected a list of {use, config}")
+            elif any(str(d.get("use", "")).startswith("deerflow.") for d in item
+                     if isinstance(d, Mapping)):
+                self.unmapped(path, "DeerFlow's detector classes: Antler's built-ins cover "
+                              "OpenAI content_filter, Anthropic refusal and Gemini safety stops; "
+                              "leave `detectors` out, or name Antler's classes")
+            else:
+                self.put("safety_finish_reason.detectors", item, path)
+
+        self.same("safety_finish_reason", value, special={"detectors": detectors})
+
+    def mcp_servers(self, servers: Mapping[str, Any], path: tuple[Any, ...]) -> None:
+        if "mcp_servers" not in self.sections:
+            self.unmapped(path, "MCP servers: this installation has no `mcp_servers` section")
+            return
+        for name, server in servers.items():
+            here = (*path, name)
+            if not isinstance(server, Mapping):
+                self.unmapped(here, "expected a mapping")
+                continue
+            keep = {k: v for k, v in server.items()
+                    if k in ("enabled", "command", "args", "env", "url", "headers")}
+            self.put(f"mcp_servers.{name}", keep, here,
+                     "transport taken from `command` or `url`")
+
+
+def migrate_deerflow(doc: YamlDocument, sections: Mapping[str, type[BaseModel] | None],
+                     *, extensions: Mapping[str, Any] | None = None,
+                     extensions_source: str = "extensions_config.json") -> Migration:
+    """Map a DeerFlow config (`doc`) onto the Antler `sections` installed here.
+
+    `sections` maps each Antler config section to its pydantic model (None for a
+    section whose keys are not checked here). `extensions` is DeerFlow's
+    `extensions_config.json`, whose `mcpServers` and `skills` are mapped too.
+    Sections written for plugins that are not installed are moved to the notes.
+    """
+    migrator = _Migrator(doc, sections)
+    data = doc.data if isinstance(doc.data, Mapping) else {}
+    migrator.run(data)
+    if extensions:
+        json_doc = YamlDocument(data=dict(extensions), source=extensions_source)
+        json_migrator = _Migrator(json_doc, sections)
+        json_migrator.out = migrator.out
+        for key, value in extensions.items():
+            if key == "mcpServers" and isinstance(value, Mapping):
+                json_migrator.mcp_servers(value, (key,))
+            elif key == "skills" and isinstance(value, Mapping):
+                off = [name for name, state in value.items()
+                       if isinstance(state, Mapping) and state.get("enabled") is False]
+                if off:
+                    json_migrator.put("skills.disabled", off, (key,))
+                else:
+                    json_migrator.drop((key,), "every skill is enabled: nothing to turn off")
+            else:
+                json_migrator.unmapped((key,), "not a section Antler reads")
+        migrator.notes.extend(json_migrator.notes)
+    migration = Migration(config=migrator.out, notes=migrator.notes)
+    _withhold_unknown_sections(migration, sections)
+    migration.notes.sort(key=_position)
+    return migration
+
+
+def _position(note: MigrationNote) -> tuple[str, int, int]:
+    source, _, rest = note.where.rpartition(":")
+    source, _, line = source.rpartition(":")
+    try:
+        return (source, int(line), int(rest))
+    except ValueError:
+        return (note.where, 0, 0)
+
+
+def _withhold_unknown_sections(migration: Migration,
+                               sections: Mapping[str, type[BaseModel] | None]) -> None:
+    """Move what was mapped to sections nobody here provides into the notes."""
+    for key in [k for k in migration.config if k not in sections]:
+        del migration.config[key]
+        migration.notes = [
+            MigrationNote(note.where, note.source, "unmapped",
+                          why=f"Antler's `{key}` section comes with a plugin that is not "
+                              "installed here; install it and migrate again")
+            if note.outcome == "mapped" and (note.target or "").split(".")[0]
+            .split("[")[0] == key else note
+            for note in migration.notes
+        ]
+
+
+def _fields_at(model: type[BaseModel] | None, path: list[str]) -> set[str] | None:
+    for part in path:
+        if model is None:
+            return None
+        field_info = model.model_fields.get(part)
+        annotation = field_info.annotation if field_info is not None else None
+        model = annotation if isinstance(annotation, type) and issubclass(
+            annotation, BaseModel) else None
+    return set(model.model_fields) if model is not None else None
+
+
+def _dotted(path: Iterable[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def load_extensions(text: str, source: str) -> dict[str, Any]:
+    """DeerFlow's `extensions_config.json`, parsed; a clear error when it is not JSON."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{source}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") \
+            from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{source}: expected a JSON object")
+    return data

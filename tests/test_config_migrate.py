@@ -1,0 +1,169 @@
+"""`antler config migrate`: DeerFlow-shaped configs become valid Antler configs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from antler.chain import plan_chain
+from antler.chain.config import load_config, schema_sections
+from antler.chain.migrate import migrate_deerflow
+from antler.cli import cli
+from antler.plugin_api.context import RuntimeOptions
+from antler.plugin_api.registry import discover
+from antler.plugin_api.yamlsource import load_yaml_file
+
+DATA = Path(__file__).parent / "data" / "deerflow"
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return discover()
+
+
+def migrate(*args: object) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["config", "migrate", *[str(a) for a in args]])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def lead_order(registry, path: Path) -> set[str]:
+    config = load_config(path, registry)
+    plan = plan_chain(config, "lead", RuntimeOptions(subagents_enabled=True), registry=registry)
+    return set(plan.order)
+
+
+def test_a_full_deerflow_config_migrates_and_passes_config_check(tmp_path, registry):
+    out = tmp_path / "antler.yaml"
+    code, stdout, stderr = migrate(DATA / "full.yaml", "-o", out)
+    assert code == 0, stderr
+    assert stdout == ""  # the config went to the file; the report to stderr
+    check = CliRunner().invoke(cli, ["config", "check", str(out)])
+    assert check.exit_code == 0, check.output
+    migrated = yaml.safe_load(out.read_text())
+    assert migrated["sandbox"] == {"provider": "local", "max_output_bytes": 20000,
+                                   "command_timeout": 600}
+    assert migrated["models"]["default"] == "main-model"
+    assert migrated["models"]["named"]["helper"]["base_url"] == "https://api.example.com/v1"
+    assert migrated["models"]["named"]["main-model"]["api_key"] == "$OPENAI_API_KEY"  # unexpanded
+    assert migrated["guardrails"] == {"enabled": True, "provider": "allowlist",
+                                      "provider_options": {"allow": ["read_file", "ls", "bash"]}}
+    assert migrated["llm_error_handling"]["circuit_breaker"]["failure_threshold"] == 4
+    assert migrated["storage"] == {"checkpointer": "sqlite", "messages_channel": "delta",
+                                   "snapshot_every": 50}
+    assert migrated["subagent_token_budget"]["max_tokens"] == 1000000
+    assert migrated["summarization"]["model"] == "helper"
+    # every key is reported, with its line
+    assert "full.yaml:78:3: sandbox.bash_command_timeout -> sandbox.command_timeout" in stderr
+    assert "full.yaml:61:3: loop_detection.max_tracked_threads: dropped:" in stderr
+    assert "full.yaml:36:5: tools[0]: unmapped: `web_search` is DeerFlow's own tool" in stderr
+    assert "full.yaml:137:1: channels: dropped: IM channels are a gateway feature" in stderr
+    assert stderr.strip().splitlines()[-1].endswith(f"unmapped; wrote {out}")
+
+
+def test_the_migrated_chain_is_the_one_deerflow_describes(tmp_path, registry):
+    full = tmp_path / "full.yaml"
+    minimal = tmp_path / "minimal.yaml"
+    assert migrate(DATA / "full.yaml", "-o", full)[0] == 0
+    assert migrate(DATA / "minimal.yaml", "-o", minimal)[0] == 0
+    on = lead_order(registry, full)
+    off = lead_order(registry, minimal)
+    # full.yaml switches these on; minimal.yaml switches them off
+    for plugin in ("token_usage", "loop_detection", "read_before_write", "safety_finish_reason",
+                   "summarization", "title", "memory"):
+        assert plugin in on, plugin
+        assert plugin not in off, plugin
+    # only full.yaml enables tool_progress and guardrails; neither enables the token budget
+    assert {"tool_progress", "guardrail"} <= on and not {"tool_progress", "guardrail"} & off
+    assert "token_budget" not in on and "authorization" not in on
+    # layers that are always on in both harnesses stay on
+    for plugin in ("input_sanitization", "tool_error_handling", "tool_output_budget",
+                   "llm_error_handling", "clarification", "sandbox"):
+        assert plugin in on and plugin in off
+
+
+def test_every_key_gets_exactly_one_outcome(registry):
+    doc = load_yaml_file(DATA / "full.yaml")
+    migration = migrate_deerflow(doc, schema_sections(registry))
+    sources = [note.source for note in migration.notes]
+    assert len(sources) == len(set(sources))
+    for section in doc.data:
+        assert any(s == section or s.startswith((f"{section}.", f"{section}["))
+                   for s in sources), section
+    assert {note.outcome for note in migration.notes} == {"mapped", "dropped", "unmapped"}
+
+
+def test_a_section_of_a_plugin_that_is_not_installed_is_reported_not_written(registry):
+    doc = load_yaml_file(DATA / "full.yaml")
+    installed = schema_sections(registry)
+    sections = {k: v for k, v in installed.items()
+                if k not in ("loop_detection", "llm_error_handling")}
+    migration = migrate_deerflow(doc, sections)
+    assert "loop_detection" not in migration.config
+    assert "llm_error_handling" not in migration.config
+    by_source = {n.source: n for n in migration.notes}
+    assert by_source["loop_detection"].outcome == "unmapped"
+    renamed = by_source["circuit_breaker.failure_threshold"]  # mapped into a missing section
+    assert renamed.outcome == "unmapped" and "not installed here" in renamed.why
+
+
+def test_extensions_config_maps_skill_switches(tmp_path, registry):
+    code, stdout, stderr = migrate(DATA / "minimal.yaml", "--extensions",
+                                   DATA / "extensions_config.json", "--json")
+    assert code == 0, stderr
+    report = json.loads(stdout)
+    assert report["config"]["skills"] == {"disabled": ["legacy-skill"]}
+    mcp = [n for n in report["notes"] if n["source"].startswith("mcpServers")]
+    assert mcp and all(n["where"].startswith(str(DATA / "extensions_config.json")) for n in mcp)
+    assert report["counts"]["mapped"] >= 4
+
+
+def test_bad_input_is_one_clear_error(tmp_path):
+    not_a_mapping = tmp_path / "list.yaml"
+    not_a_mapping.write_text("- a\n- b\n")
+    code, _, stderr = migrate(not_a_mapping)
+    assert code == 1 and "a DeerFlow config is a mapping of sections" in stderr
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("models: [\n")
+    code, _, stderr = migrate(broken)
+    assert code == 1 and "broken.yaml:" in stderr and "Traceback" not in stderr
+    bad_json = tmp_path / "ext.json"
+    bad_json.write_text("{\"mcpServers\": ")
+    code, _, stderr = migrate(DATA / "minimal.yaml", "--extensions", bad_json)
+    assert code == 1 and "ext.json:1:" in stderr and "not valid JSON" in stderr
+    out = tmp_path / "exists.yaml"
+    out.write_text("x: 1\n")
+    code, _, stderr = migrate(DATA / "minimal.yaml", "-o", out)
+    assert code == 1 and "--force" in stderr
+
+
+def test_deerflow_keys_in_an_antler_config_get_a_precise_hint(tmp_path):
+    path = tmp_path / "antler.yaml"
+    path.write_text("sandbox:\n  bash_command_timeout: 30\nmemory:\n  mode: middleware\n"
+                    "title:\n  mode: {a: 1}\n  enable: true\n")
+    result = CliRunner().invoke(cli, ["config", "check", str(path)])
+    assert result.exit_code == 1
+    assert ("sandbox.bash_command_timeout: unknown key 'bash_command_timeout': "
+            "`sandbox.bash_command_timeout` is DeerFlow's name; Antler's is `command_timeout`"
+            in result.stderr)
+    assert "memory.mode: unknown key 'mode': `memory.mode` is a DeerFlow setting" in result.stderr
+    # no did-you-mean toward a key the value could not go under either
+    assert "title.mode: unknown key 'mode'; valid keys: enabled, max_chars, model" in result.stderr
+    assert "title.enable: unknown key 'enable' (did you mean 'enabled'?)" in result.stderr
+
+
+def test_wrong_shapes_say_what_is_expected_with_an_example(tmp_path):
+    path = tmp_path / "antler.yaml"
+    path.write_text("sandbox:\n  command_timeout: {seconds: 5}\nloop_detection:\n"
+                    "  warn_threshold: many\nmodels:\n  default: 3\n")
+    result = CliRunner().invoke(cli, ["config", "check", str(path)])
+    assert result.exit_code == 1
+    assert "sandbox.command_timeout: expects a number (Seconds a bash command may run before it " \
+           "is killed), e.g. `command_timeout: 60.0`; got a mapping" in result.stderr
+    assert "loop_detection.warn_threshold: expects a whole number" in result.stderr
+    assert "got a string ('many')" in result.stderr
+    assert "models.default: expects a string" in result.stderr
+    assert "Input should be" not in result.stderr
