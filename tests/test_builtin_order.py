@@ -22,6 +22,7 @@ from antler.plugin_api.spec import PluginSpec
 
 SEED_ORDER = [
     "input_sanitization",          # 000 #1
+    "pii",                         # contrib: LangChain's PII redaction, with the input guards
     "tool_output_budget",          # 000 #2
     "tool_result_sanitization",    # 000 #3
     "thread_data",                 # 000 #4
@@ -29,16 +30,21 @@ SEED_ORDER = [
     "sandbox",                     # 000 #6
     "dangling_tool_call",          # 000 #7
     "llm_error_handling",          # 000 #8
+    "model_fallback",              # contrib: inside llm_error_handling
+    "model_retry",                 # contrib: inside the fallback
     "authorization",               # 000 #9
     "guardrail",                   # 000 #9, inside authorization
     "sandbox_audit",               # 000 #10
     "read_before_write",           # 000 #11
     "tool_progress",               # 000 #12
     "tool_error_handling",         # 000 #13
+    "tool_retry",                  # contrib: innermost tool wrapper
     "dynamic_context",             # 000 #14 (lead only)
     "skill_activation",            # 000 #15
     "skill_tool_policy",           # 000 #16
     "summarization",               # 000 #18
+    "context_editing",             # contrib: clears old tool results after summarization
+    "llm_tool_selector",           # contrib: picks tools among those the skill policy left
     "todo",                        # 000 #19 (lead only)
     "token_usage",                 # 000 #20 (lead only)
     "title",                       # 000 #21 (lead only)
@@ -47,10 +53,13 @@ SEED_ORDER = [
     "subagent_limit",              # 000 #27 (lead only)
     "loop_detection",              # 000 #28
     "token_budget",                # 000 #29 (lead only, for now)
+    "model_call_limit",            # contrib: beside the guards
+    "tool_call_limit",             # contrib: beside the guards
     "subagent_date_context",       # subagent only: right before the coalescer, as 000 says
     "system_message_coalescing",   # 000 #26, moved innermost of the guards on purpose: it
                                    # merges what every outer wrapper (loop hints too) added
     "tool_call_log",               # 000 #31: a contrib extension without ordering
+    "human_in_the_loop",           # contrib: before the terminal tail (lead only)
     "terminal_response",           # 000 #32 (lead only)
     "model_length_finish_reason",  # 000 #33 (lead only)
     "safety_finish_reason",        # 000 #34
