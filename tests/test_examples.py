@@ -27,6 +27,9 @@ def test_all_optional_config_leaves_no_plugin_out_of_the_lead_chain():
     registry = discover()
     plan = plan_chain(all_optional_config(registry), "lead", RuntimeOptions(
         plan_mode=True, supports_vision=True, subagents_enabled=True), registry=registry)
-    assert {ex.kind for ex in plan.excluded.values()} <= {"not_in_chain"}
+    left_out = {name: ex.kind for name, ex in plan.excluded.items() if ex.kind != "not_in_chain"}
+    # off on purpose (a before_model hook that may end the run; see the yaml)
+    assert left_out == {"model_call_limit": "disabled", "pii": "disabled",
+                        "human_in_the_loop": "disabled"}
     assert {"authorization", "guardrail", "summarization", "todo", "view_image",
             "subagent_limit"} <= set(plan.order)

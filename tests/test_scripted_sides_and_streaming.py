@@ -62,7 +62,7 @@ def test_a_bad_side_script_is_a_clear_error(tmp_path):
     with pytest.raises(ScriptError, match=r"script\.yaml.*must be a list of turns"):
         ScriptedChatModel.from_yaml(path)
     path = script_file(tmp_path, {"turns": ["x"], "summary": ["y"]})
-    with pytest.raises(ScriptError, match="'title' and 'memory'"):
+    with pytest.raises(ScriptError, match="'title', 'memory' and 'tool_selector'"):
         ScriptedChatModel.from_yaml(path)
 
 

@@ -259,8 +259,9 @@ def test_config_section_validates_with_location_and_suggestion(acme_site, antler
     assert "(did you mean 'max_calls'?)" in message
 
     path.write_text("acme:\n  greeting: hi\n  max_calls: many\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"antler\.yaml:3:3: acme\.max_calls: Input should "
-                                          r"be a valid integer"):
+    with pytest.raises(ConfigError, match=r"antler\.yaml:3:3: acme\.max_calls: expects a whole "
+                                          r"number \(Calls per turn\), e\.g\. `max_calls: 3`; "
+                                          r"got a string \('many'\)"):
         load_config(path, registry)
 
 

@@ -120,3 +120,6 @@ class LlmToolSelectorConfig(_Section):
     always_include: list[str] = Field(default_factory=list,
                                       description="Tools always offered.")
     max_retries: int = Field(1, ge=0, le=5, description="Retries of a malformed selection.")
+    on_parsing_failure: Literal["error", "all", "none"] = Field(
+        "error", description="When no valid selection comes back: raise an 'error', keep "
+        "'all' tools, or offer 'none'.")

@@ -7,8 +7,8 @@ from typing import Any
 from langchain.agents import middleware as lc
 
 from antler.errors import BuildError
-from antler.plugin_api.context import BuildContext
-from antler.runtime.models import resolve_reference
+from antler.plugin_api.context import MODEL, BuildContext
+from antler.runtime.models import resolve_reference, side_call_model
 
 from . import config as cfg
 
@@ -77,7 +77,11 @@ def context_editing(ctx: BuildContext) -> lc.ContextEditingMiddleware:
 
 def llm_tool_selector(ctx: BuildContext) -> lc.LLMToolSelectorMiddleware:
     section = _section(ctx, cfg.LlmToolSelectorConfig)
-    model = resolve_reference(ctx.services.items, section.model) if section.model else None
+    # Without a model of its own it asks the agent's, through a scripted model's side
+    # script, so a selection never spends the agent's scripted turns.
+    model = (resolve_reference(ctx.services.items, section.model) if section.model
+             else side_call_model(ctx.services.items.get(MODEL), "tool_selector"))
     return lc.LLMToolSelectorMiddleware(
         model=model, max_tools=section.max_tools,
-        always_include=section.always_include or None, max_retries=section.max_retries)
+        always_include=section.always_include or None, max_retries=section.max_retries,
+        on_parsing_failure=section.on_parsing_failure)

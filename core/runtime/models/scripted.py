@@ -19,8 +19,8 @@ A script is a list of turns. Each turn is one of:
 * a callable ``(messages) -> turn`` for replies that depend on the request.
 
 Scripts can live in YAML, either as a bare list of turns or as a mapping with a
-``turns`` list (and optionally ``model_name``, and ``title`` / ``memory`` lists of
-turns). The title and memory plugins ask the agent's model for side answers; a
+``turns`` list (and optionally ``model_name``, and ``title`` / ``memory`` /
+``tool_selector`` lists of turns). The title and memory plugins ask the agent's model for side answers; a
 scripted model gives them their own scripts (:meth:`ScriptedChatModel.side_model`),
 so the agent's ``turns`` are never spent on them, and a side script that runs
 out answers with an empty reply, which those plugins treat as "nothing": the
@@ -79,7 +79,7 @@ __all__ = [
     "parse_script",
 ]
 
-SIDE_PURPOSES = ("title", "memory")
+SIDE_PURPOSES = ("title", "memory", "tool_selector")
 """Side calls a scripted model answers from their own script (see `side_model`)."""
 
 SCRIPT_KEYS = ("model_name", *SIDE_PURPOSES)
@@ -262,7 +262,7 @@ def parse_script(script: Any) -> list[ScriptTurn]:
         if unknown or "turns" not in script:
             raise ScriptError(
                 "A script mapping must have a 'turns' list (and optionally 'model_name', "
-                f"'title' and 'memory' lists); got keys {sorted(script)!r}."
+                f"'title', 'memory' and 'tool_selector' lists); got keys {sorted(script)!r}."
             )
         script = script["turns"]
     if isinstance(script, (str, bytes)) or not isinstance(script, Sequence):
