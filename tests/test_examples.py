@@ -26,7 +26,8 @@ def test_example_configs_pass_config_check(path):
 def test_all_optional_config_leaves_no_plugin_out_of_the_lead_chain():
     registry = discover()
     plan = plan_chain(all_optional_config(registry), "lead", RuntimeOptions(
-        plan_mode=True, supports_vision=True, subagents_enabled=True), registry=registry)
+        plan_mode=True, supports_vision=True, subagents_enabled=True,
+        conditions={"mcp_routing": True}), registry=registry)   # an MCP tool routed by keywords
     assert {ex.kind for ex in plan.excluded.values()} <= {"not_in_chain"}
     assert {"authorization", "guardrail", "summarization", "todo", "view_image",
             "subagent_limit"} <= set(plan.order)
