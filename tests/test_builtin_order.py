@@ -50,6 +50,8 @@ SEED_ORDER = [
     "title",                       # 000 #21 (lead only)
     "memory",                      # 000 #22 (lead only)
     "view_image",                  # 000 #23
+    "mcp_routing",                 # 000 #24
+    "deferred_tool_filter",        # 000 #25
     "subagent_limit",              # 000 #27 (lead only)
     "loop_detection",              # 000 #28
     "token_budget",                # 000 #29 (lead only, for now)

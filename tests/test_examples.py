@@ -26,9 +26,10 @@ def test_example_configs_pass_config_check(path):
 def test_all_optional_config_leaves_no_plugin_out_of_the_lead_chain():
     registry = discover()
     plan = plan_chain(all_optional_config(registry), "lead", RuntimeOptions(
-        plan_mode=True, supports_vision=True, subagents_enabled=True), registry=registry)
+        plan_mode=True, supports_vision=True, subagents_enabled=True,
+        conditions={"mcp_routing": True}), registry=registry)   # an MCP tool routed by keywords
     left_out = {name: ex.kind for name, ex in plan.excluded.items() if ex.kind != "not_in_chain"}
-    # off on purpose (a before_model hook that may end the run; see the yaml)
+    # off on purpose (a hook that may end or pause the run; see the yaml)
     assert left_out == {"model_call_limit": "disabled", "pii": "disabled",
                         "human_in_the_loop": "disabled"}
     assert {"authorization", "guardrail", "summarization", "todo", "view_image",

@@ -10,6 +10,7 @@ file, line, column and the nearest valid key, never a silently ignored setting.
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
@@ -19,10 +20,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    RootModel,
     ValidationError,
     ValidationInfo,
     create_model,
     field_validator,
+    model_validator,
 )
 
 from antler.chain.modelspec import provider_of
@@ -40,7 +43,7 @@ from antler.plugin_api.yamlsource import (
 )
 
 PLATFORM_SECTIONS = ("chain", "plugins", "extensions", "models", "tools", "storage", "skills",
-                     "input")
+                     "input", "mcp_servers")
 
 
 
@@ -326,6 +329,11 @@ class OperatorConfig:
         return self.sections.get("input") or InputSettings()  # type: ignore[return-value]
 
     @property
+    def mcp_servers(self) -> dict[str, McpServerSettings]:
+        section = self.sections.get("mcp_servers")
+        return dict(section.root) if section is not None else {}  # type: ignore[attr-defined]
+
+    @property
     def plugin_settings(self) -> dict[str, PluginLoadSettings]:
         section = self.sections.get("plugins")
         return dict(section.root) if section is not None else {}  # type: ignore[attr-defined]
@@ -407,6 +415,8 @@ def schema_model(registry: PluginRegistry) -> type[BaseModel]:
         "storage": (StorageSettings | None, Field(None, description=StorageSettings.__doc__)),
         "skills": (SkillsSettings | None, Field(None, description=SkillsSettings.__doc__)),
         "input": (InputSettings | None, Field(None, description=InputSettings.__doc__)),
+        "mcp_servers": (McpServersSection | None,
+                        Field(None, description=McpServersSection.__doc__)),
         "plugins": (dict[str, PluginLoadSettings] | None,
                     Field(None, description="Per-plugin load settings, by plugin, entry "
                           "point or distribution name.")),
@@ -615,3 +625,118 @@ def extension_ordering(entry: str | ExtensionEntry) -> tuple[Ordering, list[str]
         return Ordering(), list(CHAIN_NAMES), True, {}
     return entry.ordering(), list(entry.chains), entry.required, dict(entry.config)
 
+
+
+# -- MCP servers (`mcp_servers:`) -----------------------------------------------------
+
+
+class McpRouting(BaseModel):
+    """`routing:` of an MCP server or tool: when mcp_routing promotes its tools unasked."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["off", "prefer"] = Field(
+        "off", description="'prefer': with tool_search on, the tools are promoted before a "
+        "model call when the user's message contains one of `keywords`.")
+    priority: int = Field(
+        50, description="Rank among matching tools, higher first (clamped to 0-100).")
+    keywords: list[str] = Field(
+        default_factory=list, description="Words or phrases matched case-insensitively as "
+        "substrings of the user's message (any script).")
+
+    @field_validator("priority")
+    @classmethod
+    def _clamp(cls, value: int) -> int:
+        return max(0, min(100, value))
+
+    @field_validator("keywords")
+    @classmethod
+    def _keywords(cls, value: list[str]) -> list[str]:
+        return [word.strip() for word in value if word.strip()]
+
+
+class McpToolSettings(BaseModel):
+    """`mcp_servers.<name>.tools.<tool>:` settings of one tool of a server."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    routing: McpRouting | None = Field(None, description="Overrides the server's routing.")
+
+
+class McpServerSettings(BaseModel):
+    """One MCP server: a command started over stdio, or a streamable-HTTP `url`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str | None = Field(None, description="stdio: the program to start.")
+    args: list[str] = Field(default_factory=list, description="stdio: its arguments.")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="stdio: extra environment variables; `${VAR}` "
+        "takes VAR from Antler's environment (secrets stay out of the file).")
+    cwd: str | None = Field(None, description="stdio: working directory of the server.")
+    url: str | None = Field(None, description="Streamable HTTP: the endpoint URL.")
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="Streamable HTTP: request headers (`${VAR}` works).")
+    enabled: bool = Field(True, description="false: the server is not started.")
+    required: bool = Field(
+        False, description="true: an agent is not built when this server fails to start "
+        "(otherwise a warning names it and its tools are absent).")
+    tool_name_prefix: str | None = Field(
+        None, description="Prepended to each of the server's tool names (avoids clashes).")
+    start_timeout: float = Field(
+        30.0, gt=0, description="Seconds the server may take to start and list its tools.")
+    call_timeout: float = Field(
+        60.0, gt=0, description="Seconds one tool call may take before it fails.")
+    routing: McpRouting = Field(default_factory=McpRouting,
+                                description="Auto-promotion of the server's tools.")
+    tools: dict[str, McpToolSettings] = Field(
+        default_factory=dict, description="Per-tool settings, by the server's tool name.")
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerSettings:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give exactly one of `command` (a stdio server) or `url` (a "
+                             "streamable-HTTP server)")
+        if self.command is not None and self.headers:
+            raise ValueError("`headers` are for a `url` server; a stdio server takes `env`")
+        if self.url is not None and (self.args or self.env or self.cwd):
+            raise ValueError("`args`, `env` and `cwd` are for a `command` server")
+        return self
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command is not None else "streamable_http"
+
+    def routing_for(self, tool: str) -> McpRouting:
+        """The routing of the server's tool `tool` (its own, else the server's)."""
+        own = self.tools.get(tool)
+        return own.routing if own is not None and own.routing is not None else self.routing
+
+    @property
+    def routes_by_keywords(self) -> bool:
+        """Whether the server or one of its tools prefers routing by keywords."""
+        routings = [self.routing, *(t.routing for t in self.tools.values() if t.routing)]
+        return self.enabled and any(r.mode == "prefer" and r.keywords for r in routings)
+
+
+class McpServersSection(RootModel[dict[str, McpServerSettings]]):
+    """`mcp_servers:` — MCP servers whose tools the agent gets, keyed by a name of your choice."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _string_names(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            for name in value:
+                if not isinstance(name, str):
+                    raise ValueError(f"server name {name!r} is not text (YAML reads off, on, "
+                                     "yes, no and numbers as other types): quote it")
+        return value
+
+    @field_validator("root")
+    @classmethod
+    def _names(cls, value: dict[str, McpServerSettings]) -> dict[str, McpServerSettings]:
+        for name in value:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+                raise ValueError(f"server name {name!r} may hold only letters, digits, '_', "
+                                 "'.' and '-', starting with a letter or digit")
+        return value

@@ -32,6 +32,7 @@ COMMANDS = {
     "demo": "antler.cli.run:demo_command",
     "threads": "antler.cli.threads:threads",
     "skills": "antler.cli.skills:skills",
+    "mcp": "antler.cli.mcp:mcp",
 }
 """Top-level commands by name: 'module:attribute' of a click command, imported on use."""
 

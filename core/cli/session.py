@@ -87,6 +87,10 @@ class Session:
         # `chain show` and `antler run` agree on whether view_image joins.
         flags = {**runtime, "supports_vision": runtime.get("supports_vision")
                  or config.models.supports_vision}
+        # Likewise mcp_routing joins when a configured MCP server routes by keywords
+        # (`antler run` decides from the tools the servers really list).
+        routed = any(server.routes_by_keywords for server in config.mcp_servers.values())
+        flags["conditions"] = {"mcp_routing": routed, **runtime.get("conditions", {})}
         return plan_chain(config, chain, runtime_options(flags), registry=self.registry(),
                           **options)
 

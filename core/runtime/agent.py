@@ -25,6 +25,8 @@ from antler.compiler import (
     stream_modes_for,
     wants_expansion,
 )
+from antler.contracts.deferred import DEFERRED_TOOLS, PROMOTED_KEY, DeferredTools
+from antler.contracts.mcp import mcp_routing_of
 from antler.errors import InputError
 from antler.plugin_api.context import (
     MEMORY_MODEL,
@@ -41,9 +43,11 @@ from antler.plugin_api.registry import PluginRegistry, discover
 
 from .channels import delta_channel_names, use_delta_channels
 from .configtools import load_config_tools
+from .deferred import defer_tools
 from .delegation import TASK_TOOL, make_task_tool
 from .inputs import check_input, record_arrivals
 from .isolation import error_policy, isolate
+from .mcp import mcp_tools
 from .paths import PathLayout, resolve_base, validate_id
 from .runcontext import RunContext
 from .skills import SkillsRegistry
@@ -226,7 +230,7 @@ class AntlerAgent:
             return dict(self.graph.get_state(self.run_config(thread_id)).values)
 
     def close(self) -> None:
-        """Release what the agent holds: sandboxes, database connections."""
+        """Release what the agent holds: sandboxes, database connections, MCP sessions."""
         for closer in reversed(self._closers):
             closer()
         self._closers.clear()
@@ -349,10 +353,14 @@ def create_agent(
     skill_roots = tuple(getattr(services.items[SKILLS], "roots", ()))
     services.items.setdefault(PATHS, PathLayout(base, skill_roots=skill_roots))
     provided_queue = services.items.get(MEMORY_QUEUE)
-    built = build_chain(config, chain, runtime, services, registry=registry,
-                        custom_middlewares=custom_middlewares)
+    mcp_loaded, close_mcp = mcp_tools(config, services)
+    with _closing_on_error(close_mcp):
+        runtime = _deferred_setup(runtime, services, mcp_loaded)
+        built = build_chain(config, chain, runtime, services, registry=registry,
+                            custom_middlewares=custom_middlewares)
+        given = [*tools, *load_config_tools(config.tools, chain)]
     runtime = built.plan.runtime
-    extra_tools = [*tools, *load_config_tools(config.tools, chain)]
+    extra_tools = [*given, *_unclaimed(mcp_loaded, [*given, *built.tools])]
     # A `task` tool passed by the caller replaces the built-in one: with both, the
     # model would be offered two tools of one name and the tools node keep the last.
     caller_task = any(getattr(t, "name", None) == TASK_TOOL for t in tools)
@@ -382,8 +390,12 @@ def create_agent(
                                               for entry in built.entries], built.names)
     if tracer is not None:
         middlewares = instrument(middlewares, tracer, built.names)
+    with _closing_on_error(close_mcp):
+        agent_tools = _defer(built, select_tools(built, [*extra_tools, *built.tools]),
+                             services.items[DEFERRED_TOOLS])
     agent_kwargs: dict[str, Any] = {
-        "model": chat_model, "tools": select_tools(built, [*extra_tools, *built.tools]),
+        "model": chat_model, "tools": agent_tools,
+        # after the deferral: the deferred tools' prompt section lists the catalog
         "system_prompt": compose_system_prompt(system_prompt, prompt_sections(built)),
         "context_schema": RunContext, "checkpointer": saver,
     }
@@ -410,6 +422,8 @@ def create_agent(
     provider = services.items.get("sandbox_provider")
     if provider is not None:
         agent._closers.append(provider.shutdown)
+    if close_mcp is not None:
+        agent._closers.append(close_mcp)
     agent._closers.append(storage.close)
     # A memory queue this build created (the memory plugin does when none was
     # provided) is flushed and stopped with the agent; a provided one belongs to
@@ -418,3 +432,59 @@ def create_agent(
     if queue is not None and queue is not provided_queue:
         agent._closers.append(queue.close)
     return agent
+
+
+# -- MCP tools and deferral (tool_search) ------------------------------------------------
+
+
+@contextlib.contextmanager
+def _closing_on_error(close: Callable[[], None] | None) -> Iterator[None]:
+    """Close the MCP sessions this build started when the build fails."""
+    try:
+        yield
+    except BaseException:
+        if close is not None:
+            close()
+        raise
+
+
+def _deferred_setup(runtime: RuntimeOptions, services: Services,
+                    mcp_loaded: Sequence[Any]) -> RuntimeOptions:
+    """A fresh `DeferredTools` service for this build, and the ``mcp_routing`` condition.
+
+    The condition holds when an MCP tool is routed by keywords (`routing.mode:
+    prefer`); mcp_routing joins only then (and with `tool_search` on).
+    """
+    services.items[DEFERRED_TOOLS] = DeferredTools()
+    routed = any((routing := mcp_routing_of(tool)) and routing["mode"] == "prefer"
+                 and routing["keywords"] for tool in mcp_loaded)
+    return runtime.model_copy(
+        update={"conditions": {"mcp_routing": routed, **runtime.conditions}})
+
+
+def _unclaimed(mcp_loaded: Sequence[Any], tools: Sequence[Any]) -> list[Any]:
+    """The MCP tools whose names no other tool (the caller's, the plugins') takes."""
+    import logging
+
+    taken = {getattr(tool, "name", None) for tool in tools}
+    kept = []
+    for tool in mcp_loaded:
+        if tool.name in taken:
+            logging.getLogger("antler.mcp").warning(
+                "MCP tool %r is left out: the agent already has a tool of that name; set "
+                "`tool_name_prefix` on its server", tool.name)
+        else:
+            kept.append(tool)
+    return kept
+
+
+def _defer(built: BuiltChain, tools: list[Any], setup: DeferredTools) -> list[Any]:
+    """`tools`, with the MCP ones deferred behind tool_search when the chain defers.
+
+    A chain defers when a plugin in it keeps the ``promoted`` state (deferred_tool_filter,
+    on with `tool_search: {enabled: true}`); see `antler.runtime.deferred`.
+    """
+    if not any(PROMOTED_KEY in getattr(getattr(m, "state_schema", None), "__annotations__", {})
+               for m in built.middlewares):
+        return tools
+    return defer_tools(tools, setup)

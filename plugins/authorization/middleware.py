@@ -20,6 +20,14 @@ Layer 2 - execution.
     denial answers with an error `ToolMessage` carrying
     ``additional_kwargs["antler_tool_meta"]``; the tool never runs.
 
+The generated ``tool_search`` (with ``tool_search: {enabled: true}`` and MCP
+tools deferred) is exempt from both per-run layers: its catalog holds only the
+tools the build-time selection kept, each of which layer 1 and layer 2 still
+check when it is shown or called. The exemption is for that one tool object
+of this build (`DeferredTools.is_tool_search`); an ordinary tool that is
+merely named ``tool_search`` is checked like any other, and a guardrail still
+checks every call.
+
 Identity comes only from the run's `RunContext` (`antler.authz.principal_from_context`),
 never from messages or tool arguments. A provider that raises or answers
 nonsense is treated per ``fail_closed``. Every decision is written to the
@@ -51,6 +59,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
+from antler.contracts.deferred import DEFERRED_TOOLS, DeferredTools
 from antler.contracts.runstore import RunStore
 from antler.plugin_api.context import BuildContext, RuntimeOptions, Services
 from antler.plugins._lib.authz import (
@@ -144,9 +153,11 @@ class AuthorizationMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Filters the model's tools per run and checks every tool call with one provider."""
 
     def __init__(self, provider: AuthorizationProvider, *, default_role: str | None = None,
-                 fail_closed: bool = True, provider_name: str | None = None) -> None:
+                 fail_closed: bool = True, provider_name: str | None = None,
+                 deferred: DeferredTools | None = None) -> None:
         super().__init__()
         self.provider = provider
+        self.deferred = deferred or DeferredTools()
         self.default_role = default_role
         self.fail_closed = fail_closed
         self.provider_name = provider_name or type(provider).__name__
@@ -191,6 +202,8 @@ class AuthorizationMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return await handler(self._narrowed(request, decisions))
 
     def _decide_visible(self, principal: Principal, tool: Any, runtime: Any) -> Decision:
+        if self.deferred.is_tool_search(tool):
+            return _DISCOVERY
         name = tool_name(tool)
         decision = _unnamed() if name is None else evaluate(
             lambda: self.provider.authorize(principal, Action.tool(name)),
@@ -200,6 +213,8 @@ class AuthorizationMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     async def _adecide_visible(self, principal: Principal, tool: Any, runtime: Any
                                ) -> Decision:
+        if self.deferred.is_tool_search(tool):
+            return _DISCOVERY
         name = tool_name(tool)
         decision = _unnamed() if name is None else await aevaluate(
             lambda: self.provider.aauthorize(principal, Action.tool(name)),
@@ -231,6 +246,8 @@ class AuthorizationMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
                        ) -> ToolMessage | Command[Any]:
         """Ask the provider about the call; run it only when allowed."""
+        if self.deferred.is_tool_search(request.tool):
+            return handler(request)
         principal = self.principal(request.runtime)
         call = request.tool_call
         decision = evaluate(
@@ -244,6 +261,8 @@ class AuthorizationMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
         """Async form of `wrap_tool_call`."""
+        if self.deferred.is_tool_search(request.tool):
+            return await handler(request)
         principal = self.principal(request.runtime)
         call = request.tool_call
         decision = await aevaluate(
@@ -288,6 +307,10 @@ def _first_allowed(provider: AuthorizationProvider, principals: Sequence[Princip
     return decision
 
 
+_DISCOVERY = Decision.allow("the generated tool_search searches a catalog layer 1 already "
+                            "filtered", rule="deferred_tool_search")
+
+
 def _unnamed() -> Decision:
     return Decision.deny("the tool has no name to authorize", rule="unnamed_tool")
 
@@ -306,5 +329,8 @@ def build(ctx: BuildContext) -> AuthorizationMiddleware:
     """Factory named in the manifest: the provider comes from (or goes into) the services."""
     config = authorization_config(ctx.config)
     provider = shared_provider(ctx.services, config)
+    deferred = ctx.services.items.get(DEFERRED_TOOLS)
     return AuthorizationMiddleware(provider, default_role=config.default_role,
-                                   fail_closed=config.fail_closed)
+                                   fail_closed=config.fail_closed,
+                                   deferred=deferred if isinstance(deferred, DeferredTools)
+                                   else None)

@@ -20,7 +20,9 @@ Hooks:
   a registry that cannot load, fails closed to the framework-safe tools.
 * `wrap_tool_call` (and async): a call outside the run's decision is refused
   with an error result (``antler_tool_meta``: ``denied``, recoverable) naming
-  the tools the skill allows; the tool never runs.
+  the tools the skill allows; the tool never runs. ``tool_search`` is
+  framework-safe, but runs inside `limit_discovery`: it neither returns nor
+  promotes a deferred tool the skill does not allow.
 
 Where it sits: immediately after skill_activation (it reads the activation
 that wrapper adds to the request).
@@ -34,6 +36,7 @@ shows the model ``read_file``, ``ls`` and ``ask_clarification`` only, and a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -42,6 +45,7 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import ToolMessage
 
+from antler.contracts.deferred import TOOL_SEARCH, limit_discovery
 from antler.contracts.runstore import RunStore, run_key
 from antler.contracts.toolmeta import TOOL_META_KEY, refusal
 from antler.plugin_api.context import BuildContext
@@ -54,7 +58,7 @@ __all__ = ["FRAMEWORK_TOOLS", "SkillToolPolicyMiddleware", "build"]
 logger = logging.getLogger(__name__)
 
 SOURCE = "skill_tool_policy"
-FRAMEWORK_TOOLS = frozenset({"ask_clarification"})
+FRAMEWORK_TOOLS = frozenset({"ask_clarification", TOOL_SEARCH})
 """Tools every policy allows; ``read_file`` of a skill file is allowed too (see module doc)."""
 SKILL_READER = "read_file"
 
@@ -120,12 +124,23 @@ class SkillToolPolicyMiddleware(AgentMiddleware[Any, Any]):
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         refused = self._refusal(request)
-        return refused if refused is not None else handler(request)
+        if refused is not None:
+            return refused
+        with self._discovery(request):
+            return handler(request)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]],
                               ) -> Any:
         refused = self._refusal(request)
-        return refused if refused is not None else await handler(request)
+        if refused is not None:
+            return refused
+        with self._discovery(request):
+            return await handler(request)
+
+    def _discovery(self, request: Any) -> Any:
+        """tool_search finds and promotes only the skill's tools (`limit_discovery`)."""
+        decision = self._decisions.get(run_key(request.runtime))
+        return contextlib.nullcontext() if decision is None else limit_discovery(decision[1])
 
     def _refusal(self, request: Any) -> ToolMessage | None:
         decision = self._decisions.get(run_key(request.runtime))

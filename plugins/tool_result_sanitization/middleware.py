@@ -59,6 +59,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
+from antler.contracts.mcp import MCP_ADAPTER_PACKAGE, is_mcp_tool
 from antler.plugin_api.context import BuildContext
 from antler.plugins._lib.tagguard import Finding, ReservedTags, neutralize, neutralize_blocks
 
@@ -78,37 +79,9 @@ logger = logging.getLogger(__name__)
 AUDIT_KEY = "tool_result_sanitization"
 """``additional_kwargs`` key on every remote result: what was neutralized."""
 
-MCP_ADAPTER_PACKAGE = "langchain_mcp_adapters"
-MCP_METADATA_KEYS = frozenset({"mcp", "mcp_server"})
-"""Metadata keys (top level or under ``"antler"``) that mark a tool as an MCP tool."""
-MCP_ANNOTATION_KEYS = frozenset(
-    {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint", "_meta"}
-)
-"""Keys langchain-mcp-adapters copies from an MCP tool's annotations into its metadata."""
-
-
 def _metadata(tool: Any) -> Mapping[str, Any]:
     metadata = getattr(tool, "metadata", None)
     return metadata if isinstance(metadata, Mapping) else {}
-
-
-def is_mcp_tool(tool: Any) -> bool:
-    """Whether `tool` calls an MCP server (see the module docstring for how it is told)."""
-    if tool is None:
-        return False
-    metadata = _metadata(tool)
-    antler = metadata.get("antler")
-    if MCP_METADATA_KEYS & set(metadata) or (
-        isinstance(antler, Mapping) and any(antler.get(key) for key in MCP_METADATA_KEYS)
-    ):
-        return True
-    if MCP_ANNOTATION_KEYS & set(metadata):
-        return True
-    for target in (tool, getattr(tool, "coroutine", None), getattr(tool, "func", None)):
-        module = getattr(target, "__module__", None) or ""
-        if module.split(".", 1)[0] == MCP_ADAPTER_PACKAGE:
-            return True
-    return type(tool).__module__.split(".", 1)[0] == MCP_ADAPTER_PACKAGE
 
 
 def is_remote_content_tool(tool: Any, name: str | None = None,

@@ -20,8 +20,9 @@ A script is a list of turns. Each turn is one of:
 
 Scripts can live in YAML, either as a bare list of turns or as a mapping with a
 ``turns`` list (and optionally ``model_name``, and ``title`` / ``memory`` /
-``tool_selector`` lists of turns). The title and memory plugins ask the agent's model for side answers; a
-scripted model gives them their own scripts (:meth:`ScriptedChatModel.side_model`),
+``tool_selector`` lists of turns). The title and memory plugins (and the LLM tool
+selector) ask the agent's model for side answers; a scripted model gives them their
+own scripts (:meth:`ScriptedChatModel.side_model`),
 so the agent's ``turns`` are never spent on them, and a side script that runs
 out answers with an empty reply, which those plugins treat as "nothing": the
 title falls back to the user's words, memory learns no facts.
