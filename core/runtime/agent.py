@@ -35,6 +35,7 @@ from antler.plugin_api.context import (
     MODEL_CATALOG,
     PATHS,
     SKILLS,
+    STORE,
     TITLE_MODEL,
     RuntimeOptions,
     Services,
@@ -273,8 +274,8 @@ def open_checkpointer(kind: Any, base_dir: Path) -> tuple[Any, Any]:
     The saver alone; `antler.runtime.storage.open_storage` gives it with its
     owner records and run locks, as `create_agent` uses it.
     """
-    storage = open_storage(kind, base_dir)
-    return storage.saver, storage.close if storage.connection is not None else None
+    storage = open_storage(kind, base_dir, store=None)
+    return storage.saver, storage.close
 
 
 def create_agent(
@@ -353,8 +354,15 @@ def create_agent(
     skill_roots = tuple(getattr(services.items[SKILLS], "roots", ()))
     services.items.setdefault(PATHS, PathLayout(base, skill_roots=skill_roots))
     provided_queue = services.items.get(MEMORY_QUEUE)
-    mcp_loaded, close_mcp = mcp_tools(config, services)
-    with _closing_on_error(close_mcp):
+    # The storage opens before the chain is built: plugins take the shared store
+    # (`services[STORE]`) at build time. A provided store is used as it is.
+    storage = open_storage(checkpointer, base, pool=config.storage.pool,
+                           store=None if STORE in services.items else config.storage.store)
+    if storage.store is not None:
+        services.items[STORE] = storage.store
+    with _closing_on_error(storage.close):
+        mcp_loaded, close_mcp = mcp_tools(config, services)
+    with _closing_on_error(storage.close), _closing_on_error(close_mcp):
         runtime = _deferred_setup(runtime, services, mcp_loaded)
         built = build_chain(config, chain, runtime, services, registry=registry,
                             custom_middlewares=custom_middlewares)
@@ -383,7 +391,6 @@ def create_agent(
             return sub.graph
 
         extra_tools.append(make_task_tool(build_subagent))
-    storage = open_storage(checkpointer, base)
     saver = storage.saver
     # Isolation inside tracing: a skipped failure shows in the timeline as skipped.
     middlewares = isolate(built.middlewares, [error_policy(entry.spec, config.plugin_settings)
@@ -398,6 +405,7 @@ def create_agent(
         # after the deferral: the deferred tools' prompt section lists the catalog
         "system_prompt": compose_system_prompt(system_prompt, prompt_sections(built)),
         "context_schema": RunContext, "checkpointer": saver,
+        "store": services.items.get(STORE),
     }
     fusion = None
     if config.chain.fuse if fuse is None else fuse:
@@ -439,7 +447,7 @@ def create_agent(
 
 @contextlib.contextmanager
 def _closing_on_error(close: Callable[[], None] | None) -> Iterator[None]:
-    """Close the MCP sessions this build started when the build fails."""
+    """Close what this build opened (MCP sessions, the storage) when the build fails."""
     try:
         yield
     except BaseException:

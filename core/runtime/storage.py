@@ -18,9 +18,14 @@ A thread's checkpoints, its owner and its run lock are three services of one
   dies, even by `kill -9`; a Postgres deployment slots an advisory lock in
   behind the same `ThreadLocks` interface.
 
+The checkpointer is SQLite by default, or PostgreSQL with a
+`postgresql://` URL (see `antler.runtime.postgres`); either serves sync and
+async runs alike (`antler.runtime.savers.DualSaver`). Beside it the storage
+opens the shared store (`antler.runtime.store`) on the same backend.
+
 Storage failures (a damaged, locked, read-only or full database, a base
-directory that is a file) become one `StorageError` naming the path and what
-to do about it.
+directory that is a file, a database server that cannot be reached) become
+one `StorageError` naming the path or server and what to do about it.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -41,6 +47,15 @@ from typing import Any, Protocol
 from antler.errors import AntlerError
 
 from .paths import validate_id
+from .postgres import (
+    PostgresOwners,
+    PostgresPool,
+    PostgresThreadLocks,
+    is_postgres_url,
+    postgres_error,
+)
+from .savers import DualSaver
+from .store import STORE_FILENAME, LazyStore, open_sqlite_store
 
 __all__ = [
     "CHECKPOINT_FILENAME",
@@ -57,6 +72,8 @@ __all__ = [
     "ThreadOwners",
     "ThreadOwnershipError",
     "open_storage",
+    "open_store",
+    "resolve_backend",
     "storage_error",
 ]
 
@@ -123,6 +140,8 @@ def storage_error(error: BaseException, path: Path | str) -> StorageError | None
     """The `StorageError` for `error` met while using `path`, or None if it is not one."""
     if isinstance(error, StorageError):
         return error
+    if is_postgres_url(path):
+        return postgres_error(error, str(path))
     if isinstance(error, sqlite3.Error):
         text = str(error)
         lowered = text.lower()
@@ -148,6 +167,8 @@ def storage_errors(path: Path | str, *, disk: bool = True) -> Iterator[None]:
     """
     caught: tuple[type[BaseException], ...] = (sqlite3.Error, OSError) if disk else (
         sqlite3.Error,)
+    if is_postgres_url(path):
+        caught = (Exception,)  # `storage_error` keeps only psycopg's
     try:
         yield
     except caught as exc:
@@ -319,7 +340,7 @@ class ProcessThreadLocks:
 
 @dataclass
 class Storage:
-    """The checkpointer of an agent plus its owner records and run locks."""
+    """The checkpointer of an agent plus its owner records, run locks and shared store."""
 
     saver: Any
     owners: ThreadOwners | None
@@ -327,15 +348,33 @@ class Storage:
     path: Path | None = None
     """The checkpoint database file, when there is one (named in error messages)."""
     connection: sqlite3.Connection | None = None
+    store: Any = None
+    """The shared store (`antler.runtime.store`), opened on first use."""
+    location: str | None = None
+    """Where the checkpoints are, for error messages: the file, or the Postgres URL."""
+    closers: list[Callable[[], None]] = field(default_factory=list)
 
     def close(self) -> None:
+        if isinstance(self.saver, DualSaver):
+            self.saver.close()
+        if self.store is not None:
+            self.store.close()
+        while self.closers:
+            self.closers.pop()()
         if self.connection is not None:
             self.connection.close()
             self.connection = None
 
+    async def aclose(self) -> None:
+        """Close what the running event loop opened, then everything else."""
+        if isinstance(self.saver, DualSaver):
+            await self.saver.aclose()
+        self.close()
+
     def errors(self) -> contextlib.AbstractContextManager[None]:
         """Translate database errors of the block (a run) into `StorageError`."""
-        return storage_errors(self.path or "the checkpoint store", disk=False)
+        return storage_errors(self.location or self.path or "the checkpoint store",
+                              disk=False)
 
     def check_owner(self, thread_id: str, user_id: str) -> None:
         """Refuse `user_id` when another user created `thread_id`."""
@@ -376,7 +415,7 @@ def _not_yours(thread_id: str, user_id: str) -> ThreadOwnershipError:
         "it or read it. Use a thread id of your own (or leave --thread out for a new one).")
 
 
-def _sqlite_saver(path: Path) -> tuple[Any, sqlite3.Connection]:
+def _sqlite_saver(path: Path) -> tuple[DualSaver, sqlite3.Connection]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     ensure_directory(path.parent)
@@ -391,19 +430,94 @@ def _sqlite_saver(path: Path) -> tuple[Any, sqlite3.Connection]:
         except BaseException:
             connection.close()
             raise
-    return saver, connection
+
+    return DualSaver(saver), connection
 
 
-def open_storage(kind: Any, base_dir: Path) -> Storage:
+_ENV_REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
+
+
+def resolve_backend(value: Any, what: str = "storage.checkpointer") -> Any:
+    """`value` with an environment reference (`${DATABASE_URL}`) replaced by the variable."""
+    if not isinstance(value, str):
+        return value
+    match = _ENV_REFERENCE.match(value.strip())
+    if match is None:
+        return value
+    name = match.group(1)
+    resolved = os.environ.get(name, "").strip()
+    if not resolved:
+        raise StorageError(
+            f"{what} is {value}, but the environment variable {name} is not set (or is "
+            f"empty). Export it (for example `export {name}=postgresql://user@host/db`) or "
+            f"set {what} to 'sqlite'.", value)
+    return resolved
+
+
+def _postgres_storage(url: str, pool_settings: Any, store: Any) -> Storage:
+    pool = PostgresPool(url, min_size=getattr(pool_settings, "min", 1),
+                        max_size=getattr(pool_settings, "max", 10)).open()
+    try:
+        sync = pool.sync_saver()
+        owners = PostgresOwners(pool)
+    except BaseException:
+        pool.close()
+        raise
+    storage = Storage(DualSaver(sync, pool.open_async_side), owners, PostgresThreadLocks(pool),
+                      location=url, closers=[pool.close])
+    if store == "auto" or store == url:
+        storage.store = LazyStore(lambda: (pool.store(), None), pool.where)
+    return storage
+
+
+def open_store(kind: Any, base_dir: Path, pool_settings: Any = None) -> LazyStore:
+    """The shared store for `storage.store` `kind`: 'sqlite' (`{base}/store.sqlite`),
+    'memory', or a Postgres URL (its own pool); opened on first use."""
+    kind = resolve_backend(kind, "storage.store")
+    if kind == "memory":
+        from langgraph.store.memory import InMemoryStore
+
+        return LazyStore(lambda: (InMemoryStore(), None), "memory")
+    if is_postgres_url(kind):
+        def open_postgres() -> tuple[Any, Callable[[], None]]:
+            pool = PostgresPool(kind, min_size=getattr(pool_settings, "min", 1),
+                                max_size=getattr(pool_settings, "max", 10)).open()
+            try:
+                return pool.store(), pool.close
+            except BaseException:
+                pool.close()
+                raise
+
+        return LazyStore(open_postgres, "postgres")
+    path = base_dir / STORE_FILENAME if kind in ("sqlite", "auto") else Path(kind)
+    return LazyStore(lambda: open_sqlite_store(path, timeout=SQLITE_TIMEOUT_SECONDS),
+                     str(path))
+
+
+def open_storage(kind: Any, base_dir: Path, *, pool: Any = None,
+                 store: Any = "auto") -> Storage:
     """The storage for checkpointer `kind`: 'sqlite' (the default), 'memory', a path,
+    a `postgresql://` URL, an environment reference `${NAME}` to one of those,
     None/'none', False, or a LangGraph saver.
 
     None keeps no checkpoints of its own but, run inside another graph, writes
     into the parent's; False never checkpoints, even nested. Without
     checkpoints a thread has no history to protect, so no owners and no locks.
     A caller-provided saver gets owner records kept in this process only (give
-    such deployments their own `ThreadOwners`).
+    such deployments their own `ThreadOwners`). `pool` (`storage.pool`) sizes a
+    Postgres pool; `store` (`storage.store`) picks the shared store: 'auto' is the
+    checkpointer's Postgres database, else SQLite under `base_dir`; None opens none.
     """
+    kind = resolve_backend(kind)
+    if is_postgres_url(kind):
+        return _postgres_storage(kind, pool, store)
+    storage = _open_checkpointer(kind, base_dir)
+    if store is not None:
+        storage.store = open_store(store, base_dir, pool)
+    return storage
+
+
+def _open_checkpointer(kind: Any, base_dir: Path) -> Storage:
     if kind is False:
         return Storage(False, None, None)
     if kind in (None, "none"):
@@ -420,7 +534,7 @@ def open_storage(kind: Any, base_dir: Path) -> Storage:
         saver, connection = _sqlite_saver(path)
         try:
             with storage_errors(path):
-                owners = SqliteOwners(saver.cursor)
+                owners = SqliteOwners(saver.sync.cursor)
         except BaseException:
             connection.close()
             raise

@@ -1,0 +1,100 @@
+"""The shared store: cross-thread data of every plugin, in LangGraph's `BaseStore`.
+
+What outlives a thread (a user's memory, title records, any plugin's
+per-user data) goes into one store, the `store` service, so every process and
+every replica of a deployment sees the same data:
+
+* **SQLite** (the default): `{base}/store.sqlite`, shared by the processes of
+  one machine;
+* **Postgres**, with a Postgres checkpointer (or `storage.store: URL`): the
+  store tables of that database, shared by every replica;
+* **memory**: this process only (tests, throwaway agents).
+
+The store is opened on first use, so an agent whose plugins never touch it
+creates no file. Its async form runs the SQLite store's calls off the event
+loop (LangGraph's `SqliteStore` has none); the Postgres store has its own.
+Plugins reach it through the `store` service or `runtime.store`, never by
+opening it themselves; under LangGraph Server `runtime.store` is the server's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from langgraph.store.base import BaseStore, Op, Result
+
+__all__ = ["STORE_FILENAME", "LazyStore", "open_sqlite_store"]
+
+STORE_FILENAME = "store.sqlite"
+
+
+def open_sqlite_store(path: Path, *, timeout: float) -> tuple[Any, Callable[[], None]]:
+    """LangGraph's `SqliteStore` on `path`, migrated, usable from async code too."""
+    from langgraph.store.sqlite import SqliteStore
+
+    class ThreadedSqliteStore(SqliteStore):
+        """`SqliteStore` whose async calls run the sync ones in a worker thread."""
+
+        async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+            return await asyncio.to_thread(self.batch, list(ops))
+
+    from .storage import ensure_directory, storage_errors
+
+    ensure_directory(path.parent)
+    with storage_errors(path):
+        connection = sqlite3.connect(str(path), check_same_thread=False, timeout=timeout,
+                                     isolation_level=None)
+        try:
+            store = ThreadedSqliteStore(connection)
+            store.setup()
+        except BaseException:
+            connection.close()
+            raise
+    return store, connection.close
+
+
+class LazyStore(BaseStore):
+    """A store opened by `opener` on first use; `close()` closes it if it was opened."""
+
+    def __init__(self, opener: Callable[[], tuple[Any, Callable[[], None] | None]],
+                 description: str) -> None:
+        self._opener = opener
+        self.description = description
+        self._store: Any = None
+        self._closer: Callable[[], None] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def store(self) -> Any:
+        """The opened store (opening it now if needed)."""
+        if self._store is None:
+            with self._lock:
+                if self._store is None:
+                    self._store, self._closer = self._opener()
+        return self._store
+
+    @property
+    def opened(self) -> bool:
+        return self._store is not None
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        return list(self.store.batch(ops))
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        if self._store is None:  # opening does blocking I/O: not on the loop
+            await asyncio.to_thread(lambda: self.store)
+        return list(await self.store.abatch(ops))
+
+    def close(self) -> None:
+        with self._lock:
+            closer, self._closer, self._store = self._closer, None, None
+        if closer is not None:
+            closer()
+
+    def __repr__(self) -> str:
+        return f"LazyStore({self.description})"
