@@ -22,7 +22,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from antler.cli import cli
 from antler.plugin_api.context import MEMORY_QUEUE, TITLE_MODEL
-from antler.plugins._lib.memory import MemoryStore
+from antler.plugins._lib.memory import MemoryFile
 from antler.runtime import storage as storage_module
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
@@ -215,7 +215,7 @@ def test_an_unreadable_memory_file_is_set_aside_with_a_warning(tmp_path, content
     path = tmp_path / "users" / "u" / "memory.json"
     path.parent.mkdir(parents=True)
     path.write_bytes(content)
-    store = MemoryStore(tmp_path)
+    store = MemoryFile(tmp_path)
     with caplog.at_level(logging.WARNING):
         assert store.facts("u") == []
     aside = [p for p in path.parent.iterdir() if ".corrupt-" in p.name]

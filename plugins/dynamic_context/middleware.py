@@ -47,7 +47,7 @@ Configuration (`dynamic_context:`): `memory` (inject memory facts, on),
 The clock is the `clock` service (a callable returning the current
 `datetime`; local time by default); memory facts come from the
 `memory_store` service (an object with ``facts(user_id)``; by default the
-embedded store under the base directory).
+user's facts in the shared `store` service).
 
 Example::
 
@@ -72,9 +72,8 @@ from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, Sy
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from antler.contracts.messages import hidden_marker, is_hidden, reinserted_from, reinserted_id
-from antler.plugin_api.context import CLOCK, MEMORY_STORE, PATHS, BuildContext
-from antler.plugins._lib.memory.store import MemoryStore
-from antler.runtime.paths import resolve_base
+from antler.plugin_api.context import CLOCK, BuildContext
+from antler.plugins._lib.memory.service import memory_store
 from antler.runtime.runcontext import run_context
 
 from .config import DynamicContextConfig
@@ -259,12 +258,7 @@ def build(ctx: BuildContext) -> DynamicContextMiddleware:
     config = ctx.config if isinstance(ctx.config, DynamicContextConfig) else DynamicContextConfig()
     store = None
     if config.memory:
-        services = ctx.services.items
-        store = services.get(MEMORY_STORE)
-        if store is None:
-            paths = services.get(PATHS)
-            store = MemoryStore(paths.base if paths is not None else resolve_base())
-            services[MEMORY_STORE] = store
+        store = memory_store(ctx.services.items)
     return DynamicContextMiddleware(clock=clock_service(ctx), store=store,
                                     max_memory_chars=config.memory_max_chars,
                                     timeout_seconds=config.timeout_seconds)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from antler.chain.config import ModelSpec
@@ -20,6 +22,12 @@ class MemoryConfig(BaseModel):
         default=30.0, ge=0, le=86_400,
         description="Wait this long after a run before extracting; a newer run of the same "
         "thread within the wait replaces the pending one. 0 processes right away.",
+    )
+    queue: Literal["thread", "store"] = Field(
+        default="thread",
+        description="Where the debounce waits: 'thread', a timer thread of this process; "
+        "'store', a record in the shared store that the next run processes when due (no "
+        "thread: for LangGraph Server and several replicas).",
     )
     model: ModelSpec = Field(
         default=None,

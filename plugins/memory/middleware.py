@@ -8,7 +8,10 @@ cut out, since file paths are per-thread scratch, not facts about the user.
 The result goes to the `memory_queue` service with the thread, the run's
 server-owned user id (from the run context, never from message text) and the
 agent's name. The slow part, asking a model for facts, happens later, off the
-run, in the queue.
+run, in the queue. The facts land in the shared store (the `store` service),
+so every process and replica sees them. With `memory.queue: store` the
+debounce is a record in that store and due updates are processed by the next
+run's `after_agent` (see `antler.plugins._lib.memory.pending`).
 
 Where it sits: after `title` (seed 003, 6.11), so the thread's title exists
 and travels with the submission. `after_agent` runs once per run, after the
@@ -32,11 +35,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from antler.contracts.fallback import is_error_fallback
 from antler.contracts.messages import is_hidden, message_text
 from antler.errors import BuildError
-from antler.plugin_api.context import MEMORY_MODEL, MEMORY_QUEUE, MODEL, PATHS, BuildContext
+from antler.plugin_api.context import MEMORY_MODEL, MEMORY_QUEUE, MODEL, BuildContext
 from antler.plugins._lib.memory import create_memory_queue
+from antler.plugins._lib.memory.service import shared_store
 from antler.plugins._lib.messagememo import MessageMemo
 from antler.runtime.models import resolve_reference, side_call_model
-from antler.runtime.paths import resolve_base
 from antler.runtime.runcontext import run_context, thread_id_of
 
 from .config import MemoryConfig
@@ -113,41 +116,53 @@ class MemoryMiddleware(AgentMiddleware[Any, Any]):
         return None
 
     async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Async form of `after_agent`; queueing is non-blocking, so it is the same work."""
-        self._submit(state, runtime)
+        """Async form of `after_agent`: a queue with `aadd` (the store queue, whose
+        writes block) is awaited; the thread queue's `add` does not block."""
+        submission = self._submission(state, runtime)
+        if submission is not None:
+            add = getattr(self.queue, "aadd", None)
+            if add is not None:
+                await add(**submission)
+            else:
+                self.queue.add(**submission)
         return None
 
     # Both forms call this helper rather than each other: a fused node's proxy
     # resets the hook methods it runs itself, so `self.<hook>` may be a no-op there.
     def _submit(self, state: Any, runtime: Any) -> None:
+        submission = self._submission(state, runtime)
+        if submission is not None:
+            self.queue.add(**submission)
+
+    def _submission(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         thread_id = thread_id_of(runtime)
         if not thread_id:
             logger.debug("memory: run without a thread id; nothing queued")
-            return
+            return None
         messages = _kept_messages(state.get("messages") or [], self._copies)
         if not (any(isinstance(m, HumanMessage) for m in messages)
                 and any(isinstance(m, AIMessage) for m in messages)):
-            return
-        self.queue.add(thread_id=thread_id, user_id=run_context(runtime).user_id,
-                       messages=messages, agent_name=self.agent_name,
-                       title=state.get("title") or None)
+            return None
+        return {"thread_id": thread_id, "user_id": run_context(runtime).user_id,
+                "messages": messages, "agent_name": self.agent_name,
+                "title": state.get("title") or None}
 
 
 def build(ctx: BuildContext) -> MemoryMiddleware:
     """The middleware, on the build's `memory_queue` service (created here if absent).
 
     A created queue extracts with `services[MEMORY_MODEL]`, else `memory.model`,
-    else the agent's model, and stores under the base directory of
-    `services[PATHS]` (else the default base). It is registered in the
-    services, so the application can `flush()` it and `close()` it at shutdown.
+    else the agent's model, and keeps the facts in the shared store
+    (`services[STORE]`). It is registered in the services, so the application
+    can `flush()` it and `close()` it at shutdown.
     """
     config = ctx.config if isinstance(ctx.config, MemoryConfig) else MemoryConfig()
     services = ctx.services.items
     queue = services.get(MEMORY_QUEUE)
     if queue is None:
-        queue = create_memory_queue(_memory_model(config, services), _base(services),
+        queue = create_memory_queue(_memory_model(config, services), shared_store(services),
                                     debounce_seconds=config.debounce_seconds,
-                                    max_facts=config.max_facts)
+                                    max_facts=config.max_facts, mode=config.queue)
         services[MEMORY_QUEUE] = queue
     return MemoryMiddleware(queue, agent_name=ctx.runtime.agent_name)
 
@@ -165,7 +180,3 @@ def _memory_model(config: MemoryConfig, services: dict[str, Any]) -> Any:
         )
     return model if hasattr(model, "invoke") else resolve_reference(services, model)
 
-
-def _base(services: dict[str, Any]) -> Any:
-    paths = services.get(PATHS)
-    return paths.base if paths is not None else resolve_base()

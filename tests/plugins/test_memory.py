@@ -22,6 +22,7 @@ from antler.plugin_api.context import MEMORY_MODEL, MEMORY_QUEUE, RuntimeOptions
 from antler.plugin_api.registry import discover
 from antler.plugins._lib.memory import (
     FactExtractor,
+    MemoryFile,
     MemoryStore,
     MemoryUpdate,
     MemoryUpdateQueue,
@@ -32,6 +33,7 @@ from antler.plugins._lib.memory import (
 from antler.plugins.memory.middleware import filter_messages_for_memory, is_injected
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
+from antler.runtime.storage import open_store
 
 QUIET = "title: {enabled: false}\n"
 UPLOAD_BLOCK = (
@@ -59,6 +61,15 @@ def make_agent(tmp_path, registry, model, *, text=QUIET, memory_model=None, serv
     return create_agent(parse_config(text, registry), model=model, checkpointer="memory",
                         base_dir=tmp_path, services=services, tools=[lookup],
                         runtime=RuntimeOptions(**runtime))
+
+
+def stored_facts(base, user_id):
+    """The user's facts in the default shared store under `base`, as another process sees them."""
+    store = open_store("sqlite", base)
+    try:
+        return MemoryStore(store).facts(user_id)
+    finally:
+        store.close()
 
 
 def test_after_agent_queues_only_user_inputs_and_final_replies(tmp_path, registry):
@@ -106,13 +117,12 @@ def test_flush_stores_facts_under_that_user_only(tmp_path, registry):
         agent.invoke("I drink green tea on my night shifts.", thread_id="t1", user_id="alice")
         assert agent.services.get(MEMORY_QUEUE).flush() == 1
 
-    path = tmp_path / "users" / "alice" / "memory.json"
-    data = json.loads(path.read_text(encoding="utf-8"))
-    assert [f["content"] for f in data["facts"]] == ["Prefers green tea.", "Works night shifts."]
-    assert {f["source_thread"] for f in data["facts"]} == {"t1"}
-    assert all(f["created_at"] and f["updated_at"] for f in data["facts"])
-    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("memory.json")) \
-        == ["users/alice/memory.json"]
+    facts = stored_facts(tmp_path, "alice")
+    assert [f.content for f in facts] == ["Prefers green tea.", "Works night shifts."]
+    assert {f.source_thread for f in facts} == {"t1"}
+    assert all(f.created_at and f.updated_at for f in facts)
+    assert stored_facts(tmp_path, "bob") == []
+    assert not list(tmp_path.rglob("memory.json"))  # the files of earlier versions
     assert "I drink green tea" in extractor.calls[0][-1].text
 
 
@@ -121,8 +131,8 @@ def test_closing_the_agent_flushes_the_queue_it_created(tmp_path, registry):
     extractor = ScriptedChatModel(['["Is called Bob."]'])
     with make_agent(tmp_path, registry, model, memory_model=extractor) as agent:
         agent.invoke("I'm Bob.", thread_id="t9", user_id="bob")
-        assert not (tmp_path / "users" / "bob" / "memory.json").exists()
-    facts = MemoryStore(tmp_path).facts("bob")
+        assert stored_facts(tmp_path, "bob") == []
+    facts = stored_facts(tmp_path, "bob")
     assert [f.content for f in facts] == ["Is called Bob."]
     assert agent.services.get(MEMORY_QUEUE).closed
 
@@ -134,10 +144,10 @@ def test_malformed_extraction_output_does_not_crash(tmp_path, registry):
         queue = agent.services.get(MEMORY_QUEUE)
         agent.invoke("hello", thread_id="t1", user_id="carol")
         assert queue.flush() == 1
-        assert not (tmp_path / "users" / "carol" / "memory.json").exists()
+        assert stored_facts(tmp_path, "carol") == []
         agent.invoke("I live in Oslo", thread_id="t1", user_id="carol")
         assert queue.flush() == 1
-    assert [f.content for f in MemoryStore(tmp_path).facts("carol")] == ["Lives in Oslo"]
+    assert [f.content for f in stored_facts(tmp_path, "carol")] == ["Lives in Oslo"]
     assert queue.failed == 0
 
 
@@ -173,7 +183,7 @@ def test_memory_disabled_means_not_in_chain_and_nothing_queued(tmp_path, registr
     with make_agent(tmp_path, registry, ScriptedChatModel(["ok"]), text=text) as agent:
         agent.invoke("hi", thread_id="t1")
         assert MEMORY_QUEUE not in agent.services
-    assert not list(tmp_path.rglob("memory.json"))
+    assert not (tmp_path / "store.sqlite").exists()  # nothing opened the shared store
 
 
 def test_a_provided_queue_is_used_and_not_closed_by_the_agent(tmp_path, registry):
@@ -330,11 +340,11 @@ def test_negative_debounce_is_refused():
         MemoryUpdateQueue(print, debounce_seconds=-1)
 
 
-# -- store -------------------------------------------------------------------------------
+# -- the JSON files of earlier versions (read by `antler memory import`) ------------
 
 
-def test_store_dedupes_and_writes_atomically(tmp_path):
-    store = MemoryStore(tmp_path)
+def test_json_file_dedupes_and_writes_atomically(tmp_path):
+    store = MemoryFile(tmp_path)
     added = store.add_facts("alice", ["Likes tea.", "likes  TEA", "Has a cat"],
                             source_thread="t1")
     assert [f.content for f in added] == ["Likes tea.", "Has a cat"]
@@ -347,18 +357,18 @@ def test_store_dedupes_and_writes_atomically(tmp_path):
     assert sorted(os.listdir(directory)) == ["memory.json", "memory.json.lock"]
 
 
-def test_store_caps_facts_keeping_the_most_recent(tmp_path):
-    store = MemoryStore(tmp_path, max_facts=3)
+def test_json_file_caps_facts_keeping_the_most_recent(tmp_path):
+    store = MemoryFile(tmp_path, max_facts=3)
     store.add_facts("u", ["one", "two", "three"])
     store.add_facts("u", ["four"])
     assert [f.content for f in store.facts("u")] == ["two", "three", "four"]
 
 
-def test_store_sets_a_corrupt_file_aside_instead_of_overwriting_it(tmp_path):
+def test_json_file_sets_a_corrupt_file_aside_instead_of_overwriting_it(tmp_path):
     path = tmp_path / "users" / "u" / "memory.json"
     path.parent.mkdir(parents=True)
     path.write_text("{definitely not json", encoding="utf-8")
-    store = MemoryStore(tmp_path)
+    store = MemoryFile(tmp_path)
     assert store.facts("u") == []
     store.add_facts("u", ["New fact"])
     assert [f.content for f in store.facts("u")] == ["New fact"]
@@ -367,21 +377,21 @@ def test_store_sets_a_corrupt_file_aside_instead_of_overwriting_it(tmp_path):
     assert (path.parent / backups[0]).read_text(encoding="utf-8") == "{definitely not json"
 
 
-def test_store_keeps_readable_facts_of_a_partly_damaged_file(tmp_path):
+def test_json_file_keeps_readable_facts_of_a_partly_damaged_file(tmp_path):
     path = tmp_path / "users" / "u" / "memory.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"facts": [{"content": "Old fact"}, 42, {"x": 1}]}),
                     encoding="utf-8")
-    store = MemoryStore(tmp_path)
+    store = MemoryFile(tmp_path)
     assert [f.content for f in store.facts("u")] == ["Old fact"]
     store.add_facts("u", ["New fact"])
     assert [f.content for f in store.facts("u")] == ["Old fact", "New fact"]
 
 
 @pytest.mark.parametrize("user_id", ["../escape", "a/b", "", ".."])
-def test_store_refuses_user_ids_that_are_not_directory_names(tmp_path, user_id):
+def test_json_file_refuses_user_ids_that_are_not_directory_names(tmp_path, user_id):
     with pytest.raises(ValueError, match="user id"):
-        MemoryStore(tmp_path).add_facts(user_id, ["x"])
+        MemoryFile(tmp_path).add_facts(user_id, ["x"])
 
 
 # -- extraction --------------------------------------------------------------------------

@@ -1,41 +1,43 @@
-"""Per-user memory on disk: `{base}/users/{user_id}/memory.json`.
+"""Per-user memory in the shared store: one item per fact.
 
-One JSON file per user holds that user's facts, each with the thread it came
-from and when it was first and last seen. Writes are atomic (a temporary file
-in the same directory, then `os.replace`), so a crash mid-write leaves the old
-file intact. Every read-merge-write holds an advisory lock on
-`memory.json.lock` next to the file, so writers in several processes (parallel
-`antler run`s) keep each other's facts. A file that cannot be read (not UTF-8,
-not JSON, not a memory file) is moved aside with a warning naming both paths,
-never overwritten, so nothing a user had remembered is silently lost.
+A user's facts are the items of namespace `("antler", "memory", user_id)` of
+the `store` service (LangGraph's `BaseStore`: SQLite under the base directory,
+or Postgres), so every process and every replica of a deployment reads and
+writes the same memory. An item's key is a digest of the fact's dedupe form
+(`normalize_fact`): two processes learning the same fact at once write the
+same item instead of two copies, and no lock is needed between them.
+
+Each item holds the fact (its text, the thread it came from, when it was
+first and last seen, the agent) and `seq`, its place in the order facts were
+learned. Past `max_facts`, the facts seen least recently are deleted.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
-import logging
-import os
+import hashlib
 import re
-import tempfile
-import threading
+import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from antler.runtime.paths import validate_id
 
-__all__ = ["MEMORY_FILENAME", "MemoryFact", "MemoryStore", "normalize_fact"]
+__all__ = [
+    "DEFAULT_MAX_FACTS",
+    "MEMORY_NAMESPACE",
+    "MemoryFact",
+    "MemoryStore",
+    "merge_facts",
+    "normalize_fact",
+    "now_text",
+]
 
-logger = logging.getLogger(__name__)
-
-MEMORY_FILENAME = "memory.json"
-FORMAT_VERSION = 1
 DEFAULT_MAX_FACTS = 100
+MEMORY_NAMESPACE = ("antler", "memory")
+_PAGE = 500
 
 _TRAILING = re.compile("[\\s.!\u3002\uff01]+$")  # also the CJK full stop and "!"
 
@@ -45,7 +47,7 @@ def normalize_fact(content: str) -> str:
     return _TRAILING.sub("", " ".join(content.split())).casefold()
 
 
-def _now() -> str:
+def now_text() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
@@ -77,159 +79,154 @@ class MemoryFact:
             value = data.get(key)
             return value if isinstance(value, str) and value else None
 
-        created = text("created_at") or _now()
+        created = text("created_at") or now_text()
         return cls(content=content, source_thread=text("source_thread"), created_at=created,
                    updated_at=text("updated_at") or created, agent_name=text("agent_name"),
                    id=text("id") or "")
 
 
+@dataclass
+class Merge:
+    """What `merge_facts` did: the facts to keep, and which of them are new or touched."""
+
+    facts: list[MemoryFact]
+    added: list[MemoryFact]
+    touched: list[MemoryFact]
+    dropped: list[MemoryFact]
+
+
+def merge_facts(facts: list[MemoryFact], contents: Iterable[str], *, max_facts: int,
+                source_thread: str | None = None, agent_name: str | None = None) -> Merge:
+    """Merge `contents` into `facts` (oldest first).
+
+    A fact already known (same text up to case, spacing and a final full stop)
+    is not added again; its `updated_at` is refreshed instead. Past
+    `max_facts`, the facts seen least recently are dropped (among equals, the
+    earliest learned).
+    """
+    facts = list(facts)
+    index = {normalize_fact(fact.content): fact for fact in facts}
+    now = now_text()
+    added: list[MemoryFact] = []
+    touched: list[MemoryFact] = []
+    for content in contents:
+        content = " ".join(str(content).split())
+        key = normalize_fact(content)
+        if not key:
+            continue
+        if key in index:
+            index[key].updated_at = now
+            touched.append(index[key])
+            continue
+        fact = MemoryFact(content=content, source_thread=source_thread, created_at=now,
+                          updated_at=now, agent_name=agent_name)
+        index[key] = fact
+        facts.append(fact)
+        added.append(fact)
+    dropped: list[MemoryFact] = []
+    if len(facts) > max_facts:
+        ranked = sorted(enumerate(facts), key=lambda item: (item[1].updated_at, item[0]),
+                        reverse=True)
+        kept = {position for position, _fact in ranked[:max_facts]}
+        dropped = [fact for position, fact in enumerate(facts) if position not in kept]
+        facts = [fact for position, fact in enumerate(facts) if position in kept]
+        added = [fact for fact in added if any(fact is f for f in facts)]
+        touched = [fact for fact in touched if any(fact is f for f in facts)]
+    return Merge(facts, added, touched, dropped)
+
+
+def fact_key(content: str) -> str:
+    """The store key of a fact: a digest of its dedupe form."""
+    return hashlib.sha256(normalize_fact(content).encode("utf-8")).hexdigest()[:32]
+
+
 class MemoryStore:
-    """Reads and writes the per-user memory files under one base directory.
+    """The per-user facts in a LangGraph `BaseStore` (the `store` service).
 
     `max_facts` caps the facts kept per user; past it, the facts seen least
-    recently are dropped. Safe across threads and processes.
+    recently are dropped. Safe across threads, processes and replicas: writers
+    of the same fact write the same key.
     """
 
-    def __init__(self, base: str | os.PathLike[str], *,
-                 max_facts: int = DEFAULT_MAX_FACTS) -> None:
+    def __init__(self, store: Any, *, max_facts: int = DEFAULT_MAX_FACTS) -> None:
         if max_facts < 1:
             raise ValueError(f"max_facts must be at least 1, got {max_facts!r}")
-        self.base = Path(base).expanduser().absolute()
+        self.store = store
         self.max_facts = max_facts
-        self._locks: dict[str, threading.Lock] = {}
-        self._locks_guard = threading.Lock()
 
-    def path_for(self, user_id: str) -> Path:
-        """The memory file of `user_id` (the id is validated: it becomes a directory name)."""
-        validate_id("user id", user_id)
-        return self.base / "users" / user_id / MEMORY_FILENAME
+    @staticmethod
+    def namespace(user_id: str) -> tuple[str, ...]:
+        """The user's namespace (the id is validated like a directory name)."""
+        return (*MEMORY_NAMESPACE, validate_id("user id", user_id))
+
+    def _items(self, user_id: str) -> list[Any]:
+        namespace = self.namespace(user_id)
+        items: list[Any] = []
+        while True:
+            page = self.store.search(namespace, limit=_PAGE, offset=len(items))
+            items.extend(page)
+            if len(page) < _PAGE:
+                break
+        return sorted(items, key=lambda item: (item.value.get("seq", 0), item.key))
+
+    async def _aitems(self, user_id: str) -> list[Any]:
+        namespace = self.namespace(user_id)
+        items: list[Any] = []
+        while True:
+            page = await self.store.asearch(namespace, limit=_PAGE, offset=len(items))
+            items.extend(page)
+            if len(page) < _PAGE:
+                break
+        return sorted(items, key=lambda item: (item.value.get("seq", 0), item.key))
+
+    @staticmethod
+    def _facts(items: list[Any]) -> list[MemoryFact]:
+        return [fact for fact in (MemoryFact.from_json(item.value) for item in items)
+                if fact is not None]
 
     def facts(self, user_id: str) -> list[MemoryFact]:
         """The user's facts, oldest first; empty when the user has no memory yet."""
-        path = self.path_for(user_id)
-        if not path.exists():
-            return []  # nothing to read, so no lock file to leave behind
-        with self._lock(user_id, path):
-            facts, problem = self._read(path)
-            if problem is not None and path.exists():
-                self._set_aside(path, problem)
-                if facts:
-                    self._write(path, user_id, facts)
-            return facts
+        return self._facts(self._items(user_id))
+
+    async def afacts(self, user_id: str) -> list[MemoryFact]:
+        """Async form of `facts`."""
+        return self._facts(await self._aitems(user_id))
 
     def add_facts(self, user_id: str, contents: Iterable[str], *,
                   source_thread: str | None = None,
                   agent_name: str | None = None) -> list[MemoryFact]:
-        """Merge `contents` into the user's memory; return the facts that were new.
+        """Merge `contents` into the user's memory; return the facts that were new."""
+        items = self._items(user_id)
+        seqs = {item.key: item.value.get("seq", 0) for item in items}
+        merge = merge_facts(self._facts(items), contents, max_facts=self.max_facts,
+                            source_thread=source_thread, agent_name=agent_name)
+        namespace = self.namespace(user_id)
+        next_seq = time.time_ns()
+        for position, fact in enumerate([*merge.touched, *merge.added]):
+            key = fact_key(fact.content)
+            seq = seqs.get(key) or next_seq + position
+            self.store.put(namespace, key, {**asdict(fact), "seq": seq}, index=False)
+        for fact in merge.dropped:
+            self.store.delete(namespace, fact_key(fact.content))
+        return merge.added
 
-        A fact already known (same text up to case, spacing and a final full
-        stop) is not added again; its `updated_at` is refreshed instead.
+    def import_facts(self, user_id: str, facts: Iterable[MemoryFact]) -> int:
+        """Copy `facts` (with their dates) into the user's memory; return how many were new.
+
+        Facts already there are left as they are; the cap applies afterwards.
         """
-        path = self.path_for(user_id)
-        with self._lock(user_id, path):
-            facts, problem = self._read(path)
-            if problem is not None:
-                self._set_aside(path, problem)
-            index = {normalize_fact(fact.content): fact for fact in facts}
-            now = _now()
-            added: list[MemoryFact] = []
-            touched = False
-            for content in contents:
-                content = " ".join(str(content).split())
-                key = normalize_fact(content)
-                if not key:
-                    continue
-                if key in index:
-                    index[key].updated_at = now
-                    touched = True
-                    continue
-                fact = MemoryFact(content=content, source_thread=source_thread,
-                                  created_at=now, updated_at=now, agent_name=agent_name)
-                index[key] = fact
-                facts.append(fact)
-                added.append(fact)
-            if not added and not touched and problem is None:
-                return []
-            if len(facts) > self.max_facts:
-                # Keep the most recently seen; among equals, the most recently added.
-                ranked = sorted(enumerate(facts), key=lambda item: (item[1].updated_at, item[0]),
-                                reverse=True)
-                kept = {position for position, _fact in ranked[: self.max_facts]}
-                facts = [fact for position, fact in enumerate(facts) if position in kept]
-                added = [fact for fact in added if any(fact is f for f in facts)]
-            self._write(path, user_id, facts)
-            return added
-
-    # -- disk --------------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def _lock(self, user_id: str, path: Path) -> Iterator[None]:
-        """This user's file to ourselves: a thread lock here, a file lock for other processes.
-
-        The lock file is never replaced (the memory file is), so every process
-        locks the same inode.
-        """
-        with self._locks_guard:
-            local = self._locks.setdefault(user_id, threading.Lock())
-        with local:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path.with_name(path.name + ".lock"),
-                         os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                yield
-            finally:
-                os.close(fd)
-
-    @staticmethod
-    def _read(path: Path) -> tuple[list[MemoryFact], str | None]:
-        """(facts, problem): `problem` says why (part of) the file could not be used."""
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            return [], None
-        try:
-            data = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            return [], f"not UTF-8 text (byte {exc.start})"
-        except ValueError as exc:
-            return [], f"not valid JSON ({exc})"
-        if not isinstance(data, dict) or not isinstance(data.get("facts"), list):
-            return [], "not a memory file (expected an object with a 'facts' list)"
-        facts = [fact for fact in map(MemoryFact.from_json, data["facts"]) if fact is not None]
-        dropped = len(data["facts"]) - len(facts)
-        return facts, (f"{dropped} unreadable fact entr{'y' if dropped == 1 else 'ies'}"
-                       if dropped else None)
-
-    @staticmethod
-    def _set_aside(path: Path, problem: str) -> None:
-        """Keep a copy of a damaged file next to it before it is rewritten."""
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-        backup = path.with_name(f"{path.name}.corrupt-{stamp}-{uuid.uuid4().hex[:6]}")
-        with contextlib.suppress(FileNotFoundError):
-            os.replace(path, backup)
-            logger.warning("memory file %s: %s; set it aside as %s and started afresh from "
-                           "what was readable", path, problem, backup)
-
-    @staticmethod
-    def _write(path: Path, user_id: str, facts: list[MemoryFact]) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        document = {
-            "version": FORMAT_VERSION,
-            "user_id": user_id,
-            "updated_at": _now(),
-            "facts": [asdict(fact) for fact in facts],
-        }
-        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
-                                        suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(document, handle, ensure_ascii=False, indent=2)
-                handle.write("\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp_name, path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp_name)
-            raise
+        namespace = self.namespace(user_id)
+        known = {item.key for item in self._items(user_id)}
+        seq = time.time_ns()
+        imported = 0
+        for position, fact in enumerate(facts):
+            key = fact_key(fact.content)
+            if key in known or not normalize_fact(fact.content):
+                continue
+            known.add(key)
+            self.store.put(namespace, key, {**asdict(fact), "seq": seq + position},
+                           index=False)
+            imported += 1
+        if imported:
+            self.add_facts(user_id, [])  # applies the cap
+        return imported

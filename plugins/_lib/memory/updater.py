@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from .extract import FactExtractor
+from .pending import StoreMemoryQueue
 from .queue import MemoryUpdate, MemoryUpdateQueue
 from .store import DEFAULT_MAX_FACTS, MemoryFact, MemoryStore
 
@@ -30,9 +30,17 @@ class MemoryUpdater:
                                     agent_name=update.agent_name)
 
 
-def create_memory_queue(model: Any, base: str | os.PathLike[str], *,
-                        debounce_seconds: float = 30.0,
-                        max_facts: int = DEFAULT_MAX_FACTS) -> MemoryUpdateQueue:
-    """The embedded memory service: a debounced queue feeding a file store under `base`."""
-    updater = MemoryUpdater(MemoryStore(base, max_facts=max_facts), FactExtractor(model))
+def create_memory_queue(model: Any, store: Any, *, debounce_seconds: float = 30.0,
+                        max_facts: int = DEFAULT_MAX_FACTS,
+                        mode: str = "thread") -> MemoryUpdateQueue | StoreMemoryQueue:
+    """The memory service: a debounced queue feeding the facts of `store` (a `BaseStore`).
+
+    `mode` 'thread' debounces in this process with a timer thread; 'store'
+    keeps pending updates in the store and processes due ones on the next
+    submission, with no thread (for LangGraph Server and other multi-replica
+    deployments).
+    """
+    updater = MemoryUpdater(MemoryStore(store, max_facts=max_facts), FactExtractor(model))
+    if mode == "store":
+        return StoreMemoryQueue(updater, store, debounce_seconds=debounce_seconds)
     return MemoryUpdateQueue(updater, debounce_seconds=debounce_seconds)
