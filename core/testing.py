@@ -111,16 +111,9 @@ def isolate_entry_points(monkeypatch: pytest.MonkeyPatch, cache_dir: str | os.Pa
     cache_dir = os.fspath(cache_dir)
     monkeypatch.setenv("XDG_CACHE_HOME", cache_dir)
     monkeypatch.setattr(ExtensionManager, "ENTRY_POINT_CACHE", {})
-    try:
-        from stevedore import _cache
-    except ImportError:  # pragma: no cover - stevedore without a path cache
-        pass
-    else:
-        cache = getattr(_cache, "_c", None)
-        if cache is not None:
-            # The cache object read XDG_CACHE_HOME when stevedore was imported.
-            monkeypatch.setattr(cache, "_dir", os.path.join(cache_dir, "python-entrypoints"))
-            monkeypatch.setattr(cache, "_internal", {})
+    from antler.compat import isolate_stevedore_path_cache
+
+    isolate_stevedore_path_cache(monkeypatch, cache_dir)
     importlib.invalidate_caches()
 
 

@@ -36,6 +36,17 @@ COMMANDS = {
 }
 """Top-level commands by name: 'module:attribute' of a click command, imported on use."""
 
+COMMANDS_GROUP = "antler.commands"
+"""Entry point group through which plugins add top-level commands (`antler memory`)."""
+
+
+def plugin_commands() -> dict[str, str]:
+    """Commands that installed distributions add, by name (the built-in names win)."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.value for ep in entry_points(group=COMMANDS_GROUP)
+            if ep.name not in COMMANDS}
+
 DEBUG_KEY = "antler.debug"
 """`click.Context.meta` key: print tracebacks (set by the global `--debug`)."""
 
@@ -62,16 +73,24 @@ class CliUsageError(CliError):
 class AntlerGroup(click.Group):
     """A click group that loads lazy commands, suggests names and applies the error policy."""
 
-    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None,
+                 plugin_commands: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lazy = dict(lazy or {})
+        self.plugin_commands = plugin_commands
+
+    def _lazy(self, name: str | None = None) -> dict[str, str]:
+        if self.plugin_commands and (name is None or name not in self.lazy):
+            self.lazy = {**plugin_commands(), **self.lazy}
+            self.plugin_commands = False  # read the entry points once
+        return self.lazy
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *self.lazy})
+        return sorted({*super().list_commands(ctx), *self._lazy()})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         command = super().get_command(ctx, cmd_name)
-        if command is None and cmd_name in self.lazy:
+        if command is None and cmd_name in self._lazy(cmd_name):
             module, _, attr = self.lazy[cmd_name].partition(":")
             command = getattr(importlib.import_module(module), attr)
             self.add_command(command, cmd_name)
@@ -124,7 +143,7 @@ def _version() -> str:
     return __version__
 
 
-@click.group(cls=AntlerGroup, lazy=COMMANDS,
+@click.group(cls=AntlerGroup, lazy=COMMANDS, plugin_commands=True,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--debug", is_flag=True, help="Show the traceback of an error.")
 @click.option(

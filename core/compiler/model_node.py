@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from antler.compat import runnable_callable, task_config_keys
 from antler.errors import FusionError
 
 from .nodes import _Channel, _Step, _StepRunner
@@ -64,7 +65,7 @@ class ModelHooks(_StepRunner):
 
     def problem_with(self, graph: Any) -> str:
         """Why the absorbed hooks cannot run in `graph`'s model node ("" when they can)."""
-        from langgraph._internal._runnable import RunnableCallable
+        RunnableCallable = runnable_callable()
 
         nodes = getattr(graph, "nodes", None)
         if not isinstance(nodes, dict) or MODEL_NODE not in nodes:
@@ -93,7 +94,7 @@ class ModelHooks(_StepRunner):
 
     def install(self, graph: Any) -> None:
         """Make `graph`'s model node run the hooks around LangChain's model node."""
-        from langgraph._internal._runnable import RunnableCallable
+        RunnableCallable = runnable_callable()
 
         problem = self.problem_with(graph)
         if problem:
@@ -158,17 +159,12 @@ class _SavedAnswers:
 
 def _task_key(config: RunnableConfig) -> tuple[Any, ...] | None:
     """The LangGraph task running `config` (stable when the same task is run again)."""
-    from langgraph._internal._constants import (
-        CONFIG_KEY_CHECKPOINT_NS,
-        CONFIG_KEY_TASK_ID,
-        CONFIG_KEY_THREAD_ID,
-    )
-
+    thread_key, namespace_key, task_key = task_config_keys()
     configurable = config.get("configurable") or {}
-    task = configurable.get(CONFIG_KEY_TASK_ID)
+    task = configurable.get(task_key)
     if not task:
         return None
-    return (configurable.get(CONFIG_KEY_THREAD_ID), configurable.get(CONFIG_KEY_CHECKPOINT_NS),
+    return (configurable.get(thread_key), configurable.get(namespace_key),
             task)
 
 

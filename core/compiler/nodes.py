@@ -16,6 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_type_hints
 
+from antler.compat import runnable_callable, update_fields
+
 from .plan import _DESTINATIONS, _JUMP_KEY, FUSED_EVENT, MODEL_NODE, Member
 from .proxies import _overrides
 
@@ -111,7 +113,7 @@ class _Step:
 
 
 def _step(original: Any, proxy: Any, member: Member, kind: str) -> _Step:
-    from langgraph._internal._runnable import RunnableCallable
+    RunnableCallable = runnable_callable()
 
     cls = type(original)
     sync = getattr(proxy, kind) if _overrides(cls, kind) else None
@@ -431,8 +433,7 @@ def _updates_of(result: Any, label: str) -> tuple[list[tuple[str, Any]], list[An
             extra_all.extend(extra)
             stop = stop or ends
         return pairs_all, extra_all, stop
-    from langgraph._internal._fields import get_cached_annotated_keys, get_update_as_tuples
-
+    get_cached_annotated_keys, get_update_as_tuples = update_fields()
     keys = get_cached_annotated_keys(type(result))
     if keys:  # a dataclass or model instance, as LangGraph accepts from a node
         return list(get_update_as_tuples(result, keys)), [], False

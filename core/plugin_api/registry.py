@@ -364,9 +364,6 @@ def _entry_point_distributions() -> dict[tuple[str, str], tuple[str, str | None]
 
 
 def _clear_stevedore_path_cache() -> None:
-    try:
-        from stevedore import _cache
+    from antler.compat import clear_stevedore_path_cache
 
-        _cache._c._internal.clear()
-    except (ImportError, AttributeError):  # pragma: no cover - stevedore internals moved
-        pass
+    clear_stevedore_path_cache()

@@ -18,6 +18,7 @@ from typing import Any
 
 from antler.chain import BuiltChain, build_chain, prompt_sections, select_tools
 from antler.chain.config import OperatorConfig
+from antler.compat import CONFIG_KEY_DURABILITY
 from antler.compiler import (
     FusionPlan,
     create_fused_agent,
@@ -62,7 +63,7 @@ DEFAULT_DURABILITY = "sync"
 written before the next step starts, so a tool result is saved before the model
 sees it and a failed write stops the run before another tool runs."""
 TOOLS_NODE = "tools"  # LangChain's tools node; the chain compiler keeps its name
-_DURABILITY_KEY = "__pregel_durability"  # LangGraph's configurable key for a graph default
+_DURABILITY_KEY = CONFIG_KEY_DURABILITY  # LangGraph's configurable key for a graph default
 
 InterruptedCalls = Callable[[list[dict[str, Any]]], None]
 

@@ -25,6 +25,7 @@ from typing import Annotated, Any
 from langchain.tools import ToolRuntime, tool
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from antler.compat import CONFIG_KEY_DURABILITY
 from antler.contracts.fallback import error_fallback_of
 from antler.contracts.stop_reason import stop_reason_of
 
@@ -64,7 +65,7 @@ def make_task_tool(build_subagent: Callable[[], Any]) -> Any:
                 # durability down to nested graphs, and 'sync' in a graph without a
                 # checkpointer waits for a checkpoint that is never written.
                 config={"recursion_limit": 60,
-                        "configurable": {"__pregel_durability": "async"}},
+                        "configurable": {CONFIG_KEY_DURABILITY: "async"}},
             )
         except Exception as exc:  # the lead must be able to recover from a failed delegate
             text = f"Task '{description}' failed: {type(exc).__name__}: {exc}"

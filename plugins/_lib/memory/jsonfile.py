@@ -118,6 +118,11 @@ class MemoryFile:
             finally:
                 os.close(fd)
 
+    @classmethod
+    def read(cls, path: Path) -> list[MemoryFact]:
+        """The readable facts of the memory file at `path`, without locking or repairing it."""
+        return cls._read(path)[0]
+
     @staticmethod
     def _read(path: Path) -> tuple[list[MemoryFact], str | None]:
         """(facts, problem): `problem` says why (part of) the file could not be used."""

@@ -1,0 +1,136 @@
+"""`antler memory ...`: the users' memory in the shared store; importing earlier JSON files.
+
+The memory plugin contributes this command through the `antler.commands`
+entry point group, so the core CLI lists it without importing the plugin.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from antler.cli import AntlerGroup, CliError
+from antler.cli.output import console, print_json
+from antler.cli.session import Session, config_option, json_option, pass_session
+from antler.cli.threads import home_option
+from antler.plugins._lib.memory import MEMORY_FILENAME, MemoryFile, MemoryStore
+
+
+@click.group(cls=AntlerGroup)
+def memory() -> None:
+    """What agents remember about each user, kept in the shared store."""
+
+
+def _store(session: Session, config_path: str | None, home: str | None) -> tuple[Any, Path]:
+    from antler.runtime.paths import resolve_base
+    from antler.runtime.storage import open_store
+
+    config = session.config(config_path)
+    settings = config.storage
+    base = resolve_base(home or settings.base_dir)
+    kind = settings.store
+    if kind == "auto":
+        from antler.runtime.postgres import is_postgres_url
+        from antler.runtime.storage import resolve_backend
+
+        checkpointer = resolve_backend(settings.checkpointer)
+        kind = checkpointer if is_postgres_url(checkpointer) else "sqlite"
+    return open_store(kind, base, settings.pool), base
+
+
+def _json_files(source: str, base: Path) -> list[tuple[Path, str]]:
+    """(file, user id) pairs: every `users/*/memory.json` under `base` for 'auto', else the
+    one file (its user from the file, else from its directory)."""
+
+    if source == "auto":
+        return [(path, path.parent.name)
+                for path in sorted((base / "users").glob(f"*/{MEMORY_FILENAME}"))]
+    path = Path(source)
+    if not path.is_file():
+        raise CliError(f"{path} is not a file: give a memory.json of an earlier version, or "
+                       "'auto' for every users/*/memory.json under the base directory")
+    import json
+
+    try:
+        user = json.loads(path.read_text(encoding="utf-8")).get("user_id")
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        user = None
+    return [(path, user if isinstance(user, str) and user else path.parent.name)]
+
+
+@memory.command("import")
+@click.argument("source", metavar="FILE|auto")
+@home_option
+@config_option
+@json_option
+@pass_session
+def import_memory(session: Session, source: str, home: str | None, config_path: str | None,
+                  as_json: bool) -> None:
+    """Copy the memory.json files of earlier versions into the shared store.
+
+    FILE is one user's memory.json (the user is the file's `user_id`, else its
+    directory's name); 'auto' imports every users/*/memory.json under the base
+    directory. Facts already in the store are kept as they are; the files are
+    left in place.
+
+    \b
+    JSON (--json): a list of objects with
+      user      the user id
+      file      the file read
+      facts     facts in the file
+      imported  facts that were new to the store
+    """
+
+    store, base = _store(session, config_path, home)
+    try:
+        memory_store = MemoryStore(store, max_facts=10_000)
+        report = []
+        for path, user in _json_files(source, base):
+            facts = MemoryFile.read(path)
+            imported = memory_store.import_facts(user, facts)
+            report.append({"user": user, "file": str(path), "facts": len(facts),
+                           "imported": imported})
+    finally:
+        store.close()
+    if as_json:
+        print_json(report)
+        return
+    if not report:
+        console().print(f"no memory files under {base / 'users'}")
+    for row in report:
+        console().print(f"{row['user']}: {row['imported']} of {row['facts']} facts imported "
+                        f"from {row['file']}")
+
+
+@memory.command("show")
+@click.option("--user", "user_id", default="default", show_default=True, help="User id.")
+@home_option
+@config_option
+@json_option
+@pass_session
+def show_memory(session: Session, user_id: str, home: str | None, config_path: str | None,
+                as_json: bool) -> None:
+    """The facts remembered about one user, oldest first.
+
+    \b
+    JSON (--json): a list of objects with
+      content, source_thread, created_at, updated_at, agent_name, id
+    """
+    from dataclasses import asdict
+
+
+    store, _base = _store(session, config_path, home)
+    try:
+        facts = MemoryStore(store).facts(user_id)
+    finally:
+        store.close()
+    if as_json:
+        print_json([asdict(fact) for fact in facts])
+        return
+    for fact in facts:
+        console().print(f"- {fact.content}  [dim]({fact.source_thread or '?'}, "
+                        f"{fact.updated_at})[/dim]")
+    if not facts:
+        console().print(f"nothing remembered about user {user_id!r}")
