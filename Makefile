@@ -6,7 +6,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: all install test lint typecheck demo bench wheel clean
+.PHONY: all install test lint typecheck demo bench wheel clean postgres-up postgres-down
 
 all: test
 
@@ -42,6 +42,14 @@ bench: $(STAMP)
 wheel: $(STAMP)
 	rm -rf dist
 	$(PY) -m build --wheel --outdir dist .
+
+# A throwaway PostgreSQL for the storage tests: `eval "$$(make -s postgres-up)"`
+# exports ANTLER_TEST_POSTGRES_URL; `make postgres-down` stops and removes it.
+postgres-up:
+	@.ci/postgres up
+
+postgres-down:
+	@.ci/postgres down
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .antler
