@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import threading
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,13 +37,13 @@ class AsyncSide:
     """The async saver of one event loop and how to close it."""
 
     saver: Any
-    aclose: Callable[[], Awaitable[None]]
+    aclose: Callable[[], Coroutine[Any, Any, None]]
     """Close it on its own loop."""
     stop: Callable[[], None] | None = None
     """Close it from any thread once its loop is gone (None: nothing to do then)."""
 
 
-AsyncSideOpener = Callable[[Any], Awaitable[AsyncSide]]
+AsyncSideOpener = Callable[[Any], Coroutine[Any, Any, AsyncSide]]
 """Opens the async saver on the running loop; receives the sync saver's serializer."""
 
 

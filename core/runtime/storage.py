@@ -534,7 +534,7 @@ def _open_checkpointer(kind: Any, base_dir: Path) -> Storage:
         saver, connection = _sqlite_saver(path)
         try:
             with storage_errors(path):
-                owners = SqliteOwners(saver.sync.cursor)
+                owners = SqliteOwners(saver.sync.cursor)  # type: ignore[attr-defined]
         except BaseException:
             connection.close()
             raise
