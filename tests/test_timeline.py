@@ -9,8 +9,6 @@ reverse list order (so Memory's after_agent runs before Sandbox's).
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from antler.runtime.demo import THREAD_ID, USER_ID, render_demo, run_demo
@@ -93,9 +91,9 @@ def test_turn_two_asks_for_clarification_and_stops(demo):
 
 
 def test_memory_was_submitted_and_stored_for_the_user(demo):
-    stored = json.loads(demo.memory_file.read_text())
-    assert "monthly revenue" in json.dumps(stored)
-    assert demo.memory_file.parent.name == USER_ID
+    assert demo.memory == ["The user tracks monthly revenue by region."]
+    assert demo.store == str(demo.base_dir / "store.sqlite")
+    assert f"1 fact(s) about {USER_ID} in the store" in render_demo(demo)
 
 
 def test_the_checkpoint_holds_the_thread_and_the_report_says_where(demo):

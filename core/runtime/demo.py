@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from antler.chain.config import OperatorConfig
-from antler.plugin_api.context import MEMORY_MODEL, TITLE_MODEL, RuntimeOptions
+from antler.plugin_api.context import MEMORY_MODEL, STORE, TITLE_MODEL, RuntimeOptions
 from antler.plugin_api.registry import PluginRegistry
 
 from .agent import AntlerAgent, create_agent
@@ -89,7 +89,10 @@ class DemoResult:
     tracers: list[Tracer] = field(default_factory=list)
     thread_dir: Path | None = None
     checkpoint: Path | None = None
-    memory_file: Path | None = None
+    memory: list[str] = field(default_factory=list)
+    """What the memory plugin learned about the demo user, read back from the shared store."""
+    store: str | None = None
+    """Where the shared store is (its file, for the default SQLite store)."""
 
 
 def run_demo(base_dir: Path, config: OperatorConfig | None = None,
@@ -123,8 +126,12 @@ def run_demo(base_dir: Path, config: OperatorConfig | None = None,
         paths = agent.services.get("paths").thread(USER_ID, THREAD_ID)
         result.thread_dir = paths.user_data
         result.checkpoint = result.base_dir / "checkpoints.sqlite"
-        memory_file = result.base_dir / "users" / USER_ID / "memory.json"
-        result.memory_file = memory_file if memory_file.exists() else None
+        store = agent.services.items.get(STORE)
+        if store is not None:
+            result.store = getattr(store, "description", None)
+            # The memory plugin's namespace for the user: one item per fact.
+            result.memory = [item.value.get("content", "") for item in store.search(
+                ("antler", "memory", USER_ID), limit=100)]
     return result
 
 
@@ -179,6 +186,7 @@ def render_demo(result: DemoResult) -> str:
         lines.append("")
     lines.append(f"Thread files:  {result.thread_dir}")
     lines.append(f"Checkpoint:    {result.checkpoint}")
-    if result.memory_file:
-        lines.append(f"Memory:        {result.memory_file}")
+    if result.memory:
+        lines.append(f"Memory:        {len(result.memory)} fact(s) about {USER_ID} in the "
+                     f"store {result.store}: " + "; ".join(result.memory))
     return "\n".join(lines)
