@@ -375,3 +375,29 @@ def test_memory_import_moves_json_files_into_the_store_once(tmp_path):
     missing = CliRunner().invoke(cli, ["memory", "import", str(tmp_path / "nope.json"),
                                        "--home", str(home)])
     assert missing.exit_code == 1 and "is not a file" in missing.stderr
+
+
+# -- what a server opens -----------------------------------------------------------------
+
+@pytest.mark.postgres
+def test_storage_for_gives_a_server_the_async_saver_and_store_of_its_loop(tmp_path,
+                                                                         postgres_url):
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    from antler.runtime.storage import storage_for
+
+    storage = storage_for(StorageSettings(checkpointer=postgres_url,
+                                          pool={"min": 1, "max": 2}), tmp_path)
+    namespace = ("tests", fresh("ns"))
+
+    async def serve() -> Any:
+        saver = await storage.async_saver()
+        assert isinstance(saver, AsyncPostgresSaver)
+        assert await saver.aget_tuple({"configurable": {"thread_id": fresh("t")}}) is None
+        await storage.store.aput(namespace, "k", {"v": 1})
+        item = await storage.store.aget(namespace, "k")
+        await storage.aclose()
+        return item.value
+
+    assert asyncio.run(serve()) == {"v": 1}
+    assert not storage.closers  # the pool is closed

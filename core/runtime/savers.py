@@ -62,6 +62,12 @@ class DualSaver(BaseCheckpointSaver[Any]):
 
     # -- the async side ------------------------------------------------------------------
 
+    @property
+    def has_async_side(self) -> bool:
+        """Whether async calls use an async saver of their own (else the sync one, in a
+        worker thread)."""
+        return self._open_async is not None
+
     async def async_saver(self) -> Any:
         """The async saver of the running loop (opened on the first call in that loop)."""
         if self._open_async is None:

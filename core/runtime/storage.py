@@ -75,6 +75,7 @@ __all__ = [
     "open_store",
     "resolve_backend",
     "storage_error",
+    "storage_for",
 ]
 
 CHECKPOINT_FILENAME = "checkpoints.sqlite"
@@ -365,6 +366,14 @@ class Storage:
             self.connection.close()
             self.connection = None
 
+    async def async_saver(self) -> Any:
+        """The saver for async use on the running event loop: LangGraph's
+        `AsyncPostgresSaver` on a pool of this loop for Postgres; the saver itself for
+        the others (it serves async calls too). For a server that runs graphs itself."""
+        if isinstance(self.saver, DualSaver) and self.saver.has_async_side:
+            return await self.saver.async_saver()
+        return self.saver
+
     async def aclose(self) -> None:
         """Close what the running event loop opened, then everything else."""
         if isinstance(self.saver, DualSaver):
@@ -492,6 +501,17 @@ def open_store(kind: Any, base_dir: Path, pool_settings: Any = None) -> LazyStor
     path = base_dir / STORE_FILENAME if kind in ("sqlite", "auto") else Path(kind)
     return LazyStore(lambda: open_sqlite_store(path, timeout=SQLITE_TIMEOUT_SECONDS),
                      str(path))
+
+
+def storage_for(settings: Any, base_dir: Path) -> Storage:
+    """The storage the operator config's `storage:` section (`StorageSettings`) describes:
+    its checkpointer, its store and its pool, under `base_dir`.
+
+    It connects (blocking I/O): a server opens it once, at start-up, and closes it
+    with `aclose()` on its event loop at shutdown.
+    """
+    return open_storage(settings.checkpointer, base_dir, pool=settings.pool,
+                        store=settings.store)
 
 
 def open_storage(kind: Any, base_dir: Path, *, pool: Any = None,
