@@ -424,22 +424,30 @@ def _not_yours(thread_id: str, user_id: str) -> ThreadOwnershipError:
         "it or read it. Use a thread id of your own (or leave --thread out for a new one).")
 
 
-def _sqlite_saver(path: Path) -> tuple[DualSaver, sqlite3.Connection]:
-    from langgraph.checkpoint.sqlite import SqliteSaver
+def open_sqlite(path: Path, make: Callable[[sqlite3.Connection], Any],
+                **connect: Any) -> tuple[Any, sqlite3.Connection]:
+    """(make(connection), connection) on the SQLite file `path`, set up now.
 
+    Set up now, not on first use: a damaged, locked or read-only database then
+    fails before a run starts, with its path in the message.
+    """
     ensure_directory(path.parent)
     with storage_errors(path):
         connection = sqlite3.connect(str(path), check_same_thread=False,
-                                     timeout=SQLITE_TIMEOUT_SECONDS)
+                                     timeout=SQLITE_TIMEOUT_SECONDS, **connect)
         try:
-            saver = SqliteSaver(connection)
-            # Set up now, not on the first checkpoint: a damaged, locked or read-only
-            # database then fails before the run starts, with its path in the message.
-            saver.setup()
+            made = make(connection)
+            made.setup()
         except BaseException:
             connection.close()
             raise
+    return made, connection
 
+
+def _sqlite_saver(path: Path) -> tuple[DualSaver, sqlite3.Connection]:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    saver, connection = open_sqlite(path, SqliteSaver)
     return DualSaver(saver), connection
 
 
@@ -499,8 +507,7 @@ def open_store(kind: Any, base_dir: Path, pool_settings: Any = None) -> LazyStor
 
         return LazyStore(open_postgres, "postgres")
     path = base_dir / STORE_FILENAME if kind in ("sqlite", "auto") else Path(kind)
-    return LazyStore(lambda: open_sqlite_store(path, timeout=SQLITE_TIMEOUT_SECONDS),
-                     str(path))
+    return LazyStore(lambda: open_sqlite_store(path), str(path))
 
 
 def storage_for(settings: Any, base_dir: Path) -> Storage:

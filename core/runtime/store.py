@@ -20,7 +20,6 @@ opening it themselves; under LangGraph Server `runtime.store` is the server's.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -33,7 +32,7 @@ __all__ = ["STORE_FILENAME", "LazyStore", "open_sqlite_store"]
 STORE_FILENAME = "store.sqlite"
 
 
-def open_sqlite_store(path: Path, *, timeout: float) -> tuple[Any, Callable[[], None]]:
+def open_sqlite_store(path: Path) -> tuple[Any, Callable[[], None]]:
     """LangGraph's `SqliteStore` on `path`, migrated, usable from async code too."""
     from langgraph.store.sqlite import SqliteStore
 
@@ -43,18 +42,9 @@ def open_sqlite_store(path: Path, *, timeout: float) -> tuple[Any, Callable[[], 
         async def abatch(self, ops: Iterable[Op]) -> list[Result]:
             return await asyncio.to_thread(self.batch, list(ops))
 
-    from .storage import ensure_directory, storage_errors
+    from .storage import open_sqlite
 
-    ensure_directory(path.parent)
-    with storage_errors(path):
-        connection = sqlite3.connect(str(path), check_same_thread=False, timeout=timeout,
-                                     isolation_level=None)
-        try:
-            store = ThreadedSqliteStore(connection)
-            store.setup()
-        except BaseException:
-            connection.close()
-            raise
+    store, connection = open_sqlite(path, ThreadedSqliteStore, isolation_level=None)
     return store, connection.close
 
 

@@ -15,19 +15,16 @@ the same facts, which the memory store's keys make harmless.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .queue import MemoryUpdate, Processor, QueueClosedError
+from .queue import MemoryUpdate, Processor, QueueClosedError, apply_update
+from .store import search_all
 
 __all__ = ["PENDING_NAMESPACE", "StoreMemoryQueue"]
 
-logger = logging.getLogger(__name__)
-
 PENDING_NAMESPACE = ("antler", "memory_pending")
-_PAGE = 200
 
 
 def _record(update: MemoryUpdate, due: float) -> dict[str, Any]:
@@ -99,13 +96,8 @@ class StoreMemoryQueue:
         return len(self._items())
 
     def _items(self) -> list[Any]:
-        items: list[Any] = []
-        while True:
-            page = self.store.search(PENDING_NAMESPACE, limit=_PAGE, offset=len(items))
-            items.extend(page)
-            if len(page) < _PAGE:
-                break
-        return sorted(items, key=lambda item: item.value.get("due", 0.0))
+        return sorted(search_all(self.store, PENDING_NAMESPACE),
+                      key=lambda item: item.value.get("due", 0.0))
 
     def process_due(self) -> int:
         """Process the updates whose debounce has passed; return how many were processed."""
@@ -136,19 +128,5 @@ class StoreMemoryQueue:
         return True
 
     def _process(self, items: list[Any]) -> int:
-        done = 0
-        for item in items:
-            if not self._claim(item):
-                continue
-            update = _update(item.value)
-            try:
-                self.processor(update)
-            except Exception as exc:
-                self.failed += 1
-                logger.warning("memory update of thread %r (user %r) failed: %s: %s",
-                               update.thread_id, update.user_id, type(exc).__name__, exc,
-                               exc_info=logger.isEnabledFor(logging.DEBUG))
-            else:
-                self.processed += 1
-                done += 1
-        return done
+        return sum(apply_update(self, _update(item.value)) for item in items
+                   if self._claim(item))

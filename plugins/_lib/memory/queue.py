@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MemoryUpdate", "MemoryUpdateQueue", "QueueClosedError"]
+__all__ = ["MemoryUpdate", "MemoryUpdateQueue", "QueueClosedError", "apply_update"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +51,23 @@ class MemoryUpdate:
 
 
 Processor = Callable[[MemoryUpdate], Any]
+
+
+def apply_update(queue: Any, update: MemoryUpdate) -> bool:
+    """Run `queue.processor` on `update`, counting it in `queue.processed` or
+    `queue.failed`; a failure is logged, never raised. True when it was processed."""
+    try:
+        queue.processor(update)
+    except Exception as exc:
+        queue.failed += 1
+        # One line by default: a provider outage must not flood the CLI with
+        # tracebacks. The traceback is there at DEBUG level.
+        logger.warning("memory update of thread %r (user %r) failed: %s: %s",
+                       update.thread_id, update.user_id, type(exc).__name__, exc,
+                       exc_info=logger.isEnabledFor(logging.DEBUG))
+        return False
+    queue.processed += 1
+    return True
 
 
 class MemoryUpdateQueue:
@@ -166,21 +183,7 @@ class MemoryUpdateQueue:
         return [update for _due, update in taken]
 
     def _process(self, batch: list[MemoryUpdate]) -> int:
-        done = 0
-        for update in batch:
-            try:
-                self.processor(update)
-            except Exception as exc:
-                self.failed += 1
-                # One line by default: a provider outage must not flood the CLI with
-                # tracebacks. The traceback is there at DEBUG level.
-                logger.warning("memory update of thread %r (user %r) failed: %s: %s",
-                               update.thread_id, update.user_id, type(exc).__name__, exc,
-                               exc_info=logger.isEnabledFor(logging.DEBUG))
-            else:
-                self.processed += 1
-                done += 1
-        return done
+        return sum(apply_update(self, update) for update in batch)
 
     def _run(self) -> None:
         """Timer thread: sleep until the soonest update is due, then process the due ones."""

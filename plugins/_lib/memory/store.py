@@ -33,6 +33,7 @@ __all__ = [
     "merge_facts",
     "normalize_fact",
     "now_text",
+    "search_all",
 ]
 
 DEFAULT_MAX_FACTS = 100
@@ -135,6 +136,26 @@ def merge_facts(facts: list[MemoryFact], contents: Iterable[str], *, max_facts: 
     return Merge(facts, added, touched, dropped)
 
 
+def search_all(store: Any, namespace: tuple[str, ...]) -> list[Any]:
+    """Every item of `namespace` in `store` (the store's search returns pages)."""
+    items: list[Any] = []
+    while len(page := store.search(namespace, limit=_PAGE, offset=len(items))) == _PAGE:
+        items.extend(page)
+    return [*items, *page]
+
+
+async def asearch_all(store: Any, namespace: tuple[str, ...]) -> list[Any]:
+    """Async form of `search_all`."""
+    items: list[Any] = []
+    while len(page := await store.asearch(namespace, limit=_PAGE, offset=len(items))) == _PAGE:
+        items.extend(page)
+    return [*items, *page]
+
+
+def _in_order(items: list[Any]) -> list[Any]:
+    return sorted(items, key=lambda item: (item.value.get("seq", 0), item.key))
+
+
 def fact_key(content: str) -> str:
     """The store key of a fact: a digest of its dedupe form."""
     return hashlib.sha256(normalize_fact(content).encode("utf-8")).hexdigest()[:32]
@@ -160,24 +181,10 @@ class MemoryStore:
         return (*MEMORY_NAMESPACE, validate_id("user id", user_id))
 
     def _items(self, user_id: str) -> list[Any]:
-        namespace = self.namespace(user_id)
-        items: list[Any] = []
-        while True:
-            page = self.store.search(namespace, limit=_PAGE, offset=len(items))
-            items.extend(page)
-            if len(page) < _PAGE:
-                break
-        return sorted(items, key=lambda item: (item.value.get("seq", 0), item.key))
+        return _in_order(search_all(self.store, self.namespace(user_id)))
 
     async def _aitems(self, user_id: str) -> list[Any]:
-        namespace = self.namespace(user_id)
-        items: list[Any] = []
-        while True:
-            page = await self.store.asearch(namespace, limit=_PAGE, offset=len(items))
-            items.extend(page)
-            if len(page) < _PAGE:
-                break
-        return sorted(items, key=lambda item: (item.value.get("seq", 0), item.key))
+        return _in_order(await asearch_all(self.store, self.namespace(user_id)))
 
     @staticmethod
     def _facts(items: list[Any]) -> list[MemoryFact]:
