@@ -401,3 +401,16 @@ def test_storage_for_gives_a_server_the_async_saver_and_store_of_its_loop(tmp_pa
 
     assert asyncio.run(serve()) == {"v": 1}
     assert not storage.closers  # the pool is closed
+
+
+def test_reading_a_sqlite_store_that_does_not_exist_creates_no_file(tmp_path):
+    store = open_store("sqlite", tmp_path)
+    try:
+        assert MemoryStore(store).facts("nobody") == []
+        assert asyncio.run(MemoryStore(store).afacts("nobody")) == []
+        assert not (tmp_path / "store.sqlite").exists()
+        MemoryStore(store).add_facts("somebody", ["Writes haiku."])
+        assert (tmp_path / "store.sqlite").exists()
+        assert [f.content for f in MemoryStore(store).facts("somebody")] == ["Writes haiku."]
+    finally:
+        store.close()

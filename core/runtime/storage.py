@@ -507,7 +507,7 @@ def open_store(kind: Any, base_dir: Path, pool_settings: Any = None) -> LazyStor
 
         return LazyStore(open_postgres, "postgres")
     path = base_dir / STORE_FILENAME if kind in ("sqlite", "auto") else Path(kind)
-    return LazyStore(lambda: open_sqlite_store(path), str(path))
+    return LazyStore(lambda: open_sqlite_store(path), str(path), exists=path.exists)
 
 
 def storage_for(settings: Any, base_dir: Path) -> Storage:

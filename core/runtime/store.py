@@ -11,8 +11,10 @@ every replica of a deployment sees the same data:
 * **memory**: this process only (tests, throwaway agents).
 
 The store is opened on first use, so an agent whose plugins never touch it
-creates no file. Its async form runs the SQLite store's calls off the event
-loop (LangGraph's `SqliteStore` has none); the Postgres store has its own.
+creates no file; nor does reading a SQLite store whose file does not exist yet
+(there is nothing to read: the answer is empty). Its async form runs the
+SQLite store's calls off the event loop (LangGraph's `SqliteStore` has none);
+the Postgres store has its own.
 Plugins reach it through the `store` service or `runtime.store`, never by
 opening it themselves; under LangGraph Server `runtime.store` is the server's.
 """
@@ -25,7 +27,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from langgraph.store.base import BaseStore, Op, Result
+from langgraph.store.base import BaseStore, GetOp, ListNamespacesOp, Op, Result, SearchOp
 
 __all__ = ["STORE_FILENAME", "LazyStore", "open_sqlite_store"]
 
@@ -52,9 +54,11 @@ class LazyStore(BaseStore):
     """A store opened by `opener` on first use; `close()` closes it if it was opened."""
 
     def __init__(self, opener: Callable[[], tuple[Any, Callable[[], None] | None]],
-                 description: str) -> None:
+                 description: str, *, exists: Callable[[], bool] | None = None) -> None:
         self._opener = opener
         self.description = description
+        self._exists = exists
+        """Whether there is anything to read yet (None: always open to find out)."""
         self._store: Any = None
         self._closer: Callable[[], None] | None = None
         self._lock = threading.Lock()
@@ -72,11 +76,25 @@ class LazyStore(BaseStore):
     def opened(self) -> bool:
         return self._store is not None
 
+    def _nothing_yet(self, ops: list[Op]) -> list[Result] | None:
+        """Empty answers to reads of a store not created yet; None when it must be opened."""
+        if self._store is not None or self._exists is None or self._exists():
+            return None
+        if not all(isinstance(op, (GetOp, SearchOp, ListNamespacesOp)) for op in ops):
+            return None
+        return [None if isinstance(op, GetOp) else [] for op in ops]
+
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        return list(self.store.batch(ops))
+        ops = list(ops)
+        empty = self._nothing_yet(ops)
+        return empty if empty is not None else list(self.store.batch(ops))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        if self._store is None:  # opening does blocking I/O: not on the loop
+        ops = list(ops)
+        if self._store is None:  # checking and opening are blocking I/O: not on the loop
+            empty = await asyncio.to_thread(self._nothing_yet, ops)
+            if empty is not None:
+                return empty
             await asyncio.to_thread(lambda: self.store)
         return list(await self.store.abatch(ops))
 
