@@ -1,7 +1,7 @@
 """ToolCallLogMiddleware: one JSON line per tool call, written after the call returns.
 
-`wrap_tool_call` (sync and async): times the inner handler and appends a
-record to `{base}/users/{user}/threads/{thread}/{filename}`. It sits in the
+`wrap_tool_call` (sync and async; the async form writes from a worker
+thread): times the inner handler and appends a record to `{base}/users/{user}/threads/{thread}/{filename}`. It sits in the
 extension slot, inside every built-in guard, so it logs the calls that were
 actually attempted and what came back (a guard's denial shows as an error
 result of the guard, not as a call). Logging never fails the call: a write
@@ -10,6 +10,7 @@ error is reported through the `antler.contrib.tool_call_log` logger.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
@@ -46,7 +47,9 @@ class ToolCallLogMiddleware(AgentMiddleware):
                               handler: Callable[[Any], Awaitable[Any]]) -> Any:
         started = time.perf_counter()
         result = await handler(request)
-        self._append(request, result, started)
+        # The file write runs in a worker thread (which sees the run's config):
+        # a slow disk must not stall the other runs of the event loop.
+        await asyncio.to_thread(self._append, request, result, started)
         return result
 
     def _append(self, request: Any, result: Any, started: float) -> None:

@@ -131,7 +131,12 @@ from .plan import (
     plan_members,
 )
 from .proxies import _first, _interrupting_wrap, _member, _overrides, _proxy
-from .streams import expand_fused_updates, stream_modes_for, wants_expansion
+from .streams import (
+    aexpand_fused_updates,
+    expand_fused_updates,
+    stream_modes_for,
+    wants_expansion,
+)
 
 if TYPE_CHECKING:
     from langchain.agents.middleware import AgentMiddleware
@@ -299,6 +304,7 @@ __all__ = [
     "Member",
     "ModelHooks",
     "absorbable",
+    "aexpand_fused_updates",
     "compile_fusion",
     "create_fused_agent",
     "expand_fused_updates",

@@ -7,13 +7,10 @@ unfused graph names its nodes, from what the node reported on LangGraph's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
+from typing import Any
 
 from .plan import FUSED_EVENT, FusionPlan
-
-if TYPE_CHECKING:
-    pass
 
 
 def expand_fused_updates(chunks: Iterable[Any], plan: FusionPlan, stream_mode: Any,
@@ -25,28 +22,50 @@ def expand_fused_updates(chunks: Iterable[Any], plan: FusionPlan, stream_mode: A
     output has the shape the caller expects. Custom events of this plan's fused
     nodes are dropped unless the caller asked for `custom`.
     """
-    fused = plan.streamed_nodes
-    single = isinstance(stream_mode, str)
-    wanted = {stream_mode} if single else set(stream_mode)
-    pending: dict[str, list[dict[str, Any]]] = {}
+    expand = _Expander(plan, stream_mode)
     for chunk in chunks:
+        yield from expand(chunk)
+
+
+async def aexpand_fused_updates(chunks: AsyncIterable[Any], plan: FusionPlan,
+                                stream_mode: Any) -> AsyncIterator[Any]:
+    """`expand_fused_updates` over an async stream (`graph.astream`)."""
+    expand = _Expander(plan, stream_mode)
+    async for chunk in chunks:
+        for item in expand(chunk):
+            yield item
+
+
+class _Expander:
+    """One stream's expansion: chunk in, the chunks the caller sees out."""
+
+    def __init__(self, plan: FusionPlan, stream_mode: Any) -> None:
+        self.plan = plan
+        self.single = isinstance(stream_mode, str)
+        self.wanted = {stream_mode} if self.single else set(stream_mode)
+        # A fused node's hook events arrive on `custom` before its `updates` chunk.
+        self.pending: dict[str, list[dict[str, Any]]] = {}
+
+    def __call__(self, chunk: Any) -> list[Any]:
+        plan, single, wanted, pending = self.plan, self.single, self.wanted, self.pending
         mode, payload = chunk if isinstance(chunk, tuple) and len(chunk) == 2 else (None, chunk)
         if mode == "custom" and isinstance(payload, dict) and \
-                payload.get("token") == plan.token and payload.get(FUSED_EVENT) in fused:
+                payload.get("token") == plan.token and payload.get(FUSED_EVENT) in \
+                plan.streamed_nodes:
             pending[payload[FUSED_EVENT]] = payload["hooks"]
             if "custom" not in wanted:
-                continue
+                return []
         elif mode == "updates" and isinstance(payload, dict) and len(payload) == 1:
             (node, _update), = payload.items()
             if node in pending:
-                for event in pending.pop(node):
-                    expanded = {event["node"]: event["update"]}
-                    yield expanded if single else ("updates", expanded)
-                continue
+                return [{event["node"]: event["update"]} if single
+                        else ("updates", {event["node"]: event["update"]})
+                        for event in pending.pop(node)]
         if mode is None:
-            yield payload
-        elif mode in wanted:
-            yield payload if single else (mode, payload)
+            return [payload]
+        if mode in wanted:
+            return [payload if single else (mode, payload)]
+        return []
 
 
 def stream_modes_for(stream_mode: Any) -> Any:

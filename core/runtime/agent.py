@@ -9,9 +9,10 @@ process never share state by accident.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from antler.chain.config import OperatorConfig
 from antler.compat import CONFIG_KEY_DURABILITY
 from antler.compiler import (
     FusionPlan,
+    aexpand_fused_updates,
     create_fused_agent,
     expand_fused_updates,
     stream_modes_for,
@@ -54,7 +56,7 @@ from .paths import PathLayout, resolve_base, validate_id
 from .runcontext import RunContext
 from .skills import SkillsRegistry
 from .storage import CHECKPOINT_FILENAME as CHECKPOINT_FILENAME
-from .storage import Storage, open_storage
+from .storage import Storage, StorageError, open_storage
 from .tracing import Tracer, instrument
 from .uploads import upload_names
 
@@ -86,6 +88,7 @@ class AntlerAgent:
     fusion: FusionPlan | None = None
     storage: Storage | None = None
     _closers: list[Any] = field(default_factory=list)
+    _async_graph: Any = None
 
     def context(self, thread_id: str, user_id: str = "default", **identity: Any) -> RunContext:
         return RunContext(thread_id=thread_id, user_id=user_id,
@@ -132,6 +135,93 @@ class AntlerAgent:
                 chunks = expand_fused_updates(chunks, self.fusion, stream_mode)
             yield from chunks
 
+    async def ainvoke(self, message: Any, *, thread_id: str, user_id: str = "default",
+                      files: Sequence[dict[str, Any]] = (), wait: bool = False,
+                      on_interrupted: InterruptedCalls | None = None,
+                      **identity: Any) -> dict[str, Any]:
+        """`invoke` for an event loop: the same run, with no blocking call on the loop.
+
+        Holding the thread (file lock, owner record) happens in a worker
+        thread; the graph runs with `graph.ainvoke`, so each plugin's async
+        hooks run.
+        """
+        payload = self.input(message, files)
+        graph = self.async_graph()
+        async with self.ahold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
+            return dict(await graph.ainvoke(
+                payload, config=self.run_config(thread_id),
+                context=self.context(thread_id, user_id, **identity)))
+
+    async def astream(self, message: Any, *, thread_id: str, user_id: str = "default",
+                      files: Sequence[dict[str, Any]] = (), stream_mode: Any = "updates",
+                      wait: bool = False, on_interrupted: InterruptedCalls | None = None,
+                      **identity: Any) -> AsyncIterator[Any]:
+        """`stream` for an event loop; chunks have the same shape as `stream`'s."""
+        payload = self.input(message, files)
+        expand = wants_expansion(self.fusion, stream_mode)
+        graph = self.async_graph()
+        async with self.ahold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
+            chunks = graph.astream(
+                payload, config=self.run_config(thread_id),
+                context=self.context(thread_id, user_id, **identity),
+                stream_mode=stream_modes_for(stream_mode) if expand else stream_mode,
+            )
+            if expand and self.fusion is not None:
+                chunks = aexpand_fused_updates(chunks, self.fusion, stream_mode)
+            async for chunk in chunks:
+                yield chunk
+
+    def async_graph(self) -> Any:
+        """The graph async runs use: `graph`, unless its saver has no async methods.
+
+        LangGraph's `SqliteSaver` is synchronous only (its async methods raise
+        `NotImplementedError`); an async run needs the async saver of the same
+        storage, which is where `antler.runtime.storage` plugs in one. Until a
+        storage offers it, such an agent runs async only without checkpoints.
+        """
+        if self._async_graph is None:
+            saver = self.checkpointer
+            if saver is not None and saver is not False and _sync_only(saver):
+                raise StorageError(
+                    f"the {type(saver).__name__} checkpointer works only with invoke() and "
+                    "stream(). For ainvoke()/astream() build the agent with "
+                    "checkpointer='memory' (or `storage.checkpointer: memory`), or run it "
+                    "synchronously.", self.storage.path if self.storage else None)
+            self._async_graph = self.graph
+        return self._async_graph
+
+    @contextlib.asynccontextmanager
+    async def ahold(self, thread_id: str, user_id: str = "default", *, wait: bool = False,
+                    on_interrupted: InterruptedCalls | None = None) -> AsyncIterator[None]:
+        """`hold` for an event loop: the lock and owner record are taken in a worker thread.
+
+        A caller cancelled while waiting for a busy thread (`wait=True`) gives
+        the lock back as soon as the worker gets it, so the thread is not left
+        held by a run that no longer exists.
+        """
+        validate_id("thread id", thread_id)
+        validate_id("user id", user_id)
+        storage = self.storage
+        if storage is None or storage.saver is None or storage.saver is False:
+            yield
+            return
+        held = contextlib.ExitStack()
+        taking = asyncio.ensure_future(asyncio.to_thread(
+            held.enter_context, storage.run(thread_id, user_id, wait=wait)))
+        try:
+            await asyncio.shield(taking)
+        except asyncio.CancelledError:
+            taking.add_done_callback(lambda _done: held.close())
+            raise
+        try:
+            with storage.errors():
+                interrupted = await self._asettle(self.async_graph(), thread_id)
+                if interrupted and on_interrupted is not None:
+                    on_interrupted(interrupted)
+                yield
+        finally:
+            await asyncio.to_thread(held.close)
+
     @contextlib.contextmanager
     def hold(self, thread_id: str, user_id: str = "default", *, wait: bool = False,
              on_interrupted: InterruptedCalls | None = None) -> Iterator[None]:
@@ -168,23 +258,19 @@ class AntlerAgent:
         again: they did start, and running a command twice is worse than
         saying it was interrupted.
         """
-        from langchain_core.messages import AIMessage, ToolMessage
-        from langgraph.types import StateUpdate
-
         config = self.run_config(thread_id)
-        snapshot = self.graph.get_state(config)
-        if not snapshot.next or snapshot.interrupts:
-            return []
-        saved = [task.result for task in snapshot.tasks
-                 if task.name == TOOLS_NODE and task.result and task.error is None]
+        saved, interrupted = _unsettled(self.graph.get_state(config))
         if saved:
-            self.graph.bulk_update_state(
-                config, [[StateUpdate(values, as_node=TOOLS_NODE) for values in saved]])
-        messages = snapshot.values.get("messages") or []
-        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-        last_ai = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
-        calls = list(getattr(last_ai, "tool_calls", None) or [])
-        return [call for call in calls if call.get("id") not in answered]
+            self.graph.bulk_update_state(config, saved)
+        return interrupted
+
+    async def _asettle(self, graph: Any, thread_id: str) -> list[dict[str, Any]]:
+        """`_settle` on the async graph."""
+        config = self.run_config(thread_id)
+        saved, interrupted = _unsettled(await graph.aget_state(config))
+        if saved:
+            await graph.abulk_update_state(config, saved)
+        return interrupted
 
     def input(self, message: Any, files: Sequence[dict[str, Any]] = (), *,
               thread_id: str | None = None) -> dict[str, Any]:
@@ -237,11 +323,45 @@ class AntlerAgent:
             closer()
         self._closers.clear()
 
+    async def aclose(self) -> None:
+        """`close` for an event loop: shutting sandboxes down and flushing memory block."""
+        await asyncio.to_thread(self.close)
+
     def __enter__(self) -> AntlerAgent:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> AntlerAgent:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+def _unsettled(snapshot: Any) -> tuple[list[Any], list[dict[str, Any]]]:
+    """(the saved tool results to commit, the calls without one) of a thread's last run."""
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langgraph.types import StateUpdate
+
+    if not snapshot.next or snapshot.interrupts:
+        return [], []
+    saved = [task.result for task in snapshot.tasks
+             if task.name == TOOLS_NODE and task.result and task.error is None]
+    updates = [[StateUpdate(values, as_node=TOOLS_NODE) for values in saved]] if saved else []
+    messages = snapshot.values.get("messages") or []
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    last_ai = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+    calls = list(getattr(last_ai, "tool_calls", None) or [])
+    return updates, [call for call in calls if call.get("id") not in answered]
+
+
+def _sync_only(saver: Any) -> bool:
+    """Whether `saver` is a checkpointer whose async methods do not work."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    return isinstance(saver, SqliteSaver)
 
 
 def is_resume(message: Any) -> bool:

@@ -44,6 +44,7 @@ once with its metadata already stamped.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -105,14 +106,16 @@ class ReadBeforeWriteMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     async def awrap_tool_call(self, request: ToolCallRequest,
                               handler: Callable[[ToolCallRequest], Awaitable[Result]]
                               ) -> Result:
-        """Async form of `wrap_tool_call` (file inspection is small, local and synchronous)."""
-        target = self._target(request)
+        """Async form of `wrap_tool_call`: resolving and hashing the file run in a worker
+        thread, so a large file or a slow disk does not stall the event loop."""
+        target = await asyncio.to_thread(self._target, request)
         if target is None:
             return await handler(request)
         async with self.locks.ahold(target.lock_key):
             if request.tool_call.get("name") == self.read_tool:
-                return self._stamped(request, target, await handler(request))
-            refusal = self._refusal(request, target)
+                result = await handler(request)
+                return await asyncio.to_thread(self._stamped, request, target, result)
+            refusal = await asyncio.to_thread(self._refusal, request, target)
             return refusal if refusal is not None else await handler(request)
 
     def _target(self, request: ToolCallRequest) -> Target | None:
