@@ -1,10 +1,11 @@
 """ToolCallLogMiddleware: one JSON line per tool call, written after the call returns.
 
 `wrap_tool_call` (sync and async; the async form writes from a worker
-thread): times the inner handler and appends a record to `{base}/users/{user}/threads/{thread}/{filename}`. It sits in the
-extension slot, inside every built-in guard, so it logs the calls that were
-actually attempted and what came back (a guard's denial shows as an error
-result of the guard, not as a call). Logging never fails the call: a write
+thread): times the inner handler and appends a record to
+`{base}/users/{user}/threads/{thread}/{filename}`. It sits in the extension
+slot, inside every built-in guard, so it logs the calls that were actually
+attempted and what came back (a guard's denial shows as an error result of
+the guard, not as a call). Logging never fails the call: a write
 error is reported through the `antler.contrib.tool_call_log` logger.
 """
 

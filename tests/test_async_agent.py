@@ -1,0 +1,231 @@
+"""The async API (`AntlerAgent.ainvoke`, `astream`, `aclose`) through the real chains.
+
+Every run here happens under blockbuster, the blocking-call detector LangGraph's
+dev server uses: a blocking call (file I/O, `time.sleep`, a lock wait, a
+subprocess wait) made on the event loop's thread raises `BlockingError`. A
+plugin's error policy or the tool error handler may turn that error into a
+logged skip or an error result, so the tests record every `BlockingError`
+raised, caught or not, and require none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from pathlib import Path
+from typing import Any
+
+import blockbuster.blockbuster as blockbuster_module
+import pytest
+from blockbuster import blockbuster_ctx
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from antler.plugin_api.context import MEMORY_MODEL, MEMORY_QUEUE, TITLE_MODEL, RuntimeOptions
+from antler.plugin_api.registry import discover
+from antler.runtime.agent import AntlerAgent, create_agent
+from antler.runtime.demo import all_optional_config
+from antler.runtime.models import ScriptedChatModel
+from antler.runtime.storage import StorageError, ThreadBusyError, ThreadOwnershipError
+from antler.runtime.uploads import stage_upload
+
+THREAD = "t-async"
+USER = "alice"
+FILE = "/mnt/user-data/workspace/notes.txt"
+# A 1x1 PNG, uploaded so `view_image` has something to show.
+PIXEL = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5E"
+    "rkJggg==")
+
+# One turn that goes through every kind of hook the built-ins have: the file
+# tools (read_before_write, the audit, tool_call_log), a shell command, a
+# delegated task (the subagent chain), an image, todos, then a final answer.
+# Parallel calls keep it within the agent's recursion limit on the unfused full chain.
+TURN_ONE: list[Any] = [
+    {"content": "", "tool_calls": [
+        {"name": "write_file", "args": {"path": FILE, "content": "alpha\nbeta\n"}}]},
+    {"content": "", "tool_calls": [
+        {"name": "read_file", "args": {"path": FILE}},
+        {"name": "ls", "args": {}},
+        {"name": "bash", "args": {"command": f"cat {FILE}"}},
+        {"name": "task", "args": {"description": "summarize", "prompt": "Say done."}},
+        {"name": "view_image", "args": {"image_path": "/mnt/user-data/uploads/pixel.png"}},
+        {"name": "write_todos", "args": {"todos": [
+            {"content": "check the notes", "status": "completed"}]}}]},
+    {"content": "", "tool_calls": [
+        {"name": "str_replace", "args": {"path": FILE, "old": "beta", "new": "gamma"}}]},
+    "The notes now read alpha and gamma.",
+]
+TURN_TWO: list[Any] = ["Still alpha and gamma."]
+TOOL_RESULTS = {
+    "write_file": f"Wrote 11 characters to {FILE}.",
+    "read_file": "alpha\nbeta\n",
+    "str_replace": f"Replaced 1 occurrence in {FILE}.",
+    "bash": "alpha\nbeta",
+    "task": "done",
+}
+
+
+@pytest.fixture
+def blocking_calls(monkeypatch) -> list[str]:
+    """Every `BlockingError` blockbuster raises while a test runs, swallowed or not."""
+    raised: list[str] = []
+    original = blockbuster_module.BlockingError.__init__
+
+    def record(self: Any, func: str) -> None:
+        raised.append(func)
+        original(self, func)
+
+    monkeypatch.setattr(blockbuster_module.BlockingError, "__init__", record)
+    return raised
+
+
+def build(home: Path, *, full: bool, fuse: bool, script: list[Any],
+          checkpointer: Any = "memory") -> AntlerAgent:
+    registry = discover()
+    config = all_optional_config(registry) if full else None
+    services = {TITLE_MODEL: ScriptedChatModel(["Notes edit"] * 3),
+                MEMORY_MODEL: ScriptedChatModel(['["The user keeps notes."]'] * 3)}
+    return create_agent(
+        config, model=ScriptedChatModel(script, model_name="scripted-lead"),
+        subagent_model=ScriptedChatModel(["done"] * 3, model_name="scripted-sub"),
+        runtime=RuntimeOptions(subagents_enabled=True, plan_mode=True, supports_vision=True,
+                               user_id=USER),
+        services=services, base_dir=home, registry=registry, checkpointer=checkpointer,
+        fuse=fuse)
+
+
+def upload_pixel(agent: AntlerAgent, scratch: Path) -> list[dict[str, Any]]:
+    source = scratch / "pixel.png"
+    source.write_bytes(PIXEL)
+    return [stage_upload(agent.services.get("paths").thread(USER, THREAD), source)]
+
+
+def results_by_tool(messages: list[Any]) -> dict[str, str]:
+    return {str(m.name): str(m.content) for m in messages if isinstance(m, ToolMessage)}
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+@pytest.mark.parametrize("full", [False, True], ids=["default", "all-optional"])
+def test_two_async_turns_run_every_hook_without_blocking_the_loop(
+        tmp_path, blocking_calls, full, fuse):
+    agent = build(tmp_path / "home", full=full, fuse=fuse, script=TURN_ONE + TURN_TWO)
+    files = upload_pixel(agent, tmp_path)
+
+    async def conversation() -> tuple[dict[str, Any], list[Any]]:
+        with blockbuster_ctx():
+            first = await agent.ainvoke("Edit my notes.", thread_id=THREAD, user_id=USER,
+                                        files=files)
+            chunks = [chunk async for chunk in agent.astream(
+                "And now?", thread_id=THREAD, user_id=USER)]
+            await agent.aclose()
+        return first, chunks
+
+    first, chunks = asyncio.run(conversation())
+
+    assert blocking_calls == []
+    results = results_by_tool(first["messages"])
+    for tool, expected in TOOL_RESULTS.items():
+        assert results[tool].strip() == expected.strip(), tool
+    assert "notes.txt" in results["ls"]
+    assert "pixel.png" in results["view_image"]
+    assert first["title"] == "Notes edit"
+    assert first["messages"][-1].content == "The notes now read alpha and gamma."
+    # The second turn saw the first (the checkpoint) and ended with its own answer.
+    last_update = [chunk for chunk in chunks if "model" in chunk][-1]["model"]
+    assert last_update["messages"][-1].content == "Still alpha and gamma."
+    # Run-end handling ran in the async graph: the sandbox was released (the run
+    # left no sandbox in use) and memory got both turns (flushed by aclose).
+    memory = tmp_path / "home" / "users" / USER / "memory.json"
+    assert "The user keeps notes." in memory.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_astream_yields_the_chunks_stream_yields(tmp_path, fuse):
+    script = [{"content": "", "tool_calls": [{"name": "bash", "args": {"command": "echo hi"}}]},
+              "said hi"]
+
+    def names(chunks: list[Any]) -> list[str]:
+        return [name for chunk in chunks for name in chunk]
+
+    sync_agent = build(tmp_path / "sync", full=False, fuse=fuse, script=list(script))
+    with sync_agent:
+        expected = names(list(sync_agent.stream("hi", thread_id=THREAD, user_id=USER)))
+    async_agent = build(tmp_path / "async", full=False, fuse=fuse, script=list(script))
+
+    async def run() -> list[Any]:
+        async with async_agent:
+            return [chunk async for chunk in async_agent.astream(
+                "hi", thread_id=THREAD, user_id=USER)]
+
+    got = names(asyncio.run(run()))
+    assert got == expected
+    assert "tools" in got and "SandboxMiddleware.after_agent" in got
+
+
+def test_ainvoke_refuses_another_users_thread_before_any_step(tmp_path):
+    agent = build(tmp_path / "home", full=False, fuse=True, script=["one", "two"])
+
+    async def run() -> None:
+        await agent.ainvoke("hi", thread_id=THREAD, user_id=USER)
+        with pytest.raises(ThreadOwnershipError, match="belongs to another user"):
+            await agent.ainvoke("let me in", thread_id=THREAD, user_id="mallory")
+        await agent.aclose()
+
+    asyncio.run(run())
+    messages = agent.graph.get_state(agent.run_config(THREAD)).values["messages"]
+    assert [m.content for m in messages if isinstance(m, HumanMessage)] == ["hi"]
+
+
+def test_a_busy_thread_raises_or_waits_in_async_runs(tmp_path):
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    class SlowModel(ScriptedChatModel):
+        async def _agenerate(self, *args: Any, **kwargs: Any) -> Any:
+            entered.set()
+            await release.wait()
+            return await super()._agenerate(*args, **kwargs)
+
+    agent = create_agent(model=SlowModel(["first", "second"]), checkpointer="memory",
+                         base_dir=tmp_path, services={
+                             TITLE_MODEL: ScriptedChatModel(["t"] * 3),
+                             MEMORY_MODEL: ScriptedChatModel(["[]"] * 3)})
+
+    async def run() -> list[str]:
+        first = asyncio.create_task(agent.ainvoke("one", thread_id=THREAD, user_id=USER))
+        await entered.wait()
+        with pytest.raises(ThreadBusyError, match="is busy"):
+            await agent.ainvoke("two", thread_id=THREAD, user_id=USER)
+        queued = asyncio.create_task(
+            agent.ainvoke("two", thread_id=THREAD, user_id=USER, wait=True))
+        release.set()
+        states = [await first, await queued]
+        await agent.aclose()
+        return [state["messages"][-1].content for state in states]
+
+    assert asyncio.run(run()) == ["first", "second"]
+
+
+def test_async_run_on_a_sync_only_checkpointer_says_what_to_do(tmp_path):
+    agent = build(tmp_path / "home", full=False, fuse=True, script=["never"],
+                  checkpointer="sqlite")
+
+    async def run() -> None:
+        async with agent:
+            await agent.ainvoke("hi", thread_id=THREAD, user_id=USER)
+
+    with pytest.raises(StorageError, match="checkpointer='memory'"):
+        asyncio.run(run())
+
+
+def test_async_run_without_checkpoints_needs_no_storage(tmp_path):
+    agent = build(tmp_path / "home", full=False, fuse=False, script=["hello"],
+                  checkpointer=None)
+
+    async def run() -> dict[str, Any]:
+        async with agent:
+            return await agent.ainvoke("hi", thread_id=THREAD, user_id=USER)
+
+    state = asyncio.run(run())
+    assert isinstance(state["messages"][-1], AIMessage)
+    assert state["messages"][-1].content == "hello"
+    assert agent.services.items.get(MEMORY_QUEUE).closed
