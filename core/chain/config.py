@@ -43,7 +43,7 @@ from antler.plugin_api.yamlsource import (
 )
 
 PLATFORM_SECTIONS = ("chain", "plugins", "extensions", "models", "tools", "storage", "skills",
-                     "input", "mcp_servers")
+                     "input", "mcp_servers", "server")
 
 
 
@@ -260,6 +260,21 @@ class StorageSettings(BaseModel):
     )
 
 
+class ServerSettings(BaseModel):
+    """`server:` — the lead agent as LangGraph Server serves it (`antler.server`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trust_client_identity: bool = Field(
+        False, description="Let a run's `context` set user_id, roles, is_internal and "
+        "attributes. Only behind a front end that authenticates users itself: by default "
+        "the identity is the user the server's auth handler authenticated.",
+    )
+    plan_mode: bool = Field(False, description="Serve the agent in plan mode (todo list).")
+    subagents: bool = Field(False, description="The served agent may delegate with `task`.")
+    agent_name: str | None = Field(None, description="The served agent's name.")
+
+
 class SkillsSettings(BaseModel):
     """`skills:` — where the operator's `SKILL.md` files are and which are turned off."""
 
@@ -374,6 +389,10 @@ class OperatorConfig:
         return self.sections.get("storage") or StorageSettings()  # type: ignore[return-value]
 
     @property
+    def server(self) -> ServerSettings:
+        return self.sections.get("server") or ServerSettings()  # type: ignore[return-value]
+
+    @property
     def skills(self) -> SkillsSettings:
         return self.sections.get("skills") or SkillsSettings()  # type: ignore[return-value]
 
@@ -470,6 +489,7 @@ def schema_model(registry: PluginRegistry) -> type[BaseModel]:
         "input": (InputSettings | None, Field(None, description=InputSettings.__doc__)),
         "mcp_servers": (McpServersSection | None,
                         Field(None, description=McpServersSection.__doc__)),
+        "server": (ServerSettings | None, Field(None, description=ServerSettings.__doc__)),
         "plugins": (dict[str, PluginLoadSettings] | None,
                     Field(None, description="Per-plugin load settings, by plugin, entry "
                           "point or distribution name.")),

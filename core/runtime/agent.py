@@ -417,6 +417,7 @@ def create_agent(
     fuse: bool | None = None,
     fuse_into_model: bool | None = None,
     durability: str = DEFAULT_DURABILITY,
+    context_schema: type[RunContext] = RunContext,
 ) -> AntlerAgent:
     """Build `chain` from the installed plugins and compile it into an agent graph.
 
@@ -442,7 +443,9 @@ def create_agent(
     'async' or 'exit' trade that for speed). With `storage.messages_channel:
     delta` and a saver, `messages` and the channels middlewares name in
     `antler_delta_channels` are checkpointed as deltas (see
-    `antler.runtime.channels`).
+    `antler.runtime.channels`). `context_schema` is `RunContext` or a subclass
+    (`antler.server` passes `TrustingRunContext` when the operator trusts the
+    server's clients with the identity).
     """
     from langchain.agents import create_agent as langchain_create_agent
 
@@ -525,7 +528,7 @@ def create_agent(
         "model": chat_model, "tools": agent_tools,
         # after the deferral: the deferred tools' prompt section lists the catalog
         "system_prompt": compose_system_prompt(system_prompt, prompt_sections(built)),
-        "context_schema": RunContext, "checkpointer": saver,
+        "context_schema": context_schema, "checkpointer": saver,
         "store": services.items.get(STORE),
     }
     fusion = None

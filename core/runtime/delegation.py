@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Annotated, Any
 
 from langchain.tools import ToolRuntime, tool
@@ -51,13 +52,10 @@ def make_task_tool(build_subagent: Callable[[], Any]) -> Any:
         """Delegate a self-contained task to a subagent and get its final answer back."""
         if "graph" not in cache:
             cache["graph"] = build_subagent()
-        parent = run_context(runtime)
-        context = RunContext(
-            thread_id=parent.thread_id, user_id=parent.user_id, run_id=uuid.uuid4().hex,
-            # The subagent acts for the same caller: it inherits, never widens, the
-            # caller's provenance, so delegating cannot escalate privileges.
-            is_internal=parent.is_internal, roles=parent.roles, attributes=parent.attributes,
-        )
+        # The subagent acts for the same caller: it inherits, never widens, the
+        # caller's identity and provenance, so delegating cannot escalate
+        # privileges. Same context class too: a served graph's trust setting holds.
+        context = replace(run_context(runtime), run_id=uuid.uuid4().hex)
         try:
             state = cache["graph"].invoke(
                 {"messages": [HumanMessage(content=prompt)]}, context=context,

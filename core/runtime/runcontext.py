@@ -2,17 +2,27 @@
 
 Identity (user, roles, internal provenance, attributes) comes only from here:
 never from message text, tool arguments or `additional_kwargs`, which a user or
-a model can write. Middlewares read it from `runtime.context`.
+a model can write. Middlewares read it with `run_context(runtime)`.
+
+Under LangGraph Server the run's `context` is whatever the HTTP client sent, so
+there the identity comes from the server's auth handler instead: the user it
+authenticated, which the server puts in `config["configurable"]
+["langgraph_auth_user"]` (a key clients cannot set). Only a graph built with
+`TrustingRunContext` (the operator's `server: {trust_client_identity: true}`,
+for a trusted front end that authenticates users itself) takes the identity
+from the client's context.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
 
 DEFAULT_USER = "default"
+AUTH_USER_KEY = "langgraph_auth_user"
+"""The configurable key where LangGraph Server puts the user its auth handler returned."""
 
 
 @dataclass(frozen=True)
@@ -25,6 +35,8 @@ class RunContext:
     is_internal: bool = False
     roles: tuple[str, ...] = ()
     attributes: Mapping[str, Any] = field(default_factory=dict)
+    trust_client_identity: ClassVar[bool] = False
+    """Under LangGraph Server, whether the client's context may set the identity."""
 
     def __post_init__(self) -> None:
         if isinstance(self.roles, str):
@@ -37,15 +49,81 @@ class RunContext:
         object.__setattr__(self, "roles", tuple(self.roles))
 
 
+@dataclass(frozen=True)
+class TrustingRunContext(RunContext):
+    """The context schema of a served graph whose clients may state the identity.
+
+    For a front end that authenticates users itself and calls the server with
+    one service credential; never for clients users control.
+    """
+
+    trust_client_identity: ClassVar[bool] = True
+
+
 def run_context(runtime: Any) -> RunContext:
-    """The run's `RunContext`, tolerating runtimes built without one (bare graphs)."""
-    context = getattr(runtime, "context", None)
-    if isinstance(context, RunContext):
-        return context
-    if isinstance(context, Mapping):
-        known = {k: v for k, v in context.items() if k in RunContext.__dataclass_fields__}
-        return RunContext(**known)
-    return RunContext()
+    """The run's `RunContext`, tolerating runtimes built without one (bare graphs).
+
+    In a run LangGraph Server started, the identity is the authenticated user's
+    (see `authenticated`) unless the graph's context schema trusts the client.
+    """
+    raw = getattr(runtime, "context", None)
+    if isinstance(raw, RunContext):
+        context = raw
+    elif isinstance(raw, Mapping):
+        context = RunContext(**{k: v for k, v in raw.items()
+                                if k in RunContext.__dataclass_fields__})
+    else:
+        context = RunContext()
+    configurable = _config().get("configurable") or {}
+    if AUTH_USER_KEY in configurable and not context.trust_client_identity:
+        return authenticated(context, configurable)
+    return context
+
+
+def authenticated(context: RunContext, configurable: Mapping[str, Any]) -> RunContext:
+    """`context` with the identity of the server's authenticated user, thread and run.
+
+    The user id is the auth handler's `identity`; its roles and attributes are
+    the user's `roles` and `attributes` fields, if it returned any; a run of
+    the server is never internal. Without an auth handler the server has no
+    user (None) and every run is the default user's. The thread and run ids
+    are the server's, not the client's.
+    """
+    user = configurable.get(AUTH_USER_KEY)
+    identity = _user_field(user, "identity") or DEFAULT_USER
+    roles = _user_field(user, "roles") or ()
+    attributes = _user_field(user, "attributes") or {}
+    return replace(
+        context, user_id=str(identity),
+        roles=tuple(str(role) for role in ([roles] if isinstance(roles, str) else roles)),
+        attributes=dict(attributes) if isinstance(attributes, Mapping) else {},
+        is_internal=False, thread_id=_text(configurable.get("thread_id")), run_id=None)
+
+
+def _user_field(user: Any, name: str) -> Any:
+    """A field of an auth user, which the server hands over as an object or a mapping."""
+    if user is None:
+        return None
+    if isinstance(user, Mapping):
+        return user.get(name)
+    try:
+        return user[name]
+    except (KeyError, TypeError, IndexError):
+        return getattr(user, name, None)
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if value is not None else None
+
+
+def _config() -> Mapping[str, Any]:
+    """The running graph's config, or nothing outside a graph run."""
+    try:
+        from langgraph.config import get_config
+
+        return get_config()
+    except RuntimeError:  # called outside a running graph
+        return {}
 
 
 def thread_id_of(runtime: Any) -> str | None:
@@ -53,24 +131,12 @@ def thread_id_of(runtime: Any) -> str | None:
     context = run_context(runtime)
     if context.thread_id:
         return context.thread_id
-    try:
-        from langgraph.config import get_config
-
-        configurable = get_config().get("configurable", {})
-    except RuntimeError:  # called outside a running graph
-        return None
-    value = configurable.get("thread_id")
-    return str(value) if value is not None else None
+    return _text((_config().get("configurable") or {}).get("thread_id"))
 
 
 def run_id_of(runtime: Any) -> str | None:
     context = run_context(runtime)
     if context.run_id:
         return context.run_id
-    try:
-        from langgraph.config import get_config
-
-        value = get_config().get("run_id") or get_config().get("metadata", {}).get("run_id")
-    except RuntimeError:
-        return None
-    return str(value) if value is not None else None
+    config = _config()
+    return _text(config.get("run_id") or (config.get("metadata") or {}).get("run_id"))

@@ -1,0 +1,66 @@
+"""The lead agent as LangGraph Server serves it (the graph behind `antler.server:graph`).
+
+What differs from `create_agent` for a local run:
+
+* **Built once.** Plugin discovery, config validation and the chain build do
+  blocking I/O (entry points, manifests, YAML). `antler.server` runs them at
+  import, which the server does once per process before it serves requests,
+  never per request on its event loop.
+* **No saver of Antler's own.** The server gives every run its checkpointer
+  and store (in memory under `langgraph dev`, Postgres under `langgraph up`),
+  so the graph is compiled without one. Thread ownership is the auth
+  handler's job there (owner metadata and filters), not the `antler_threads`
+  table.
+* **Identity from the auth handler.** The graph's context schema is
+  `RunContext`, so a run's user id and roles are those of the user the
+  server's auth handler authenticated (`runcontext.authenticated`), whatever
+  the client puts in `context`; `server: {trust_client_identity: true}` picks
+  `TrustingRunContext` instead.
+* **Run-end work inside the graph.** Releasing the thread's sandbox and
+  queueing the conversation for memory are `after_agent` hooks of the sandbox
+  and memory plugins, so they run at the end of every server run as they do
+  locally. What outlives runs (sandboxes kept for a thread's next run, memory
+  updates still debouncing) is settled when the server process exits
+  (`AntlerAgent.close`, registered with `atexit` by `antler.server`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from antler.chain.config import load_config
+from antler.plugin_api.context import RuntimeOptions
+from antler.plugin_api.registry import PluginRegistry, discover
+
+from .agent import AntlerAgent, create_agent
+from .runcontext import RunContext, TrustingRunContext
+
+__all__ = ["CONFIG_ENV", "build_server_agent"]
+
+CONFIG_ENV = "ANTLER_CONFIG"
+"""The environment variable naming the operator config the server builds from."""
+
+
+def build_server_agent(config_path: str | Path | None = None, *,
+                       registry: PluginRegistry | None = None, **options: Any) -> AntlerAgent:
+    """The lead agent for LangGraph Server, from `config_path` (default: $ANTLER_CONFIG).
+
+    Without a config every default holds: the embedded scripted model, no API
+    key. The `server:` section sets what a local run gets from command-line
+    flags (plan mode, subagents, the agent's name) and whether clients may
+    state the identity. `options` go to `create_agent` (tests pass models and
+    services).
+    """
+    registry = registry or discover()
+    path = config_path if config_path is not None else os.environ.get(CONFIG_ENV) or None
+    config = load_config(path, registry)
+    settings = config.server
+    runtime = RuntimeOptions(
+        plan_mode=settings.plan_mode, subagents_enabled=settings.subagents,
+        supports_vision=config.models.supports_vision, agent_name=settings.agent_name)
+    return create_agent(
+        config, registry=registry, runtime=runtime, checkpointer=None,
+        context_schema=TrustingRunContext if settings.trust_client_identity else RunContext,
+        **options)

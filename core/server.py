@@ -1,0 +1,22 @@
+"""LangGraph Server entry point: `graph` is the lead agent, built at import.
+
+`langgraph.json` names it (`"graphs": {"antler": "antler.server:graph"}`); the
+server imports this module once per process. The operator config comes from
+$ANTLER_CONFIG (all defaults without it). See `antler.runtime.server` for what
+differs from a local run, and the README for deploying with `langgraph dev` and
+`langgraph up`.
+"""
+
+from __future__ import annotations
+
+import atexit
+
+from antler.runtime.server import CONFIG_ENV, build_server_agent
+
+__all__ = ["CONFIG_ENV", "agent", "graph"]
+
+agent = build_server_agent()
+graph = agent.graph
+# Sandboxes kept between a thread's runs and memory updates still debouncing are
+# settled when the server process ends.
+atexit.register(agent.close)
