@@ -125,8 +125,11 @@ auth = Auth()
 
 
 @auth.authenticate
-async def authenticate(authorization: str | None) -> Auth.types.MinimalUserDict:
-    """The user of the request's bearer token; 401 without one or with an unknown one."""
+async def authenticate(authorization: str | None) -> dict[str, Any]:
+    """The user of the request's bearer token (`identity`, `roles`); 401 without a known one.
+
+    `roles` is an extra field of the user, which LangGraph passes on to the graph.
+    """
     if not len(_TABLE):
         raise Auth.exceptions.HTTPException(
             status_code=401, detail=f"no API tokens are configured: set {TOKENS_ENV} on the "
