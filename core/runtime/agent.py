@@ -109,9 +109,7 @@ class AntlerAgent:
         payload = message if is_resume(message) else self.input(message, files,
                                                                  thread_id=thread_id)
         with self.hold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
-            return dict(self.graph.invoke(
-                payload, config=self.run_config(thread_id),
-                context=self.context(thread_id, user_id, **identity)))
+            return dict(self.graph.invoke(payload, **self._run(thread_id, user_id, identity)))
 
     def stream(self, message: Any, *, thread_id: str, user_id: str = "default",
                files: Sequence[dict[str, Any]] = (), stream_mode: Any = "updates",
@@ -127,10 +125,8 @@ class AntlerAgent:
         expand = wants_expansion(self.fusion, stream_mode)
         with self.hold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
             chunks = self.graph.stream(
-                payload, config=self.run_config(thread_id),
-                context=self.context(thread_id, user_id, **identity),
-                stream_mode=stream_modes_for(stream_mode) if expand else stream_mode,
-            )
+                payload, **self._run(thread_id, user_id, identity),
+                stream_mode=stream_modes_for(stream_mode) if expand else stream_mode)
             if expand and self.fusion is not None:
                 chunks = expand_fused_updates(chunks, self.fusion, stream_mode)
             yield from chunks
@@ -148,9 +144,7 @@ class AntlerAgent:
         payload = self.input(message, files)
         graph = self.async_graph()
         async with self.ahold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
-            return dict(await graph.ainvoke(
-                payload, config=self.run_config(thread_id),
-                context=self.context(thread_id, user_id, **identity)))
+            return dict(await graph.ainvoke(payload, **self._run(thread_id, user_id, identity)))
 
     async def astream(self, message: Any, *, thread_id: str, user_id: str = "default",
                       files: Sequence[dict[str, Any]] = (), stream_mode: Any = "updates",
@@ -162,10 +156,8 @@ class AntlerAgent:
         graph = self.async_graph()
         async with self.ahold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
             chunks = graph.astream(
-                payload, config=self.run_config(thread_id),
-                context=self.context(thread_id, user_id, **identity),
-                stream_mode=stream_modes_for(stream_mode) if expand else stream_mode,
-            )
+                payload, **self._run(thread_id, user_id, identity),
+                stream_mode=stream_modes_for(stream_mode) if expand else stream_mode)
             if expand and self.fusion is not None:
                 chunks = aexpand_fused_updates(chunks, self.fusion, stream_mode)
             async for chunk in chunks:
@@ -199,10 +191,8 @@ class AntlerAgent:
         the lock back as soon as the worker gets it, so the thread is not left
         held by a run that no longer exists.
         """
-        validate_id("thread id", thread_id)
-        validate_id("user id", user_id)
-        storage = self.storage
-        if storage is None or storage.saver is None or storage.saver is False:
+        storage = self._held_storage(thread_id, user_id)
+        if storage is None:
             yield
             return
         held = contextlib.ExitStack()
@@ -235,10 +225,8 @@ class AntlerAgent:
         (the model request marks them interrupted too). Database failures
         inside the block are raised as `StorageError`.
         """
-        validate_id("thread id", thread_id)
-        validate_id("user id", user_id)
-        storage = self.storage
-        if storage is None or storage.saver is None or storage.saver is False:
+        storage = self._held_storage(thread_id, user_id)
+        if storage is None:
             yield
             return
         with storage.run(thread_id, user_id, wait=wait), storage.errors():
@@ -246,6 +234,20 @@ class AntlerAgent:
             if interrupted and on_interrupted is not None:
                 on_interrupted(interrupted)
             yield
+
+    def _run(self, thread_id: str, user_id: str, identity: dict[str, Any]) -> dict[str, Any]:
+        """The graph's `config` and `context` for one run."""
+        return {"config": self.run_config(thread_id),
+                "context": self.context(thread_id, user_id, **identity)}
+
+    def _held_storage(self, thread_id: str, user_id: str) -> Storage | None:
+        """The ids checked; the storage a run must hold the thread in, None without one."""
+        validate_id("thread id", thread_id)
+        validate_id("user id", user_id)
+        storage = self.storage
+        if storage is None or storage.saver is None or storage.saver is False:
+            return None
+        return storage
 
     def _settle(self, thread_id: str) -> list[dict[str, Any]]:
         """Keep the results a stopped run saved; return the calls left without one.
