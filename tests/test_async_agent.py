@@ -26,6 +26,7 @@ from antler.runtime.agent import AntlerAgent, create_agent
 from antler.runtime.demo import all_optional_config
 from antler.runtime.models import ScriptedChatModel
 from antler.runtime.storage import StorageError, ThreadBusyError, ThreadOwnershipError
+from antler.runtime.tracing import Tracer
 from antler.runtime.uploads import stage_upload
 
 THREAD = "t-async"
@@ -80,7 +81,7 @@ def blocking_calls(monkeypatch) -> list[str]:
 
 
 def build(home: Path, *, full: bool, fuse: bool, script: list[Any],
-          checkpointer: Any = "memory") -> AntlerAgent:
+          checkpointer: Any = "memory", tracer: Tracer | None = None) -> AntlerAgent:
     registry = discover()
     config = all_optional_config(registry) if full else None
     services = {TITLE_MODEL: ScriptedChatModel(["Notes edit"] * 3),
@@ -91,7 +92,7 @@ def build(home: Path, *, full: bool, fuse: bool, script: list[Any],
         runtime=RuntimeOptions(subagents_enabled=True, plan_mode=True, supports_vision=True,
                                user_id=USER),
         services=services, base_dir=home, registry=registry, checkpointer=checkpointer,
-        fuse=fuse)
+        fuse=fuse, tracer=tracer)
 
 
 def upload_pixel(agent: AntlerAgent, scratch: Path) -> list[dict[str, Any]]:
@@ -108,7 +109,9 @@ def results_by_tool(messages: list[Any]) -> dict[str, str]:
 @pytest.mark.parametrize("full", [False, True], ids=["default", "all-optional"])
 def test_two_async_turns_run_every_hook_without_blocking_the_loop(
         tmp_path, blocking_calls, full, fuse):
-    agent = build(tmp_path / "home", full=full, fuse=fuse, script=TURN_ONE + TURN_TWO)
+    tracer = Tracer()
+    agent = build(tmp_path / "home", full=full, fuse=fuse, script=TURN_ONE + TURN_TWO,
+                  tracer=tracer)
     files = upload_pixel(agent, tmp_path)
 
     async def conversation() -> tuple[dict[str, Any], list[Any]]:
@@ -123,6 +126,9 @@ def test_two_async_turns_run_every_hook_without_blocking_the_loop(
     first, chunks = asyncio.run(conversation())
 
     assert blocking_calls == []
+    # Every plugin of the chain ran at least one of its hooks in these async runs.
+    ran = {event.plugin for event in tracer.events}
+    assert [name for name in agent.chain.names if name not in ran] == []
     results = results_by_tool(first["messages"])
     for tool, expected in TOOL_RESULTS.items():
         assert results[tool].strip() == expected.strip(), tool
