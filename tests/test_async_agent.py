@@ -20,11 +20,18 @@ import pytest
 from blockbuster import blockbuster_ctx
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from antler.plugin_api.context import MEMORY_MODEL, MEMORY_QUEUE, TITLE_MODEL, RuntimeOptions
+from antler.plugin_api.context import (
+    MEMORY_MODEL,
+    MEMORY_QUEUE,
+    SANDBOX_PROVIDER,
+    TITLE_MODEL,
+    RuntimeOptions,
+)
 from antler.plugin_api.registry import discover
 from antler.runtime.agent import AntlerAgent, create_agent
 from antler.runtime.demo import all_optional_config
 from antler.runtime.models import ScriptedChatModel
+from antler.runtime.sandbox.local import LocalSandboxProvider
 from antler.runtime.storage import StorageError, ThreadBusyError, ThreadOwnershipError
 from antler.runtime.tracing import Tracer
 from antler.runtime.uploads import stage_upload
@@ -66,6 +73,18 @@ TOOL_RESULTS = {
 }
 
 
+class ReleaseLog(LocalSandboxProvider):
+    """The local provider, noting each sandbox a run gives back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.released: list[str] = []
+
+    def release(self, sandbox_id: str) -> None:
+        self.released.append(sandbox_id)
+        super().release(sandbox_id)
+
+
 @pytest.fixture
 def blocking_calls(monkeypatch) -> list[str]:
     """Every `BlockingError` blockbuster raises while a test runs, swallowed or not."""
@@ -85,7 +104,8 @@ def build(home: Path, *, full: bool, fuse: bool, script: list[Any],
     registry = discover()
     config = all_optional_config(registry) if full else None
     services = {TITLE_MODEL: ScriptedChatModel(["Notes edit"] * 3),
-                MEMORY_MODEL: ScriptedChatModel(['["The user keeps notes."]'] * 3)}
+                MEMORY_MODEL: ScriptedChatModel(['["The user keeps notes."]'] * 3),
+                SANDBOX_PROVIDER: ReleaseLog()}
     return create_agent(
         config, model=ScriptedChatModel(script, model_name="scripted-lead"),
         subagent_model=ScriptedChatModel(["done"] * 3, model_name="scripted-sub"),
@@ -139,8 +159,10 @@ def test_two_async_turns_run_every_hook_without_blocking_the_loop(
     # The second turn saw the first (the checkpoint) and ended with its own answer.
     last_update = [chunk for chunk in chunks if "model" in chunk][-1]["model"]
     assert last_update["messages"][-1].content == "Still alpha and gamma."
-    # Run-end handling ran in the async graph: the sandbox was released (the run
-    # left no sandbox in use) and memory got both turns (flushed by aclose).
+    # Run-end handling ran in the async graph: each run gave the thread's sandbox
+    # back, and memory got the conversation (flushed by aclose).
+    provider = agent.services.get(SANDBOX_PROVIDER)
+    assert provider.released == [first["sandbox"]["sandbox_id"]] * 2
     memory = tmp_path / "home" / "users" / USER / "memory.json"
     assert "The user keeps notes." in memory.read_text(encoding="utf-8")
 

@@ -18,7 +18,7 @@ import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
 
 from antler.errors import ConfigError
-from antler.plugin_api.context import MEMORY_MODEL, TITLE_MODEL
+from antler.plugin_api.context import MEMORY_MODEL, SANDBOX_PROVIDER, TITLE_MODEL
 from antler.runtime.models import ScriptedChatModel
 from antler.runtime.runcontext import (
     AUTH_USER_KEY,
@@ -27,6 +27,7 @@ from antler.runtime.runcontext import (
     authenticated,
 )
 from antler.runtime.server import CONFIG_ENV, build_server_agent
+from tests.test_async_agent import ReleaseLog
 
 RBAC = """
 authorization:
@@ -46,13 +47,14 @@ SPOOF = {"user_id": "mallory", "roles": ["agent"], "is_internal": True,
 
 
 def served(tmp_path: Path, *, trust: bool = False, fuse: bool = True) -> Any:
+    """The served agent over an RBAC config (viewers may not run bash)."""
     config = tmp_path / "antler.yaml"
     config.write_text(RBAC + f"server: {{trust_client_identity: {str(trust).lower()}}}\n"
                       f"storage: {{base_dir: {str(tmp_path / 'home')!r}}}\n", encoding="utf-8")
     return build_server_agent(
         config, model=ScriptedChatModel(list(SCRIPT)), fuse=fuse,
         services={TITLE_MODEL: ScriptedChatModel(["t"] * 3),
-                  MEMORY_MODEL: ScriptedChatModel(["[]"] * 3)})
+                  MEMORY_MODEL: ScriptedChatModel(["[]"] * 3), SANDBOX_PROVIDER: ReleaseLog()})
 
 
 def serve_run(agent: Any, user: Any, *, thread: str = "t1", context: Any = None,
@@ -94,6 +96,8 @@ def test_the_authenticated_roles_allow_what_they_allow(tmp_path, fuse):
     state = serve_run(agent, {"identity": "bob", "roles": ["agent"]}, context={"roles": []})
     assert bash_result(state).content.strip() == "ran"
     assert "/users/bob/threads/t1/" in state["thread_data"]["workspace_path"]
+    # The run's end gave bob's sandbox back inside the graph, as the server needs.
+    assert agent.services.get(SANDBOX_PROVIDER).released == [state["sandbox"]["sandbox_id"]]
 
 
 def test_an_operator_may_trust_the_clients_identity(tmp_path):
