@@ -234,8 +234,13 @@ def test_a_busy_thread_raises_or_waits_in_async_runs(tmp_path):
 
 
 def test_async_run_on_a_sync_only_checkpointer_says_what_to_do(tmp_path):
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    connection = sqlite3.connect(str(tmp_path / "caller.sqlite"), check_same_thread=False)
     agent = build(tmp_path / "home", full=False, fuse=True, script=["never"],
-                  checkpointer="sqlite")
+                  checkpointer=SqliteSaver(connection))
 
     async def run() -> None:
         async with agent:
@@ -243,6 +248,7 @@ def test_async_run_on_a_sync_only_checkpointer_says_what_to_do(tmp_path):
 
     with pytest.raises(StorageError, match="checkpointer='memory'"):
         asyncio.run(run())
+    connection.close()
 
 
 def test_async_run_without_checkpoints_needs_no_storage(tmp_path):
