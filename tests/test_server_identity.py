@@ -129,7 +129,7 @@ def test_authenticated_reads_the_users_fields_in_either_form():
         {"identity": "alice", "roles": ["agent"], "attributes": {"team": "a"}})}
     seen = authenticated(context, configurable)
     assert (seen.user_id, seen.roles, seen.is_internal, seen.thread_id, seen.run_id) == (
-        "alice", ("agent",), False, "real", None)
+        "alice", ("agent",), False, "real", "r")
     assert seen.attributes == {"team": "a"}
     bare = authenticated(context, {"thread_id": "real", AUTH_USER_KEY: {"identity": "bob"}})
     assert (bare.user_id, bare.roles, dict(bare.attributes)) == ("bob", (), {})

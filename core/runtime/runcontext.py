@@ -86,8 +86,9 @@ def authenticated(context: RunContext, configurable: Mapping[str, Any]) -> RunCo
     The user id is the auth handler's `identity`; its roles and attributes are
     the user's `roles` and `attributes` fields, if it returned any; a run of
     the server is never internal. Without an auth handler the server has no
-    user (None) and every run is the default user's. The thread and run ids
-    are the server's, not the client's.
+    user (None) and every run is the default user's. The thread id is the
+    server's, not the client's; the run id (per-run bookkeeping, which a
+    delegated task sets for its subagent) is kept.
     """
     user = configurable.get(AUTH_USER_KEY)
     identity = _user_field(user, "identity") or DEFAULT_USER
@@ -97,7 +98,7 @@ def authenticated(context: RunContext, configurable: Mapping[str, Any]) -> RunCo
         context, user_id=str(identity),
         roles=tuple(str(role) for role in ([roles] if isinstance(roles, str) else roles)),
         attributes=dict(attributes) if isinstance(attributes, Mapping) else {},
-        is_internal=False, thread_id=_text(configurable.get("thread_id")), run_id=None)
+        is_internal=False, thread_id=_text(configurable.get("thread_id")))
 
 
 def _user_field(user: Any, name: str) -> Any:
