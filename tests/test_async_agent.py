@@ -167,6 +167,34 @@ def test_two_async_turns_run_every_hook_without_blocking_the_loop(
     assert "The user keeps notes." in memory.read_text(encoding="utf-8")
 
 
+@pytest.mark.parametrize("full", [False, True], ids=["default", "all-optional"])
+def test_the_subagent_chain_runs_async_without_blocking_the_loop(tmp_path, blocking_calls, full):
+    # A delegated task runs its subagent inside the lead's (sync) `task` tool; the
+    # subagent chain's own async hooks are run here, as an agent of their own.
+    registry = discover()
+    tracer = Tracer()
+    script = [{"content": "", "tool_calls": [
+        {"name": "write_file", "args": {"path": FILE, "content": "sub\n"}},
+        {"name": "bash", "args": {"command": f"cat {FILE}"}}]}, "sub done"]
+    agent = create_agent(
+        all_optional_config(registry) if full else None, chain="subagent",
+        model=ScriptedChatModel(script), base_dir=tmp_path, registry=registry,
+        checkpointer="memory", tracer=tracer,
+        runtime=RuntimeOptions(supports_vision=True, user_id=USER))
+
+    async def run() -> dict[str, Any]:
+        with blockbuster_ctx():
+            state = await agent.ainvoke("Do it.", thread_id=THREAD, user_id=USER)
+            await agent.aclose()
+        return state
+
+    state = asyncio.run(run())
+    assert blocking_calls == []
+    assert results_by_tool(state["messages"])["bash"].strip() == "sub"
+    ran = {event.plugin for event in tracer.events}
+    assert [name for name in agent.chain.names if name not in ran] == []
+
+
 @pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
 def test_astream_yields_the_chunks_stream_yields(tmp_path, fuse):
     script = [{"content": "", "tool_calls": [{"name": "bash", "args": {"command": "echo hi"}}]},
