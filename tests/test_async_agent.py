@@ -261,6 +261,45 @@ def test_a_busy_thread_raises_or_waits_in_async_runs(tmp_path):
     assert asyncio.run(run()) == ["first", "second"]
 
 
+def test_a_run_cancelled_while_waiting_for_a_busy_thread_does_not_keep_it(tmp_path):
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    class SlowModel(ScriptedChatModel):
+        async def _agenerate(self, *args: Any, **kwargs: Any) -> Any:
+            entered.set()
+            await release.wait()
+            return await super()._agenerate(*args, **kwargs)
+
+    agent = create_agent(model=SlowModel(["first", "third"]), checkpointer="memory",
+                         base_dir=tmp_path, services={
+                             TITLE_MODEL: ScriptedChatModel(["t"] * 3),
+                             MEMORY_MODEL: ScriptedChatModel(["[]"] * 3)})
+
+    async def run() -> str:
+        first = asyncio.create_task(agent.ainvoke("one", thread_id=THREAD, user_id=USER))
+        await entered.wait()
+        waiting = asyncio.create_task(
+            agent.ainvoke("two", thread_id=THREAD, user_id=USER, wait=True))
+        await asyncio.sleep(0.1)  # let it reach the lock (the test passes either way)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        release.set()
+        await first
+        for _attempt in range(200):  # the cancelled waiter gives the lock back when it gets it
+            try:
+                state = await agent.ainvoke("three", thread_id=THREAD, user_id=USER)
+                break
+            except ThreadBusyError:
+                await asyncio.sleep(0.05)
+        else:
+            pytest.fail("the thread stayed busy after the cancelled run")
+        await agent.aclose()
+        return str(state["messages"][-1].content)
+
+    assert asyncio.run(run()) == "third"
+
+
 def test_async_run_on_a_sync_only_checkpointer_says_what_to_do(tmp_path):
     import sqlite3
 

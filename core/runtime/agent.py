@@ -201,7 +201,10 @@ class AntlerAgent:
         try:
             await asyncio.shield(taking)
         except asyncio.CancelledError:
-            taking.add_done_callback(lambda _done: held.close())
+            def give_back(done: asyncio.Future[Any]) -> None:
+                if not done.cancelled() and done.exception() is None:
+                    held.close()
+            taking.add_done_callback(give_back)
             raise
         try:
             with storage.errors():
