@@ -88,7 +88,6 @@ class AntlerAgent:
     fusion: FusionPlan | None = None
     storage: Storage | None = None
     _closers: list[Any] = field(default_factory=list)
-    _async_graph: Any = None
 
     def context(self, thread_id: str, user_id: str = "default", **identity: Any) -> RunContext:
         return RunContext(thread_id=thread_id, user_id=user_id,
@@ -164,23 +163,21 @@ class AntlerAgent:
                 yield chunk
 
     def async_graph(self) -> Any:
-        """The graph async runs use: `graph`, unless its saver has no async methods.
+        """The graph async runs use: `graph`, when its saver has async methods.
 
         LangGraph's `SqliteSaver` is synchronous only (its async methods raise
-        `NotImplementedError`); an async run needs the async saver of the same
-        storage, which is where `antler.runtime.storage` plugs in one. Until a
-        storage offers it, such an agent runs async only without checkpoints.
+        `NotImplementedError`): such an agent refuses async runs up front with
+        what to use instead, rather than failing at the first checkpoint.
         """
-        if self._async_graph is None:
-            saver = self.checkpointer
-            if saver is not None and saver is not False and _sync_only(saver):
-                raise StorageError(
-                    f"the {type(saver).__name__} checkpointer works only with invoke() and "
-                    "stream(). For ainvoke()/astream() build the agent with "
-                    "checkpointer='memory' (or `storage.checkpointer: memory`), or run it "
-                    "synchronously.", self.storage.path if self.storage else None)
-            self._async_graph = self.graph
-        return self._async_graph
+        saver = self.checkpointer
+        if saver is not None and saver is not False and _sync_only(saver):
+            raise StorageError(
+                f"the {type(saver).__name__} checkpointer works only with invoke() and "
+                "stream(). For ainvoke()/astream() build the agent with "
+                "checkpointer='memory' (or `storage.checkpointer: memory`) or a saver with "
+                "async methods, or run it synchronously.",
+                self.storage.path if self.storage else None)
+        return self.graph
 
     @contextlib.asynccontextmanager
     async def ahold(self, thread_id: str, user_id: str = "default", *, wait: bool = False,
