@@ -173,9 +173,11 @@ def test_the_subagent_chain_runs_async_without_blocking_the_loop(tmp_path, block
     # subagent chain's own async hooks are run here, as an agent of their own.
     registry = discover()
     tracer = Tracer()
-    script = [{"content": "", "tool_calls": [
-        {"name": "write_file", "args": {"path": FILE, "content": "sub\n"}},
-        {"name": "bash", "args": {"command": f"cat {FILE}"}}]}, "sub done"]
+    script = [
+        {"content": "", "tool_calls": [
+            {"name": "write_file", "args": {"path": FILE, "content": "sub\n"}}]},
+        {"content": "", "tool_calls": [{"name": "bash", "args": {"command": f"cat {FILE}"}}]},
+        "sub done"]
     agent = create_agent(
         all_optional_config(registry) if full else None, chain="subagent",
         model=ScriptedChatModel(script), base_dir=tmp_path, registry=registry,
