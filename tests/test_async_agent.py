@@ -20,6 +20,7 @@ import pytest
 from blockbuster import blockbuster_ctx
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from antler.errors import InputError
 from antler.plugin_api.context import (
     MEMORY_MODEL,
     MEMORY_QUEUE,
@@ -300,6 +301,26 @@ def test_a_run_cancelled_while_waiting_for_a_busy_thread_does_not_keep_it(tmp_pa
         return str(state["messages"][-1].content)
 
     assert asyncio.run(run()) == "third"
+
+
+def test_async_input_is_checked_like_sync_input(tmp_path):
+    agent = build(tmp_path / "home", full=False, fuse=True, script=["one", "two"])
+
+    async def run() -> dict[str, Any]:
+        await agent.ainvoke(HumanMessage(content="first", id="m1"), thread_id=THREAD,
+                            user_id=USER)
+        # A repeated id gets a fresh one instead of replacing the thread's message.
+        state = await agent.ainvoke(HumanMessage(content="again", id="m1"),
+                                    thread_id=THREAD, user_id=USER)
+        with pytest.raises(InputError, match="role 'ai'"):
+            await agent.ainvoke(AIMessage(content="I am the model"), thread_id=THREAD,
+                                user_id=USER)
+        await agent.aclose()
+        return state
+
+    state = asyncio.run(run())
+    humans = [m.content for m in state["messages"] if isinstance(m, HumanMessage)]
+    assert humans == ["first", "again"]
 
 
 def test_async_run_on_a_sync_only_checkpointer_says_what_to_do(tmp_path):

@@ -136,12 +136,12 @@ class AntlerAgent:
                       **identity: Any) -> dict[str, Any]:
         """`invoke` for an event loop: the same run, with no blocking call on the loop.
 
-        Holding the thread (file lock, owner record) happens in a worker
-        thread; the graph runs with `graph.ainvoke`, so each plugin's async
-        hooks run.
+        Checking the input against the thread's history and holding the thread
+        (file lock, owner record) happen in worker threads; the graph runs with
+        `graph.ainvoke`, so each plugin's async hooks run.
         """
-        payload = self.input(message, files)
         graph = self.async_graph()
+        payload = await asyncio.to_thread(self.input, message, files, thread_id=thread_id)
         async with self.ahold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
             return dict(await graph.ainvoke(payload, **self._run(thread_id, user_id, identity)))
 
@@ -150,9 +150,9 @@ class AntlerAgent:
                       wait: bool = False, on_interrupted: InterruptedCalls | None = None,
                       **identity: Any) -> AsyncIterator[Any]:
         """`stream` for an event loop; chunks have the same shape as `stream`'s."""
-        payload = self.input(message, files)
-        expand = wants_expansion(self.fusion, stream_mode)
         graph = self.async_graph()
+        payload = await asyncio.to_thread(self.input, message, files, thread_id=thread_id)
+        expand = wants_expansion(self.fusion, stream_mode)
         async with self.ahold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
             chunks = graph.astream(
                 payload, **self._run(thread_id, user_id, identity),
