@@ -141,7 +141,8 @@ class AntlerAgent:
         `graph.ainvoke`, so each plugin's async hooks run.
         """
         graph = self.async_graph()
-        payload = await asyncio.to_thread(self.input, message, files, thread_id=thread_id)
+        payload = message if is_resume(message) else await asyncio.to_thread(
+            self.input, message, files, thread_id=thread_id)
         async with self.ahold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
             return dict(await graph.ainvoke(payload, **self._run(thread_id, user_id, identity)))
 
@@ -151,7 +152,8 @@ class AntlerAgent:
                       **identity: Any) -> AsyncIterator[Any]:
         """`stream` for an event loop; chunks have the same shape as `stream`'s."""
         graph = self.async_graph()
-        payload = await asyncio.to_thread(self.input, message, files, thread_id=thread_id)
+        payload = message if is_resume(message) else await asyncio.to_thread(
+            self.input, message, files, thread_id=thread_id)
         expand = wants_expansion(self.fusion, stream_mode)
         async with self.ahold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
             chunks = graph.astream(
@@ -381,6 +383,14 @@ def is_resume(message: Any) -> bool:
     return True
 
 
+def model_supports_vision(config: OperatorConfig, catalog: Any, model: Any = None) -> bool:
+    """Whether the agent's model (`model`, else `models.default`) takes images:
+    `models.supports_vision`, or the model's entry in the catalog (`models.named`) says so."""
+    models = config.models
+    reference = model if isinstance(model, str) else models.default if model is None else None
+    return models.supports_vision or bool(catalog.supports_vision(reference))
+
+
 def compose_system_prompt(base: str | None, sections: Sequence[str]) -> str | None:
     """The base prompt followed by the plugins' sections, a blank line between each."""
     parts = [part for part in (base, *sections) if part]
@@ -463,9 +473,7 @@ def create_agent(
         services = Services(dict(services or {}))
     catalog = services.items.setdefault(MODEL_CATALOG, ModelCatalog(models.named))
     if runtime is None:
-        vision = models.supports_vision or bool(catalog.supports_vision(
-            model if isinstance(model, str) else models.default if model is None else None))
-        runtime = RuntimeOptions(supports_vision=vision)
+        runtime = RuntimeOptions(supports_vision=model_supports_vision(config, catalog, model))
     if model is None:
         model = models.default
     if subagent_model is None and models.subagent:

@@ -34,7 +34,8 @@ from antler.chain.config import load_config
 from antler.plugin_api.context import RuntimeOptions
 from antler.plugin_api.registry import PluginRegistry, discover
 
-from .agent import AntlerAgent, create_agent
+from .agent import AntlerAgent, create_agent, model_supports_vision
+from .models import ModelCatalog
 from .runcontext import RunContext, TrustingRunContext
 
 __all__ = ["CONFIG_ENV", "build_server_agent"]
@@ -57,9 +58,10 @@ def build_server_agent(config_path: str | Path | None = None, *,
     path = config_path if config_path is not None else os.environ.get(CONFIG_ENV) or None
     config = load_config(path, registry)
     settings = config.server
+    vision = model_supports_vision(config, ModelCatalog(config.models.named), options.get("model"))
     runtime = RuntimeOptions(
         plan_mode=settings.plan_mode, subagents_enabled=settings.subagents,
-        supports_vision=config.models.supports_vision, agent_name=settings.agent_name)
+        supports_vision=vision, agent_name=settings.agent_name)
     return create_agent(
         config, registry=registry, runtime=runtime, checkpointer=None,
         context_schema=TrustingRunContext if settings.trust_client_identity else RunContext,
