@@ -235,19 +235,25 @@ def test_ainvoke_refuses_another_users_thread_before_any_step(tmp_path):
     assert [m.content for m in messages if isinstance(m, HumanMessage)] == ["hi"]
 
 
-def test_a_busy_thread_raises_or_waits_in_async_runs(tmp_path):
+def held_model_agent(home: Path, replies: list[str]) -> tuple[AntlerAgent, asyncio.Event,
+                                                             asyncio.Event]:
+    """An agent whose model call signals `entered`, then waits for `release`."""
     entered, release = asyncio.Event(), asyncio.Event()
 
-    class SlowModel(ScriptedChatModel):
+    class HeldModel(ScriptedChatModel):
         async def _agenerate(self, *args: Any, **kwargs: Any) -> Any:
             entered.set()
             await release.wait()
             return await super()._agenerate(*args, **kwargs)
 
-    agent = create_agent(model=SlowModel(["first", "second"]), checkpointer="memory",
-                         base_dir=tmp_path, services={
-                             TITLE_MODEL: ScriptedChatModel(["t"] * 3),
-                             MEMORY_MODEL: ScriptedChatModel(["[]"] * 3)})
+    agent = create_agent(model=HeldModel(replies), checkpointer="memory", base_dir=home,
+                         services={TITLE_MODEL: ScriptedChatModel(["t"] * 3),
+                                   MEMORY_MODEL: ScriptedChatModel(["[]"] * 3)})
+    return agent, entered, release
+
+
+def test_a_busy_thread_raises_or_waits_in_async_runs(tmp_path):
+    agent, entered, release = held_model_agent(tmp_path, ["first", "second"])
 
     async def run() -> list[str]:
         first = asyncio.create_task(agent.ainvoke("one", thread_id=THREAD, user_id=USER))
@@ -265,18 +271,7 @@ def test_a_busy_thread_raises_or_waits_in_async_runs(tmp_path):
 
 
 def test_a_run_cancelled_while_waiting_for_a_busy_thread_does_not_keep_it(tmp_path):
-    entered, release = asyncio.Event(), asyncio.Event()
-
-    class SlowModel(ScriptedChatModel):
-        async def _agenerate(self, *args: Any, **kwargs: Any) -> Any:
-            entered.set()
-            await release.wait()
-            return await super()._agenerate(*args, **kwargs)
-
-    agent = create_agent(model=SlowModel(["first", "third"]), checkpointer="memory",
-                         base_dir=tmp_path, services={
-                             TITLE_MODEL: ScriptedChatModel(["t"] * 3),
-                             MEMORY_MODEL: ScriptedChatModel(["[]"] * 3)})
+    agent, entered, release = held_model_agent(tmp_path, ["first", "third"])
 
     async def run() -> str:
         first = asyncio.create_task(agent.ainvoke("one", thread_id=THREAD, user_id=USER))
