@@ -38,6 +38,7 @@ from antler.runtime.tracing import Tracer
 from antler.runtime.uploads import stage_upload
 
 THREAD = "t-async"
+LANGCHAIN_BUILTINS = "antler.contrib.langchain_builtins"
 USER = "alice"
 FILE = "/mnt/user-data/workspace/notes.txt"
 # A 1x1 PNG, uploaded so `view_image` has something to show.
@@ -103,7 +104,7 @@ def blocking_calls(monkeypatch) -> list[str]:
 def build(home: Path, *, full: bool, fuse: bool, script: list[Any],
           checkpointer: Any = "memory", tracer: Tracer | None = None) -> AntlerAgent:
     registry = discover()
-    config = all_optional_config(registry) if full else None
+    config = full_config(registry) if full else None
     services = {TITLE_MODEL: ScriptedChatModel(["Notes edit"] * 3),
                 MEMORY_MODEL: ScriptedChatModel(['["The user keeps notes."]'] * 3),
                 SANDBOX_PROVIDER: ReleaseLog()}
@@ -180,7 +181,7 @@ def test_the_subagent_chain_runs_async_without_blocking_the_loop(tmp_path, block
         {"content": "", "tool_calls": [{"name": "bash", "args": {"command": f"cat {FILE}"}}]},
         "sub done"]
     agent = create_agent(
-        all_optional_config(registry) if full else None, chain="subagent",
+        full_config(registry) if full else None, chain="subagent",
         model=ScriptedChatModel(script), base_dir=tmp_path, registry=registry,
         checkpointer="memory", tracer=tracer,
         runtime=RuntimeOptions(supports_vision=True, user_id=USER))
@@ -233,6 +234,18 @@ def test_ainvoke_refuses_another_users_thread_before_any_step(tmp_path):
     asyncio.run(run())
     messages = agent.graph.get_state(agent.run_config(THREAD)).values["messages"]
     assert [m.content for m in messages if isinstance(m, HumanMessage)] == ["hi"]
+
+
+def full_config(registry: Any) -> Any:
+    """Every optional plugin on (`all_optional_config`), but for LangChain's middlewares
+    from `antler.contrib.langchain_builtins`, which need settings of their own (fallback
+    models, a selector model, approvals) that the scenario here does not give them."""
+    config = all_optional_config(registry)
+    for spec in registry.specs.values():
+        section = config.section(spec.section)
+        if spec.factory.startswith(LANGCHAIN_BUILTINS) and section is not None:
+            config.sections[spec.section] = section.model_copy(update={"enabled": False})
+    return config
 
 
 def held_model_agent(home: Path, replies: list[str]) -> tuple[AntlerAgent, asyncio.Event,
