@@ -161,12 +161,9 @@ def test_two_async_turns_run_every_hook_without_blocking_the_loop(
     # The second turn saw the first (the checkpoint) and ended with its own answer.
     last_update = [chunk for chunk in chunks if "model" in chunk][-1]["model"]
     assert last_update["messages"][-1].content == "Still alpha and gamma."
-    # Run-end handling ran in the async graph: each run gave the thread's sandbox
-    # back, and memory got the conversation (flushed by aclose).
+    # Run-end handling ran in the async graph: each run gave the thread's sandbox back.
     provider = agent.services.get(SANDBOX_PROVIDER)
     assert provider.released == [first["sandbox"]["sandbox_id"]] * 2
-    memory = tmp_path / "home" / "users" / USER / "memory.json"
-    assert "The user keeps notes." in memory.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("full", [False, True], ids=["default", "all-optional"])

@@ -62,7 +62,11 @@ def build_server_agent(config_path: str | Path | None = None, *,
     runtime = RuntimeOptions(
         plan_mode=settings.plan_mode, subagents_enabled=settings.subagents,
         supports_vision=vision, agent_name=settings.agent_name)
-    return create_agent(
+    agent = create_agent(
         config, registry=registry, runtime=runtime, checkpointer=None,
         context_schema=TrustingRunContext if settings.trust_client_identity else RunContext,
         **options)
+    # The server hands each run its own store and refuses a graph that brings one;
+    # plugins keep the shared store they took from the services at build time.
+    agent.graph = agent.graph.copy(update={"store": None})
+    return agent
