@@ -13,7 +13,8 @@ Then `--turns` turns are timed on that thread.
 Chains: a bare LangChain `create_agent` (stand-in `ls` tool), Antler's default
 lead chain and the chain with every optional plugin on (summarization's
 trigger set out of reach, so its hooks run but do not rewrite the history),
-both built by `antler.agent.create_agent` as `antler run` builds them. Every
+both built by `antler.agent.create_agent` as `antler run` builds them (loop
+detection's thresholds, too, set out of reach: every turn repeats one call). Every
 agent, bare included, runs with the same checkpoint durability (`--durability`,
 default Antler's `sync`). Savers:
 LangGraph's `InMemorySaver` and a `SqliteSaver` on a temporary file. Channel
@@ -173,6 +174,7 @@ class Runner:
 
     def _antler(self, chain: str, script: list[Any], saver: Any, mode: str, home: Path) -> Any:
         from antler.plugin_api.context import MEMORY_MODEL, MEMORY_QUEUE, TITLE_MODEL
+        from antler.plugins.loop_detection.config import LoopDetectionConfig
         from antler.plugins.summarization.config import ContextSize
         from antler.runtime.agent import create_agent
 
@@ -184,6 +186,12 @@ class Runner:
             # Its hooks run on every call, but the history is not rewritten under the timer.
             sections["summarization"] = summarization.model_copy(update={"trigger": [
                 ContextSize(type="messages", value=10**9)]})
+        # Every turn repeats the same `ls` call: with its defaults, loop detection would
+        # strip it from the fourth turn on, and later turns would do less than bare's.
+        loops = sections.get("loop_detection") or LoopDetectionConfig()
+        sections["loop_detection"] = loops.model_copy(update={
+            "warn_threshold": 10**6, "hard_limit": 10**6, "window_size": 10**6,
+            "tool_freq_warn": 10**6, "tool_freq_hard_limit": 10**6})
         config = dataclasses.replace(config, sections=sections)
         runtime = runtime.model_copy(update={"subagents_enabled": False})
         services = {TITLE_MODEL: scripted(["A title"] * 4), MEMORY_MODEL: scripted(["[]"]),
