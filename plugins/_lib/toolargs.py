@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, create_model
+from pydantic import BaseModel, Field, create_model
 
 RUNTIME_ARG = "runtime"
 """The parameter name LangGraph's tools node injects the `ToolRuntime` into."""
@@ -23,10 +23,12 @@ RUNTIME_ARG = "runtime"
 def without_runtime_dump(tool: Any) -> Any:
     """`tool` with its `runtime` argument left out of the validated input's dump."""
     schema = tool.args_schema
-    field = getattr(schema, "model_fields", {}).get(RUNTIME_ARG)
+    if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+        return tool
+    field = schema.model_fields.get(RUNTIME_ARG)
     if field is None:
         return tool
-    tool.args_schema = create_model(
-        schema.__name__, __base__=schema, __doc__=schema.__doc__,
-        **{RUNTIME_ARG: (field.annotation, Field(exclude=True))})
+    excluded: Any = (field.annotation, Field(exclude=True))
+    tool.args_schema = create_model(schema.__name__, __base__=schema, __doc__=schema.__doc__,
+                                    **{RUNTIME_ARG: excluded})
     return tool
