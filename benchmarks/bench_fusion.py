@@ -1,6 +1,7 @@
 """Benchmark: fused vs unfused hook nodes vs a bare `create_agent`, on the demo scenario.
 
-    python -m benchmarks.bench_fusion [--runs N] [--warmup N] [--chain NAME] [--check]
+    python -m benchmarks.bench_fusion [--runs N] [--warmup N] [--chain NAME]
+                                      [--clock cpu|wall] [--check]
 
 Three chains. Two are built by `antler.agent.create_agent` exactly as `antler run`
 builds them: the default lead chain (subagents on, as in the demo) and the
@@ -22,11 +23,15 @@ its `ask_clarification` returns directly) so every variant makes the same
 model calls. Scripted models; no network. The memory queue is a no-op stand-in
 so background extraction does not disturb the timing.
 
-Reported per cell: the median milliseconds per run and its ratio to bare, and
-checkpoints written per run (every `put`, subagent checkpoints included) and
-their ratio to bare. The targets (fused within 1.5x of bare run time and within
-2x of bare checkpoints) are checked for every chain and saver; `--check` makes a
-miss the exit status. A third chain, 35 do-nothing middlewares with
+Reported per cell: the median milliseconds per run on both clocks with their
+ratios to bare, and checkpoints written per run (every `put`, subagent
+checkpoints included) and their ratio to bare. `cpu` is the CPU time of the
+process, its threads and the processes it started (`benchmarks.clock`: shell
+commands, the audit's parser worker); `wall` is elapsed time. On a shared
+machine wall time includes waiting for a core, so the targets (fused within 1.5x
+of bare run time and within 1.3x of bare checkpoints, the issue's figures) are
+checked on `--clock` (default `cpu`) for every chain and saver; `--check` makes
+a miss the exit status. A third chain, 35 do-nothing middlewares with
 `before_model` and `after_model` on the bare agent (the issue's measurement),
 isolates the graph's own cost from the work the built-in plugins do (sandbox
 commands, the title model, the subagent's chain). Runs of the variants are
@@ -38,18 +43,21 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import os
 import sqlite3
 import statistics
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.clock import CLOCKS
+from benchmarks.clock import clock as clock_of
+
 TIME_TARGET = 1.5
-CHECKPOINT_TARGET = 2.0
+CHECKPOINT_TARGET = 1.3
 SAVERS = ("none", "memory", "sqlite")
 VARIANTS = ("unfused", "nodes", "fused")
 """LangChain's graph; node fusion only (`fuse_into_model=False`); the default compile."""
@@ -63,8 +71,11 @@ class Cell:
     variant: str
     saver: str
     ms: float
+    """Median ms per run on the clock the targets are checked on."""
     checkpoints: float
     hook_nodes: int | None = None
+    other_ms: float = 0.0
+    """Median ms per run on the other clock."""
 
 
 def scripted(turns: list[Any], **kwargs: Any) -> Any:
@@ -317,7 +328,7 @@ def _hook_nodes(graph: Any) -> int:
 
 
 def measure(saver_kind: str, chains: tuple[str, ...], runs: int, warmup: int,
-            durability: str | None = None) -> list[Cell]:
+            durability: str | None = None, clock: str = "cpu") -> list[Cell]:
     """Every variant of every chain with one kind of saver.
 
     Runs are interleaved (one run of each variant in turn), so a load change on
@@ -343,23 +354,26 @@ def measure(saver_kind: str, chains: tuple[str, ...], runs: int, warmup: int,
             for _chain, _variant, runner, _counter in runners:
                 runner.prepare()()
         timings: list[list[float]] = [[] for _ in runners]
+        others: list[list[float]] = [[] for _ in runners]
+        main, other = clock_of(clock), clock_of("wall" if clock == "cpu" else "cpu")
         for _chain, _variant, _runner, counter in runners:
             counter[0] = 0
         gc.collect()
         for _ in range(runs):
             for index, (_chain, _variant, runner, _counter) in enumerate(runners):
                 run = runner.prepare()
-                started = time.perf_counter()
+                started, started_other = main(), other()
                 run()
-                timings[index].append((time.perf_counter() - started) * 1000)
+                timings[index].append((main() - started) * 1000)
+                others[index].append((other() - started_other) * 1000)
         return [Cell(chain, variant, saver_kind, statistics.median(times), counter[0] / runs,
-                     runner.hook_nodes)
-                for (chain, variant, runner, counter), times in zip(runners, timings,
-                                                                    strict=True)]
+                     runner.hook_nodes, statistics.median(other_times))
+                for (chain, variant, runner, counter), times, other_times
+                in zip(runners, timings, others, strict=True)]
 
 
-def report(cells: list[Cell]) -> tuple[str, bool]:
-    """The table and whether every target was met."""
+def report(cells: list[Cell], clock: str = "cpu") -> tuple[str, bool]:
+    """The table and whether every target was met (times on `clock`)."""
     lines = []
     ok = True
     bare = {c.saver: c for c in cells if c.variant == "bare"}
@@ -368,8 +382,10 @@ def report(cells: list[Cell]) -> tuple[str, bool]:
         if not rows:
             continue
         lines.append(f"\n{chain} chain")
-        lines.append(f"  {'saver':<7} {'variant':<8} {'hook nodes':>10} {'ms/run':>9} "
-                     f"{'x bare':>7} {'ckpt/run':>9} {'x bare':>7}")
+        other = "wall" if clock == "cpu" else "cpu"
+        lines.append(f"  {'saver':<7} {'variant':<8} {'hook nodes':>10} {clock + ' ms':>9} "
+                     f"{'x bare':>7} {other + ' ms':>9} {'x bare':>7} {'ckpt/run':>9} "
+                     f"{'x bare':>7}")
         for saver in SAVERS:
             base = bare.get(saver)
             for variant in ("bare", *VARIANTS):
@@ -378,15 +394,16 @@ def report(cells: list[Cell]) -> tuple[str, bool]:
                 if cell is None or base is None:
                     continue
                 time_ratio = cell.ms / base.ms
+                other_ratio = cell.other_ms / base.other_ms if base.other_ms else 0.0
                 ckpt_ratio = cell.checkpoints / base.checkpoints if base.checkpoints else 0.0
                 lines.append(f"  {saver:<7} {variant:<8} {cell.hook_nodes or 0:>10} "
-                             f"{cell.ms:>9.1f} {time_ratio:>6.2f}x {cell.checkpoints:>9.1f} "
-                             f"{ckpt_ratio:>6.2f}x")
+                             f"{cell.ms:>9.1f} {time_ratio:>6.2f}x {cell.other_ms:>9.1f} "
+                             f"{other_ratio:>6.2f}x {cell.checkpoints:>9.1f} {ckpt_ratio:>6.2f}x")
                 if variant == "fused":
                     met = time_ratio <= TIME_TARGET and (
                         not base.checkpoints or ckpt_ratio <= CHECKPOINT_TARGET)
                     ok = ok and met
-                    lines.append(f"  {'':<7} {'':<8} target ({TIME_TARGET}x time, "
+                    lines.append(f"  {'':<7} {'':<8} target ({TIME_TARGET}x {clock} time, "
                                  f"{CHECKPOINT_TARGET}x checkpoints): "
                                  f"{'met' if met else 'MISSED'}")
     return "\n".join(lines), ok
@@ -400,16 +417,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--durability", choices=("sync", "async", "exit"), default=None,
                         help="checkpoint durability of the Antler agents (default: Antler's, "
                              "sync); bare agents keep LangGraph's")
+    parser.add_argument("--clock", choices=CLOCKS, default="cpu",
+                        help="the clock the targets are checked on (both are reported): cpu "
+                             "(process, threads and child processes) or wall (elapsed)")
     parser.add_argument("--check", action="store_true",
                         help="exit with status 1 when a fused cell misses its target")
     args = parser.parse_args(argv)
     chains = CHAINS if args.chain == "all" else (args.chain,)
     cells = []
     for saver in SAVERS:
-        cells.extend(measure(saver, chains, args.runs, args.warmup, args.durability))
-    table, ok = report(cells)
-    print(f"Hook-node fusion on the demo scenario: median of {args.runs} runs per cell "
-          f"(after {args.warmup} warm-up runs); one run = the demo's two turns")
+        cells.extend(measure(saver, chains, args.runs, args.warmup, args.durability,
+                             args.clock))
+    table, ok = report(cells, args.clock)
+    print(f"Hook-node fusion on the demo scenario: median of {args.runs} interleaved runs per "
+          f"cell (after {args.warmup} warm-up runs); one run = the demo's two turns; "
+          f"load average {os.getloadavg()[0]:.1f} at the end")
     print(table)
     return 1 if args.check and not ok else 0
 

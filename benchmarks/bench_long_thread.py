@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_long_thread [--turns N] [--history 0,200,2000]
                                            [--chain NAME] [--saver NAME] [--mode NAME]
+                                           [--clock cpu|wall]
 
 One turn is a user message, one `ls` call and the answer. Before it is timed,
 the thread is seeded with H earlier messages (questions and answers, about 300
@@ -12,7 +13,8 @@ Then `--turns` turns are timed on that thread.
 Chains: a bare LangChain `create_agent` (stand-in `ls` tool), Antler's default
 lead chain and the chain with every optional plugin on (summarization's
 trigger set out of reach, so its hooks run but do not rewrite the history),
-both built by `antler.agent.create_agent` as `antler run` builds them. Every
+both built by `antler.agent.create_agent` as `antler run` builds them (loop
+detection's thresholds, too, set out of reach: every turn repeats one call). Every
 agent, bare included, runs with the same checkpoint durability (`--durability`,
 default Antler's `sync`). Savers:
 LangGraph's `InMemorySaver` and a `SqliteSaver` on a temporary file. Channel
@@ -20,11 +22,14 @@ modes: `full` (every checkpoint stores the message list) and `delta`
 (`storage.messages_channel: delta`; the bare agent gets the same channel
 through `antler.runtime.channels.use_delta_channels`).
 
-Reported per cell: the median ms per turn and its ratio to bare (same saver,
-same mode), checkpoints written per turn (`put` calls) and, for SQLite, bytes
-written per turn (checkpoint and write rows). Per chain, saver and mode: the
-growth of the turn time per 1,000 earlier messages (from the smallest to the
-largest H) and its ratio to bare's. The targets checked at the end:
+Reported per cell: the median ms per turn on both clocks (`benchmarks.clock`:
+`cpu` is the CPU time of the process, its threads and its child processes,
+`wall` elapsed time) with the ratio to bare (same saver, same mode),
+checkpoints written per turn (`put` calls) and, for SQLite, bytes written per
+turn (checkpoint and write rows). Per chain, saver and mode: the growth of the
+turn time on `--clock` (default `cpu`, which a shared machine's load moves
+least) per 1,000 earlier messages (from the smallest to the largest H) and its
+ratio to bare's. The targets checked at the end:
 
 - the default chain's growth is within 1.2x of bare's (full mode, each saver);
 - its ratio to bare at the largest H is no worse than at H=0 (+5% noise margin);
@@ -42,15 +47,17 @@ import argparse
 import contextlib
 import dataclasses
 import gc
+import os
 import sqlite3
 import statistics
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_fusion import NullQueue, chain_config, scripted
+from benchmarks.clock import CLOCKS
+from benchmarks.clock import clock as clock_of
 
 CHAINS = ("bare", "default", "all-optional")
 SAVERS = ("memory", "sqlite")
@@ -69,8 +76,11 @@ class Cell:
     mode: str
     history: int
     ms: float
+    """Median ms per turn on the clock the growth is computed on."""
     checkpoints: float
     bytes: float | None
+    other_ms: float = 0.0
+    """Median ms per turn on the other clock."""
 
 
 def _turn_script(turns: int) -> list[Any]:
@@ -164,6 +174,7 @@ class Runner:
 
     def _antler(self, chain: str, script: list[Any], saver: Any, mode: str, home: Path) -> Any:
         from antler.plugin_api.context import MEMORY_MODEL, MEMORY_QUEUE, TITLE_MODEL
+        from antler.plugins.loop_detection.config import LoopDetectionConfig
         from antler.plugins.summarization.config import ContextSize
         from antler.runtime.agent import create_agent
 
@@ -175,6 +186,12 @@ class Runner:
             # Its hooks run on every call, but the history is not rewritten under the timer.
             sections["summarization"] = summarization.model_copy(update={"trigger": [
                 ContextSize(type="messages", value=10**9)]})
+        # Every turn repeats the same `ls` call: with its defaults, loop detection would
+        # strip it from the fourth turn on, and later turns would do less than bare's.
+        loops = sections.get("loop_detection") or LoopDetectionConfig()
+        sections["loop_detection"] = loops.model_copy(update={
+            "warn_threshold": 10**6, "hard_limit": 10**6, "window_size": 10**6,
+            "tool_freq_warn": 10**6, "tool_freq_hard_limit": 10**6})
         config = dataclasses.replace(config, sections=sections)
         runtime = runtime.model_copy(update={"subagents_enabled": False})
         services = {TITLE_MODEL: scripted(["A title"] * 4), MEMORY_MODEL: scripted(["[]"]),
@@ -202,7 +219,8 @@ class Runner:
 
 
 def measure(history: int, chains: tuple[str, ...], savers: tuple[str, ...],
-            modes: tuple[str, ...], turns: int, durability: str = "sync") -> list[Cell]:
+            modes: tuple[str, ...], turns: int, durability: str = "sync",
+            clock: str = "cpu") -> list[Cell]:
     """Every cell of one history length, turns interleaved across cells."""
     with contextlib.ExitStack() as stack:
         runners = []
@@ -219,19 +237,23 @@ def measure(history: int, chains: tuple[str, ...], savers: tuple[str, ...],
                     runners.append(runner)
         marks = [(r.saver.puts, r.saver.written()) for r in runners]
         times: list[list[float]] = [[] for _ in runners]
+        others: list[list[float]] = [[] for _ in runners]
+        main, other = clock_of(clock), clock_of("wall" if clock == "cpu" else "cpu")
         gc.collect()
         for _ in range(turns):
             for index, runner in enumerate(runners):
-                started = time.perf_counter()
+                started, started_other = main(), other()
                 runner.turn()
-                times[index].append((time.perf_counter() - started) * 1000)
+                times[index].append((main() - started) * 1000)
+                others[index].append((other() - started_other) * 1000)
         cells = []
-        for runner, (puts, written), spent in zip(runners, marks, times, strict=True):
+        for runner, (puts, written), spent, spent_other in zip(runners, marks, times, others,
+                                                               strict=True):
             now = runner.saver.written()
             cells.append(Cell(runner.chain, runner.saver.kind, runner.mode, history,
                               statistics.median(spent), (runner.saver.puts - puts) / turns,
                               None if now is None or written is None
-                              else (now - written) / turns))
+                              else (now - written) / turns, statistics.median(spent_other)))
         return cells
 
 
@@ -249,11 +271,13 @@ def slope(cells: list[Cell], chain: str, saver: str, mode: str, low: int, high: 
     return (b.ms - a.ms) * 1000 / (high - low)
 
 
-def report(cells: list[Cell], histories: tuple[int, ...]) -> tuple[str, list[str]]:
-    """The table, the growth lines and the target lines."""
+def report(cells: list[Cell], histories: tuple[int, ...], clock: str = "cpu",
+           ) -> tuple[str, list[str]]:
+    """The table, the growth lines and the target lines (growth on `clock`)."""
     low, high = min(histories), max(histories)
-    lines = [f"  {'chain':<13} {'saver':<7} {'mode':<6} {'H':>5} {'ms/turn':>9} {'x bare':>7} "
-             f"{'ckpt/turn':>9} {'KB/turn':>9}"]
+    other = "wall" if clock == "cpu" else "cpu"
+    lines = [f"  {'chain':<13} {'saver':<7} {'mode':<6} {'H':>5} {clock + ' ms':>9} {'x bare':>7} "
+             f"{other + ' ms':>9} {'x bare':>7} {'ckpt/turn':>9} {'KB/turn':>9}"]
     for saver in sorted({c.saver for c in cells}, key=SAVERS.index):
         for mode in sorted({c.mode for c in cells}, key=MODES.index):
             for chain in sorted({c.chain for c in cells}, key=CHAINS.index):
@@ -263,10 +287,13 @@ def report(cells: list[Cell], histories: tuple[int, ...]) -> tuple[str, list[str
                         continue
                     bare = _find(cells, "bare", saver, mode, history)
                     ratio = f"{cell.ms / bare.ms:>6.2f}x" if bare else f"{'-':>7}"
+                    other_ratio = (f"{cell.other_ms / bare.other_ms:>6.2f}x"
+                                   if bare and bare.other_ms else f"{'-':>7}")
                     size = "-" if cell.bytes is None else f"{cell.bytes / 1024:.0f}"
                     lines.append(f"  {chain:<13} {saver:<7} {mode:<6} {history:>5} "
-                                 f"{cell.ms:>9.1f} {ratio} {cell.checkpoints:>9.1f} {size:>9}")
-    lines.append(f"\ngrowth per 1,000 earlier messages (H={low} to H={high})")
+                                 f"{cell.ms:>9.1f} {ratio} {cell.other_ms:>9.1f} {other_ratio} "
+                                 f"{cell.checkpoints:>9.1f} {size:>9}")
+    lines.append(f"\ngrowth of {clock} time per 1,000 earlier messages (H={low} to H={high})")
     for saver in sorted({c.saver for c in cells}, key=SAVERS.index):
         for mode in sorted({c.mode for c in cells}, key=MODES.index):
             bare = slope(cells, "bare", saver, mode, low, high)
@@ -325,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chain", default="all", help=f"{', '.join(CHAINS)} or all")
     parser.add_argument("--saver", default="all", help=f"{', '.join(SAVERS)} or all")
     parser.add_argument("--mode", default="all", help=f"{', '.join(MODES)} or all")
+    parser.add_argument("--clock", choices=CLOCKS, default="cpu",
+                        help="the clock growth and targets are computed on (both are "
+                             "reported)")
     parser.add_argument("--durability", choices=("sync", "async", "exit"), default="sync",
                         help="checkpoint durability of every agent, bare included "
                              "(default: Antler's, sync)")
@@ -340,10 +370,12 @@ def main(argv: list[str] | None = None) -> int:
     savers, modes = _choices(args.saver, SAVERS), _choices(args.mode, MODES)
     cells = []
     for history in histories:
-        cells.extend(measure(history, chains, savers, modes, args.turns, args.durability))
-    table, found = report(cells, histories)
+        cells.extend(measure(history, chains, savers, modes, args.turns, args.durability,
+                             args.clock))
+    table, found = report(cells, histories, args.clock)
     print(f"One turn (message, one ls call, answer) on a thread of H earlier messages: "
-          f"median of {args.turns} turns per cell, {args.durability} durability")
+          f"median of {args.turns} interleaved turns per cell, {args.durability} durability; "
+          f"load average {os.getloadavg()[0]:.1f} at the end")
     print(table)
     if found:
         print("\ntargets\n  " + "\n  ".join(found))

@@ -1186,3 +1186,4 @@ def test_the_declared_plan_matches_the_compiled_one_for_the_builtin_chains(tmp_p
     assert compiled is not None and compiled.fused and compiled.absorbed
     assert [(n.kind, n.node, n.members) for n in declared.nodes] == [
         (n.kind, n.node, n.members) for n in compiled.nodes]
+    assert compiled.wraps and declared.wraps == compiled.wraps  # the wrap layers too

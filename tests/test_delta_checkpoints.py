@@ -147,3 +147,35 @@ def test_a_bad_storage_setting_is_a_config_error_naming_the_key(registry, sectio
 
     with pytest.raises(ConfigError, match=where):
         parse_config(section, registry)
+
+
+def _switching(home: Path, registry: Any, first: str, then: str) -> list[Any]:
+    """Three turns in mode `first`, three more by a new agent in mode `then`, read back in
+    `first`: what the model was asked and what each agent found in the thread."""
+    lead, sub = ScriptedChatModel(LEAD), ScriptedChatModel(SUB)
+
+    def agent(mode: str) -> Any:
+        config = parse_config(QUIET + SUMMARIZE + _storage(mode), registry)
+        return create_agent(config, model=lead, subagent_model=sub, registry=registry,
+                            base_dir=home, checkpointer="sqlite",
+                            runtime=RuntimeOptions(subagents_enabled=True))
+
+    with agent(first) as one:
+        for text in ("What is there?", "Count, please.", "Third?"):
+            one.invoke(text, thread_id="t")
+    with agent(then) as two:
+        found = two.state("t")
+        for text in ("Fourth?", "Fifth?", "Still there?"):
+            two.invoke(text, thread_id="t")
+    with agent(first) as three:
+        back = three.state("t")
+    return [[_shape(call) for call in lead.calls], _shape(found["messages"]),
+            _shape(back["messages"])]
+
+
+def test_a_thread_carries_on_when_the_channel_mode_changes(tmp_path, registry):
+    """Changing `storage.messages_channel` keeps existing threads readable, either way."""
+    same = _switching(tmp_path / "full", registry, "full", "full")
+    assert _switching(tmp_path / "to-delta", registry, "full", "delta") == same
+    assert _switching(tmp_path / "to-full", registry, "delta", "full") == same
+    assert same[2][-1][1] == "After the resume."  # every scripted turn was played

@@ -84,6 +84,23 @@ def test_a_memo_tells_a_replaced_message_from_the_one_it_kept():
     assert computed == ["a", "b", "c", "d", "e"]
 
 
+def test_a_memo_compares_a_reloaded_message_once_per_run(monkeypatch):
+    """A run reloads the thread: the first pass compares each message with the kept one,
+    the run's later passes (several hooks, several model calls) find it by identity."""
+    from antler.plugins._lib import messagememo
+
+    compared: list[str] = []
+    same = messagememo._same
+    monkeypatch.setattr(messagememo, "_same",
+                        lambda kept, message: compared.append(message.id) or same(kept, message))
+    memo = MessageMemo(lambda m: m.text)
+    first_run = [HumanMessage("a", id="1"), HumanMessage("b", id="2")]
+    second_run = [m.model_copy(deep=True) for m in first_run]  # as a checkpoint reload gives
+    for messages in (first_run, first_run, second_run, second_run, second_run):
+        assert [memo(m) for m in messages] == ["a", "b"]
+    assert compared == ["1", "2"]
+
+
 @pytest.fixture(scope="module")
 def registry() -> Any:
     return discover()

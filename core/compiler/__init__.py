@@ -46,6 +46,13 @@ destination; when it cannot, the hooks keep their nodes and the plan says
 why). A kind with a member that must stand alone keeps its nodes; so does
 `before_model` when `after_model` does (its jumps must skip them).
 
+Wrap layers. LangChain nests each middleware's `wrap_model_call` (and
+`wrap_tool_call`) as a layer of its own under LangSmith's `traceable`, which
+costs its bookkeeping on every call even untraced. A run of consecutive wrappers
+of one kind becomes one layer (`wraps.FusedWraps`) that composes them with
+LangChain's own composition and calls them directly; traced, each still runs
+under its own span. The plan lists these layers (`FusionPlan.wraps`).
+
 Fusion boundaries. A member's hook of one kind stands alone (keeps its own
 node) when its manifest entry says `fusable: false` (passed as `unfusable`),
 when its class sets `antler_fusable = False`, or when that hook's code refers to
@@ -99,7 +106,8 @@ its nodes (`AntlerAgent.stream` does this).
 
 Layout: `plan` (which hooks share which node), `proxies` (hiding fused hooks
 from `create_agent`), `nodes` (the fused node at run time), `model_node` (the
-model-call hooks inside the model node), `streams` (per-hook `updates`), and
+model-call hooks inside the model node), `wraps` (wrap hooks in one layer),
+`streams` (per-hook `updates`), and
 this module, which compiles a middleware list and builds the agent.
 """
 
@@ -118,17 +126,21 @@ from .plan import (
     MODEL_NODE,
     NODE_HOOKS,
     UNFUSABLE_ATTRIBUTE,
+    WRAP_HOOKS,
     Entry,
     FusionPlan,
     HookNode,
     Member,
+    WrapLayer,
     _fused_names,
     _plan,
+    _wrap_layers,
     absorbable,
     plan_entries,
     plan_for_specs,
     plan_from_hooks,
     plan_members,
+    plan_wraps,
 )
 from .proxies import _first, _interrupting_wrap, _member, _overrides, _proxy
 from .streams import (
@@ -137,6 +149,7 @@ from .streams import (
     stream_modes_for,
     wants_expansion,
 )
+from .wraps import FusedWraps, fused_wraps
 
 if TYPE_CHECKING:
     from langchain.agents.middleware import AgentMiddleware
@@ -207,14 +220,20 @@ def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
     kinds, note = (absorbable(members, groups, _interrupting_wrap(middlewares, members))
                    if into_model else (set(), ""))
     entries = plan_entries(groups, kinds)
-    names = _fused_names(entries, {m.name for m in middlewares})
+    taken_names = {m.name for m in middlewares}
+    names = _fused_names(entries, taken_names)
     plan = _plan(members, entries, names, note=note)
+    wraps = plan_wraps(members)
+    plan.wraps = _wrap_layers(members, wraps, taken_names)
 
     taken_kinds: dict[int, set[str]] = {}
     for kind, group, absorbed in entries:
         if len(group) > 1 or absorbed:
             for index in group:
                 taken_kinds.setdefault(index, set()).add(kind)
+    for kind, group in wraps:
+        for index in group:
+            taken_kinds.setdefault(index, set()).add(kind)
     proxies = {index: _proxy(middlewares[index], frozenset(kinds))
                for index, kinds in taken_kinds.items()}
     result: list[Any] = [proxies.get(i, m) for i, m in enumerate(middlewares)]
@@ -241,6 +260,10 @@ def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
             loop_exit=exits, node=node.node)
         fused.trace_policy = members[group[0]].trace_policy  # the group shares one
         inserts.setdefault(min(group), []).append(fused)
+    for (kind, group), layer in zip(wraps, plan.wraps, strict=True):
+        inserts.setdefault(group[0], []).append(fused_wraps(
+            AgentMiddleware, layer.name, kind, list(layer.members),
+            [proxies[i] for i in group]))
     ordered: list[Any] = []
     for index, middleware in enumerate(result):
         ordered.extend(inserts.get(index, ()))
@@ -297,12 +320,15 @@ __all__ = [
     "MODEL_NODE",
     "NODE_HOOKS",
     "UNFUSABLE_ATTRIBUTE",
+    "WRAP_HOOKS",
     "FusedChain",
     "FusedHooks",
+    "FusedWraps",
     "FusionPlan",
     "HookNode",
     "Member",
     "ModelHooks",
+    "WrapLayer",
     "absorbable",
     "aexpand_fused_updates",
     "compile_fusion",

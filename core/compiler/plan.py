@@ -23,6 +23,10 @@ NODE_HOOKS = ("before_agent", "before_model", "after_model", "after_agent")
 """The hooks LangChain turns into graph nodes, in the order one turn reaches them."""
 
 
+WRAP_HOOKS = ("wrap_model_call", "wrap_tool_call")
+"""The hooks LangChain nests around the model call and around each tool execution."""
+
+
 _REVERSED = frozenset({"after_model", "after_agent"})
 
 
@@ -66,11 +70,24 @@ class HookNode:
         return len(self.members) > 1 and not self.absorbed
 
 
+@dataclass(frozen=True)
+class WrapLayer:
+    """Several plugins' wrap hooks of one kind run as one layer (see `antler.compiler.wraps`)."""
+
+    kind: str
+    name: str
+    """The layer's middleware name (LangSmith names its span `<name>.<kind>`)."""
+    members: tuple[str, ...]
+    """Plugin labels, outermost first."""
+
+
 @dataclass
 class FusionPlan:
     """Which node hooks were fused into which graph nodes (for `antler chain show`)."""
 
     nodes: list[HookNode] = field(default_factory=list)
+    wraps: list[WrapLayer] = field(default_factory=list)
+    """Runs of wrap hooks that share one layer."""
     enabled: bool = True
     note: str = ""
     """Why fusion is off or did not apply, when it is or did not."""
@@ -115,6 +132,8 @@ class FusionPlan:
             "nodes": [{"kind": n.kind, "node": n.node, "members": list(n.members),
                        "fused": n.fused, "alone": n.alone, "absorbed": n.absorbed}
                       for n in self.nodes],
+            "wrap_layers": [{"kind": w.kind, "name": w.name, "members": list(w.members)}
+                            for w in self.wraps],
         }
 
     def render(self) -> str:
@@ -131,6 +150,8 @@ class FusionPlan:
                 lines.append(f"  {node.node}: {' -> '.join(node.members)}")
             elif node.alone:
                 lines.append(f"  {node.node}: alone ({node.alone})")
+        for layer in self.wraps:
+            lines.append(f"  {layer.kind} (one layer): {' -> '.join(layer.members)}")
         return "\n".join(lines)
 
 
@@ -142,8 +163,9 @@ class Member:
     name: str
     """The middleware's `name` (LangChain's node names are `<name>.<hook>`)."""
     hooks: frozenset[str]
+    """Its node hooks and wrap hooks (`NODE_HOOKS`, `WRAP_HOOKS`)."""
     alone: dict[str, str] = field(default_factory=dict)
-    """Hook kind -> why that hook must keep its own node."""
+    """Hook kind -> why that hook must keep its own node (or wrap layer)."""
     can_jump: dict[str, tuple[str, ...]] = field(default_factory=dict)
     trace_policy: Any = None
 
@@ -183,6 +205,44 @@ def plan_members(members: Sequence[Member]) -> list[tuple[str, list[int]]]:
                 kind_groups[0:1] = [[first[0]], first[1:]]
         groups.extend((kind, group) for group in kind_groups)
     return groups
+
+
+def plan_wraps(members: Sequence[Member]) -> list[tuple[str, list[int]]]:
+    """Runs of two or more wrap hooks of one kind that one layer carries: (kind, indexes).
+
+    Adjacency is within one kind's chain (LangChain nests only the middlewares
+    that have that hook), outermost first. A run splits where the `trace_policy`
+    changes (the layer's own LangSmith span uses its first member's) and around
+    a member whose hook must stand alone (`fusable: false`).
+    """
+    groups: list[tuple[str, list[int]]] = []
+    for kind in WRAP_HOOKS:
+        run: list[int] = []
+        runs = [run]
+        for index, member in enumerate(members):
+            if kind not in member.hooks:
+                continue
+            if kind in member.alone:
+                run = []
+                runs.append(run)
+                continue
+            if run and members[run[0]].trace_policy != member.trace_policy:
+                run = []
+                runs.append(run)
+            run.append(index)
+        groups.extend((kind, group) for group in runs if len(group) > 1)
+    return groups
+
+
+def _wrap_layers(members: Sequence[Member], groups: list[tuple[str, list[int]]],
+                 taken: Collection[str]) -> list[WrapLayer]:
+    layers = []
+    for number, (kind, group) in enumerate(groups, start=1):
+        name = f"fused_wraps_{number}"
+        while name in taken:
+            name += "_"
+        layers.append(WrapLayer(kind, name, tuple(members[i].label for i in group)))
+    return layers
 
 
 Entry = tuple[str, list[int], bool]
@@ -249,13 +309,16 @@ def plan_from_hooks(rows: Iterable[tuple[str, Sequence[str] | None, bool]], *,
     are planned as if the plugin had none. `into_model`: plan the model-call
     hooks inside the model node where they qualify (see `absorbable`).
     """
-    members = [Member(label=label, name=label, hooks=frozenset(hooks or ()) & set(NODE_HOOKS),
-                      alone={} if fusable else dict.fromkeys(NODE_HOOKS, "fusable: false"))
+    kinds_known = {*NODE_HOOKS, *WRAP_HOOKS}
+    members = [Member(label=label, name=label, hooks=frozenset(hooks or ()) & kinds_known,
+                      alone={} if fusable else dict.fromkeys(kinds_known, "fusable: false"))
                for label, hooks, fusable in rows]
     groups = plan_members(members)
     kinds, note = absorbable(members, groups) if into_model else (set(), "")
     entries = plan_entries(groups, kinds)
-    return _plan(members, entries, _fused_names(entries, ()), note=note)
+    plan = _plan(members, entries, _fused_names(entries, ()), note=note)
+    plan.wraps = _wrap_layers(members, plan_wraps(members), ())
+    return plan
 
 
 def plan_for_specs(specs: Iterable[Any], *, enabled: bool = True, into_model: bool = False,

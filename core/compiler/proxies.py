@@ -13,7 +13,7 @@ import types
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .plan import NODE_HOOKS, UNFUSABLE_ATTRIBUTE, Member
+from .plan import NODE_HOOKS, UNFUSABLE_ATTRIBUTE, WRAP_HOOKS, Member
 
 if TYPE_CHECKING:
     pass
@@ -42,7 +42,7 @@ def _overrides(cls: type, variant: str) -> bool:
 
 def _member(middleware: Any, label: str, unfusable: Collection[str]) -> Member:
     cls = type(middleware)
-    hooks = frozenset(kind for kind in NODE_HOOKS
+    hooks = frozenset(kind for kind in (*NODE_HOOKS, *WRAP_HOOKS)
                       if _overrides(cls, kind) or _overrides(cls, "a" + kind))
     alone: dict[str, str] = {}
     can_jump: dict[str, tuple[str, ...]] = {}
@@ -53,6 +53,8 @@ def _member(middleware: Any, label: str, unfusable: Collection[str]) -> Member:
             alone[kind] = "instance has no __dict__ for its proxy"
         elif getattr(cls, UNFUSABLE_ATTRIBUTE, True) is False:
             alone[kind] = f"{UNFUSABLE_ATTRIBUTE} = False"
+        elif kind in WRAP_HOOKS:
+            continue  # a wrapper's interrupt works the same in a shared layer; it jumps nowhere
         elif any(_mentions_interrupt(getattr(cls, v)) for v in (kind, "a" + kind)
                  if _overrides(cls, v)):
             alone[kind] = "may call interrupt()"

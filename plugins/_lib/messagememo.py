@@ -4,9 +4,10 @@ A hook that derives something from every message of the history (a digest, a
 sanitized copy, a filtered copy) would redo that work for the whole history on
 every call. `MessageMemo` keeps each result by message id, with the message it
 was computed from, and reuses it while the message is unchanged (the same
-object, or an equal one as a checkpoint reload gives). Reusing costs a lookup
-and an equality test, so a call's real work is proportional to the messages
-that are new or changed since the last one.
+object, or an equal one as a checkpoint reload gives, which then replaces the
+kept one). Reusing costs a lookup and an identity test (an equality test the
+first time a run sees its reloaded copy), so a call's real work is
+proportional to the messages that are new or changed since the last one.
 """
 
 from __future__ import annotations
@@ -40,8 +41,15 @@ class MessageMemo(Generic[T]):
         if not key:
             return self.compute(message)
         entry = self._entries.get(key)
-        if entry is not None and _same(entry[0], message):
-            return entry[1]
+        if entry is not None:
+            kept, value = entry
+            if kept is message:
+                return value
+            if _same(kept, message):
+                # An equal copy (each run reloads the thread from its checkpoint): keep
+                # this one, so the run's later passes find it by identity.
+                self._entries[key] = (message, value)
+                return value
         value = self.compute(message)
         if len(self._entries) >= self.limit:
             self._entries.clear()
@@ -54,6 +62,4 @@ class MessageMemo(Generic[T]):
 
 def _same(kept: Any, message: Any) -> bool:
     """Whether two messages are equal field by field (a fifth of pydantic's `==` cost)."""
-    if kept is message:
-        return True
     return type(kept) is type(message) and kept.__dict__ == message.__dict__

@@ -231,11 +231,10 @@ def _observed(messages: Sequence[AnyMessage], previous: InputProvenance,
     for message in messages:
         if isinstance(message, HumanMessage) and message.id:
             present[message.id] = fingerprint(message)
-    seen = previous["seen"]
+    seen, user = previous["seen"], set(previous["user"])
     # A user message a plugin re-added under a new id (dynamic_context's ID swap)
     # stays the user's: it is sanitized like the original.
-    readded = [i for i in present if i not in previous["user"]
-               and reinserted_from(i) in previous["user"]]
+    readded = [i for i in present if i not in user and reinserted_from(i) in user]
     return _change({i: d for i, d in present.items() if seen.get(i) != d}, readded,
                    present, previous)
 

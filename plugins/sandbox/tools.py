@@ -36,6 +36,7 @@ from langgraph.types import Command
 
 from antler.contracts.tooloutput import is_tool_result_path
 from antler.errors import AntlerError
+from antler.plugins._lib.toolargs import without_runtime_dump
 from antler.runtime.paths import VIRTUAL_ROOT, PathLayout, ThreadPaths
 from antler.runtime.sandbox import Sandbox, SandboxNotFoundError, SandboxProvider
 
@@ -284,7 +285,7 @@ class SandboxTools:
             func=func, coroutine=coroutine, name=func.__name__, description=description,
         )
         tool.metadata = {key: dict(value) for key, value in TOOL_METADATA.items()}
-        return tool
+        return without_runtime_dump(tool)
 
 
 def build_tools(provider: SandboxProvider, layout: PathLayout, config: SandboxConfig,

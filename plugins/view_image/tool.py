@@ -31,6 +31,7 @@ from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
 
 from antler.errors import AntlerError
+from antler.plugins._lib.toolargs import without_runtime_dump
 from antler.runtime.paths import PathEscapeError, ThreadPaths, VirtualPathMapper
 
 from .config import DEFAULT_MAX_IMAGE_BYTES
@@ -163,12 +164,12 @@ def make_tool(context: Any = None) -> BaseTool:
             "messages": [ToolMessage(note, tool_call_id=call_id, name=TOOL_NAME)],
         })
 
-    return StructuredTool.from_function(
+    return without_runtime_dump(StructuredTool.from_function(
         func=view_image,
         name=TOOL_NAME,
         description=DESCRIPTION,
         metadata=copy.deepcopy(TOOL_METADATA),
-    )
+    ))
 
 
 def _size(count: int) -> str:

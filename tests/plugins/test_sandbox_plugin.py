@@ -312,3 +312,40 @@ def test_tools_have_async_forms(tmp_path):
     update = result.update
     assert update["sandbox"] == {"sandbox_id": "local:default/t1"}
     assert update["messages"][0].content == "/mnt/user-data/workspace"
+
+
+def test_a_tool_call_does_not_copy_the_threads_state(tmp_path):
+    """Validating a call's input passes the injected runtime on without dumping its state.
+
+    LangChain dumps the validated input to a dict; with the runtime in it, that would
+    serialize every message of the thread on every tool call.
+    """
+    from langchain.tools import ToolRuntime
+    from pydantic import BaseModel, model_serializer
+
+    dumped: list[str] = []
+
+    class Message(BaseModel):
+        text: str
+
+        @model_serializer
+        def _dump(self) -> dict[str, Any]:
+            dumped.append(self.text)
+            return {"text": self.text}
+
+    tools = {t.name: t for t in build_tools(LocalSandboxProvider(), PathLayout(tmp_path),
+                                            SandboxConfig())}
+    state = {"messages": [Message(text=f"m{i}") for i in range(50)]}
+    runtime = ToolRuntime(state=state, context=RunContext(thread_id="t1"), config={},
+                          stream_writer=None, tool_call_id="call_x", store=None)
+    for tool in tools.values():
+        parsed = tool._parse_input({**_sample_args(tool.name), "runtime": runtime}, "call_x")
+        assert parsed["runtime"] is runtime
+        assert "runtime" not in tool.tool_call_schema.model_json_schema()["properties"]
+    assert dumped == []
+
+
+def _sample_args(name: str) -> dict[str, Any]:
+    return {"bash": {"command": "true"}, "ls": {}, "read_file": {"path": "a"},
+            "write_file": {"path": "a", "content": "x"},
+            "str_replace": {"path": "a", "old": "x", "new": "y"}}[name]
