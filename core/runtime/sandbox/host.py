@@ -109,6 +109,9 @@ class HostSandbox(Sandbox):
     command text first (`_command_text`); everything else is shared.
     """
 
+    leaves_strays = True
+    """Whether a finished command can leave processes behind, for `end_run` to find."""
+
     def __init__(
         self,
         sandbox_id: str,
@@ -292,6 +295,8 @@ class HostSandbox(Sandbox):
                     exited_at = now
                     if exit_fd is not None:
                         selector.unregister(exit_fd)
+                        if not selector.get_map():
+                            break  # the pipes were closed already
                 if killed_at is None and now >= deadline:
                     timed_out, killed_at = True, now
                     _kill_group(process)
@@ -458,7 +463,7 @@ class HostSandbox(Sandbox):
             running = {process.pid for process in self._running}
             finished = self._sessions - running
             self._sessions -= finished
-        if not finished:
+        if not finished or not self.leaves_strays:
             return
         for session in finished:
             with contextlib.suppress(ProcessLookupError, PermissionError):
