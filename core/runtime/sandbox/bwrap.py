@@ -99,8 +99,7 @@ def bwrap_status() -> BwrapStatus:
         detail = said[-1] if said else f"exit code {probe.returncode}"
         return BwrapStatus(False, f"{found} cannot create namespaces here ({detail}); "
                                   "unprivileged user namespaces may be disabled", found)
-    return BwrapStatus(True, f"{found} can create user, mount, PID and network namespaces",
-                       found)
+    return BwrapStatus(True, f"bubblewrap works here ({found})", found)
 
 
 def _system_arguments() -> list[str]:
