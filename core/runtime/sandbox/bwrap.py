@@ -216,7 +216,7 @@ class BwrapSandboxProvider(HostSandboxProvider):
         self.network = network
         self.limits = {"-v": memory_mb * 1024, "-u": processes,
                        "-t": cpu_seconds or math.ceil(self.default_timeout),
-                       "-f": file_size_mb * 2048}  # ulimit counts 512-byte blocks for -f
+                       "-f": file_size_mb * 1024}  # bash counts -v and -f in KiB
         self._etc = Path(tempfile.mkdtemp(prefix="antler-bwrap-etc-"))
         self._write_etc()
         self._fixed = self._fixed_arguments(status.path)
