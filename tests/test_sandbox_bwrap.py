@@ -97,16 +97,17 @@ def sandbox(provider: HostSandboxProvider, layout: PathLayout) -> HostSandbox:
 
 
 def running(marker: str) -> list[int]:
-    """Pids whose command line holds `marker`."""
+    """Pids of `sleep` processes whose arguments hold `marker` (not the shells that start them)."""
     found = []
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
                 with open(f"/proc/{name}/cmdline", "rb") as handle:
-                    if marker.encode() in handle.read().replace(b"\0", b" "):
-                        found.append(int(name))
+                    argv = handle.read().split(b"\0")
             except OSError:
                 continue
+            if os.path.basename(argv[0]) == b"sleep" and marker.encode() in b" ".join(argv):
+                found.append(int(name))
     return found
 
 
@@ -246,17 +247,17 @@ def test_kill_9_of_the_harness_leaves_no_sandbox_process(provider_name: str,
     harness = subprocess.Popen([sys.executable, "-c", _HARNESS, provider_name, str(tmp_path)],
                                env={**os.environ, "COMMAND": command}, stdout=subprocess.DEVNULL)
     try:
-        assert settle(f"sleep {marker}1", present=True, tries=400)
-        assert settle(f"sleep {marker}2", present=True, tries=400)
+        assert settle(f"{marker}1", present=True, tries=400)
+        assert settle(f"{marker}2", present=True, tries=400)
         harness.kill()
         harness.wait(timeout=30)
         if provider_name == "bwrap":
-            assert settle(f"sleep {marker}", present=False)
+            assert settle(marker, present=False)
         else:  # the escaped process outlives the harness
-            assert settle(f"sleep {marker}2", present=False)
-            assert running(f"sleep {marker}1")
+            assert settle(f"{marker}2", present=False)
+            assert running(f"{marker}1")
     finally:
-        for pid in running(f"sleep {marker}"):
+        for pid in running(marker):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, 9)
 
@@ -314,7 +315,7 @@ def test_a_timeout_kills_the_whole_tree(sandbox: HostSandbox) -> None:
     assert "[command timed out after 0.5s and was killed]" in result.stderr
     assert time.monotonic() - started < 15  # a hang guard, not a speed check
     sandbox.end_run()
-    assert settle(f"sleep {marker}", present=False)
+    assert settle(marker, present=False)
 
 
 def test_output_is_capped_the_same_way(sandbox: HostSandbox) -> None:

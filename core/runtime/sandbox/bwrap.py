@@ -161,7 +161,8 @@ class BwrapSandbox(HostSandbox):
                 "--remount-ro", "/", "--chdir", WORKSPACE, "--", *shell]
         env = self._environment(_PATH, WORKSPACE)
         env["BASH_ENV"] = f"/etc/{_LIMITS_FILE}"
-        # bwrap's --die-with-parent does what the local provider needs a launcher for.
+        # --die-with-parent ends the sandbox with the harness; the watchdog covers a
+        # harness that dies before bwrap has asked for that.
         return Launch(argv, "/", env)
 
 

@@ -32,7 +32,7 @@ import subprocess
 import threading
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -98,8 +98,6 @@ class Launch:
     argv: list[str]
     cwd: Path | str
     env: dict[str, str]
-    preexec_fn: Callable[[], None] | None = None
-    """Only where no launcher can do its job: it makes every start fork the interpreter."""
 
 
 class HostSandbox(Sandbox):
@@ -202,9 +200,12 @@ class HostSandbox(Sandbox):
         """How to start ``command``; the shell must die with the harness (see `reaper`)."""
 
     def _popen(self, command: str) -> subprocess.Popen[bytes]:
+        # What the command starts dies with the harness: the watchdog sweeps its
+        # token when the harness is gone.
+        reaper.start_watchdog()
         launch = self._launch(command)
-        # Without a `preexec_fn`, `subprocess` starts the child with vfork and exec,
-        # which is several milliseconds cheaper than forking the interpreter.
+        # No `preexec_fn` and no launcher: `subprocess` starts the shell with vfork
+        # and one exec, the cheapest start there is.
         return subprocess.Popen(
             launch.argv,
             cwd=launch.cwd,
@@ -215,7 +216,6 @@ class HostSandbox(Sandbox):
             # Own session and process group, so a timeout kills the command's
             # children too.
             start_new_session=True,
-            preexec_fn=launch.preexec_fn,
         )
 
     def _resolved_shell(self) -> str:

@@ -18,7 +18,6 @@ import os
 
 from antler.runtime.paths import ThreadPaths
 
-from . import reaper
 from .host import _FALLBACK_PATH, HostSandbox, HostSandboxProvider, Launch
 
 __all__ = ["LocalSandbox", "LocalSandboxProvider"]
@@ -31,13 +30,9 @@ class LocalSandbox(HostSandbox):
         return self.mapper.hostify_text(command)
 
     def _launch(self, command: str) -> Launch:
-        # The shell dies with the harness: the parent-death signal through a
-        # launcher (or a `preexec_fn` where there is none), and the watchdog.
-        reaper.start_watchdog()
-        argv, preexec = reaper.dying_with_parent([self._resolved_shell(), "-c", command])
         workspace = self.thread_paths.workspace
-        return Launch(argv, workspace, self._environment(
-            os.environ.get("PATH") or _FALLBACK_PATH, str(workspace)), preexec)
+        return Launch([self._resolved_shell(), "-c", command], workspace, self._environment(
+            os.environ.get("PATH") or _FALLBACK_PATH, str(workspace)))
 
 
 class LocalSandboxProvider(HostSandboxProvider):
