@@ -9,6 +9,7 @@ command really runs in it. Exit code 1 when any check fails.
 from __future__ import annotations
 
 import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -92,7 +93,8 @@ def _try_command(section: Any) -> dict[str, Any]:
         except AntlerError as error:
             return {"ok": False, "detail": str(error)}
         try:
-            sandbox = provider.get(provider.acquire(PathLayout(base).thread("doctor", "check")))
+            paths = PathLayout(Path(base)).thread("doctor", "check")
+            sandbox = provider.get(provider.acquire(paths))
             result = sandbox.execute_command("echo sandbox-ok", timeout=30)
         except (AntlerError, OSError) as error:
             return {"ok": False, "detail": str(error)}
