@@ -39,6 +39,7 @@ from antler.runtime.sandbox.choice import IsolationRequiredError, choose_provide
 from antler.runtime.sandbox.host import HostSandbox, HostSandboxProvider
 from antler.runtime.sandbox.local import LocalSandboxProvider
 from tests.plugins.support import make_agent
+from tests.test_reliability_processes import running
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="bubblewrap and /proc are Linux only")
@@ -94,21 +95,6 @@ def sandbox_for(provider: HostSandboxProvider, layout: PathLayout, thread: str =
 @pytest.fixture
 def sandbox(provider: HostSandboxProvider, layout: PathLayout) -> HostSandbox:
     return sandbox_for(provider, layout)
-
-
-def running(marker: str) -> list[int]:
-    """Pids of `sleep` processes whose arguments hold `marker` (not the shells that start them)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/cmdline", "rb") as handle:
-                    argv = handle.read().split(b"\0")
-            except OSError:
-                continue
-            if os.path.basename(argv[0]) == b"sleep" and marker.encode() in b" ".join(argv):
-                found.append(int(name))
-    return found
 
 
 def settle(marker: str, *, present: bool, tries: int = 100) -> bool:
@@ -227,12 +213,12 @@ def test_network_true_lets_bwrap_commands_out(layout: PathLayout,
 
 
 _HARNESS = """
-import os, sys
+import sys
 from antler.runtime.paths import PathLayout
 from antler.runtime.sandbox import load_sandbox_provider
 provider = load_sandbox_provider(sys.argv[1])
 sandbox = provider.get(provider.acquire(PathLayout(sys.argv[2]).thread("u", "t")))
-sandbox.execute_command(os.environ["COMMAND"], timeout=60)
+sandbox.execute_command(sys.argv[3], timeout=60)
 """
 
 
@@ -241,23 +227,23 @@ def test_kill_9_of_the_harness_leaves_no_sandbox_process(provider_name: str,
     marker = f"{300 + uuid.uuid4().int % 500}.{uuid.uuid4().int % 1000}"
     # A process that leaves the command's session and clears its environment
     # escapes the local provider's group kill, parent-death signal and sweep.
-    command = f"(setsid env -i sleep {marker}1 >/dev/null 2>&1 &); sleep {marker}2"
-    # The command goes through the environment: in the harness's arguments, the
-    # process table would show the markers before the command runs.
-    harness = subprocess.Popen([sys.executable, "-c", _HARNESS, provider_name, str(tmp_path)],
-                               env={**os.environ, "COMMAND": command}, stdout=subprocess.DEVNULL)
+    # The markers are spelt out only in the sleeps' arguments, not in the command
+    # text that the harness's and the shell's command lines show.
+    command = f"m={marker}; (setsid env -i sleep ${{m}}1 >/dev/null 2>&1 &); sleep ${{m}}2"
+    harness = subprocess.Popen([sys.executable, "-c", _HARNESS, provider_name, str(tmp_path),
+                                command], stdout=subprocess.DEVNULL)
     try:
-        assert settle(f"{marker}1", present=True, tries=400)
-        assert settle(f"{marker}2", present=True, tries=400)
+        assert settle(f"sleep {marker}1", present=True, tries=400)
+        assert settle(f"sleep {marker}2", present=True, tries=400)
         harness.kill()
         harness.wait(timeout=30)
         if provider_name == "bwrap":
-            assert settle(marker, present=False)
+            assert settle(f"sleep {marker}", present=False)
         else:  # the escaped process outlives the harness
-            assert settle(f"{marker}2", present=False)
-            assert running(f"{marker}1")
+            assert settle(f"sleep {marker}2", present=False)
+            assert running(f"sleep {marker}1")
     finally:
-        for pid in running(marker):
+        for pid in running(f"sleep {marker}"):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, 9)
 
@@ -310,12 +296,12 @@ def test_uploads_are_read_only_to_bwrap_commands(layout: PathLayout) -> None:
 def test_a_timeout_kills_the_whole_tree(sandbox: HostSandbox) -> None:
     marker = f"{300 + uuid.uuid4().int % 500}.{uuid.uuid4().int % 1000}"
     started = time.monotonic()
-    result = sandbox.execute_command(f"(sleep {marker} &); sleep {marker}", timeout=0.5)
+    result = sandbox.execute_command(f"m={marker}; (sleep $m &); sleep $m", timeout=0.5)
     assert result.timed_out and not result.ok
     assert "[command timed out after 0.5s and was killed]" in result.stderr
     assert time.monotonic() - started < 15  # a hang guard, not a speed check
     sandbox.end_run()
-    assert settle(marker, present=False)
+    assert settle(f"sleep {marker}", present=False)
 
 
 def test_output_is_capped_the_same_way(sandbox: HostSandbox) -> None:

@@ -39,16 +39,11 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from antler.runtime.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, ThreadPaths
 
-from .host import (
-    DEFAULT_MAX_OUTPUT_BYTES,
-    DEFAULT_TIMEOUT_SECONDS,
-    HostSandbox,
-    HostSandboxProvider,
-    Launch,
-)
+from .host import HostSandbox, HostSandboxProvider, Launch
 from .provider import SandboxError
 
 __all__ = ["BwrapSandbox", "BwrapSandboxProvider", "BwrapStatus", "BwrapUnavailableError",
@@ -189,7 +184,8 @@ class BwrapSandboxProvider(HostSandboxProvider):
     """Hands out one :class:`BwrapSandbox` per thread.
 
     Args:
-        default_timeout, max_output_bytes, shell: as for the local provider.
+        base: ``default_timeout``, ``max_output_bytes`` and ``shell``, as for every
+            `HostSandboxProvider`.
         network: let commands reach the network (``--share-net``; the host's name
             resolution and certificates are then mounted too).
         memory_mb: address-space limit of each process (``RLIMIT_AS``).
@@ -204,20 +200,9 @@ class BwrapSandboxProvider(HostSandboxProvider):
 
     name = "bwrap"
 
-    def __init__(
-        self,
-        *,
-        default_timeout: float = DEFAULT_TIMEOUT_SECONDS,
-        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
-        shell: str = "bash",
-        network: bool = False,
-        memory_mb: int = 8192,
-        processes: int = 1024,
-        cpu_seconds: int | None = None,
-        file_size_mb: int = 1024,
-    ) -> None:
-        super().__init__(default_timeout=default_timeout, max_output_bytes=max_output_bytes,
-                         shell=shell)
+    def __init__(self, *, network: bool = False, memory_mb: int = 8192, processes: int = 1024,
+                 cpu_seconds: int | None = None, file_size_mb: int = 1024, **base: Any) -> None:
+        super().__init__(**base)
         for label, value in (("memory_mb", memory_mb), ("processes", processes),
                              ("cpu_seconds", cpu_seconds or 1), ("file_size_mb", file_size_mb)):
             if value < 1:

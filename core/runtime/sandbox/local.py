@@ -36,14 +36,7 @@ class LocalSandbox(HostSandbox):
 
 
 class LocalSandboxProvider(HostSandboxProvider):
-    """Hands out one :class:`LocalSandbox` per thread and keeps it for the thread's lifetime.
-
-    Args:
-        default_timeout: seconds a command may run when the caller gives none.
-        max_output_bytes: bytes shown from each of stdout and stderr (counted after
-            host paths are rewritten); the rest is drained and reported as truncated.
-        shell: the shell used to run commands (looked up on ``PATH``).
-    """
+    """Hands out one :class:`LocalSandbox` per thread (arguments: `HostSandboxProvider`)."""
 
     name = "local"
 
