@@ -266,6 +266,22 @@ def test_skills_are_readable_by_commands_and_read_only_under_bwrap(
     assert listing.stdout.split() == ["data-report", "/mnt/skills/public/data-report"]
 
 
+def test_a_skill_folder_linking_outside_its_root_is_not_mounted(
+        layout: PathLayout, skills_root: Path, tmp_path: Path) -> None:
+    needs_bwrap()
+    private = tmp_path / "private"
+    private.mkdir()
+    (private / "key").write_text("secret", encoding="utf-8")
+    (skills_root / "public" / "sneaky").symlink_to(private)
+    provider = BwrapSandboxProvider()
+    try:
+        result = sandbox_for(provider, layout).execute_command(
+            "ls /mnt/skills/public; cat /mnt/skills/public/sneaky/key")
+    finally:
+        provider.shutdown()
+    assert result.stdout.split() == ["data-report"] and "secret" not in result.stdout
+
+
 # -- parity: the same tool semantics under both providers ------------------------------------
 
 def test_commands_see_the_same_virtual_paths(sandbox: HostSandbox, layout: PathLayout) -> None:

@@ -173,10 +173,16 @@ class BwrapSandbox(HostSandbox):
 
 
 def _skill_folders(root: Path) -> list[Path]:
-    """``<root>/<category>/<name>`` folders, the unit the skills are mounted in."""
+    """``<root>/<category>/<name>`` folders, the unit the skills are mounted in.
+
+    A folder that resolves outside its root (a symlink) is left out: mounting it
+    would show its target, which the file tools refuse too.
+    """
     with contextlib.suppress(OSError):
+        real_root = root.resolve()
         return sorted(skill for category in root.iterdir() if category.is_dir()
-                      for skill in category.iterdir() if skill.is_dir())
+                      for skill in category.iterdir()
+                      if skill.is_dir() and skill.resolve().is_relative_to(real_root))
     return []
 
 
