@@ -266,6 +266,21 @@ def test_skills_are_readable_by_commands_and_read_only_under_bwrap(
     assert listing.stdout.split() == ["data-report", "/mnt/skills/public/data-report"]
 
 
+def test_the_first_skill_root_holding_a_skill_wins_in_commands(
+        provider: HostSandboxProvider, tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    for root, text in ((first, "from the first root"), (second, "from the second root")):
+        (root / "public" / "shared").mkdir(parents=True)
+        (root / "public" / "shared" / "SKILL.md").write_text(text, encoding="utf-8")
+    (second / "custom" / "only-second").mkdir(parents=True)
+    (second / "custom" / "only-second" / "SKILL.md").write_text("second only", encoding="utf-8")
+    layout = PathLayout(tmp_path / "home", skill_roots=(first, second))
+    result = sandbox_for(provider, layout).execute_command(
+        "cat /mnt/skills/public/shared/SKILL.md; echo; cat /mnt/skills/custom/only-second/SKILL.md;"
+        " echo; cd /mnt/skills/public/shared && ls")
+    assert result.stdout.splitlines() == ["from the first root", "second only", "SKILL.md"]
+
+
 def test_a_skill_folder_linking_outside_its_root_is_not_mounted(
         layout: PathLayout, skills_root: Path, tmp_path: Path) -> None:
     needs_bwrap()
