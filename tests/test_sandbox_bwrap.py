@@ -432,6 +432,16 @@ def test_isolation_that_cannot_be_had_is_refused(monkeypatch: pytest.MonkeyPatch
         make_agent(tmp_path, ["hi"], config=config)
 
 
+def test_bad_sandbox_settings_name_the_field(tmp_path: Path) -> None:
+    from antler.errors import AntlerError
+
+    for text, field in (("  limits: {memory: 512}\n", "memory"),
+                        ("  limits: {processes: 0}\n", "processes"),
+                        ("  network: maybe\n", "network")):
+        with pytest.raises(AntlerError, match=field):
+            parse_config("sandbox:\n" + text, discover())
+
+
 def test_local_with_require_isolation_is_refused() -> None:
     with pytest.raises(IsolationRequiredError, match=r"'local'.*require_isolation"):
         choose_provider("local", require_isolation=True)

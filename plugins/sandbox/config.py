@@ -42,7 +42,7 @@ class SandboxConfig(BaseModel):
         description="Let bwrap sandboxes reach the network (the local provider always can).",
     )
     limits: SandboxLimits = Field(
-        default_factory=lambda: SandboxLimits(),
+        default_factory=SandboxLimits,
         description="Resource limits of each command's processes under bwrap (hard rlimits).",
     )
     command_timeout: float = Field(
