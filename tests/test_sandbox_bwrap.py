@@ -97,6 +97,17 @@ def sandbox(provider: HostSandboxProvider, layout: PathLayout) -> HostSandbox:
     return sandbox_for(provider, layout)
 
 
+@contextlib.contextmanager
+def bwrap_sandbox(layout: PathLayout, **options: Any) -> Iterator[HostSandbox]:
+    """Thread t1's sandbox in a bwrap provider built with `options` (skips without bwrap)."""
+    needs_bwrap()
+    provider = BwrapSandboxProvider(**options)
+    try:
+        yield sandbox_for(provider, layout)
+    finally:
+        provider.shutdown()
+
+
 def settle(marker: str, *, present: bool, tries: int = 100) -> bool:
     """Whether processes with `marker` are (or are no longer) in the table, within a while."""
     for _ in range(tries):
@@ -199,15 +210,11 @@ def settle_received(received: list[bytes]) -> bool:
 
 def test_network_true_lets_bwrap_commands_out(layout: PathLayout,
                                               listener: tuple[int, list[bytes]]) -> None:
-    needs_bwrap()
     port, received = listener
-    provider = BwrapSandboxProvider(network=True)
-    try:
-        result = sandbox_for(provider, layout).execute_command(
+    with bwrap_sandbox(layout, network=True) as sandbox:
+        result = sandbox.execute_command(
             f"echo knock > /dev/tcp/127.0.0.1/{port} && echo connected; test -f /etc/resolv.conf"
             " && echo resolv")
-    finally:
-        provider.shutdown()
     assert result.stdout.split() == ["connected", "resolv"]
     assert settle_received(received)
 
@@ -283,17 +290,12 @@ def test_the_first_skill_root_holding_a_skill_wins_in_commands(
 
 def test_a_skill_folder_linking_outside_its_root_is_not_mounted(
         layout: PathLayout, skills_root: Path, tmp_path: Path) -> None:
-    needs_bwrap()
     private = tmp_path / "private"
     private.mkdir()
     (private / "key").write_text("secret", encoding="utf-8")
     (skills_root / "public" / "sneaky").symlink_to(private)
-    provider = BwrapSandboxProvider()
-    try:
-        result = sandbox_for(provider, layout).execute_command(
-            "ls /mnt/skills/public; cat /mnt/skills/public/sneaky/key")
-    finally:
-        provider.shutdown()
+    with bwrap_sandbox(layout) as sandbox:
+        result = sandbox.execute_command("ls /mnt/skills/public; cat /mnt/skills/public/sneaky/key")
     assert result.stdout.split() == ["data-report"] and "secret" not in result.stdout
 
 
@@ -313,13 +315,8 @@ def test_commands_see_the_same_virtual_paths(sandbox: HostSandbox, layout: PathL
 
 
 def test_uploads_are_read_only_to_bwrap_commands(layout: PathLayout) -> None:
-    needs_bwrap()
-    provider = BwrapSandboxProvider()
-    try:
-        result = sandbox_for(provider, layout).execute_command(
-            "echo x > /mnt/user-data/uploads/new")
-    finally:
-        provider.shutdown()
+    with bwrap_sandbox(layout) as sandbox:
+        result = sandbox.execute_command("echo x > /mnt/user-data/uploads/new")
     assert "Read-only file system" in result.stderr
     assert not (layout.thread("u", "t1").uploads / "new").exists()
 
@@ -344,16 +341,11 @@ def test_output_is_capped_the_same_way(sandbox: HostSandbox) -> None:
 
 
 def test_rlimits_hold_and_cannot_be_raised(layout: PathLayout) -> None:
-    needs_bwrap()
-    provider = BwrapSandboxProvider(memory_mb=512, processes=64, cpu_seconds=7,
-                                    file_size_mb=1)
-    try:
-        sandbox = sandbox_for(provider, layout)
+    with bwrap_sandbox(layout, memory_mb=512, processes=64, cpu_seconds=7,
+                       file_size_mb=1) as sandbox:
         limits = sandbox.execute_command("ulimit -Hv; ulimit -Hu; ulimit -Ht; ulimit -Hf")
         raised = sandbox.execute_command("ulimit -v unlimited")
         big = sandbox.execute_command("head -c 2000000 /dev/zero > big")
-    finally:
-        provider.shutdown()
     assert limits.stdout.split() == [str(512 * 1024), "64", "7", "1024"]
     assert not raised.ok and "Operation not permitted" in raised.stderr
     assert not big.ok
