@@ -36,6 +36,12 @@ a miss the exit status. A third chain, 35 do-nothing middlewares with
 isolates the graph's own cost from the work the built-in plugins do (sandbox
 commands, the title model, the subagent's chain). Runs of the variants are
 interleaved so that load on the machine affects them alike.
+
+The Antler chains run their commands in the local sandbox provider, pinned
+(`local_provider`): the bare agent's `bash` is a plain subprocess, and the
+targets measure the chain's overhead, not the price of isolation. That price
+closes the report: one command under local and bwrap against a plain
+subprocess (`bench_sandbox`).
 """
 
 from __future__ import annotations
@@ -177,19 +183,37 @@ def chain_config(name: str) -> tuple[Any, Any]:
                                   user_id="bench")
 
 
+def local_provider() -> Any:
+    """The local sandbox provider, pinned whatever `sandbox.provider: auto` would pick.
+
+    The targets compare the chain's own overhead with a bare agent whose `bash`
+    is a plain subprocess. Under bwrap every command would also pay for its
+    namespaces, which is isolation, not chain overhead; `bench_sandbox` (also
+    printed at the end) reports that cost per tool call.
+    """
+    from antler.runtime.sandbox import load_sandbox_provider
+
+    return load_sandbox_provider("local", max_output_bytes=8 * 1024 * 1024)
+
+
 class AntlerRunner:
     """One Antler agent (fused or not) and the demo scenario on fresh threads."""
 
     def __init__(self, chain: str, variant: str, saver: Any, base: Path, runs: int,
                  durability: str | None = None) -> None:
-        from antler.plugin_api.context import MEMORY_MODEL, MEMORY_QUEUE, TITLE_MODEL
+        from antler.plugin_api.context import (
+            MEMORY_MODEL,
+            MEMORY_QUEUE,
+            SANDBOX_PROVIDER,
+            TITLE_MODEL,
+        )
         from antler.runtime.agent import create_agent
 
         config, runtime = chain_config(chain)
         scripts = _scripts(runs)
         services = {TITLE_MODEL: scripted(scripts["title"]),
                     MEMORY_MODEL: scripted(scripts["memory"]),
-                    MEMORY_QUEUE: NullQueue()}
+                    MEMORY_QUEUE: NullQueue(), SANDBOX_PROVIDER: local_provider()}
         self.agent = create_agent(
             config, model=scripted(scripts["lead"]),
             subagent_model=scripted(scripts["sub"]), runtime=runtime,
@@ -433,6 +457,13 @@ def main(argv: list[str] | None = None) -> int:
           f"cell (after {args.warmup} warm-up runs); one run = the demo's two turns; "
           f"load average {os.getloadavg()[0]:.1f} at the end")
     print(table)
+    from .bench_sandbox import measure as per_command
+    from .bench_sandbox import report as per_command_report
+
+    command_runs = max(30, args.runs)
+    print("\nPer tool call (the chains above pin the local provider):")
+    print(per_command_report(per_command(command_runs, "echo hello"), "echo hello",
+                             command_runs))
     return 1 if args.check and not ok else 0
 
 

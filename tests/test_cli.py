@@ -79,7 +79,7 @@ plugins:
 """
 
 SHOW_KEYS = {"chain", "config", "runtime", "plugins", "points", "excluded", "fusion", "warnings",
-             "problems", "ordering_warnings", "server_owned_keys"}
+             "problems", "ordering_warnings", "server_owned_keys", "sandbox"}
 SHOW_PLUGIN_KEYS = {"position", "name", "summary", "hooks", "hooks_from", "source",
                     "declared_at", "placed_by", "constraints"}
 EXPLAIN_KEYS = {"name", "chain", "summary", "source", "declared_at", "in_chain", "position",

@@ -161,7 +161,7 @@ def test_unknown_provider_name_suggests_the_closest() -> None:
     message = str(caught.value)
     assert "'locl'" in message
     assert "Did you mean 'local'?" in message
-    assert "Available providers: 'local'" in message
+    assert "Available providers: 'bwrap', 'local'" in message
     assert "antler.sandbox_providers" in message
 
 

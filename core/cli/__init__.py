@@ -33,6 +33,7 @@ COMMANDS = {
     "threads": "antler.cli.threads:threads",
     "skills": "antler.cli.skills:skills",
     "mcp": "antler.cli.mcp:mcp",
+    "doctor": "antler.cli.doctor:doctor",
 }
 """Top-level commands by name: 'module:attribute' of a click command, imported on use."""
 

@@ -228,7 +228,17 @@ def show_report(plan: ChainPlan, graph: ChainGraph) -> dict[str, Any]:
         "warnings": load_diagnostics(registry, plan.config),
         "ordering_warnings": list(plan.resolution.warnings),
         "problems": plan_problems(plan),
+        "sandbox": _sandbox(plan),
     }
+
+
+def _sandbox(plan: ChainPlan) -> dict[str, Any] | None:
+    """Which sandbox provider the chain's tools would run in, and why (None: no sandbox)."""
+    if "sandbox" not in plan.order:
+        return None
+    from antler.runtime.sandbox.choice import describe_sandbox
+
+    return describe_sandbox(plan.config.section("sandbox"))
 
 
 def _fusion(plan: ChainPlan) -> dict[str, Any]:
@@ -296,6 +306,9 @@ def show(session: Session, chain_name: str, config_path: str | None, runtime: di
                 optional plugins were excluded
       ordering_warnings  [text]: declarations that hold but probably do not
                 mean what they say (outer_of a plugin with no wrap hook, ...)
+      sandbox   {requested, require_isolation, provider, reason, isolated,
+                 network, warning, error}: the provider the tools would run
+                 in and why (null when the chain has no sandbox)
     """
     from .graph import chain_graph
 
@@ -391,6 +404,10 @@ def _print_show(report: dict[str, Any], runtime: dict[str, Any]) -> None:
         out.print(absent)
     out.print()
     out.print(Text(report["fusion"]["text"], style="dim"))
+    if report["sandbox"] is not None:
+        from antler.runtime.sandbox.choice import sandbox_line
+
+        out.print(Text(sandbox_line(report["sandbox"])))
     _print_warnings(report["warnings"])
     for text in report["ordering_warnings"]:
         warn(text)

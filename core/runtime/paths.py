@@ -240,6 +240,10 @@ def _thread_paths(base: Path, user_id: str, thread_id: str,
 # (`/mnt/user-data-old`).
 _PATH_CHAR = r"[A-Za-z0-9._\-]"
 _VIRTUAL_IN_TEXT = re.compile(rf"(?<![A-Za-z0-9._\-/]){re.escape(VIRTUAL_ROOT)}(?!{_PATH_CHAR})")
+# A `/mnt/skills` path standing alone, with the components that follow it: which
+# skill root it lands in depends on the whole path (the first root holding it).
+_SKILLS_IN_TEXT = re.compile(
+    rf"(?<![A-Za-z0-9._\-/]){re.escape(SKILLS_VIRTUAL_ROOT)}(?:/{_PATH_CHAR}+)*/?(?!{_PATH_CHAR})")
 
 
 class VirtualPathMapper:
@@ -346,7 +350,7 @@ class VirtualPathMapper:
         )
 
     def virtualize_text(self, text: str) -> str:
-        """Replace every host ``user-data`` path in ``text`` with ``/mnt/user-data``.
+        """Replace host ``user-data`` paths by ``/mnt/user-data``, skill roots by ``/mnt/skills``.
 
         Used on command output and tool results so host paths never reach the
         model. The three subdirectories share their names in both views, so
@@ -355,17 +359,30 @@ class VirtualPathMapper:
         # Longest root first, so a resolved root that extends the other one wins.
         for root in sorted({str(self._root), str(self._resolved_root)}, key=len, reverse=True):
             text = _replace_root(text, root, VIRTUAL_ROOT)
+        for root in sorted({str(root) for root in self._skill_roots}, key=len, reverse=True):
+            text = _replace_root(text, root, SKILLS_VIRTUAL_ROOT)
         return text
 
     def hostify_text(self, text: str) -> str:
-        """Replace every standalone ``/mnt/user-data`` in ``text`` with the host path.
+        """Replace every standalone ``/mnt/user-data`` and ``/mnt/skills`` path with the host's.
 
         This is plain text substitution for shell commands: it cannot know about
         quoting, so a host base path containing spaces or shell metacharacters
         needs quoting by whoever writes the command.
         """
         host_root = str(self._root)
-        return _VIRTUAL_IN_TEXT.sub(lambda _match: host_root, text)
+        text = _VIRTUAL_IN_TEXT.sub(lambda _match: host_root, text)
+        if self._skill_roots and SKILLS_VIRTUAL_ROOT in text:
+            text = _SKILLS_IN_TEXT.sub(self._skill_host_text, text)
+        return text
+
+    def _skill_host_text(self, match: re.Match[str]) -> str:
+        """The host path of one ``/mnt/skills`` path in a command; left alone if it escapes."""
+        try:
+            host = str(self._skill_host(match.group()))
+        except PathEscapeError:
+            return match.group()
+        return host + "/" if match.group().endswith("/") and not host.endswith("/") else host
 
 
 def _replace_root(text: str, root: str, replacement: str) -> str:

@@ -27,7 +27,8 @@ from antler.errors import AntlerError
 from antler.plugin_api.context import PATHS, SANDBOX_PROVIDER, BuildContext, Services
 from antler.runtime.paths import PathLayout, ThreadPaths
 from antler.runtime.runcontext import run_context, thread_id_of
-from antler.runtime.sandbox import SandboxNotFoundError, SandboxProvider, load_sandbox_provider
+from antler.runtime.sandbox import SandboxNotFoundError, SandboxProvider
+from antler.runtime.sandbox.choice import load_configured_provider
 
 from .config import SandboxConfig
 
@@ -95,12 +96,7 @@ def sandbox_provider(services: Services, config: SandboxConfig) -> SandboxProvid
     """
     provider = services.items.get(SANDBOX_PROVIDER)
     if provider is None:
-        provider = load_sandbox_provider(
-            config.provider,
-            default_timeout=config.command_timeout,
-            max_output_bytes=config.command_capture_bytes,
-            **config.provider_options,
-        )
+        provider = load_configured_provider(config)
         provider = services.items.setdefault(SANDBOX_PROVIDER, provider)
     if not isinstance(provider, SandboxProvider):
         raise TypeError(

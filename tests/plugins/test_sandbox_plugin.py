@@ -257,8 +257,8 @@ def test_eager_mode_acquires_when_the_run_starts(home, provider, run):
 
 
 def test_the_loaded_provider_is_shared_and_shut_down_with_the_agent(home):
-    config = parse_config("sandbox:\n  command_timeout: 5\n  command_capture_bytes: 2048\n",
-                          discover())
+    config = parse_config("sandbox:\n  provider: local\n  command_timeout: 5\n"
+                          "  command_capture_bytes: 2048\n", discover())
     agent, _ = make_agent(home, [call("bash", command="head -c 5000 /dev/zero | tr '\\0' x"),
                                  "done"], config=config)
     with agent:

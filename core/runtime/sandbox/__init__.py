@@ -1,8 +1,11 @@
 """Sandboxes: where a thread's tools run commands and read or write files.
 
-The interface lives in :mod:`antler.sandbox.provider`; the host-backed
-development provider in :mod:`antler.sandbox.local`. Providers are loaded by
-name with :func:`load_sandbox_provider`.
+The interface lives in :mod:`antler.runtime.sandbox.provider`. The built-in
+providers share :mod:`~antler.runtime.sandbox.host` (files on the host,
+commands as child processes): :mod:`~antler.runtime.sandbox.bwrap` runs each
+command in bubblewrap namespaces, :mod:`~antler.runtime.sandbox.local` on the
+host. :mod:`~antler.runtime.sandbox.choice` picks one from the config
+(``auto``); providers are loaded by name with :func:`load_sandbox_provider`.
 """
 
 from .provider import (

@@ -7,10 +7,12 @@ started. Three things escape a group kill, and each has its answer here:
 * a child that calls `setsid` (or double-forks into a new session): every
   command's environment carries a token (`ANTLER_SANDBOX_TOKEN`), which its
   descendants inherit, and `sweep` kills every process carrying it;
-* the harness dying (`kill -9`, a crash): the shell gets the parent-death
-  signal (`PR_SET_PDEATHSIG`, SIGKILL), and a small watchdog process, started
+* the harness dying (`kill -9`, a crash): a small watchdog process, started
   with the first command and holding the read end of a pipe only the harness
-  writes to, wakes on end-of-file and sweeps the harness's tokens;
+  writes to, wakes on end-of-file and kills every process carrying one of the
+  harness's tokens, the shells included. (Setting the parent-death signal on
+  each shell instead would cost every command an extra exec through a
+  launcher, or a `preexec_fn` that forks the whole interpreter.)
 * children of an already-dead shell: found by the token like the rest.
 
 Limits: a process that clears or replaces its environment (`env -i`, a
@@ -22,22 +24,16 @@ Containment without those limits needs a cgroup (a container provider).
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
-__all__ = ["TOKEN_VARIABLE", "die_with_parent", "dying_with_parent", "new_token",
-           "start_watchdog", "sweep"]
+__all__ = ["TOKEN_VARIABLE", "new_token", "start_watchdog", "sweep"]
 
 TOKEN_VARIABLE = "ANTLER_SANDBOX_TOKEN"
-_PR_SET_PDEATHSIG = 1
 
 _process_token: tuple[int, str] | None = None
 _watchdog: subprocess.Popen[bytes] | None = None
@@ -59,62 +55,6 @@ def new_token() -> str:
     with _watchdog_lock:
         _counter += 1
         return f"{_this_process()}.{_counter}"
-
-
-def _load_prctl() -> Callable[..., int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_prctl = _load_prctl()
-
-
-def die_with_parent() -> None:
-    """`preexec_fn`: the shell gets SIGKILL when the thread that started it ends.
-
-    That thread waits for the command, so in practice: when the harness dies.
-    Loaded before any fork, so the child only makes one C call.
-    """
-    if _prctl is not None:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-@functools.cache
-def _pdeathsig_launcher() -> tuple[str, ...] | None:
-    """util-linux's `setpriv --pdeathsig KILL --`, when it is there and knows the option.
-
-    Setting the parent-death signal from a launcher the command is exec'd
-    through keeps `subprocess` on its fast path: a `preexec_fn` makes every
-    start fork the whole interpreter and run Python code in the child, which
-    costs several milliseconds per command (more while other threads run).
-    Probed once per process.
-    """
-    found = shutil.which("setpriv")
-    if found is None or not sys.platform.startswith("linux"):
-        return None
-    launcher = (found, "--pdeathsig", "KILL", "--")
-    try:
-        probe = subprocess.run([*launcher, "true"], stdin=subprocess.DEVNULL,
-                               capture_output=True, timeout=5, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return launcher if probe.returncode == 0 else None
-
-
-def dying_with_parent(argv: list[str]) -> tuple[list[str], Callable[[], None] | None]:
-    """(argv, preexec_fn) that start `argv` with the parent-death signal set.
-
-    Through `setpriv` when it is available (no `preexec_fn`), else with
-    `die_with_parent` as the `preexec_fn`.
-    """
-    launcher = _pdeathsig_launcher()
-    if launcher is not None:
-        return [*launcher, *argv], None
-    return argv, die_with_parent
 
 
 def _environment_has(pid: str, needle: bytes) -> bool:
@@ -158,15 +98,16 @@ def sweep(token: str, *, spare_sessions: Iterable[int] = ()) -> list[int]:
 
 
 # The watchdog waits for end-of-file on its standard input, which only this
-# process holds open, then kills every process carrying one of its tokens. Two
-# rounds: a process forking during the first is caught by the second.
+# process holds open, then kills every process carrying one of its tokens: one
+# `grep` over every environment per round, so the sweep takes milliseconds even
+# on a busy machine. Three rounds: a process forking during one is caught by
+# the next.
 _WATCHDOG_SCRIPT = r"""
 cat >/dev/null
-for round in 1 2; do
-  for dir in /proc/[0-9]*; do
-    if grep -qaF -- "$1" "$dir/environ" 2>/dev/null; then
-      kill -9 "${dir#/proc/}" 2>/dev/null
-    fi
+for round in 1 2 3; do
+  for file in $(grep -laF -- "$1" /proc/[0-9]*/environ 2>/dev/null); do
+    pid=${file#/proc/}
+    kill -9 "${pid%/environ}" 2>/dev/null
   done
 done
 """

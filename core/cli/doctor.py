@@ -1,0 +1,143 @@
+"""`antler doctor`: is this installation ready to run agents, and how isolated are they?
+
+Three checks, each ok, warn or fail: the operator config loads and validates;
+the plugins load and the lead chain resolves; the sandbox provider the config
+chooses is the one expected (bwrap isolates commands, local does not) and a
+command really runs in it. Exit code 1 when any check fails.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from .output import console, print_json
+from .session import Session, config_option, json_option, manifest_option, pass_session
+
+if TYPE_CHECKING:
+    from antler.chain.config import OperatorConfig
+
+_MARKS = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "fail": ("FAIL", "red")}
+
+
+def _check(name: str, status: str, detail: str) -> dict[str, str]:
+    return {"name": name, "status": status, "detail": detail}
+
+
+def check_config(session: Session, config_path: str | None
+                 ) -> tuple[dict[str, str], OperatorConfig | None]:
+    from antler.errors import AntlerError
+
+    try:
+        config = session.config(config_path)
+    except AntlerError as error:
+        return _check("config", "fail", str(error)), None
+    return _check("config", "ok", f"{config.source} is valid"), config
+
+
+def check_plugins(session: Session, config: OperatorConfig) -> dict[str, str]:
+    from antler.errors import AntlerError
+
+    from .chain import load_diagnostics, plan_problems, problem_text
+
+    try:
+        plan = session.plan(config, "lead", {})
+    except AntlerError as error:
+        return _check("plugins", "fail", str(error))
+    notes = [row["message"] for row in load_diagnostics(plan.registry, config)]
+    notes += [problem_text(row) for row in plan_problems(plan)]
+    if notes:
+        return _check("plugins", "warn", "; ".join(notes))
+    return _check("plugins", "ok", f"{len(plan.order)} plugins in the lead chain, all loaded")
+
+
+def sandbox_section(session: Session, config: OperatorConfig) -> Any:
+    """The config's ``sandbox:`` section, or its defaults when the config has none."""
+    from antler.chain.config import section_model, section_owners
+
+    section = config.section("sandbox")
+    owners = section_owners(session.registry()).get("sandbox")
+    return section if section is not None or not owners else section_model(owners[0])()
+
+
+def check_sandbox(section: Any) -> tuple[dict[str, str], dict[str, Any]]:
+    """The provider the config chooses, and one real command run in it."""
+    from antler.runtime.sandbox.choice import describe_sandbox, sandbox_line
+
+    report = describe_sandbox(section)
+    if report["error"]:
+        return _check("sandbox", "fail", report["error"]), report
+    report["command"] = _try_command(section)
+    line = sandbox_line(report).removeprefix("sandbox: ")
+    if not report["command"]["ok"]:
+        return _check("sandbox", "fail", f"{line}; a test command failed: "
+                                         f"{report['command']['detail']}"), report
+    if report["isolated"] is False:
+        return _check("sandbox", "warn", f"{line}; shell commands are NOT isolated from the "
+                                         "host"), report
+    return _check("sandbox", "ok", line), report
+
+
+def _try_command(section: Any) -> dict[str, Any]:
+    """Run `echo` in a throwaway thread of the chosen provider."""
+    from antler.errors import AntlerError
+    from antler.runtime.paths import PathLayout
+    from antler.runtime.sandbox.choice import load_configured_provider
+
+    with tempfile.TemporaryDirectory(prefix="antler-doctor-") as base:
+        try:
+            provider = load_configured_provider(section)
+        except AntlerError as error:
+            return {"ok": False, "detail": str(error)}
+        try:
+            paths = PathLayout(Path(base)).thread("doctor", "check")
+            sandbox = provider.get(provider.acquire(paths))
+            result = sandbox.execute_command("echo sandbox-ok", timeout=30)
+        except (AntlerError, OSError) as error:
+            return {"ok": False, "detail": str(error)}
+        finally:
+            provider.shutdown()
+    ok = result.ok and result.stdout.strip() == "sandbox-ok"
+    return {"ok": ok, "detail": "ran a command" if ok else
+            f"exit code {result.exit_code}: {(result.stderr or result.stdout).strip()[:300]}"}
+
+
+@click.command("doctor")
+@config_option
+@manifest_option
+@json_option
+@pass_session
+def doctor(session: Session, config_path: str | None, as_json: bool) -> None:
+    """Check the config, the plugins and the sandbox; say which provider runs commands and why.
+
+    \b
+    JSON (--json): an object with
+      ok       false when any check failed
+      checks   [{name ("config" | "plugins" | "sandbox"), status ("ok" | "warn" |
+               "fail"), detail}]
+      sandbox  {requested, require_isolation, provider, reason, isolated,
+               network, warning, error, command {ok, detail}} (null when the
+               config did not load)
+    """
+    config_check, config = check_config(session, config_path)
+    checks, sandbox = [config_check], None
+    if config is not None:
+        checks.append(check_plugins(session, config))
+        sandbox_check, sandbox = check_sandbox(sandbox_section(session, config))
+        checks.append(sandbox_check)
+    ok = all(check["status"] != "fail" for check in checks)
+    if as_json:
+        print_json({"ok": ok, "checks": checks, "sandbox": sandbox})
+    else:
+        from rich.text import Text
+
+        out = console()
+        for check in checks:
+            mark, colour = _MARKS[check["status"]]
+            out.print(Text.assemble((f"{mark:>4}", f"bold {colour}"),
+                                    f"  {check['name']}: {check['detail']}"))
+    if not ok:
+        raise click.exceptions.Exit(1)

@@ -1,0 +1,611 @@
+"""What the host-backed sandbox providers share: threads' files on the host, commands as processes.
+
+Both the local and the bubblewrap provider keep a thread's files in its host
+``user-data`` directory and run each shell command as a child process of the
+harness. They differ only in how a command is launched (`HostSandbox._launch`):
+the local provider runs the shell on the host with virtual paths rewritten,
+the bubblewrap provider runs it in a fresh namespace where the virtual paths
+are real mounts. Everything else lives here, once:
+
+* file tools confined to the thread's files (``..``, outside absolute paths and
+  escaping symlinks are refused, skills are read-only);
+* the command runner: its own session and process group, a minimal
+  environment, both output pipes drained in the calling thread with a
+  selector, at most ``max_output_bytes`` kept per stream (the rest counted),
+  host paths rewritten to virtual ones before the cut, a time limit that kills
+  the whole group, and background children that hold the output open killed
+  after a short grace;
+* stopping commands with their run (`interrupt`), and what finished commands
+  left running when the run ends (`end_run`, with `reaper.sweep`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from abc import abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from antler.runtime.paths import VIRTUAL_ROOT, PathEscapeError, ThreadPaths
+
+from . import reaper
+from .provider import (
+    CommandInterrupted,
+    CommandResult,
+    Sandbox,
+    SandboxClosedError,
+    SandboxError,
+    SandboxNotFoundError,
+    SandboxProvider,
+)
+
+__all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "DEFAULT_TIMEOUT_SECONDS", "HostSandbox",
+           "HostSandboxProvider", "Launch"]
+
+DEFAULT_TIMEOUT_SECONDS = 60.0
+DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024
+_FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin"
+_READ_CHUNK = 64 * 1024
+# After the shell exits, grandchildren it left in the background may still hold
+# the output pipes open; wait this long for them before killing the group.
+_PIPE_DRAIN_GRACE_SECONDS = 0.5
+# Where the shell's exit cannot be watched with a descriptor, look this often.
+_EXIT_POLL_SECONDS = 0.02
+
+
+class _CappedOutput:
+    """One pipe's output: at most ``limit`` bytes kept, the rest counted.
+
+    The pipe must keep being drained even past the cap, or a chatty command
+    would block on a full pipe and look like a hang.
+    """
+
+    __slots__ = ("_chunks", "_kept", "_limit", "dropped")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._chunks: list[bytes] = []
+        self._kept = 0
+        self.dropped = 0
+
+    def feed(self, chunk: bytes) -> None:
+        room = self._limit - self._kept
+        if room > 0:
+            self._chunks.append(chunk[:room])
+            self._kept += min(room, len(chunk))
+        self.dropped += max(0, len(chunk) - max(room, 0))
+
+    @property
+    def data(self) -> bytes:
+        return b"".join(self._chunks)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start one command: the argv, its working directory and its environment."""
+
+    argv: list[str]
+    cwd: Path | str
+    env: dict[str, str]
+
+
+class HostSandbox(Sandbox):
+    """One thread's sandbox whose files live on the host and whose commands are child processes.
+
+    Subclasses say how a command is launched (`_launch`) and may rewrite the
+    command text first (`_command_text`); everything else is shared.
+    """
+
+    leaves_strays = True
+    """Whether a finished command can leave processes behind, for `end_run` to find."""
+
+    def __init__(
+        self,
+        sandbox_id: str,
+        thread_paths: ThreadPaths,
+        *,
+        default_timeout: float,
+        max_output_bytes: int,
+        shell: str,
+    ) -> None:
+        self._id = sandbox_id
+        self.thread_paths = thread_paths
+        self.mapper = thread_paths.mapper
+        self.default_timeout = default_timeout
+        self.max_output_bytes = max_output_bytes
+        self._shell = shell
+        self._lock = threading.RLock()  # re-entered by a signal handler (interrupt)
+        self._running: set[subprocess.Popen[bytes]] = set()
+        self._interrupted: set[subprocess.Popen[bytes]] = set()
+        # Sessions of the commands started since the last `end_run`: what they left
+        # in the background is stopped when the run ends.
+        self._sessions: set[int] = set()
+        self._token = reaper.new_token()
+        self._closed = False
+        self.in_use = False
+
+    @property
+    def sandbox_id(self) -> str:
+        return self._id
+
+    # -- commands -----------------------------------------------------------------
+
+    def execute_command(self, command: str, timeout: float | None = None) -> CommandResult:
+        self._check_open()
+        limit = self.default_timeout if timeout is None else timeout
+        if limit <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        with self._lock:  # so `interrupt` and `close` see every command that started
+            process = self._spawn(self._command_text(command))
+            self._running.add(process)
+            self._sessions.add(process.pid)
+        try:
+            stdout, stderr, timed_out, reaped = self._collect(process, limit)
+        finally:
+            with self._lock:
+                self._running.discard(process)
+                interrupted = process in self._interrupted
+                self._interrupted.discard(process)
+        if interrupted:
+            raise CommandInterrupted(f"the command was stopped with its run: {command[:80]!r}")
+
+        notes = [self._present(stderr)] if stderr.data or stderr.dropped else []
+        if reaped:
+            notes.append("[background processes still holding the output open were killed]")
+        if timed_out:
+            notes.append(f"[command timed out after {limit:g}s and was killed]")
+        return CommandResult(
+            stdout=self._present(stdout),
+            stderr="\n".join(notes),
+            exit_code=process.returncode if process.returncode is not None else -1,
+            timed_out=timed_out,
+        )
+
+    def _spawn(self, command: str) -> subprocess.Popen[bytes]:
+        """Start ``command`` with the shell, in the thread's workspace.
+
+        Filesystem calls are kept off the common path: while the agent's other
+        tool calls run Python code in parallel, each one gives up the
+        interpreter lock and must win it back, which costs far more than the
+        call itself. So the shell is looked up on ``PATH`` once, and the
+        thread's directories (which may have been removed between turns) are
+        only recreated when starting the command finds them missing.
+        """
+        try:
+            return self._popen(command)
+        except FileNotFoundError:
+            # The shell moved, or the directories were removed between turns:
+            # look the shell up again, recreate the directories and try once more.
+            _find_on_path.cache_clear()
+            self.thread_paths.ensure_directories()
+            return self._popen(command)
+
+    def _command_text(self, command: str) -> str:
+        """The command as the shell receives it (the local provider rewrites virtual paths)."""
+        return command
+
+    @abstractmethod
+    def _launch(self, command: str) -> Launch:
+        """How to start ``command``; the shell must die with the harness (see `reaper`)."""
+
+    def _popen(self, command: str) -> subprocess.Popen[bytes]:
+        # What the command starts dies with the harness: the watchdog sweeps its
+        # token when the harness is gone.
+        reaper.start_watchdog()
+        launch = self._launch(command)
+        # No `preexec_fn` and no launcher: `subprocess` starts the shell with vfork
+        # and one exec, the cheapest start there is.
+        return subprocess.Popen(
+            launch.argv,
+            cwd=launch.cwd,
+            env=launch.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            # Own session and process group, so a timeout kills the command's
+            # children too.
+            start_new_session=True,
+        )
+
+    def _resolved_shell(self) -> str:
+        found = _find_on_path(self._shell, os.environ.get("PATH"))
+        if found is None:
+            raise SandboxError(
+                f"The sandbox needs the {self._shell!r} shell, which is not on the host's "
+                "PATH; install it or configure another shell for the provider."
+            )
+        return found
+
+    def _present(self, reader: _CappedOutput) -> str:
+        """Decode captured output, rewrite host paths to virtual ones, then apply the cap.
+
+        Rewriting happens before the final cut so that the cut can never leave
+        half of a host path behind, where it would no longer be recognised.
+        """
+        text = self.mapper.virtualize_text(reader.data.decode("utf-8", errors="replace"))
+        encoded = text.encode("utf-8")
+        dropped = reader.dropped
+        if len(encoded) > self.max_output_bytes:
+            # Cut on a character boundary: a split multi-byte character is dropped.
+            text = encoded[: self.max_output_bytes].decode("utf-8", errors="ignore")
+            dropped += len(encoded) - len(text.encode("utf-8"))
+        if dropped:
+            text += f"\n[output truncated: {dropped} more bytes not shown]"
+        return text
+
+    def _raw_bytes_to_keep(self) -> int:
+        """How many raw bytes per stream can matter for ``max_output_bytes`` shown bytes.
+
+        Output is cut *after* host paths are rewritten, so the raw capture must
+        hold everything that can shrink into the shown bytes: a shown byte stands
+        for one raw byte, or for up to ``host/virtual`` raw bytes when it is part
+        of a rewritten path; plus one whole host path that straddles the cut, so
+        that it is never cut in half and leaked.
+        """
+        user_data = self.thread_paths.user_data
+        host_root = max(len(os.fsencode(user_data)), len(os.fsencode(self.mapper.resolved_root)))
+        expansion = max(1, math.ceil(host_root / len(VIRTUAL_ROOT)))
+        return self.max_output_bytes * expansion + host_root
+
+    def _collect(
+        self, process: subprocess.Popen[bytes], limit: float
+    ) -> tuple[_CappedOutput, _CappedOutput, bool, bool]:
+        """Wait for ``process`` and its output, killing its group past ``limit`` seconds.
+
+        Returns both outputs, whether the command timed out, and whether
+        background children had to be killed after the shell exited.
+
+        Both pipes are drained in the calling thread with a selector (no reader
+        threads): with the agent's other tool calls running Python code in
+        parallel, every extra thread that must win the interpreter lock to hand
+        over a chunk of output adds latency to the command.
+        """
+        assert process.stdout is not None and process.stderr is not None
+        keep = self._raw_bytes_to_keep()
+        stdout, stderr = _CappedOutput(keep), _CappedOutput(keep)
+        now = time.monotonic()
+        deadline = now + limit  # the command's own time limit
+        exited_at: float | None = None  # when the shell itself exited
+        killed_at: float | None = None  # when the group was killed (timeout or reaping)
+        timed_out = reaped = False
+        exit_fd = _exit_descriptor(process)
+        with contextlib.ExitStack() as stack, selectors.DefaultSelector() as selector:
+            for stream, output in ((process.stdout, stdout), (process.stderr, stderr)):
+                stack.callback(_close_quietly, stream)
+                selector.register(stream, selectors.EVENT_READ, output)
+            if exit_fd is not None:
+                stack.callback(os.close, exit_fd)
+                selector.register(exit_fd, selectors.EVENT_READ, None)
+            # Until both pipes are closed and, when watched, the shell has exited: so the
+            # exit is seen through its descriptor rather than by polling.
+            while selector.get_map():
+                now = time.monotonic()
+                if exited_at is None and process.poll() is not None:
+                    exited_at = now
+                    if exit_fd is not None:
+                        selector.unregister(exit_fd)
+                        if not selector.get_map():
+                            break  # the pipes were closed already
+                if killed_at is None and now >= deadline:
+                    timed_out, killed_at = True, now
+                    _kill_group(process)
+                elif (killed_at is None and exited_at is not None
+                        and now - exited_at >= _PIPE_DRAIN_GRACE_SECONDS):
+                    # The shell is gone, but children it left in the background
+                    # still hold the pipes open: kill them so the call returns.
+                    reaped, killed_at = True, now
+                    _kill_group(process)
+                if killed_at is not None and now - killed_at >= _PIPE_DRAIN_GRACE_SECONDS:
+                    break  # something outside the group holds the pipes; stop reading
+                for key, _events in selector.select(self._wait(
+                        now, deadline, exited_at, killed_at, exit_fd is not None)):
+                    if key.data is None:
+                        continue  # the exit descriptor; handled at the top of the loop
+                    chunk = os.read(key.fd, _READ_CHUNK)
+                    if chunk:
+                        key.data.feed(chunk)
+                    else:
+                        selector.unregister(key.fileobj)
+        # Both pipes are closed, but the shell may still run (it closed its output, and
+        # its exit could not be watched): the time limit holds until it exits.
+        if not timed_out and process.poll() is None:
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(process)
+        process.wait()
+        return stdout, stderr, timed_out, reaped and not timed_out
+
+    @staticmethod
+    def _wait(now: float, deadline: float, exited_at: float | None, killed_at: float | None,
+              exit_watched: bool) -> float:
+        """How long the selector may block before the next deadline needs a look."""
+        if killed_at is not None:
+            until = killed_at + _PIPE_DRAIN_GRACE_SECONDS
+        elif exited_at is not None:
+            until = min(deadline, exited_at + _PIPE_DRAIN_GRACE_SECONDS)
+        else:
+            until = deadline
+        wait = max(0.0, until - now)
+        # Without an exit descriptor the shell's exit is only seen by polling.
+        return wait if exit_watched or exited_at is not None else min(wait, _EXIT_POLL_SECONDS)
+
+    def _environment(self, path: str, home: str) -> dict[str, str]:
+        """A minimal environment: secrets in the harness's env must not reach the model."""
+        return {
+            "PATH": path,
+            "HOME": home,
+            "LANG": os.environ.get("LANG") or "C.UTF-8",
+            # Inherited by every descendant: how `reaper.sweep` finds the ones that
+            # left the command's session.
+            reaper.TOKEN_VARIABLE: self._token,
+        }
+
+    # -- files --------------------------------------------------------------------
+
+    def read_file(self, virtual_path: str) -> str:
+        return self.read_bytes(virtual_path).decode("utf-8", errors="replace")
+
+    def read_bytes(self, virtual_path: str) -> bytes:
+        self._check_open()
+        host = self.mapper.to_host(virtual_path)
+        with self._virtual_errors(virtual_path):
+            # O_NOFOLLOW: a symlink swapped in after the check above is not followed.
+            fd = os.open(os.path.realpath(host), os.O_RDONLY | os.O_NOFOLLOW)
+            with os.fdopen(fd, "rb") as handle:
+                return handle.read()
+
+    def write_file(self, virtual_path: str, content: str, append: bool = False) -> None:
+        self._check_open()
+        if self.mapper.is_read_only(virtual_path):
+            raise PermissionError(f"{virtual_path} is read-only: skills cannot be changed from "
+                                  "the sandbox. Write under /mnt/user-data/outputs instead.")
+        self.thread_paths.ensure_directories()
+        host = self.mapper.to_host(virtual_path)
+        if host.is_dir():
+            raise IsADirectoryError(f"{self._shown(virtual_path)} is a directory, not a file.")
+        # The nearest existing ancestor must be a directory, or mkdir fails with
+        # a confusing "file exists" about the wrong path.
+        ancestor = next(parent for parent in host.parents if parent.exists())
+        if not ancestor.is_dir():
+            raise NotADirectoryError(
+                f"{self.mapper.to_virtual(ancestor)} is a file, so it cannot contain "
+                f"{self._shown(virtual_path)}."
+            )
+        with self._virtual_errors(virtual_path):
+            host.parent.mkdir(parents=True, exist_ok=True)
+            # Check again now that the parents exist, so that any symlink among
+            # them is resolved for real.
+            host = self.mapper.to_host(virtual_path)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
+            flags |= os.O_APPEND if append else os.O_TRUNC
+            fd = os.open(os.path.realpath(host), flags, 0o644)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(content)
+
+    def list_dir(self, virtual_path: str, max_depth: int = 2) -> list[str]:
+        self._check_open()
+        if max_depth < 1:
+            raise ValueError(f"max_depth must be at least 1, got {max_depth}")
+        host = self.mapper.to_host(virtual_path)
+        if not host.is_dir():
+            kind = "does not exist" if not host.exists() else "is not a directory"
+            raise NotADirectoryError(f"{self._shown(virtual_path)} {kind}.")
+        entries: list[str] = []
+        with self._virtual_errors(virtual_path):
+            self._walk(host, max_depth, entries)
+        return sorted(entries)
+
+    @contextlib.contextmanager
+    def _virtual_errors(self, virtual_path: str) -> Iterator[None]:
+        """Re-raise OS errors naming the virtual path: their default text names the host path."""
+        try:
+            yield
+        except PathEscapeError:
+            raise
+        except OSError as error:
+            if error.errno is None:
+                raise
+            # OSError(errno, ...) picks the matching subclass (FileNotFoundError...).
+            raise OSError(error.errno, error.strerror, self._shown(virtual_path)) from None
+
+    def _walk(self, directory: Path, depth_left: int, entries: list[str]) -> None:
+        with os.scandir(directory) as scan:
+            for entry in scan:
+                path = Path(entry.path)
+                # Symlinks are listed but never descended into: their target may
+                # be outside the thread's files.
+                is_dir = entry.is_dir(follow_symlinks=False)
+                entries.append(self.mapper.to_virtual(path) + ("/" if is_dir else ""))
+                if is_dir and depth_left > 1:
+                    self._walk(path, depth_left - 1, entries)
+
+    def _shown(self, virtual_path: str) -> str:
+        """How to name a path in an error message without revealing host paths."""
+        try:
+            return self.mapper.to_virtual(self.mapper.to_host(virtual_path))
+        except PathEscapeError:
+            return repr(virtual_path)
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SandboxClosedError(f"Sandbox {self._id!r} has been shut down.")
+
+    def interrupt(self) -> None:
+        """Kill the running commands now; each of their calls raises `CommandInterrupted`."""
+        with self._lock:
+            running = list(self._running)
+            self._interrupted.update(running)
+        for process in running:
+            _kill_group(process)
+        self.end_run()
+
+    def end_run(self) -> None:
+        """Stop what finished commands left running: their groups and their `setsid` children.
+
+        Commands still running (a parallel call of the same thread) are spared.
+        """
+        with self._lock:
+            running = {process.pid for process in self._running}
+            finished = self._sessions - running
+            self._sessions -= finished
+        if not finished or not self.leaves_strays:
+            return
+        for session in finished:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(session, signal.SIGKILL)
+        reaper.sweep(self._token, spare_sessions=running)
+
+    def close(self) -> None:
+        """Kill any running commands and what they started, and refuse further use."""
+        with self._lock:
+            self._closed = True
+            running = list(self._running)
+        for process in running:
+            _kill_group(process)
+        self.end_run()
+
+
+@functools.lru_cache(maxsize=16)
+def _find_on_path(shell: str, path: str | None) -> str | None:
+    """`shutil.which`, remembered per shell and ``PATH`` (cleared when a start fails)."""
+    return shutil.which(shell, path=path)
+
+
+def _exit_descriptor(process: subprocess.Popen[bytes]) -> int | None:
+    """A descriptor that becomes readable when ``process`` exits (Linux pidfd), or None."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None:
+        return None
+    try:
+        return int(pidfd_open(process.pid))
+    except OSError:  # an old kernel, or a seccomp filter that refuses it
+        return None
+
+
+def _close_quietly(stream: IO[bytes]) -> None:
+    with contextlib.suppress(OSError):
+        stream.close()
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """Kill the process group started for ``process`` (the command and its children)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+class HostSandboxProvider(SandboxProvider):
+    """Hands out one `HostSandbox` per thread and keeps it for the thread's lifetime.
+
+    Subclasses name themselves (`name`, the prefix of their sandbox ids) and
+    build the sandbox (`_new_sandbox`).
+
+    Args:
+        default_timeout: seconds a command may run when the caller gives none.
+        max_output_bytes: bytes shown from each of stdout and stderr (counted after
+            host paths are rewritten); the rest is drained and reported as truncated.
+        shell: the shell used to run commands (looked up on ``PATH``).
+    """
+
+    name = "host"
+
+    def __init__(
+        self,
+        *,
+        default_timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        shell: str = "bash",
+    ) -> None:
+        if default_timeout <= 0:
+            raise ValueError(f"default_timeout must be positive, got {default_timeout!r}")
+        if max_output_bytes < 1:
+            raise ValueError(f"max_output_bytes must be at least 1, got {max_output_bytes!r}")
+        self.default_timeout = float(default_timeout)
+        self.max_output_bytes = int(max_output_bytes)
+        self.shell = shell
+        self._lock = threading.RLock()  # re-entered by a signal handler (interrupt)
+        self._by_id: dict[str, HostSandbox] = {}
+        self._id_by_dir: dict[Path, str] = {}
+        self._closed = False
+
+    def acquire(self, thread_paths: ThreadPaths) -> str:
+        with self._lock:
+            if self._closed:
+                raise SandboxClosedError(f"The {self.name} sandbox provider has been shut down.")
+            existing = self._id_by_dir.get(thread_paths.user_data)
+            if existing is not None:
+                sandbox = self._by_id[existing]
+            else:
+                sandbox = self._new_sandbox(self._new_id(thread_paths), thread_paths)
+                self._by_id[sandbox.sandbox_id] = sandbox
+                self._id_by_dir[thread_paths.user_data] = sandbox.sandbox_id
+            sandbox.in_use = True
+        # Acquisition means a tool is about to run: this is the lazy moment.
+        thread_paths.ensure_directories()
+        return sandbox.sandbox_id
+
+    @abstractmethod
+    def _new_sandbox(self, sandbox_id: str, thread_paths: ThreadPaths) -> HostSandbox:
+        """A new sandbox for ``thread_paths``, with this provider's settings."""
+
+    def _new_id(self, thread_paths: ThreadPaths) -> str:
+        # Ids never contain '/', so "user/thread" is unambiguous. A second base
+        # directory with the same user and thread gets a numbered suffix.
+        candidate = f"{self.name}:{thread_paths.user_id}/{thread_paths.thread_id}"
+        sandbox_id, n = candidate, 1
+        while sandbox_id in self._by_id:
+            n += 1
+            sandbox_id = f"{candidate}#{n}"
+        return sandbox_id
+
+    def get(self, sandbox_id: str) -> HostSandbox:
+        with self._lock:
+            sandbox = self._by_id.get(sandbox_id)
+            if sandbox is None:
+                raise SandboxNotFoundError(self._not_found(sandbox_id))
+            return sandbox
+
+    def release(self, sandbox_id: str) -> None:
+        """The run is over: stop what its commands left running in the background."""
+        with self._lock:
+            sandbox = self._by_id.get(sandbox_id)
+            if sandbox is None:
+                raise SandboxNotFoundError(self._not_found(sandbox_id))
+            sandbox.in_use = False
+        sandbox.end_run()
+
+    def interrupt(self) -> None:
+        with self._lock:
+            sandboxes = list(self._by_id.values())
+        for sandbox in sandboxes:
+            sandbox.interrupt()
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._closed = True
+            sandboxes = list(self._by_id.values())
+            self._by_id.clear()
+            self._id_by_dir.clear()
+        for sandbox in sandboxes:
+            sandbox.close()
+
+    def _not_found(self, sandbox_id: str) -> str:
+        state = "has been shut down" if self._closed else "has no such sandbox"
+        return (
+            f"The {self.name} sandbox provider {state}: {sandbox_id!r}. Acquire a sandbox for the "
+            "thread first and use the id acquire() returned."
+        )
