@@ -44,8 +44,7 @@ def test_a_full_deerflow_config_migrates_and_passes_config_check(tmp_path, regis
     check = CliRunner().invoke(cli, ["config", "check", str(out)])
     assert check.exit_code == 0, check.output
     migrated = yaml.safe_load(out.read_text())
-    assert migrated["sandbox"] == {"provider": "local", "max_output_bytes": 20000,
-                                   "command_timeout": 600}
+    assert migrated["sandbox"] == {"max_output_bytes": 20000, "command_timeout": 600}
     assert migrated["models"]["default"] == "main-model"
     assert migrated["models"]["named"]["helper"]["base_url"] == "https://api.example.com/v1"
     assert migrated["models"]["named"]["main-model"]["api_key"] == "$OPENAI_API_KEY"  # unexpanded

@@ -175,7 +175,7 @@ _MODEL_DROPPED = {
     "when_thinking_enabled": "thinking modes are not switched by Antler",
     "when_thinking_disabled": "thinking modes are not switched by Antler",
 }
-_SANDBOX_PROVIDERS = {"deerflow.sandbox.local:LocalSandboxProvider": "local"}
+_SANDBOX_PROVIDERS = {"deerflow.sandbox.local:LocalSandboxProvider"}
 _GUARDRAIL_PROVIDERS = {"deerflow.guardrails.builtin:AllowlistProvider": "allowlist"}
 _AUTHZ_PROVIDERS = {"deerflow.authz.rbac:RbacAuthorizationProvider": "rbac"}
 # The built-in providers' option names where Antler's differ.
@@ -372,12 +372,13 @@ class _Migrator:
 
     def sandbox(self, value: Any) -> None:
         def use(item: Any, path: tuple[Any, ...]) -> None:
-            provider = _SANDBOX_PROVIDERS.get(str(item))
-            if provider is None:
+            if str(item) in _SANDBOX_PROVIDERS:
+                self.drop(path, "Antler chooses its provider (`auto`: the isolating bwrap "
+                                "provider when it can run, else local); write "
+                                "`sandbox.provider: local` to keep commands on the host")
+            else:
                 self.unmapped(path, f"no Antler sandbox provider replaces {item}; providers "
                               "register in `antler.sandbox_providers`")
-            else:
-                self.put("sandbox.provider", provider, path)
 
         def output(item: Any, path: tuple[Any, ...]) -> None:
             if isinstance(item, int) and item > 0:
