@@ -49,8 +49,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pytest
@@ -106,8 +106,6 @@ CHECKS: dict[str, Rule] = {
 }
 """Every check of the battery, by the name `skip_checks` uses, in the order they run."""
 
-THREAD = "conformance-thread"
-RUN = "conformance-run"
 LOOKUP_TOOL = "conformance_lookup"
 ENTRY_POINT = "antler_conformance"
 RETRY_PLUGIN = "conformance_retry"
@@ -194,7 +192,7 @@ class _Plain:
         key = match.group(0).lower().replace("-", "")
         return self.ids.setdefault(key, f"<id{len(self.ids) + 1}>")
 
-    def __call__(self, value: Any) -> Any:  # noqa: PLR0911 - one case per kind of value
+    def __call__(self, value: Any) -> Any:
         from langchain_core.messages import BaseMessage
 
         if value is None or isinstance(value, (bool, int, float)):
@@ -296,7 +294,6 @@ class _Recording:
     home: str
     faults: dict[str, set[str]] = dataclasses.field(default_factory=dict)
     records: list[Record] = dataclasses.field(default_factory=list)
-    classes: dict[str, type] = dataclasses.field(default_factory=dict)
     blocking: list[str] = dataclasses.field(default_factory=list)
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
 
@@ -319,25 +316,37 @@ class _Recording:
         return [record for record in self.records if record.plugin == plugin]
 
 
-_ACTIVE: contextvars.ContextVar[_Recording | None] = contextvars.ContextVar(
-    "antler_conformance_recording", default=None)
+class _Slot:
+    """Where the recorders of one built agent write: the recording of the run in progress.
+
+    One agent serves many runs (sync, async, with faults), one at a time.
+    """
+
+    def __init__(self) -> None:
+        self.recording = _Recording("")
+        self.classes: dict[str, type] = {}
 
 
-def _recorded(middleware: Any, label: str, recording: _Recording) -> Any:
+_ACTIVE: contextvars.ContextVar[_Slot | None] = contextvars.ContextVar(
+    "antler_conformance_slot", default=None)
+
+
+def _recorded(middleware: Any, label: str, slot: _Slot) -> Any:
     from antler.runtime.tracing import hook_subclass, reclass
 
     cls = type(middleware)
-    recording.classes[label] = cls
+    slot.classes[label] = cls
     sub = hook_subclass(cls, middleware.name, cls.__name__,
-                        functools.partial(_record_hook, label=label, recording=recording))
+                        functools.partial(_record_hook, label=label, slot=slot))
     return middleware if sub is None else reclass(middleware, sub)
 
 
 def _record_hook(original: Callable[..., Any], hook: str, is_async: bool, *, label: str,
-                 recording: _Recording) -> Callable[..., Any]:
+                 slot: _Slot) -> Callable[..., Any]:
     if hook in _NODE_HOOKS:
         if is_async:
             async def anode(self: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
+                recording = slot.recording
                 recording.fault(label, hook)
                 try:
                     update = await original(self, state, *args, **kwargs)
@@ -349,6 +358,7 @@ def _record_hook(original: Callable[..., Any], hook: str, is_async: bool, *, lab
             return anode
 
         def node(self: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
+            recording = slot.recording
             recording.fault(label, hook)
             try:
                 update = original(self, state, *args, **kwargs)
@@ -362,6 +372,7 @@ def _record_hook(original: Callable[..., Any], hook: str, is_async: bool, *, lab
     if is_async:
         async def awrap(self: Any, request: Any, handler: Callable[..., Any],
                         *args: Any, **kwargs: Any) -> Any:
+            recording = slot.recording
             recording.fault(label, hook)
             passed: list[Any] = []
 
@@ -379,6 +390,7 @@ def _record_hook(original: Callable[..., Any], hook: str, is_async: bool, *, lab
 
     def wrap(self: Any, request: Any, handler: Callable[..., Any], *args: Any,
              **kwargs: Any) -> Any:
+        recording = slot.recording
         recording.fault(label, hook)
         passed: list[Any] = []
 
@@ -452,11 +464,11 @@ class _ConformanceHooks:
 
     @staticmethod
     def _chain_resolved(chain: Any) -> None:
-        recording = _ACTIVE.get()
-        if recording is None:
+        slot = _ACTIVE.get()
+        if slot is None:
             return
         for entry in chain.entries:
-            entry.middleware = _recorded(entry.middleware, entry.name, recording)
+            entry.middleware = _recorded(entry.middleware, entry.name, slot)
 
 
 # -- one run of the scenario -------------------------------------------------------------
@@ -467,11 +479,11 @@ class Run:
     """What one run of the scenario produced."""
 
     recording: _Recording
+    classes: dict[str, type]
     names: list[str]
     exclusions: dict[str, str]
     state: dict[str, Any] | None
     error: BaseException | None
-    requests: list[Any]
     logs: list[str]
 
     def records(self, plugin: str) -> list[Record]:
@@ -501,12 +513,68 @@ def _lookup_tool() -> Any:
         description="Look a word up in the conformance battery's dictionary.")
 
 
-def _crash(messages: Any) -> Any:
-    raise ConformanceCrash("the conformance battery stopped the run here, as a crash would")
+class _Script:
+    """The model's side of the scenario: the turn is chosen by how far the conversation got.
+
+    So one model (and one built agent) serves any number of runs, each on its own
+    thread, and a run resumed in another process picks up at the right turn.
+    `retry` fails every call once first (`ConformanceTransientError`); `crash_at`
+    stops the run at that model call (`ConformanceCrash`).
+    """
+
+    def __init__(self, turns: Sequence[Any], *, retry: bool = False,
+                 crash_at: int | None = None) -> None:
+        self.turns = list(turns)
+        self.retry = retry
+        self.crash_at = crash_at
+        self.failed: set[Any] = set()
+        self.lock = threading.Lock()
+
+    def __call__(self, messages: Sequence[Any]) -> Any:
+        from langchain_core.messages import AIMessage
+
+        from antler.runtime.models import ScriptExhaustedError
+
+        index = sum(isinstance(message, AIMessage) for message in messages)
+        if index == self.crash_at:
+            raise ConformanceCrash("the conformance battery stopped the run here, as a crash "
+                                   "would")
+        if self.retry:
+            # The thread's first message id tells the runs apart; a retry repeats the index.
+            key = (index, next((m.id for m in messages if getattr(m, "id", None)), None))
+            with self.lock:
+                first = key not in self.failed
+                self.failed.add(key)
+            if first:
+                raise ConformanceTransientError("a transient failure the conformance battery "
+                                                "injected")
+        if index >= len(self.turns):
+            raise ScriptExhaustedError(
+                f"the conformance scenario has {len(self.turns)} model turns and the agent "
+                f"asked for turn {index + 1}; add turns to the class's `scenario`")
+        turn = self.turns[index]
+        turn = turn(messages) if callable(turn) else turn
+        if isinstance(turn, Mapping) and turn.get("tool_calls"):
+            # Ids fixed by position: the model serves many runs, which must look alike.
+            calls = [{"id": f"call_{index}_{number}", **call}
+                     for number, call in enumerate(turn["tool_calls"])]
+            turn = {**turn, "tool_calls": calls}
+        return turn
+
+    def model(self) -> Any:
+        from antler.runtime.models import ScriptedChatModel
+
+        return ScriptedChatModel([self] * 1000)
 
 
-def _transient(messages: Any) -> Any:
-    raise ConformanceTransientError("a transient failure the conformance battery injected")
+@dataclasses.dataclass
+class _Built:
+    """One built agent a battery runs again and again, or why it did not build."""
+
+    agent: Any
+    slot: _Slot
+    home: str
+    error: AntlerError | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -525,7 +593,8 @@ class Battery:
 
     _registries: ClassVar[dict[tuple[Any, ...], PluginRegistry]] = {}
     _runs: ClassVar[dict[tuple[Any, ...], Run]] = {}
-    _resumes: ClassVar[dict[tuple[Any, ...], Any]] = {}
+    _agents: ClassVar[dict[tuple[Any, ...], _Built]] = {}
+    _resumes: ClassVar[dict[tuple[Any, ...], dict[str, Any]]] = {}
 
     def __init__(self, owner: type[PluginConformance]) -> None:
         self.owner = owner
@@ -623,87 +692,87 @@ class Battery:
         text = self.config_text + extra
         return parse_config(text, self.registry, f"<{self.owner.__name__} config>")
 
-    @contextlib.contextmanager
-    def agent(self, recording: _Recording, *, chain: str = "lead", mode: str = DEFAULT_MODE,
-              script: Sequence[Any] | None = None, retry: bool = False,
-              checkpointer: Any = "memory") -> Iterator[Any]:
+    def create(self, slot: _Slot, home: str, *, chain: str = "lead", mode: str = DEFAULT_MODE,
+               script: _Script | None = None, retry: bool = False,
+               checkpointer: Any = "memory") -> Any:
+        """A real agent of the installed plugins, its hooks recorded into `slot`."""
         from antler.plugin_api.context import MEMORY_MODEL, TITLE_MODEL
         from antler.runtime.agent import create_agent
         from antler.runtime.models import ScriptedChatModel
 
         config = self.operator_config(f"{RETRY_PLUGIN}: {{enabled: true}}\n" if retry else "")
-        model = ScriptedChatModel(list(self.scenario if script is None else script))
-        services = {TITLE_MODEL: ScriptedChatModel(["A conformance title"] * 20),
-                    MEMORY_MODEL: ScriptedChatModel(["{}"] * 20)}
-        token = _ACTIVE.set(recording)
+        script = script or _Script(self.scenario, retry=retry)
+        services = {TITLE_MODEL: ScriptedChatModel(["A conformance title"] * 1000),
+                    MEMORY_MODEL: ScriptedChatModel(["{}"] * 1000)}
+        token = _ACTIVE.set(slot)
         try:
-            agent = create_agent(config, chain=chain, model=model, tools=self.tools,
-                                 checkpointer=checkpointer, runtime=self.runtime(chain),
-                                 services=services, registry=self.registry,
-                                 base_dir=recording.home, **MODES[mode])
+            return create_agent(config, chain=chain, model=script.model(), tools=self.tools,
+                                checkpointer=checkpointer, runtime=self.runtime(chain),
+                                services=services, registry=self.registry, base_dir=home,
+                                **MODES[mode])
         finally:
             _ACTIVE.reset(token)
-        try:
-            yield agent, model
-        finally:
-            agent.close()
+
+    def built(self, chain: str, mode: str, retry: bool) -> _Built:
+        """The agent for these settings, built once per setup and kept for the session."""
+        key = (self.setup, chain, mode, retry)
+        if key not in self._agents:
+            home = os.path.realpath(tempfile.mkdtemp(prefix="antler-conformance-"))
+            slot = _Slot()
+            try:
+                agent = self.create(slot, home, chain=chain, mode=mode, retry=retry)
+            except AntlerError as exc:  # the chain does not build: every check says why
+                self._agents[key] = _Built(None, slot, home, exc)
+            else:
+                self._agents[key] = _Built(agent, slot, home)
+            _close_at_exit()
+        return self._agents[key]
 
     def run(self, *, chain: str = "lead", mode: str = DEFAULT_MODE, use_async: bool = False,
             retry: bool = False, faults: Mapping[str, set[str]] | None = None,
-            scan: Sequence[str] = (), shared: bool = True) -> Run:
-        """One run of the scenario, recorded; fault-free runs are shared by equal setups."""
+            scan: Sequence[str] = ()) -> Run:
+        """One run of the scenario on its own thread; fault-free runs are shared."""
         key = (self.setup, chain, mode, use_async, retry)
-        if shared and not faults and not scan and key in self._runs:
+        shared = not faults and not scan
+        if shared and key in self._runs:
             return self._runs[key]
-        script: list[Any] = list(self.scenario)
-        if retry:
-            script = [item for turn in script for item in (_transient, turn)]
-        with tempfile.TemporaryDirectory(prefix="antler-conformance-") as home:
-            recording = _Recording(os.path.realpath(home),
-                                   {k: set(v) for k, v in (faults or {}).items()})
-            result = self._execute(recording, chain, mode, use_async, retry, script, scan)
-        if shared and not faults and not scan:
-            self._runs[key] = result
-        return result
-
-    def _execute(self, recording: _Recording, chain: str, mode: str, use_async: bool,
-                 retry: bool, script: list[Any], scan: Sequence[str]) -> Run:
+        built = self.built(chain, mode, retry)
+        recording = _Recording(built.home, {k: set(v) for k, v in (faults or {}).items()})
+        if built.error is not None:
+            return Run(recording, {}, [self.name], {}, None, built.error, [])
+        built.slot.recording = recording
         capture = _LogCapture()
         audit = logging.getLogger("antler.audit.isolation")
         audit.addHandler(capture)
         state: dict[str, Any] | None = None
         error: BaseException | None = None
-        names: list[str] = []
-        exclusions: dict[str, str] = {}
-        requests: list[Any] = []
         try:
-            with self.agent(recording, chain=chain, mode=mode, script=script,
-                            retry=retry) as (agent, model):
-                names = agent.chain.names
-                exclusions = {name: why.reason
-                              for name, why in agent.chain.plan.excluded.items()}
-                try:
-                    state = self._invoke(agent, use_async, scan)
-                except Exception as caught:
-                    error = caught
-                requests = [plain(r.messages, recording.home) for r in model.requests]
-        except AntlerError as caught:  # the chain did not build: a check says why
+            state = self._invoke(built.agent, str(uuid.uuid4()), use_async, scan)
+        except Exception as caught:
             error = caught
-            names = [self.name]
         finally:
             audit.removeHandler(capture)
-        return Run(recording, names, exclusions, state, error, requests, capture.lines)
+            built.slot.recording = _Recording("")
+        chain_built = built.agent.chain
+        result = Run(recording, dict(built.slot.classes), chain_built.names,
+                     {name: why.reason for name, why in chain_built.plan.excluded.items()},
+                     state, error, capture.lines)
+        if shared:
+            self._runs[key] = result
+        return result
 
-    def _invoke(self, agent: Any, use_async: bool, scan: Sequence[str]) -> dict[str, Any]:
+    def _invoke(self, agent: Any, thread: str, use_async: bool,
+                scan: Sequence[str] = ()) -> dict[str, Any]:
         message = self.owner.message
+        run_id = str(uuid.uuid4())
         if not use_async:
-            return dict(agent.invoke(message, thread_id=THREAD, run_id=RUN))
+            return dict(agent.invoke(message, thread_id=thread, run_id=run_id))
 
         async def go() -> dict[str, Any]:
             with _blockbuster(scan):
                 return dict(await agent.graph.ainvoke(
-                    agent.input(message), config=agent.run_config(THREAD),
-                    context=agent.context(THREAD, run_id=RUN)))
+                    agent.input(message), config=agent.run_config(thread),
+                    context=agent.context(thread, run_id=run_id)))
 
         return asyncio.run(go())
 
@@ -730,7 +799,7 @@ class Battery:
     def middleware_class(self) -> type:
         chain = self.chains()[0]
         run = self.checked_run("manifest", chain=chain)
-        return run.recording.classes[self.name]
+        return run.classes[self.name]
 
     def check_manifest(self) -> None:
         from antler.chain.build import implemented_hooks
@@ -810,9 +879,10 @@ class Battery:
                                  f"    {first_label}: {base_state}\n    {label}: {state}")
 
     def own_state(self, run: Run) -> dict[str, Any]:
-        keys = own_state_keys(run.recording.classes.get(self.name))
-        return plain({key: value for key, value in (run.state or {}).items() if key in keys},
-                     run.recording.home)
+        """The plugin's own state keys at the end of `run`, each normalized on its own."""
+        keys = own_state_keys(run.classes.get(self.name))
+        return {key: plain(value, run.recording.home)
+                for key, value in (run.state or {}).items() if key in keys}
 
     def check_sync_async(self) -> None:
         cls = self.middleware_class()
@@ -977,53 +1047,71 @@ class Battery:
 
     def check_resume(self) -> None:
         clean = self.checked_run("resume")
-        with tempfile.TemporaryDirectory(prefix="antler-conformance-resume-") as home:
-            home = os.path.realpath(home)
-            recording = _Recording(home)
-            script = [*self.scenario[:1], _crash]
-            with self.agent(recording, script=script, checkpointer="sqlite") as (agent, _):
-                try:
-                    agent.invoke(self.owner.message, thread_id=THREAD, run_id=RUN)
-                except ConformanceCrash:
-                    pass
-                else:
-                    self.fail("resume", "  the run should have stopped at its second model "
-                                        "call; give a scenario whose first turn calls a tool")
-            result = _worker().resume(self.owner, home)
+        result = self.resumed()
         if result.get("error"):
             self.fail("resume", f"  resuming in a new process failed: {result['error']}")
         if self.name not in result["names"]:
             self.fail("resume", f"  {self.name!r} is not in the chain the new process built")
         resumed = [tuple(item) for item in result["records"].get(self.name, [])]
-        expected = [(r.hook, r.data, r.error) for r in clean.records(self.name)]
-        resumed = [(hook, data, error) for hook, data, error in resumed]
+        expected = [tuple(_json(list(record.key()))) for record in clean.records(self.name)]
         tail = expected[len(expected) - len(resumed):] if resumed else []
         if resumed != tail:
             self.fail("resume", "  after the resume its hooks did other things than in a run "
                                 "that never stopped (state it kept in memory is gone in a new "
                                 "process: keep it in the graph state):\n"
                       + _first_difference(tail, resumed))
-        state = result["state"]
+        keys = own_state_keys(clean.classes.get(self.name))
+        state = {key: value for key, value in result["state"].items() if key in keys}
         if state != _json(self.own_state(clean)):
             self.fail("resume", f"  its state after the resume differs:\n    without a stop: "
                                 f"{self.own_state(clean)}\n    resumed: {state}")
 
-    def resume_here(self, home: str) -> dict[str, Any]:
+    def resumed(self) -> dict[str, Any]:
+        """Stop a run at its second model call here, resume it in the worker process.
+
+        Shared by every class with this setup: the worker reports every plugin's hooks.
+        """
+        if self.setup in self._resumes:
+            return self._resumes[self.setup]
+        thread = str(uuid.uuid4())
+        with tempfile.TemporaryDirectory(prefix="antler-conformance-resume-") as home:
+            home = os.path.realpath(home)
+            agent = self.create(_Slot(), home, checkpointer="sqlite",
+                                script=_Script(self.scenario, crash_at=1))
+            try:
+                agent.invoke(self.owner.message, thread_id=thread, run_id=thread)
+            except ConformanceCrash:
+                result = _worker().resume(self.owner, home, thread)
+            except Exception as exc:
+                result = {"error": f"the run to be resumed failed before it was stopped: "
+                                   f"{type(exc).__name__}: {exc}"}
+            else:
+                result = {"error": "the run never reached a second model call, so there was "
+                                   "nothing to resume; give a scenario whose first turn calls "
+                                   "a tool"}
+            finally:
+                agent.close()
+        self._resumes[self.setup] = result
+        return result
+
+    def resume_here(self, home: str, thread: str) -> dict[str, Any]:
         """Resume the stopped run saved under `home` (in the worker process)."""
-        recording = _Recording(home)
-        with self.agent(recording, script=self.scenario[1:], checkpointer="sqlite") \
-                as (agent, _):
-            with agent.hold(THREAD):
-                state = agent.graph.invoke(None, config=agent.run_config(THREAD),
-                                           context=agent.context(THREAD, run_id=RUN))
+        slot = _Slot()
+        slot.recording = _Recording(home)
+        agent = self.create(slot, home, checkpointer="sqlite")
+        try:
+            with agent.hold(thread):
+                state = agent.graph.invoke(None, config=agent.run_config(thread),
+                                           context=agent.context(thread, run_id=thread))
             names = agent.chain.names
+        finally:
+            agent.close()
         records: dict[str, list[Any]] = {}
-        for record in recording.records:
-            records.setdefault(record.plugin, []).append(
-                [record.hook, record.data, record.error])
-        own = {key: value for key, value in dict(state).items()
-               if key in own_state_keys(recording.classes.get(self.name))}
-        return _json({"names": names, "records": records, "state": plain(own, home)})
+        for record in slot.recording.records:
+            records.setdefault(record.plugin, []).append(list(record.key()))
+        own = {key: plain(value, home) for key, value in dict(state).items()
+               if key not in _base_state_keys()}
+        return _json({"names": names, "records": records, "state": own})
 
     def check(self, name: str) -> None:
         __tracebackhide__ = True
@@ -1047,12 +1135,29 @@ def _causes(error: BaseException) -> str:
     return " <- ".join(parts)
 
 
-def _first_difference(expected: Sequence[Any], seen: Sequence[Any]) -> str:
-    for index, (a, b) in enumerate(zip(expected, seen, strict=False)):
-        if a != b:
-            return f"    at record {index}:\n    one:   {_short(a)}\n    other: {_short(b)}"
-    return f"    {len(expected)} records against {len(seen)}:\n    one:   " \
-           f"{_short(expected[len(seen):])}\n    other: {_short(seen[len(expected):])}"
+def _first_difference(one: Any, other: Any) -> str:
+    """Where two normalized values first differ, and the two sides there."""
+    path, a, b = _diff(_json(one), _json(other), "")
+    return f"    at {path or 'the top'}:\n    one:   {_short(a)}\n    other: {_short(b)}"
+
+
+def _diff(a: Any, b: Any, path: str) -> tuple[str, Any, Any]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            if a.get(key, _MISSING) != b.get(key, _MISSING):
+                if key not in a or key not in b:
+                    return f"{path}.{key}", a.get(key, "(absent)"), b.get(key, "(absent)")
+                return _diff(a[key], b[key], f"{path}.{key}")
+    if isinstance(a, list) and isinstance(b, list):
+        for index, (x, y) in enumerate(zip(a, b, strict=False)):
+            if x != y:
+                return _diff(x, y, f"{path}[{index}]")
+        if len(a) != len(b):
+            return f"{path}[{min(len(a), len(b))}:]", a[len(b):], b[len(a):]
+    return path, a, b
+
+
+_MISSING = object()
 
 
 def _short(value: Any, limit: int = 1500) -> str:
@@ -1188,6 +1293,28 @@ def _blockbuster(scan: Sequence[str]) -> Iterator[None]:
         buster.deactivate()
 
 
+def _close_at_exit() -> None:
+    """Close every agent the batteries built (sandboxes, memory queues) when Python exits."""
+    if not _CLOSER:
+        import atexit
+
+        _CLOSER.append(atexit.register(_close_agents))
+
+
+_CLOSER: list[Any] = []
+
+
+def _close_agents() -> None:
+    import shutil
+
+    for built in Battery._agents.values():
+        if built.agent is not None:
+            with contextlib.suppress(Exception):
+                built.agent.close()
+        shutil.rmtree(built.home, ignore_errors=True)
+    Battery._agents.clear()
+
+
 # -- the worker process that resumes runs ----------------------------------------------------
 
 
@@ -1206,9 +1333,9 @@ class _Worker:
             stdout=subprocess.PIPE, text=True, env=env)
         self.lock = threading.Lock()
 
-    def resume(self, owner: type, home: str) -> dict[str, Any]:
+    def resume(self, owner: type, home: str, thread: str) -> dict[str, Any]:
         job = {"class": f"{owner.__module__}:{owner.__qualname__}", "home": home,
-               "sys_path": list(sys.path)}
+               "thread": thread, "sys_path": list(sys.path)}
         process = self.process
         assert process.stdin is not None and process.stdout is not None
         with self.lock:
@@ -1255,7 +1382,7 @@ def _serve() -> None:
             owner: Any = importlib.import_module(module)
             for part in qualname.split("."):
                 owner = getattr(owner, part)
-            result = owner.battery().resume_here(job["home"])
+            result = owner.battery().resume_here(job["home"], job["thread"])
         except Exception as exc:
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             if "<locals>" in line:
