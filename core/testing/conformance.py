@@ -165,6 +165,7 @@ _UUID = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f
                    re.IGNORECASE)
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})?")
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+_MAX_DEPTH = 40
 _VOLATILE_KEYS = re.compile(r"(^|_)(ms|seconds|elapsed|duration|started|finished|"
                             r"timestamp|created_at|updated_at|time)$")
 
@@ -180,6 +181,7 @@ class _Plain:
     def __init__(self, home: str | None = None) -> None:
         self.home = home
         self.ids: dict[str, str] = {}
+        self.depth = 0
 
     def text(self, value: str) -> str:
         if self.home:
@@ -193,6 +195,15 @@ class _Plain:
         return self.ids.setdefault(key, f"<id{len(self.ids) + 1}>")
 
     def __call__(self, value: Any) -> Any:
+        if self.depth > _MAX_DEPTH:  # a structure that refers to itself
+            return f"<{type(value).__name__} nested too deep>"
+        self.depth += 1
+        try:
+            return self._plain(value)
+        finally:
+            self.depth -= 1
+
+    def _plain(self, value: Any) -> Any:
         from langchain_core.messages import BaseMessage
 
         if value is None or isinstance(value, (bool, int, float)):
@@ -684,6 +695,11 @@ class Battery:
     def chains(self) -> list[str]:
         return [chain for chain in ("lead", "subagent") if chain in self.spec.chains]
 
+    @property
+    def primary(self) -> str:
+        """The chain the single-chain checks run in: lead, unless the plugin is subagent-only."""
+        return self.chains()[0]
+
     # -- running the scenario -----------------------------------------------------------------
 
     def operator_config(self, extra: str = "") -> Any:
@@ -692,7 +708,8 @@ class Battery:
         text = self.config_text + extra
         return parse_config(text, self.registry, f"<{self.owner.__name__} config>")
 
-    def create(self, slot: _Slot, home: str, *, chain: str = "lead", mode: str = DEFAULT_MODE,
+    def create(self, slot: _Slot, home: str, *, chain: str | None = None,
+               mode: str = DEFAULT_MODE,
                script: _Script | None = None, retry: bool = False,
                checkpointer: Any = "memory") -> Any:
         """A real agent of the installed plugins, its hooks recorded into `slot`."""
@@ -700,6 +717,7 @@ class Battery:
         from antler.runtime.agent import create_agent
         from antler.runtime.models import ScriptedChatModel
 
+        chain = chain or self.primary
         config = self.operator_config(f"{RETRY_PLUGIN}: {{enabled: true}}\n" if retry else "")
         script = script or _Script(self.scenario, retry=retry)
         services = {TITLE_MODEL: ScriptedChatModel(["A conformance title"] * 1000),
@@ -709,7 +727,8 @@ class Battery:
             return create_agent(config, chain=chain, model=script.model(), tools=self.tools,
                                 checkpointer=checkpointer, runtime=self.runtime(chain),
                                 services=services, registry=self.registry, base_dir=home,
-                                **MODES[mode])
+                                fuse=MODES[mode]["fuse"],
+                                fuse_into_model=MODES[mode]["fuse_into_model"])
         finally:
             _ACTIVE.reset(token)
 
@@ -728,10 +747,14 @@ class Battery:
             _close_at_exit()
         return self._agents[key]
 
-    def run(self, *, chain: str = "lead", mode: str = DEFAULT_MODE, use_async: bool = False,
-            retry: bool = False, faults: Mapping[str, set[str]] | None = None,
-            scan: Sequence[str] = ()) -> Run:
-        """One run of the scenario on its own thread; fault-free runs are shared."""
+    def run(self, *, chain: str | None = None, mode: str = DEFAULT_MODE,
+            use_async: bool = False, retry: bool = False,
+            faults: Mapping[str, set[str]] | None = None, scan: Sequence[str] = ()) -> Run:
+        """One run of the scenario on its own thread; fault-free runs are shared.
+
+        `chain` defaults to the plugin's primary chain.
+        """
+        chain = chain or self.primary
         key = (self.setup, chain, mode, use_async, retry)
         shared = not faults and not scan
         if shared and key in self._runs:
@@ -786,8 +809,8 @@ class Battery:
         """A run that must include the plugin and end without an error."""
         __tracebackhide__ = True
         run = self.run(**kwargs)
-        where = f"{kwargs.get('chain', 'lead')} chain, {kwargs.get('mode', DEFAULT_MODE)}, " \
-                f"{'async' if kwargs.get('use_async') else 'sync'}"
+        chain, mode = kwargs.get("chain") or self.primary, kwargs.get("mode", DEFAULT_MODE)
+        where = f"{chain} chain, {mode}, {'async' if kwargs.get('use_async') else 'sync'}"
         if self.name not in run.names:
             why = run.exclusions.get(self.name, "it is not in the chain")
             self.fail(check, f"  {self.name!r} did not take part in the {where} run: {why}")
@@ -797,8 +820,7 @@ class Battery:
         return run
 
     def middleware_class(self) -> type:
-        chain = self.chains()[0]
-        run = self.checked_run("manifest", chain=chain)
+        run = self.checked_run("manifest")
         return run.classes[self.name]
 
     def check_manifest(self) -> None:
@@ -1071,8 +1093,9 @@ class Battery:
 
         Shared by every class with this setup: the worker reports every plugin's hooks.
         """
-        if self.setup in self._resumes:
-            return self._resumes[self.setup]
+        key = (self.setup, self.primary)
+        if key in self._resumes:
+            return self._resumes[key]
         thread = str(uuid.uuid4())
         with tempfile.TemporaryDirectory(prefix="antler-conformance-resume-") as home:
             home = os.path.realpath(home)
@@ -1091,7 +1114,7 @@ class Battery:
                                    "a tool"}
             finally:
                 agent.close()
-        self._resumes[self.setup] = result
+        self._resumes[key] = result
         return result
 
     def resume_here(self, home: str, thread: str) -> dict[str, Any]:
@@ -1204,7 +1227,8 @@ def _is_private(cls: type, key: str) -> bool:
     from langchain.agents.middleware.types import OmitFromSchema
 
     try:
-        hints = typing.get_type_hints(cls.state_schema, include_extras=True)
+        hints = typing.get_type_hints(getattr(cls, "state_schema", None),
+                                      include_extras=True)
     except Exception:  # an annotation that does not resolve: not provably private
         return False
     found: list[Any] = []
@@ -1424,7 +1448,10 @@ class PluginConformance:
 
     def _check(self, name: str) -> None:
         __tracebackhide__ = True
-        type(self).battery().check(name)
+        try:
+            type(self).battery().check(name)
+        except ConformanceFailure as failure:
+            pytest.fail(str(failure), pytrace=False)
 
     def test_manifest(self) -> None:
         self._check("manifest")

@@ -52,7 +52,6 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from antler.contracts.messages import message_text
-from antler.errors import PluginHookError
 from antler.contracts.toolmeta import (
     TOOL_META_KEY,
     ToolMeta,
@@ -60,6 +59,7 @@ from antler.contracts.toolmeta import (
     result_meta,
     with_tool_meta,
 )
+from antler.errors import PluginHookError
 from antler.plugin_api.context import BuildContext
 
 __all__ = ["MAX_DETAIL_CHARS", "ToolErrorHandlingMiddleware", "build", "error_message"]

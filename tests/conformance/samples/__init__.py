@@ -106,7 +106,9 @@ class UndeclaredHooks(Sample):
 
 
 def _spec(name: str, cls: type, hooks: list[str]) -> PluginSpec:
+    # Lead chain only: the rule each breaks does not depend on the chain.
     return PluginSpec(name=name, factory=f"{__name__}:{cls.__name__}", enabled="off",
+                      chains=["lead"],
                       summary=cls.__doc__.splitlines()[0] if cls.__doc__ else "",
                       hooks=hooks)  # type: ignore[arg-type]
 
