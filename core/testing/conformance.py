@@ -1453,32 +1453,19 @@ class PluginConformance:
         except ConformanceFailure as failure:
             pytest.fail(str(failure), pytrace=False)
 
-    def test_manifest(self) -> None:
-        self._check("manifest")
 
-    def test_config_schema(self) -> None:
-        self._check("config_schema")
+def _test_method(check: str) -> Callable[[PluginConformance], None]:
+    def test(self: PluginConformance) -> None:
+        __tracebackhide__ = True
+        self._check(check)
 
-    def test_sync_async(self) -> None:
-        self._check("sync_async")
+    test.__name__ = test.__qualname__ = f"test_{check}"
+    test.__doc__ = f"Rule: {CHECKS[check].title} ({CHECKS[check].link})."
+    return test
 
-    def test_chains(self) -> None:
-        self._check("chains")
 
-    def test_non_blocking(self) -> None:
-        self._check("non_blocking")
-
-    def test_retry_injection(self) -> None:
-        self._check("retry_injection")
-
-    def test_state_keys(self) -> None:
-        self._check("state_keys")
-
-    def test_on_error(self) -> None:
-        self._check("on_error")
-
-    def test_resume(self) -> None:
-        self._check("resume")
+for _check in CHECKS:  # one test per check, named after it (`test_non_blocking`, ...)
+    setattr(PluginConformance, f"test_{_check}", _test_method(_check))
 
 
 def run_conformance(cls: type[PluginConformance], checks: Sequence[str] = tuple(CHECKS),

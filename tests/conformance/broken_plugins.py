@@ -10,36 +10,22 @@ from antler.testing import PluginConformance
 from tests.conformance.samples import SAMPLES
 
 
-class BlockingHookConformance(PluginConformance):
-    plugin = "blocking_hook"
-    extra_plugins = SAMPLES
+def _conformance(plugin: str) -> type[PluginConformance]:
+    name = "".join(part.title() for part in plugin.split("_")) + "Conformance"
+    return type(name, (PluginConformance,), {
+        "plugin": plugin, "extra_plugins": SAMPLES, "__module__": __name__,
+        "__qualname__": name, "__doc__": f"The battery for the broken sample {plugin!r}."})
 
 
-class MismatchedHookConformance(PluginConformance):
-    plugin = "mismatched_hook"
-    extra_plugins = SAMPLES
+BROKEN: dict[str, type[PluginConformance]] = {
+    check: _conformance(plugin) for check, plugin in {
+        "non_blocking": "blocking_hook",
+        "sync_async": "mismatched_hook",
+        "retry_injection": "lossy_injection",
+        "state_keys": "colliding_key",
+        "manifest": "undeclared_hooks",
+        "resume": "forgetful_counter",
+    }.items()}
+"""The check each broken sample must fail (and no other), to its conformance class."""
 
-
-class LossyInjectionConformance(PluginConformance):
-    plugin = "lossy_injection"
-    extra_plugins = SAMPLES
-
-
-class CollidingKeyConformance(PluginConformance):
-    plugin = "colliding_key"
-    extra_plugins = SAMPLES
-
-
-class UndeclaredHooksConformance(PluginConformance):
-    plugin = "undeclared_hooks"
-    extra_plugins = SAMPLES
-
-
-BROKEN = {
-    "non_blocking": BlockingHookConformance,
-    "sync_async": MismatchedHookConformance,
-    "retry_injection": LossyInjectionConformance,
-    "state_keys": CollidingKeyConformance,
-    "manifest": UndeclaredHooksConformance,
-}
-"""The check each broken sample must fail (and no other)."""
+globals().update({cls.__name__: cls for cls in BROKEN.values()})

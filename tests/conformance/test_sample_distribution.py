@@ -23,7 +23,8 @@ class TestAcmeNotesConformance(PluginConformance):
     plugin = "acme_notes"
 
     @pytest.fixture(autouse=True, scope="class")
-    def _installed(self, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    @classmethod
+    def _installed(cls, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         """The distribution on `sys.path` for this class only, found through its entry point."""
         with pytest.MonkeyPatch.context() as patch:
             isolate_entry_points(patch, tmp_path_factory.mktemp("entry-point-cache"))

@@ -105,6 +105,34 @@ class UndeclaredHooks(Sample):
         return None
 
 
+class ForgetfulState(AgentState[Any]):
+    forgetful_counter_calls: NotRequired[int]
+
+
+class ForgetfulCounter(Sample):
+    """Counts model calls per thread in memory, not in state (rule: resume).
+
+    After a restart the count starts again from nothing.
+    """
+
+    state_schema = ForgetfulState
+
+    def __init__(self, context: Any = None) -> None:
+        super().__init__()
+        self.calls: dict[Any, int] = {}
+
+    def _count(self, runtime: Any) -> dict[str, Any]:
+        key = run_key(runtime)[0]
+        self.calls[key] = self.calls.get(key, 0) + 1
+        return {"forgetful_counter_calls": self.calls[key]}
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any]:
+        return self._count(runtime)
+
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any]:
+        return self._count(runtime)
+
+
 def _spec(name: str, cls: type, hooks: list[str]) -> PluginSpec:
     # Lead chain only: the rule each breaks does not depend on the chain.
     return PluginSpec(name=name, factory=f"{__name__}:{cls.__name__}", enabled="off",
@@ -119,6 +147,7 @@ SPECS = [
     _spec("lossy_injection", LossyInjection, ["wrap_model_call"]),
     _spec("colliding_key", CollidingKey, ["before_model"]),
     _spec("undeclared_hooks", UndeclaredHooks, ["before_model", "after_model"]),
+    _spec("forgetful_counter", ForgetfulCounter, ["before_model"]),
 ]
 """Each sample's spec; the rule it breaks is in its class docstring."""
 
