@@ -593,7 +593,7 @@ class Setup:
     """Everything that decides the graphs of a battery, minus how each run is wired."""
 
     config: str
-    runtime: tuple[tuple[str, Any], ...]
+    runtime: str
     message: str
     scenario_key: str
     registry_key: tuple[Any, ...]
@@ -625,7 +625,7 @@ class Battery:
         self.spec = self._spec()
         self.runtime_options = self._runtime_options()
         self.config_text = self._config_text()
-        self.setup = Setup(self.config_text, tuple(sorted(self.runtime_options.items())),
+        self.setup = Setup(self.config_text, repr(sorted(self.runtime_options.items())),
                            owner.message, repr(self.scenario), self.registry_key)
 
     # -- what the class configures ------------------------------------------------------
