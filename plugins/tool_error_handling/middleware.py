@@ -8,8 +8,9 @@ Hooks
       characters. Its ``antler_tool_meta`` is classified from the exception's
       text (`classify_error_text`) with ``source: exception``, replacing any
       stamp. The run goes on; the model decides what to do next;
-    * `GraphBubbleUp` (interrupts, a parent's `Command`) and cancellation
-      (`asyncio.CancelledError`, `KeyboardInterrupt`: not `Exception`s)
+    * `GraphBubbleUp` (interrupts, a parent's `Command`), cancellation
+      (`asyncio.CancelledError`, `KeyboardInterrupt`: not `Exception`s) and an
+      inner plugin's `PluginHookError` (its `on_error: fail` stops the run)
       propagate untouched;
     * every `ToolMessage` result, also inside a `Command`'s ``messages``
       update, gets the metadata once (`result_meta`: error, partial success or
@@ -58,6 +59,7 @@ from antler.contracts.toolmeta import (
     result_meta,
     with_tool_meta,
 )
+from antler.errors import PluginHookError
 from antler.plugin_api.context import BuildContext
 
 __all__ = ["MAX_DETAIL_CHARS", "ToolErrorHandlingMiddleware", "build", "error_message"]
@@ -119,7 +121,7 @@ class ToolErrorHandlingMiddleware(AgentMiddleware):
                        handler: Callable[[ToolCallRequest], Result]) -> Result:
         try:
             result = handler(request)
-        except GraphBubbleUp:
+        except (GraphBubbleUp, PluginHookError):
             raise
         except Exception as exc:
             return self._failed(request, exc)
@@ -130,7 +132,7 @@ class ToolErrorHandlingMiddleware(AgentMiddleware):
                               ) -> Result:
         try:
             result = await handler(request)
-        except GraphBubbleUp:
+        except (GraphBubbleUp, PluginHookError):
             raise
         except Exception as exc:
             return self._failed(request, exc)

@@ -15,6 +15,7 @@ from langgraph.errors import GraphInterrupt
 from langgraph.types import Command, Interrupt, interrupt
 
 from antler.contracts.toolmeta import TOOL_META_KEY, result_meta, tool_meta
+from antler.errors import PluginHookError
 from antler.plugins.tool_error_handling.middleware import (
     MAX_DETAIL_CHARS,
     ToolErrorHandlingMiddleware,
@@ -143,6 +144,23 @@ def test_graph_bubble_ups_and_cancellation_are_never_turned_into_results():
 
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(middleware.awrap_tool_call(request, cancelled))
+
+
+def test_an_inner_plugins_failure_under_on_error_fail_stops_the_run():
+    """A gate inside it whose policy is `fail` stops the run, as docs/plugins.md says."""
+    middleware = ToolErrorHandlingMiddleware()
+    request = type("Request", (), {"tool_call": {"name": "t", "id": "c1", "args": {}}})()
+    failure = PluginHookError("plugin 'gate' failed in wrap_tool_call: ValueError: bad",
+                              plugin="gate", hook="wrap_tool_call")
+    with pytest.raises(PluginHookError) as raised:
+        middleware.wrap_tool_call(request, raising(failure))
+    assert raised.value is failure
+
+    async def failing(_request: Any) -> Any:
+        raise failure
+
+    with pytest.raises(PluginHookError):
+        asyncio.run(middleware.awrap_tool_call(request, failing))
 
 
 # -- stamping results ------------------------------------------------------------------------------

@@ -28,6 +28,10 @@ Fixtures:
     `ChainPlan` (nothing imported) or the `BuiltChain` (middlewares
     instantiated). They use `antler_registry` unless given `registry=`.
 
+The conformance battery, `PluginConformance`: subclass it naming your plugin and
+pytest runs every rule of docs/plugins.md section 4 against it through real
+graphs (see `antler.testing.conformance`).
+
 Assertions, importable from this module: `assert_before(plan, a, b)`,
 `assert_adjacent(plan, a, b)` and `assert_in_slot(plan, name, slot)`. On
 failure they print the chain and `plan.explain(...)` of the plugins involved.
@@ -73,6 +77,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .conformance import PluginConformance
+
 if TYPE_CHECKING:
     from antler.chain import BuiltChain, ChainPlan
     from antler.chain.config import OperatorConfig
@@ -81,6 +87,7 @@ if TYPE_CHECKING:
     from antler.plugin_api.registry import PluginRegistry
 
 __all__ = [
+    "PluginConformance",
     "assert_adjacent",
     "assert_before",
     "assert_in_slot",

@@ -1,0 +1,69 @@
+"""NotesMiddleware: a well-behaved third-party middleware.
+
+Hooks
+    `before_model` records how many messages the model is about to see
+    (`acme_notes_seen`); `wrap_model_call` adds a hidden note counting the
+    tool results; `wrap_tool_call` passes every call through and keeps the
+    result it got.
+
+Where it sits and why
+    The extension slot (no ordering): it needs nothing before it.
+
+Configuration
+    `acme_notes: {prefix: "Acme note"}`.
+
+Example
+    After one tool result the model reads "Acme note: 1 tool result(s) so far.".
+"""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired
+
+from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain_core.messages import HumanMessage, ToolMessage
+
+from antler.contracts.messages import hidden_marker
+
+
+class NotesState(AgentState[Any]):
+    acme_notes_seen: NotRequired[int]
+
+
+class NotesMiddleware(AgentMiddleware):
+    state_schema = NotesState
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def _seen(self, state: Any) -> dict[str, Any]:
+        return {"acme_notes_seen": len(state["messages"])}
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any]:
+        return self._seen(state)
+
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any]:
+        return self._seen(state)
+
+    def _noted(self, request: Any) -> Any:
+        results = sum(isinstance(m, ToolMessage) for m in request.messages)
+        note = HumanMessage(f"{self.prefix}: {results} tool result(s) so far.",
+                            additional_kwargs=hidden_marker("acme_notes"))
+        return request.override(messages=[*request.messages, note])
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        return handler(self._noted(request))
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        return await handler(self._noted(request))
+
+    def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+        return handler(request)
+
+    async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+        return await handler(request)
+
+
+def build(context: Any) -> NotesMiddleware:
+    return NotesMiddleware(prefix=context.config.prefix)

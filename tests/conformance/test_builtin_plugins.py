@@ -1,0 +1,81 @@
+"""Every plugin Antler ships (built-ins and contrib) runs the conformance battery.
+
+One `PluginConformance` class per plugin, generated from the installed
+registry: a plugin added later is covered without touching this file. An
+optional plugin is switched on with the settings `examples/all-optional.yaml`
+gives its section (or `SETTINGS`, for those that need some and have none
+there). A check a plugin genuinely fails is skipped by name in
+`KNOWN_FAILURES`, with the reason.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from antler.plugin_api.registry import BUILTIN_DISTRIBUTION, discover
+from antler.testing import PluginConformance
+from antler.testing.conformance import CHECKS
+
+ALL_OPTIONAL: dict[str, Any] = yaml.safe_load(
+    resources.files("antler").joinpath("examples/all-optional.yaml").read_text("utf-8"))
+
+SETTINGS: dict[str, dict[str, Any]] = {
+    "model_call_limit": {"run_limit": 10},
+    "tool_call_limit": {"run_limit": 10},
+    "model_fallback": {"models": ["scripted"]},
+    "human_in_the_loop": {"interrupt_on": {"bash": True}},  # the scenario never calls bash
+    "model_retry": {"initial_delay": 0, "jitter": False},
+    "tool_retry": {"initial_delay": 0, "jitter": False},
+}
+"""Settings for plugins that need some to run and have none in all-optional.yaml."""
+
+_SELECTOR = ("it asks a selection model for structured output (a 'tools' list), which the "
+             "battery's scripted model does not give")
+KNOWN_FAILURES: dict[str, dict[str, str]] = {
+    "llm_tool_selector": {check: _SELECTOR for check in CHECKS},
+    "pii": {"sync_async": "LangChain's PIIMiddleware: its hooks run differently under "
+                          "ainvoke than under invoke (LangChain's own async forms)"},
+    "human_in_the_loop": {"sync_async": "LangChain's HumanInTheLoopMiddleware: its hooks run "
+                                        "differently under ainvoke than under invoke"},
+    "model_call_limit": {
+        "sync_async": "LangChain's ModelCallLimitMiddleware: its hooks run differently under "
+                      "ainvoke than under invoke",
+        "resume": "LangChain keeps `run_model_call_count` as run-scoped state, which starts "
+                  "again when a stopped run resumes"},
+    "tool_call_limit": {"sync_async": "LangChain's ToolCallLimitMiddleware: its async "
+                                      "after_model writes the counts, the sync one nothing"},
+    "model_fallback": {"retry_injection": "it answers any failed call from its fallback model "
+                                          "(its job), so no failure reaches the outer retrier"},
+    "todo": {"state_keys": "`todos` is the key of LangChain's TodoListMiddleware, which the "
+                           "plugin builds on and whose write_todos tool writes it"},
+    "uploads": {"state_keys": "`uploaded_files` is DeerFlow's key for the turn's uploads, "
+                              "kept so its clients read the same state"},
+}
+"""plugin -> {check: why it is skipped}."""
+
+
+def conformance_class(name: str, section: str) -> type[PluginConformance]:
+    """The conformance class of the built-in plugin `name`, configured by `section`."""
+    title = "".join(part.title() for part in name.split("_"))
+    class_name = f"Test{title}Conformance"
+    settings = {**(ALL_OPTIONAL.get(section) or {}), **SETTINGS.get(name, {})}
+    settings.pop("enabled", None)  # the battery switches the plugin on where it is off
+    return type(class_name, (PluginConformance,), {
+        "plugin": name, "config": settings, "skip_checks": KNOWN_FAILURES.get(name, {}),
+        "__module__": __name__, "__qualname__": class_name,
+        "__doc__": f"The conformance battery for the built-in plugin {name!r}."})
+
+
+def _builtin_specs() -> list[Any]:
+    registry = discover()
+    return [spec for name, spec in sorted(registry.specs.items())
+            if (source := registry.sources.get(name)) is not None
+            and source.distribution == BUILTIN_DISTRIBUTION]
+
+
+for _spec in _builtin_specs():
+    _cls = conformance_class(_spec.name, _spec.section)
+    globals()[_cls.__name__] = _cls
