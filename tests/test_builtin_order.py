@@ -42,6 +42,7 @@ SEED_ORDER = [
     "dynamic_context",             # 000 #14 (lead only)
     "skill_activation",            # 000 #15
     "skill_tool_policy",           # 000 #16
+    "durable_context",             # 000 #17
     "summarization",               # 000 #18
     "context_editing",             # contrib: clears old tool results after summarization
     "llm_tool_selector",           # contrib: picks tools among those the skill policy left
