@@ -10,13 +10,15 @@ produced, before the tools node dispatches any of its calls:
 * **Total per run.** At most `max_total_per_run` `task` calls (config, default
   6, clamped to 1-50) are dispatched in one run. A run may override the total
   with the run-context attribute `max_total_subagents` (an int, clamped the
-  same way; server-owned, like everything in `RunContext`). Dispatched calls
-  are recorded in the `subagent_dispatches` state channel, tagged with the run
-  id, so a run cannot launch legal-sized batch after batch forever, while the
-  next user turn (a new run) starts with a fresh budget. The ledger lives
-  outside `messages`, so summarization compacting the history cannot reset it;
-  it records call ids, so re-running the hook on the same message cannot count
-  a call twice.
+  same way; server-owned, like everything in `RunContext`). The calls a run
+  dispatched are counted from the ``delegations`` channel that durable_context
+  keeps (`antler.contracts.durable`), whose entries carry the id of the run
+  that dispatched them, so a run cannot launch legal-sized batch after batch
+  forever, while the next user turn (a new run) starts with a fresh budget.
+  The record lives outside `messages`, so summarization compacting the history
+  cannot reset it; the calls of the message being judged are not counted as
+  earlier ones, so re-running the hook on the same message cannot count a
+  call twice.
 
 When the total cap refuses calls, a visible note is appended to the message
 content so the run can close with what it has rather than end on an empty
@@ -30,20 +32,29 @@ Where it sits: after `view_image` and before `@guards_end`, as seed 003's
 layer 10 and seed 000's position 27. It only has an `after_model` hook, and
 those run in reverse chain order: the guards and the tail placed after it
 (loop detection, token budget, safety) judge the response as the model wrote
-it, and the plugins placed before it (title, memory) see the truncated message
-that is actually dispatched. Nothing it does touches a `before_model` hook.
+it, and the plugins placed before it (title, memory, durable_context) see the
+truncated message that is actually dispatched, so only the calls that run are
+recorded as delegations. Nothing it does touches a `before_model` hook.
+
+Configuration (`subagents:`): `max_concurrent` (3), `max_total_per_run` (6).
+
+Example::
+
+    subagents:
+      max_concurrent: 2
+      max_total_per_run: 4
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Annotated, Any, NotRequired, TypedDict
+from collections.abc import Mapping
+from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
-from langchain.agents.middleware.types import PrivateStateAttr
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.messages import AIMessage
 
+from antler.contracts.durable import DurableState, run_delegations
 from antler.contracts.messages import strip_tool_calls
 from antler.contracts.stop_reason import StopReasonState, record_stop_reason
 from antler.plugin_api.context import BuildContext
@@ -52,10 +63,8 @@ from antler.runtime.runcontext import run_context, run_id_of
 from .config import MAX_TOTAL_RANGE, SubagentsConfig, clamp
 
 __all__ = [
-    "LEDGER_KEY",
     "RUN_TOTAL_ATTRIBUTE",
     "TASK_TOOL",
-    "SubagentLedger",
     "SubagentLimitMiddleware",
     "SubagentLimitState",
     "build",
@@ -67,24 +76,12 @@ logger = logging.getLogger(__name__)
 TASK_TOOL = "task"
 """The delegation tool whose calls are limited."""
 
-LEDGER_KEY = "subagent_dispatches"
-"""State channel holding the current run's dispatched `task` call ids."""
-
 RUN_TOTAL_ATTRIBUTE = "max_total_subagents"
 """`RunContext.attributes` key that overrides `max_total_per_run` for one run."""
 
 
-class SubagentLedger(TypedDict):
-    """The `task` calls one run has dispatched."""
-
-    run: str
-    task_call_ids: list[str]
-
-
-class SubagentLimitState(StopReasonState):
-    """State added by the subagent limit: the per-run ledger, private to the graph."""
-
-    subagent_dispatches: NotRequired[Annotated[SubagentLedger | None, PrivateStateAttr]]
+class SubagentLimitState(StopReasonState, DurableState):
+    """State the subagent limit reads (the delegations) and writes (the stop reason)."""
 
 
 def limit_note(limit: int, refused: int) -> str:
@@ -122,7 +119,7 @@ class SubagentLimitMiddleware(AgentMiddleware[SubagentLimitState, Any, Any]):
         return self.limit(state, runtime)
 
     def limit(self, state: SubagentLimitState, runtime: Any) -> dict[str, Any] | None:
-        """The `after_model` update: the edited message and the run's ledger, if changed."""
+        """The `after_model` update: the edited message (and the stop reason), if any."""
         messages = state.get("messages") or []
         if not messages or not isinstance(messages[-1], AIMessage):
             return None
@@ -132,34 +129,25 @@ class SubagentLimitMiddleware(AgentMiddleware[SubagentLimitState, Any, Any]):
         if not positions:
             return None
 
-        run = self.run_key(messages, runtime)
-        ledger = state.get(LEDGER_KEY)
-        recorded: list[str] = []
-        if isinstance(ledger, Mapping) and ledger.get("run") == run:
-            recorded = [str(i) for i in ledger.get("task_call_ids") or ()]
         ids = [_call_id(message, i, calls[i]) for i in positions]
-        earlier = [call_id for call_id in recorded if call_id not in ids]
+        earlier = [entry for entry in run_delegations(state, run_id_of(runtime))
+                   if str(entry.get("id")) not in ids]
         total = self.total_limit(runtime)
         budget = max(total - len(earlier), 0)
         kept = positions[:min(self.max_concurrent, budget)]
         dropped = positions[len(kept):]
         refused_by_cap = budget < min(len(positions), self.max_concurrent)
-
-        new_ledger: SubagentLedger = {
-            "run": run, "task_call_ids": earlier + [_call_id(message, i, calls[i]) for i in kept]}
-        update: dict[str, Any] = {}
-        if new_ledger != ledger:
-            update[LEDGER_KEY] = new_ledger
-        if dropped:
-            logger.info("subagent limit: dropping %d of %d task calls (concurrency %d, run "
-                        "total %d/%d)", len(dropped), len(positions), self.max_concurrent,
-                        len(earlier), total)
-            note = limit_note(total, len(dropped)) if refused_by_cap else None
-            update["messages"] = [strip_tool_calls(message, set(dropped), note)]
-            if refused_by_cap:
-                update.update(record_stop_reason("subagent_limit_capped", runtime,
-                                                 detail=f"{total} per run"))
-        return update or None
+        if not dropped:
+            return None
+        logger.info("subagent limit: dropping %d of %d task calls (concurrency %d, run "
+                    "total %d/%d)", len(dropped), len(positions), self.max_concurrent,
+                    len(earlier), total)
+        note = limit_note(total, len(dropped)) if refused_by_cap else None
+        update: dict[str, Any] = {"messages": [strip_tool_calls(message, set(dropped), note)]}
+        if refused_by_cap:
+            update.update(record_stop_reason("subagent_limit_capped", runtime,
+                                             detail=f"{total} per run"))
+        return update
 
     def total_limit(self, runtime: Any) -> int:
         """The run's total cap: the run-context override if valid, else the config."""
@@ -170,19 +158,6 @@ class SubagentLimitMiddleware(AgentMiddleware[SubagentLimitState, Any, Any]):
             logger.warning("ignoring run attribute %s=%r: not an integer", RUN_TOTAL_ATTRIBUTE,
                            override)
         return self.max_total_per_run
-
-    @staticmethod
-    def run_key(messages: Sequence[AnyMessage], runtime: Any) -> str:
-        """What the ledger is tagged with: the run id.
-
-        Antler's agents always run with a run id. A bare graph invoked without one
-        falls back to the latest human message, i.e. "since the user last spoke".
-        """
-        run_id = run_id_of(runtime)
-        if run_id:
-            return f"run:{run_id}"
-        human = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
-        return f"message:{human.id}" if human is not None and human.id else "unknown"
 
 
 def _call_id(message: AIMessage, position: int, call: Mapping[str, Any]) -> str:

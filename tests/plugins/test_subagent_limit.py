@@ -18,7 +18,6 @@ from antler.plugin_api.context import RuntimeOptions
 from antler.plugin_api.registry import discover
 from antler.plugins.subagent_limit.config import SubagentsConfig
 from antler.plugins.subagent_limit.middleware import (
-    LEDGER_KEY,
     RUN_TOTAL_ATTRIBUTE,
     SubagentLimitMiddleware,
     limit_note,
@@ -89,7 +88,7 @@ def test_excess_task_calls_are_dropped_keeping_the_first_and_other_tools():
     assert edited.id == "ai-1"
     assert [c["id"] for c in edited.tool_calls] == ["c0", "c1", "c2", "c4"]
     assert edited.content == "Delegating."  # concurrency alone adds no note
-    assert update[LEDGER_KEY] == {"run": "run:run-1", "task_call_ids": ["c0", "c2"]}
+    assert set(update) == {"messages"}  # durable_context records what is dispatched
 
 
 def test_nothing_changes_within_the_limits():
@@ -98,8 +97,7 @@ def test_nothing_changes_within_the_limits():
     message = AIMessage("", id="a", tool_calls=calls("bash", "bash", "bash", "bash"))
     assert middleware.after_model({"messages": [message]}, FakeRuntime()) is None
     within = AIMessage("", id="a", tool_calls=calls("task", "task"))
-    update = middleware.after_model({"messages": [within]}, FakeRuntime())
-    assert "messages" not in update  # only the ledger records the two dispatches
+    assert middleware.after_model({"messages": [within]}, FakeRuntime()) is None
 
 
 def test_raw_provider_payloads_of_dropped_calls_are_removed_too():
@@ -130,44 +128,51 @@ def test_raw_payloads_without_ids_are_matched_by_position():
     assert edited.additional_kwargs["tool_calls"] == [raw[0]]
 
 
+def dispatched(*ids: str, run_id: str = "run-1") -> list[dict[str, Any]]:
+    """`delegations` entries, as durable_context records them, of `task` calls `ids`."""
+    return [{"id": i, "description": i, "status": "completed", "run_id": run_id} for i in ids]
+
+
 def test_an_exhausted_budget_strips_tasks_stops_and_says_so():
     middleware = SubagentLimitMiddleware(max_concurrent=3, max_total_per_run=4)
-    ledger = {"run": "run:run-1", "task_call_ids": ["x1", "x2", "x3", "x4"]}
+    ledger = dispatched("x1", "x2", "x3", "x4")
     message = AIMessage("", id="ai-2", tool_calls=calls("task", "task"),
                         response_metadata={"finish_reason": "tool_calls", "model": "m"},
                         additional_kwargs={"tool_calls": [{"id": "c0"}, {"id": "c1"}]})
-    update = middleware.after_model({"messages": [message], LEDGER_KEY: ledger}, FakeRuntime())
+    update = middleware.after_model({"messages": [message], "delegations": ledger}, FakeRuntime())
     [edited] = update["messages"]
     assert edited.tool_calls == []
     assert "tool_calls" not in edited.additional_kwargs
     assert edited.response_metadata == {"finish_reason": "stop", "model": "m"}
     assert edited.content == limit_note(4, 2)
     assert "at most 4 subagent tasks, so 2 more tasks were not started" in edited.content
-    assert LEDGER_KEY not in update  # nothing new was dispatched
+    assert update["antler_stop_reason"]["reason"] == "subagent_limit_capped"
 
 
 def test_a_partly_spent_budget_keeps_what_fits_and_notes_the_rest():
     middleware = SubagentLimitMiddleware(max_concurrent=3, max_total_per_run=4)
-    ledger = {"run": "run:run-1", "task_call_ids": ["x1", "x2", "x3"]}
+    ledger = dispatched("x1", "x2", "x3")
     message = AIMessage("Next batch.", id="a", tool_calls=calls("task", "task", "task"))
-    update = middleware.after_model({"messages": [message], LEDGER_KEY: ledger}, FakeRuntime())
+    update = middleware.after_model({"messages": [message], "delegations": ledger}, FakeRuntime())
     [edited] = update["messages"]
     assert [c["id"] for c in edited.tool_calls] == ["c0"]
     assert edited.content == "Next batch.\n\n" + limit_note(4, 2)
     assert "finish_reason" not in edited.response_metadata  # a call is still pending
-    assert update[LEDGER_KEY]["task_call_ids"] == ["x1", "x2", "x3", "c0"]
 
 
 def test_a_new_run_gets_a_fresh_budget_and_reentry_does_not_double_count():
     middleware = SubagentLimitMiddleware(max_concurrent=3, max_total_per_run=3)
-    spent = {"run": "run:old", "task_call_ids": ["x1", "x2", "x3"]}
     message = AIMessage("", id="a", tool_calls=calls("task", "task"))
-    update = middleware.after_model({"messages": [message], LEDGER_KEY: spent}, FakeRuntime())
-    assert update == {LEDGER_KEY: {"run": "run:run-1", "task_call_ids": ["c0", "c1"]}}
-    # The same hook running again on the same message changes nothing.
-    state = {"messages": [message], LEDGER_KEY: update[LEDGER_KEY]}
+    spent = {"messages": [message], "delegations": dispatched("x1", "x2", "x3", run_id="old")}
+    assert middleware.after_model(spent, FakeRuntime()) is None
+    # The hook running again once this message's calls are recorded changes nothing.
+    state = {"messages": [message], "delegations": dispatched("x1", "c0", "c1")}
     assert middleware.after_model(state, FakeRuntime()) is None
     assert asyncio.run(middleware.aafter_model(state, FakeRuntime())) is None
+    # ... while a third earlier call of this run leaves room for none of them.
+    state["delegations"] = dispatched("x1", "x2", "x3", "c0")
+    [edited] = middleware.after_model(state, FakeRuntime())["messages"]
+    assert [c["id"] for c in edited.tool_calls] == []
 
 
 def test_the_run_context_attribute_overrides_the_total_clamped():
@@ -177,13 +182,6 @@ def test_the_run_context_attribute_overrides_the_total_clamped():
     assert middleware.total_limit(FakeRuntime(**{RUN_TOTAL_ATTRIBUTE: 0})) == 1
     for ignored in ("2", True, 2.0, None):
         assert middleware.total_limit(FakeRuntime(**{RUN_TOTAL_ATTRIBUTE: ignored})) == 6
-
-
-def test_without_a_run_id_the_budget_runs_since_the_last_user_message():
-    key = SubagentLimitMiddleware.run_key
-    history = [HumanMessage("a", id="h1"), AIMessage("b", id="x")]
-    assert key(history, FakeRuntime(run_id=None)) == "message:h1"
-    assert key(history, FakeRuntime(run_id="r")) == "run:r"
 
 
 # -- in a real graph -----------------------------------------------------------------------
