@@ -21,5 +21,7 @@ Each module is one agreement between plugins that never import each other:
   the token_usage plugin records and `antler run` prints;
 - `serverkeys`: the ``additional_kwargs`` keys only the server may write (the
   core's, merged with every plugin's ``server_owned_keys``), stripped from
-  caller input, and the channel recording which messages a run received.
+  caller input, and the channel recording which messages a run received;
+- `durable`: the thread's record of `task` delegations and loaded skills,
+  kept outside `messages` by durable_context, read by subagent_limit.
 """

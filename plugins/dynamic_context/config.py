@@ -11,8 +11,8 @@ class DynamicContextConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool | None = Field(
-        None, description="Inject the date (and memory) reminder; also turns on the "
-        "subagents' date context (off by default for now).")
+        None, description="Inject the date (and memory) reminder (on by default); false "
+        "also turns off the subagents' date context.")
     memory: bool = Field(
         True, description="Also inject the user's memory facts on the run's first turn.")
     memory_max_chars: int = Field(
