@@ -192,10 +192,11 @@ def test_the_section_is_validated(tmp_path):
         parse_config("dynamic_context: {timeout: 1}", registry)
 
 
-def test_off_by_default_and_one_switch_turns_on_both_chains(tmp_path):
+def test_on_by_default_and_one_switch_turns_off_both_chains(tmp_path):
     for chain, name in (("lead", "dynamic_context"), ("subagent", "subagent_date_context")):
-        off, _ = make_agent(tmp_path, ["ok"], chain=chain)
-        on, _ = make_agent(tmp_path, ["ok"], ON, chain=chain)
+        on, _ = make_agent(tmp_path, ["ok"], chain=chain)
+        off, _ = make_agent(tmp_path, ["ok"], "dynamic_context: {enabled: false}\n",
+                            chain=chain)
         with off, on:
             assert name not in off.chain.names and name in on.chain.names
 
