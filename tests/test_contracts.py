@@ -413,5 +413,7 @@ def test_prompt_sections_of_participating_plugins_reach_the_system_prompt(
     assert isinstance(system, SystemMessage)
     system = system.content
     assert system.startswith("You are a helpful agent.")
-    assert system.endswith("\n\n<skills>s</skills> (lead)")
+    # The static prompt ends with the section; the per-turn date reminder is merged after it.
+    static, _, reminder = system.partition("\n\n<system-reminder>")
+    assert static.endswith("\n\n<skills>s</skills> (lead)") and "<current_date>" in reminder
     assert "<sub>" not in system  # its plugin does not take part in the lead chain

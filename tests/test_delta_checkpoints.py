@@ -25,7 +25,9 @@ from antler.runtime.agent import CHECKPOINT_FILENAME, create_agent
 from antler.runtime.channels import folding, use_delta_channels
 from antler.runtime.models import ScriptedChatModel
 
-QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"
+QUIET = ("title: {enabled: false}\nmemory: {enabled: false}\n"
+         # The script places the summary call by message count; the date reminder is one more.
+         "dynamic_context: {enabled: false}\n")
 SUMMARIZE = ("summarization:\n  enabled: true\n  trigger: [{type: messages, value: 12}]\n"
              "  keep: {type: messages, value: 4}\n")
 

@@ -32,6 +32,11 @@ def checkpoints(home: Path, thread: str) -> int:
                                   (thread,)).fetchone()[0]
 
 
+def conversation(shown: dict[str, Any]) -> list[str]:
+    """The user's and the model's messages; `show` also lists the hidden date reminder."""
+    return [m["content"] for m in shown["messages"] if m["type"] != "system"]
+
+
 def test_list_show_prune_and_delete(tmp_path):
     home = tmp_path / "home"
     for n in range(3):
@@ -50,7 +55,7 @@ def test_list_show_prune_and_delete(tmp_path):
     code, out, err = run("threads", "show", "t1", "--home", home, "--json")
     assert code == 0, err
     shown = json.loads(out)
-    assert [m["content"] for m in shown["messages"]] == [
+    assert conversation(shown) == [
         "question 0", "answer 0", "question 1", "answer 1", "question 2", "answer 2"]
     code, _out, err = run("threads", "show", "t1", "--home", home, "--user", "bob")
     assert code == 1 and "belongs to another user" in err
@@ -61,7 +66,7 @@ def test_list_show_prune_and_delete(tmp_path):
     assert checkpoints(home, "t1") == checkpoints(home, "t2") == 2
     turn(tmp_path, home, "t1", "alice", "question 3", "answer 3")  # still resumes
     code, out, _err = run("threads", "show", "t1", "--home", home, "--json")
-    assert [m["content"] for m in json.loads(out)["messages"]][-4:] == [
+    assert conversation(json.loads(out))[-4:] == [
         "question 2", "answer 2", "question 3", "answer 3"]
 
     code, _out, err = run("threads", "delete", "t2", "--home", home, "--user", "alice")

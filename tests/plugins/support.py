@@ -7,6 +7,7 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 
+from antler.contracts.messages import is_hidden
 from antler.plugin_api.context import MEMORY_MODEL, TITLE_MODEL
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
@@ -53,3 +54,9 @@ class RetryOnce(AgentMiddleware):
         except self.errors:
             self.failures += 1
             return await handler(request)
+
+
+def visible(messages: list[Any]) -> list[Any]:
+    """The conversation without the server's hidden messages (dynamic_context's date
+    reminder and memory block, which sit among the messages since it is on by default)."""
+    return [m for m in messages if not is_hidden(m)]
