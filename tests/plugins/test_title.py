@@ -37,6 +37,7 @@ from antler.plugins.title.middleware import (
 )
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
+from tests.plugins.support import visible
 
 QUIET = "memory: {enabled: false}\n"
 LONG_QUESTION = ("Could you help me plan a two week cycling trip through Portugal and Spain "
@@ -73,7 +74,7 @@ def test_title_is_generated_once_after_the_first_exchange(tmp_path, registry):
     prompt = titler.calls[0][-1].text
     assert "Plan my weekend in Lisbon" in prompt and "Here is a plan for Lisbon." in prompt
     # The title call is not an agent message.
-    assert [m.text for m in second["messages"]] == [
+    assert [m.text for m in visible(second["messages"])] == [
         "Plan my weekend in Lisbon", "Here is a plan for Lisbon.", "Thanks!", "You're welcome.",
     ]
 
@@ -98,7 +99,8 @@ def test_the_agent_scripted_model_answers_titles_from_its_title_script(tmp_path,
         state = agent.invoke("Say hello in French", thread_id="t1")
     assert state["title"] == "Greeting in French"
     assert model.position == 1  # the title call took none of the agent's turns
-    assert [m.text for m in state["messages"]] == ["Say hello in French", "Bonjour !"]
+    assert [m.text for m in visible(state["messages"])] == ["Say hello in French",
+                                                            "Bonjour !"]
 
 
 def _raise(_messages):

@@ -26,7 +26,9 @@ from antler.plugins.todo.middleware import (
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
 
-QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"
+QUIET = ("title: {enabled: false}\nmemory: {enabled: false}\n"
+         # Summarization is scripted by message count; the date reminder would be one more.
+         "dynamic_context: {enabled: false}\n")
 SUMMARIZE_AT_8_KEEP_2 = (
     "summarization:\n  enabled: true\n  trigger: [{type: messages, value: 8}]\n"
     "  keep: {type: messages, value: 2}\n"
