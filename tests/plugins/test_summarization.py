@@ -23,7 +23,9 @@ from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
 
 # Title and memory would also call the scripted model; they have their own tests.
-QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"
+QUIET = ("title: {enabled: false}\nmemory: {enabled: false}\n"
+         # The triggers count messages; the date reminder would be one more.
+         "dynamic_context: {enabled: false}\n")
 SUMMARIZE_AT_4_KEEP_2 = (
     "summarization:\n  enabled: true\n  trigger: [{type: messages, value: 4}]\n"
     "  keep: {type: messages, value: 2}\n"
