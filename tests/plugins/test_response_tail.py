@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.channels.binop import BinaryOperatorAggregate
 
 from antler.contracts.messages import (
+    HIDDEN_KEY,
     is_hidden,
     provider_field,
     provider_text,
@@ -30,6 +31,7 @@ from antler.plugins.loop_detection.middleware import WARNING_NAME
 from antler.plugins.terminal_response.middleware import RECOVERY_NAME
 from antler.runtime.models import ScriptedChatModel
 
+from .support import visible
 from .tail_support import MODES, FakeRuntime, Tools, call, make_agent, named, run, tool_results
 
 LOOP = call("lookup", query="the same page")
@@ -65,9 +67,11 @@ def test_warning_stop_empty_reply_and_length_cap_in_one_run(tmp_path, mode, use_
     # The final answer is the cut one, unchanged, and the run says why it ended.
     final = state["messages"][-1]
     assert final.content == "The page says that the answer is"
-    assert [type(m).__name__ for m in state["messages"]] == \
+    assert [type(m).__name__ for m in visible(state["messages"])] == \
         ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage"]
-    assert not any(is_hidden(m) for m in state["messages"])
+    # The hints were request-only: the one hidden message kept is the date reminder.
+    assert [m.additional_kwargs[HIDDEN_KEY]["source"] for m in state["messages"]
+            if is_hidden(m)] == ["dynamic_context"]
     recorded = stop_reason_of(state, "r1")
     assert recorded["reason"] == "model_length_capped"
     assert recorded["detail"] == "openai: finish_reason=length"
