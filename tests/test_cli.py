@@ -704,8 +704,9 @@ def test_show_says_which_hooks_run_inside_the_model_node(tmp_path: Path) -> None
     fusion = run_json("chain", "show", isolated=False)["fusion"]
     inside = {node["kind"]: node["members"] for node in fusion["nodes"] if node["absorbed"]}
     after_model = ["safety_finish_reason", "model_length_finish_reason", "terminal_response",
-                   "loop_detection", "title", "token_usage"]
-    assert inside == {"before_model": ["clarification"], "after_model": after_model}
+                   "loop_detection", "title", "token_usage", "durable_context"]
+    assert inside == {"before_model": ["durable_context", "clarification"],
+                      "after_model": after_model}
     assert all(node["node"] == "model" for node in fusion["nodes"] if node["absorbed"])
     assert ("model (after_model, inside the model node): " + " -> ".join(after_model)
             in " ".join(fusion["text"].split()))

@@ -18,7 +18,8 @@ from antler.runtime.skills import SkillsRegistry
 
 from .plugins.tail_support import MODES, Tools, call, make_agent, run
 
-FIXTURES = Path(__file__).parent / "fixtures" / "skills"
+FIXTURES = Path(__file__).parent / "fixtures" / "skills_e2e"
+"""A data-report skill that may delegate: its allowed-tools include `task`."""
 SKILL_MD = "/mnt/skills/public/data-report/SKILL.md"
 SUMMARIZE = ("summarization:\n  enabled: true\n  trigger: [{type: messages, value: 8}]\n"
              "  keep: {type: messages, value: 3}\n")

@@ -99,7 +99,7 @@ def test_cli_lists_skills_and_problems(tmp_path):
     listing = json.loads(result.stdout)
     (skill,) = listing["skills"]
     assert skill["name"] == "data-report" and skill["enabled"] is False
-    assert skill["allowed_tools"] == ["read_file", "ls", "task"]
+    assert skill["allowed_tools"] == ["read_file", "ls"]
     (problem,) = listing["problems"]
     assert problem["file"].endswith("custom/broken/SKILL.md") and problem["line"] == 3
 
