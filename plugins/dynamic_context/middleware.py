@@ -42,7 +42,8 @@ chain requires `system_message_coalescing`, which moves it into the one
 leading system message of each request. Subagents get
 `subagent_date_context` instead (see `subagent.py`).
 
-Configuration (`dynamic_context:`): `memory` (inject memory facts, on),
+Configuration (`dynamic_context:`): `enabled` (on by default; false also
+turns off `subagent_date_context`), `memory` (inject memory facts, on),
 `memory_max_chars` (4000; the newest facts are kept), `timeout_seconds` (5).
 The clock is the `clock` service (a callable returning the current
 `datetime`; local time by default); memory facts come from the

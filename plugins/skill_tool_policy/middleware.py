@@ -25,7 +25,8 @@ Hooks:
   promotes a deferred tool the skill does not allow.
 
 Where it sits: immediately after skill_activation (it reads the activation
-that wrapper adds to the request).
+that wrapper adds to the request) and immediately before durable_context, as
+seed 000 #16 has it.
 
 Configuration: none; skills declare their own ``allowed-tools``.
 
