@@ -224,9 +224,10 @@ class DurableContextMiddleware(AgentMiddleware[DurableContextState, Any, Any]):
         messages = list(request.messages)
         lead = next((i for i, m in enumerate(messages) if not isinstance(m, SystemMessage)),
                     len(messages))
-        rules = SystemMessage(AUTHORITY_CONTRACT, additional_kwargs=hidden_marker(SOURCE))
-        data = HumanMessage(text, name=SOURCE, additional_kwargs=hidden_marker(SOURCE))
-        return request.override(messages=[*messages[:lead], rules, data, *messages[lead:]])
+        messages[lead:lead] = [
+            SystemMessage(AUTHORITY_CONTRACT, additional_kwargs=hidden_marker(SOURCE)),
+            HumanMessage(text, name=SOURCE, additional_kwargs=hidden_marker(SOURCE))]
+        return request.override(messages=messages)
 
 
 def build(ctx: BuildContext) -> DurableContextMiddleware:
