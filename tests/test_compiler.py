@@ -1117,11 +1117,14 @@ def play_demo(base: Any, chain: str, fused: bool, into_model: bool = True) -> di
     def name(match: re.Match[str]) -> str:
         return names.setdefault(match.group(0), f"<id{len(names)}>")
 
-    return {key: GENERATED_ID.sub(name, text.replace(where, "<base>"))
+    return {key: WALL_CLOCK.sub("'created_at': <time>",
+                                GENERATED_ID.sub(name, text.replace(where, "<base>")))
             for key, text in parts.items()}
 
 
 GENERATED_ID = re.compile(r"lc_run--[0-9a-f-]+|auto-\d+")
+WALL_CLOCK = re.compile(r"'created_at': '[^']*'")
+"""When durable_context recorded a delegation: the wall clock, which differs by the second."""
 
 
 def agreeing_demo(tmp_path: Any, chain: str, label: str, **compile: Any) -> dict[str, Any]:

@@ -192,7 +192,8 @@ def test_an_always_plugin_cannot_be_switched_off(antler_registry):
     with pytest.raises(ConfigError) as caught:
         parse_config("plugins:\n  antler: {enabled: false}\n", antler_registry, "op.yaml")
     assert ("op.yaml:2:12: plugins.antler.enabled: 'antler' holds plugins that cannot be "
-            "switched off ('clarification', 'dangling_tool_call', 'input_provenance', ") in \
+            "switched off ('clarification', 'dangling_tool_call', 'durable_context', "
+            "'input_provenance', ") in \
         str(caught.value)
 
 

@@ -142,12 +142,16 @@ def tool_results(state: Mapping[str, Any]) -> list[ToolMessage]:
     return [m for m in state["messages"] if isinstance(m, ToolMessage)]
 
 
-def ainvoke(agent: Any, message: Any, *, thread_id: str, **identity: Any) -> dict[str, Any]:
-    """`agent.invoke` through the graph's async API."""
+def ainvoke(agent: Any, message: Any, *, thread_id: str, recursion_limit: int | None = None,
+            **identity: Any) -> dict[str, Any]:
+    """`agent.invoke` through the graph's async API (optionally with more supersteps)."""
+    config = agent.run_config(thread_id)
+    if recursion_limit is not None:
+        config["recursion_limit"] = recursion_limit
+
     async def run() -> dict[str, Any]:
         result: dict[str, Any] = await agent.graph.ainvoke(
-            agent.input(message), config=agent.run_config(thread_id),
-            context=agent.context(thread_id, **identity))
+            agent.input(message), config=config, context=agent.context(thread_id, **identity))
         return result
 
     return asyncio.run(run())

@@ -83,7 +83,9 @@ def test_five_megabytes_of_output_errors_and_refusals_in_one_run(tmp_path, chain
                               chain=chain, fuse=fuse)
     with agent:
         if mode == "async":
-            state = ainvoke(agent, "go", thread_id="t1")
+            # Ten model calls through the unfused graph, where every model hook is a
+            # superstep of its own, take more than the default 100.
+            state = ainvoke(agent, "go", thread_id="t1", recursion_limit=200)
         else:
             state = agent.invoke("go", thread_id="t1")
         history = list(agent.graph.get_state_history(agent.run_config("t1")))
