@@ -30,7 +30,8 @@ Hooks:
   record's values are data, not instructions) and one hidden user-role
   ``<durable_context_data>`` message holding the escaped record (the
   delegations newest first, each with what to do about it, such as
-  "completed; do not delegate again", within `ledger_chars`; then the skills)
+  "completed; do not delegate again", within `ledger_chars`; a call an earlier
+  run left in progress shows as never finished; then the skills)
   go right after the request's leading system messages. Nothing is written
   back to `messages`. Summarization's own summary already stays in the
   history, so it is not repeated here.
@@ -62,7 +63,12 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ModelRequest, ModelResponse, PrivateStateAttr
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from antler.contracts.durable import DELEGATIONS_KEY, SKILL_CONTEXT_KEY, DurableState
+from antler.contracts.durable import (
+    DELEGATIONS_KEY,
+    IN_PROGRESS,
+    SKILL_CONTEXT_KEY,
+    DurableState,
+)
 from antler.contracts.messages import hidden_marker
 from antler.plugin_api.context import CLOCK, BuildContext
 from antler.runtime.runcontext import run_id_of
@@ -93,6 +99,7 @@ GUIDANCE = {
     "cancelled": "cancelled; delegate again only if the work is still needed",
     "timed_out": "timed out; delegate again only if needed, as a smaller task",
 }
+ABANDONED = "never finished (its run ended first); delegate again if the work is still needed"
 PROJECTED_BRIEF_CHARS = 400
 
 
@@ -109,9 +116,11 @@ def _escaped(value: Any, limit: int | None = None) -> str:
     return html.escape(text, quote=False)
 
 
-def _delegation_line(entry: Mapping[str, Any]) -> str:
+def _delegation_line(entry: Mapping[str, Any], run_id: str | None) -> str:
     status = str(entry.get("status"))
-    parts = [f"- {_escaped(GUIDANCE.get(status, status))}: task "
+    guidance = ABANDONED if status == IN_PROGRESS and entry.get("run_id") != run_id \
+        else GUIDANCE.get(status, status)
+    parts = [f"- {_escaped(guidance)}: task "
              f"\"{_escaped(entry.get('description') or '')}\" (id {_escaped(entry.get('id'))}"]
     if entry.get("subagent_type"):
         parts.append(f", subagent {_escaped(entry['subagent_type'])}")
@@ -124,14 +133,18 @@ def _delegation_line(entry: Mapping[str, Any]) -> str:
 
 
 def render(delegations: Sequence[Mapping[str, Any]], skills: Sequence[Mapping[str, Any]],
-           ledger_chars: int) -> str:
-    """The data block's text (every value escaped); "" when there is nothing to show."""
+           ledger_chars: int, run_id: str | None = None) -> str:
+    """The data block's text (every value escaped); "" when there is nothing to show.
+
+    A delegation still in progress that an earlier run dispatched never got its
+    result (that run was interrupted), so it is not shown as running.
+    """
     lines: list[str] = []
     if delegations:
         lines.append("Delegations, newest first:")
         used = 0
         for shown, entry in enumerate(reversed(delegations)):
-            line = _delegation_line(entry)
+            line = _delegation_line(entry, run_id)
             if used + len(line) > ledger_chars:
                 lines.append(f"({len(delegations) - shown} older delegations not shown)")
                 break
@@ -218,7 +231,7 @@ class DurableContextMiddleware(AgentMiddleware[DurableContextState, Any, Any]):
     def _projected(self, request: ModelRequest) -> ModelRequest:
         state = request.state or {}
         text = render(_entries(state, DELEGATIONS_KEY), _entries(state, SKILL_CONTEXT_KEY),
-                      self.ledger_chars)
+                      self.ledger_chars, run_id_of(request.runtime))
         if not text:
             return request
         messages = list(request.messages)

@@ -287,3 +287,11 @@ def test_every_value_is_escaped_and_the_ledger_is_bounded():
     assert text.count(f"</{DATA_TAG}>") == 1 and "<system>" not in text
     assert "older delegations not shown" in text and len(text) < 2000
     assert text.index("c99") < text.index("c98")
+
+
+def test_a_call_an_earlier_run_left_in_progress_is_not_shown_as_running():
+    ledger = [entry("old"), entry("now", run_id="r2")]
+    text = render(ledger, [], 6000, run_id="r2")
+    assert '- in progress; do not delegate again: task "" (id now)' in text
+    assert '- never finished (its run ended first); delegate again if the work is still ' \
+        'needed: task "" (id old)' in text
