@@ -68,6 +68,7 @@ SUBAGENT_RUNNER = "subagent_runner"    # callable running one delegated task
 MEMORY_STORE = "memory_store"          # per-user memory facts, read with `.facts(user_id)`
 SKILLS = "skills"                      # antler.runtime.skills.SkillsRegistry
 CLOCK = "clock"                        # zero-argument callable returning the current datetime
+DEPLOYMENT = "deployment"              # "server" when built for LangGraph Server, else absent
 STORE = "store"                        # the shared LangGraph BaseStore (antler.runtime.store)
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from antler.chain.config import load_config
-from antler.plugin_api.context import RuntimeOptions
+from antler.plugin_api.context import DEPLOYMENT, RuntimeOptions
 from antler.plugin_api.registry import PluginRegistry, discover
 
 from .agent import AntlerAgent, create_agent, model_supports_vision
@@ -62,6 +62,9 @@ def build_server_agent(config_path: str | Path | None = None, *,
     runtime = RuntimeOptions(
         plan_mode=settings.plan_mode, subagents_enabled=settings.subagents,
         supports_vision=vision, agent_name=settings.agent_name)
+    # Plugins that would keep work running between runs in this process (memory's
+    # debounce timer) keep it in the shared store instead under a server.
+    options["services"] = {**dict(options.get("services") or {}), DEPLOYMENT: "server"}
     agent = create_agent(
         config, registry=registry, runtime=runtime, checkpointer=None,
         context_schema=TrustingRunContext if settings.trust_client_identity else RunContext,

@@ -23,11 +23,12 @@ class MemoryConfig(BaseModel):
         description="Wait this long after a run before extracting; a newer run of the same "
         "thread within the wait replaces the pending one. 0 processes right away.",
     )
-    queue: Literal["thread", "store"] = Field(
-        default="thread",
+    queue: Literal["auto", "thread", "store"] = Field(
+        default="auto",
         description="Where the debounce waits: 'thread', a timer thread of this process; "
         "'store', a record in the shared store that the next run processes when due (no "
-        "thread: for LangGraph Server and several replicas).",
+        "thread: for LangGraph Server and several replicas); 'auto', 'store' when the agent "
+        "is built for LangGraph Server, else 'thread'.",
     )
     model: ModelSpec = Field(
         default=None,

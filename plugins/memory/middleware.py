@@ -35,7 +35,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from antler.contracts.fallback import is_error_fallback
 from antler.contracts.messages import is_hidden, message_text
 from antler.errors import BuildError
-from antler.plugin_api.context import MEMORY_MODEL, MEMORY_QUEUE, MODEL, BuildContext
+from antler.plugin_api.context import DEPLOYMENT, MEMORY_MODEL, MEMORY_QUEUE, MODEL, BuildContext
 from antler.plugins._lib.memory import create_memory_queue
 from antler.plugins._lib.memory.service import shared_store
 from antler.plugins._lib.messagememo import MessageMemo
@@ -160,9 +160,12 @@ def build(ctx: BuildContext) -> MemoryMiddleware:
     services = ctx.services.items
     queue = services.get(MEMORY_QUEUE)
     if queue is None:
+        mode = config.queue
+        if mode == "auto":  # no timer thread in a server process: the store keeps the wait
+            mode = "store" if services.get(DEPLOYMENT) == "server" else "thread"
         queue = create_memory_queue(_memory_model(config, services), shared_store(services),
                                     debounce_seconds=config.debounce_seconds,
-                                    max_facts=config.max_facts, mode=config.queue)
+                                    max_facts=config.max_facts, mode=mode)
         services[MEMORY_QUEUE] = queue
     return MemoryMiddleware(queue, agent_name=ctx.runtime.agent_name)
 
