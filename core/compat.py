@@ -21,6 +21,7 @@ __all__ = [
     "LANGGRAPH_PRIVATE_NAMES",
     "clear_stevedore_path_cache",
     "isolate_stevedore_path_cache",
+    "langchain_chat_providers",
     "langgraph_private",
     "runnable_callable",
 ]
@@ -60,6 +61,14 @@ def task_config_keys() -> tuple[str, str, str]:
     return (langgraph_private(module, "CONFIG_KEY_THREAD_ID"),
             langgraph_private(module, "CONFIG_KEY_CHECKPOINT_NS"),
             langgraph_private(module, "CONFIG_KEY_TASK_ID"))
+
+
+def langchain_chat_providers() -> dict[str, str]:
+    """Provider key -> module of its chat model, from LangChain's private registry
+    behind `init_chat_model` (`langchain.chat_models.base._BUILTIN_PROVIDERS`)."""
+    from langchain.chat_models import base
+
+    return {str(key): str(value[0]) for key, value in base._BUILTIN_PROVIDERS.items()}
 
 
 def update_fields() -> tuple[Any, Any]:

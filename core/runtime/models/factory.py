@@ -89,11 +89,10 @@ def known_providers() -> dict[str, str]:
     LangChain release that renames it falls back to a built-in copy, which a test
     compares with LangChain's).
     """
-    try:
-        from langchain.chat_models import base
+    from antler.compat import langchain_chat_providers
 
-        table = base._BUILTIN_PROVIDERS
-        return {str(key): str(value[0]) for key, value in table.items()}
+    try:
+        return langchain_chat_providers()
     except Exception:  # pragma: no cover - depends on the installed LangChain
         return dict(_FALLBACK_MODULES)
 
