@@ -23,6 +23,7 @@ from antler.plugins._lib.memory import MemoryFile, MemoryStore
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
 from antler.runtime.paths import PathLayout
+from antler.runtime.sandbox import reaper
 from antler.runtime.sandbox.local import LocalSandboxProvider
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -225,5 +226,81 @@ def test_the_end_of_a_run_kills_setsid_descendants(tmp_path):
         assert appears(f"sleep {marker}1") and appears(f"sleep {marker} ")  # both outlived it
         provider.release(sandbox_id)  # the run is over
         assert gone(f"sleep {marker}")
+    finally:
+        provider.shutdown()
+
+
+# -- the end-of-run sweep reads only processes started since the run's first command -----------
+
+def _token_process(marker: str, token: str) -> subprocess.Popen[bytes]:
+    """A process carrying a sandbox's token that no command of it started."""
+    return subprocess.Popen(["sleep", marker], env={"PATH": os.environ["PATH"],
+                                                    reaper.TOKEN_VARIABLE: token},
+                            start_new_session=True)
+
+
+def test_the_sweep_reads_only_processes_started_since_the_mark():
+    token = reaper.new_token()
+    older = _token_process(f"{400 + uuid.uuid4().int % 500}.1", token)
+    try:
+        counters = reaper.pid_counters()
+        assert counters is not None
+        newer = _token_process(f"{400 + uuid.uuid4().int % 500}.2", token)
+        mark = reaper.PidMark.after(counters, newer.pid)
+        # The older process carries the token too, but was not started by a command
+        # of this run: with the mark it is not even read; without one, it is found.
+        assert reaper.sweep(token, since=mark) == [newer.pid]
+        assert newer.wait(timeout=HANG_GUARD) == -signal.SIGKILL
+        assert older.poll() is None
+        assert reaper.sweep(token) == [older.pid]
+    finally:
+        older.kill()
+        older.wait()
+
+
+def test_the_sweep_reads_every_process_when_the_pid_counter_may_have_gone_round(monkeypatch):
+    token = reaper.new_token()
+    counters = reaper.pid_counters()
+    assert counters is not None
+    stray = _token_process(f"{400 + uuid.uuid4().int % 500}.3", token)
+    forks, tasks, pid_max = counters
+    # Claimed to start after `stray`, but so many forks ago that pids may have been reused.
+    mark = reaper.PidMark(stray.pid + 1, forks - pid_max, tasks, pid_max)
+    assert reaper.sweep(token, since=mark) == [stray.pid]
+    stray.wait(timeout=HANG_GUARD)
+    # The counters cannot be read (no Linux /proc of this kind): every process is read.
+    stray = _token_process(f"{400 + uuid.uuid4().int % 500}.4", token)
+    monkeypatch.setattr(reaper, "pid_counters", lambda: None)
+    assert reaper.sweep(token, since=reaper.PidMark(stray.pid + 1, *counters)) == [stray.pid]
+    stray.wait(timeout=HANG_GUARD)
+
+
+def test_after_a_wrap_the_window_holds_the_pids_on_both_sides(monkeypatch):
+    counters = reaper.pid_counters()
+    assert counters is not None
+    numbers = {"/proc/sys/kernel/ns_last_pid": 500}
+    real = reaper._proc_number
+    monkeypatch.setattr(reaper, "_proc_number",
+                        lambda path, *a, **k: numbers.get(path) or real(path, *a, **k))
+    recent = reaper._allocated_since(reaper.PidMark(counters[2] - 100, *counters))
+    assert recent is not None
+    assert recent(counters[2] - 1) and recent(400) and recent(500)
+    assert not recent(501) and not recent(counters[2] - 101)
+
+
+def test_commands_of_one_run_share_the_mark_of_the_first(tmp_path):
+    marker = f"{400 + uuid.uuid4().int % 500}.{uuid.uuid4().int % 1000}"
+    provider = LocalSandboxProvider(default_timeout=30)
+    sandbox_id = provider.acquire(PathLayout(tmp_path).thread("u", "t1"))
+    sandbox = provider.get(sandbox_id)
+    try:
+        # Each command leaves a process in a session of its own; both go when the run ends.
+        for n in (1, 2):
+            sandbox.execute_command(f"setsid sleep {marker}{n} >/dev/null 2>&1 < /dev/null &")
+            assert appears(f"sleep {marker}{n}")
+        assert sandbox._pid_mark is not None
+        provider.release(sandbox_id)
+        assert gone(f"sleep {marker}")
+        assert sandbox._pid_mark is None  # the next run's first command takes a new one
     finally:
         provider.shutdown()

@@ -131,6 +131,9 @@ class HostSandbox(Sandbox):
         # Sessions of the commands started since the last `end_run`: what they left
         # in the background is stopped when the run ends.
         self._sessions: set[int] = set()
+        # Pid allocation when the first of those commands started: the end-of-run
+        # sweep reads only processes started since (see `reaper`).
+        self._pid_mark: reaper.PidMark | None = None
         self._token = reaper.new_token()
         self._closed = False
         self.in_use = False
@@ -147,7 +150,11 @@ class HostSandbox(Sandbox):
         if limit <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         with self._lock:  # so `interrupt` and `close` see every command that started
+            first = not self._sessions  # the first command since the last `end_run`
+            counters = reaper.pid_counters() if first else None
             process = self._spawn(self._command_text(command))
+            if first:
+                self._pid_mark = reaper.PidMark.after(counters, process.pid)
             self._running.add(process)
             self._sessions.add(process.pid)
         try:
@@ -463,12 +470,16 @@ class HostSandbox(Sandbox):
             running = {process.pid for process in self._running}
             finished = self._sessions - running
             self._sessions -= finished
+            # Commands still running keep the mark: what they leave is swept later.
+            mark = self._pid_mark
+            if not self._sessions:
+                self._pid_mark = None
         if not finished or not self.leaves_strays:
             return
         for session in finished:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(session, signal.SIGKILL)
-        reaper.sweep(self._token, spare_sessions=running)
+        reaper.sweep(self._token, spare_sessions=running, since=mark)
 
     def close(self) -> None:
         """Kill any running commands and what they started, and refuse further use."""

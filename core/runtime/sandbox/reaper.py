@@ -15,6 +15,15 @@ started. Three things escape a group kill, and each has its answer here:
   launcher, or a `preexec_fn` that forks the whole interpreter.)
 * children of an already-dead shell: found by the token like the rest.
 
+Reading a process's environment is the costly part of a sweep (the kernel
+copies it out of that process's memory), and a busy machine runs hundreds of
+processes. So a sweep reads only the processes that can be a command's
+descendants: those whose pid was handed out after the first command of the run
+started (`PidMark`, taken just before it). Pids are handed out in increasing
+order and wrap around at ``pid_max``; when the pid counter may have gone all
+the way round since the mark, or the kernel does not say where it stands, every
+process is read, as before.
+
 Limits: a process that clears or replaces its environment (`env -i`, a
 daemon re-executing itself with a fresh environment) carries no token and is
 not found; neither is one that moves to another user or PID namespace.
@@ -29,9 +38,10 @@ import signal
 import subprocess
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
-__all__ = ["TOKEN_VARIABLE", "new_token", "start_watchdog", "sweep"]
+__all__ = ["TOKEN_VARIABLE", "PidMark", "new_token", "pid_counters", "start_watchdog", "sweep"]
 
 TOKEN_VARIABLE = "ANTLER_SANDBOX_TOKEN"
 
@@ -57,12 +67,29 @@ def new_token() -> str:
         return f"{_this_process()}.{_counter}"
 
 
-def _environment_has(pid: str, needle: bytes) -> bool:
+def _read(path: str) -> bytes | None:
+    """The whole of a /proc file, or None when it is gone or not ours to read.
+
+    Plain descriptors: a buffered file object costs more than the read itself.
+    """
     try:
-        with open(f"/proc/{pid}/environ", "rb") as handle:
-            return needle in handle.read()
-    except OSError:  # gone, or not ours to read
-        return False
+        descriptor = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(descriptor, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(descriptor)
+
+
+def _environment_has(pid: str, needle: bytes) -> bool:
+    environment = _read(f"/proc/{pid}/environ")
+    return environment is not None and needle in environment
 
 
 def _session_of(pid: str) -> int | None:
@@ -75,25 +102,110 @@ def _session_of(pid: str) -> int | None:
         return None
 
 
-def sweep(token: str, *, spare_sessions: Iterable[int] = ()) -> list[int]:
+# The kernel hands out pids cyclically from the last one it gave, skipping those
+# in use, and wraps from `pid_max` back to this floor (300 in the first pid
+# namespace, lower in others, so 300 is the cautious figure).
+_PID_FLOOR = 300
+
+
+def _proc_number(path: str, prefix: bytes = b"", field: int = 0) -> int | None:
+    """An integer from a /proc file: the `field`-th word of the line starting with `prefix`."""
+    text = _read(path)
+    if text is None:
+        return None
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            try:
+                return int(line[len(prefix):].split()[field].split(b"/")[-1])
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
+@dataclass(frozen=True)
+class PidMark:
+    """Where pid allocation stood when a run's first command started.
+
+    Every descendant of the command got its pid after `first_pid` (the
+    command's own), in the kernel's cyclic order, unless the pid counter went
+    all the way round since. Going round means stepping over ``pid_max - 300``
+    pids, and each step either hands a pid out (a fork, counted in `forks`) or
+    skips one in use by a task that was alive at the mark (at most `tasks` of
+    them) or forked since: fewer forks since the mark than that, minus
+    `tasks`, prove it has not.
+    """
+
+    first_pid: int
+    forks: int
+    """Tasks forked since boot (``processes`` in /proc/stat), read before the command started."""
+    tasks: int
+    """Tasks alive (the total of /proc/loadavg), read before the command started."""
+    pid_max: int
+
+    @classmethod
+    def after(cls, counters: tuple[int, int, int] | None, first_pid: int) -> PidMark | None:
+        """The mark of a command with pid `first_pid`, started after `pid_counters()` gave
+        `counters`; None when they could not be read."""
+        return None if counters is None else cls(first_pid, *counters)
+
+
+def pid_counters() -> tuple[int, int, int] | None:
+    """(forks since boot, tasks alive, pid_max), or None without a Linux /proc."""
+    forks = _proc_number("/proc/stat", b"processes ")
+    tasks = _proc_number("/proc/loadavg", field=3)
+    pid_max = _proc_number("/proc/sys/kernel/pid_max")
+    if forks is None or tasks is None or pid_max is None:
+        return None
+    return forks, tasks, pid_max
+
+
+def _allocated_since(mark: PidMark | None) -> Callable[[int], bool] | None:
+    """A test for the pids handed out since `mark`, or None when any pid may have been."""
+    if mark is None:
+        return None
+    now = pid_counters()
+    last = _proc_number("/proc/sys/kernel/ns_last_pid")
+    if now is None or last is None:
+        return None
+    forks, _tasks, pid_max = now
+    steps = forks - mark.forks + mark.tasks
+    if steps >= min(pid_max, mark.pid_max) - _PID_FLOOR - 1:
+        return None  # the counter may have gone all the way round
+    first = mark.first_pid
+    if last >= first:
+        return lambda pid: first <= pid <= last
+    return lambda pid: pid >= first or pid <= last  # it wrapped once
+
+
+def sweep(token: str, *, spare_sessions: Iterable[int] = (),
+          since: PidMark | None = None) -> list[int]:
     """Kill every process whose environment carries `token`; return their pids.
 
     Processes in `spare_sessions` (commands still running for someone) are
-    left alone. Without /proc (not Linux) nothing can be found.
+    left alone. With `since` (the mark taken when the run's first command
+    started), only processes started after it are read, when the kernel's
+    counters prove that no other one can carry the token. Without /proc (not
+    Linux) nothing can be found.
     """
     spared = set(spare_sessions)
     needle = f"{TOKEN_VARIABLE}={token}\0".encode()
-    me = str(os.getpid())
+    me = os.getpid()
+    recent = _allocated_since(since)
     killed: list[int] = []
     with contextlib.suppress(FileNotFoundError):
         for name in os.listdir("/proc"):
-            if not name.isdigit() or name == me or not _environment_has(name, needle):
+            if not name.isdigit():
+                continue
+            pid = int(name)
+            if pid == me or (recent is not None and not recent(pid)):
+                continue
+            if not _environment_has(name, needle):
                 continue
             if spared and _session_of(name) in spared:
                 continue
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(int(name), signal.SIGKILL)
-                killed.append(int(name))
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
     return killed
 
 
