@@ -34,7 +34,10 @@ def safe_upload_name(name: object) -> str:
         problems.append("contains a path separator")
     if normalized in {".", ".."} or normalized.startswith("."):
         problems.append("starts with '.' (hidden or relative names are not allowed)")
-    if any(unicodedata.category(ch).startswith("C") for ch in normalized):
+    # Printable text has no control, format or unassigned characters: the per-character
+    # look-up is only needed for the rare name that is not.
+    if not normalized.isprintable() and any(
+            unicodedata.category(ch).startswith("C") for ch in normalized):
         problems.append("contains control or invisible characters")
     if len(normalized.encode("utf-8")) > MAX_UPLOAD_NAME:
         problems.append(f"is longer than {MAX_UPLOAD_NAME} bytes")

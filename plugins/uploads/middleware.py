@@ -21,7 +21,6 @@ import logging
 import os
 import stat
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from langchain.agents.middleware import AgentMiddleware, AgentState
@@ -109,7 +108,7 @@ def render_uploaded_files(
     return "\n".join(lines)
 
 
-def _regular_file_size(path: Path) -> int | None:
+def _regular_file_size(path: str) -> int | None:
     """Size of ``path`` if it is a regular file itself (not a symlink), else None."""
     try:
         info = os.lstat(path)
@@ -191,7 +190,7 @@ class UploadsMiddleware(AgentMiddleware[UploadsState]):
         return {"messages": [self._with_block(last, block)], "uploaded_files": new_files}
 
     @staticmethod
-    def _uploads_dir(state: UploadsState) -> Path:
+    def _uploads_dir(state: UploadsState) -> str:
         record: Any = state.get("thread_data") or {}
         uploads = record.get("uploads_path") if isinstance(record, dict) else None
         if not uploads:
@@ -199,13 +198,13 @@ class UploadsMiddleware(AgentMiddleware[UploadsState]):
                 "state has no thread_data.uploads_path: the thread_data plugin must run "
                 "before uploads (it does in the built-in chain; check custom chain ordering)"
             )
-        return Path(uploads)
+        return str(uploads)
 
     @staticmethod
-    def _new_files(message: HumanMessage, uploads_dir: Path) -> list[UploadedFile]:
+    def _new_files(message: HumanMessage, uploads_dir: str) -> list[UploadedFile]:
         found: dict[str, UploadedFile] = {}
         for filename in upload_names(message.additional_kwargs.get("files")):
-            size = _regular_file_size(uploads_dir / filename)
+            size = _regular_file_size(os.path.join(uploads_dir, filename))
             if size is None:
                 logger.warning(
                     "upload %r listed in the message is not a file in the thread's uploads "
@@ -216,11 +215,13 @@ class UploadsMiddleware(AgentMiddleware[UploadsState]):
         return list(found.values())
 
     @staticmethod
-    def _previous_files(uploads_dir: Path, exclude: set[str]) -> tuple[list[UploadedFile], int]:
-        if not uploads_dir.is_dir():
-            return [], 0
+    def _previous_files(uploads_dir: str, exclude: set[str]) -> tuple[list[UploadedFile], int]:
         files: list[UploadedFile] = []
-        with os.scandir(uploads_dir) as entries:
+        try:
+            entries = os.scandir(uploads_dir)
+        except (FileNotFoundError, NotADirectoryError):
+            return [], 0  # nothing uploaded in this thread yet
+        with entries:
             for entry in entries:
                 if entry.name in exclude or not entry.is_file(follow_symlinks=False):
                     continue
