@@ -113,15 +113,15 @@ class GeminiSafetyDetector(SafetyDetector):
         self.finish_reasons = _normalized(finish_reasons)
 
     def detect(self, message: Any) -> SafetyTermination | None:
-        ratings = provider_field(message, "safety_ratings")
         value = provider_text(message, "finish_reason")
         if value is not None and value.lower() in self.finish_reasons:
-            return self._finding("finish_reason", value, safety_ratings=ratings)
+            return self._finding("finish_reason", value,
+                                 safety_ratings=provider_field(message, "safety_ratings"))
         feedback = provider_field(message, "prompt_feedback")
         blocked = feedback.get("block_reason") if isinstance(feedback, Mapping) else None
         if blocked and str(blocked).lower() not in ("block_reason_unspecified", "0"):
             return self._finding("prompt_feedback.block_reason", str(blocked),
-                                 safety_ratings=ratings)
+                                 safety_ratings=provider_field(message, "safety_ratings"))
         return None
 
 
@@ -142,10 +142,17 @@ class RefusalBlockDetector(SafetyDetector):
 
 
 def _content_blocks(message: Any) -> list[Any]:
+    """The message's standard content blocks, as far as a refusal can be among them."""
+    content = getattr(message, "content", None)
+    metadata = getattr(message, "response_metadata", None)
+    if isinstance(content, str) and not (isinstance(metadata, Mapping)
+                                         and metadata.get("model_provider")):
+        # Without a provider's translator, text reads as text blocks (beside tool calls
+        # and reasoning): no refusal, so skip the translation on every plain reply.
+        return []
     try:
         return list(message.content_blocks)
     except Exception:  # a provider translator that cannot read this content
-        content = getattr(message, "content", None)
         return list(content) if isinstance(content, list) else []
 
 
