@@ -109,6 +109,10 @@ class PendingQueue(Generic[T]):
         self.max_items = max_items
         self._lock = threading.Lock()
 
+    def __len__(self) -> int:
+        """How many runs have items pending (none: no run key needs looking up)."""
+        return len(self._runs)
+
     def add(self, key: Hashable, item: T, *, unique: bool = True) -> None:
         with self._lock:
             items = list(self._runs.get(key) or [])
@@ -145,6 +149,8 @@ class PendingQueue(Generic[T]):
         by `source`, items separated by blank lines) and committed only after
         `handler` returned. Nothing is written to the conversation.
         """
+        if not self:  # nothing pending in any run: no run key to look up
+            return handler(request)
         key = run_key(request.runtime)
         items = self.peek(key)
         if not items:
@@ -155,6 +161,8 @@ class PendingQueue(Generic[T]):
     async def adeliver(self, request: Any, handler: Callable[[Any], Awaitable[R]], *,
                        name: str, source: str) -> R:
         """The async form of `deliver`."""
+        if not self:
+            return await handler(request)
         key = run_key(request.runtime)
         items = self.peek(key)
         if not items:

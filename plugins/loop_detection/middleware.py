@@ -194,15 +194,21 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any, Any]):
 
     def after_agent(self, state: Any, runtime: Any) -> None:
         """Drop this run's undelivered hints."""
-        self.pending.clear(run_key(runtime))
+        self._forget_this_run(runtime)
 
     async def aafter_agent(self, state: Any, runtime: Any) -> None:
         """Async form of `after_agent` (in-memory bookkeeping only)."""
-        self.pending.clear(run_key(runtime))
+        self._forget_this_run(runtime)
 
+    # With no hint pending in any run (the usual case) there is nothing to drop.
     def _forget_other_runs(self, runtime: Any) -> None:
-        thread, run = run_key(runtime)
-        self.pending.discard_thread(thread, keep_run=run)
+        if self.pending:
+            thread, run = run_key(runtime)
+            self.pending.discard_thread(thread, keep_run=run)
+
+    def _forget_this_run(self, runtime: Any) -> None:
+        if self.pending:
+            self.pending.clear(run_key(runtime))
 
     # -- detection
 
@@ -257,10 +263,9 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any, Any]):
             update.update(record_stop_reason("loop_capped", runtime, detail=detail))
             return update
 
-        key = run_key(runtime)
         if repeats >= config.warn_threshold and digest not in new_window["warned_sets"]:
             new_window["warned_sets"].append(digest)
-            self.pending.add(key, (
+            self.pending.add(run_key(runtime), (
                 f"[LOOP DETECTED] You have made the same tool calls ({_describe(calls)}) "
                 f"{repeats} times. They will not give a different result. Use what you have "
                 "learned, try a different approach, or give your final answer now; at "
@@ -269,7 +274,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any, Any]):
             warn, hard = config.tool_limits(name)
             if counts[name] >= warn and name not in new_window["warned_tools"]:
                 new_window["warned_tools"].append(name)
-                self.pending.add(key, (
+                self.pending.add(run_key(runtime), (
                     f"[LOOP DETECTED] You have called `{name}` {counts[name]} times recently. "
                     f"Make sure each call makes progress; at {hard} calls the tool is "
                     "stopped."))

@@ -160,9 +160,10 @@ class SandboxAuditMiddleware(AgentMiddleware):
                subject: dict[str, Any]) -> dict[str, Any]:
         runtime = request.runtime
         try:
-            thread_id = thread_id_of(runtime)
-            run_id = run_id_of(runtime)
-            user_id = run_context(runtime).user_id
+            context = run_context(runtime)
+            thread_id = context.thread_id or thread_id_of(runtime)
+            run_id = context.run_id or run_id_of(runtime)
+            user_id = context.user_id
         except Exception:  # an audit record must never fail the call
             thread_id = run_id = None
             user_id = None

@@ -122,8 +122,9 @@ class SkillActivationMiddleware(AgentMiddleware[Any, Any]):
                 ) -> AIMessage | tuple[ModelRequest, Callable[[], None]] | None:
         """None (no slash message), a direct reply, or (request with the skill, commit)."""
         target = latest_user_message(request.messages)
-        key = run_key(request.runtime)
-        done = self._done.get(key)
+        # Most runs activate nothing: with no activation on record, no run key is needed.
+        key = run_key(request.runtime) if len(self._done) else None
+        done = self._done.get(key) if key is not None else None
         if done is not None and (target is None or done.target == target.id):
             # Activated earlier in this run; summarization may have folded the
             # slash message into its summary since, and the skill still applies.
@@ -156,7 +157,7 @@ class SkillActivationMiddleware(AgentMiddleware[Any, Any]):
         activation = _Activation(target.id, note)
 
         def commit() -> None:
-            self._done.set(key, activation)
+            self._done.set(run_key(request.runtime) if key is None else key, activation)
             context = run_context(request.runtime)
             record = {"skill": skill.name, "category": skill.category,
                       "path": skill.container_path, "sha256": digest,

@@ -134,6 +134,8 @@ class TerminalResponseMiddleware(AgentMiddleware[StopReasonState, Any, Any]):
         self._reset(runtime)
 
     def _reset(self, runtime: Any, *, others: bool = False) -> None:
+        if not self.retried and not self.pending:
+            return  # no run retried anything (the usual case): nothing to forget
         key = run_key(runtime)
         self.retried.pop(key)
         self.pending.clear(key)

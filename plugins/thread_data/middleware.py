@@ -63,7 +63,8 @@ def thread_paths_for(layout: PathLayout, runtime: Any) -> ThreadPaths:
         antler.paths.InvalidIdentifierError: when the user or thread id cannot
             be a directory name (``..``, separators, control characters, ...).
     """
-    thread_id = thread_id_of(runtime)
+    context = run_context(runtime)
+    thread_id = context.thread_id or thread_id_of(runtime)
     if not thread_id:
         raise MissingThreadIdError(
             "This run has no thread id, so the thread's workspace, uploads and outputs "
@@ -71,7 +72,7 @@ def thread_paths_for(layout: PathLayout, runtime: Any) -> ThreadPaths:
             "RunContext(thread_id=...) as the graph context, or "
             "config={'configurable': {'thread_id': ...}}."
         )
-    return layout.thread(run_context(runtime).user_id, thread_id)
+    return layout.thread(context.user_id, thread_id)
 
 
 class ThreadDataMiddleware(AgentMiddleware[ThreadDataState]):

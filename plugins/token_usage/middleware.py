@@ -86,7 +86,7 @@ class TokenUsageMiddleware(AgentMiddleware[TokenUsageState, Any, Any]):
 
     def record(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any] | None:
         """The update: the run's usage record, and the merged messages if any."""
-        messages = list(state.get("messages") or [])
+        messages = state.get("messages") or []
         if not messages or not isinstance(messages[-1], AIMessage):
             return None
         run_id = run_id_of(runtime)
