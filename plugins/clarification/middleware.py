@@ -74,7 +74,9 @@ class ClarificationMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return self._end_if_asked(state, runtime)
 
     def _end_if_asked(self, state: AgentState[Any], runtime: Any) -> dict[str, Any] | None:
-        if self.asked_in_current_run(state.get("messages") or [], run_id_of(runtime)):
+        messages = state.get("messages") or []
+        # The run id is looked up only when the latest assistant message asked at all.
+        if self._asked(messages) and self.asked_in_current_run(messages, run_id_of(runtime)):
             return {"jump_to": "end"}
         return None
 
@@ -118,14 +120,10 @@ class ClarificationMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         bare graph invoked without one), a question counts as current while
         nothing but tool results follows the assistant message.
         """
-        found = _last_ai_message(messages)
+        found = self._asked(messages)
         if found is None:
             return False
-        index, ai_message = found
-        asked = {call.get("id") for call in ai_message.tool_calls
-                 if call.get("name") == self.tool_name}
-        if not asked:
-            return False
+        index, asked = found
         tail = messages[index + 1:]
         for message in tail:
             if not (isinstance(message, ToolMessage) and message.tool_call_id in asked):
@@ -140,13 +138,15 @@ class ClarificationMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 return True
         return False
 
-
-def _last_ai_message(messages: Sequence[AnyMessage]) -> tuple[int, AIMessage] | None:
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if isinstance(message, AIMessage):
-            return index, message
-    return None
+    def _asked(self, messages: Sequence[AnyMessage]) -> tuple[int, set[Any]] | None:
+        """The latest assistant message's index and the ids of its questions, if it asked."""
+        for index in range(len(messages) - 1, -1, -1):
+            message = messages[index]
+            if isinstance(message, AIMessage):
+                asked = {call.get("id") for call in message.tool_calls
+                         if call.get("name") == self.tool_name}
+                return (index, asked) if asked else None
+        return None
 
 
 def build(ctx: BuildContext) -> ClarificationMiddleware:

@@ -212,7 +212,7 @@ class DynamicContextMiddleware(AgentMiddleware[Any, Any]):
     # Both forms call this helper: a fused node's proxy resets the hook methods
     # it runs itself, so `self.before_agent` may be a no-op there.
     def _inject(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        messages: list[BaseMessage] = list(state.get("messages") or [])
+        messages: Sequence[BaseMessage] = state.get("messages") or []
         index = _target(messages)
         if index is None:
             return None
