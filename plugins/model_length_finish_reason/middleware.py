@@ -67,12 +67,15 @@ def _field_is(field: str, *values: str) -> Callable[[Any], str | None]:
     return detect
 
 
+_GENERIC_FIELDS = (_field_is("done_reason", "length"), _field_is("stopReason", "max_tokens"))
+
+
 def _generic(message: Any) -> str | None:
     details = provider_field(message, "incomplete_details")
     if isinstance(details, Mapping) and str(details.get("reason")).lower() in (
             "max_output_tokens", "max_tokens"):
         return f"incomplete_details.reason={details['reason']}"
-    for detect in (_field_is("done_reason", "length"), _field_is("stopReason", "max_tokens")):
+    for detect in _GENERIC_FIELDS:
         found = detect(message)
         if found:
             return found
