@@ -190,12 +190,15 @@ def classify_error_text(text: str) -> tuple[str, bool, str]:
     return "unknown", True, "try_alternative"
 
 
+_JSON_OBJECT_START = re.compile(r"\s*\{")
+_ERROR_PREFIX = re.compile(r"\s*error\b\s*[:!-]", re.IGNORECASE)
+
+
 def _error_field(text: str) -> str | None:
-    stripped = text.strip()
-    if not stripped.startswith("{"):
+    if not _JSON_OBJECT_START.match(text):  # no copy of a long non-JSON result
         return None
     try:
-        data = json.loads(stripped)
+        data = json.loads(text.strip())
     except ValueError:
         return None
     if not isinstance(data, dict) or "error" not in data:
@@ -206,7 +209,7 @@ def _error_field(text: str) -> str | None:
 
 def is_error_payload(text: str) -> bool:
     """Whether a result's text reports an error (``Error:`` prefix or a JSON ``error``)."""
-    if re.match(r"\s*error\b\s*[:!-]", text, re.IGNORECASE):
+    if _ERROR_PREFIX.match(text):
         return True
     field = _error_field(text)
     return field is not None and field.strip().lower() not in _NON_ERRORS
