@@ -263,29 +263,28 @@ def test_the_sweep_reads_every_process_when_the_pid_counter_may_have_gone_round(
     counters = reaper.pid_counters()
     assert counters is not None
     stray = _token_process(f"{400 + uuid.uuid4().int % 500}.3", token)
-    forks, tasks, pid_max = counters
     # Claimed to start after `stray`, but so many forks ago that pids may have been reused.
-    mark = reaper.PidMark(stray.pid + 1, forks - pid_max, tasks, pid_max)
+    mark = reaper.PidMark(stray.pid + 1,
+                          counters._replace(forks=counters.forks - counters.pid_max))
     assert reaper.sweep(token, since=mark) == [stray.pid]
     stray.wait(timeout=HANG_GUARD)
     # The counters cannot be read (no Linux /proc of this kind): every process is read.
     stray = _token_process(f"{400 + uuid.uuid4().int % 500}.4", token)
     monkeypatch.setattr(reaper, "pid_counters", lambda: None)
-    assert reaper.sweep(token, since=reaper.PidMark(stray.pid + 1, *counters)) == [stray.pid]
+    assert reaper.sweep(token, since=reaper.PidMark(stray.pid + 1, counters)) == [stray.pid]
     stray.wait(timeout=HANG_GUARD)
 
 
 def test_after_a_wrap_the_window_holds_the_pids_on_both_sides(monkeypatch):
     counters = reaper.pid_counters()
     assert counters is not None
-    numbers = {"/proc/sys/kernel/ns_last_pid": 500}
-    real = reaper._proc_number
-    monkeypatch.setattr(reaper, "_proc_number",
-                        lambda path, *a, **k: numbers.get(path) or real(path, *a, **k))
-    recent = reaper._allocated_since(reaper.PidMark(counters[2] - 100, *counters))
+    pid_max = counters.pid_max
+    # The run's first command got a pid near the top; the last pid handed out since is 500.
+    monkeypatch.setattr(reaper, "pid_counters", lambda: counters._replace(last_pid=500))
+    recent = reaper._allocated_since(reaper.PidMark(pid_max - 100, counters))
     assert recent is not None
-    assert recent(counters[2] - 1) and recent(400) and recent(500)
-    assert not recent(501) and not recent(counters[2] - 101)
+    assert recent(pid_max - 1) and recent(pid_max - 100) and recent(400) and recent(500)
+    assert not recent(501) and not recent(pid_max - 101)
 
 
 def test_commands_of_one_run_share_the_mark_of_the_first(tmp_path):

@@ -40,8 +40,10 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
-__all__ = ["TOKEN_VARIABLE", "PidMark", "new_token", "pid_counters", "start_watchdog", "sweep"]
+__all__ = ["TOKEN_VARIABLE", "PidCounters", "PidMark", "new_token", "pid_counters",
+           "start_watchdog", "sweep"]
 
 TOKEN_VARIABLE = "ANTLER_SANDBOX_TOKEN"
 
@@ -108,18 +110,42 @@ def _session_of(pid: str) -> int | None:
 _PID_FLOOR = 300
 
 
-def _proc_number(path: str, prefix: bytes = b"", field: int = 0) -> int | None:
-    """An integer from a /proc file: the `field`-th word of the line starting with `prefix`."""
-    text = _read(path)
-    if text is None:
-        return None
-    for line in text.splitlines():
+def _proc_number(path: str, prefix: bytes = b"") -> int | None:
+    """The number after `prefix` on its line of a /proc file, or None when it is not there."""
+    for line in (_read(path) or b"").splitlines():
         if line.startswith(prefix):
             try:
-                return int(line[len(prefix):].split()[field].split(b"/")[-1])
+                return int(line[len(prefix):].split()[0])
             except (IndexError, ValueError):
                 return None
     return None
+
+
+class PidCounters(NamedTuple):
+    """The kernel's pid bookkeeping at one moment."""
+
+    forks: int
+    """Tasks forked since boot (``processes`` in /proc/stat)."""
+    tasks: int
+    """Tasks alive (/proc/loadavg)."""
+    last_pid: int
+    """The pid handed out last in this pid namespace (/proc/loadavg)."""
+    pid_max: int
+
+
+def pid_counters() -> PidCounters | None:
+    """The counters now, or None without a Linux /proc."""
+    forks = _proc_number("/proc/stat", b"processes ")
+    # "0.12 0.34 0.56 running/tasks last_pid": the loads are not integers, so skip them.
+    load = (_read("/proc/loadavg") or b"").split()[3:]
+    pid_max = _proc_number("/proc/sys/kernel/pid_max")
+    try:
+        tasks, last_pid = int(load[0].split(b"/")[1]), int(load[1])
+    except (IndexError, ValueError):
+        return None
+    if forks is None or pid_max is None:
+        return None
+    return PidCounters(forks, tasks, last_pid, pid_max)
 
 
 @dataclass(frozen=True)
@@ -136,27 +162,14 @@ class PidMark:
     """
 
     first_pid: int
-    forks: int
-    """Tasks forked since boot (``processes`` in /proc/stat), read before the command started."""
-    tasks: int
-    """Tasks alive (the total of /proc/loadavg), read before the command started."""
-    pid_max: int
+    before: PidCounters
+    """The counters read just before the command started."""
 
     @classmethod
-    def after(cls, counters: tuple[int, int, int] | None, first_pid: int) -> PidMark | None:
+    def after(cls, before: PidCounters | None, first_pid: int) -> PidMark | None:
         """The mark of a command with pid `first_pid`, started after `pid_counters()` gave
-        `counters`; None when they could not be read."""
-        return None if counters is None else cls(first_pid, *counters)
-
-
-def pid_counters() -> tuple[int, int, int] | None:
-    """(forks since boot, tasks alive, pid_max), or None without a Linux /proc."""
-    forks = _proc_number("/proc/stat", b"processes ")
-    tasks = _proc_number("/proc/loadavg", field=3)
-    pid_max = _proc_number("/proc/sys/kernel/pid_max")
-    if forks is None or tasks is None or pid_max is None:
-        return None
-    return forks, tasks, pid_max
+        `before`; None when they could not be read."""
+        return None if before is None else cls(first_pid, before)
 
 
 def _allocated_since(mark: PidMark | None) -> Callable[[int], bool] | None:
@@ -164,14 +177,12 @@ def _allocated_since(mark: PidMark | None) -> Callable[[int], bool] | None:
     if mark is None:
         return None
     now = pid_counters()
-    last = _proc_number("/proc/sys/kernel/ns_last_pid")
-    if now is None or last is None:
+    if now is None:
         return None
-    forks, _tasks, pid_max = now
-    steps = forks - mark.forks + mark.tasks
-    if steps >= min(pid_max, mark.pid_max) - _PID_FLOOR - 1:
+    steps = now.forks - mark.before.forks + mark.before.tasks
+    if steps >= min(now.pid_max, mark.before.pid_max) - _PID_FLOOR - 1:
         return None  # the counter may have gone all the way round
-    first = mark.first_pid
+    first, last = mark.first_pid, now.last_pid
     if last >= first:
         return lambda pid: first <= pid <= last
     return lambda pid: pid >= first or pid <= last  # it wrapped once
