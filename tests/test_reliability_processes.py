@@ -275,16 +275,23 @@ def test_the_sweep_reads_every_process_when_the_pid_counter_may_have_gone_round(
     stray.wait(timeout=HANG_GUARD)
 
 
-def test_after_a_wrap_the_window_holds_the_pids_on_both_sides(monkeypatch):
+def test_after_a_wrap_the_sweep_reads_the_pids_on_both_sides(monkeypatch):
     counters = reaper.pid_counters()
     assert counters is not None
     pid_max = counters.pid_max
+    listed = [299, 400, 500, 501, pid_max - 101, pid_max - 100, pid_max - 1]
+    read: list[int] = []
+    monkeypatch.setattr(reaper.os, "listdir", lambda path: [*map(str, listed), "self"])
+    monkeypatch.setattr(reaper, "_environment_has", lambda pid, needle: read.append(int(pid)))
     # The run's first command got a pid near the top; the last pid handed out since is 500.
     monkeypatch.setattr(reaper, "pid_counters", lambda: counters._replace(last_pid=500))
-    recent = reaper._allocated_since(reaper.PidMark(pid_max - 100, counters))
-    assert recent is not None
-    assert recent(pid_max - 1) and recent(pid_max - 100) and recent(400) and recent(500)
-    assert not recent(501) and not recent(pid_max - 101)
+    reaper.sweep("t", since=reaper.PidMark(pid_max - 100, counters))
+    assert read == [299, 400, 500, pid_max - 100, pid_max - 1]
+    # Without a wrap and with few pids handed out, /proc is not listed: each is looked up.
+    monkeypatch.setattr(reaper, "pid_counters", lambda: counters._replace(last_pid=1005))
+    read.clear()
+    reaper.sweep("t", since=reaper.PidMark(1000, counters))
+    assert read == [1000, 1001, 1002, 1003, 1004, 1005]
 
 
 def test_commands_of_one_run_share_the_mark_of_the_first(tmp_path):

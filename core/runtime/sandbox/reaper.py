@@ -38,7 +38,7 @@ import signal
 import subprocess
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -172,8 +172,9 @@ class PidMark:
         return None if before is None else cls(first_pid, before)
 
 
-def _allocated_since(mark: PidMark | None) -> Callable[[int], bool] | None:
-    """A test for the pids handed out since `mark`, or None when any pid may have been."""
+def _allocated_since(mark: PidMark | None) -> tuple[int, int] | None:
+    """(first, last): the pids handed out since `mark` run from `first` to `last`, wrapping
+    at ``pid_max`` when `last` is the smaller; None when any pid may have been."""
     if mark is None:
         return None
     now = pid_counters()
@@ -182,10 +183,31 @@ def _allocated_since(mark: PidMark | None) -> Callable[[int], bool] | None:
     steps = now.forks - mark.before.forks + mark.before.tasks
     if steps >= min(now.pid_max, mark.before.pid_max) - _PID_FLOOR - 1:
         return None  # the counter may have gone all the way round
-    first, last = mark.first_pid, now.last_pid
-    if last >= first:
-        return lambda pid: first <= pid <= last
-    return lambda pid: pid >= first or pid <= last  # it wrapped once
+    return mark.first_pid, now.last_pid
+
+
+# Up to this many pids handed out since the mark, each is looked up by number: cheaper
+# than listing /proc, which costs as much as a few dozen failed look-ups.
+_PROBE_LIMIT = 32
+
+
+def _candidates(since: PidMark | None) -> list[int]:
+    """The pids a sweep reads: those handed out since `since`, or every process."""
+    window = _allocated_since(since)
+    if window is not None and window[0] <= window[1] < window[0] + _PROBE_LIMIT:
+        # Thread ids too: a thread's environment is its process's, and a signal to it
+        # goes to the whole process.
+        return list(range(window[0], window[1] + 1))
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except FileNotFoundError:
+        return []
+    if window is None:
+        return pids
+    first, last = window
+    if first <= last:
+        return [pid for pid in pids if first <= pid <= last]
+    return [pid for pid in pids if pid >= first or pid <= last]  # it wrapped once
 
 
 def sweep(token: str, *, spare_sessions: Iterable[int] = (),
@@ -201,22 +223,15 @@ def sweep(token: str, *, spare_sessions: Iterable[int] = (),
     spared = set(spare_sessions)
     needle = f"{TOKEN_VARIABLE}={token}\0".encode()
     me = os.getpid()
-    recent = _allocated_since(since)
     killed: list[int] = []
-    with contextlib.suppress(FileNotFoundError):
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            pid = int(name)
-            if pid == me or (recent is not None and not recent(pid)):
-                continue
-            if not _environment_has(name, needle):
-                continue
-            if spared and _session_of(name) in spared:
-                continue
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
+    for pid in _candidates(since):
+        if pid == me or not _environment_has(str(pid), needle):
+            continue
+        if spared and _session_of(str(pid)) in spared:
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
     return killed
 
 
