@@ -91,6 +91,9 @@ class GeminiReason(enum.Enum):
     (RefusalBlockDetector(), AIMessage([{"type": "refusal", "refusal": "No."}]),
      ("content.refusal", "No.")),
     (RefusalBlockDetector(), AIMessage("Sure, here it is."), None),
+    # Text content, but a provider whose translator makes a refusal block of its metadata.
+    (RefusalBlockDetector(), AIMessage("I cannot", response_metadata={
+        "model_provider": "anthropic", "stop_reason": "refusal"}), ("content.refusal", "refusal")),
 ])
 def test_built_in_detectors(detector, message, found):
     finding = detector.detect(message)
