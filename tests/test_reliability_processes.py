@@ -234,9 +234,17 @@ def test_the_end_of_a_run_kills_setsid_descendants(tmp_path):
 
 def _token_process(marker: str, token: str) -> subprocess.Popen[bytes]:
     """A process carrying a sandbox's token that no command of it started."""
-    return subprocess.Popen(["sleep", marker], env={"PATH": os.environ["PATH"],
-                                                    reaper.TOKEN_VARIABLE: token},
-                            start_new_session=True)
+    process = subprocess.Popen(["sleep", marker], env={"PATH": os.environ["PATH"],
+                                                       reaper.TOKEN_VARIABLE: token},
+                               start_new_session=True)
+    # `Popen` returns while the kernel may still be setting up the new program's
+    # environment; a sweep looks for processes that are past that.
+    for _ in range(400):
+        with open(f"/proc/{process.pid}/environ", "rb") as handle:
+            if token.encode() in handle.read():
+                return process
+        time.sleep(0.005)
+    raise AssertionError(f"pid {process.pid} never showed its environment")
 
 
 def test_the_sweep_reads_only_processes_started_since_the_mark():

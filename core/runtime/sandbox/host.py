@@ -150,7 +150,8 @@ class HostSandbox(Sandbox):
         if limit <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         with self._lock:  # so `interrupt` and `close` see every command that started
-            first = not self._sessions  # the first command since the last `end_run`
+            # The first command since the last `end_run` marks where its sweep starts.
+            first = not self._sessions and self.leaves_strays
             counters = reaper.pid_counters() if first else None
             process = self._spawn(self._command_text(command))
             if first:
