@@ -7,17 +7,19 @@ turn costs more the longer the thread. Each such fact is a left fold (a start
 value and a step over the next messages), and `HistoryFold` keeps, per thread,
 the value after the messages its last call saw. The next call's history is
 recognised as the same one continued when it is at least as long and holds,
-at both ends of the seen part, the messages seen there (the same ids; the last
-one also equal field by field): then only the messages after it are folded.
+at both ends of the seen part, the messages seen there (equal field by field,
+as a checkpoint reload gives them): then only the messages after it are folded.
 
 Anything else starts the fold over from the first message: summarization
 removed or replaced messages, `update_state` replaced or removed some (which
 moves the message at the end of the seen part), the thread was forked from an
 earlier checkpoint, or another conversation uses the key. A checkpoint reload
 gives new message objects with the same ids, so a new run continues the fold.
-A message rewritten in place under its own id, in the middle of the seen
-part, is the one change the check does not see; the last seen message is
-compared in full, so an edit of the latest message is seen.
+The one change the check does not see is a message rewritten in place under
+its own id (`update_state` with that id) strictly between the first and the
+last message seen: seeing it would mean comparing every message on every call,
+the very work the fold saves. An edit of the first or the latest message is
+seen.
 """
 
 from __future__ import annotations
@@ -48,14 +50,6 @@ def _same_message(kept: Any, message: Any) -> bool:
     if kept is message:
         return True
     return type(kept) is type(message) and kept.__dict__ == message.__dict__
-
-
-def _same_start(kept: Any, message: Any) -> bool:
-    # Request-only messages (a wrapper's lead system message) carry no id: compare them.
-    kept_id = getattr(kept, "id", None)
-    if kept_id is None:
-        return _same_message(kept, message)
-    return kept_id == getattr(message, "id", None)
 
 
 class HistoryFold(Generic[T]):
@@ -101,7 +95,7 @@ class HistoryFold(Generic[T]):
             return False
         last = messages[seen.length - 1]
         return getattr(last, "id", None) is not None and _same_message(seen.last, last) \
-            and _same_start(seen.first, messages[0])
+            and _same_message(seen.first, messages[0])
 
     def of_request(self, request: Any) -> T:
         """The value for a model request's messages, kept under the request's thread."""

@@ -19,7 +19,6 @@ it was, so nothing the provider said is lost.
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import re
@@ -120,7 +119,7 @@ def _scan(before: Scan, messages: Sequence[AnyMessage], done: int = 0) -> Scan:
     if failed:
         return before
     open_ids = set(still_open)
-    for message in itertools.islice(messages, done, None):
+    for message in messages[done:]:
         if isinstance(message, ToolMessage):
             if message.tool_call_id not in open_ids:
                 return True, frozenset()

@@ -31,7 +31,6 @@ the thread as new objects; a history that summarization shortened or
 
 from __future__ import annotations
 
-import itertools
 import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -112,7 +111,7 @@ def _kept_from(before: tuple[BaseMessage, ...], messages: Sequence[BaseMessage],
                done: int) -> tuple[BaseMessage, ...]:
     """`before` (what memory keeps of the first `done` messages) and what it keeps of the rest."""
     kept = list(before)
-    _keep(kept, itertools.islice(messages, done, None), _memory_copy)
+    _keep(kept, messages[done:], _memory_copy)
     return tuple(kept)
 
 
