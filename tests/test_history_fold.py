@@ -90,7 +90,7 @@ def _edited(history: list[Any], edit: tuple[str, Any], counter: list[int]) -> li
     if kind in ("rewrite_first", "rewrite_last") and history:
         index = 0 if kind == "rewrite_first" else len(history) - 1
         edited = history[index].model_copy(update={"content": arg})
-        return history[:index] + [edited] + history[index + 1:]
+        return [*history[:index], edited, *history[index + 1:]]
     if kind == "fork":
         return history[:arg]
     return history
@@ -152,7 +152,8 @@ class Recorded(list):  # type: ignore[type-arg]
 def _note(token: str, run_id: str, skill: str, target: str | None) -> HumanMessage:
     proof = skillproof.activation_proof(token, run_id, skill, target)
     return HumanMessage("note", name="skill_activation", additional_kwargs={
-        **hidden_marker("skill_activation"), skillproof.ACTIVATION_KEY: {"skill": skill, "target": target, "proof": proof}})
+        **hidden_marker("skill_activation"),
+        skillproof.ACTIVATION_KEY: {"skill": skill, "target": target, "proof": proof}})
 
 
 def test_an_activation_is_read_only_where_skill_activation_puts_it():
