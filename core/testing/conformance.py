@@ -133,7 +133,7 @@ calls below it (in inner plugins, the model, a tool) are not the plugin's."""
 _WORKER_MARK = "@@antler-conformance@@ "
 HISTORY_LENGTHS = (50, 2000)
 """The thread lengths (earlier messages) the history check times a turn at."""
-HISTORY_TURNS = 5
+HISTORY_TURNS = 3
 """Timed turns per length; each hook's figure is its median per turn."""
 HISTORY_RATIO = 4.0
 HISTORY_NOISE_MS = 0.3
@@ -1208,6 +1208,7 @@ class Battery:
         timings = self.history_timings()
         if isinstance(timings, str):
             self.fail("history_work", f"  {timings}")
+            return
         short, long = HISTORY_LENGTHS
         hooks = sorted({hook for times in timings.values() for plugin, hook in times
                         if plugin == self.name})
