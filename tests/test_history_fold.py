@@ -99,7 +99,8 @@ def _edited(history: list[Any], edit: tuple[str, Any], counter: list[int]) -> li
 @settings(max_examples=150, deadline=None)
 @given(st.lists(edits, max_size=12))
 def test_kept_folds_equal_fresh_ones(drawn):
-    folds = {name: HistoryFold(start, advance) for name, (start, advance) in FOLDS.items()}
+    folds = {name: HistoryFold(start, advance, short=0)
+             for name, (start, advance) in FOLDS.items()}
     history: list[Any] = []
     counter = [0]
     for edit in drawn:
@@ -116,7 +117,7 @@ def test_a_fold_looks_only_at_the_messages_after_the_ones_it_saw():
         looked.append(len(history) - done)
         return count + len(history) - done
 
-    fold: HistoryFold[int] = HistoryFold(0, advance)
+    fold: HistoryFold[int] = HistoryFold(0, advance, short=0)
     history = [HumanMessage(str(i), id=str(i)) for i in range(1000)]
     assert fold("t", history) == 1000
     history = [m.model_copy(deep=True) for m in history] + [AIMessage("a", id="a")]
@@ -127,7 +128,8 @@ def test_a_fold_looks_only_at_the_messages_after_the_ones_it_saw():
 
 
 def test_a_fold_forgets_the_least_recent_thread():
-    fold: HistoryFold[int] = HistoryFold(0, lambda c, h, done: c + len(h) - done, threads=2)
+    fold: HistoryFold[int] = HistoryFold(0, lambda c, h, done: c + len(h) - done, threads=2,
+                                         short=0)
     for key in ("a", "b", "c"):
         fold(key, [HumanMessage("x", id="1")])
     assert len(fold) == 2
@@ -202,8 +204,14 @@ def _turns(count: int) -> list[Any]:
         f"answer {i}")]
 
 
+def _earlier(count: int) -> list[Any]:
+    """Earlier turns, enough that the folds keep their value (`HistoryFold.short`)."""
+    return [HumanMessage(f"earlier question {i}", id=f"eq{i}") if i % 2 == 0
+            else AIMessage(f"earlier answer {i}", id=f"ea{i}") for i in range(count)]
+
+
 def _session(home: Path, registry: Any, fuse: bool) -> tuple[ScriptedChatModel, CountingQueue]:
-    """Turns, then the history edited as summarization and `update_state` edit it."""
+    """Turns on a long thread, its history edited as summarization and `update_state` do."""
     model, queue = ScriptedChatModel(_turns(8)), CountingQueue()
     config = parse_config("title: {enabled: false}\nmemory: {enabled: true}\n", registry)
     with create_agent(config, model=model, registry=registry, base_dir=home,
@@ -214,6 +222,7 @@ def _session(home: Path, registry: Any, fuse: bool) -> tuple[ScriptedChatModel, 
         def history() -> list[Any]:
             return agent.state("t")["messages"]
 
+        agent.graph.update_state(run_config, {"messages": _earlier(100)}, as_node="model")
         for turn in range(3):
             agent.invoke(f"question {turn}", thread_id="t")
         # Summarization: the oldest messages removed, a summary in their place.
@@ -259,7 +268,7 @@ def test_requests_and_submissions_equal_those_of_fresh_passes(tmp_path, registry
     # rewritten answer is submitted, the summary replaced the oldest messages.
     assert any(m.content == dangling.INTERRUPTED_PLACEHOLDER for m in kept_model.calls[-1])
     assert "a rewritten answer" in [m.text for m in kept_queue.submissions[-1]]
-    assert "question 0" not in [m.text for m in kept_queue.submissions[-1]]
+    assert "earlier question 0" not in [m.text for m in kept_queue.submissions[-1]]
     assert "Operator note" in kept_model.calls[-1][0].text  # merged into the system message
 
 
@@ -277,6 +286,8 @@ def test_a_model_call_scans_only_the_new_messages(tmp_path, registry, fuse, monk
     config = parse_config("title: {enabled: false}\nmemory: {enabled: false}\n", registry)
     with create_agent(config, model=model, registry=registry, base_dir=tmp_path,
                       checkpointer="memory", fuse=fuse) as agent:
+        agent.graph.update_state(agent.run_config("t"), {"messages": _earlier(200)},
+                                 as_node="model")
         for turn in range(3):
             mark = len(scanned)
             agent.invoke(f"question {turn}", thread_id="t")

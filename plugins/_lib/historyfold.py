@@ -27,8 +27,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+
+from antler.runtime.runcontext import thread_id_of
 
 T = TypeVar("T")
 
@@ -36,14 +37,12 @@ __all__ = ["HistoryFold"]
 
 DEFAULT_THREADS = 1024
 """Threads a fold remembers before it forgets the least recently used one."""
+DEFAULT_SHORT = 64
+"""Histories shorter than this are folded afresh: cheaper than finding the thread's record."""
 
 
-@dataclass(frozen=True)
-class _Seen(Generic[T]):
-    length: int
-    first: Any
-    last: Any
-    value: T
+_Seen = tuple[int, Any, Any, Any]
+"""(how many messages were seen, the first, the last, the value after them)."""
 
 
 def _same_message(kept: Any, message: Any) -> bool:
@@ -64,44 +63,46 @@ class HistoryFold(Generic[T]):
     """
 
     def __init__(self, start: T, advance: Callable[[T, Sequence[Any], int], T], *,
-                 threads: int = DEFAULT_THREADS) -> None:
+                 threads: int = DEFAULT_THREADS, short: int = DEFAULT_SHORT) -> None:
         self.start = start
         self.advance = advance
         self.threads = threads
-        self._seen: OrderedDict[Any, _Seen[T]] = OrderedDict()
+        self.short = short
+        self._seen: OrderedDict[Any, _Seen] = OrderedDict()
         self._lock = threading.Lock()
 
     def __call__(self, key: Any, messages: Sequence[Any]) -> T:
         """The value for the whole of `messages`; `key` names the thread (None: no memory)."""
-        if key is None or not messages:
+        if key is None or not messages or len(messages) < self.short:
             return self.advance(self.start, messages, 0)
-        with self._lock:
-            seen = self._seen.get(key)
+        seen = self._seen.get(key)
         value, done = self.start, 0
         if seen is not None and self._continues(seen, messages):
-            value, done = seen.value, seen.length
+            done, value = seen[0], seen[3]
         if done < len(messages):
             value = self.advance(value, messages, done)
         with self._lock:
-            self._seen[key] = _Seen(len(messages), messages[0], messages[-1], value)
+            self._seen[key] = (len(messages), messages[0], messages[-1], value)
             self._seen.move_to_end(key)
-            while len(self._seen) > self.threads:
+            if len(self._seen) > self.threads:
                 self._seen.popitem(last=False)
         return value
 
     @staticmethod
-    def _continues(seen: _Seen[T], messages: Sequence[Any]) -> bool:
-        if len(messages) < seen.length:
+    def _continues(seen: _Seen, messages: Sequence[Any]) -> bool:
+        length, first, last, _ = seen
+        if len(messages) < length:
             return False
-        last = messages[seen.length - 1]
-        return getattr(last, "id", None) is not None and _same_message(seen.last, last) \
-            and _same_message(seen.first, messages[0])
+        now = messages[length - 1]
+        return getattr(now, "id", None) is not None and _same_message(last, now) \
+            and _same_message(first, messages[0])
 
     def of_request(self, request: Any) -> T:
         """The value for a model request's messages, kept under the request's thread."""
-        from antler.runtime.runcontext import thread_id_of
-
-        return self(thread_id_of(getattr(request, "runtime", None)), request.messages)
+        messages = request.messages
+        if len(messages) < self.short:  # not worth looking the thread up
+            return self.advance(self.start, messages, 0)
+        return self(thread_id_of(getattr(request, "runtime", None)), messages)
 
     def forget(self, key: Any) -> None:
         """Drop what is kept for `key` (its next call folds the whole history)."""

@@ -15,6 +15,10 @@ import hmac
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from langchain_core.messages import HumanMessage
+
+from antler.contracts.messages import is_hidden
+
 ACTIVATION_KEY = "skill_activation"
 """`additional_kwargs` key of the activation message: ``{"skill", "target", "proof", ...}``."""
 SECRET_NAME = "skill_activation"
@@ -60,20 +64,16 @@ def proven_activation(messages: Sequence[Any], token: str, run_id: str | None) -
 def _where_notes_go(messages: Sequence[Any]) -> Iterator[Any]:
     """From the end back through the latest genuine user message and the hidden messages
     just before it; then the leading hidden messages, last first."""
-    from langchain_core.messages import HumanMessage
-
-    from antler.contracts.messages import is_hidden
-
     end = len(messages)
     passed_user = False
     while end:
         message = messages[end - 1]
-        hidden = is_hidden(message)
-        if passed_user and not hidden:
+        if passed_user and not is_hidden(message):
             break
         yield message
         end -= 1
-        passed_user = passed_user or (isinstance(message, HumanMessage) and not hidden)
+        passed_user = passed_user or (isinstance(message, HumanMessage)
+                                      and not is_hidden(message))
     lead = 0
     while lead < end and is_hidden(messages[lead]):
         lead += 1

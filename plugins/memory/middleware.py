@@ -143,7 +143,7 @@ class MemoryMiddleware(AgentMiddleware[Any, Any]):
         self.agent_name = agent_name
         # What is kept, per thread: a run's submission carries the whole
         # conversation, but only the messages new since the last one are filtered.
-        self._kept: HistoryFold[tuple[BaseMessage, ...]] = HistoryFold((), _kept_from)
+        self._kept: HistoryFold[tuple[BaseMessage, ...]] = HistoryFold((), _kept_from, short=0)
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Filter the conversation and queue it; never changes the state.

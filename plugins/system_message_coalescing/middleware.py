@@ -52,8 +52,8 @@ Positions = tuple[int, ...]
 
 def system_positions(before: Positions, messages: Sequence[Any], done: int = 0) -> Positions:
     """`before` and the positions of the `SystemMessage`s in `messages` from `done` on."""
-    found = tuple(i for i in range(done, len(messages))
-                  if isinstance(messages[i], SystemMessage))
+    found = tuple(i for i, m in enumerate(messages[done:] if done else messages, done)
+                  if isinstance(m, SystemMessage))
     return before + found if found else before
 
 

@@ -224,9 +224,9 @@ class ToolOutputBudgetMiddleware(AgentMiddleware):
     def _over_from(self, before: tuple[int, ...], messages: Sequence[Any],
                    done: int) -> tuple[int, ...]:
         """`before` and the positions, from `done` on, of the tool results to show as synopses."""
-        found = tuple(i for i in range(done, len(messages))
-                      if isinstance(message := messages[i], ToolMessage) and self._over(message)
-                      and _text(message.content) is not None)
+        found = tuple(i for i, m in enumerate(messages[done:] if done else messages, done)
+                      if isinstance(m, ToolMessage) and self._over(m)
+                      and _text(m.content) is not None)
         return before + found if found else before
 
     def _synopsis_copy(self, message: ToolMessage) -> ToolMessage:
