@@ -38,6 +38,7 @@ from antler.plugins.memory import middleware as memory
 from antler.plugins.system_message_coalescing import middleware as coalescing
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
+from tests.test_history_work import CountingQueue
 
 FOLDS: dict[str, tuple[Any, Any]] = {
     "dangling": (dangling.CLEAN, dangling._scan),
@@ -176,20 +177,6 @@ def test_an_activation_is_read_only_where_skill_activation_puts_it():
 
 
 # -- through the graph ------------------------------------------------------------------------
-
-
-class CountingQueue:
-    def __init__(self) -> None:
-        self.submissions: list[list[Any]] = []
-
-    def add(self, *, messages: Any, **_: Any) -> None:
-        self.submissions.append(list(messages))
-
-    def flush(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
 
 
 @pytest.fixture(scope="module")
