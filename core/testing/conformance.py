@@ -49,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -103,6 +104,9 @@ CHECKS: dict[str, Rule] = {
                      "policy says", "rule-on-error"),
     "resume": Rule("a run survives a resume from its checkpoint in a new process",
                    "rule-resume"),
+    "history_work": Rule("a hook's work follows the new messages, not the thread's length: "
+                         "its CPU time per turn grows at most 4x from 50 to 2,000 earlier "
+                         "messages", "rule-history-work"),
 }
 """Every check of the battery, by the name `skip_checks` uses, in the order they run."""
 
@@ -127,6 +131,13 @@ _HANDLER = "_conformance_handler"
 """The name of the function a recorded wrap hook calls as its handler: blocking
 calls below it (in inner plugins, the model, a tool) are not the plugin's."""
 _WORKER_MARK = "@@antler-conformance@@ "
+HISTORY_LENGTHS = (50, 2000)
+"""The thread lengths (earlier messages) the history check times a turn at."""
+HISTORY_TURNS = 3
+"""Timed turns per length; each hook's figure is its median per turn."""
+HISTORY_RATIO = 4.0
+HISTORY_NOISE_MS = 0.3
+"""Growth per turn below which a hook never fails the history check (timer and GC noise)."""
 
 
 class ConformanceFailure(AssertionError):
@@ -310,9 +321,19 @@ class _Recording:
     records: list[Record] = dataclasses.field(default_factory=list)
     blocking: list[str] = dataclasses.field(default_factory=list)
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    timed: bool = False
+    """Keep only each hook's CPU seconds (`cpu`), no records (the history check)."""
+    cpu: dict[tuple[str, str], float] = dataclasses.field(default_factory=dict)
+
+    def spent(self, plugin: str, hook: str, seconds: float) -> None:
+        if self.timed:
+            with self.lock:
+                self.cpu[plugin, hook] = self.cpu.get((plugin, hook), 0.0) + seconds
 
     def add(self, plugin: str, hook: str, is_async: bool, data: Any,
             error: BaseException | None = None) -> None:
+        if self.timed and error is None:
+            return
         described = None
         if error is not None:
             described = type(error).__name__
@@ -374,11 +395,13 @@ def _record_hook(original: Callable[..., Any], hook: str, is_async: bool, *, lab
         def node(self: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
             recording = slot.recording
             recording.fault(label, hook)
+            started = time.thread_time()
             try:
                 update = original(self, state, *args, **kwargs)
             except BaseException as error:
                 recording.add(label, hook, False, None, error)
                 raise
+            recording.spent(label, hook, time.thread_time() - started)
             recording.add(label, hook, False, update)
             return update
         return node
@@ -407,15 +430,22 @@ def _record_hook(original: Callable[..., Any], hook: str, is_async: bool, *, lab
         recording = slot.recording
         recording.fault(label, hook)
         passed: list[Any] = []
+        below = [0.0]  # CPU seconds in the handler: not the hook's own work
 
         def _conformance_handler(inner: Any) -> Any:
             passed.append(inner)
-            return handler(inner)
+            entered = time.thread_time()
+            try:
+                return handler(inner)
+            finally:
+                below[0] += time.thread_time() - entered
+        started = time.thread_time()
         try:
             result = original(self, request, _conformance_handler, *args, **kwargs)
         except BaseException as error:
             recording.add(label, hook, False, {"in": request, "out": passed}, error)
             raise
+        recording.spent(label, hook, time.thread_time() - started - below[0])
         recording.add(label, hook, False, {"in": request, "out": passed, "result": result})
         return result
     return wrap
@@ -537,10 +567,12 @@ class _Script:
     """
 
     def __init__(self, turns: Sequence[Any], *, retry: bool = False,
-                 crash_at: int | None = None) -> None:
+                 crash_at: int | None = None, since_user: bool = False) -> None:
         self.turns = list(turns)
         self.retry = retry
         self.crash_at = crash_at
+        self.since_user = since_user
+        """Count the turn from the latest user message (a thread with earlier turns)."""
         self.failed: set[Any] = set()
         self.lock = threading.Lock()
 
@@ -549,6 +581,8 @@ class _Script:
 
         from antler.runtime.models import ScriptExhaustedError
 
+        if self.since_user:
+            messages = messages[_latest_user(messages) + 1:]
         index = sum(isinstance(message, AIMessage) for message in messages)
         if index == self.crash_at:
             raise ConformanceCrash("the conformance battery stopped the run here, as a crash "
@@ -581,6 +615,31 @@ class _Script:
         return ScriptedChatModel([self] * 1000)
 
 
+def _latest_user(messages: Sequence[Any]) -> int:
+    from langchain_core.messages import HumanMessage
+
+    from antler.contracts.messages import is_hidden
+
+    return max((i for i, m in enumerate(messages)
+                if isinstance(m, HumanMessage) and not is_hidden(m)), default=-1)
+
+
+def _earlier_turns(size: int) -> list[Any]:
+    """About `size` messages of earlier turns: a question, a lookup call, its result, an answer."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    messages: list[Any] = []
+    for turn in range(max(1, size // 4)):
+        call = {"name": LOOKUP_TOOL, "args": {"query": f"word {turn}"}, "id": f"earlier-{turn}"}
+        messages += [
+            HumanMessage(f"Question {turn}: what does word {turn} mean?", id=f"q-{turn}"),
+            AIMessage("", tool_calls=[call], id=f"c-{turn}"),
+            ToolMessage(f"word {turn}: a word of the battery", tool_call_id=call["id"],
+                        name=LOOKUP_TOOL, id=f"r-{turn}"),
+            AIMessage(f"Word {turn} is a word of the battery.", id=f"a-{turn}")]
+    return messages
+
+
 @dataclasses.dataclass
 class _Built:
     """One built agent a battery runs again and again, or why it did not build."""
@@ -609,6 +668,7 @@ class Battery:
     _runs: ClassVar[dict[tuple[Any, ...], Run]] = {}
     _agents: ClassVar[dict[tuple[Any, ...], _Built]] = {}
     _resumes: ClassVar[dict[tuple[Any, ...], dict[str, Any]]] = {}
+    _histories: ClassVar[dict[tuple[Any, ...], dict[int, dict[tuple[str, str], float]] | str]] = {}
 
     def __init__(self, owner: type[PluginConformance]) -> None:
         self.owner = owner
@@ -1143,6 +1203,78 @@ class Battery:
         own = {key: plain(value, home) for key, value in dict(state).items()
                if key not in _base_state_keys()}
         return _json({"names": names, "records": records, "state": own})
+
+    def check_history_work(self) -> None:
+        timings = self.history_timings()
+        if isinstance(timings, str):
+            self.fail("history_work", f"  {timings}")
+            return
+        short, long = HISTORY_LENGTHS
+        hooks = sorted({hook for times in timings.values() for plugin, hook in times
+                        if plugin == self.name})
+        if not hooks:
+            self.fail("history_work", f"  none of {self.name!r}'s hooks ran in a turn on a "
+                                      "thread with earlier turns; give the class a `scenario` "
+                                      "that makes them run, or skip the check by name")
+        grown = []
+        for hook in hooks:
+            before = timings[short].get((self.name, hook), 0.0)
+            after = timings[long].get((self.name, hook), 0.0)
+            if after - before > HISTORY_NOISE_MS and after > HISTORY_RATIO * before:
+                grown.append(f"{hook}: {before:.3f} ms per turn with {short} earlier messages, "
+                             f"{after:.3f} ms with {long}")
+        if grown:
+            self.fail("history_work", "  its work grows with the thread (medians of "
+                      f"{HISTORY_TURNS} turns, CPU time of the hook itself):\n    "
+                      + "\n    ".join(grown) + "\n  keep what a pass over the history finds "
+                      "per thread or per message id, so a call looks only at the messages "
+                      "added since the previous one")
+
+    def history_timings(self) -> dict[int, dict[tuple[str, str], float]] | str:
+        """Per history length: each (plugin, hook)'s median CPU ms per turn, or what failed.
+
+        Shared by every class with this setup: each plugin's hooks are timed.
+        """
+        key = (self.setup, self.primary)
+        if key not in self._histories:
+            self._histories[key] = self._time_histories()
+        return self._histories[key]
+
+    def _time_histories(self) -> dict[int, dict[tuple[str, str], float]] | str:
+        import statistics
+
+        result: dict[int, dict[tuple[str, str], float]] = {}
+        for length in HISTORY_LENGTHS:
+            turns: list[dict[tuple[str, str], float]] = []
+            with tempfile.TemporaryDirectory(prefix="antler-conformance-history-") as home:
+                home = os.path.realpath(home)
+                slot = _Slot()
+                try:
+                    agent = self.create(slot, home, script=_Script(self.scenario,
+                                                                   since_user=True))
+                except AntlerError as exc:
+                    return f"the chain does not build: {exc}"
+                thread = str(uuid.uuid4())
+                try:
+                    agent.graph.update_state(agent.run_config(thread),
+                                             {"messages": _earlier_turns(length)},
+                                             as_node="model")
+                    for turn in range(HISTORY_TURNS + 1):  # the first one is not timed
+                        slot.recording = _Recording(home, timed=True)
+                        agent.invoke(self.owner.message, thread_id=thread,
+                                     run_id=str(uuid.uuid4()))
+                        if turn:
+                            turns.append(slot.recording.cpu)
+                except Exception as exc:
+                    return (f"a turn on a thread of {length} earlier messages failed: "
+                            f"{type(exc).__name__}: {exc}")
+                finally:
+                    slot.recording = _Recording("")
+                    agent.close()
+            hooks = set().union(*turns)
+            result[length] = {hook: statistics.median(t.get(hook, 0.0) for t in turns) * 1000
+                              for hook in hooks}
+        return result
 
     def check(self, name: str) -> None:
         __tracebackhide__ = True

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
+
+from langchain_core.messages import HumanMessage
+
+from antler.contracts.messages import is_hidden
 
 ACTIVATION_KEY = "skill_activation"
 """`additional_kwargs` key of the activation message: ``{"skill", "target", "proof", ...}``."""
@@ -40,8 +44,14 @@ def activation_proof(token: str, run_id: str | None, skill: str, target: str | N
 
 
 def proven_activation(messages: Sequence[Any], token: str, run_id: str | None) -> str | None:
-    """The skill a message of `messages` proves activated in this run (None: none)."""
-    for message in reversed(messages):
+    """The skill a message of `messages` proves activated in this run (None: none).
+
+    A valid proof is made only by skill_activation, for this run, on the note
+    it puts right before the latest genuine user message, or among the hidden
+    messages that lead the request when that message is gone; so only those
+    places are read (`_where_notes_go`), never the whole history.
+    """
+    for message in _where_notes_go(messages):
         record = (getattr(message, "additional_kwargs", None) or {}).get(ACTIVATION_KEY)
         if not isinstance(record, dict) or not isinstance(record.get("skill"), str):
             continue
@@ -49,3 +59,23 @@ def proven_activation(messages: Sequence[Any], token: str, run_id: str | None) -
         if hmac.compare_digest(str(record.get("proof", "")), expected):
             return record["skill"]
     return None
+
+
+def _where_notes_go(messages: Sequence[Any]) -> Iterator[Any]:
+    """From the end back through the latest genuine user message and the hidden messages
+    just before it; then the leading hidden messages, last first."""
+    end = len(messages)
+    passed_user = False
+    while end:
+        message = messages[end - 1]
+        if passed_user and not is_hidden(message):
+            break
+        yield message
+        end -= 1
+        passed_user = passed_user or (isinstance(message, HumanMessage)
+                                      and not is_hidden(message))
+    lead = 0
+    while lead < end and is_hidden(messages[lead]):
+        lead += 1
+    for index in range(lead - 1, -1, -1):
+        yield messages[index]

@@ -30,6 +30,7 @@ from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
 from antler.plugin_api.context import BuildContext
+from antler.plugins._lib.historyfold import HistoryFold
 
 __all__ = [
     "INTERRUPTED_PLACEHOLDER",
@@ -101,36 +102,45 @@ def _fixed_calls(message: AIMessage, position: int,
     return calls, changed, made_up
 
 
-def _well_formed(messages: Sequence[AnyMessage]) -> bool:
-    """One cheap pass: every call well-formed and answered right after its message.
+Scan = tuple[bool, frozenset[str]]
+"""Where a well-formedness scan stands: (a problem was found, the calls still open)."""
+CLEAN: Scan = (False, frozenset())
 
-    The common case, a history where nothing dangles, costs one look at each
-    message and allocates only the set of the current message's open call ids.
+
+def _scan(before: Scan, messages: Sequence[AnyMessage], done: int = 0) -> Scan:
+    """`before` carried over `messages` from position `done` on: one look at each
+    message, stopping at a problem.
+
     A result that does not answer the message before it (out of place, without
-    an id, or belonging to no call) sends the history to the full rebuild.
+    an id, or belonging to no call), a call left without a result, or a call
+    that is not well-formed is a problem, which sends the history to the rebuild.
     """
-    open_ids: set[Any] = set()
-    for message in messages:
+    failed, still_open = before
+    if failed:
+        return before
+    open_ids = set(still_open)
+    for message in messages[done:]:
         if isinstance(message, ToolMessage):
             if message.tool_call_id not in open_ids:
-                return False
+                return True, frozenset()
             open_ids.discard(message.tool_call_id)
             continue
         if open_ids:
-            return False  # a call left without a result
+            return True, frozenset()  # a call left without a result
         if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
             if message.invalid_tool_calls:
-                return False
+                return True, frozenset()
             for call in message.tool_calls:
                 name, call_id = call.get("name"), call.get("id")
                 if not (isinstance(call_id, str) and call_id and isinstance(name, str)
                         and _VALID_NAME.fullmatch(name) and isinstance(call.get("args"), dict)):
-                    return False
+                    return True, frozenset()
                 open_ids.add(call_id)
-    return not open_ids
+    return False, frozenset(open_ids)
 
 
-def repair_messages(messages: Sequence[AnyMessage]) -> list[AnyMessage] | None:
+def repair_messages(messages: Sequence[AnyMessage], scan: Scan | None = None,
+                    ) -> list[AnyMessage] | None:
     """The messages with every tool call answered right after it, or None when all are.
 
     A well-formed history is recognised in one pass and left alone (None).
@@ -141,9 +151,11 @@ def repair_messages(messages: Sequence[AnyMessage]) -> list[AnyMessage] | None:
     message), then a placeholder for each call that has none. A result with an
     empty id is paired, in order, with the id-less calls of the message it
     follows. Results that belong to no call of the history stay where they
-    are. The input is not modified.
+    are. The input is not modified. `scan` is `_scan(CLEAN, messages)` when
+    the caller already knows it (the middleware keeps it per thread).
     """
-    if _well_formed(messages):
+    failed, still_open = _scan(CLEAN, messages) if scan is None else scan
+    if not failed and not still_open:
         return None
     fixed: dict[int, tuple[list[dict[str, Any]], bool]] = {}
     renamed: dict[int, str] = {}  # position of an id-less result -> the id its call got
@@ -223,7 +235,16 @@ class DanglingToolCallMiddleware(AgentMiddleware[AgentState]):
     only ever summarize a well-formed history; being early in the list also
     makes it an outer wrapper, so inner wrappers (retries, fallbacks) already
     see the repaired request.
+
+    Cost: the scan that tells a well-formed history is kept per thread
+    (`antler.plugins._lib.historyfold`), so a model call scans only the
+    messages added since the previous call of the thread; only a history that
+    needs repair is rebuilt in full.
     """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._scans: HistoryFold[Scan] = HistoryFold(CLEAN, _scan)
 
     def wrap_model_call(
         self,
@@ -239,9 +260,8 @@ class DanglingToolCallMiddleware(AgentMiddleware[AgentState]):
     ) -> Any:
         return await handler(self._repaired(request))
 
-    @staticmethod
-    def _repaired(request: ModelRequest[Any]) -> ModelRequest[Any]:
-        repaired = repair_messages(request.messages)
+    def _repaired(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        repaired = repair_messages(request.messages, self._scans.of_request(request))
         if repaired is None:
             return request
         logger.debug("model request: added %d placeholder result(s) and/or fixed malformed "

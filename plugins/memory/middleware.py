@@ -17,30 +17,38 @@ Where it sits: after `title` (seed 003, 6.11), so the thread's title exists
 and travels with the submission. `after_agent` runs once per run, after the
 last model call.
 
-Each message is filtered once: the copies are kept by message id
-(`MessageMemo`), so a run on a long thread filters only the messages added
-since the previous run.
+A run whose input the input boundary refused (its error reply marked
+``input_refused``) is not submitted, and the user messages of that input are
+left out of every later submission: nothing the boundary refused becomes a
+fact.
+
+Each message is filtered once: what is kept is remembered per thread
+(`antler.plugins._lib.historyfold`), so a run on a long thread filters only
+the messages added since the previous submission, also when each run reloads
+the thread as new objects; a history that summarization shortened or
+`update_state` rewrote is filtered again from its start.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from antler.contracts.fallback import is_error_fallback
+from antler.contracts.fallback import error_fallback_of, is_error_fallback
 from antler.contracts.messages import is_hidden, message_text
+from antler.contracts.stop_reason import stop_reason_of
 from antler.errors import BuildError
 from antler.plugin_api.context import DEPLOYMENT, MEMORY_MODEL, MEMORY_QUEUE, MODEL, BuildContext
+from antler.plugins._lib.historyfold import HistoryFold
 from antler.plugins._lib.memory import create_memory_queue
 from antler.plugins._lib.memory.service import shared_store
-from antler.plugins._lib.messagememo import MessageMemo
 from antler.runtime.models import resolve_reference, side_call_model
-from antler.runtime.runcontext import run_context, thread_id_of
+from antler.runtime.runcontext import run_context, run_id_of, thread_id_of
 
 from .config import MemoryConfig
 
@@ -50,6 +58,8 @@ logger = logging.getLogger(__name__)
 
 _UPLOADED_FILES = re.compile(r"<uploaded_files>.*?(?:</uploaded_files>|\Z)\s*", re.DOTALL)
 _BLANK_LINES = re.compile(r"\n{3,}")
+INPUT_REFUSED = "input_refused"
+"""The stop reason, and error type of the reply, of a run whose input was refused."""
 
 
 def is_injected(message: BaseMessage) -> bool:
@@ -92,7 +102,36 @@ def _memory_copy(message: BaseMessage) -> BaseMessage | None:
 
 def _kept_messages(messages: Iterable[BaseMessage],
                    copy: Callable[[BaseMessage], BaseMessage | None]) -> list[BaseMessage]:
-    return [kept for kept in map(copy, messages) if kept is not None]
+    kept: list[BaseMessage] = []
+    _keep(kept, messages, copy)
+    return kept
+
+
+def _kept_from(before: tuple[BaseMessage, ...], messages: Sequence[BaseMessage],
+               done: int) -> tuple[BaseMessage, ...]:
+    """`before` (what memory keeps of the first `done` messages) and what it keeps of the rest."""
+    kept = list(before)
+    _keep(kept, messages[done:], _memory_copy)
+    return tuple(kept)
+
+
+def _keep(kept: list[BaseMessage], messages: Iterable[BaseMessage],
+          copy: Callable[[BaseMessage], BaseMessage | None]) -> None:
+    """Append to `kept` what memory keeps of `messages`."""
+    for message in messages:
+        if _refused_input(message):
+            # The refused run's user messages are the ones since the last reply.
+            while kept and isinstance(kept[-1], HumanMessage):
+                kept.pop()
+            continue
+        copied = copy(message)
+        if copied is not None:
+            kept.append(copied)
+
+
+def _refused_input(message: BaseMessage) -> bool:
+    """The error reply the input boundary gives a run whose input it refused."""
+    return (error_fallback_of(message) or {}).get("error_type") == INPUT_REFUSED
 
 
 class MemoryMiddleware(AgentMiddleware[Any, Any]):
@@ -102,9 +141,9 @@ class MemoryMiddleware(AgentMiddleware[Any, Any]):
         super().__init__()
         self.queue = queue
         self.agent_name = agent_name
-        # Filtered copies by message id: a run's submission carries the whole
+        # What is kept, per thread: a run's submission carries the whole
         # conversation, but only the messages new since the last one are filtered.
-        self._copies: MessageMemo[BaseMessage | None] = MessageMemo(_memory_copy)
+        self._kept: HistoryFold[tuple[BaseMessage, ...]] = HistoryFold((), _kept_from, short=0)
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Filter the conversation and queue it; never changes the state.
@@ -139,7 +178,10 @@ class MemoryMiddleware(AgentMiddleware[Any, Any]):
         if not thread_id:
             logger.debug("memory: run without a thread id; nothing queued")
             return None
-        messages = _kept_messages(state.get("messages") or [], self._copies)
+        if (stop_reason_of(state, run_id_of(runtime)) or {}).get("reason") == INPUT_REFUSED:
+            logger.debug("memory: the run's input was refused; nothing queued")
+            return None
+        messages = list(self._kept(thread_id, state.get("messages") or []))
         if not (any(isinstance(m, HumanMessage) for m in messages)
                 and any(isinstance(m, AIMessage) for m in messages)):
             return None

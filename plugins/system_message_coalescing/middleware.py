@@ -39,6 +39,7 @@ from langchain_core.messages import SystemMessage
 
 from antler.contracts.messages import message_text
 from antler.plugin_api.context import BuildContext
+from antler.plugins._lib.historyfold import HistoryFold
 
 __all__ = ["SystemMessageCoalescingMiddleware", "build", "coalesce"]
 
@@ -46,12 +47,29 @@ REMINDER_FLAG = "dynamic_context_reminder"
 """The flag dynamic_context puts on a date reminder (a contract of state, not an import)."""
 
 
+Positions = tuple[int, ...]
+
+
+def system_positions(before: Positions, messages: Sequence[Any], done: int = 0) -> Positions:
+    """`before` and the positions of the `SystemMessage`s in `messages` from `done` on."""
+    found = tuple(i for i, m in enumerate(messages[done:] if done else messages, done)
+                  if isinstance(m, SystemMessage))
+    return before + found if found else before
+
+
 def coalesce(system: SystemMessage | None, messages: Sequence[Any],
+             positions: Positions | None = None,
              ) -> tuple[SystemMessage | None, list[Any]] | None:
-    """(one system message, the other messages), or None when nothing needs merging."""
-    inner = [m for m in messages if isinstance(m, SystemMessage)]
-    if not inner:
+    """(one system message, the other messages), or None when nothing needs merging.
+
+    `positions` are those of the `SystemMessage`s in `messages` when the caller
+    already knows them (the middleware keeps them per thread).
+    """
+    if positions is None:
+        positions = system_positions((), messages)
+    if not positions:
         return None
+    inner = [messages[i] for i in positions]
     reminders = [m for m in inner if (m.additional_kwargs or {}).get(REMINDER_FLAG)]
     dropped = {id(m) for m in reminders[:-1]}
     parts = [m for m in ([system] if system is not None else []) + inner if id(m) not in dropped]
@@ -60,11 +78,23 @@ def coalesce(system: SystemMessage | None, messages: Sequence[Any],
         kwargs.update(part.additional_kwargs or {})
     text = "\n\n".join(t for t in (message_text(p).strip() for p in parts) if t)
     merged = SystemMessage(content=text, id=parts[0].id, additional_kwargs=kwargs)
-    return merged, [m for m in messages if not isinstance(m, SystemMessage)]
+    others: list[Any] = []
+    start = 0
+    for position in positions:  # the slices between them: no look at each message
+        others += messages[start:position]
+        start = position + 1
+    others += messages[start:]
+    return merged, others
 
 
 class SystemMessageCoalescingMiddleware(AgentMiddleware[Any, Any]):
     """Merges every system message of a model request into one leading system message."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        # Where the system messages are, kept per thread: a call looks only at the
+        # messages added since the thread's previous call (docs/plugins.md).
+        self._positions: HistoryFold[Positions] = HistoryFold((), system_positions)
 
     def wrap_model_call(self, request: ModelRequest,
                         handler: Callable[[ModelRequest], ModelResponse]) -> Any:
@@ -75,9 +105,9 @@ class SystemMessageCoalescingMiddleware(AgentMiddleware[Any, Any]):
                                ) -> Any:
         return await handler(self._merged(request))
 
-    @staticmethod
-    def _merged(request: ModelRequest) -> ModelRequest:
-        result = coalesce(request.system_message, request.messages)
+    def _merged(self, request: ModelRequest) -> ModelRequest:
+        result = coalesce(request.system_message, request.messages,
+                          self._positions.of_request(request))
         if result is None:
             return request
         system, messages = result

@@ -18,7 +18,10 @@ Hooks
     ``wrap_model_call`` / ``awrap_model_call``: tool results already in the
     history (from before the budget was on, or from another layer) that are
     longer than the threshold are shown to the model as a synopsis without a
-    file, in the request only: the state keeps them as they are.
+    file, in the request only: the state keeps them as they are. Where they
+    are is kept per thread (`antler.plugins._lib.historyfold`) and each
+    synopsis per message, so a call looks only at the messages added since
+    the thread's previous call.
 
     A budgeted message carries ``additional_kwargs["antler_tool_output"]``
     (`antler.contracts.tooloutput`) and keeps every other key (its
@@ -58,7 +61,7 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -70,6 +73,8 @@ from antler.contracts.messages import message_text
 from antler.contracts.tooloutput import OUTPUT_BUDGET_SERVICE, TOOL_OUTPUT_KEY, budgeted_output
 from antler.errors import AntlerError
 from antler.plugin_api.context import PATHS, BuildContext
+from antler.plugins._lib.historyfold import HistoryFold
+from antler.plugins._lib.messagememo import MessageMemo
 from antler.runtime.paths import VIRTUAL_ROOT, PathLayout
 from antler.runtime.runcontext import run_context, thread_id_of
 
@@ -92,6 +97,10 @@ class ToolOutputBudgetMiddleware(AgentMiddleware):
         self.layout = layout
         self.config = config or ToolOutputConfig()
         self.exempt = frozenset(self.config.exempt_tools)
+        # Kept per thread and per message, so a model call looks only at the messages
+        # added since the thread's previous call (docs/plugins.md).
+        self._oversized: HistoryFold[tuple[int, ...]] = HistoryFold((), self._over_from)
+        self._history_synopsis: MessageMemo[ToolMessage] = MessageMemo(self._synopsis_copy)
 
     # -- tool results ------------------------------------------------------------------------
 
@@ -204,20 +213,28 @@ class ToolOutputBudgetMiddleware(AgentMiddleware):
     def budget_history(self, request: ModelRequest) -> ModelRequest:
         """`request` with oversized earlier tool results shown as synopses (request only)."""
         messages = request.messages
-        if not any(isinstance(m, ToolMessage) and self._over(m) for m in messages):
+        over = self._oversized.of_request(request)
+        if not over:
             return request
-        config = self.config
-        shown = []
-        for message in messages:
-            text = _text(message.content) if isinstance(message, ToolMessage) \
-                and self._over(message) else None
-            if text is None:
-                shown.append(message)
-                continue
-            content = synopsis(text, describe(text, message.name or ""), path=None,
-                               head=config.fallback_head_chars, tail=config.fallback_tail_chars)
-            shown.append(message.model_copy(update={"content": content}))
+        shown = list(messages)
+        for position in over:
+            shown[position] = self._history_synopsis(messages[position])
         return request.override(messages=shown)
+
+    def _over_from(self, before: tuple[int, ...], messages: Sequence[Any],
+                   done: int) -> tuple[int, ...]:
+        """`before` and the positions, from `done` on, of the tool results to show as synopses."""
+        found = tuple(i for i, m in enumerate(messages[done:] if done else messages, done)
+                      if isinstance(m, ToolMessage) and self._over(m)
+                      and _text(m.content) is not None)
+        return before + found if found else before
+
+    def _synopsis_copy(self, message: ToolMessage) -> ToolMessage:
+        text = _text(message.content) or ""
+        content = synopsis(text, describe(text, message.name or ""), path=None,
+                           head=self.config.fallback_head_chars,
+                           tail=self.config.fallback_tail_chars)
+        return message.model_copy(update={"content": content})
 
 
 def _tool_messages(result: Any) -> list[ToolMessage]:

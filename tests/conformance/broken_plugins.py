@@ -25,6 +25,7 @@ BROKEN: dict[str, type[PluginConformance]] = {
         "state_keys": "colliding_key",
         "manifest": "undeclared_hooks",
         "resume": "forgetful_counter",
+        "history_work": "history_scanner",
     }.items()}
 """The check each broken sample must fail (and no other), to its conformance class."""
 

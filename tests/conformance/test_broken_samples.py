@@ -42,6 +42,8 @@ def test_each_failure_names_what_went_wrong() -> None:
         in messages["state_keys"]
     assert "declared but not implemented: ['after_model']" in messages["manifest"]
     assert "forgetful_counter_calls" in messages["resume"]
+    assert re.search(r"wrap_model_call: [0-9.]+ ms per turn with 50 earlier messages, "
+                     r"[0-9.]+ ms with 2000", messages["history_work"])
 
 
 def test_every_rule_has_its_anchor_in_the_plugin_guide() -> None:

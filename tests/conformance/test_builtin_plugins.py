@@ -53,6 +53,16 @@ KNOWN_FAILURES: dict[str, dict[str, str]] = {
                            "plugin builds on and whose write_todos tool writes it"},
     "uploads": {"state_keys": "`uploaded_files` is DeerFlow's key for the turn's uploads, "
                               "kept so its clients read the same state"},
+    # Work that still grows with the thread (issue 20):
+    "context_editing": {"history_work": "LangChain's ContextEditingMiddleware counts the "
+                                        "tokens of the whole history on every model call"},
+    "input_sanitization": {"history_work": "its first pass of a run compares or fingerprints "
+                                           "every earlier user message again"},
+    "input_provenance": {"history_work": "it fingerprints every user message on each run"},
+    "token_budget": {"history_work": "after_model looks at the usage of every earlier "
+                                     "assistant message"},
+    "view_image": {"history_work": "before_model and after_model look for injected images "
+                                   "and answered calls over the whole history"},
 }
 """plugin -> {check: why it is skipped}."""
 

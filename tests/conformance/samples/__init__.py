@@ -7,6 +7,8 @@ well-behaved plugin, so the battery must fail exactly the check aimed at it.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from typing import Any, NotRequired
 
@@ -133,6 +135,29 @@ class ForgetfulCounter(Sample):
         return self._count(runtime)
 
 
+class HistoryScanner(Sample):
+    """Digests every message of the request on every model call (rule: history_work).
+
+    Its cost grows with the thread, however few messages a turn adds.
+    """
+
+    def __init__(self, context: Any = None) -> None:
+        super().__init__()
+        self.digests: dict[Any, str] = {}
+
+    def _digest(self, request: Any) -> None:
+        dumped = json.dumps([m.model_dump(mode="json") for m in request.messages])
+        self.digests[run_key(request.runtime)] = hashlib.sha256(dumped.encode()).hexdigest()
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        self._digest(request)
+        return handler(request)
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        self._digest(request)
+        return await handler(request)
+
+
 def _spec(name: str, cls: type, hooks: list[str]) -> PluginSpec:
     # Lead chain only: the rule each breaks does not depend on the chain.
     return PluginSpec(name=name, factory=f"{__name__}:{cls.__name__}", enabled="off",
@@ -148,6 +173,7 @@ SPECS = [
     _spec("colliding_key", CollidingKey, ["before_model"]),
     _spec("undeclared_hooks", UndeclaredHooks, ["before_model", "after_model"]),
     _spec("forgetful_counter", ForgetfulCounter, ["before_model"]),
+    _spec("history_scanner", HistoryScanner, ["wrap_model_call"]),
 ]
 """Each sample's spec; the rule it breaks is in its class docstring."""
 

@@ -3,7 +3,8 @@
 Hooks
     `before_model` records how many messages the model is about to see
     (`acme_notes_seen`); `wrap_model_call` adds a hidden note counting the
-    tool results; `wrap_tool_call` passes every call through and keeps the
+    turn's tool results (from the end back to the user's message, so its work
+    follows the turn, not the thread); `wrap_tool_call` passes every call through and keeps the
     result it got.
 
 Where it sits and why
@@ -13,7 +14,7 @@ Configuration
     `acme_notes: {prefix: "Acme note"}`.
 
 Example
-    After one tool result the model reads "Acme note: 1 tool result(s) so far.".
+    After one tool result the model reads "Acme note: 1 tool result(s) this turn.".
 """
 
 from __future__ import annotations
@@ -47,8 +48,12 @@ class NotesMiddleware(AgentMiddleware):
         return self._seen(state)
 
     def _noted(self, request: Any) -> Any:
-        results = sum(isinstance(m, ToolMessage) for m in request.messages)
-        note = HumanMessage(f"{self.prefix}: {results} tool result(s) so far.",
+        results = 0
+        for message in reversed(request.messages):  # this turn's messages, not the thread's
+            if isinstance(message, HumanMessage):
+                break
+            results += isinstance(message, ToolMessage)
+        note = HumanMessage(f"{self.prefix}: {results} tool result(s) this turn.",
                             additional_kwargs=hidden_marker("acme_notes"))
         return request.override(messages=[*request.messages, note])
 
