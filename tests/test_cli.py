@@ -79,7 +79,7 @@ plugins:
 """
 
 SHOW_KEYS = {"chain", "config", "runtime", "plugins", "points", "excluded", "fusion", "warnings",
-             "problems", "ordering_warnings", "server_owned_keys", "sandbox"}
+             "problems", "ordering_warnings", "server_owned_keys", "sandbox", "factories_checked"}
 SHOW_PLUGIN_KEYS = {"position", "name", "summary", "hooks", "hooks_from", "source",
                     "declared_at", "placed_by", "constraints"}
 EXPLAIN_KEYS = {"name", "chain", "summary", "source", "declared_at", "in_chain", "position",
@@ -193,6 +193,38 @@ plugins:
     assert plugins["fx_opaque"]["hooks"] is None
     out = run("--manifest", path, "chain", "show").stdout
     assert "?  ?  ?  ?  ?  ?" in out
+
+
+def test_show_says_factories_are_not_imported_and_check_imports_them(write) -> None:
+    path = write("factories.yaml", """\
+api_version: 1
+plugins:
+  - name: fx_todo_list
+    factory: langchain.agents.middleware:TodoListMiddleware
+  - name: fx_broken
+    factory: fx_missing.module:build
+    hooks: [before_model]
+""")
+    quick = run_json("--manifest", path, "chain", "show")
+    assert [p["name"] for p in quick["plugins"]] == ["fx_todo_list", "fx_broken"]
+    assert quick["factories_checked"] is False and quick["problems"] == []
+    assert "--check imports them" in run("--manifest", path, "chain", "show").stdout
+
+    checked = run_json("--manifest", path, "chain", "show", "--check")
+    assert checked["factories_checked"] is True
+    assert [p["name"] for p in checked["plugins"]] == ["fx_todo_list"]
+    (excluded,) = [row for row in checked["excluded"] if row["name"] == "fx_broken"]
+    assert excluded["kind"] == "load_failed" and "fx_missing" in excluded["reason"]
+    assert [(row["stage"], row["plugins"]) for row in checked["problems"]] == [
+        ("load", ["fx_broken"])]
+    shown = run("--manifest", path, "chain", "show", "--check")
+    assert "--check imports them" not in shown.stdout
+    assert "'fx_broken'" in shown.stderr and "fx_missing" in shown.stderr
+
+    required = write("required.yaml", "plugins:\n  fx_broken: {required: true}\n")
+    failed = run("--manifest", path, "chain", "show", "--check", "--config", required, code=1)
+    assert "building this chain fails" in failed.stderr and "fx_broken" in failed.stderr
+    run("--manifest", path, "chain", "show", "--config", required)  # fast path: not imported
 
 
 def test_show_config_disables_enables_and_extends(manifest: Path, write) -> None:
