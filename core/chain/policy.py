@@ -41,9 +41,9 @@ def _operator_setting(spec: PluginSpec, settings: Mapping[str, Any] | None,
     table = {canonical_name(name): (name, item) for name, item in settings.items()}
     provenance = spec.provenance
     for name in (spec.name, provenance.entry_point, provenance.distribution):
-        key, item = table.get(canonical_name(name), (None, None)) if name else (None, None)
-        if key is not None and item.on_error is not None:
-            return key, item.on_error
+        found = table.get(canonical_name(name)) if name else None
+        if found is not None and found[1].on_error is not None:
+            return found[0], found[1].on_error
     return None
 
 

@@ -21,12 +21,15 @@ def user_option(f: Any) -> Any:
                         help="Only this user's threads (and refuse another user's).")(f)
 
 
+def home_option(f: Any) -> Any:
+    return click.option("--home", type=click.Path(file_okay=False), default=None,
+                        help="Base directory (default: the config's storage.base_dir when "
+                             "--config gives one, else $ANTLER_HOME, else ./.antler).")(f)
+
+
 def store_options(f: Any) -> Any:
     """--home and --config: the base directory and the operator config naming the database."""
-    f = click.option("--home", type=click.Path(file_okay=False), default=None,
-                     help="Base directory (default: the config's storage.base_dir, else "
-                          "$ANTLER_HOME, else ./.antler).")(f)
-    return config_option(f)
+    return config_option(home_option(f))
 
 
 @contextmanager
@@ -121,8 +124,9 @@ def show_thread(thread_id: str, home: str | None, config_path: str | None,
         if admin is None:
             raise StorageError(f"there are no threads under {home or 'the base directory'}")
         info = admin.info(thread_id, user_id)
-        messages = [{"type": getattr(m, "type", "?"), "content": _text(m),
-                     "hidden": is_hidden(m)} for m in admin.messages(thread_id)]
+        messages: list[dict[str, Any]] = [
+            {"type": getattr(m, "type", "?"), "content": _text(m), "hidden": is_hidden(m)}
+            for m in admin.messages(thread_id)]
     if not show_hidden:
         messages = [message for message in messages if not message["hidden"]]
     if as_json:

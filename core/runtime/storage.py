@@ -701,7 +701,9 @@ class ThreadAdmin:
 class _ThreadTables(Protocol):
     """The checkpoint tables of one backend, as `ThreadAdmin` reads and prunes them."""
 
-    where: str
+    @property
+    def where(self) -> str:
+        """The database, for messages."""
 
     def sizes(self) -> dict[str, tuple[int, int]]:
         """Each thread's (checkpoints, bytes of checkpoints, blobs and pending writes)."""
