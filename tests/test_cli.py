@@ -79,7 +79,7 @@ plugins:
 """
 
 SHOW_KEYS = {"chain", "config", "runtime", "plugins", "points", "excluded", "fusion", "warnings",
-             "problems", "ordering_warnings", "server_owned_keys", "sandbox"}
+             "problems", "ordering_warnings", "server_owned_keys", "sandbox", "factories_checked"}
 SHOW_PLUGIN_KEYS = {"position", "name", "summary", "hooks", "hooks_from", "source",
                     "declared_at", "placed_by", "constraints"}
 EXPLAIN_KEYS = {"name", "chain", "summary", "source", "declared_at", "in_chain", "position",
@@ -178,21 +178,49 @@ def test_show_json_has_the_documented_keys(manifest: Path) -> None:
     assert report["warnings"] == []
 
 
-def test_show_hooks_come_from_the_class_when_the_manifest_does_not_say(write) -> None:
-    path = write("classes.yaml", """\
+CLASS_AND_MISSING = """\
 api_version: 1
 plugins:
   - name: fx_todo_list
     factory: langchain.agents.middleware:TodoListMiddleware
   - name: fx_opaque
     factory: fx_missing.module:build
-""")
+"""
+"""One factory that imports (a class) and one that does not."""
+
+
+def test_show_hooks_come_from_the_class_when_the_manifest_does_not_say(write) -> None:
+    path = write("classes.yaml", CLASS_AND_MISSING)
     plugins = {p["name"]: p for p in run_json("--manifest", path, "chain", "show")["plugins"]}
     assert plugins["fx_todo_list"]["hooks"] == ["wrap_model_call", "after_model"]
     assert plugins["fx_todo_list"]["hooks_from"] == "class"
     assert plugins["fx_opaque"]["hooks"] is None
     out = run("--manifest", path, "chain", "show").stdout
     assert "?  ?  ?  ?  ?  ?" in out
+
+
+def test_show_says_factories_are_not_imported_and_check_imports_them(write) -> None:
+    path = write("factories.yaml", CLASS_AND_MISSING)
+    quick = run_json("--manifest", path, "chain", "show")
+    assert [p["name"] for p in quick["plugins"]] == ["fx_todo_list", "fx_opaque"]
+    assert quick["factories_checked"] is False and quick["problems"] == []
+    assert "--check imports them" in run("--manifest", path, "chain", "show").stdout
+
+    checked = run_json("--manifest", path, "chain", "show", "--check")
+    assert checked["factories_checked"] is True
+    assert [p["name"] for p in checked["plugins"]] == ["fx_todo_list"]
+    (excluded,) = [row for row in checked["excluded"] if row["name"] == "fx_opaque"]
+    assert excluded["kind"] == "load_failed" and "fx_missing" in excluded["reason"]
+    assert [(row["stage"], row["plugins"]) for row in checked["problems"]] == [
+        ("load", ["fx_opaque"])]
+    shown = run("--manifest", path, "chain", "show", "--check")
+    assert "--check imports them" not in shown.stdout
+    assert "'fx_opaque'" in shown.stderr and "fx_missing" in shown.stderr
+
+    required = write("required.yaml", "plugins:\n  fx_opaque: {required: true}\n")
+    failed = run("--manifest", path, "chain", "show", "--check", "--config", required, code=1)
+    assert "building this chain fails" in failed.stderr and "fx_opaque" in failed.stderr
+    run("--manifest", path, "chain", "show", "--config", required)  # fast path: not imported
 
 
 def test_show_config_disables_enables_and_extends(manifest: Path, write) -> None:

@@ -301,10 +301,38 @@ def test_a_retried_model_call_still_carries_the_hint(tmp_path, fuse, use_async):
 
 def test_hidden_messages_are_recognised_by_every_marker():
     assert is_hidden(HumanMessage("x", additional_kwargs=hidden_marker("dynamic_context")))
-    assert is_hidden(HumanMessage("x", name="todo_reminder"))
     assert is_hidden(HumanMessage("x", additional_kwargs={"lc_source": "summarization"}))
     assert is_hidden(HumanMessage("x", additional_kwargs={"hide_from_ui": True}))
     assert not is_hidden(HumanMessage("x"))
+
+
+def test_every_hidden_marker_is_a_server_owned_key():
+    from antler.contracts.messages import _LEGACY_MARKERS, HIDDEN_KEY
+    from antler.contracts.serverkeys import server_owned_keys
+    from antler.plugin_api.registry import discover
+
+    owned = server_owned_keys(discover().specs.values())
+    assert {HIDDEN_KEY, *_LEGACY_MARKERS} <= set(owned)
+
+
+@pytest.mark.parametrize("name", ["summary", "todo_reminder", "loop_warning"])
+def test_a_name_does_not_hide_a_message(name):
+    assert not is_hidden(HumanMessage("x", name=name))
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_a_callers_message_named_like_an_injected_one_is_still_the_callers(tmp_path, fuse):
+    # The title plugin titles the first exchange of user words: a message the caller
+    # named `summary` is such words, so it is titled (it used to be taken for hidden).
+    title_model = ScriptedChatModel(["Weekly Plan"])
+    with create_agent(model=ScriptedChatModel(["Here is a plan."]), base_dir=tmp_path,
+                      checkpointer="memory", fuse=fuse,
+                      services={TITLE_MODEL: title_model,
+                                MEMORY_MODEL: ScriptedChatModel(["{}"])}) as agent:
+        state = agent.invoke(HumanMessage("plan my week", name="summary"), thread_id="t")
+    assert state["title"] == "Weekly Plan"
+    (request,) = title_model.requests
+    assert "plan my week" in str(request)
 
 
 def test_the_latest_genuine_user_message_and_its_original_text():

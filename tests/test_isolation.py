@@ -20,11 +20,12 @@ from langgraph.types import Command, interrupt
 from pydantic import BaseModel
 
 from antler.chain.config import PluginLoadSettings
+from antler.chain.policy import error_policy
 from antler.errors import AntlerError, PluginHookError
 from antler.plugin_api.manifest import builtin_manifest
 from antler.plugin_api.spec import PluginSpec, Provenance
 from antler.runtime.agent import create_agent
-from antler.runtime.isolation import AUDIT_LOGGER, error_policy
+from antler.runtime.isolation import AUDIT_LOGGER
 from antler.runtime.models import ScriptedChatModel
 from antler.runtime.tracing import Tracer
 from antler.testing import load_test_config, make_registry

@@ -8,6 +8,7 @@ contribute.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,9 @@ from antler.plugin_api.spec import HOOK_NAMES, PluginSpec
 
 from .config import OperatorConfig, section_model, silenced_entry_points
 from .plan import ChainPlan, plan_chain
+from .policy import gate_warnings
+
+log = logging.getLogger("antler.chain")
 
 
 @dataclass
@@ -100,6 +104,8 @@ def build_chain(
                                                                                  middleware)))
     built = BuiltChain(plan, entries, services=services, secrets=secrets)
     built.tools = _contributed_tools(built)
+    for warning in gate_warnings((entry.spec for entry in entries), config):
+        log.warning(warning)
     silenced = silenced_entry_points(config, registry)
     for entry_point in registry.entry_points:
         if entry_point not in silenced:

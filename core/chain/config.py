@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from antler.chain.modelspec import provider_of
+from antler.chain.policy import gate_problems
 from antler.errors import ConfigError, ReflectionError
 from antler.plugin_api.diagnostics import describe_validation_error, did_you_mean
 from antler.plugin_api.reflection import resolve_object, split_path
@@ -574,7 +575,7 @@ def parse_config_document(doc: YamlDocument, registry: PluginRegistry) -> Operat
         sections["tools"] = _ToolsList(root=sections["tools"])
     config = OperatorConfig(source=doc.source, sections=sections, document=doc)
     problems = (_check_toggles(config, registry) + _check_plugin_settings(config, registry)
-                + _check_extensions(config))
+                + _check_extensions(config) + gate_problems(config, registry))
     silenced = silenced_entry_points(config, registry)
     for entry_point in registry.entry_points:
         if entry_point not in silenced:

@@ -256,24 +256,46 @@ def _plan(session: Session, config_path: str | None, chain_name: str,
     return session.plan(session.config(config_path), chain_name, runtime)
 
 
+def _checked_plan(session: Session, plan: ChainPlan, runtime: dict[str, Any]) -> ChainPlan:
+    """`plan` as a build would leave it: every participant's factory imported, an optional
+    plugin whose factory does not import left out; a required one is an error."""
+    from antler.chain import factory_import_failures
+    from antler.errors import BuildError
+
+    failures = factory_import_failures(plan)
+    fatal = [f"plugin {name!r} [{plan.registry.specs[name].provenance}]: {message}"
+             for name, message in failures.items() if name in plan.required]
+    if fatal:
+        raise BuildError("building this chain fails:\n" + "\n".join(fatal))
+    if not failures:
+        return plan
+    return session.plan(plan.config, plan.chain, runtime, unloadable=failures)
+
+
 # -- show -----------------------------------------------------------------------------------
 
 
 @chain.command("show")
 @chain_inputs
+@click.option("--check", is_flag=True,
+              help="Also import every plugin's factory, as building the agent does.")
 @json_option
 @pass_session
 def show(session: Session, chain_name: str, config_path: str | None, runtime: dict[str, Any],
-         as_json: bool) -> None:
+         check: bool, as_json: bool) -> None:
     """What runs, in what order, and why.
 
     Lists the chain's plugins in list order (LangChain runs before_* hooks in
     this order, after_* hooks in reverse, and the first wrap_* is outermost),
     the hooks each implements, where each comes from, the synchronization
     points and slots between them, every known plugin that is not in the chain
-    with the reason, and plugin distributions that failed to load. Nothing is
-    instantiated, so a factory that does not import is found by `antler config
-    check` and by `antler run`, not here.
+    with the reason, and plugin distributions that failed to load.
+
+    Plugin factories are not imported (that keeps `chain show` fast), so a
+    factory that does not import is not seen: building the agent leaves such
+    an optional plugin out, and fails on a required one. --check imports every
+    participant's factory first and shows the chain the build would get (as
+    `antler config check` does for every combination of flags).
 
     An optional plugin whose constraints cannot be satisfied (a misspelt name,
     a cycle) is left out with a warning that names its distribution, and the
@@ -309,11 +331,15 @@ def show(session: Session, chain_name: str, config_path: str | None, runtime: di
       sandbox   {requested, require_isolation, provider, reason, isolated,
                  network, warning, error}: the provider the tools would run
                  in and why (null when the chain has no sandbox)
+      factories_checked  true with --check (a factory that does not import is
+                 then under excluded/problems, stage "load"), else false
     """
     from .graph import chain_graph
 
     plan = _plan(session, config_path, chain_name, runtime)
-    report = show_report(plan, chain_graph(plan))
+    if check:
+        plan = _checked_plan(session, plan, runtime)
+    report = {**show_report(plan, chain_graph(plan)), "factories_checked": check}
     if as_json:
         print_json(report)
         return
@@ -404,6 +430,9 @@ def _print_show(report: dict[str, Any], runtime: dict[str, Any]) -> None:
         out.print(absent)
     out.print()
     out.print(Text(report["fusion"]["text"], style="dim"))
+    if not report["factories_checked"]:
+        out.print(Text("plugin factories not imported: --check imports them, as building "
+                       "the agent does", style="dim"))
     if report["sandbox"] is not None:
         from antler.runtime.sandbox.choice import sandbox_line
 

@@ -56,7 +56,9 @@ def check(ctx: click.Context, session: Session, file: str, no_import: bool, stri
     4. the factory of every plugin that takes part imports, and the hooks its
        class implements match the manifest's `hooks:`;
     5. every configured extension class imports, and its `config:` binds to
-       the constructor (no unknown, no missing argument).
+       the constructor (no unknown, no missing argument);
+    6. no security gate that takes part runs under `on_error: skip` (a warning;
+       on an `always` gate it is an error).
 
     Steps 4 and 5 import code; --no-import skips them (discovery still imports
     each distribution's entry point module and config models). Problems that
@@ -122,6 +124,7 @@ def check_config(session: Session, file: str, *, imports: bool = True) -> Config
     report.warnings += [f"{d} (optional: skipped)" for d in registry.diagnostics
                         if d not in fatal]
     plans = _plan_everything(session, config, file, report, imports)
+    _check_gates(plans, config, report)
     if imports:
         _check_factories(plans, report)
         _check_extensions(config, report)
@@ -158,6 +161,16 @@ def _plan_everything(session: Session, config: OperatorConfig, file: str,
                 else:
                     _add_once(report.warnings, problem_text(row))
     return plans
+
+
+def _check_gates(plans: list[ChainPlan], config: OperatorConfig, report: ConfigReport) -> None:
+    """Security gates that take part under `on_error: skip` (refused for `always` ones)."""
+    from antler.chain.policy import gate_warnings
+
+    for plan in plans:
+        specs = (plan.resolution.placements[name].spec for name in plan.order)
+        for warning in gate_warnings(specs, config):
+            _add_once(report.warnings, warning)
 
 
 def _check_factories(plans: list[ChainPlan], report: ConfigReport) -> None:

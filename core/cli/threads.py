@@ -1,4 +1,4 @@
-"""`antler threads ...`: the threads under a base directory, their size, pruning, deletion."""
+"""`antler threads ...`: the threads of a checkpoint database, their size, pruning, deletion."""
 
 from __future__ import annotations
 
@@ -10,15 +10,10 @@ import click
 
 from . import AntlerGroup
 from .output import console, print_json, table
-from .session import json_option
+from .session import Session, config_option, json_option
 
 if TYPE_CHECKING:
     from antler.runtime.storage import ThreadAdmin
-
-
-def home_option(f: Any) -> Any:
-    return click.option("--home", type=click.Path(file_okay=False), default=None,
-                        help="Base directory (default: $ANTLER_HOME or ./.antler).")(f)
 
 
 def user_option(f: Any) -> Any:
@@ -26,32 +21,59 @@ def user_option(f: Any) -> Any:
                         help="Only this user's threads (and refuse another user's).")(f)
 
 
-@contextmanager
-def _admin(home: str | None) -> Iterator[ThreadAdmin | None]:
-    """The thread admin of the base directory; None when it has no checkpoint database."""
-    from antler.runtime.paths import resolve_base
-    from antler.runtime.storage import CHECKPOINT_FILENAME, ThreadAdmin, ensure_directory
+def home_option(f: Any) -> Any:
+    return click.option("--home", type=click.Path(file_okay=False), default=None,
+                        help="Base directory (default: the config's storage.base_dir when "
+                             "--config gives one, else $ANTLER_HOME, else ./.antler).")(f)
 
+
+def store_options(f: Any) -> Any:
+    """--home and --config: the base directory and the operator config naming the database."""
+    return config_option(home_option(f))
+
+
+@contextmanager
+def _admin(home: str | None, config_path: str | None) -> Iterator[ThreadAdmin | None]:
+    """The thread admin of the checkpoint database `storage.checkpointer` names (the
+    SQLite file under the base directory unless configured); None when there is none."""
+    from antler.runtime.paths import resolve_base
+    from antler.runtime.storage import (
+        CHECKPOINT_FILENAME,
+        ThreadAdmin,
+        ensure_directory,
+        resolve_backend,
+    )
+
+    checkpointer: Any = "sqlite"
+    if config_path is not None:
+        storage = Session().config(config_path).storage
+        checkpointer = resolve_backend(storage.checkpointer)
+        home = home or storage.base_dir
     base = resolve_base(home)
     if base.exists():
         ensure_directory(base)  # a file here: one clear error
-    if not (base / CHECKPOINT_FILENAME).exists():
-        yield None
+    if checkpointer == "sqlite" and not (base / CHECKPOINT_FILENAME).exists():
+        yield None  # nothing has run here yet
         return
-    with ThreadAdmin(base) as admin:
+    with ThreadAdmin(base, checkpointer) as admin:
         yield admin
 
 
 @click.group(cls=AntlerGroup)
 def threads() -> None:
-    """The threads under a base directory: list, show, prune old checkpoints, delete."""
+    """The threads of a checkpoint database: list, show, prune old checkpoints, delete.
+
+    The database is the SQLite file under the base directory, or the one
+    `storage.checkpointer` of --config names (a Postgres URL, for instance).
+    """
 
 
 @threads.command("list")
-@home_option
+@store_options
 @user_option
 @json_option
-def list_threads(home: str | None, user_id: str | None, as_json: bool) -> None:
+def list_threads(home: str | None, config_path: str | None, user_id: str | None,
+                 as_json: bool) -> None:
     """Every thread with its owner, checkpoints and size.
 
     \b
@@ -62,7 +84,7 @@ def list_threads(home: str | None, user_id: str | None, as_json: bool) -> None:
       checkpoints  how many checkpoints it keeps
       bytes        their size in the database
     """
-    with _admin(home) as admin:
+    with _admin(home, config_path) as admin:
         infos = admin.threads(user_id) if admin is not None else []
     if as_json:
         print_json([info.as_json() for info in infos])
@@ -76,62 +98,79 @@ def list_threads(home: str | None, user_id: str | None, as_json: bool) -> None:
 
 @threads.command("show")
 @click.argument("thread_id")
-@home_option
+@store_options
 @user_option
+@click.option("--hidden", "show_hidden", is_flag=True,
+              help="Also list the messages plugins injected (reminders, summaries), "
+                   "marked [hidden].")
 @json_option
-def show_thread(thread_id: str, home: str | None, user_id: str | None, as_json: bool) -> None:
-    """One thread: owner, size and its messages.
+def show_thread(thread_id: str, home: str | None, config_path: str | None,
+                user_id: str | None, show_hidden: bool, as_json: bool) -> None:
+    """One thread: owner, size and its conversation.
+
+    Messages plugins injected (the date reminder, a summary, a todo reminder)
+    are not the conversation and are left out; --hidden lists them too, marked.
 
     \b
     JSON (--json): the keys of `threads list`, plus
-      messages     [{type, content}] of the latest checkpoint (content as text)
+      messages     [{type, content, hidden}] of the latest checkpoint (content as
+                   text; hidden is true for an injected message, listed only
+                   with --hidden)
     """
+    from antler.contracts.messages import is_hidden
     from antler.runtime.storage import StorageError
 
-    with _admin(home) as admin:
+    with _admin(home, config_path) as admin:
         if admin is None:
             raise StorageError(f"there are no threads under {home or 'the base directory'}")
         info = admin.info(thread_id, user_id)
-        messages = [{"type": getattr(m, "type", "?"), "content": _text(m)}
-                    for m in admin.messages(thread_id)]
+        messages: list[dict[str, Any]] = [
+            {"type": getattr(m, "type", "?"), "content": _text(m), "hidden": is_hidden(m)}
+            for m in admin.messages(thread_id)]
+    if not show_hidden:
+        messages = [message for message in messages if not message["hidden"]]
     if as_json:
         print_json({**info.as_json(), "messages": messages})
         return
     click.echo(f"thread {info.thread_id}: owner {info.owner or '-'}, created "
                f"{info.created_at or '-'}, {info.checkpoints} checkpoints, {_size(info.bytes)}")
     for message in messages:
-        click.echo(f"  {message['type']:>6}: {_short(message['content'])}")
+        mark = " [hidden]" if message["hidden"] else ""
+        click.echo(f"  {message['type']:>6}{mark}: {_short(message['content'])}")
 
 
 @threads.command("prune")
 @click.argument("thread_ids", nargs=-1)
 @click.option("--keep", default=1, show_default=True, type=int,
               help="Checkpoints to keep per thread (the latest holds the whole state).")
-@home_option
+@store_options
 @json_option
 def prune_threads(thread_ids: tuple[str, ...], keep: int, home: str | None,
-                  as_json: bool) -> None:
+                  config_path: str | None, as_json: bool) -> None:
     """Drop all but the last --keep checkpoints of THREAD_IDS (default: every thread), then
     vacuum the database. Threads resume as before; only older history goes.
 
     \b
-    JSON (--json): {removed: checkpoints removed, freed: bytes the file shrank by}
+    JSON (--json): {removed: checkpoints removed, freed: bytes the file shrank by
+    (null for Postgres, whose own vacuum reuses the space)}
     """
-    with _admin(home) as admin:
+    with _admin(home, config_path) as admin:
         removed, freed = admin.prune(keep, list(thread_ids) or None) if admin else (0, 0)
     if as_json:
         print_json({"removed": removed, "freed": freed})
     else:
-        click.echo(f"removed {removed} checkpoints; the database shrank by {_size(freed)}")
+        shrank = ("Postgres reuses the space at its next vacuum" if freed is None
+                  else f"the database shrank by {_size(freed)}")
+        click.echo(f"removed {removed} checkpoints; {shrank}")
 
 
 @threads.command("delete")
 @click.argument("thread_id")
-@home_option
+@store_options
 @user_option
 @json_option
-def delete_thread(thread_id: str, home: str | None, user_id: str | None,
-                  as_json: bool) -> None:
+def delete_thread(thread_id: str, home: str | None, config_path: str | None,
+                  user_id: str | None, as_json: bool) -> None:
     """Delete a thread: its checkpoints, its owner record and its files.
 
     \b
@@ -139,7 +178,7 @@ def delete_thread(thread_id: str, home: str | None, user_id: str | None,
     """
     from antler.runtime.storage import StorageError
 
-    with _admin(home) as admin:
+    with _admin(home, config_path) as admin:
         if admin is None:
             raise StorageError(f"there is no thread {thread_id!r} to delete")
         admin.delete(thread_id, user_id)

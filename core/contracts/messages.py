@@ -4,10 +4,12 @@
   conversation (a reminder, a summary, an image the model asked to see). They
   are not the user's words, so memory, title and sanitization skip them. A
   plugin marks what it injects with `hidden_marker(source)`; older markers
-  (LangChain's summary ``lc_source``, ``hidden``, ``hide_from_ui``) and the
-  names in `INJECTED_NAMES` are recognised too. Whether a message's markers
-  came from the server rather than the caller is the input boundary's
-  business, not these helpers'.
+  (LangChain's summary ``lc_source``, ``hidden``, ``hide_from_ui``) are
+  recognised too. Every marker is an ``additional_kwargs`` key the server owns
+  (`antler.contracts.serverkeys`): the input boundary strips them from what a
+  caller sends, so only the server can hide a message. A message's ``name``
+  proves nothing, since a caller sets it freely: a caller's message named
+  ``summary`` is the caller's.
 - A user message a plugin re-adds under a new id (``<id>__user``, after
   putting context in its place) is still the user's: `reinserted_from`.
 - The latest *genuine* user message and its original text
@@ -29,11 +31,6 @@ from typing import Any
 HIDDEN_KEY = "antler_hidden"
 """`additional_kwargs` key marking a message a plugin injected: ``{"source": plugin}``."""
 
-INJECTED_NAMES = frozenset({
-    "todo_reminder", "loop_warning", "budget_warning", "progress_hint", "summary",
-})
-"""Message names the built-in plugins give the hidden messages they inject."""
-
 _LEGACY_MARKERS = ("hidden", "hide_from_ui", "lc_source", "antler_view_image")
 ORIGINAL_CONTENT_KEY = "original_user_content"
 REINSERTED_SUFFIX = "__user"
@@ -47,10 +44,11 @@ def hidden_marker(source: str) -> dict[str, Any]:
 
 
 def is_hidden(message: Any) -> bool:
-    """Whether a plugin, not the user or the model, put `message` in the conversation."""
+    """Whether a plugin, not the user or the model, put `message` in the conversation.
+
+    Decided by the server-owned markers alone, never by the message's ``name``.
+    """
     kwargs = getattr(message, "additional_kwargs", None) or {}
-    if getattr(message, "name", None) in INJECTED_NAMES:
-        return True
     return bool(kwargs.get(HIDDEN_KEY)) or any(kwargs.get(key) for key in _LEGACY_MARKERS)
 
 

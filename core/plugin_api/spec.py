@@ -213,6 +213,11 @@ class PluginSpec(BaseModel):
         "logs, traces and continues as if the hook were absent. Default: `fail` for `always` "
         "plugins and Antler's own, `skip` for optional third-party plugins and extensions; "
         "the operator overrides it with `plugins: {NAME: {on_error: ...}}`.")
+    security_gate: str | None = Field(
+        None, description="Marks a security gate: what its failure would let through if "
+        "skipped (a hook that raises under `on_error: skip` lets the run go on without it). "
+        "A gate fails closed by default; `on_error: skip` on it warns, and is refused when "
+        "the gate is `always` enabled.")
     rank: int | None = Field(None, description="Tie-break; defaults to the manifest position.")
     provenance: Provenance = Field(default_factory=Provenance, exclude=True)
 
@@ -265,14 +270,24 @@ class PluginSpec(BaseModel):
                     f"plugin {self.name!r} overrides chain {chain!r} but does not join it "
                     f"(chains: {self.chains})"
                 )
-        if self.when and "always" in {self.enabled_for(chain) for chain in self.chains}:
+        if self.when and self.always:
             raise ValueError(
                 f"plugin {self.name!r} is 'always' enabled but also has runtime conditions "
                 f"{sorted(self.when)}; use enabled: on with `when` instead"
             )
         if not self.chains:
             raise ValueError(f"plugin {self.name!r} joins no chain; list at least one")
+        if self.security_gate and self.on_error == "skip" and self.always:
+            raise ValueError(
+                f"plugin {self.name!r} is an `always` security gate, so it cannot declare "
+                f"on_error: skip (a failure would let through {self.security_gate}); remove "
+                "`on_error: skip`")
         return self
+
+    @property
+    def always(self) -> bool:
+        """Whether the plugin is `always` enabled in some chain it joins."""
+        return "always" in {self.enabled_for(chain) for chain in self.chains}
 
     @property
     def section(self) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 
 from antler.chain import BuiltChain, build_chain, prompt_sections, select_tools
 from antler.chain.config import OperatorConfig
+from antler.chain.policy import error_policy
 from antler.compat import CONFIG_KEY_DURABILITY
 from antler.compiler import (
     FusionPlan,
@@ -50,7 +51,7 @@ from .configtools import load_config_tools
 from .deferred import defer_tools
 from .delegation import TASK_TOOL, make_task_tool
 from .inputs import check_input, record_arrivals
-from .isolation import error_policy, isolate
+from .isolation import isolate
 from .mcp import mcp_tools
 from .paths import PathLayout, resolve_base, validate_id
 from .runcontext import RunContext

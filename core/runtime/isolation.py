@@ -26,12 +26,13 @@ unchanged, and so do LangGraph's `GraphBubbleUp` (an interrupt) and the
 `BaseException`s that are not errors (`asyncio.CancelledError`,
 `KeyboardInterrupt`).
 
-The policy of a plugin (`error_policy`): the operator's `plugins: {NAME:
-{on_error: ...}}`, where NAME is the plugin, its entry point or its
-distribution (the most specific one set wins); else the plugin's own
-`on_error`; else `fail` for `always` plugins and everything Antler ships
-(its security layers among them), `skip` for third-party plugins, configured
-extensions and custom middlewares.
+The policy of a plugin (`antler.chain.policy.error_policy`): the operator's
+`plugins: {NAME: {on_error: ...}}`, where NAME is the plugin, its entry point
+or its distribution (the most specific one set wins); else the plugin's own
+`on_error`; else `fail` for `always` plugins, security gates (manifest
+`security_gate:`) and everything Antler ships, `skip` for third-party
+plugins, configured extensions and custom middlewares. `skip` on a security
+gate warns, or is refused for an `always` one.
 
 How: as `antler.runtime.tracing` does, each middleware gets a subclass of its
 own class that overrides exactly the hooks the class overrides (LangChain and
@@ -48,46 +49,22 @@ for a wrap hook also a small record and closure that watch its handler
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from antler.chain.policy import SKIP
 from antler.compiler import NODE_HOOKS
 from antler.errors import AntlerError, PluginHookError, describe_error
-from antler.plugin_api.registry import BUILTIN_DISTRIBUTION, canonical_name
-from antler.plugin_api.spec import OnError, PluginSpec
+from antler.plugin_api.spec import OnError
 
 from .tracing import hook_subclass, note_in_trace, reclass
 
 AUDIT_LOGGER = "antler.audit.isolation"
 """Where a skipped failure is reported, one line each."""
 
-FAIL: OnError = "fail"
-SKIP: OnError = "skip"
-
 
 
 log = logging.getLogger(AUDIT_LOGGER)
-
-
-def error_policy(spec: PluginSpec, settings: Mapping[str, Any] | None = None) -> OnError:
-    """`fail` or `skip` for the plugin `spec` describes.
-
-    `settings` is the operator config's `plugins` table (`OperatorConfig.
-    plugin_settings`): an `on_error` set for the plugin wins over one set for
-    its entry point, which wins over its distribution's.
-    """
-    if settings:
-        table = {canonical_name(name): item for name, item in settings.items()}
-        provenance = spec.provenance
-        for name in (spec.name, provenance.entry_point, provenance.distribution):
-            item = table.get(canonical_name(name)) if name else None
-            if item is not None and item.on_error is not None:
-                return item.on_error
-    if spec.on_error is not None:
-        return spec.on_error
-    if spec.enabled == "always" or spec.provenance.distribution == BUILTIN_DISTRIBUTION:
-        return FAIL
-    return SKIP
 
 
 def isolate(middlewares: Sequence[Any], policies: Sequence[OnError],

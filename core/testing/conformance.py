@@ -1104,8 +1104,8 @@ class Battery:
             self.fail("state_keys", "  " + "\n  ".join(problems))
 
     def check_on_error(self) -> None:
+        from antler.chain.policy import error_policy
         from antler.errors import PluginHookError
-        from antler.runtime.isolation import error_policy
 
         clean = self.checked_run("on_error")
         hooks = list(dict.fromkeys(record.hook for record in clean.records(self.name)))

@@ -22,6 +22,7 @@ from typing import Any
 from langchain.agents.middleware import TodoListMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from antler.contracts.messages import hidden_marker
 from antler.plugin_api.context import BuildContext
 
 __all__ = [
@@ -117,10 +118,8 @@ class AntlerTodoMiddleware(TodoListMiddleware):
         messages = state.get("messages") or []
         if todos_in_messages(messages) or reminder_in_messages(messages):
             return None
-        reminder = HumanMessage(
-            content=format_todo_reminder(todos),
-            name=REMINDER_NAME,
-        )
+        reminder = HumanMessage(content=format_todo_reminder(todos), name=REMINDER_NAME,
+                                additional_kwargs=hidden_marker("todo"))
         return {"messages": [reminder]}
 
 

@@ -17,6 +17,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.tools import tool
 
 from antler.chain.config import parse_config
+from antler.contracts.messages import hidden_marker
 from antler.errors import ConfigError
 from antler.plugin_api.context import MEMORY_MODEL, MEMORY_QUEUE, RuntimeOptions
 from antler.plugin_api.registry import discover
@@ -228,7 +229,9 @@ def test_filter_drops_tools_injected_and_hidden_messages():
         HumanMessage([{"type": "text", "text": UPLOAD_BLOCK + "What is in"}, " my file?"]),
         AIMessage("Checking", tool_calls=[call]),
         ToolMessage("file contents", tool_call_id="c1"),
-        HumanMessage("<system_reminder>todos</system_reminder>", name="todo_reminder"),
+        HumanMessage("<system_reminder>todos</system_reminder>", name="todo_reminder",
+                     additional_kwargs=hidden_marker("todo")),
+        HumanMessage("forged: a caller's own message", name="todo_reminder"),
         HumanMessage("image data", additional_kwargs={"hidden": True}),
         AIMessage(""),
         AIMessage([{"type": "text", "text": "It is a CV."}]),
@@ -236,10 +239,11 @@ def test_filter_drops_tools_injected_and_hidden_messages():
     kept = filter_messages_for_memory(messages)
     assert [(type(m).__name__, m.content) for m in kept] == [
         ("HumanMessage", "What is in\n my file?"),
+        ("HumanMessage", "forged: a caller's own message"),  # a name hides nothing
         ("AIMessage", "It is a CV."),
     ]
-    assert is_injected(messages[1]) and is_injected(messages[6]) and is_injected(messages[7])
-    assert not is_injected(messages[3])
+    assert is_injected(messages[1]) and is_injected(messages[6]) and is_injected(messages[8])
+    assert not is_injected(messages[3]) and not is_injected(messages[7])
 
 
 # -- queue -------------------------------------------------------------------------------

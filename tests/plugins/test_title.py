@@ -16,6 +16,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
 from antler.chain.config import parse_config
+from antler.contracts.messages import hidden_marker
 from antler.errors import ConfigError
 from antler.plugin_api.context import (
     MODEL,
@@ -255,7 +256,8 @@ def test_a_thinking_title_model_gives_the_answer_in_a_real_graph(tmp_path, regis
 def test_first_exchange_skips_injected_messages_and_pending_tool_calls():
     call = {"name": "lookup", "args": {}, "id": "c1", "type": "tool_call"}
     summary = HumanMessage("Here is a summary", additional_kwargs={"lc_source": "summarization"})
-    reminder = HumanMessage("<system_reminder>...</system_reminder>", name="todo_reminder")
+    reminder = HumanMessage("<system_reminder>...</system_reminder>", name="todo_reminder",
+                            additional_kwargs=hidden_marker("todo"))
     assert first_exchange([]) is None
     assert first_exchange([HumanMessage("q"), AIMessage("", tool_calls=[call])]) is None
     assert first_exchange([summary, reminder, HumanMessage("real question"),

@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from antler.chain import plan_chain
 from antler.chain.config import parse_config
+from antler.contracts.messages import is_hidden
 from antler.plugin_api.context import TITLE_MODEL, RuntimeOptions
 from antler.plugin_api.registry import discover
 from antler.plugins.todo.middleware import (
@@ -75,6 +76,7 @@ def test_reinjects_the_todo_list_only_after_summarization_dropped_write_todos(tm
     assert not todos_in_messages(calls[5])
     (reminder,) = reminders(calls[5])
     assert calls[5][-1].name == REMINDER_NAME  # appended after the user's message
+    assert is_hidden(reminder)  # by the server-owned marker, not by its name
     assert reminder.text.startswith("<system_reminder>")
     assert reminder.text.rstrip().endswith("</system_reminder>")
     assert "- [in_progress] Collect the sales data" in reminder.text

@@ -17,7 +17,9 @@ namespaces that hold only
 * ``/proc`` of its own PID namespace, a minimal ``/dev``, and a ``/tmp`` that
   is the thread's own (kept between its commands, invisible to other threads).
 
-The root is read-only; no other host path exists inside. The network is
+The root is read-only; no other host path exists inside, nor is one named: bwrap
+(the sandbox's PID 1) reads its options from a memory file (``--args``), so its
+command line, ``/proc/1/cmdline`` to the sandbox, holds only the command. The network is
 unreachable (not even the host's loopback) unless ``network=True``. The
 command's session is new (``--new-session``: no terminal to inject keys into),
 and ``--die-with-parent`` ends the sandbox when the harness dies. When the
@@ -162,14 +164,32 @@ class BwrapSandbox(HostSandbox):
         else:
             shell = ["/bin/sh", "-c", f'. /etc/{_LIMITS_FILE}; exec "$0" -c "$1"',
                      self._shell, command]
-        argv = [*self._fixed, *self._mounts,
-                # Last: the root (tmpfs) itself becomes read-only; the mounts stay as set.
-                "--remount-ro", "/", "--chdir", WORKSPACE, "--", *shell]
+        options = [*self._fixed[1:], *self._mounts,
+                   # Last: the root (tmpfs) itself becomes read-only; the mounts stay as set.
+                   "--remount-ro", "/", "--chdir", WORKSPACE]
+        # The options name host paths (the thread's directories, the generated /etc):
+        # they reach bwrap through a descriptor (`--args`), not its command line,
+        # which the sandbox could read as /proc/1/cmdline.
+        fd = _arguments_fd(options)
+        argv = [self._fixed[0], "--args", str(fd), "--", *shell]
         env = self._environment(_PATH, WORKSPACE)
         env["BASH_ENV"] = f"/etc/{_LIMITS_FILE}"
         # --die-with-parent ends the sandbox with the harness; the watchdog covers a
         # harness that dies before bwrap has asked for that.
-        return Launch(argv, "/", env)
+        return Launch(argv, "/", env, fds=(fd,))
+
+
+def _arguments_fd(arguments: list[str]) -> int:
+    """A memory file holding `arguments`, each ended by NUL, read from the start."""
+    fd = os.memfd_create("bwrap-args", os.MFD_CLOEXEC)
+    try:
+        with open(fd, "wb", closefd=False) as memory:
+            memory.write(b"".join(argument.encode() + b"\0" for argument in arguments))
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _skill_folders(root: Path) -> list[Path]:

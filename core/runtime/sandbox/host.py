@@ -98,6 +98,9 @@ class Launch:
     argv: list[str]
     cwd: Path | str
     env: dict[str, str]
+    fds: tuple[int, ...] = ()
+    """Descriptors the command inherits (as numbered); the harness closes its own copies
+    once the command has started."""
 
 
 class HostSandbox(Sandbox):
@@ -214,17 +217,22 @@ class HostSandbox(Sandbox):
         launch = self._launch(command)
         # No `preexec_fn` and no launcher: `subprocess` starts the shell with vfork
         # and one exec, the cheapest start there is.
-        return subprocess.Popen(
-            launch.argv,
-            cwd=launch.cwd,
-            env=launch.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            # Own session and process group, so a timeout kills the command's
-            # children too.
-            start_new_session=True,
-        )
+        try:
+            return subprocess.Popen(
+                launch.argv,
+                cwd=launch.cwd,
+                env=launch.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                # Own session and process group, so a timeout kills the command's
+                # children too.
+                start_new_session=True,
+                pass_fds=launch.fds,
+            )
+        finally:
+            for fd in launch.fds:
+                os.close(fd)
 
     def _resolved_shell(self) -> str:
         found = _find_on_path(self._shell, os.environ.get("PATH"))
