@@ -205,8 +205,7 @@ def test_the_record_kept_as_changes_equals_the_record_taken_afresh(states):
     user = {m.id for m in states[0]}
     record: Any = sanitization.merge_provenance(None, {"user": sorted(user)})
     for state in states:
-        change = sanitization._observed(state, sanitization._provenance(
-            {sanitization.PROVENANCE_KEY: record}))
+        change = sanitization._observed(state, record)
         record = sanitization.merge_provenance(record, change)
         present = {m.id: sanitization.fingerprint(m) for m in state}
         user &= set(present)  # an id that left the thread is no longer the user's

@@ -50,7 +50,7 @@ from .channels import delta_channel_names, use_delta_channels
 from .configtools import load_config_tools
 from .deferred import defer_tools
 from .delegation import TASK_TOOL, make_task_tool
-from .inputs import check_input, record_arrivals
+from .inputs import check_input, record_arrivals, record_message_writes
 from .isolation import isolate
 from .mcp import mcp_tools
 from .paths import PathLayout, resolve_base, validate_id
@@ -553,8 +553,9 @@ def create_agent(
     else:
         graph = langchain_create_agent(middleware=middlewares, **agent_kwargs)
     # The input step records the ids of the messages each run receives, for the
-    # boundary guard (`antler.runtime.inputs`).
+    # boundary guard (`antler.runtime.inputs`); every node lists the messages it writes.
     record_arrivals(graph)
+    record_message_writes(graph)
     if config.storage.messages_channel == "delta" and saver not in (None, False):
         use_delta_channels(graph, delta_channel_names(built.middlewares),
                            config.storage.snapshot_every)

@@ -14,6 +14,11 @@ Two checks guard what a caller sends (README, "Caller input"):
   those messages and refuses the ones of a role that is not allowed. Messages
   the server seeds with ``update_state`` never pass the input step, so they
   are never mistaken for caller input.
+
+The same wrapping lists every node's writes to ``messages`` (`record_message_writes`,
+the journal of `antler.contracts.writes`), so a hook that keeps per-message
+results learns which messages changed since its last mark without comparing
+the whole history.
 """
 
 from __future__ import annotations
@@ -23,9 +28,11 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 from antler.contracts.serverkeys import ARRIVALS_KEY
+from antler.contracts.writes import WRITES_KEY
 from antler.errors import InputError
 
-__all__ = ["check_input", "message_role", "record_arrivals", "refusal_text"]
+__all__ = ["check_input", "message_role", "record_arrivals", "record_message_writes",
+           "refusal_text"]
 
 _CLASS_OF_ROLE = {"human": "HumanMessage", "ai": "AIMessage", "tool": "ToolMessage",
                   "system": "SystemMessage"}
@@ -94,22 +101,51 @@ def record_arrivals(graph: Any) -> bool:
     such channel, i.e. no plugin of its chain reads the record.
     """
     from langgraph.constants import START
-    from langgraph.pregel._write import ChannelWrite, ChannelWriteTupleEntry
 
     start = graph.nodes.get(START)
     if ARRIVALS_KEY not in graph.channels or start is None or not start.writers:
         return False
-    first = start.writers[0]
-    if not isinstance(first, ChannelWrite):
+    return _wrap_writes(start, _with_arrivals, first_only=True)
+
+
+def record_message_writes(graph: Any) -> bool:
+    """Make every node of `graph` list the messages it writes in the `WRITES_KEY` journal.
+
+    Each write of ``messages`` (a node's update, a `Command`, ``update_state``
+    as that node) adds the ids it writes or removes; messages without an id get
+    theirs there, as the reducer would give them. False when the graph has no
+    such channel (no plugin of its chain reads the journal).
+    """
+    if WRITES_KEY not in graph.channels:
         return False
-    writes: list[Any] = []
-    for entry in first.writes:
-        if isinstance(entry, ChannelWriteTupleEntry) and not writes:
-            entry = ChannelWriteTupleEntry(mapper=_with_arrivals(entry.mapper),
-                                           value=entry.value, static=entry.static)
-        writes.append(entry)
-    start.writers[0] = ChannelWrite(tuple(writes), tags=first.tags)
+    for node in graph.nodes.values():
+        _wrap_writes(node, _journaled, first_only=False)
     return True
+
+
+def _wrap_writes(node: Any, wrap: Callable[[Callable[[Any], Any]], Callable[[Any], Any]],
+                 *, first_only: bool) -> bool:
+    """Wrap the mappers of `node`'s state writes (the first one only with `first_only`)."""
+    from langgraph.pregel._write import ChannelWrite, ChannelWriteTupleEntry
+
+    changed = False
+    for position, writer in enumerate(node.writers):
+        if not isinstance(writer, ChannelWrite):
+            continue
+        writes: list[Any] = []
+        for entry in writer.writes:
+            if isinstance(entry, ChannelWriteTupleEntry) and not (first_only and changed):
+                entry = ChannelWriteTupleEntry(mapper=wrap(entry.mapper), value=entry.value,
+                                               static=entry.static)
+                changed = True
+            writes.append(entry)
+        node.writers[position] = ChannelWrite(tuple(writes), tags=writer.tags)
+        if first_only and changed:
+            break
+    # The node caches its combined writers on first use: drop what was built from the old ones.
+    for cached in ("flat_writers", "node"):
+        node.__dict__.pop(cached, None)
+    return changed
 
 
 def _with_arrivals(mapper: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -125,6 +161,48 @@ def _with_arrivals(mapper: Callable[[Any], Any]) -> Callable[[Any], Any]:
         return updates
 
     return mapped
+
+
+def _journaled(mapper: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def mapped(value: Any) -> list[tuple[str, Any]]:
+        updates = list(mapper(value) or ())
+        entry: dict[str, Any] | None = None
+        for index, (key, written) in enumerate(updates):
+            if key != "messages":
+                continue
+            entry = entry or {"ids": [], "removed": []}
+            messages = _listable(written)
+            if messages is None:
+                entry["all"] = True
+                continue
+            updates[index] = (key, messages)
+            for message in messages:
+                if message.type != "remove":
+                    entry["ids"].append(message.id)
+                elif message.id == _REMOVE_ALL:
+                    entry["all"] = True
+                else:
+                    entry["removed"].append(message.id)
+        if entry is not None:
+            # Last among the node's writes: a reader's new mark in the same update comes first.
+            updates.append((WRITES_KEY, entry))
+        return updates
+
+    return mapped
+
+
+_REMOVE_ALL = "__remove_all__"
+"""LangGraph's id for removing every message (`langgraph.graph.message.REMOVE_ALL_MESSAGES`)."""
+
+
+def _listable(value: Any) -> list[Any] | None:
+    """`value` as identified messages, or None when it is no list of messages."""
+    if not isinstance(value, (list, str, dict, tuple)) and not hasattr(value, "type"):
+        return None  # an Overwrite or another value only the reducer understands
+    try:
+        return _identified(value)
+    except (ValueError, TypeError, NotImplementedError):
+        return None  # the reducer reports it
 
 
 def _identified(value: Any) -> list[Any]:

@@ -89,9 +89,9 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMes
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from antler.contracts.messages import reinserted_from
 from antler.contracts.serverkeys import ARRIVALS_KEY, server_owned_keys
 from antler.contracts.stop_reason import StopReasonState
+from antler.contracts.writes import WRITES_KEY, MessageWrites, merge_writes
 from antler.plugin_api.context import BuildContext
 from antler.plugins._lib.messagememo import MessageMemo
 from antler.plugins._lib.tagguard import (
@@ -104,8 +104,10 @@ from antler.plugins._lib.tagguard import (
 )
 from antler.runtime.runcontext import run_context
 
+from . import ledger as ledgers
 from .boundary import InputBoundary, Verdict, arrival_ids
 from .config import InputSanitizationConfig
+from .ledger import Ledger
 
 __all__ = [
     "AUDIT_KEY",
@@ -138,6 +140,8 @@ class InputProvenance(TypedDict):
     """Message id -> `fingerprint` of the message as the server last saw it."""
     user: list[str]
     """Ids of messages that came in through the graph input: the genuine user messages."""
+    token: NotRequired[str | None]
+    """Set by every write of the record (`ledger`): which in-process ledger wrote it last."""
 
 
 class ProvenanceChange(TypedDict, total=False):
@@ -149,6 +153,8 @@ class ProvenanceChange(TypedDict, total=False):
     """Ids that became genuine user messages."""
     gone: list[str]
     """Ids no longer in the thread: dropped from `seen` and `user`."""
+    token: str
+    """The writer's ledger token (a change without one leaves the record without one)."""
 
 
 def merge_provenance(current: InputProvenance | None, change: Any) -> InputProvenance:
@@ -172,7 +178,7 @@ def merge_provenance(current: InputProvenance | None, change: Any) -> InputProve
         if message_id not in known:
             known.add(message_id)
             user.append(message_id)
-    return {"seen": seen, "user": user}
+    return {"seen": seen, "user": user, "token": change.get("token")}
 
 
 class InputSanitizationState(StopReasonState):
@@ -183,6 +189,9 @@ class InputSanitizationState(StopReasonState):
                                             merge_provenance]]
     # Written by the graph's input step only (antler.runtime.inputs.record_arrivals).
     antler_input_arrivals: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
+    # Every node's message writes since the ledger's mark (antler.contracts.writes).
+    antler_message_writes: NotRequired[Annotated[MessageWrites, PrivateStateAttr,
+                                                 merge_writes]]
 
 
 def fingerprint(message: BaseMessage) -> str:
@@ -206,44 +215,54 @@ def _digest(message: BaseMessage) -> str:
 _fingerprints: MessageMemo[str] = MessageMemo(_digest)
 
 
-def _provenance(state: Any) -> InputProvenance:
-    """The record in `state`, read only (an empty one when there is none)."""
-    raw = state.get(PROVENANCE_KEY) if isinstance(state, dict) else None
-    raw = raw if isinstance(raw, dict) else {}
-    seen = raw.get("seen")
-    user = raw.get("user")
-    return {
-        "seen": seen if isinstance(seen, dict) else {},
-        "user": [i for i in user if isinstance(i, str)] if isinstance(user, list) else [],
-    }
-
-
 def record_current_form(state: Any) -> dict[str, Any] | None:
-    """The state update recording every `HumanMessage` as it is now (None: nothing new)."""
-    change = _observed(state.get("messages") or [], _provenance(state))
-    return {PROVENANCE_KEY: change} if change else None
+    """The state update recording every `HumanMessage` as it is now (None: nothing new).
+
+    Works on what changed since the thread's ledger last looked (`ledger`).
+    """
+    messages = (state.get("messages") if isinstance(state, dict) else None) or []
+    ledger = _ledger(state, messages)
+    change = _observed_change(ledger)
+    if not change:
+        ledger.settle(None, ledger.token, observed=True)
+        if ledger.token:  # nothing written: it stays under the mark the state holds
+            ledgers.keep(ledger, ledger.token)
+        return None
+    token = ledgers.new_token()
+    ledger.settle(change, token, observed=True)
+    ledgers.keep(ledger, token)
+    return {PROVENANCE_KEY: {**change, "token": token}, WRITES_KEY: {"base": token}}
 
 
-def _observed(messages: Sequence[AnyMessage], previous: InputProvenance,
-              ) -> ProvenanceChange | None:
-    """The change recording the current form of every `HumanMessage`, gone ones dropped."""
-    present: dict[str, str] = {}
-    for message in messages:
-        if isinstance(message, HumanMessage) and message.id:
-            present[message.id] = fingerprint(message)
-    seen, user = previous["seen"], set(previous["user"])
+def _ledger(state: Any, messages: Sequence[AnyMessage]) -> Ledger:
+    """The thread's ledger caught up with `messages` of the same run, or one built afresh."""
+    ledger = ledgers.take(state, PROVENANCE_KEY)
+    if ledger is None:
+        return Ledger.rebuild(messages, _record(state), fingerprint)
+    ledger.follow(messages, fingerprint)
+    return ledger
+
+
+def _record(state: Any) -> Any:
+    return state.get(PROVENANCE_KEY) if isinstance(state, dict) else None
+
+
+def _observed(messages: Sequence[AnyMessage], previous: Any) -> ProvenanceChange | None:
+    """The change recording the current form of every `HumanMessage`, gone ones dropped.
+
+    Taken from scratch: every message is looked at (the hooks keep a ledger instead).
+    """
+    return _observed_change(Ledger.rebuild(messages, previous, fingerprint))
+
+
+def _observed_change(ledger: Ledger) -> ProvenanceChange | None:
     # A user message a plugin re-added under a new id (dynamic_context's ID swap)
     # stays the user's: it is sanitized like the original.
-    readded = [i for i in present if i not in user and reinserted_from(i) in user]
-    return _change({i: d for i, d in present.items() if seen.get(i) != d}, readded,
-                   present, previous)
+    return _change(ledger.changed(), ledger.readded(), ledger.gone_ids())
 
 
-def _change(seen: dict[str, str], user: list[str], present: Any,
-            previous: InputProvenance) -> ProvenanceChange | None:
-    """The record's write for these new entries, dropping ids not `present` (None: none)."""
-    gone = [i for i in previous["seen"] if i not in present]
-    gone += [i for i in previous["user"] if i not in present and i not in previous["seen"]]
+def _change(seen: dict[str, str], user: list[str], gone: list[str]) -> ProvenanceChange | None:
+    """The record's write for these entries (None: nothing to write)."""
     change: ProvenanceChange = {}
     if seen:
         change["seen"] = seen
@@ -327,83 +346,98 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
         messages = state.get("messages") or []
         ids = arrival_ids(state)
         verdict = Verdict() if internal or not ids else self.boundary.inspect(messages, ids)
-        previous = _provenance(state)
-        seen, known = previous["seen"], set(previous["user"])
-        present: set[str] = set()
+        ledger = ledgers.take(state, PROVENANCE_KEY)
+        if ledger is None or not ledger.reload(messages, state.get(WRITES_KEY), fingerprint):
+            # The first run of this process on the thread (or a state the ledger
+            # cannot vouch for): every user message is looked at once.
+            ledger = Ledger.rebuild(messages, state.get(PROVENANCE_KEY), fingerprint)
         changed: dict[str, str] = {}
         user: list[str] = []
-        for message in messages:
-            if not isinstance(message, HumanMessage) or not message.id:
-                continue
-            message_id: str = message.id
-            present.add(message_id)
+        for message in ledger.candidates:
+            message_id: str = message.id or ""
             message = verdict.stripped.get(message_id, message)
             digest = fingerprint(message)
-            if seen.get(message_id) == digest and message_id not in verdict.stripped:
+            if ledger.seen.get(message_id) == digest and message_id not in verdict.stripped:
                 continue  # as the server left it
-            if message_id not in known:
-                known.add(message_id)
+            if message_id not in ledger.user and message_id not in user:
                 user.append(message_id)
             if not internal:
                 # A HumanMessage the server has not seen counts as caller input even
                 # without the input step's record (a graph built without it).
                 digest = fingerprint(verdict.strip(message, self.boundary.keys))
             changed[message_id] = digest
-        change = _change(changed, user, present, previous)
+        change = _change(changed, user, ledger.gone_ids())
+        token = ledgers.new_token()
         update: dict[str, Any] = verdict.update(runtime)
         verdict.report(runtime)
         if change:
-            update[PROVENANCE_KEY] = change
+            update[PROVENANCE_KEY] = {**change, "token": token}
+        update[WRITES_KEY] = {"base": token}
         if ids is not None:
             update[ARRIVALS_KEY] = None  # consumed: a later run without input finds none
-        return update or None
+        ledger.settle(change, token, observed=False)
+        ledgers.keep(ledger, token)
+        return update
 
     # -- the model request -------------------------------------------------------------
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse],
     ) -> ModelResponse | AIMessage | ExtendedModelResponse:
-        sanitized, record = self._prepare(request)
-        return self._respond(handler(sanitized), record)
+        sanitized, pending = self._prepare(request)
+        return self._respond(handler(sanitized), pending)
 
     async def awrap_model_call(
         self, request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse | AIMessage | ExtendedModelResponse:
-        sanitized, record = self._prepare(request)
-        return self._respond(await handler(sanitized), record)
+        sanitized, pending = self._prepare(request)
+        return self._respond(await handler(sanitized), pending)
 
-    def _prepare(self, request: ModelRequest) -> tuple[ModelRequest, ProvenanceChange | None]:
-        previous = _provenance(request.state)
-        user = set(previous["user"])
+    def _prepare(self, request: ModelRequest) -> tuple[ModelRequest, tuple[Ledger, Any]]:
         # Nothing recorded at all (before_agent never ran for this state): fail
         # closed and treat every HumanMessage as the user's.
-        everyone = not (isinstance(request.state, dict) and request.state.get(PROVENANCE_KEY))
-        messages: list[AnyMessage] = []
-        latest: list[Finding] = []
-        changed = False
-        for message in request.messages:
-            if isinstance(message, HumanMessage) and (
-                    everyone or not message.id or message.id in user):
-                clean, latest = self._sanitized(message)
-                changed = changed or clean is not message
-                message = clean
-            messages.append(message)
-        if latest:
+        everyone = not _record(request.state)
+        ledger = ledgers.take(request.state, PROVENANCE_KEY)
+        shared = None
+        if ledger is None:
+            ledger = Ledger.rebuild(request.messages, _record(request.state), fingerprint)
+        else:
+            followed = ledger.messages
+            shared = ledger.follow(request.messages, fingerprint)
+            if ledger.request is None or ledger.request.inputs is not followed:
+                shared = None
+        user = ledger.user
+        sent = ledger.request
+        if sent is None or sent.everyone != everyone:
+            sent, shared = ledgers.Request(everyone), None
+            ledger.request = sent
+        sent.extend(request.messages,
+                    lambda message: everyone or not message.id or message.id in user,
+                    self._sanitized, shared)
+        if sent.latest:
             # Only the latest user message: earlier ones were reported on their own turn.
             logger.warning("neutralized %d forged framework tag(s) or marker(s) in user input: "
-                           "%s", len(latest), ", ".join(sorted({f.name for f in latest})))
-        record = _observed(request.messages, previous)
-        return (request.override(messages=messages) if changed else request), record
+                           "%s", len(sent.latest), ", ".join(sorted({f.name for f in sent.latest})))
+        change = _observed_change(ledger)
+        if sent.copies:
+            request = request.override(messages=sent.outputs)
+        return request, (ledger, change)
 
     @staticmethod
-    def _respond(response: Any, record: ProvenanceChange | None) -> Any:
-        if record is None:
-            return response
+    def _respond(response: Any, pending: tuple[Ledger, Any]) -> Any:
+        # Written only once the handler returned: a failed call leaves no mark, and
+        # the next hook finds no ledger for the state it sees.
+        ledger, change = pending
+        token = ledgers.new_token()
+        ledger.settle(change, token, observed=True)
+        ledgers.keep(ledger, token)
+        update: dict[str, Any] = {WRITES_KEY: {"base": token}}
+        if change:
+            update[PROVENANCE_KEY] = {**change, "token": token}
         if isinstance(response, AIMessage):
             response = ModelResponse(result=[response])
-        return ExtendedModelResponse(model_response=response,
-                                     command=Command(update={PROVENANCE_KEY: record}))
+        return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
     # -- one message -------------------------------------------------------------------
 
