@@ -355,3 +355,47 @@ def test_chain_show_lists_every_server_owned_key_with_who_declares_it():
     assert keys["antler_tool_meta"] == ["antler"]
     assert keys["antler_read_mark"] == ["read_before_write"]
     assert set(keys["original_user_content"]) >= {"antler", "uploads"}
+
+
+# -- server-owned state keys ----------------------------------------------------------------
+
+
+def titled_agent(home: Path, registry: Any, fuse: bool) -> Any:
+    model = ScriptedChatModel(["ok"] * 4, side_scripts={"title": ["Server title"]})
+    return create_agent(parse_config("memory: {enabled: false}\n", registry), model=model,
+                        registry=registry, base_dir=home, checkpointer="memory", fuse=fuse)
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_state_keys_in_raw_graph_input_never_land(tmp_path, registry, fuse, caplog):
+    with titled_agent(tmp_path, registry, fuse) as agent:
+        agent.invoke("hello", thread_id="t1")
+        config = agent.run_config("t1")
+        assert agent.graph.get_state(config).values["title"] == "Server title"
+        with caplog.at_level("WARNING", logger="antler.audit.input"):
+            events = [chunk for mode, chunk in agent.graph.stream(
+                {"messages": [HumanMessage("again")], "title": "forged"}, config=config,
+                context=agent.context("t1"), stream_mode=["custom", "values"])
+                if mode == "custom"]
+        state = agent.graph.get_state(config).values
+    assert state["title"] == "Server title"
+    assert [m.text for m in state["messages"] if isinstance(m, HumanMessage)] == \
+        ["hello", "again"]
+    assert {"type": "input_boundary", "stripped": {}, "refused": [],
+            "dropped_state_keys": ["title"]} in events
+    assert "dropped state keys ['title']" in caplog.text
+
+
+def test_an_internal_run_may_set_state_keys(tmp_path, registry):
+    with titled_agent(tmp_path, registry, True) as agent:
+        config = agent.run_config("t1")
+        agent.graph.invoke({"messages": [HumanMessage("hello")], "title": "Given"},
+                           config=config, context=RunContext(thread_id="t1", is_internal=True))
+        assert agent.graph.get_state(config).values["title"] == "Given"
+
+
+def test_antler_agent_callers_get_a_clear_error_for_state_keys(tmp_path, registry):
+    with titled_agent(tmp_path, registry, True) as agent:
+        with pytest.raises(InputError, match=r"state key\(s\) 'title'.*update_state"):
+            agent.invoke({"messages": [HumanMessage("hi")], "title": "forged"}, thread_id="t1")
+        assert not agent.graph.get_state(agent.run_config("t1")).values

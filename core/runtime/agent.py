@@ -50,7 +50,12 @@ from .channels import delta_channel_names, use_delta_channels
 from .configtools import load_config_tools
 from .deferred import defer_tools
 from .delegation import TASK_TOOL, make_task_tool
-from .inputs import check_input, record_arrivals, record_message_writes
+from .inputs import (
+    check_input,
+    check_input_keys,
+    record_arrivals,
+    record_message_writes,
+)
 from .isolation import isolate
 from .mcp import mcp_tools
 from .paths import PathLayout, resolve_base, validate_id
@@ -283,7 +288,8 @@ class AntlerAgent:
 
         Raised here, before the graph runs, so nothing is saved to the thread:
         an `InputError` for a message whose role the operator's `input:
-        {allow_roles}` does not allow (human only by default), an `UploadError`
+        {allow_roles}` does not allow (human only by default) or for a state
+        key besides ``messages`` (server-owned state), an `UploadError`
         for a refused upload name (found by the uploads plugin, it would fail
         the run after the message was saved). A message whose id the history
         of `thread_id` already has gets a fresh id, so input never replaces a
@@ -292,6 +298,7 @@ class AntlerAgent:
         from langchain_core.messages import HumanMessage
 
         if isinstance(message, dict) and "messages" in message:
+            check_input_keys(message)
             payload = dict(message)
         else:
             if isinstance(message, str):

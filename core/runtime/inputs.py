@@ -14,6 +14,11 @@ Two checks guard what a caller sends (README, "Caller input"):
   those messages and refuses the ones of a role that is not allowed. Messages
   the server seeds with ``update_state`` never pass the input step, so they
   are never mistaken for caller input.
+- Every state key but ``messages`` is the server's (``title``, ``todos``, ...):
+  `check_input_keys` refuses input holding one before the graph runs, and the
+  graph's input step never writes one: it holds the values in the record, and
+  the boundary guard applies them for an internal run (`RunContext.is_internal`)
+  and drops and reports them for any other.
 
 The same wrapping lists every node's writes to ``messages`` (`record_message_writes`,
 the journal of `antler.contracts.writes`), so a hook that keeps per-message
@@ -31,8 +36,11 @@ from antler.contracts.serverkeys import ARRIVALS_KEY
 from antler.contracts.writes import WRITES_KEY
 from antler.errors import InputError
 
-__all__ = ["check_input", "message_role", "record_arrivals", "record_message_writes",
-           "refusal_text"]
+__all__ = ["INPUT_KEYS", "check_input", "check_input_keys", "message_role", "record_arrivals",
+           "record_message_writes", "refusal_text"]
+
+INPUT_KEYS = frozenset({"messages"})
+"""The state keys a caller's input may write; every other key is the server's."""
 
 _CLASS_OF_ROLE = {"human": "HumanMessage", "ai": "AIMessage", "tool": "ToolMessage",
                   "system": "SystemMessage"}
@@ -90,6 +98,17 @@ def check_input(messages: Sequence[Any], allowed: Collection[str],
             taken.add(message.id)
         fresh.append(message)
     return fresh
+
+
+def check_input_keys(payload: Any) -> None:
+    """Raise `InputError` when the graph input `payload` writes a state key besides messages."""
+    extra = sorted(str(key) for key in payload if key not in INPUT_KEYS) \
+        if isinstance(payload, dict) else []
+    if extra:
+        raise InputError(
+            f"graph input sets state key(s) {', '.join(map(repr, extra))}, which only the "
+            "server writes: send the turn as `{'messages': [...]}` (a server that seeds state "
+            "uses `graph.update_state`)")
 
 
 def record_arrivals(graph: Any) -> bool:
@@ -150,15 +169,25 @@ def _wrap_writes(node: Any, wrap: Callable[[Callable[[Any], Any]], Callable[[Any
 
 def _with_arrivals(mapper: Callable[[Any], Any]) -> Callable[[Any], Any]:
     def mapped(value: Any) -> list[tuple[str, Any]]:
-        updates = list(mapper(value) or ())
         ids: list[str] = []
-        for index, (key, written) in enumerate(updates):
+        kept: list[tuple[str, Any]] = []
+        held: dict[str, Any] = {}
+        for key, written in mapper(value) or ():
             if key == "messages":
                 messages = _identified(written)
                 ids += [m.id for m in messages if m.type != "remove"]
-                updates[index] = (key, messages)
-        updates.append((ARRIVALS_KEY, {"ids": ids}))
-        return updates
+                kept.append((key, messages))
+            elif key in INPUT_KEYS:
+                kept.append((key, written))
+            else:
+                # Server-owned state: held in the record, for the boundary guard to
+                # apply (an internal run) or drop (any other run).
+                held[key] = written
+        record: dict[str, Any] = {"ids": ids}
+        if held:
+            record["held"] = held
+        kept.append((ARRIVALS_KEY, record))
+        return kept
 
     return mapped
 

@@ -11,7 +11,11 @@ messages:
   human only by default) is refused: `Verdict.update` removes it from the
   state (`RemoveMessage`), adds a visible error reply marked as an error
   fallback (`antler.contracts.fallback`), records the stop reason
-  ``input_refused`` and ends the run, so no model sees it.
+  ``input_refused`` and ends the run, so no model sees it;
+- state keys besides ``messages`` in the input (``title``, ``todos``, ...) are
+  server-owned: the input step held them back in the record
+  (`antler.runtime.inputs`); they are dropped and reported (an internal run's
+  are written as sent, `held_state`).
 
 Both are logged to ``antler.audit.input`` and written to the run's custom
 stream as ``{"type": "input_boundary", ...}``.
@@ -35,7 +39,8 @@ from antler.contracts.serverkeys import ARRIVALS_KEY, strip_server_owned
 from antler.contracts.stop_reason import record_stop_reason
 from antler.runtime.inputs import message_role, refusal_text
 
-__all__ = ["AUDIT_LOGGER", "REFUSED_REASON", "InputBoundary", "Verdict", "arrival_ids"]
+__all__ = ["AUDIT_LOGGER", "REFUSED_REASON", "InputBoundary", "Verdict", "arrival_ids",
+           "held_state"]
 
 AUDIT_LOGGER = logging.getLogger("antler.audit.input")
 REFUSED_REASON = "input_refused"
@@ -49,6 +54,13 @@ def arrival_ids(state: Any) -> list[str] | None:
     return [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else None
 
 
+def held_state(state: Any) -> dict[str, Any]:
+    """The state keys besides messages this run's input set, held back by the input step."""
+    record = state.get(ARRIVALS_KEY) if isinstance(state, Mapping) else None
+    held = record.get("held") if isinstance(record, Mapping) else None
+    return dict(held) if isinstance(held, Mapping) else {}
+
+
 @dataclass
 class Verdict:
     """What the boundary found among one run's arrivals."""
@@ -59,6 +71,8 @@ class Verdict:
     refused: list[tuple[int, AnyMessage]] = field(default_factory=list)
     """(position in the input, message) of each message of a role that is not allowed."""
     allowed: Collection[str] = ()
+    dropped_keys: list[str] = field(default_factory=list)
+    """State keys besides messages the input set: dropped, never written."""
 
     def strip(self, message: AnyMessage, keys: Collection[str]) -> AnyMessage:
         """`message` without server-owned keys, remembered for the state update."""
@@ -86,18 +100,19 @@ class Verdict:
 
     def report(self, runtime: Any) -> None:
         """Log and stream what was stripped or refused (nothing when nothing was)."""
-        if not self.removed_keys and not self.refused:
+        if not self.removed_keys and not self.refused and not self.dropped_keys:
             return
         refused = [{"position": p, "role": message_role(m), "id": m.id}
                    for p, m in self.refused]
-        AUDIT_LOGGER.warning("caller input: stripped server-owned keys %s; refused %s",
-                             self.removed_keys or "none", refused or "none")
+        AUDIT_LOGGER.warning("caller input: stripped server-owned keys %s; refused %s; "
+                             "dropped state keys %s", self.removed_keys or "none",
+                             refused or "none", self.dropped_keys or "none")
         writer = getattr(runtime, "stream_writer", None)
         if writer is None:
             return
         try:
             writer({"type": "input_boundary", "stripped": self.removed_keys,
-                    "refused": refused})
+                    "refused": refused, "dropped_state_keys": self.dropped_keys})
         except Exception:  # no custom stream to write to is not a failure of the run
             AUDIT_LOGGER.debug("input boundary: could not write the stream event",
                                exc_info=True)

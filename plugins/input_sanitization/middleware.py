@@ -105,7 +105,7 @@ from antler.plugins._lib.tagguard import (
 from antler.runtime.runcontext import run_context
 
 from . import ledger as ledgers
-from .boundary import InputBoundary, Verdict, arrival_ids
+from .boundary import InputBoundary, Verdict, arrival_ids, held_state
 from .config import InputSanitizationConfig
 from .ledger import Ledger
 
@@ -346,6 +346,9 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
         messages = state.get("messages") or []
         ids = arrival_ids(state)
         verdict = Verdict() if internal or not ids else self.boundary.inspect(messages, ids)
+        held = held_state(state)
+        if not internal:
+            verdict.dropped_keys = sorted(held)
         ledger = ledgers.take(state, PROVENANCE_KEY)
         if ledger is None or not ledger.reload(messages, state.get(WRITES_KEY), fingerprint):
             # The first run of this process on the thread (or a state the ledger
@@ -368,7 +371,8 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
             changed[message_id] = digest
         change = _change(changed, user, ledger.gone_ids())
         token = ledgers.new_token()
-        update: dict[str, Any] = verdict.update(runtime)
+        update: dict[str, Any] = {**held} if internal else {}
+        update.update(verdict.update(runtime))
         verdict.report(runtime)
         if change:
             update[PROVENANCE_KEY] = {**change, "token": token}
