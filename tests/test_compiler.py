@@ -1117,14 +1117,16 @@ def play_demo(base: Any, chain: str, fused: bool, into_model: bool = True) -> di
     def name(match: re.Match[str]) -> str:
         return names.setdefault(match.group(0), f"<id{len(names)}>")
 
-    return {key: WALL_CLOCK.sub("'created_at': <time>",
-                                GENERATED_ID.sub(name, text.replace(where, "<base>")))
+    return {key: LEDGER_TOKEN.sub(r"'\1': <token>", WALL_CLOCK.sub(
+                "'created_at': <time>", GENERATED_ID.sub(name, text.replace(where, "<base>"))))
             for key, text in parts.items()}
 
 
 GENERATED_ID = re.compile(r"lc_run--[0-9a-f-]+|auto-\d+")
 WALL_CLOCK = re.compile(r"'created_at': '[^']*'")
 """When durable_context recorded a delegation: the wall clock, which differs by the second."""
+LEDGER_TOKEN = re.compile(r"'(base|token)': '[0-9a-f]{32}'")
+"""input_sanitization's ledger marks (random per write)."""
 
 
 def agreeing_demo(tmp_path: Any, chain: str, label: str, **compile: Any) -> dict[str, Any]:

@@ -51,7 +51,9 @@ Hooks
     `HumanMessage`\\s, and refuses a message of a role the operator's
     ``input: {allow_roles}`` does not allow: the message is removed, an error
     reply marked as an error fallback ends the run (``jump_to: end``, stop
-    reason ``input_refused``) before any model call.
+    reason ``input_refused``) before any model call. State keys besides
+    ``messages`` the input set (held back by the input step) are dropped and
+    reported; an internal run's are written.
 
 After the other ``before_agent`` hooks
     The companion plugin ``input_provenance`` (`provenance.middleware`) runs
@@ -68,6 +70,14 @@ After the other ``before_agent`` hooks
     by later ``before_model`` hooks, through the response's state update.
     The request copy carries ``additional_kwargs.input_sanitization`` (how
     many forged tags were neutralized); findings are logged.
+
+Work per call
+    Every hook catches the thread's `ledger.Ledger` up with what changed
+    since the last one (by identity within a run, through the graph's
+    message-write journal after a reload) and fingerprints, compares and
+    sanitizes only those messages; a state no ledger vouches for is taken
+    from scratch once. Each hook writes a fresh journal mark (and the
+    record's token with the record) in its own update.
 """
 
 from __future__ import annotations
