@@ -15,13 +15,16 @@ date with what changed since, and only that:
   graph's journal (`antler.contracts.writes`) lists every message written or
   removed since the ledger's mark, and only those are looked at.
 
-Each hook that uses a ledger writes a fresh token as the journal's base (and
-in the record, when it writes the record) in the same state update, so a
-ledger is used only for the state its own write produced: a failed step, a
-replay of an older checkpoint, a record written by someone else, another
-process or a graph without the journal all find no ledger for their token,
-and the hook starts from the state as it is (`Ledger.rebuild`, the whole
-history once). The results are the same either way; only the work differs.
+A hook that writes the record writes a fresh token as the journal's base and
+in the record, in the same state update; the first hook of a run always
+does. So a ledger is used only for the state its own write produced: a
+failed step, a replay of an older checkpoint, a record written by someone
+else, another process or a graph without the journal all find no ledger for
+their token, and the hook starts from the state as it is (`Ledger.rebuild`,
+the whole history once). A hook that writes nothing keeps the ledger under
+the state's mark; a model call that wrote nothing is trusted across a reload
+only once the journal lists its reply (its model node was saved). The
+results are the same either way; only the work differs.
 """
 
 from __future__ import annotations
@@ -136,6 +139,9 @@ class Ledger:
         self.watch: set[str] = set()
         """Re-added ids whose original may have joined the record's user ids."""
         self.request: Request | None = None
+        self.answer: Any = None
+        """The reply of a model call that wrote no mark: until the journal lists it, what
+        that call saw may never have been saved (its model node can still fail)."""
 
     # -- starting over ---------------------------------------------------------------
 
@@ -193,6 +199,10 @@ class Ledger:
             return False
         written = [i for i in journal.get("ids") or () if isinstance(i, str)]
         removed = [i for i in journal.get("removed") or () if isinstance(i, str)]
+        if self.answer is not None:
+            if getattr(self.answer, "id", None) not in written:
+                return False
+            self.answer = None
         wanted = set(written)
         found: list[Any] = []
         for message in reversed(messages):
@@ -264,6 +274,7 @@ class Ledger:
             self.watch = set()
         if not change:
             return
+        self.answer = None  # the mark goes out with this write
         self.exists = True
         self.record_token = token
         for message_id in change.get("gone") or ():

@@ -76,8 +76,8 @@ Work per call
     since the last one (by identity within a run, through the graph's
     message-write journal after a reload) and fingerprints, compares and
     sanitizes only those messages; a state no ledger vouches for is taken
-    from scratch once. Each hook writes a fresh journal mark (and the
-    record's token with the record) in its own update.
+    from scratch once. A hook that writes the record writes a fresh journal
+    mark and the record's token with it.
 """
 
 from __future__ import annotations
@@ -283,6 +283,17 @@ def _change(seen: dict[str, str], user: list[str], gone: list[str]) -> Provenanc
     return change or None
 
 
+def _answer(response: Any) -> Any:
+    """The reply message a model call's response writes to the state (None: none found)."""
+    if isinstance(response, ExtendedModelResponse):
+        response = response.model_response
+    if isinstance(response, AIMessage):
+        return response
+    result = getattr(response, "result", None) or []
+    replies = [m for m in result if isinstance(m, AIMessage)]
+    return replies[-1] if replies else None
+
+
 def _block_text(block: Any) -> str | None:
     """A content block's text as the uploads plugin reads it; None for a non-text block."""
     if isinstance(block, dict):
@@ -440,15 +451,22 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
 
     @staticmethod
     def _respond(response: Any, pending: tuple[Ledger, Any]) -> Any:
-        # Written only once the handler returned: a failed call leaves no mark, and
-        # the next hook finds no ledger for the state it sees.
+        # Kept only once the handler returned: after a failed call the next hook
+        # finds no ledger and starts from the state it sees.
         ledger, change = pending
+        if not change:
+            # Nothing to write (the model node's update stays as it is): the ledger
+            # stays under the state's mark, and the next run trusts what it saw here
+            # only once the journal shows this call's answer was saved.
+            ledger.settle(None, ledger.token, observed=True)
+            ledger.answer = _answer(response) or object()  # (no reply: never confirmed)
+            if ledger.token:
+                ledgers.keep(ledger, ledger.token)
+            return response
         token = ledgers.new_token()
         ledger.settle(change, token, observed=True)
         ledgers.keep(ledger, token)
-        update: dict[str, Any] = {WRITES_KEY: {"base": token}}
-        if change:
-            update[PROVENANCE_KEY] = {**change, "token": token}
+        update = {PROVENANCE_KEY: {**change, "token": token}, WRITES_KEY: {"base": token}}
         if isinstance(response, AIMessage):
             response = ModelResponse(result=[response])
         return ExtendedModelResponse(model_response=response, command=Command(update=update))
