@@ -216,7 +216,8 @@ class Ledger:
         for message in reversed(found):
             self._arrived(message, fingerprint)
         request = self.request
-        if request is not None and not request.still_prefix_of(messages, written, removed):
+        if request is not None and not request.still_prefix_of(
+                messages, written[request.mark[0]:], removed[request.mark[1]:]):
             self.request = None
         self.messages = messages
         return True
@@ -234,6 +235,12 @@ class Ledger:
         if self.present.pop(message_id, None) is not None or message_id in self.seen \
                 or message_id in self.user:
             self.gone.add(message_id)
+
+    def marked(self) -> None:
+        """The hook writes a fresh journal mark: the journal starts over from here."""
+        self.answer = None
+        if self.request is not None:
+            self.request.mark = (0, 0)
 
     # -- the record --------------------------------------------------------------------
 
@@ -274,7 +281,6 @@ class Ledger:
             self.watch = set()
         if not change:
             return
-        self.answer = None  # the mark goes out with this write
         self.exists = True
         self.record_token = token
         for message_id in change.get("gone") or ():
@@ -308,6 +314,9 @@ class Request:
         self.copied: list[bool] = []
         self.copies = 0
         """How many of `outputs` are copies (none: the request goes on unchanged)."""
+        self.mark = (0, 0)
+        """How many written and removed ids the journal listed when the request was made:
+        only later writes can have touched it."""
 
     def still_prefix_of(self, messages: Sequence[Any], written: Sequence[str],
                         removed: Sequence[str]) -> bool:
@@ -320,11 +329,15 @@ class Request:
         return True
 
     def extend(self, messages: Sequence[Any], genuine: Callable[[Any], bool],
-               sanitize: Callable[[Any], tuple[Any, Any]], shared: int | None = None) -> None:
+               sanitize: Callable[[Any], tuple[Any, Any]], journal: Any,
+               shared: int | None = None) -> None:
         """Bring the request up to `messages`: keep the shared prefix, sanitize the rest.
 
-        `shared`: the length of that prefix, when the caller already knows it.
+        `journal`: the state's message-write journal; `shared`: the length of that
+        prefix, when the caller already knows it.
         """
+        listed = journal if isinstance(journal, dict) else {}
+        self.mark = (len(listed.get("ids") or ()), len(listed.get("removed") or ()))
         p = common_prefix(self.inputs, messages) if shared is None else shared
         p = min(p, len(self.outputs))
         k = bisect_left(self.positions, p)

@@ -240,6 +240,7 @@ def record_current_form(state: Any) -> dict[str, Any] | None:
         return None
     token = ledgers.new_token()
     ledger.settle(change, token, observed=True)
+    ledger.marked()
     ledgers.keep(ledger, token)
     return {PROVENANCE_KEY: {**change, "token": token}, WRITES_KEY: {"base": token}}
 
@@ -401,6 +402,7 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
         if ids is not None:
             update[ARRIVALS_KEY] = None  # consumed: a later run without input finds none
         ledger.settle(change, token, observed=False)
+        ledger.marked()
         ledgers.keep(ledger, token)
         return update
 
@@ -439,7 +441,7 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
             ledger.request = sent
         sent.extend(request.messages,
                     lambda message: everyone or not message.id or message.id in user,
-                    self._sanitized, shared)
+                    self._sanitized, request.state.get(WRITES_KEY), shared)
         if sent.latest:
             # Only the latest user message: earlier ones were reported on their own turn.
             logger.warning("neutralized %d forged framework tag(s) or marker(s) in user input: "
@@ -465,6 +467,7 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
             return response
         token = ledgers.new_token()
         ledger.settle(change, token, observed=True)
+        ledger.marked()
         ledgers.keep(ledger, token)
         update = {PROVENANCE_KEY: {**change, "token": token}, WRITES_KEY: {"base": token}}
         if isinstance(response, AIMessage):
