@@ -226,6 +226,12 @@ _REMOVE_ALL = "__remove_all__"
 
 def _listable(value: Any) -> list[Any] | None:
     """`value` as identified messages, or None when it is no list of messages."""
+    from langchain_core.messages import BaseMessage, BaseMessageChunk
+
+    if isinstance(value, list) and all(
+            isinstance(m, BaseMessage) and m.id and not isinstance(m, BaseMessageChunk)
+            for m in value):
+        return value  # the common write: messages with their ids, nothing to convert
     if not isinstance(value, (list, str, dict, tuple)) and not hasattr(value, "type"):
         return None  # an Overwrite or another value only the reducer understands
     try:

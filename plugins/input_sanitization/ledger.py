@@ -29,16 +29,15 @@ results are the same either way; only the work differs.
 
 from __future__ import annotations
 
-import threading
+import itertools
 import uuid
 from bisect import bisect_left
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from antler.contracts.messages import reinserted_from, reinserted_id
+from antler.contracts.messages import REINSERTED_SUFFIX, reinserted_from, reinserted_id
 from antler.contracts.writes import WRITES_KEY
 
 __all__ = ["Ledger", "common_prefix", "keep", "new_token", "take"]
@@ -46,12 +45,16 @@ __all__ = ["Ledger", "common_prefix", "keep", "new_token", "take"]
 LIMIT = 256
 """Threads whose ledger is kept (the least recently used goes first)."""
 
-_ledgers: OrderedDict[str, Ledger] = OrderedDict()
-_lock = threading.Lock()
+_ledgers: dict[str, Ledger] = {}
+"""By mark, oldest first (`take` removes, `keep` adds: single dict operations, atomic
+under the interpreter lock, so hooks on several threads need no lock of their own)."""
+_process = uuid.uuid4().hex[:16]
+_serial = itertools.count()
 
 
 def new_token() -> str:
-    return uuid.uuid4().hex
+    """A mark no other write has: this process's random prefix and a serial number."""
+    return f"{_process}-{next(_serial)}"
 
 
 def take(state: Any, record_key: str) -> Ledger | None:
@@ -60,14 +63,10 @@ def take(state: Any, record_key: str) -> Ledger | None:
     Found only when the journal continues from a ledger's mark, the graph keeps
     the journal, and the record is the one the ledger last wrote.
     """
-    if not isinstance(state, dict):
+    journal = state.get(WRITES_KEY) if isinstance(state, dict) else None
+    if not journal:
         return None
-    journal = state.get(WRITES_KEY)
-    base = journal.get("base") if isinstance(journal, dict) else None
-    if not base:
-        return None
-    with _lock:
-        ledger = _ledgers.pop(base, None)
+    ledger = _ledgers.pop(journal.get("base"), None)
     if ledger is None:
         return None
     record = state.get(record_key)
@@ -80,10 +79,12 @@ def take(state: Any, record_key: str) -> Ledger | None:
 def keep(ledger: Ledger, token: str) -> None:
     """Register `ledger` under `token`, the journal base its hook writes."""
     ledger.token = token
-    with _lock:
-        _ledgers[token] = ledger
-        while len(_ledgers) > LIMIT:
-            _ledgers.popitem(last=False)
+    _ledgers[token] = ledger
+    while len(_ledgers) > LIMIT:
+        try:
+            del _ledgers[next(iter(_ledgers))]
+        except (KeyError, RuntimeError, StopIteration):  # another thread got there first
+            break
 
 
 def common_prefix(old: Sequence[Any], new: Sequence[Any]) -> int:
@@ -121,27 +122,26 @@ def _equal(old: Sequence[Any], new: Sequence[Any], k: int) -> bool:
 class Ledger:
     """One thread's fingerprints, record mirror and last model request (see the module doc)."""
 
+    __slots__ = ("answer", "candidates", "exists", "gone", "messages", "present",
+                 "record_token", "request", "seen", "token", "user", "watch")
+
     def __init__(self) -> None:
         self.token = ""
-        self.record_token: str | None = None
-        """The record's token when this ledger last wrote it (None: not written)."""
-        self.exists = False
-        """Whether the record is in the state at all."""
+        self.record_token: str | None = None  # the record's token at this ledger's last write
+        self.exists = False  # whether the record is in the state at all
         self.seen: dict[str, str] = {}
         self.user: set[str] = set()
+        # Id -> fingerprint of every HumanMessage with an id in `messages`.
         self.present: dict[str, str] = {}
-        """Id -> fingerprint of every `HumanMessage` with an id in `messages`."""
         self.messages: Sequence[Any] = []
+        # User messages new or changed since the record was last compared, in order.
         self.candidates: list[HumanMessage] = []
-        """User messages new or changed since the record was last compared, in order."""
-        self.gone: set[str] = set()
-        """Ids that left `present` since the record was last compared."""
-        self.watch: set[str] = set()
-        """Re-added ids whose original may have joined the record's user ids."""
+        self.gone: set[str] = set()  # ids that left `present` since then
+        self.watch: set[str] = set()  # re-added ids whose original may be the user's now
         self.request: Request | None = None
+        # The reply of a model call that wrote no mark: until the journal lists it, what
+        # that call saw may never have been saved (its model node can still fail).
         self.answer: Any = None
-        """The reply of a model call that wrote no mark: until the journal lists it, what
-        that call saw may never have been saved (its model node can still fail)."""
 
     # -- starting over ---------------------------------------------------------------
 
@@ -226,7 +226,7 @@ class Ledger:
         if isinstance(message, HumanMessage) and message.id:
             self.present[message.id] = fingerprint(message)
             self.candidates.append(message)
-            if reinserted_from(message.id) is not None:
+            if message.id.endswith(REINSERTED_SUFFIX):
                 self.watch.add(message.id)
         elif message.id and message.id in self.present:
             self._drop(message.id)
@@ -246,11 +246,15 @@ class Ledger:
 
     def gone_ids(self) -> list[str]:
         """Ids the record holds that are no longer present (the change's ``gone``)."""
+        if not self.gone:
+            return []
         return [i for i in self.gone
                 if i not in self.present and (i in self.seen or i in self.user)]
 
     def readded(self) -> list[str]:
         """Present re-added copies of user messages that are not user messages yet."""
+        if not self.watch and not self.candidates:
+            return []
         ids = [m.id for m in self.candidates if m.id in self.present] + [
             i for i in self.watch if i in self.present]
         out: list[str] = []
