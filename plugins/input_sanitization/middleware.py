@@ -232,7 +232,11 @@ def record_current_form(state: Any) -> dict[str, Any] | None:
     """
     messages = (state.get("messages") if isinstance(state, dict) else None) or []
     ledger = _ledger(state, messages)
-    change = _observed_change(ledger)
+    return _settled(ledger, _observed_change(ledger))
+
+
+def _settled(ledger: Ledger, change: ProvenanceChange | None) -> dict[str, Any] | None:
+    """Keep `ledger` after a hook compared the record: the update to write (None: none)."""
     if not change:
         ledger.settle(None, ledger.token, observed=True)
         if ledger.token:  # nothing written: it stays under the mark the state holds
@@ -378,9 +382,9 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
             ledger = Ledger.rebuild(messages, state.get(PROVENANCE_KEY), fingerprint)
         changed: dict[str, str] = {}
         user: list[str] = []
-        for message in ledger.candidates:
-            message_id: str = message.id or ""
-            message = verdict.stripped.get(message_id, message)
+        for candidate in ledger.candidates:
+            message_id: str = candidate.id or ""
+            message: AnyMessage = verdict.stripped.get(message_id, candidate)
             digest = fingerprint(message)
             if ledger.seen.get(message_id) == digest and message_id not in verdict.stripped:
                 continue  # as the server left it
@@ -456,20 +460,12 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
         # Kept only once the handler returned: after a failed call the next hook
         # finds no ledger and starts from the state it sees.
         ledger, change = pending
-        if not change:
-            # Nothing to write (the model node's update stays as it is): the ledger
-            # stays under the state's mark, and the next run trusts what it saw here
-            # only once the journal shows this call's answer was saved.
-            ledger.settle(None, ledger.token, observed=True)
+        update = _settled(ledger, change)
+        if update is None:
+            # Nothing to write (the model node's update keeps its shape): the next run
+            # trusts what this call saw only once the journal lists its reply as saved.
             ledger.answer = _answer(response) or object()  # (no reply: never confirmed)
-            if ledger.token:
-                ledgers.keep(ledger, ledger.token)
             return response
-        token = ledgers.new_token()
-        ledger.settle(change, token, observed=True)
-        ledger.marked()
-        ledgers.keep(ledger, token)
-        update = {PROVENANCE_KEY: {**change, "token": token}, WRITES_KEY: {"base": token}}
         if isinstance(response, AIMessage):
             response = ModelResponse(result=[response])
         return ExtendedModelResponse(model_response=response, command=Command(update=update))
