@@ -1125,7 +1125,7 @@ def play_demo(base: Any, chain: str, fused: bool, into_model: bool = True) -> di
 GENERATED_ID = re.compile(r"lc_run--[0-9a-f-]+|auto-\d+")
 WALL_CLOCK = re.compile(r"'created_at': '[^']*'")
 """When durable_context recorded a delegation: the wall clock, which differs by the second."""
-LEDGER_TOKEN = re.compile(r"'(base|token)': '[0-9a-f]{16}-\d+'")
+LEDGER_TOKEN = re.compile(r"'(base|token)': '[0-9a-f]{32}'")
 """input_sanitization's ledger marks (random per write)."""
 
 

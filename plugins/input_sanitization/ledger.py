@@ -53,8 +53,9 @@ _serial = itertools.count()
 
 
 def new_token() -> str:
-    """A mark no other write has: this process's random prefix and a serial number."""
-    return f"{_process}-{next(_serial)}"
+    """A mark no other write has: this process's random half and a serial number (32 hex
+    digits, shaped like a uuid, which is how tools that compare runs recognize ids)."""
+    return f"{_process}{next(_serial):016x}"
 
 
 def take(state: Any, record_key: str) -> Ledger | None:
