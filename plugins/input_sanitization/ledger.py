@@ -123,7 +123,7 @@ def _equal(old: Sequence[Any], new: Sequence[Any], k: int) -> bool:
 class Ledger:
     """One thread's fingerprints, record mirror and last model request (see the module doc)."""
 
-    __slots__ = ("answer", "candidates", "exists", "gone", "messages", "present",
+    __slots__ = ("answer", "candidates", "exists", "gone", "ids", "messages", "present",
                  "record_token", "request", "seen", "token", "user", "watch")
 
     def __init__(self) -> None:
@@ -135,6 +135,7 @@ class Ledger:
         # Id -> fingerprint of every HumanMessage with an id in `messages`.
         self.present: dict[str, str] = {}
         self.messages: Sequence[Any] = []
+        self.ids: set[str] = set()  # the ids of `messages`
         # User messages new or changed since the record was last compared, in order.
         self.candidates: list[HumanMessage] = []
         self.gone: set[str] = set()  # ids that left `present` since then
@@ -158,6 +159,7 @@ class Ledger:
         ledger.user = {i for i in user if isinstance(i, str)} if isinstance(user, list) else set()
         ledger.record_token = raw.get("token")
         ledger.messages = messages
+        ledger.ids = {m.id for m in messages if m.id}
         for message in messages:
             if isinstance(message, HumanMessage) and message.id:
                 ledger.present[message.id] = fingerprint(message)
@@ -183,6 +185,8 @@ class Ledger:
         for message in old[p:]:
             if message.id and message.id not in kept:
                 self._drop(message.id)
+                self.ids.discard(message.id)
+        self.ids.update(kept)
         for message in tail:
             self._arrived(message, fingerprint)
         self.messages = messages
@@ -204,7 +208,13 @@ class Ledger:
             if getattr(self.answer, "id", None) not in written:
                 return False
             self.answer = None
-        wanted = set(written)
+        wanted, gone = set(written), set(removed)
+        # What the journal lists must account for the whole change in length: a write it
+        # cannot see (a `Command` given as graph input) shows here, and the state is
+        # taken as it is. (Such a write replacing a message in place does not show.)
+        if wanted & gone or len(self.ids) + len(wanted - self.ids) - len(gone & self.ids) \
+                != len(messages):
+            return False
         found: list[Any] = []
         for message in reversed(messages):
             if not wanted:
@@ -214,6 +224,8 @@ class Ledger:
                 found.append(message)
         for message_id in (*removed, *wanted):
             self._drop(message_id)
+        self.ids -= gone
+        self.ids |= set(written)
         for message in reversed(found):
             self._arrived(message, fingerprint)
         request = self.request

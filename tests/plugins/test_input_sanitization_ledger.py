@@ -5,7 +5,7 @@ the hooks computed and catches up with what changed: by identity within a run,
 through the graph's message-write journal (`antler.contracts.writes`) across
 checkpoint reloads. A hypothesis test drives real graphs (fused and unfused,
 in-memory and SQLite savers) through random turns, ``update_state`` edits,
-removals, seeded messages and replays of earlier checkpoints, once with the
+removals, seeded messages, ``Command`` input and replays of earlier checkpoints, once with the
 ledger and once from scratch (`take` finding nothing), and compares every
 model request and the final record. Work is counted, not timed.
 """
@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
-from langgraph.types import Overwrite
+from langgraph.types import Command, Overwrite
 
 from antler.chain.config import parse_config
 from antler.contracts.writes import LIMIT, WRITES_KEY, merge_writes
@@ -40,6 +40,7 @@ operations = st.lists(st.one_of(
     st.tuples(st.just("remove"), st.integers(0, 30)),
     st.tuples(st.just("seed"), texts),
     st.tuples(st.just("replay"), st.integers(1, 6), texts),
+    st.tuples(st.just("command"), texts),
 ), min_size=1, max_size=7)
 
 
@@ -97,6 +98,9 @@ def _play(agent: Any, model: ScriptedChatModel, script: list[Any]) -> tuple[Any,
         elif kind == "seed":
             agent.graph.update_state(config, {"messages": [HumanMessage(operation[1])]},
                                      as_node="model")
+        elif kind == "command":  # a write no node makes: the journal cannot list it
+            agent.graph.invoke(Command(update={"messages": [HumanMessage(operation[1])]}),
+                               config=config, context=agent.context(thread))
         elif kind == "replay":
             history = list(agent.graph.get_state_history(config))
             earlier = history[min(operation[1], len(history) - 1)].config
