@@ -37,6 +37,7 @@ from antler.compiler import (
     fuse,
     plan_from_hooks,
 )
+from antler.contracts.writes import WRITES_KEY
 from antler.errors import FusionError
 from antler.runtime.models import ScriptedChatModel
 
@@ -1103,7 +1104,9 @@ def play_demo(base: Any, chain: str, fused: bool, into_model: bool = True) -> di
         state = agent.state("t")
     where = str(base)
     parts = {
-        "state": repr({k: describe(v) if k == "messages" else v for k, v in state.items()}),
+        # (The message-write journal lists writes, which a fused node makes differently.)
+        "state": repr({k: describe(v) if k == "messages" else v for k, v in state.items()
+                       if k != WRITES_KEY}),
         "requests": repr([describe(r.messages) for r in lead.requests]),
         "subagent": repr([describe(r.messages) for r in sub.requests]),
         "memory": repr(queue.submissions),
