@@ -56,9 +56,9 @@ KNOWN_FAILURES: dict[str, dict[str, str]] = {
     # Work that still grows with the thread (issue 20):
     "context_editing": {"history_work": "LangChain's ContextEditingMiddleware counts the "
                                         "tokens of the whole history on every model call"},
-    "input_sanitization": {"history_work": "its first pass of a run compares or fingerprints "
-                                           "every earlier user message again"},
-    "input_provenance": {"history_work": "it fingerprints every user message on each run"},
+    "input_sanitization": {"history_work": "a run's first pass finds the messages written "
+                                           "since the last one from the end of the thread back: "
+                                           "a write far back (this scenario's) is found late"},
     "token_budget": {"history_work": "after_model looks at the usage of every earlier "
                                      "assistant message"},
     "view_image": {"history_work": "before_model and after_model look for injected images "
