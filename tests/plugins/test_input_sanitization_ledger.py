@@ -77,7 +77,10 @@ def _play(agent: Any, model: ScriptedChatModel, script: list[Any]) -> tuple[Any,
     first = len(model.calls)
     for operation in [("turn", "start", "agent"), *script]:
         kind = operation[0]
-        messages = agent.graph.get_state(config).values.get("messages") or []
+        # (Command input stays a pending write until the next run: update_state cannot
+        # address its message yet.)
+        messages = [m for m in agent.graph.get_state(config).values.get("messages") or []
+                    if not str(m.id).startswith("command-")]
         if kind == "turn":
             _, text, route = operation
             if route == "agent":
@@ -99,8 +102,10 @@ def _play(agent: Any, model: ScriptedChatModel, script: list[Any]) -> tuple[Any,
             agent.graph.update_state(config, {"messages": [HumanMessage(operation[1])]},
                                      as_node="model")
         elif kind == "command":  # a write no node makes: the journal cannot list it
-            agent.graph.invoke(Command(update={"messages": [HumanMessage(operation[1])]}),
-                               config=config, context=agent.context(thread))
+            # (With its own id: one the reducer gave would differ each time it is applied.)
+            message = HumanMessage(operation[1], id=f"command-{next(_threads)}")
+            agent.graph.invoke(Command(update={"messages": [message]}), config=config,
+                               context=agent.context(thread))
         elif kind == "replay":
             history = list(agent.graph.get_state_history(config))
             earlier = history[min(operation[1], len(history) - 1)].config
