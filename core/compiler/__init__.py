@@ -114,7 +114,7 @@ this module, which compiles a middleware list and builds the agent.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -125,6 +125,7 @@ from .plan import (
     MODEL_HOOKS,
     MODEL_NODE,
     NODE_HOOKS,
+    START_HOOKS,
     UNFUSABLE_ATTRIBUTE,
     WRAP_HOOKS,
     Entry,
@@ -143,6 +144,7 @@ from .plan import (
     plan_wraps,
 )
 from .proxies import _first, _interrupting_wrap, _member, _overrides, _proxy
+from .start_node import AgentStart
 from .streams import (
     aexpand_fused_updates,
     expand_fused_updates,
@@ -167,16 +169,31 @@ class FusedChain:
     middlewares: list[Any]
     plan: FusionPlan
     model_hooks: ModelHooks | None = None
+    agent_start: AgentStart | None = None
+
+    def problem_with(self, graph: Any) -> str:
+        """Why the absorbed hooks cannot run inside `graph`'s nodes ("" when they can)."""
+        problems = [part.problem_with(graph) for part in (self.agent_start, self.model_hooks)
+                    if part is not None]
+        return "; ".join(p for p in problems if p)
 
     def install(self, graph: Any) -> Any:
-        """Run the absorbed hooks inside `graph`'s model node; return `graph`.
+        """Run the absorbed hooks inside `graph`'s model node and input step; return `graph`.
 
-        Raises `FusionError` when the graph cannot route their jumps (see
-        `ModelHooks.problem_with`); the graph is then unchanged, and unusable
-        with these middlewares: build it again with `into_model=False`.
+        Raises `FusionError` when the graph cannot run them there (see
+        `problem_with`); the graph is then unchanged, and unusable with these
+        middlewares: build it again with `into_model=False`.
         """
+        problem = self.problem_with(graph)
+        if problem:
+            from antler.errors import FusionError
+
+            raise FusionError(f"cannot run hooks inside existing nodes: {problem}; compile "
+                              "with into_model=False")
         if self.model_hooks is not None:
             self.model_hooks.install(graph)
+        if self.agent_start is not None:
+            self.agent_start.install(graph)
         return graph
 
 
@@ -274,25 +291,37 @@ def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
         # LangChain gives the edge after the model node a way back to the model only
         # when something wraps the model call; the after_model nodes it replaces had one.
         ordered.append(_model_edge_class()())
-    model_hooks = None
-    if steps_inside:
+    model_hooks = agent_start = None
+    if steps_inside.keys() & set(MODEL_HOOKS):
         entry = next((n.node for n in plan.nodes if n.kind == "before_model"), MODEL_NODE)
         model_hooks = ModelHooks(steps_inside.get("before_model", []),
                                  steps_inside.get("after_model", []), channels, plan.token,
                                  loop_entry=entry)
-    return FusedChain(ordered, plan, model_hooks)
+    if START_HOOKS[0] in steps_inside:
+        from langgraph.graph import END
+
+        # Where LangChain's edges send a jump to `end`: the first after_agent node.
+        exit_node = next((n.node for n in plan.nodes if n.kind == "after_agent"), END)
+        agent_start = AgentStart(steps_inside[START_HOOKS[0]], channels, plan.token,
+                                 exit_node=exit_node)
+    return FusedChain(ordered, plan, model_hooks, agent_start)
 
 
 def create_fused_agent(middleware: Sequence[AgentMiddleware], *,
                        labels: Sequence[str] | None = None, unfusable: Collection[str] = (),
-                       into_model: bool = True, **create_agent_kwargs: Any,
-                       ) -> tuple[Any, FusionPlan]:
+                       into_model: bool = True,
+                       prepare_input: Callable[[Any], Any] | None = None,
+                       **create_agent_kwargs: Any) -> tuple[Any, FusionPlan]:
     """LangChain's `create_agent` over the compiled chain: (graph, plan).
 
     With `into_model` (the default) the model-call hooks run inside the model
-    node where they qualify. Should the built graph be unable to route their
-    jumps (no tools, so the model node has no conditional edge), the graph is
+    node and the `before_agent` hooks inside the input step, where they
+    qualify. Should the built graph be unable to run them there (no tools, so
+    the model node has no conditional edge to route their jumps), the graph is
     built again with those hooks in their own nodes, and the plan says why.
+    `prepare_input` is called with the built graph before the hooks move into
+    its input step: what it adds to the input step's writes (the core's record
+    of arrived messages) is then there for the `before_agent` hooks to read.
     """
     from langchain.agents import create_agent
 
@@ -303,14 +332,14 @@ def create_fused_agent(middleware: Sequence[AgentMiddleware], *,
         return create_agent(middleware=compiled.middlewares, **create_agent_kwargs), compiled
 
     graph, compiled = build(into_model)
-    if compiled.model_hooks is not None:
-        problem = compiled.model_hooks.problem_with(graph)
-        if problem:
-            graph, compiled = build(False)
-            compiled.plan.note = "; ".join(
-                filter(None, [compiled.plan.note, f"model-call hooks keep their nodes: {problem}"]))
-        else:
-            compiled.install(graph)
+    problem = compiled.problem_with(graph)
+    if problem:
+        graph, compiled = build(False)
+        compiled.plan.note = "; ".join(
+            filter(None, [compiled.plan.note, f"hooks keep their nodes: {problem}"]))
+    if prepare_input is not None:
+        prepare_input(graph)
+    compiled.install(graph)
     return graph, compiled.plan
 
 
@@ -321,6 +350,7 @@ __all__ = [
     "NODE_HOOKS",
     "UNFUSABLE_ATTRIBUTE",
     "WRAP_HOOKS",
+    "AgentStart",
     "FusedChain",
     "FusedHooks",
     "FusedWraps",

@@ -195,15 +195,20 @@ class _StepRunner:
         raise NotImplementedError
 
     def run(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
-        run = _Run(self, state)
+        return self._continue(_Run(self, state), runtime, config)
+
+    async def arun(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
+        return await self._acontinue(_Run(self, state), runtime, config)
+
+    def _continue(self, run: _Run, runtime: Any, config: RunnableConfig) -> Any:
+        """Run the steps on `run`'s view; the node's writes."""
         for step in self._steps():
             started = time.perf_counter()
             if run.absorb(step, _invoke(step, run.member_state(), config), started):
                 break
         return run.finish(runtime)
 
-    async def arun(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
-        run = _Run(self, state)
+    async def _acontinue(self, run: _Run, runtime: Any, config: RunnableConfig) -> Any:
         for step in self._steps():
             started = time.perf_counter()
             if run.absorb(step, await _ainvoke(step, run.member_state(), config), started):
@@ -327,6 +332,27 @@ class _Run:
                             "update": _shown([p for p in pairs if p[0] in channels]),
                             "duration_ms": took})
         self.extra.extend(extra)
+        grouped = self._apply(pairs)
+        view = self.view
+        for key in self.node.ephemeral:
+            if key not in grouped:
+                view.pop(key, None)  # a superstep passed: an ephemeral value is gone
+        if _JUMP_KEY in grouped and view.get(_JUMP_KEY) in _DESTINATIONS:
+            target = view[_JUMP_KEY]
+            if target in step.can_jump:
+                self.jumped = True
+                return True
+            if step.can_jump and not step.loop_exit:
+                raise _jump_error(step, target)
+        return stop
+
+    def seed(self, pairs: list[tuple[str, Any]]) -> None:
+        """Apply writes made before the first member (the run's input) as the node's own."""
+        self._apply(pairs)
+
+    def _apply(self, pairs: list[tuple[str, Any]]) -> dict[str, list[Any]]:
+        """Apply writes to the view through each key's channel; the writes by key."""
+        channels = self.node.channels
         grouped: dict[str, list[Any]] = {}
         for key, value in pairs:
             channel = channels.get(key)
@@ -345,17 +371,7 @@ class _Run:
                 view.pop(key, None)
             self.writes.setdefault(key, []).extend(values)
             self.last_writer[key] = self.step
-        for key in self.node.ephemeral:
-            if key not in grouped:
-                view.pop(key, None)  # a superstep passed: an ephemeral value is gone
-        if _JUMP_KEY in grouped and view.get(_JUMP_KEY) in _DESTINATIONS:
-            target = view[_JUMP_KEY]
-            if target in step.can_jump:
-                self.jumped = True
-                return True
-            if step.can_jump and not step.loop_exit:
-                raise _jump_error(step, target)
-        return stop
+        return grouped
 
     def finish(self, runtime: Any) -> Any:
         node, view = self.node, self.view

@@ -52,6 +52,19 @@ MODEL_HOOKS = ("before_model", "after_model")
 """The hook kinds that run once per model call and can run inside the model node."""
 
 
+START_NODE = "__start__"
+"""LangGraph's input step, where `into_model` compilation runs the `before_agent` hooks."""
+
+
+START_HOOKS = ("before_agent",)
+"""The hook kind that runs once per run and can run inside the input step."""
+
+
+def host_node(kind: str) -> str:
+    """The existing graph node an absorbed hook of `kind` runs inside."""
+    return START_NODE if kind in START_HOOKS else MODEL_NODE
+
+
 @dataclass(frozen=True)
 class HookNode:
     """One graph node of one hook kind after compilation."""
@@ -63,7 +76,8 @@ class HookNode:
     alone: str = ""
     """Why a single member stands alone ("" when nothing kept it apart)."""
     absorbed: bool = False
-    """The hooks run inside the model node (`node` is "model"), around the model call."""
+    """The hooks run inside an existing node (`node`): the model node around the model
+    call (`before_model`, `after_model`), or the input step (`before_agent`)."""
 
     @property
     def fused(self) -> bool:
@@ -99,18 +113,17 @@ class FusionPlan:
 
     @property
     def absorbed(self) -> list[HookNode]:
-        """The hook kinds that run inside the model node (before_model, after_model)."""
+        """The hook kinds that run inside an existing node (the model node, the input step)."""
         return [node for node in self.nodes if node.absorbed]
 
     @property
     def streamed_nodes(self) -> set[str]:
         """Graph nodes that report their members' updates on the `custom` stream."""
-        names = {node.node for node in self.fused}
-        return names | {MODEL_NODE} if self.absorbed else names
+        return {node.node for node in self.fused} | {node.node for node in self.absorbed}
 
     @property
     def node_count(self) -> int:
-        """Hook nodes in the compiled graph (hooks run inside the model node are not nodes)."""
+        """Hook nodes in the compiled graph (hooks run inside existing nodes are not nodes)."""
         return sum(1 for node in self.nodes if not node.absorbed)
 
     @property
@@ -144,7 +157,8 @@ class FusionPlan:
                  + (f" ({self.note})" if self.note else "")]
         for node in self.nodes:
             if node.absorbed:
-                lines.append(f"  {MODEL_NODE} ({node.kind}, inside the model node): "
+                where = "the input step" if node.node == START_NODE else "the model node"
+                lines.append(f"  {node.node} ({node.kind}, inside {where}): "
                              f"{' -> '.join(node.members)}")
             elif node.fused:
                 lines.append(f"  {node.node}: {' -> '.join(node.members)}")
@@ -251,18 +265,20 @@ Entry = tuple[str, list[int], bool]
 
 def absorbable(members: Sequence[Member], groups: list[tuple[str, list[int]]],
                interrupting_wrap: str = "") -> tuple[set[str], str]:
-    """Which model-call hook kinds can run inside the model node, and why others cannot.
+    """Which hook kinds can run inside an existing node, and why others cannot.
 
-    A kind qualifies when none of its hooks must stand alone (an interrupt, a
-    `fusable: false`) and none sets a LangSmith `trace_policy` of its own.
-    `before_model` also needs `after_model` to qualify (or to be absent): a
-    `before_model` jump skips the `after_model` hooks, which only works when
-    they run in the same node. `interrupting_wrap` names a `wrap_model_call`
-    that may interrupt: resuming would re-run the hooks inside the model node,
-    so none go there.
+    `before_model` and `after_model` hooks can run inside the model node,
+    `before_agent` hooks inside the input step (`START_NODE`). A kind qualifies
+    when none of its hooks must stand alone (an interrupt, a `fusable: false`)
+    and none sets a LangSmith `trace_policy` of its own. `before_model` also
+    needs `after_model` to qualify (or to be absent): a `before_model` jump
+    skips the `after_model` hooks, which only works when they run in the same
+    node. `interrupting_wrap` names a `wrap_model_call` that may interrupt:
+    resuming would re-run the hooks inside the model node, so none go there.
     """
+    kinds_all = (*START_HOOKS, *MODEL_HOOKS)
     present = {kind: [i for k, group in groups if k == kind for i in group]
-               for kind in MODEL_HOOKS}
+               for kind in kinds_all}
     problems: dict[str, str] = {}
     if interrupting_wrap:
         problems = dict.fromkeys(MODEL_HOOKS, f"{interrupting_wrap}.wrap_model_call may call "
@@ -276,7 +292,7 @@ def absorbable(members: Sequence[Member], groups: list[tuple[str, list[int]]],
             if member.trace_policy is not None:
                 problems[kind] = f"{member.label} sets its own trace_policy"
                 break
-    kinds = {kind for kind in MODEL_HOOKS if present[kind] and kind not in problems}
+    kinds = {kind for kind in kinds_all if present[kind] and kind not in problems}
     if "before_model" in kinds and present["after_model"] and "after_model" not in kinds:
         kinds.discard("before_model")
         problems["before_model"] = "its jumps must skip after_model hooks that keep their nodes"
@@ -354,7 +370,7 @@ def _plan(members: Sequence[Member], entries: list[Entry],
     nodes = []
     for (kind, group, absorbed), name in zip(entries, names, strict=True):
         if absorbed:
-            nodes.append(HookNode(kind, MODEL_NODE, tuple(members[i].label for i in group),
+            nodes.append(HookNode(kind, host_node(kind), tuple(members[i].label for i in group),
                                   absorbed=True))
         elif len(group) > 1:
             nodes.append(HookNode(kind, f"{name}.{kind}",
