@@ -119,8 +119,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .model_node import ModelHooks
-from .nodes import FusedHooks, _fused_middleware, _model_edge_class, _state_channels, _Step, _step
+from .nodes import (
+    FusedHooks,
+    _agent_end_class,
+    _fused_middleware,
+    _model_edge_class,
+    _state_channels,
+    _Step,
+    _step,
+)
 from .plan import (
+    END_HOOKS,
     FUSED_EVENT,
     MODEL_HOOKS,
     MODEL_NODE,
@@ -137,6 +146,7 @@ from .plan import (
     _plan,
     _wrap_layers,
     absorbable,
+    end_members,
     plan_entries,
     plan_for_specs,
     plan_from_hooks,
@@ -216,12 +226,15 @@ def fuse(middlewares: Sequence[AgentMiddleware], *, labels: Sequence[str] | None
 
 def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
                    labels: Sequence[str] | None = None, unfusable: Collection[str] = (),
-                   state_schema: type | None = None, into_model: bool = False) -> FusedChain:
+                   state_schema: type | None = None, into_model: bool = False,
+                   end_inside: bool = True) -> FusedChain:
     """Like `fuse`, but also return the `FusionPlan`.
 
     `into_model` also takes the `before_model` and `after_model` hooks out of
     their nodes, where they qualify (`absorbable`), for `FusedChain.install`
-    to run inside the model node.
+    to run inside the model node, and the `before_agent` hooks, to run inside
+    the input step; the `after_agent` hooks keep their nodes and, unless
+    `end_inside` is False, also run inside the model node when it ends the run.
     """
     from langchain.agents.middleware import AgentMiddleware, AgentState
 
@@ -236,10 +249,19 @@ def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
         return FusedChain(middlewares, plan)
     kinds, note = (absorbable(members, groups, _interrupting_wrap(middlewares, members))
                    if into_model else (set(), ""))
+    if not end_inside:
+        kinds.discard(END_HOOKS[0])
+    ends = end_members(groups, kinds)
+    if ends:
+        # The model node tells its edge that it ran them through a channel of its own.
+        middlewares.append(_agent_end_class()())
+        members.append(_member(middlewares[-1], middlewares[-1].name, unfusable))
+        channels, problem = _state_channels(middlewares, state_schema or AgentState)
     entries = plan_entries(groups, kinds)
     taken_names = {m.name for m in middlewares}
     names = _fused_names(entries, taken_names)
     plan = _plan(members, entries, names, note=note)
+    plan.ends_in_model = tuple(members[i].label for i in ends)
     wraps = plan_wraps(members)
     plan.wraps = _wrap_layers(members, wraps, taken_names)
 
@@ -292,16 +314,18 @@ def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
         # when something wraps the model call; the after_model nodes it replaces had one.
         ordered.append(_model_edge_class()())
     model_hooks = agent_start = None
-    if steps_inside.keys() & set(MODEL_HOOKS):
+    from langgraph.graph import END
+
+    # Where LangChain's edges send a jump to `end`: the first after_agent node.
+    exit_node = next((n.node for n in plan.nodes if n.kind == "after_agent"), END)
+    end_steps = [_step(middlewares[i], proxies.get(i, middlewares[i]), members[i], "after_agent")
+                 for i in ends]
+    if steps_inside.keys() & set(MODEL_HOOKS) or end_steps:
         entry = next((n.node for n in plan.nodes if n.kind == "before_model"), MODEL_NODE)
         model_hooks = ModelHooks(steps_inside.get("before_model", []),
                                  steps_inside.get("after_model", []), channels, plan.token,
-                                 loop_entry=entry)
+                                 loop_entry=entry, end=end_steps, exit_node=exit_node)
     if START_HOOKS[0] in steps_inside:
-        from langgraph.graph import END
-
-        # Where LangChain's edges send a jump to `end`: the first after_agent node.
-        exit_node = next((n.node for n in plan.nodes if n.kind == "after_agent"), END)
         agent_start = AgentStart(steps_inside[START_HOOKS[0]], channels, plan.token,
                                  exit_node=exit_node)
     return FusedChain(ordered, plan, model_hooks, agent_start)
@@ -325,13 +349,16 @@ def create_fused_agent(middleware: Sequence[AgentMiddleware], *,
     """
     from langchain.agents import create_agent
 
-    def build(absorb: bool) -> tuple[Any, FusedChain]:
+    def build(absorb: bool, end_inside: bool = True) -> tuple[Any, FusedChain]:
         compiled = compile_fusion(middleware, labels=labels, unfusable=unfusable,
                                   state_schema=create_agent_kwargs.get("state_schema"),
-                                  into_model=absorb)
+                                  into_model=absorb, end_inside=end_inside)
         return create_agent(middleware=compiled.middlewares, **create_agent_kwargs), compiled
 
     graph, compiled = build(into_model)
+    if compiled.model_hooks is not None and compiled.model_hooks.end_problem(graph):
+        # The after_agent hooks keep to their nodes only (an agent without tools).
+        graph, compiled = build(into_model, end_inside=False)
     problem = compiled.problem_with(graph)
     if problem:
         graph, compiled = build(False)

@@ -169,6 +169,39 @@ def _model_edge_class() -> type:
     return ModelEdge
 
 
+END_MARK = "antler_agent_ended"
+"""Private channel, never checkpointed: the model node ran the `after_agent` hooks."""
+
+
+@functools.cache
+def _agent_end_class() -> type:
+    """A hook-less middleware declaring `END_MARK` (defined lazily: no langchain import)."""
+    from typing import Annotated, NotRequired
+
+    from langchain.agents.middleware import AgentMiddleware, AgentState
+    from langchain.agents.middleware.types import PrivateStateAttr
+    from langgraph.channels import UntrackedValue
+
+    # Never checkpointed (`UntrackedValue`): the mark lives for the rest of the run only,
+    # and a finished thread's state does not carry it. Built with evaluated annotations:
+    # this module's are strings (postponed), and the graph resolves a state schema's
+    # hints in the schema's own module.
+    fields = {END_MARK: NotRequired[Annotated[bool | None, UntrackedValue, PrivateStateAttr]]}
+    state = type(AgentState)("AgentEndState", (AgentState,),
+                             {"__annotations__": fields, "__module__": __name__})
+
+    class AgentEnd(AgentMiddleware):
+        """Declares the channel the model node's edge reads (see `ModelHooks`)."""
+
+        state_schema = state
+
+        @property
+        def name(self) -> str:
+            return "antler_agent_end"
+
+    return AgentEnd
+
+
 @functools.cache
 def _fused_class(base: type) -> type:
     # Defined lazily so that importing this module does not import langchain.
@@ -346,8 +379,8 @@ class _Run:
                 raise _jump_error(step, target)
         return stop
 
-    def seed(self, pairs: list[tuple[str, Any]]) -> None:
-        """Apply writes made before the first member (the run's input) as the node's own."""
+    def write(self, pairs: list[tuple[str, Any]]) -> None:
+        """Apply writes the node makes itself (the run's input, a marker), not a member."""
         self._apply(pairs)
 
     def _apply(self, pairs: list[tuple[str, Any]]) -> dict[str, list[Any]]:

@@ -120,7 +120,7 @@ class AgentStart(_StepRunner):
         for entry in self.input_writes:
             mapped = entry.mapper(value) if entry.mapper is not None else None
             pairs.extend(mapped or ())
-        run.seed(pairs)
+        run.write(pairs)
         return run
 
     def _route(self, run: _Run, result: Any) -> Any:
