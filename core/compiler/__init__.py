@@ -46,6 +46,14 @@ destination; when it cannot, the hooks keep their nodes and the plan says
 why). A kind with a member that must stand alone keeps its nodes; so does
 `before_model` when `after_model` does (its jumps must skip them).
 
+The run's own hooks inside the nodes around them (also `into_model`). The
+`before_agent` hooks run inside LangGraph's input step (`start_node.AgentStart`),
+which writes the run's input and their updates together; the `after_agent` hooks
+also run inside the model node when its edge is about to end the run, which then
+ends it there (`ModelHooks`; their node stays for runs that end elsewhere). A
+compiled turn writes as many checkpoints as a bare agent's (docs/compiler.md,
+"Checkpoints per turn").
+
 Wrap layers. LangChain nests each middleware's `wrap_model_call` (and
 `wrap_tool_call`) as a layer of its own under LangSmith's `traceable`, which
 costs its bookkeeping on every call even untraced. A run of consecutive wrappers
@@ -106,7 +114,8 @@ its nodes (`AntlerAgent.stream` does this).
 
 Layout: `plan` (which hooks share which node), `proxies` (hiding fused hooks
 from `create_agent`), `nodes` (the fused node at run time), `model_node` (the
-model-call hooks inside the model node), `wraps` (wrap hooks in one layer),
+model-call hooks inside the model node), `start_node` (the `before_agent` hooks
+inside the input step), `wraps` (wrap hooks in one layer),
 `streams` (per-hook `updates`), and
 this module, which compiles a middleware list and builds the agent.
 """
