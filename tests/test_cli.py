@@ -733,10 +733,16 @@ def test_show_says_which_hooks_run_inside_the_model_node(tmp_path: Path) -> None
     inside = {node["kind"]: node["members"] for node in fusion["nodes"] if node["absorbed"]}
     after_model = ["safety_finish_reason", "model_length_finish_reason", "terminal_response",
                    "loop_detection", "title", "token_usage", "durable_context"]
-    assert inside == {"before_model": ["durable_context", "clarification"],
+    before_agent = ["input_sanitization", "thread_data", "uploads", "sandbox",
+                    "dynamic_context", "loop_detection", "terminal_response", "input_provenance"]
+    assert inside == {"before_agent": before_agent,
+                      "before_model": ["durable_context", "clarification"],
                       "after_model": after_model}
-    assert all(node["node"] == "model" for node in fusion["nodes"] if node["absorbed"])
+    assert all(node["node"] == ("__start__" if node["kind"] == "before_agent" else "model")
+               for node in fusion["nodes"] if node["absorbed"])
     assert ("model (after_model, inside the model node): " + " -> ".join(after_model)
+            in " ".join(fusion["text"].split()))
+    assert ("__start__ (before_agent, inside the input step): " + " -> ".join(before_agent)
             in " ".join(fusion["text"].split()))
     nodes_only = tmp_path / "nodes.yaml"
     nodes_only.write_text("chain: {fuse_into_model: false}\n")

@@ -460,14 +460,16 @@ def test_model_call_hooks_can_run_inside_the_model_node():
     graph, _model, _tools, plan = build(EVERYTHING, fused="model")
     assert plan is not None
     assert [(n.kind, n.node, n.absorbed) for n in plan.nodes] == [
-        ("before_agent", "fused_1.before_agent", False),
+        ("before_agent", "__start__", True),
         ("before_model", "model", True),
         ("after_model", "model", True),
-        ("after_agent", "fused_2.after_agent", False)]
-    assert plan.node_count == 2 and plan.unfused_node_count == 13
+        ("after_agent", "fused_1.after_agent", False)]
+    assert plan.node_count == 1 and plan.unfused_node_count == 13
     assert "model (after_model, inside the model node): d -> c -> b -> a" in plan.render()
-    nodes = set(graph.get_graph().nodes)
-    assert not any(n.endswith((".before_model", ".after_model")) for n in nodes)
+    assert "__start__ (before_agent, inside the input step): a -> b" in plan.render()
+    nodes = set(graph.nodes)
+    assert not any(n.endswith((".before_agent", ".before_model", ".after_model"))
+                   for n in nodes)
     # One superstep per model call: fewer checkpoints than node fusion alone.
     assert run(EVERYTHING, fused="model").checkpoints < run(EVERYTHING, fused=True).checkpoints
 
@@ -819,6 +821,43 @@ def test_inside_the_model_node_a_failed_before_model_hook_resumes_to_the_same_st
     assert unfused.error is None and inside.comparable() == unfused.comparable()
 
 
+def test_a_compiled_turn_writes_as_many_checkpoints_as_a_bare_agent():
+    """before_agent hooks run in the input step, after_agent hooks in the model node
+    that ends the run: no superstep of their own."""
+    bare = run([], fused=False)
+    inside = run(EVERYTHING, fused="model")
+    nodes_only = run(EVERYTHING, fused=True)
+    assert inside.checkpoints == bare.checkpoints
+    assert nodes_only.checkpoints > inside.checkpoints
+
+
+def test_inside_the_input_step_a_failed_before_agent_hook_leaves_the_input_unwritten():
+    """Input and before_agent updates are saved together: a failure writes neither,
+    resuming runs the input step again, and the run ends as LangChain's graph ends."""
+    specs = [spec("a", before_agent=[("add",), ("log",)]),
+             spec("b", before_agent=[("log",), ("fail",)]),
+             spec("c", after_model=[("add",)])]
+    FLAKY["b.before_agent#1"] = True
+    unfused = run(specs, fused=False, retry=True)
+    FLAKY["b.before_agent#1"] = True
+    with counted_ids():
+        graph, _model, _executed, plan = build(specs, fused="model")
+        assert plan is not None and plan.node_of("b", "before_agent") == "__start__"
+        config = {"configurable": {"thread_id": "t"}}
+        with pytest.raises(RuntimeError, match=r"b\.before_agent#1 failed once"):
+            graph.invoke({"messages": [HumanMessage(content="hello", id="user-1")]}, config)
+        failed = graph.get_state(config)
+        assert failed.next == ("__start__",)
+        assert "user-1" not in [m.id for m in failed.values.get("messages", [])]
+        graph.invoke(None, config)
+        resumed = graph.get_state(config).values
+    assert [m.id for m in resumed["messages"]][:1] == ["user-1"]
+    assert resumed["log"] == unfused.values["log"] if unfused.values else False
+    FLAKY["b.before_agent#1"] = True
+    inside = run(specs, fused="model", retry=True)
+    assert unfused.error is None and inside.comparable() == unfused.comparable()
+
+
 def test_inside_the_model_node_a_failed_after_model_hook_does_not_repeat_the_model_call():
     """In one process the retried node takes the model's answer it kept, as LangChain's
     graph takes the one it checkpointed before its after_model nodes ran."""
@@ -1004,8 +1043,10 @@ def test_chain_fuse_into_model_false_keeps_model_call_hooks_in_fused_nodes(tmp_p
         assert "fused_2.before_model" in agent.graph.get_graph().nodes
     with antler_agent(tmp_path / "inside", None) as agent:
         assert agent.fusion is not None
-        assert [n.kind for n in agent.fusion.absorbed] == ["before_model", "after_model"]
-        assert not any(n.endswith(".before_model") for n in agent.graph.get_graph().nodes)
+        assert [n.kind for n in agent.fusion.absorbed] == [
+            "before_agent", "before_model", "after_model"]
+        assert not any(n.endswith((".before_agent", ".before_model"))
+                       for n in agent.graph.get_graph().nodes)
 
 
 # -- the built-in plugins: the real chains, fused and not --------------------------------

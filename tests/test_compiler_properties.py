@@ -11,6 +11,7 @@ example database.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -63,6 +64,13 @@ def chains(draw: Any, *, use_async: bool) -> list[MwSpec]:
         specs.append(MwSpec(
             f"m{index}", hooks, draw(st.sampled_from(variants)),
             fusable=draw(st.integers(0, 7)) != 0, wrap=draw(st.integers(0, 5)) == 0))
+    # LangChain gives the loop's entry node no edge to itself: when the first
+    # before_model hook jumps to `model`, the unfused graph fails on routing
+    # (KeyError) by construction, where the model node routes it. Not drawn.
+    entry = next((s for s in specs if "before_model" in s.hooks), None)
+    if entry is not None:
+        entry.hooks["before_model"] = [a for a in entry.hooks["before_model"]
+                                       if a[:2] != ("jump", "model")]
     return specs
 
 
@@ -104,7 +112,14 @@ def test_random_chains_agree_after_a_failure_and_resume(specs, where, kind):
     for mode in FUSED_MODES:
         arm()
         fused = run(specs, fused=mode, retry=True, turns=script(1))
-        assert fused.comparable() == unfused.comparable(), f"fused={mode!r} differs"
+        # A resumed fused node runs its earlier members again, and a message one of
+        # them adds without an id gets a fresh one (docs/compiler.md, "How failure
+        # differs"): generated ids are compared as generated, not by their order.
+        assert _loosely(fused) == _loosely(unfused), f"fused={mode!r} differs"
+
+
+def _loosely(outcome: Any) -> Any:
+    return re.sub(r"generated-\d+", "generated", repr(outcome.comparable()))
 
 
 @PROPERTY_SETTINGS

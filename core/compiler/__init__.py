@@ -46,6 +46,14 @@ destination; when it cannot, the hooks keep their nodes and the plan says
 why). A kind with a member that must stand alone keeps its nodes; so does
 `before_model` when `after_model` does (its jumps must skip them).
 
+The run's own hooks inside the nodes around them (also `into_model`). The
+`before_agent` hooks run inside LangGraph's input step (`start_node.AgentStart`),
+which writes the run's input and their updates together; the `after_agent` hooks
+also run inside the model node when its edge is about to end the run, which then
+ends it there (`ModelHooks`; their node stays for runs that end elsewhere). A
+compiled turn writes as many checkpoints as a bare agent's (docs/compiler.md,
+"Checkpoints per turn").
+
 Wrap layers. LangChain nests each middleware's `wrap_model_call` (and
 `wrap_tool_call`) as a layer of its own under LangSmith's `traceable`, which
 costs its bookkeeping on every call even untraced. A run of consecutive wrappers
@@ -106,7 +114,8 @@ its nodes (`AntlerAgent.stream` does this).
 
 Layout: `plan` (which hooks share which node), `proxies` (hiding fused hooks
 from `create_agent`), `nodes` (the fused node at run time), `model_node` (the
-model-call hooks inside the model node), `wraps` (wrap hooks in one layer),
+model-call hooks inside the model node), `start_node` (the `before_agent` hooks
+inside the input step), `wraps` (wrap hooks in one layer),
 `streams` (per-hook `updates`), and
 this module, which compiles a middleware list and builds the agent.
 """
@@ -114,17 +123,27 @@ this module, which compiles a middleware list and builds the agent.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .model_node import ModelHooks
-from .nodes import FusedHooks, _fused_middleware, _model_edge_class, _state_channels, _Step, _step
+from .nodes import (
+    FusedHooks,
+    _agent_end_class,
+    _fused_middleware,
+    _model_edge_class,
+    _state_channels,
+    _Step,
+    _step,
+)
 from .plan import (
+    END_HOOKS,
     FUSED_EVENT,
     MODEL_HOOKS,
     MODEL_NODE,
     NODE_HOOKS,
+    START_HOOKS,
     UNFUSABLE_ATTRIBUTE,
     WRAP_HOOKS,
     Entry,
@@ -136,6 +155,7 @@ from .plan import (
     _plan,
     _wrap_layers,
     absorbable,
+    end_members,
     plan_entries,
     plan_for_specs,
     plan_from_hooks,
@@ -143,6 +163,7 @@ from .plan import (
     plan_wraps,
 )
 from .proxies import _first, _interrupting_wrap, _member, _overrides, _proxy
+from .start_node import AgentStart
 from .streams import (
     aexpand_fused_updates,
     expand_fused_updates,
@@ -167,16 +188,31 @@ class FusedChain:
     middlewares: list[Any]
     plan: FusionPlan
     model_hooks: ModelHooks | None = None
+    agent_start: AgentStart | None = None
+
+    def problem_with(self, graph: Any) -> str:
+        """Why the absorbed hooks cannot run inside `graph`'s nodes ("" when they can)."""
+        problems = [part.problem_with(graph) for part in (self.agent_start, self.model_hooks)
+                    if part is not None]
+        return "; ".join(p for p in problems if p)
 
     def install(self, graph: Any) -> Any:
-        """Run the absorbed hooks inside `graph`'s model node; return `graph`.
+        """Run the absorbed hooks inside `graph`'s model node and input step; return `graph`.
 
-        Raises `FusionError` when the graph cannot route their jumps (see
-        `ModelHooks.problem_with`); the graph is then unchanged, and unusable
-        with these middlewares: build it again with `into_model=False`.
+        Raises `FusionError` when the graph cannot run them there (see
+        `problem_with`); the graph is then unchanged, and unusable with these
+        middlewares: build it again with `into_model=False`.
         """
+        problem = self.problem_with(graph)
+        if problem:
+            from antler.errors import FusionError
+
+            raise FusionError(f"cannot run hooks inside existing nodes: {problem}; compile "
+                              "with into_model=False")
         if self.model_hooks is not None:
             self.model_hooks.install(graph)
+        if self.agent_start is not None:
+            self.agent_start.install(graph)
         return graph
 
 
@@ -199,12 +235,15 @@ def fuse(middlewares: Sequence[AgentMiddleware], *, labels: Sequence[str] | None
 
 def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
                    labels: Sequence[str] | None = None, unfusable: Collection[str] = (),
-                   state_schema: type | None = None, into_model: bool = False) -> FusedChain:
+                   state_schema: type | None = None, into_model: bool = False,
+                   end_inside: bool = True) -> FusedChain:
     """Like `fuse`, but also return the `FusionPlan`.
 
     `into_model` also takes the `before_model` and `after_model` hooks out of
     their nodes, where they qualify (`absorbable`), for `FusedChain.install`
-    to run inside the model node.
+    to run inside the model node, and the `before_agent` hooks, to run inside
+    the input step; the `after_agent` hooks keep their nodes and, unless
+    `end_inside` is False, also run inside the model node when it ends the run.
     """
     from langchain.agents.middleware import AgentMiddleware, AgentState
 
@@ -219,10 +258,19 @@ def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
         return FusedChain(middlewares, plan)
     kinds, note = (absorbable(members, groups, _interrupting_wrap(middlewares, members))
                    if into_model else (set(), ""))
+    if not end_inside:
+        kinds.discard(END_HOOKS[0])
+    ends = end_members(groups, kinds)
+    if ends:
+        # The model node tells its edge that it ran them through a channel of its own.
+        middlewares.append(_agent_end_class()())
+        members.append(_member(middlewares[-1], middlewares[-1].name, unfusable))
+        channels, problem = _state_channels(middlewares, state_schema or AgentState)
     entries = plan_entries(groups, kinds)
     taken_names = {m.name for m in middlewares}
     names = _fused_names(entries, taken_names)
     plan = _plan(members, entries, names, note=note)
+    plan.ends_in_model = tuple(members[i].label for i in ends)
     wraps = plan_wraps(members)
     plan.wraps = _wrap_layers(members, wraps, taken_names)
 
@@ -274,43 +322,60 @@ def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
         # LangChain gives the edge after the model node a way back to the model only
         # when something wraps the model call; the after_model nodes it replaces had one.
         ordered.append(_model_edge_class()())
-    model_hooks = None
-    if steps_inside:
+    model_hooks = agent_start = None
+    from langgraph.graph import END
+
+    # Where LangChain's edges send a jump to `end`: the first after_agent node.
+    exit_node = next((n.node for n in plan.nodes if n.kind == "after_agent"), END)
+    end_steps = [_step(middlewares[i], proxies.get(i, middlewares[i]), members[i], "after_agent")
+                 for i in ends]
+    if steps_inside.keys() & set(MODEL_HOOKS) or end_steps:
         entry = next((n.node for n in plan.nodes if n.kind == "before_model"), MODEL_NODE)
         model_hooks = ModelHooks(steps_inside.get("before_model", []),
                                  steps_inside.get("after_model", []), channels, plan.token,
-                                 loop_entry=entry)
-    return FusedChain(ordered, plan, model_hooks)
+                                 loop_entry=entry, end=end_steps, exit_node=exit_node)
+    if START_HOOKS[0] in steps_inside:
+        agent_start = AgentStart(steps_inside[START_HOOKS[0]], channels, plan.token,
+                                 exit_node=exit_node)
+    return FusedChain(ordered, plan, model_hooks, agent_start)
 
 
 def create_fused_agent(middleware: Sequence[AgentMiddleware], *,
                        labels: Sequence[str] | None = None, unfusable: Collection[str] = (),
-                       into_model: bool = True, **create_agent_kwargs: Any,
-                       ) -> tuple[Any, FusionPlan]:
+                       into_model: bool = True,
+                       prepare_input: Callable[[Any], Any] | None = None,
+                       **create_agent_kwargs: Any) -> tuple[Any, FusionPlan]:
     """LangChain's `create_agent` over the compiled chain: (graph, plan).
 
     With `into_model` (the default) the model-call hooks run inside the model
-    node where they qualify. Should the built graph be unable to route their
-    jumps (no tools, so the model node has no conditional edge), the graph is
+    node and the `before_agent` hooks inside the input step, where they
+    qualify. Should the built graph be unable to run them there (no tools, so
+    the model node has no conditional edge to route their jumps), the graph is
     built again with those hooks in their own nodes, and the plan says why.
+    `prepare_input` is called with the built graph before the hooks move into
+    its input step: what it adds to the input step's writes (the core's record
+    of arrived messages) is then there for the `before_agent` hooks to read.
     """
     from langchain.agents import create_agent
 
-    def build(absorb: bool) -> tuple[Any, FusedChain]:
+    def build(absorb: bool, end_inside: bool = True) -> tuple[Any, FusedChain]:
         compiled = compile_fusion(middleware, labels=labels, unfusable=unfusable,
                                   state_schema=create_agent_kwargs.get("state_schema"),
-                                  into_model=absorb)
+                                  into_model=absorb, end_inside=end_inside)
         return create_agent(middleware=compiled.middlewares, **create_agent_kwargs), compiled
 
     graph, compiled = build(into_model)
-    if compiled.model_hooks is not None:
-        problem = compiled.model_hooks.problem_with(graph)
-        if problem:
-            graph, compiled = build(False)
-            compiled.plan.note = "; ".join(
-                filter(None, [compiled.plan.note, f"model-call hooks keep their nodes: {problem}"]))
-        else:
-            compiled.install(graph)
+    if compiled.model_hooks is not None and compiled.model_hooks.end_problem(graph):
+        # The after_agent hooks keep to their nodes only (an agent without tools).
+        graph, compiled = build(into_model, end_inside=False)
+    problem = compiled.problem_with(graph)
+    if problem:
+        graph, compiled = build(False)
+        compiled.plan.note = "; ".join(
+            filter(None, [compiled.plan.note, f"hooks keep their nodes: {problem}"]))
+    if prepare_input is not None:
+        prepare_input(graph)
+    compiled.install(graph)
     return graph, compiled.plan
 
 
@@ -321,6 +386,7 @@ __all__ = [
     "NODE_HOOKS",
     "UNFUSABLE_ATTRIBUTE",
     "WRAP_HOOKS",
+    "AgentStart",
     "FusedChain",
     "FusedHooks",
     "FusedWraps",

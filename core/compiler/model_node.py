@@ -12,13 +12,14 @@ from __future__ import annotations
 import collections
 import itertools
 import threading
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from antler.compat import runnable_callable, task_config_keys
 from antler.errors import FusionError
 
-from .nodes import _Channel, _Step, _StepRunner
+from .nodes import END_MARK, _ainvoke, _Channel, _invoke, _Run, _Step, _StepRunner
 from .plan import _DESTINATIONS, MODEL_NODE
 
 if TYPE_CHECKING:
@@ -52,15 +53,20 @@ class ModelHooks(_StepRunner):
     """
 
     def __init__(self, before: list[_Step], after: list[_Step], channels: dict[str, _Channel],
-                 token: str, *, loop_entry: str) -> None:
-        targets = {t for step in (*before, *after) for t in step.can_jump}
+                 token: str, *, loop_entry: str, end: list[_Step] | None = None,
+                 exit_node: str = "__end__") -> None:
+        targets = {t for step in (*before, *after, *(end or ())) for t in step.can_jump}
         # The model node is the loop's exit: LangChain's edge after it reads `jump_to`.
         super().__init__(channels, token, node=MODEL_NODE, loop_exit=True,
                          can_jump=tuple(t for t in _DESTINATIONS if t in targets))
         self.before = before
         self.after = after
+        self.end = end or []
+        self.exit_node = exit_node
         self.loop_entry = loop_entry
         self.model: _Step | None = None
+        self.route: Any = None
+        """LangChain's edge after the model node (its path), when `end` hooks run inside."""
         self.answers = _SavedAnswers()
 
     def problem_with(self, graph: Any) -> str:
@@ -90,6 +96,17 @@ class ModelHooks(_StepRunner):
         missing = [t for t in needed if wanted[t] not in ends]
         if missing:
             return f"the model node's edge cannot reach {', '.join(missing)}"
+        return self.end_problem(graph)
+
+    def end_problem(self, graph: Any) -> str:
+        """Why the `after_agent` hooks cannot also run here ("" when they can, or are none)."""
+        if not self.end:
+            return ""
+        if _edge_writer(graph) is None:
+            return ("the model node has no conditional edge to end the run by (the agent "
+                    "has no tools)")
+        if END_MARK not in graph.channels:
+            return f"the graph lacks the {END_MARK} channel"
         return ""
 
     def install(self, graph: Any) -> None:
@@ -102,8 +119,79 @@ class ModelHooks(_StepRunner):
                               f"node: {problem}; compile with into_model=False")
         node = graph.nodes[MODEL_NODE]
         self.model = _Step(MODEL_NODE, MODEL_NODE, _ModelCall(node.bound, self.answers), ())
-        graph.nodes[MODEL_NODE] = node.copy(
-            {"bound": RunnableCallable(self.run, self.arun, trace=False)})
+        update: dict[str, Any] = {"bound": RunnableCallable(self.run, self.arun, trace=False)}
+        if self.end:
+            update["writers"] = self._ending_edge(graph, node.writers)
+        graph.nodes[MODEL_NODE] = node.copy(update)
+
+    def _ending_edge(self, graph: Any, writers: list[Any]) -> list[Any]:
+        """The node's writers with LangChain's edge ending the run when the node did.
+
+        The edge sends a finished run to the first `after_agent` node; when the
+        node ran those hooks itself (it wrote `END_MARK` true), the run ends here.
+        """
+        from langgraph.graph import END
+
+        RunnableCallable = runnable_callable()
+        edge = _edge_writer(graph)
+        spec = edge.func.__self__
+        self.route = spec.path
+        route = spec.path
+
+        def ending(state: Any, config: RunnableConfig) -> Any:
+            # The node decided on the state before its after_agent hooks changed it.
+            return END if state.get(END_MARK) else route.invoke(state, config)
+
+        ends = None if spec.ends is None else {**spec.ends, END: END}
+        routed = spec._replace(path=RunnableCallable(ending, trace=False), ends=ends)
+        replaced = routed.run(edge.kwargs["writer"], edge.kwargs["reader"])
+        return [replaced if writer is edge else writer for writer in writers]
+
+    def _continue(self, run: _Run, runtime: Any, config: RunnableConfig) -> Any:
+        for step in self._steps():
+            started = time.perf_counter()
+            if run.absorb(step, _invoke(step, run.member_state(), config), started):
+                break
+        if self._ends(run, config):
+            run.jumped = False
+            for step in self.end:
+                started = time.perf_counter()
+                if run.absorb(step, _invoke(step, run.member_state(), config), started):
+                    break
+            self._mark(run)
+        return run.finish(runtime)
+
+    async def _acontinue(self, run: _Run, runtime: Any, config: RunnableConfig) -> Any:
+        for step in self._steps():
+            started = time.perf_counter()
+            if run.absorb(step, await _ainvoke(step, run.member_state(), config), started):
+                break
+        if self._ends(run, config):
+            run.jumped = False
+            for step in self.end:
+                started = time.perf_counter()
+                if run.absorb(step, await _ainvoke(step, run.member_state(), config),
+                              started):
+                    break
+            self._mark(run)
+        return run.finish(runtime)
+
+    @staticmethod
+    def _mark(run: _Run) -> None:
+        """Tell the edge whether the run ends here.
+
+        It does unless an `after_agent` hook jumped: then the edge routes the jump
+        as LangChain's edges after the `after_agent` nodes would (`end` starts
+        them again from the first, `model` goes back to the loop).
+        """
+        run.write([(END_MARK, not run.jumped)])
+
+    def _ends(self, run: _Run, config: RunnableConfig) -> bool:
+        """Whether LangChain's edge will end the run after this node (to `exit_node`)."""
+        if not self.end or self.route is None:
+            return False
+        result = self.route.invoke(dict(run.view), config)
+        return result in (self.exit_node, [self.exit_node])
 
     def run(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
         result = super().run(state, runtime, config)
@@ -120,6 +208,17 @@ class ModelHooks(_StepRunner):
             raise FusionError("the model-call hooks were compiled to run inside the model "
                               "node, but FusedChain.install was never called on the graph")
         return itertools.chain(self.before, [self.model], self.after)
+
+
+def _edge_writer(graph: Any) -> Any:
+    """The writer of LangChain's conditional edge after the model node, if it has one."""
+    from langgraph.graph._branch import BranchSpec
+
+    for writer in graph.nodes[MODEL_NODE].writers:
+        owner = getattr(getattr(writer, "func", None), "__self__", None)
+        if isinstance(owner, BranchSpec):
+            return writer
+    return None
 
 
 class _SavedAnswers:

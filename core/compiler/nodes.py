@@ -169,6 +169,39 @@ def _model_edge_class() -> type:
     return ModelEdge
 
 
+END_MARK = "antler_agent_ended"
+"""Private channel, never checkpointed: the model node ran the `after_agent` hooks."""
+
+
+@functools.cache
+def _agent_end_class() -> type:
+    """A hook-less middleware declaring `END_MARK` (defined lazily: no langchain import)."""
+    from typing import Annotated, NotRequired
+
+    from langchain.agents.middleware import AgentMiddleware, AgentState
+    from langchain.agents.middleware.types import PrivateStateAttr
+    from langgraph.channels import UntrackedValue
+
+    # Never checkpointed (`UntrackedValue`): the mark lives for the rest of the run only,
+    # and a finished thread's state does not carry it. Built with evaluated annotations:
+    # this module's are strings (postponed), and the graph resolves a state schema's
+    # hints in the schema's own module.
+    fields = {END_MARK: NotRequired[Annotated[bool | None, UntrackedValue, PrivateStateAttr]]}
+    state = type(AgentState)("AgentEndState", (AgentState,),
+                             {"__annotations__": fields, "__module__": __name__})
+
+    class AgentEnd(AgentMiddleware):
+        """Declares the channel the model node's edge reads (see `ModelHooks`)."""
+
+        state_schema = state
+
+        @property
+        def name(self) -> str:
+            return "antler_agent_end"
+
+    return AgentEnd
+
+
 @functools.cache
 def _fused_class(base: type) -> type:
     # Defined lazily so that importing this module does not import langchain.
@@ -195,15 +228,20 @@ class _StepRunner:
         raise NotImplementedError
 
     def run(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
-        run = _Run(self, state)
+        return self._continue(_Run(self, state), runtime, config)
+
+    async def arun(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
+        return await self._acontinue(_Run(self, state), runtime, config)
+
+    def _continue(self, run: _Run, runtime: Any, config: RunnableConfig) -> Any:
+        """Run the steps on `run`'s view; the node's writes."""
         for step in self._steps():
             started = time.perf_counter()
             if run.absorb(step, _invoke(step, run.member_state(), config), started):
                 break
         return run.finish(runtime)
 
-    async def arun(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
-        run = _Run(self, state)
+    async def _acontinue(self, run: _Run, runtime: Any, config: RunnableConfig) -> Any:
         for step in self._steps():
             started = time.perf_counter()
             if run.absorb(step, await _ainvoke(step, run.member_state(), config), started):
@@ -327,6 +365,27 @@ class _Run:
                             "update": _shown([p for p in pairs if p[0] in channels]),
                             "duration_ms": took})
         self.extra.extend(extra)
+        grouped = self._apply(pairs)
+        view = self.view
+        for key in self.node.ephemeral:
+            if key not in grouped:
+                view.pop(key, None)  # a superstep passed: an ephemeral value is gone
+        if _JUMP_KEY in grouped and view.get(_JUMP_KEY) in _DESTINATIONS:
+            target = view[_JUMP_KEY]
+            if target in step.can_jump:
+                self.jumped = True
+                return True
+            if step.can_jump and not step.loop_exit:
+                raise _jump_error(step, target)
+        return stop
+
+    def write(self, pairs: list[tuple[str, Any]]) -> None:
+        """Apply writes the node makes itself (the run's input, a marker), not a member."""
+        self._apply(pairs)
+
+    def _apply(self, pairs: list[tuple[str, Any]]) -> dict[str, list[Any]]:
+        """Apply writes to the view through each key's channel; the writes by key."""
+        channels = self.node.channels
         grouped: dict[str, list[Any]] = {}
         for key, value in pairs:
             channel = channels.get(key)
@@ -345,17 +404,7 @@ class _Run:
                 view.pop(key, None)
             self.writes.setdefault(key, []).extend(values)
             self.last_writer[key] = self.step
-        for key in self.node.ephemeral:
-            if key not in grouped:
-                view.pop(key, None)  # a superstep passed: an ephemeral value is gone
-        if _JUMP_KEY in grouped and view.get(_JUMP_KEY) in _DESTINATIONS:
-            target = view[_JUMP_KEY]
-            if target in step.can_jump:
-                self.jumped = True
-                return True
-            if step.can_jump and not step.loop_exit:
-                raise _jump_error(step, target)
-        return stop
+        return grouped
 
     def finish(self, runtime: Any) -> Any:
         node, view = self.node, self.view

@@ -52,6 +52,23 @@ MODEL_HOOKS = ("before_model", "after_model")
 """The hook kinds that run once per model call and can run inside the model node."""
 
 
+START_NODE = "__start__"
+"""LangGraph's input step, where `into_model` compilation runs the `before_agent` hooks."""
+
+
+START_HOOKS = ("before_agent",)
+"""The hook kind that runs once per run and can run inside the input step."""
+
+
+END_HOOKS = ("after_agent",)
+"""The hook kind that also runs inside the model node when the model node ends the run."""
+
+
+def host_node(kind: str) -> str:
+    """The existing graph node an absorbed hook of `kind` runs inside."""
+    return START_NODE if kind in START_HOOKS else MODEL_NODE
+
+
 @dataclass(frozen=True)
 class HookNode:
     """One graph node of one hook kind after compilation."""
@@ -63,7 +80,8 @@ class HookNode:
     alone: str = ""
     """Why a single member stands alone ("" when nothing kept it apart)."""
     absorbed: bool = False
-    """The hooks run inside the model node (`node` is "model"), around the model call."""
+    """The hooks run inside an existing node (`node`): the model node around the model
+    call (`before_model`, `after_model`), or the input step (`before_agent`)."""
 
     @property
     def fused(self) -> bool:
@@ -91,6 +109,10 @@ class FusionPlan:
     enabled: bool = True
     note: str = ""
     """Why fusion is off or did not apply, when it is or did not."""
+    ends_in_model: tuple[str, ...] = ()
+    """The `after_agent` hooks (labels, in execution order) that also run inside the model
+    node when the model node ends the run; their nodes remain for the other ways a run
+    ends (a `return_direct` tool, a `before_agent` jump)."""
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     @property
@@ -99,18 +121,18 @@ class FusionPlan:
 
     @property
     def absorbed(self) -> list[HookNode]:
-        """The hook kinds that run inside the model node (before_model, after_model)."""
+        """The hook kinds that run inside an existing node (the model node, the input step)."""
         return [node for node in self.nodes if node.absorbed]
 
     @property
     def streamed_nodes(self) -> set[str]:
         """Graph nodes that report their members' updates on the `custom` stream."""
-        names = {node.node for node in self.fused}
-        return names | {MODEL_NODE} if self.absorbed else names
+        names = {node.node for node in self.fused} | {node.node for node in self.absorbed}
+        return names | {MODEL_NODE} if self.ends_in_model else names
 
     @property
     def node_count(self) -> int:
-        """Hook nodes in the compiled graph (hooks run inside the model node are not nodes)."""
+        """Hook nodes in the compiled graph (hooks run inside existing nodes are not nodes)."""
         return sum(1 for node in self.nodes if not node.absorbed)
 
     @property
@@ -134,6 +156,7 @@ class FusionPlan:
                       for n in self.nodes],
             "wrap_layers": [{"kind": w.kind, "name": w.name, "members": list(w.members)}
                             for w in self.wraps],
+            "after_agent_in_model": list(self.ends_in_model),
         }
 
     def render(self) -> str:
@@ -144,12 +167,16 @@ class FusionPlan:
                  + (f" ({self.note})" if self.note else "")]
         for node in self.nodes:
             if node.absorbed:
-                lines.append(f"  {MODEL_NODE} ({node.kind}, inside the model node): "
+                where = "the input step" if node.node == START_NODE else "the model node"
+                lines.append(f"  {node.node} ({node.kind}, inside {where}): "
                              f"{' -> '.join(node.members)}")
             elif node.fused:
                 lines.append(f"  {node.node}: {' -> '.join(node.members)}")
             elif node.alone:
                 lines.append(f"  {node.node}: alone ({node.alone})")
+        if self.ends_in_model:
+            lines.append(f"  {MODEL_NODE} (after_agent, inside the model node when the model "
+                         f"ends the run): {' -> '.join(self.ends_in_model)}")
         for layer in self.wraps:
             lines.append(f"  {layer.kind} (one layer): {' -> '.join(layer.members)}")
         return "\n".join(lines)
@@ -251,22 +278,27 @@ Entry = tuple[str, list[int], bool]
 
 def absorbable(members: Sequence[Member], groups: list[tuple[str, list[int]]],
                interrupting_wrap: str = "") -> tuple[set[str], str]:
-    """Which model-call hook kinds can run inside the model node, and why others cannot.
+    """Which hook kinds can run inside an existing node, and why others cannot.
 
-    A kind qualifies when none of its hooks must stand alone (an interrupt, a
-    `fusable: false`) and none sets a LangSmith `trace_policy` of its own.
-    `before_model` also needs `after_model` to qualify (or to be absent): a
-    `before_model` jump skips the `after_model` hooks, which only works when
-    they run in the same node. `interrupting_wrap` names a `wrap_model_call`
-    that may interrupt: resuming would re-run the hooks inside the model node,
-    so none go there.
+    `before_model` and `after_model` hooks can run inside the model node,
+    `before_agent` hooks inside the input step (`START_NODE`), and `after_agent`
+    hooks inside the model node as well, for runs the model node ends (`END_HOOKS`:
+    they keep their nodes too; `plan_entries` leaves them there). A kind qualifies
+    when none of its hooks must stand alone (an interrupt, a `fusable: false`)
+    and none sets a LangSmith `trace_policy` of its own. `before_model` also
+    needs `after_model` to qualify (or to be absent): a `before_model` jump
+    skips the `after_model` hooks, which only works when they run in the same
+    node. `interrupting_wrap` names a `wrap_model_call` that may interrupt:
+    resuming would re-run the hooks inside the model node, so none go there.
     """
+    kinds_all = (*START_HOOKS, *MODEL_HOOKS, *END_HOOKS)
     present = {kind: [i for k, group in groups if k == kind for i in group]
-               for kind in MODEL_HOOKS}
+               for kind in kinds_all}
     problems: dict[str, str] = {}
     if interrupting_wrap:
-        problems = dict.fromkeys(MODEL_HOOKS, f"{interrupting_wrap}.wrap_model_call may call "
-                                              "interrupt(), which re-runs the model node")
+        problems = dict.fromkeys((*MODEL_HOOKS, *END_HOOKS),
+                                 f"{interrupting_wrap}.wrap_model_call may call "
+                                 "interrupt(), which re-runs the model node")
     for kind, indexes in present.items():
         for index in indexes if kind not in problems else ():
             member = members[index]
@@ -276,13 +308,21 @@ def absorbable(members: Sequence[Member], groups: list[tuple[str, list[int]]],
             if member.trace_policy is not None:
                 problems[kind] = f"{member.label} sets its own trace_policy"
                 break
-    kinds = {kind for kind in MODEL_HOOKS if present[kind] and kind not in problems}
+    kinds = {kind for kind in kinds_all if present[kind] and kind not in problems}
     if "before_model" in kinds and present["after_model"] and "after_model" not in kinds:
         kinds.discard("before_model")
         problems["before_model"] = "its jumps must skip after_model hooks that keep their nodes"
+    if "after_agent" in kinds and present["after_model"] and "after_model" not in kinds:
+        kinds.discard("after_agent")
+        problems["after_agent"] = "the run's end is decided after after_model nodes"
     note = "; ".join(f"{kind} hooks keep their nodes: {why}"
                      for kind, why in problems.items() if present[kind])
     return kinds, note
+
+
+def end_members(groups: list[tuple[str, list[int]]], kinds: Collection[str]) -> list[int]:
+    """The `after_agent` members (execution order) that run inside the model node too."""
+    return [i for kind, group in groups if kind in END_HOOKS and kind in kinds for i in group]
 
 
 def plan_entries(groups: list[tuple[str, list[int]]], into_model: Collection[str],
@@ -290,7 +330,7 @@ def plan_entries(groups: list[tuple[str, list[int]]], into_model: Collection[str
     """`groups` with every group of an `into_model` kind merged into one model-node entry."""
     entries: list[Entry] = []
     for kind, group in groups:
-        if kind not in into_model:
+        if kind not in into_model or kind in END_HOOKS:
             entries.append((kind, group, False))
         elif entries and entries[-1][0] == kind and entries[-1][2]:
             entries[-1][1].extend(group)
@@ -317,6 +357,7 @@ def plan_from_hooks(rows: Iterable[tuple[str, Sequence[str] | None, bool]], *,
     kinds, note = absorbable(members, groups) if into_model else (set(), "")
     entries = plan_entries(groups, kinds)
     plan = _plan(members, entries, _fused_names(entries, ()), note=note)
+    plan.ends_in_model = tuple(members[i].label for i in end_members(groups, kinds))
     plan.wraps = _wrap_layers(members, plan_wraps(members), ())
     return plan
 
@@ -354,7 +395,7 @@ def _plan(members: Sequence[Member], entries: list[Entry],
     nodes = []
     for (kind, group, absorbed), name in zip(entries, names, strict=True):
         if absorbed:
-            nodes.append(HookNode(kind, MODEL_NODE, tuple(members[i].label for i in group),
+            nodes.append(HookNode(kind, host_node(kind), tuple(members[i].label for i in group),
                                   absorbed=True))
         elif len(group) > 1:
             nodes.append(HookNode(kind, f"{name}.{kind}",

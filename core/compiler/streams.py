@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from typing import Any
 
-from .plan import FUSED_EVENT, FusionPlan
+from .plan import FUSED_EVENT, START_NODE, FusionPlan
 
 
 def expand_fused_updates(chunks: Iterable[Any], plan: FusionPlan, stream_mode: Any,
@@ -52,20 +52,29 @@ class _Expander:
         if mode == "custom" and isinstance(payload, dict) and \
                 payload.get("token") == plan.token and payload.get(FUSED_EVENT) in \
                 plan.streamed_nodes:
-            pending[payload[FUSED_EVENT]] = payload["hooks"]
-            if "custom" not in wanted:
-                return []
+            node = payload[FUSED_EVENT]
+            shown = [] if "custom" not in wanted else [payload if single else (mode, payload)]
+            if node == START_NODE:
+                # LangGraph streams no `updates` chunk for its input step: its hooks'
+                # updates are shown now, in the order they ran.
+                return [*shown, *self._updates(payload["hooks"])]
+            pending[node] = payload["hooks"]
+            return shown
         elif mode == "updates" and isinstance(payload, dict) and len(payload) == 1:
             (node, _update), = payload.items()
             if node in pending:
-                return [{event["node"]: event["update"]} if single
-                        else ("updates", {event["node"]: event["update"]})
-                        for event in pending.pop(node)]
+                return self._updates(pending.pop(node))
         if mode is None:
             return [payload]
         if mode in wanted:
             return [payload if single else (mode, payload)]
         return []
+
+    def _updates(self, events: list[dict[str, Any]]) -> list[Any]:
+        if "updates" not in self.wanted:
+            return []
+        return [{event["node"]: event["update"]} if self.single
+                else ("updates", {event["node"]: event["update"]}) for event in events]
 
 
 def stream_modes_for(stream_mode: Any) -> Any:

@@ -556,12 +556,14 @@ def create_agent(
             unfusable={entry.name for entry in built.entries if not entry.spec.fusable},
             into_model=config.chain.fuse_into_model if fuse_into_model is None
             else fuse_into_model,
-            **agent_kwargs)
+            # The input step records the ids of the messages each run receives, for
+            # the boundary guard (`antler.runtime.inputs`): before the before_agent
+            # hooks move into that step, so they read the record there.
+            prepare_input=record_arrivals, **agent_kwargs)
     else:
         graph = langchain_create_agent(middleware=middlewares, **agent_kwargs)
-    # The input step records the ids of the messages each run receives, for the
-    # boundary guard (`antler.runtime.inputs`); every node lists the messages it writes.
-    record_arrivals(graph)
+        record_arrivals(graph)
+    # Every node lists the messages it writes (`antler.runtime.inputs`).
     record_message_writes(graph)
     if config.storage.messages_channel == "delta" and saver not in (None, False):
         use_delta_channels(graph, delta_channel_names(built.middlewares),
