@@ -556,15 +556,12 @@ def create_agent(
             unfusable={entry.name for entry in built.entries if not entry.spec.fusable},
             into_model=config.chain.fuse_into_model if fuse_into_model is None
             else fuse_into_model,
-            # The input step records the ids of the messages each run receives, for
-            # the boundary guard (`antler.runtime.inputs`): before the before_agent
-            # hooks move into that step, so they read the record there.
-            prepare_input=record_arrivals, **agent_kwargs)
+            # Before the before_agent hooks move into the input step, so that they
+            # read there what the step records.
+            prepare_input=_record_writes, **agent_kwargs)
     else:
         graph = langchain_create_agent(middleware=middlewares, **agent_kwargs)
-        record_arrivals(graph)
-    # Every node lists the messages it writes (`antler.runtime.inputs`).
-    record_message_writes(graph)
+        _record_writes(graph)
     if config.storage.messages_channel == "delta" and saver not in (None, False):
         use_delta_channels(graph, delta_channel_names(built.middlewares),
                            config.storage.snapshot_every)
@@ -585,6 +582,13 @@ def create_agent(
     if queue is not None and queue is not provided_queue:
         agent._closers.append(queue.close)
     return agent
+
+
+def _record_writes(graph: Any) -> None:
+    """The input step records the ids of the messages each run receives, for the boundary
+    guard, and every node lists the messages it writes (`antler.runtime.inputs`)."""
+    record_arrivals(graph)
+    record_message_writes(graph)
 
 
 # -- MCP tools and deferral (tool_search) ------------------------------------------------
