@@ -132,3 +132,17 @@ def test_antler_run_prints_the_budget_error_without_a_traceback(tmp_path):
     assert "budget of 2 model calls" in result.stderr
     assert "agent.max_model_calls" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_a_run_started_on_the_graph_itself_has_the_same_step_limit(tmp_path):
+    """LangGraph Server runs the graph directly: the budget is the graph's default."""
+    from langgraph.errors import GraphRecursionError
+
+    from antler.runtime.agent import steps_for_model_calls
+
+    with create_agent(budget(2), model=ScriptedChatModel(rounds(6)), tools=[note],
+                      checkpointer=None, base_dir=tmp_path, fuse=False) as agent:
+        assert agent.recursion_limit == steps_for_model_calls(agent.graph, 2)
+        with pytest.raises(GraphRecursionError):
+            agent.graph.invoke({"messages": [{"role": "user", "content": "go"}]},
+                               context=agent.context("t1"))

@@ -594,6 +594,8 @@ def create_agent(
                            config.storage.snapshot_every)
     max_calls = config.agent.max_model_calls
     limit = steps_for_model_calls(graph, max_calls)
+    # The graph's own default too, for runs started on it directly (LangGraph Server).
+    graph = graph.with_config(recursion_limit=limit)
     if saver is not None and saver is not False:
         graph = graph.with_config(configurable={_DURABILITY_KEY: durability})
     agent = AntlerAgent(graph, built, services, config, saver, base, fusion=fusion,
