@@ -102,3 +102,14 @@ class PluginHookError(AntlerError):
 
 class InputError(AntlerError):
     """A run's input holds something a caller may not send; the run was not started."""
+
+
+class ModelCallBudgetError(AntlerError):
+    """A run needed more model calls than `agent.max_model_calls` allows; it was stopped.
+
+    `max_model_calls` is the budget that was reached.
+    """
+
+    def __init__(self, message: str, max_model_calls: int = 0) -> None:
+        super().__init__(message)
+        self.max_model_calls = max_model_calls

@@ -243,7 +243,7 @@ def check_compiled(agent: Any, hook: str, mode: str) -> None:
     if mode == "unfused" or hook.startswith("wrap"):
         return
     plan = agent.fusion
-    if mode == "into_model" and hook in ("before_model", "after_model"):
+    if mode == "into_model" and hook in ("before_agent", "before_model", "after_model"):
         assert any("raiser" in node.members for node in plan.absorbed)
     else:
         assert any("raiser" in node.members for node in plan.fused)

@@ -44,7 +44,7 @@ from antler.plugin_api.yamlsource import (
 )
 
 PLATFORM_SECTIONS = ("chain", "plugins", "extensions", "models", "tools", "storage", "skills",
-                     "input", "mcp_servers", "server")
+                     "input", "mcp_servers", "server", "agent")
 
 
 
@@ -307,6 +307,17 @@ class InputSettings(BaseModel):
         "reply, a tool result or a system message in caller input could forge history.")
 
 
+class AgentSettings(BaseModel):
+    """`agent:` — limits of one run of an agent (the lead's, and each subagent task's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_model_calls: int = Field(
+        50, ge=1, description="Model calls one run may make. The graph's step limit is "
+        "derived from it and the chain's shape; a run that needs more stops with a "
+        "ModelCallBudgetError naming this setting.")
+
+
 class PluginLoadSettings(BaseModel):
     """`plugins.<name>:` — how the platform treats one installed distribution or plugin."""
 
@@ -402,6 +413,10 @@ class OperatorConfig:
         return self.sections.get("input") or InputSettings()  # type: ignore[return-value]
 
     @property
+    def agent(self) -> AgentSettings:
+        return self.sections.get("agent") or AgentSettings()  # type: ignore[return-value]
+
+    @property
     def mcp_servers(self) -> dict[str, McpServerSettings]:
         section = self.sections.get("mcp_servers")
         return dict(section.root) if section is not None else {}  # type: ignore[attr-defined]
@@ -491,6 +506,7 @@ def schema_model(registry: PluginRegistry) -> type[BaseModel]:
         "mcp_servers": (McpServersSection | None,
                         Field(None, description=McpServersSection.__doc__)),
         "server": (ServerSettings | None, Field(None, description=ServerSettings.__doc__)),
+        "agent": (AgentSettings | None, Field(None, description=AgentSettings.__doc__)),
         "plugins": (dict[str, PluginLoadSettings] | None,
                     Field(None, description="Per-plugin load settings, by plugin, entry "
                           "point or distribution name.")),

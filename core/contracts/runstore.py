@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterator
 from typing import Any, Generic, TypeVar
 
-from antler.runtime.runcontext import run_id_of, thread_id_of
+from antler.runtime.runcontext import run_key_of
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -34,7 +34,7 @@ RunKey = tuple[str | None, str | None]
 
 def run_key(runtime: Any) -> RunKey:
     """(thread id, run id) of the run `runtime` belongs to."""
-    return thread_id_of(runtime), run_id_of(runtime)
+    return run_key_of(runtime)
 
 
 class RunStore(Generic[T]):

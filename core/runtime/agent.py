@@ -31,7 +31,7 @@ from antler.compiler import (
 )
 from antler.contracts.deferred import DEFERRED_TOOLS, PROMOTED_KEY, DeferredTools
 from antler.contracts.mcp import mcp_routing_of
-from antler.errors import InputError
+from antler.errors import InputError, ModelCallBudgetError
 from antler.plugin_api.context import (
     MEMORY_MODEL,
     MEMORY_QUEUE,
@@ -93,6 +93,10 @@ class AntlerAgent:
     base_dir: Path | None = None
     fusion: FusionPlan | None = None
     storage: Storage | None = None
+    max_model_calls: int = 50
+    """The model calls one run may make (`agent.max_model_calls`)."""
+    recursion_limit: int = 100
+    """LangGraph's step limit for one run: `max_model_calls` in this graph's steps."""
     _closers: list[Any] = field(default_factory=list)
 
     def context(self, thread_id: str, user_id: str = "default", **identity: Any) -> RunContext:
@@ -100,7 +104,32 @@ class AntlerAgent:
                           run_id=identity.pop("run_id", None) or uuid.uuid4().hex, **identity)
 
     def run_config(self, thread_id: str) -> dict[str, Any]:
-        return {"configurable": {"thread_id": thread_id}, "recursion_limit": 100}
+        return {"configurable": {"thread_id": thread_id},
+                "recursion_limit": self.recursion_limit}
+
+    def explain(self, error: BaseException) -> BaseException:
+        """`error`, or for LangGraph's step limit the `ModelCallBudgetError` it means."""
+        from langgraph.errors import GraphRecursionError
+
+        if not isinstance(error, GraphRecursionError):
+            return error
+        calls = self.max_model_calls
+        return ModelCallBudgetError(
+            f"the run stopped at its budget of {calls} model call{'s' * (calls != 1)} "
+            f"(agent.max_model_calls: {calls}); what it saved so far stays in the thread. "
+            "Raise agent.max_model_calls in the config to let a run make more model calls.",
+            calls)
+
+    @contextlib.contextmanager
+    def _budget(self) -> Iterator[None]:
+        """Raise the step limit of a run as the model-call budget it stands for."""
+        try:
+            yield
+        except Exception as error:
+            explained = self.explain(error)
+            if explained is error:
+                raise
+            raise explained from error
 
     def invoke(self, message: Any, *, thread_id: str, user_id: str = "default",
                files: Sequence[dict[str, Any]] = (), wait: bool = False,
@@ -113,7 +142,8 @@ class AntlerAgent:
         """
         payload = message if is_resume(message) else self.input(message, files,
                                                                  thread_id=thread_id)
-        with self.hold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
+        with self.hold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted), \
+                self._budget():
             return dict(self.graph.invoke(payload, **self._run(thread_id, user_id, identity)))
 
     def stream(self, message: Any, *, thread_id: str, user_id: str = "default",
@@ -128,7 +158,8 @@ class AntlerAgent:
         payload = message if is_resume(message) else self.input(message, files,
                                                                  thread_id=thread_id)
         expand = wants_expansion(self.fusion, stream_mode)
-        with self.hold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
+        with self.hold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted), \
+                self._budget():
             chunks = self.graph.stream(
                 payload, **self._run(thread_id, user_id, identity),
                 stream_mode=stream_modes_for(stream_mode) if expand else stream_mode)
@@ -150,7 +181,9 @@ class AntlerAgent:
         payload = message if is_resume(message) else await asyncio.to_thread(
             self.input, message, files, thread_id=thread_id)
         async with self.ahold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
-            return dict(await graph.ainvoke(payload, **self._run(thread_id, user_id, identity)))
+            with self._budget():
+                return dict(await graph.ainvoke(payload,
+                                                **self._run(thread_id, user_id, identity)))
 
     async def astream(self, message: Any, *, thread_id: str, user_id: str = "default",
                       files: Sequence[dict[str, Any]] = (), stream_mode: Any = "updates",
@@ -162,13 +195,14 @@ class AntlerAgent:
             self.input, message, files, thread_id=thread_id)
         expand = wants_expansion(self.fusion, stream_mode)
         async with self.ahold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
-            chunks = graph.astream(
-                payload, **self._run(thread_id, user_id, identity),
-                stream_mode=stream_modes_for(stream_mode) if expand else stream_mode)
-            if expand and self.fusion is not None:
-                chunks = aexpand_fused_updates(chunks, self.fusion, stream_mode)
-            async for chunk in chunks:
-                yield chunk
+            with self._budget():
+                chunks = graph.astream(
+                    payload, **self._run(thread_id, user_id, identity),
+                    stream_mode=stream_modes_for(stream_mode) if expand else stream_mode)
+                if expand and self.fusion is not None:
+                    chunks = aexpand_fused_updates(chunks, self.fusion, stream_mode)
+                async for chunk in chunks:
+                    yield chunk
 
     def async_graph(self) -> Any:
         """The graph async runs use: `graph`, when its saver has async methods.
@@ -530,7 +564,7 @@ def create_agent(
                 base_dir=base, tracer=tracer.child("subagent") if tracer else None,
                 fuse=fuse, fuse_into_model=fuse_into_model,
             )
-            return sub.graph
+            return sub
 
         extra_tools.append(make_task_tool(build_subagent))
     saver = storage.saver
@@ -565,10 +599,14 @@ def create_agent(
     if config.storage.messages_channel == "delta" and saver not in (None, False):
         use_delta_channels(graph, delta_channel_names(built.middlewares),
                            config.storage.snapshot_every)
+    max_calls = config.agent.max_model_calls
+    limit = steps_for_model_calls(graph, max_calls)
+    # The graph's own default too, for runs started on it directly (LangGraph Server).
+    graph = graph.with_config(recursion_limit=limit)
     if saver is not None and saver is not False:
         graph = graph.with_config(configurable={_DURABILITY_KEY: durability})
     agent = AntlerAgent(graph, built, services, config, saver, base, fusion=fusion,
-                        storage=storage)
+                        storage=storage, max_model_calls=max_calls, recursion_limit=limit)
     provider = services.items.get("sandbox_provider")
     if provider is not None:
         agent._closers.append(provider.shutdown)
@@ -589,6 +627,30 @@ def _record_writes(graph: Any) -> None:
     guard, and every node lists the messages it writes (`antler.runtime.inputs`)."""
     record_arrivals(graph)
     record_message_writes(graph)
+
+
+def steps_for_model_calls(graph: Any, model_calls: int) -> int:
+    """LangGraph's `recursion_limit` for runs of `graph` that make up to `model_calls` calls.
+
+    Each node of an agent graph runs in a step of its own. The `before_agent`
+    and `after_agent` nodes run once per run; every other node (the model, the
+    tools, the `before_model`/`after_model` nodes the compiler did not fuse
+    into the model node) once per model call, the tools all but the last
+    time. A run that asks for more model calls than `model_calls` reaches
+    the limit before its tools run again; depending on the chain's shape, the
+    one call over the budget may be made first (its reply is not acted on).
+    """
+    from langgraph.constants import START
+
+    once = per_call = 0
+    for name in graph.nodes:
+        if name == START:
+            continue
+        if name.endswith((".before_agent", ".after_agent")):
+            once += 1
+        else:
+            per_call += 1
+    return once + per_call * model_calls
 
 
 # -- MCP tools and deferral (tool_search) ------------------------------------------------

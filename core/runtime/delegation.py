@@ -18,6 +18,7 @@ read these fields, never the result's text.
 from __future__ import annotations
 
 import hashlib
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
@@ -31,17 +32,29 @@ from antler.contracts.fallback import error_fallback_of
 from antler.contracts.stop_reason import stop_reason_of
 
 from .runcontext import RunContext, run_context
+from .toolargs import without_runtime_dump
 
 TASK_TOOL = "task"
 BRIEF_CHARS = 2000
 
 
 def make_task_tool(build_subagent: Callable[[], Any]) -> Any:
-    """A LangChain tool named `task`; `build_subagent()` returns a compiled subagent graph.
+    """A LangChain tool named `task`; `build_subagent()` returns the subagent's `AntlerAgent`.
 
-    The subagent graph is built on first use and reused for later tasks.
+    The subagent is built on first use, once (parallel tasks wait for it), and
+    reused for every later task of the lead agent.
     """
     cache: dict[str, Any] = {}
+    building = threading.Lock()
+
+    def subagent() -> Any:
+        agent = cache.get("agent")
+        if agent is None:
+            with building:
+                agent = cache.get("agent")
+                if agent is None:
+                    agent = cache["agent"] = build_subagent()
+        return agent
 
     @tool(TASK_TOOL)
     def task(
@@ -50,22 +63,22 @@ def make_task_tool(build_subagent: Callable[[], Any]) -> Any:
         runtime: ToolRuntime[RunContext, Any],
     ) -> ToolMessage:
         """Delegate a self-contained task to a subagent and get its final answer back."""
-        if "graph" not in cache:
-            cache["graph"] = build_subagent()
+        sub = subagent()
         # The subagent acts for the same caller: it inherits, never widens, the
         # caller's identity and provenance, so delegating cannot escalate
         # privileges. Same context class too: a served graph's trust setting holds.
         context = replace(run_context(runtime), run_id=uuid.uuid4().hex)
         try:
-            state = cache["graph"].invoke(
+            state = sub.graph.invoke(
                 {"messages": [HumanMessage(content=prompt)]}, context=context,
                 # The subagent keeps no checkpoints. LangGraph hands the lead's
                 # durability down to nested graphs, and 'sync' in a graph without a
                 # checkpointer waits for a checkpoint that is never written.
-                config={"recursion_limit": 60,
+                config={"recursion_limit": sub.recursion_limit,
                         "configurable": {CONFIG_KEY_DURABILITY: "async"}},
             )
-        except Exception as exc:  # the lead must be able to recover from a failed delegate
+        except Exception as error:  # the lead must be able to recover from a failed delegate
+            exc = sub.explain(error)
             text = f"Task '{description}' failed: {type(exc).__name__}: {exc}"
             return ToolMessage(
                 content=text, tool_call_id=runtime.tool_call_id, name=TASK_TOOL, status="error",
@@ -86,7 +99,7 @@ def make_task_tool(build_subagent: Callable[[], Any]) -> Any:
         )
 
     task.metadata = {"antler": {"sandbox": False, "remote_content": False, "delegation": True}}
-    return task
+    return without_runtime_dump(task)
 
 
 def task_result_fields(description: str, status: str, stop_reason: str | None, answer: str,

@@ -42,12 +42,16 @@ class). The wrappers keep what both read from a hook: its signature, its
 mentions `interrupt` keeps its own node). The new instance shares the
 original's attribute dictionary, so what a hook stores on `self` is where the
 caller looks. When nothing raises, a wrapper costs one call and one `try`, and
-for a wrap hook also a small record and closure that watch its handler
+for a wrap hook also a closure that watches its handler (under `skip`, with a
+small record of what the handler returned); a hook whose parameters are the
+usual ones (`state, runtime` or `request, handler`) gets a wrapper with the same
+parameters, so its arguments are not packed and unpacked on every call
 (`benchmarks/bench_isolation.py` measures it).
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -95,9 +99,27 @@ def isolate(middlewares: Sequence[Any], policies: Sequence[OnError],
 def _wrappers(label: str, policy: OnError, passes: type[BaseException],
               ) -> Callable[[Callable[..., Any], str, bool], Callable[..., Any]]:
     def wrapper(original: Callable[..., Any], hook: str, is_async: bool) -> Callable[..., Any]:
-        build = _node_wrapper if hook in NODE_HOOKS else _wrap_wrapper
-        return build(original, _Failure(label, hook, policy), is_async, passes)
+        failure = _Failure(label, hook, policy)
+        if hook in NODE_HOOKS:
+            return _node_wrapper(original, failure, is_async, passes)
+        if failure.skip:
+            return _wrap_wrapper(original, failure, is_async, passes)
+        return _failing_wrap_wrapper(original, failure, is_async, passes)
     return wrapper
+
+
+def _plain(original: Callable[..., Any], *names: str) -> bool:
+    """Whether `original` takes exactly `names`, positional or by keyword, none optional.
+
+    Such a hook gets a wrapper with the same parameters, which Python calls
+    without packing the arguments into a tuple and a dict.
+    """
+    try:
+        parameters = list(inspect.signature(original).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    return [p.name for p in parameters] == list(names) and all(
+        p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty for p in parameters)
 
 
 class _Failure:
@@ -126,6 +148,18 @@ class _Failure:
 
 def _node_wrapper(original: Callable[..., Any], failure: _Failure, is_async: bool,
                   passes: type[BaseException]) -> Callable[..., Any]:
+    plain = _plain(original, "self", "state", "runtime")
+    if is_async and plain:
+        async def anode_plain(self: Any, state: Any, runtime: Any) -> Any:
+            try:
+                return await original(self, state, runtime)
+            except passes:
+                raise
+            except Exception as error:
+                failure.handle(error, "no update")
+                return None
+        return anode_plain
+
     if is_async:
         async def anode(self: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
             try:
@@ -136,6 +170,17 @@ def _node_wrapper(original: Callable[..., Any], failure: _Failure, is_async: boo
                 failure.handle(error, "no update")
                 return None
         return anode
+
+    if plain:
+        def node_plain(self: Any, state: Any, runtime: Any) -> Any:
+            try:
+                return original(self, state, runtime)
+            except passes:
+                raise
+            except Exception as error:
+                failure.handle(error, "no update")
+                return None
+        return node_plain
 
     def node(self: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -223,4 +268,55 @@ def _wrap_wrapper(original: Callable[..., Any], failure: _Failure, is_async: boo
                 raise
             again, result = instead(request, calls, error)
         return handler(request) if again else result
+    return wrap
+
+
+def _failing_wrap_wrapper(original: Callable[..., Any], failure: _Failure, is_async: bool,
+                          passes: type[BaseException]) -> Callable[..., Any]:
+    """`_wrap_wrapper` for the `fail` policy, which needs less from the handler's watch.
+
+    Under `fail` every exception of the plugin's own stops the run, so all the
+    wrapper keeps is the exception that came out of the handler (it passes
+    unchanged), not whether the handler ran or what it returned.
+    """
+    if not _plain(original, "self", "request", "handler"):
+        return _wrap_wrapper(original, failure, is_async, passes)
+
+    if is_async:
+        async def awrap(self: Any, request: Any, handler: Callable[..., Any]) -> Any:
+            raised = None
+
+            async def watched(inner: Any) -> Any:
+                nonlocal raised
+                try:
+                    return await handler(inner)
+                except BaseException as error:
+                    raised = error
+                    raise
+
+            try:
+                return await original(self, request, watched)
+            except Exception as error:
+                if error is not raised and not isinstance(error, passes):
+                    failure.handle(error, "")  # raises, under `fail`
+                raise
+        return awrap
+
+    def wrap(self: Any, request: Any, handler: Callable[..., Any]) -> Any:
+        raised = None
+
+        def watched(inner: Any) -> Any:
+            nonlocal raised
+            try:
+                return handler(inner)
+            except BaseException as error:
+                raised = error
+                raise
+
+        try:
+            return original(self, request, watched)
+        except Exception as error:
+            if error is not raised and not isinstance(error, passes):
+                failure.handle(error, "")  # raises, under `fail`
+            raise
     return wrap

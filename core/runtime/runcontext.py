@@ -66,7 +66,27 @@ def run_context(runtime: Any) -> RunContext:
     In a run LangGraph Server started, the identity is the authenticated user's
     (see `authenticated`) unless the graph's context schema trusts the client.
     """
+    return _resolved(runtime, _config())[0]
+
+
+def _resolved(runtime: Any, config: Mapping[str, Any]) -> tuple[RunContext, Mapping[str, Any]]:
+    """(the run's `RunContext`, the config's configurable), computed once per run.
+
+    Hooks ask for the context many times per run; the answer depends only on
+    the runtime's context object and the server's auth user, so it is kept
+    for that pair (by identity: a context dict changed after the run started
+    does not change a decision, as `RunContext` copies its attributes).
+    """
     raw = getattr(runtime, "context", None)
+    configurable = config.get("configurable") or {}
+    user = configurable.get(AUTH_USER_KEY, _NO_USER)
+    if isinstance(raw, RunContext) and (user is _NO_USER or raw.trust_client_identity):
+        return raw, configurable  # the common case: nothing to compute
+    thread = configurable.get("thread_id")
+    key = (id(raw), id(user), thread)
+    cached = _RESOLVED.get(key)
+    if cached is not None and cached[0] is raw and cached[1] is user:
+        return cached[2], configurable
     if isinstance(raw, RunContext):
         context = raw
     elif isinstance(raw, Mapping):
@@ -74,10 +94,26 @@ def run_context(runtime: Any) -> RunContext:
                                 if k in RunContext.__dataclass_fields__})
     else:
         context = RunContext()
-    configurable = _config().get("configurable") or {}
-    if AUTH_USER_KEY in configurable and not context.trust_client_identity:
-        return authenticated(context, configurable)
-    return context
+    if user is not _NO_USER and not context.trust_client_identity:
+        context = authenticated(context, configurable)
+    _remember(key, (raw, user, context))
+    return context, configurable
+
+
+_NO_USER = object()
+_RESOLVED: dict[tuple[int, int, Any], tuple[Any, Any, RunContext]] = {}
+"""Recent computed contexts (with the objects their key's ids are of, which keeps
+those ids from being reused while the entry lives)."""
+_RESOLVED_MAX = 256
+
+
+def _remember(key: tuple[int, int, Any], entry: tuple[Any, Any, RunContext]) -> None:
+    _RESOLVED[key] = entry
+    while len(_RESOLVED) > _RESOLVED_MAX:
+        try:
+            del _RESOLVED[next(iter(_RESOLVED))]
+        except (KeyError, RuntimeError, StopIteration):  # another thread got there first
+            break
 
 
 def authenticated(context: RunContext, configurable: Mapping[str, Any]) -> RunContext:
@@ -119,25 +155,35 @@ def _text(value: Any) -> str | None:
 
 def _config() -> Mapping[str, Any]:
     """The running graph's config, or nothing outside a graph run."""
-    try:
+    global _get_config
+    if _get_config is None:
         from langgraph.config import get_config
 
-        return get_config()
+        _get_config = get_config
+    try:
+        return _get_config()
     except RuntimeError:  # called outside a running graph
         return {}
 
 
+_get_config: Any = None
+
+
 def thread_id_of(runtime: Any) -> str | None:
     """The thread id: from the run context, else from the checkpointer's configurable."""
-    context = run_context(runtime)
-    if context.thread_id:
-        return context.thread_id
-    return _text((_config().get("configurable") or {}).get("thread_id"))
+    return run_key_of(runtime)[0]
 
 
 def run_id_of(runtime: Any) -> str | None:
-    context = run_context(runtime)
-    if context.run_id:
-        return context.run_id
+    """The run id: from the run context, else LangGraph's run id of the config."""
+    return run_key_of(runtime)[1]
+
+
+def run_key_of(runtime: Any) -> tuple[str | None, str | None]:
+    """(thread id, run id) of the run `runtime` belongs to, the config read once."""
     config = _config()
-    return _text(config.get("run_id") or (config.get("metadata") or {}).get("run_id"))
+    context, configurable = _resolved(runtime, config)
+    thread = context.thread_id or _text(configurable.get("thread_id"))
+    run = context.run_id or _text(config.get("run_id")
+                                  or (config.get("metadata") or {}).get("run_id"))
+    return thread, run

@@ -3,7 +3,6 @@
 `tagguard` (reserved framework tags, for the sanitization plugins), `authz`
 (principals, decisions and provider protocols, for authorization and
 guardrail), `memory` (the per-user fact store and its update queue),
-`messagememo` (per-message results kept by id) and `toolargs` (tool argument
-schemas that do not dump the injected runtime). A
-plugin may import these; plugins never import each other.
+and `messagememo` (per-message results kept by id). A plugin may import
+these; plugins never import each other.
 """

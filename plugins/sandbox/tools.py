@@ -36,9 +36,9 @@ from langgraph.types import Command
 
 from antler.contracts.tooloutput import is_tool_result_path
 from antler.errors import AntlerError
-from antler.plugins._lib.toolargs import without_runtime_dump
 from antler.runtime.paths import VIRTUAL_ROOT, PathLayout, ThreadPaths
 from antler.runtime.sandbox import Sandbox, SandboxNotFoundError, SandboxProvider
+from antler.runtime.toolargs import without_runtime_dump
 
 from .config import SandboxConfig
 from .middleware import SandboxThreadError, recorded_sandbox_id, thread_paths

@@ -31,8 +31,8 @@ from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
 
 from antler.errors import AntlerError
-from antler.plugins._lib.toolargs import without_runtime_dump
 from antler.runtime.paths import PathEscapeError, ThreadPaths, VirtualPathMapper
+from antler.runtime.toolargs import without_runtime_dump
 
 from .config import DEFAULT_MAX_IMAGE_BYTES
 
