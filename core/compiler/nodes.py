@@ -187,8 +187,9 @@ def _agent_end_class() -> type:
     # this module's are strings (postponed), and the graph resolves a state schema's
     # hints in the schema's own module.
     fields = {END_MARK: NotRequired[Annotated[bool | None, UntrackedValue, PrivateStateAttr]]}
-    state = type(AgentState)("AgentEndState", (AgentState,),
-                             {"__annotations__": fields, "__module__": __name__})
+    typed_dict: Any = type(AgentState)  # TypedDict's metaclass
+    state = typed_dict("AgentEndState", (AgentState,),
+                       {"__annotations__": fields, "__module__": __name__})
 
     class AgentEnd(AgentMiddleware):
         """Declares the channel the model node's edge reads (see `ModelHooks`)."""
