@@ -12,14 +12,13 @@ from __future__ import annotations
 import collections
 import itertools
 import threading
-import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from antler.compat import runnable_callable, task_config_keys
 from antler.errors import FusionError
 
-from .nodes import END_MARK, _ainvoke, _Channel, _invoke, _Run, _Step, _StepRunner
+from .nodes import END_MARK, _arun_steps, _Channel, _Run, _run_steps, _Step, _StepRunner
 from .plan import _DESTINATIONS, MODEL_NODE
 
 if TYPE_CHECKING:
@@ -148,31 +147,18 @@ class ModelHooks(_StepRunner):
         return [replaced if writer is edge else writer for writer in writers]
 
     def _continue(self, run: _Run, runtime: Any, config: RunnableConfig) -> Any:
-        for step in self._steps():
-            started = time.perf_counter()
-            if run.absorb(step, _invoke(step, run.member_state(), config), started):
-                break
+        _run_steps(run, self._steps(), config)
         if self._ends(run, config):
             run.jumped = False
-            for step in self.end:
-                started = time.perf_counter()
-                if run.absorb(step, _invoke(step, run.member_state(), config), started):
-                    break
+            _run_steps(run, self.end, config)
             self._mark(run)
         return run.finish(runtime)
 
     async def _acontinue(self, run: _Run, runtime: Any, config: RunnableConfig) -> Any:
-        for step in self._steps():
-            started = time.perf_counter()
-            if run.absorb(step, await _ainvoke(step, run.member_state(), config), started):
-                break
+        await _arun_steps(run, self._steps(), config)
         if self._ends(run, config):
             run.jumped = False
-            for step in self.end:
-                started = time.perf_counter()
-                if run.absorb(step, await _ainvoke(step, run.member_state(), config),
-                              started):
-                    break
+            await _arun_steps(run, self.end, config)
             self._mark(run)
         return run.finish(runtime)
 

@@ -236,18 +236,27 @@ class _StepRunner:
 
     def _continue(self, run: _Run, runtime: Any, config: RunnableConfig) -> Any:
         """Run the steps on `run`'s view; the node's writes."""
-        for step in self._steps():
-            started = time.perf_counter()
-            if run.absorb(step, _invoke(step, run.member_state(), config), started):
-                break
+        _run_steps(run, self._steps(), config)
         return run.finish(runtime)
 
     async def _acontinue(self, run: _Run, runtime: Any, config: RunnableConfig) -> Any:
-        for step in self._steps():
-            started = time.perf_counter()
-            if run.absorb(step, await _ainvoke(step, run.member_state(), config), started):
-                break
+        await _arun_steps(run, self._steps(), config)
         return run.finish(runtime)
+
+
+def _run_steps(run: _Run, steps: Iterable[_Step], config: RunnableConfig) -> None:
+    """Run `steps` one after another on `run`'s view, until one ends the group."""
+    for step in steps:
+        started = time.perf_counter()
+        if run.absorb(step, _invoke(step, run.member_state(), config), started):
+            break
+
+
+async def _arun_steps(run: _Run, steps: Iterable[_Step], config: RunnableConfig) -> None:
+    for step in steps:
+        started = time.perf_counter()
+        if run.absorb(step, await _ainvoke(step, run.member_state(), config), started):
+            break
 
 
 class FusedHooks(_StepRunner):
