@@ -16,9 +16,6 @@ thread grows 100x, so its ratio to the copy falls ~10x per step.
 from __future__ import annotations
 
 import argparse
-import gc
-import time
-from collections.abc import Callable
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -26,6 +23,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from antler.contracts.durable import merge_delegations
 from antler.plugins.durable_context.middleware import CURSOR_KEY, DurableContextMiddleware
 from antler.runtime.runcontext import RunContext
+from benchmarks.clock import best_of
 
 SIZES = (1_000, 10_000, 100_000)
 
@@ -54,19 +52,6 @@ def thread(size: int) -> list[BaseMessage]:
                      AIMessage(f"a{turn}", id=f"x{turn}")]
         turn += 1
     return [*messages, HumanMessage("now", id="now"), *_task(turn)]
-
-
-def best_of(runs: int, func: Callable[[], object]) -> float:
-    best = float("inf")
-    gc.disable()
-    try:
-        for _ in range(runs):
-            start = time.perf_counter()
-            func()
-            best = min(best, time.perf_counter() - start)
-    finally:
-        gc.enable()
-    return best
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -116,6 +101,7 @@ class _Request:
     def __init__(self, state: dict[str, Any]) -> None:
         self.state = state
         self.messages = state["messages"]
+        self.runtime = None  # no run: the record shows no delegation as this run's
 
     def override(self, **changes: Any) -> _Request:
         return self
