@@ -15,13 +15,11 @@ pass-through case (a history with nothing to repair), which allocates nothing.
 from __future__ import annotations
 
 import argparse
-import gc
-import time
-from collections.abc import Callable
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from antler.plugins.dangling_tool_call.middleware import repair_messages
+from benchmarks.clock import best_of
 
 SIZES = (1_000, 10_000, 100_000)
 
@@ -40,19 +38,6 @@ def history(size: int, dangling_every: int = 3) -> list[BaseMessage]:
         messages.append(AIMessage(f"answer {turn}"))
         turn += 1
     return messages[:size]
-
-
-def best_of(runs: int, func: Callable[[], object]) -> float:
-    best = float("inf")
-    gc.disable()
-    try:
-        for _ in range(runs):
-            start = time.perf_counter()
-            func()
-            best = min(best, time.perf_counter() - start)
-    finally:
-        gc.enable()
-    return best
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -265,7 +265,7 @@ def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
         # The model node tells its edge that it ran them through a channel of its own.
         middlewares.append(_agent_end_class()())
         members.append(_member(middlewares[-1], middlewares[-1].name, unfusable))
-        channels, problem = _state_channels(middlewares, state_schema or AgentState)
+        channels, _ = _state_channels(middlewares, state_schema or AgentState)
     entries = plan_entries(groups, kinds)
     taken_names = {m.name for m in middlewares}
     names = _fused_names(entries, taken_names)

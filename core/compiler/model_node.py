@@ -134,8 +134,7 @@ class ModelHooks(_StepRunner):
         RunnableCallable = runnable_callable()
         edge = _edge_writer(graph)
         spec = edge.func.__self__
-        self.route = spec.path
-        route = spec.path
+        self.route = route = spec.path
 
         def ending(state: Any, config: RunnableConfig) -> Any:
             # The node decided on the state before its after_agent hooks changed it.
