@@ -342,12 +342,15 @@ async def _ainvoke(step: _Step, state: dict[str, Any], config: RunnableConfig) -
 class _Run:
     """One execution of a fused node: the members' view of the state and their writes."""
 
-    __slots__ = ("events", "extra", "jumped", "last_writer", "node", "step", "view", "writes")
+    __slots__ = ("events", "extra", "jumped", "last_writer", "node", "reducers", "step", "view",
+                 "writes")
 
     def __init__(self, node: _StepRunner, state: Any) -> None:
         self.node = node
         self.view: dict[str, Any] = dict(state)
         self.writes: dict[str, list[Any]] = {}
+        self.reducers: dict[str, Any] = {}
+        """Live channels of the reducer keys written so far (one per key and run)."""
         self.last_writer: dict[str, int] = {}
         self.extra: list[Any] = []
         self.events: list[dict[str, Any]] = []
@@ -405,13 +408,24 @@ class _Run:
                                                else value)
         view = self.view
         for key, values in grouped.items():
-            template = channels[key].template
-            live = template.from_checkpoint(view[key]) if key in view else template.copy()
-            live.update(values)
-            if live.is_available():
-                view[key] = live.get()
+            channel = channels[key]
+            if channel.kind == "last" and len(values) == 1:
+                view[key] = values[0]  # what LastValue.update does with one value
             else:
-                view.pop(key, None)
+                live = self.reducers.get(key) if channel.kind == "reduce" else None
+                if live is None:
+                    template = channel.template
+                    live = template.from_checkpoint(view[key]) if key in view \
+                        else template.copy()
+                    if channel.kind == "reduce":
+                        # Only this method changes a reducer's value in the view, so
+                        # the channel stays in step with it for the rest of the run.
+                        self.reducers[key] = live
+                live.update(values)
+                if live.is_available():
+                    view[key] = live.get()
+                else:
+                    view.pop(key, None)
             self.writes.setdefault(key, []).extend(values)
             self.last_writer[key] = self.step
         return grouped
