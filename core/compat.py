@@ -13,6 +13,7 @@ Imports are lazy (functions), so `import antler` stays free of LangGraph.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -40,6 +41,7 @@ LANGGRAPH_PRIVATE_NAMES: dict[str, tuple[str, ...]] = {
 """The private LangGraph names Antler uses, by module (checked by tests/test_compat.py)."""
 
 
+@functools.cache
 def langgraph_private(module: str, name: str) -> Any:
     """`name` from LangGraph's private `module` (one of `LANGGRAPH_PRIVATE_NAMES`)."""
     import importlib

@@ -71,8 +71,8 @@ _OUTSIDE = {
     "config_version": "DeerFlow's own schema version; Antler validates every key instead",
     "log_level": "logging is configured by the embedding application (Python logging)",
     "logging": "logging is configured by the embedding application (Python logging)",
-    "max_recursion_limit": "a gateway clamp on client input; pass `recursion_limit` in the "
-                           "run's config",
+    "max_recursion_limit": "a gateway clamp on client input; Antler derives each run's "
+                           "step limit from `agent.max_model_calls`",
     "suggestions": "a web UI feature (follow-up suggestions)",
     "input_polish": "a web UI feature (draft rewriting)",
     "acp_agents": "ACP agents are DeerFlow tools; Antler has no ACP tool",
@@ -119,7 +119,9 @@ _KEY_NOTES: dict[tuple[str, str], tuple[Outcome, str]] = {
         ("unmapped", "Antler bounds a subagent by its token budget "
                      "(`subagent_token_budget`), not by wall time"),
     ("subagents", "max_turns"):
-        ("unmapped", "set `recursion_limit` for subagent runs in the embedding application"),
+        ("unmapped", "Antler bounds every run, a subagent task's included, by "
+                     "`agent.max_model_calls` (model calls, one setting for both chains); "
+                     "set it there if this limit was the tighter one"),
     ("subagents", "agents"): ("unmapped", "Antler has one built-in subagent type"),
     ("subagents", "custom_agents"): ("unmapped", "Antler has one built-in subagent type"),
     ("memory", "manager_class"):
