@@ -318,3 +318,33 @@ def test_commands_of_one_run_share_the_mark_of_the_first(tmp_path):
         assert sandbox._pid_mark is None  # the next run's first command takes a new one
     finally:
         provider.shutdown()
+
+
+def test_a_process_caught_inside_exec_is_read_again(monkeypatch):
+    # Inside `execve` a process's environment reads as empty for a moment; the sweep
+    # takes the read again rather than passing the process by.
+    token = reaper.new_token()
+    stray = _token_process(f"{400 + uuid.uuid4().int % 500}.5", token)
+    real_read = reaper._read
+    empty_once = {f"/proc/{stray.pid}/environ"}
+
+    def mid_exec(path: str) -> bytes | None:
+        if path in empty_once:
+            empty_once.discard(path)
+            return b""
+        return real_read(path)
+
+    monkeypatch.setattr(reaper, "_read", mid_exec)
+    try:
+        assert reaper.sweep(token) == [stray.pid]
+        assert not empty_once  # the empty read was the first one
+        assert stray.wait(timeout=HANG_GUARD) == -signal.SIGKILL
+    finally:
+        stray.kill()
+        stray.wait()
+
+
+def test_a_kernel_thread_is_not_read_again():
+    # kthreadd (pid 2) and its children always read as having no environment.
+    assert reaper._kernel_thread("2")
+    assert not reaper._kernel_thread(str(os.getpid()))

@@ -24,6 +24,10 @@ order and wrap around at ``pid_max``; when the pid counter may have gone all
 the way round since the mark, or the kernel does not say where it stands, every
 process is read, as before.
 
+A process caught while it starts a new program (inside `execve`) reads as having
+no environment for a moment; an empty read is taken again a few times, a
+millisecond or two apart, unless the process is a kernel thread.
+
 Limits: a process that clears or replaces its environment (`env -i`, a
 daemon re-executing itself with a fresh environment) carries no token and is
 not found; neither is one that moves to another user or PID namespace.
@@ -37,6 +41,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -89,9 +94,30 @@ def _read(path: str) -> bytes | None:
         os.close(descriptor)
 
 
+# A process caught in the middle of `execve` shows an empty environment until the
+# new program's memory is in place: such a read is taken again, a few times.
+_EXEC_RETRIES = 3
+_EXEC_WAIT = 0.002
+
+
 def _environment_has(pid: str, needle: bytes) -> bool:
     environment = _read(f"/proc/{pid}/environ")
+    for _ in range(_EXEC_RETRIES):
+        if environment != b"" or _kernel_thread(pid):
+            break
+        time.sleep(_EXEC_WAIT)
+        environment = _read(f"/proc/{pid}/environ")
     return environment is not None and needle in environment
+
+
+def _kernel_thread(pid: str) -> bool:
+    """Whether `pid` is a kernel thread (always an empty environment): kthreadd's or a child."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            ppid = int(handle.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return True  # gone meanwhile: nothing to wait for
+    return pid == "2" or ppid == 2
 
 
 def _session_of(pid: str) -> int | None:
