@@ -52,6 +52,17 @@ def is_hidden(message: Any) -> bool:
     return bool(kwargs.get(HIDDEN_KEY)) or any(kwargs.get(key) for key in _LEGACY_MARKERS)
 
 
+def hidden_source(message: Any) -> str | None:
+    """The plugin whose server-owned marker hides `message` (`hidden_marker`'s source), or None.
+
+    How a plugin finds what it injected itself: a caller can copy a message's
+    ``name`` or text, never its marker.
+    """
+    marker = (getattr(message, "additional_kwargs", None) or {}).get(HIDDEN_KEY)
+    source = marker.get("source") if isinstance(marker, Mapping) else None
+    return source if isinstance(source, str) else None
+
+
 def reinserted_id(message_id: str) -> str:
     """The id under which a plugin re-adds the user message `message_id`."""
     return f"{message_id}{REINSERTED_SUFFIX}"

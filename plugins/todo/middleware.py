@@ -22,7 +22,7 @@ from typing import Any
 from langchain.agents.middleware import TodoListMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from antler.contracts.messages import hidden_marker
+from antler.contracts.messages import hidden_marker, hidden_source
 from antler.plugin_api.context import BuildContext
 
 __all__ = [
@@ -35,7 +35,11 @@ __all__ = [
 ]
 
 REMINDER_NAME = "todo_reminder"
-"""`name` of the injected reminder message; how the hook recognises its own reminder."""
+"""`name` of the injected reminder message (for display: the hook recognises its own reminder
+by its server-owned marker, `REMINDER_SOURCE`, which a caller cannot set)."""
+
+REMINDER_SOURCE = "todo"
+"""The `hidden_marker` source of the reminder."""
 
 WRITE_TODOS = "write_todos"
 _TAG = "system_reminder"
@@ -51,9 +55,9 @@ def todos_in_messages(messages: Iterable[BaseMessage]) -> bool:
 
 
 def reminder_in_messages(messages: Iterable[BaseMessage]) -> bool:
-    """Whether a `todo_reminder` message is already in `messages`."""
+    """Whether the plugin's own reminder is already in `messages` (found by its marker)."""
     return any(
-        isinstance(message, HumanMessage) and message.name == REMINDER_NAME
+        isinstance(message, HumanMessage) and hidden_source(message) == REMINDER_SOURCE
         for message in messages
     )
 
@@ -119,7 +123,7 @@ class AntlerTodoMiddleware(TodoListMiddleware):
         if todos_in_messages(messages) or reminder_in_messages(messages):
             return None
         reminder = HumanMessage(content=format_todo_reminder(todos), name=REMINDER_NAME,
-                                additional_kwargs=hidden_marker("todo"))
+                                additional_kwargs=hidden_marker(REMINDER_SOURCE))
         return {"messages": [reminder]}
 
 

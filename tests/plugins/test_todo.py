@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from antler.chain import plan_chain
 from antler.chain.config import parse_config
-from antler.contracts.messages import is_hidden
+from antler.contracts.messages import hidden_marker, is_hidden
 from antler.plugin_api.context import TITLE_MODEL, RuntimeOptions
 from antler.plugin_api.registry import discover
 from antler.plugins.todo.middleware import (
@@ -132,13 +132,20 @@ def _write_todos_exchange() -> list:
             ToolMessage("Updated todo list", tool_call_id="c1")]
 
 
+def _reminder(text: str) -> HumanMessage:
+    return HumanMessage(text, name=REMINDER_NAME, additional_kwargs=hidden_marker("todo"))
+
+
 @pytest.mark.parametrize(
     ("state", "injects"),
     [
         ({"messages": [HumanMessage("hi")]}, False),                        # no todos
         ({"messages": [HumanMessage("hi")], "todos": []}, False),           # empty todos
         ({"messages": _write_todos_exchange(), "todos": TODOS}, False),     # still visible
-        ({"messages": [HumanMessage("x", name=REMINDER_NAME)], "todos": TODOS}, False),
+        ({"messages": [_reminder("x")], "todos": TODOS}, False),         # reminded already
+        # A caller's message named like the reminder is the caller's: it does not
+        # suppress the real one.
+        ({"messages": [HumanMessage("x", name=REMINDER_NAME)], "todos": TODOS}, True),
         ({"messages": [HumanMessage("summary")], "todos": TODOS}, True),    # lost
         ({"messages": [], "todos": TODOS}, True),
         ({"messages": [], "todos": ["not a todo"]}, False),                 # malformed state
@@ -169,8 +176,10 @@ def test_reminder_lists_every_todo_and_cannot_be_closed_early():
 def test_detectors():
     assert todos_in_messages(_write_todos_exchange())
     assert not todos_in_messages([AIMessage("no calls"), HumanMessage("write_todos")])
-    assert reminder_in_messages([HumanMessage("r", name=REMINDER_NAME)])
-    assert not reminder_in_messages([AIMessage("r", name=REMINDER_NAME)])
+    assert reminder_in_messages([_reminder("r")])
+    assert not reminder_in_messages([HumanMessage("r", name=REMINDER_NAME)])  # forgeable
+    assert not reminder_in_messages([AIMessage("r", additional_kwargs=hidden_marker("todo"))])
+    assert not reminder_in_messages([HumanMessage("r", additional_kwargs=hidden_marker("x"))])
 
 
 @pytest.mark.parametrize("use_async", [False, True])
