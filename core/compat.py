@@ -25,6 +25,7 @@ __all__ = [
     "langchain_chat_providers",
     "langgraph_private",
     "runnable_callable",
+    "task_state_reader",
 ]
 
 CONFIG_KEY_DURABILITY = "__pregel_durability"
@@ -35,7 +36,7 @@ LANGGRAPH_PRIVATE_NAMES: dict[str, tuple[str, ...]] = {
     "langgraph._internal._runnable": ("RunnableCallable",),
     "langgraph._internal._constants": (
         "CONFIG_KEY_CHECKPOINT_NS", "CONFIG_KEY_TASK_ID", "CONFIG_KEY_THREAD_ID",
-        "CONFIG_KEY_DURABILITY"),
+        "CONFIG_KEY_DURABILITY", "CONFIG_KEY_READ"),
     "langgraph._internal._fields": ("get_cached_annotated_keys", "get_update_as_tuples"),
 }
 """The private LangGraph names Antler uses, by module (checked by tests/test_compat.py)."""
@@ -63,6 +64,13 @@ def task_config_keys() -> tuple[str, str, str]:
     return (langgraph_private(module, "CONFIG_KEY_THREAD_ID"),
             langgraph_private(module, "CONFIG_KEY_CHECKPOINT_NS"),
             langgraph_private(module, "CONFIG_KEY_TASK_ID"))
+
+
+def task_state_reader(config: Any) -> Any:
+    """The function a running LangGraph task reads channels with, ``read(keys, fresh)``, or
+    None outside a task (`CONFIG_KEY_READ` of its configurable)."""
+    key = langgraph_private("langgraph._internal._constants", "CONFIG_KEY_READ")
+    return (config.get("configurable") or {}).get(key)
 
 
 def langchain_chat_providers() -> dict[str, str]:

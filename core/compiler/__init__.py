@@ -50,8 +50,9 @@ The run's own hooks inside the nodes around them (also `into_model`). The
 `before_agent` hooks run inside LangGraph's input step (`start_node.AgentStart`),
 which writes the run's input and their updates together; the `after_agent` hooks
 also run inside the model node when its edge is about to end the run, which then
-ends it there (`ModelHooks`; their node stays for runs that end elsewhere). A
-compiled turn writes as many checkpoints as a bare agent's (docs/compiler.md,
+ends it there (`ModelHooks`), and inside the tools node when a lone
+`return_direct` call ends it (`tools_node.ToolsEnd`); their node stays for runs
+that end elsewhere. A compiled turn writes as many checkpoints as a bare agent's (docs/compiler.md,
 "Checkpoints per turn").
 
 Wrap layers. LangChain nests each middleware's `wrap_model_call` (and
@@ -170,6 +171,7 @@ from .streams import (
     stream_modes_for,
     wants_expansion,
 )
+from .tools_node import ToolsEnd
 from .wraps import FusedWraps, fused_wraps
 
 if TYPE_CHECKING:
@@ -189,6 +191,9 @@ class FusedChain:
     plan: FusionPlan
     model_hooks: ModelHooks | None = None
     agent_start: AgentStart | None = None
+    tools_end: ToolsEnd | None = None
+    """The `after_agent` hooks for the tools node too; dropped by `install` when the graph's
+    tools node cannot run them (the hooks then keep to their nodes there)."""
 
     def problem_with(self, graph: Any) -> str:
         """Why the absorbed hooks cannot run inside `graph`'s nodes ("" when they can)."""
@@ -213,6 +218,11 @@ class FusedChain:
             self.model_hooks.install(graph)
         if self.agent_start is not None:
             self.agent_start.install(graph)
+        if self.tools_end is not None and self.tools_end.problem_with(graph):
+            self.tools_end = None
+            self.plan.ends_in_tools = ()
+        if self.tools_end is not None:
+            self.tools_end.install(graph)
         return graph
 
 
@@ -337,7 +347,13 @@ def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
     if START_HOOKS[0] in steps_inside:
         agent_start = AgentStart(steps_inside[START_HOOKS[0]], channels, plan.token,
                                  exit_node=exit_node)
-    return FusedChain(ordered, plan, model_hooks, agent_start)
+    tools_end = None
+    if end_steps and not any(step.can_jump for step in end_steps):
+        # LangChain's edge after the tools node does not route jumps: hooks that may
+        # jump keep to their node there.
+        tools_end = ToolsEnd(end_steps, channels, plan.token, exit_node=exit_node)
+        plan.ends_in_tools = plan.ends_in_model
+    return FusedChain(ordered, plan, model_hooks, agent_start, tools_end)
 
 
 def create_fused_agent(middleware: Sequence[AgentMiddleware], *,
@@ -394,6 +410,7 @@ __all__ = [
     "HookNode",
     "Member",
     "ModelHooks",
+    "ToolsEnd",
     "WrapLayer",
     "absorbable",
     "aexpand_fused_updates",

@@ -120,30 +120,8 @@ class ModelHooks(_StepRunner):
         self.model = _Step(MODEL_NODE, MODEL_NODE, _ModelCall(node.bound, self.answers), ())
         update: dict[str, Any] = {"bound": RunnableCallable(self.run, self.arun, trace=False)}
         if self.end:
-            update["writers"] = self._ending_edge(graph, node.writers)
+            update["writers"], self.route = ending_edge(graph, MODEL_NODE)
         graph.nodes[MODEL_NODE] = node.copy(update)
-
-    def _ending_edge(self, graph: Any, writers: list[Any]) -> list[Any]:
-        """The node's writers with LangChain's edge ending the run when the node did.
-
-        The edge sends a finished run to the first `after_agent` node; when the
-        node ran those hooks itself (it wrote `END_MARK` true), the run ends here.
-        """
-        from langgraph.graph import END
-
-        RunnableCallable = runnable_callable()
-        edge = _edge_writer(graph)
-        spec = edge.func.__self__
-        self.route = route = spec.path
-
-        def ending(state: Any, config: RunnableConfig) -> Any:
-            # The node decided on the state before its after_agent hooks changed it.
-            return END if state.get(END_MARK) else route.invoke(state, config)
-
-        ends = None if spec.ends is None else {**spec.ends, END: END}
-        routed = spec._replace(path=RunnableCallable(ending, trace=False), ends=ends)
-        replaced = routed.run(edge.kwargs["writer"], edge.kwargs["reader"])
-        return [replaced if writer is edge else writer for writer in writers]
 
     def _continue(self, run: _Run, runtime: Any, config: RunnableConfig) -> Any:
         _run_steps(run, self._steps(), config)
@@ -195,15 +173,38 @@ class ModelHooks(_StepRunner):
         return itertools.chain(self.before, [self.model], self.after)
 
 
-def _edge_writer(graph: Any) -> Any:
-    """The writer of LangChain's conditional edge after the model node, if it has one."""
+def _edge_writer(graph: Any, node: str = MODEL_NODE) -> Any:
+    """The writer of LangChain's conditional edge after `node`, if it has one."""
     from langgraph.graph._branch import BranchSpec
 
-    for writer in graph.nodes[MODEL_NODE].writers:
+    for writer in graph.nodes[node].writers:
         owner = getattr(getattr(writer, "func", None), "__self__", None)
         if isinstance(owner, BranchSpec):
             return writer
     return None
+
+
+def ending_edge(graph: Any, node: str) -> tuple[list[Any], Any]:
+    """(`node`'s writers with LangChain's edge ending the run when the node did, the edge's path).
+
+    The edge sends a finished run to the first `after_agent` node; when the
+    node ran those hooks itself (it wrote `END_MARK` true), the run ends here.
+    """
+    from langgraph.graph import END
+
+    RunnableCallable = runnable_callable()
+    edge = _edge_writer(graph, node)
+    spec = edge.func.__self__
+    route = spec.path
+
+    def ending(state: Any, config: RunnableConfig) -> Any:
+        # The node decided on the state before its after_agent hooks changed it.
+        return END if state.get(END_MARK) else route.invoke(state, config)
+
+    ends = None if spec.ends is None else {**spec.ends, END: END}
+    routed = spec._replace(path=RunnableCallable(ending, trace=False), ends=ends)
+    replaced = routed.run(edge.kwargs["writer"], edge.kwargs["reader"])
+    return [replaced if writer is edge else writer for writer in graph.nodes[node].writers], route
 
 
 class _SavedAnswers:

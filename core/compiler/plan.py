@@ -48,6 +48,11 @@ MODEL_NODE = "model"
 """LangChain's model node, where `into_model` compilation runs the model-call hooks."""
 
 
+TOOLS_NODE = "tools"
+"""LangChain's tools node, which also runs the `after_agent` hooks when a lone tool call ends
+the run."""
+
+
 MODEL_HOOKS = ("before_model", "after_model")
 """The hook kinds that run once per model call and can run inside the model node."""
 
@@ -112,7 +117,10 @@ class FusionPlan:
     ends_in_model: tuple[str, ...] = ()
     """The `after_agent` hooks (labels, in execution order) that also run inside the model
     node when the model node ends the run; their nodes remain for the other ways a run
-    ends (a `return_direct` tool, a `before_agent` jump)."""
+    ends (parallel `return_direct` tools, a `before_agent` jump)."""
+    ends_in_tools: tuple[str, ...] = ()
+    """The same hooks, when they also run inside the tools node when a lone
+    `return_direct` tool call ends the run (`ToolsEnd`)."""
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     @property
@@ -128,7 +136,11 @@ class FusionPlan:
     def streamed_nodes(self) -> set[str]:
         """Graph nodes that report their members' updates on the `custom` stream."""
         names = {node.node for node in self.fused} | {node.node for node in self.absorbed}
-        return names | {MODEL_NODE} if self.ends_in_model else names
+        if self.ends_in_model:
+            names.add(MODEL_NODE)
+        if self.ends_in_tools:
+            names.add(TOOLS_NODE)
+        return names
 
     @property
     def node_count(self) -> int:
@@ -157,6 +169,7 @@ class FusionPlan:
             "wrap_layers": [{"kind": w.kind, "name": w.name, "members": list(w.members)}
                             for w in self.wraps],
             "after_agent_in_model": list(self.ends_in_model),
+            "after_agent_in_tools": list(self.ends_in_tools),
         }
 
     def render(self) -> str:
@@ -177,6 +190,9 @@ class FusionPlan:
         if self.ends_in_model:
             lines.append(f"  {MODEL_NODE} (after_agent, inside the model node when the model "
                          f"ends the run): {' -> '.join(self.ends_in_model)}")
+        if self.ends_in_tools:
+            lines.append(f"  {TOOLS_NODE} (after_agent, inside the tools node when a lone "
+                         f"return_direct call ends the run): {' -> '.join(self.ends_in_tools)}")
         for layer in self.wraps:
             lines.append(f"  {layer.kind} (one layer): {' -> '.join(layer.members)}")
         return "\n".join(lines)
@@ -345,7 +361,8 @@ def plan_from_hooks(rows: Iterable[tuple[str, Sequence[str] | None, bool]], *,
 
     This is what `antler chain show` can say without importing any middleware;
     the compiled graph may fuse less (a class attribute, an `interrupt` call or a
-    jump to `model` found at build time keeps a hook alone). Unknown hooks (None)
+    jump to `model` found at build time keeps a hook alone; an `after_agent` hook
+    that may jump keeps the hooks out of the tools node). Unknown hooks (None)
     are planned as if the plugin had none. `into_model`: plan the model-call
     hooks inside the model node where they qualify (see `absorbable`).
     """
@@ -358,6 +375,7 @@ def plan_from_hooks(rows: Iterable[tuple[str, Sequence[str] | None, bool]], *,
     entries = plan_entries(groups, kinds)
     plan = _plan(members, entries, _fused_names(entries, ()), note=note)
     plan.ends_in_model = tuple(members[i].label for i in end_members(groups, kinds))
+    plan.ends_in_tools = plan.ends_in_model  # unless a hook turns out to jump (at build)
     plan.wraps = _wrap_layers(members, plan_wraps(members), ())
     return plan
 
