@@ -204,11 +204,18 @@ def make_middleware(spec: MwSpec) -> Synth:
 # -- running both graphs -----------------------------------------------------------------
 
 
-def script(tool_rounds: int = 1, finals: int = 12) -> list[Any]:
+def script(tool_rounds: int = 1, finals: int = 12, *, direct: bool = False) -> list[Any]:
+    """`tool_rounds` calls to `echo`, then answers; with `direct`, each answer is a call to
+    the `return_direct` tool `stop` (the run ends after the tools node)."""
     turns: list[Any] = [AIMessage(content="", id=f"ai-call-{i}", tool_calls=[
         {"name": "echo", "args": {"text": f"round {i}"}, "id": f"call-{i}"}])
         for i in range(tool_rounds)]
-    turns += [AIMessage(content=f"final {i}", id=f"ai-final-{i}") for i in range(finals)]
+    if direct:
+        turns += [AIMessage(content="", id=f"ai-stop-{i}", tool_calls=[
+            {"name": "stop", "args": {"text": f"final {i}"}, "id": f"stop-{i}"}])
+            for i in range(finals)]
+    else:
+        turns += [AIMessage(content=f"final {i}", id=f"ai-final-{i}") for i in range(finals)]
     return turns
 
 
@@ -292,10 +299,16 @@ def build(specs: Sequence[MwSpec], *, fused: Fused, turns: list[Any] | None = No
         executed.append(text)
         return f"echo: {text}"
 
+    @tool(return_direct=True)
+    def stop(text: str) -> str:
+        """Answer the user with the text and end the run."""
+        executed.append(f"stop {text}")
+        return text
+
     middlewares: list[Any] = [make_middleware(spec) for spec in specs]
     model = ScriptedChatModel(turns if turns is not None else script())
     kwargs: dict[str, Any] = {
-        "model": model, "tools": [echo] if tools else [], "state_schema": SynthState,
+        "model": model, "tools": [echo, stop] if tools else [], "state_schema": SynthState,
         "checkpointer": InMemorySaver() if checkpointer else None}
     unfusable = {s.name for s in specs if not s.fusable and not s.wrap}
     if fused == "model":

@@ -75,15 +75,17 @@ def chains(draw: Any, *, use_async: bool) -> list[MwSpec]:
 
 
 @PROPERTY_SETTINGS
-@given(specs=chains(use_async=False), tool_rounds=st.integers(0, 2))
-def test_random_chains_agree_when_invoked(specs, tool_rounds):
-    assert_same(specs, turns=script(tool_rounds))
+@given(specs=chains(use_async=False), tool_rounds=st.integers(0, 2), direct=st.booleans())
+def test_random_chains_agree_when_invoked(specs, tool_rounds, direct):
+    # `direct`: the model ends each run by calling a return_direct tool, and the tools
+    # node runs the after_agent hooks (tools_node.ToolsEnd).
+    assert_same(specs, turns=script(tool_rounds, direct=direct))
 
 
 @settings(PROPERTY_SETTINGS, max_examples=25)
-@given(specs=chains(use_async=True), tool_rounds=st.integers(0, 1))
-def test_random_chains_agree_when_awaited(specs, tool_rounds):
-    assert_same(specs, use_async=True, turns=script(tool_rounds))
+@given(specs=chains(use_async=True), tool_rounds=st.integers(0, 1), direct=st.booleans())
+def test_random_chains_agree_when_awaited(specs, tool_rounds, direct):
+    assert_same(specs, use_async=True, turns=script(tool_rounds, direct=direct))
 
 
 @settings(PROPERTY_SETTINGS, max_examples=30)
@@ -98,8 +100,8 @@ def test_random_chains_agree_after_an_interrupt_and_resume(specs, where, kind):
 
 @settings(PROPERTY_SETTINGS, max_examples=25)
 @given(specs=chains(use_async=False), where=st.integers(0, 6),
-       kind=st.sampled_from(NODE_HOOKS))
-def test_random_chains_agree_after_a_failure_and_resume(specs, where, kind):
+       kind=st.sampled_from(NODE_HOOKS), direct=st.booleans())
+def test_random_chains_agree_after_a_failure_and_resume(specs, where, kind, direct):
     failing = specs[where % len(specs)]
     failing.hooks.setdefault(kind, []).append(("fail",))
 
@@ -108,10 +110,10 @@ def test_random_chains_agree_after_a_failure_and_resume(specs, where, kind):
         FLAKY[f"{failing.name}.{kind}#1"] = True
 
     arm()
-    unfused = run(specs, fused=False, retry=True, turns=script(1))
+    unfused = run(specs, fused=False, retry=True, turns=script(1, direct=direct))
     for mode in FUSED_MODES:
         arm()
-        fused = run(specs, fused=mode, retry=True, turns=script(1))
+        fused = run(specs, fused=mode, retry=True, turns=script(1, direct=direct))
         # A resumed fused node runs its earlier members again, and a message one of
         # them adds without an id gets a fresh one (docs/compiler.md, "How failure
         # differs"): generated ids are compared as generated, not by their order.
