@@ -139,12 +139,11 @@ class SandboxMiddleware(AgentMiddleware[SandboxState]):
         sandbox and records ``{"sandbox_id": ...}`` in state ``sandbox``.
 
     ``after_agent`` / ``aafter_agent``
-        Releases the sandbox recorded in state, if any. Releasing tells the
-        provider this run is done with it; the provider keeps it for the
-        thread's next run, which finds the same id in state and reuses it.
-        Sandboxes are torn down only when the agent closes (provider
-        shutdown). An id the provider no longer knows (restarted process) is
-        ignored: the next tool call acquires a fresh sandbox.
+        When state records a sandbox, releases the thread's own (acquiring for
+        the thread's paths gives its id; the id in state is never trusted, see
+        `_release_own`). Releasing tells the provider this run is done with
+        it; the provider keeps it for the thread's next run. Sandboxes are torn
+        down only when the agent closes (provider shutdown).
 
     The async forms run provider calls in a worker thread: a provider may
     block on a container or a remote service.
@@ -172,15 +171,15 @@ class SandboxMiddleware(AgentMiddleware[SandboxState]):
         return None if self.lazy else await asyncio.to_thread(self._acquire, state, runtime)
 
     def after_agent(self, state: SandboxState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        self._release(recorded_sandbox_id(state))
+        if recorded_sandbox_id(state) is not None:
+            self._release_own(runtime)
         return None
 
     async def aafter_agent(
         self, state: SandboxState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        sandbox_id = recorded_sandbox_id(state)
-        if sandbox_id is not None:
-            await asyncio.to_thread(self._release, sandbox_id)
+        if recorded_sandbox_id(state) is not None:
+            await asyncio.to_thread(self._release_own, runtime)
         return None
 
     # The hook forms share these helpers rather than calling one another: the chain
@@ -194,9 +193,14 @@ class SandboxMiddleware(AgentMiddleware[SandboxState]):
             return None
         return {"sandbox": {"sandbox_id": sandbox_id}}
 
-    def _release(self, sandbox_id: str | None) -> None:
-        if sandbox_id is None:
-            return
+    def _release_own(self, runtime: Runtime[Any]) -> None:
+        """Release the thread's own sandbox, the one acquiring for its paths gives.
+
+        Never the id state names: the thread's owner can write state
+        (`update_state`), and releasing ends what a sandbox runs in the
+        background, so a forged id would stop another thread's work.
+        """
+        sandbox_id = self.provider.acquire(thread_paths(self.layout, runtime))
         try:
             self.provider.release(sandbox_id)
         except SandboxNotFoundError:

@@ -4,8 +4,10 @@ Each tool runs inside the thread's sandbox and speaks only virtual paths
 (``/mnt/user-data/{workspace,uploads,outputs}/...``; relative paths are taken
 from the workspace). On the first use in a thread a tool creates the thread's
 three directories together and acquires the sandbox, and records
-``{"sandbox_id": ...}`` in state ``sandbox`` by returning a `Command`; later
-calls and later turns find that id in state and reuse the sandbox.
+``{"sandbox_id": ...}`` in state ``sandbox`` by returning a `Command`. Every call
+takes the sandbox the provider hands out for the thread's own paths (acquiring
+again gives the same one); the id in state is only a record, never used to find
+a sandbox, since a thread's owner can write its state.
 
 Failures are answers, not crashes: a path that leaves the thread's files, a
 missing file or an ambiguous edit comes back to the model as a readable error
@@ -37,7 +39,7 @@ from langgraph.types import Command
 from antler.contracts.tooloutput import is_tool_result_path
 from antler.errors import AntlerError
 from antler.runtime.paths import VIRTUAL_ROOT, PathLayout, ThreadPaths
-from antler.runtime.sandbox import Sandbox, SandboxNotFoundError, SandboxProvider
+from antler.runtime.sandbox import Sandbox, SandboxProvider
 from antler.runtime.toolargs import without_runtime_dump
 
 from .config import SandboxConfig
@@ -113,18 +115,18 @@ class SandboxTools:
                 "The thread's file locations in state do not match this run's thread; "
                 "refusing to touch files."
             )
-        sandbox_id = recorded_sandbox_id(state)
-        if sandbox_id:
-            try:
-                sandbox = self.provider.get(sandbox_id)
-                # Recreates directories removed between turns (acquiring does it too).
-                paths.ensure_directories()
-                return _Session(paths, sandbox, None)
-            except SandboxNotFoundError:
-                # The provider restarted since the id was recorded: acquire afresh.
-                logger.info("sandbox %r from state is gone; acquiring a new one", sandbox_id)
+        # The thread's sandbox is the one the provider hands out for the thread's own
+        # paths (from the run's identity). The id in state only says whether that is
+        # recorded yet: state is the thread owner's to write (`update_state`), and an
+        # id it names is never used as such, or any owner could work in another
+        # thread's sandbox. Acquiring is idempotent: the same thread gets the same id.
         sandbox_id = self.provider.acquire(paths)
-        return _Session(paths, self.provider.get(sandbox_id), sandbox_id)
+        recorded = recorded_sandbox_id(state)
+        if recorded is not None and recorded != sandbox_id:
+            logger.warning("state names sandbox %r, not this thread's %r: using the thread's",
+                           recorded, sandbox_id)
+        return _Session(paths, self.provider.get(sandbox_id),
+                        None if recorded == sandbox_id else sandbox_id)
 
     def run(self, runtime: ToolRuntime, name: str,
             action: Callable[[_Session], str]) -> ToolMessage | Command[Any]:

@@ -80,13 +80,14 @@ def test_first_tool_call_creates_the_directories_and_acquires_later_turns_reuse(
         first = agent.invoke("write", thread_id="t1")
         assert all(d.is_dir() for d in (paths.workspace, paths.uploads, paths.outputs))
         assert first["sandbox"] == {"sandbox_id": "local:default/t1"}
-        assert provider.acquired == ["local:default/t1"]
+        assert set(provider.acquired) == {"local:default/t1"}
         assert provider.released == ["local:default/t1"]  # after_agent released it
         assert not provider.get("local:default/t1").in_use
 
         second = agent.invoke("read", thread_id="t1")
     assert second["sandbox"] == first["sandbox"]
-    assert provider.acquired == ["local:default/t1"]  # reused, not acquired again
+    # Acquiring again gives the same sandbox: one for the thread, reused.
+    assert set(provider.acquired) == {"local:default/t1"}
     assert provider.released == ["local:default/t1"] * 2
     assert (paths.outputs / "a.txt").read_text() == "one\n"
     wrote, ran = tool_results(second)
@@ -229,6 +230,28 @@ def test_a_sandbox_the_provider_forgot_is_replaced(home, provider):
 
 
 @pytest.mark.parametrize("fuse", [True, False])
+def test_a_sandbox_id_written_into_state_never_reaches_another_threads_sandbox(
+        home, provider, fuse):
+    # A thread's owner can write its state (`update_state`, a served graph's state API).
+    # Naming another thread's sandbox there must neither run commands in it nor, at the
+    # run's end, release it (which stops what it runs in the background).
+    script = [call("bash", command="echo secret > victim.txt"), "done",
+              call("bash", command="cat victim.txt || echo absent"), "done"]
+    agent, _ = make_agent(home, script, services={SANDBOX_PROVIDER: provider}, fuse=fuse)
+    with agent:
+        agent.invoke("victim writes", thread_id="victim")
+        victim = agent.graph.get_state(agent.run_config("victim")).values["sandbox"]
+        attacker = agent.run_config("attacker")
+        agent.graph.update_state(attacker, {"sandbox": victim})
+        provider.released.clear()
+        state = agent.invoke("attacker reads", thread_id="attacker")
+    read = tool_results(state)[0].content
+    assert read.startswith("absent") and "secret" not in read
+    assert state["sandbox"] == {"sandbox_id": "local:default/attacker"}
+    assert provider.released == ["local:default/attacker"]
+
+
+@pytest.mark.parametrize("fuse", [True, False])
 def test_async_runs_use_the_tools_and_release(home, provider, fuse):
     agent, _ = make_agent(home, [call("write_file", path="a.txt", content="async"), "done"],
                           services={SANDBOX_PROVIDER: provider}, fuse=fuse)
@@ -236,7 +259,8 @@ def test_async_runs_use_the_tools_and_release(home, provider, fuse):
         state = asyncio.run(agent.graph.ainvoke(
             agent.input("go"), config=agent.run_config("t1"), context=agent.context("t1")))
     assert tool_results(state)[0].status == "success"
-    assert provider.acquired == provider.released == ["local:default/t1"]
+    assert set(provider.acquired) == {"local:default/t1"}
+    assert provider.released == ["local:default/t1"]
 
 
 # -- configuration and provider sharing -----------------------------------------------------
@@ -254,7 +278,8 @@ def test_eager_mode_acquires_when_the_run_starts(home, provider, run):
                 agent.input("hi"), config=agent.run_config("t1"), context=agent.context("t1")))
     assert state["sandbox"] == {"sandbox_id": "local:default/t1"}
     assert PathLayout(home).thread("default", "t1").outputs.is_dir()
-    assert provider.acquired == provider.released == ["local:default/t1"]
+    assert set(provider.acquired) == {"local:default/t1"}
+    assert provider.released == ["local:default/t1"]
 
 
 def test_the_loaded_provider_is_shared_and_shut_down_with_the_agent(home):
