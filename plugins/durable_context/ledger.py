@@ -13,7 +13,7 @@ never the text of a result.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,9 +67,12 @@ class Capture:
 
 
 def capture(messages: Sequence[Any], known: Sequence[Mapping[str, Any]], *, run_id: str | None,
-            now: str, read_tools: Collection[str], pending_reads: Mapping[str, str],
-            ) -> Capture:
-    """The entries `messages` add to or change in `known` (the recorded delegations)."""
+            now: str | Callable[[], str], read_tools: Collection[str],
+            pending_reads: Mapping[str, str]) -> Capture:
+    """The entries `messages` add to or change in `known` (the recorded delegations).
+
+    `now` stamps a new delegation; a callable is asked only when there is one.
+    """
     recorded = {str(entry.get("id")): entry for entry in known}
     changed: dict[str, dict[str, Any]] = {}
     result = Capture(pending_reads=dict(pending_reads))
@@ -80,8 +83,9 @@ def capture(messages: Sequence[Any], known: Sequence[Mapping[str, Any]], *, run_
                 if not call_id:
                     continue
                 if call.get("name") == TASK_TOOL and call_id not in recorded:
+                    stamp = now if isinstance(now, str) else now()
                     changed.setdefault(call_id, _dispatched(call_id, call.get("args"), run_id,
-                                                            now))
+                                                            stamp))
                 elif call.get("name") in read_tools and (path := skill_path(call.get("args"))):
                     result.pending_reads[call_id] = path
         elif isinstance(message, ToolMessage):

@@ -175,6 +175,10 @@ class DurableContextMiddleware(AgentMiddleware[DurableContextState, Any, Any]):
         self.skill_read_tools = frozenset(skill_read_tools)
         self.ledger_chars = ledger_chars
         self.clock = clock or (lambda: datetime.now(UTC))
+        # The last projection: the record and run it showed, and the messages showing it.
+        # Every model call of a run shows the same record until a capture changes it, so
+        # an equal record reuses the messages instead of rendering them again.
+        self._last: tuple[tuple[Any, ...], Sequence[Any]] | None = None
 
     # -- capture --------------------------------------------------------------------------
 
@@ -203,7 +207,7 @@ class DurableContextMiddleware(AgentMiddleware[DurableContextState, Any, Any]):
         pending = cursor.get("skill_reads")
         found = capture(unseen(messages, cursor.get("message_id")),
                         _entries(state, DELEGATIONS_KEY), run_id=run_id,
-                        now=self.clock().isoformat(timespec="seconds"),
+                        now=self._now,
                         read_tools=self.skill_read_tools,
                         pending_reads=pending if isinstance(pending, Mapping) else {})
         update: dict[str, Any] = {}
@@ -216,6 +220,9 @@ class DurableContextMiddleware(AgentMiddleware[DurableContextState, Any, Any]):
         if moved != state.get(CURSOR_KEY):
             update[CURSOR_KEY] = moved
         return update or None
+
+    def _now(self) -> str:
+        return self.clock().isoformat(timespec="seconds")
 
     # -- projection -----------------------------------------------------------------------
 
@@ -230,17 +237,29 @@ class DurableContextMiddleware(AgentMiddleware[DurableContextState, Any, Any]):
 
     def _projected(self, request: ModelRequest) -> ModelRequest:
         state = request.state or {}
-        text = render(_entries(state, DELEGATIONS_KEY), _entries(state, SKILL_CONTEXT_KEY),
-                      self.ledger_chars, run_id_of(request.runtime))
-        if not text:
+        shown = (_entries(state, DELEGATIONS_KEY), _entries(state, SKILL_CONTEXT_KEY),
+                 run_id_of(request.runtime))
+        last = self._last
+        if last is not None and last[0] == shown:
+            block = last[1]  # the record as the previous call showed it: the same messages
+        else:
+            block = self._block(render(shown[0], shown[1], self.ledger_chars, shown[2]))
+            self._last = (shown, block)
+        if not block:
             return request
         messages = list(request.messages)
         lead = next((i for i, m in enumerate(messages) if not isinstance(m, SystemMessage)),
                     len(messages))
-        messages[lead:lead] = [
-            SystemMessage(AUTHORITY_CONTRACT, additional_kwargs=hidden_marker(SOURCE)),
-            HumanMessage(text, name=SOURCE, additional_kwargs=hidden_marker(SOURCE))]
+        messages[lead:lead] = block
         return request.override(messages=messages)
+
+    @staticmethod
+    def _block(text: str) -> tuple[SystemMessage, HumanMessage] | tuple[()]:
+        """The contract and the data message showing `text` (none for an empty record)."""
+        if not text:
+            return ()
+        return (SystemMessage(AUTHORITY_CONTRACT, additional_kwargs=hidden_marker(SOURCE)),
+                HumanMessage(text, name=SOURCE, additional_kwargs=hidden_marker(SOURCE)))
 
 
 def build(ctx: BuildContext) -> DurableContextMiddleware:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain.agents.middleware.types import ModelRequest
 from langchain.tools import ToolRuntime, tool
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
@@ -26,6 +30,7 @@ from antler.plugins.durable_context.ledger import capture
 from antler.plugins.durable_context.middleware import AUTHORITY_CONTRACT, DATA_TAG, render
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
+from antler.runtime.runcontext import RunContext
 from antler.runtime.skills import SkillsRegistry
 
 from .tail_support import MODES, QUIET, call, run, tail_registry
@@ -295,3 +300,33 @@ def test_a_call_an_earlier_run_left_in_progress_is_not_shown_as_running():
     assert '- in progress; do not delegate again: task "" (id now)' in text
     assert '- never finished (its run ended first); delegate again if the work is still ' \
         'needed: task "" (id old)' in text
+
+
+_STATUSES = st.sampled_from(["in_progress", "completed", "failed", "timed_out"])
+_RECORDS = st.tuples(
+    st.lists(st.builds(entry, st.sampled_from(["a", "b", "c"]), _STATUSES,
+                       run_id=st.sampled_from(["r1", "r2"])), max_size=3),
+    st.lists(st.fixed_dictionaries({"path": st.sampled_from([SKILL_MD, "/mnt/skills/x/SKILL.md"]),
+                                    "name": st.sampled_from(["data-report", "x"]),
+                                    "description": st.text(max_size=8)}), max_size=2),
+    st.sampled_from(["r1", "r2"]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_RECORDS, min_size=1, max_size=6))
+def test_every_projection_shows_the_record_of_its_own_request(records):
+    """A call reuses the previous call's messages only for an equal record and run."""
+    middleware = durable.DurableContextMiddleware()
+    question = HumanMessage("hi", id="q")
+    for delegations, skills, run_id in records:
+        request = ModelRequest(model=ScriptedChatModel([]), messages=[question],
+                               system_message=None, tools=[], state={
+                                   "messages": [question], "delegations": delegations,
+                                   "skill_context": skills},
+                               runtime=SimpleNamespace(context=RunContext(run_id=run_id)))
+        sent = middleware.wrap_model_call(request, lambda r: r).messages
+        text = render(delegations, skills, 6000, run_id)
+        if not text:
+            assert sent == [question]
+            continue
+        assert [m.text for m in sent] == [AUTHORITY_CONTRACT, text, "hi"]
