@@ -41,13 +41,15 @@ from antler.contracts.messages import message_text
 from antler.plugin_api.context import BuildContext
 from antler.plugins._lib.historyfold import HistoryFold
 
-__all__ = ["SystemMessageCoalescingMiddleware", "build", "coalesce"]
+__all__ = ["SystemMessageCoalescingMiddleware", "build", "coalesce", "merge", "merged_parts"]
 
 REMINDER_FLAG = "dynamic_context_reminder"
 """The flag dynamic_context puts on a date reminder (a contract of state, not an import)."""
 
 
 Positions = tuple[int, ...]
+KEPT_MERGES = 256
+"""Merged system messages kept for reuse before the middleware starts over."""
 
 
 def system_positions(before: Positions, messages: Sequence[Any], done: int = 0) -> Positions:
@@ -69,22 +71,43 @@ def coalesce(system: SystemMessage | None, messages: Sequence[Any],
         positions = system_positions((), messages)
     if not positions:
         return None
+    return merge(merged_parts(system, messages, positions)), others(messages, positions)
+
+
+def merged_parts(system: SystemMessage | None, messages: Sequence[Any],
+                 positions: Positions) -> list[Any]:
+    """The system messages that go into the merged one, in order (older reminders left out)."""
     inner = [messages[i] for i in positions]
     reminders = [m for m in inner if (m.additional_kwargs or {}).get(REMINDER_FLAG)]
     dropped = {id(m) for m in reminders[:-1]}
-    parts = [m for m in ([system] if system is not None else []) + inner if id(m) not in dropped]
+    return [m for m in ([system] if system is not None else []) + inner if id(m) not in dropped]
+
+
+def merge(parts: Sequence[Any]) -> SystemMessage:
+    """One system message of `parts`: their text joined, their `additional_kwargs` merged."""
     kwargs: dict[str, Any] = {}
     for part in parts:
         kwargs.update(part.additional_kwargs or {})
     text = "\n\n".join(t for t in (message_text(p).strip() for p in parts) if t)
-    merged = SystemMessage(content=text, id=parts[0].id, additional_kwargs=kwargs)
-    others: list[Any] = []
+    return SystemMessage(content=text, id=parts[0].id, additional_kwargs=kwargs)
+
+
+def others(messages: Sequence[Any], positions: Positions) -> list[Any]:
+    """`messages` without the ones at `positions`."""
+    rest: list[Any] = []
     start = 0
     for position in positions:  # the slices between them: no look at each message
-        others += messages[start:position]
+        rest += messages[start:position]
         start = position + 1
-    others += messages[start:]
-    return merged, others
+    rest += messages[start:]
+    return rest
+
+
+def _same_parts(kept: Sequence[Any], parts: Sequence[Any]) -> bool:
+    """Whether two lists of messages are equal field by field (identity first)."""
+    return len(kept) == len(parts) and all(
+        a is b or (type(a) is type(b) and a.__dict__ == b.__dict__)
+        for a, b in zip(kept, parts, strict=True))
 
 
 class SystemMessageCoalescingMiddleware(AgentMiddleware[Any, Any]):
@@ -95,6 +118,9 @@ class SystemMessageCoalescingMiddleware(AgentMiddleware[Any, Any]):
         # Where the system messages are, kept per thread: a call looks only at the
         # messages added since the thread's previous call (docs/plugins.md).
         self._positions: HistoryFold[Positions] = HistoryFold((), system_positions)
+        # Recent merges by their parts' ids: every model call of a thread merges the
+        # same prompt and reminders, so equal parts reuse the merged message.
+        self._merges: dict[tuple[Any, ...], tuple[list[Any], SystemMessage]] = {}
 
     def wrap_model_call(self, request: ModelRequest,
                         handler: Callable[[ModelRequest], ModelResponse]) -> Any:
@@ -106,12 +132,21 @@ class SystemMessageCoalescingMiddleware(AgentMiddleware[Any, Any]):
         return await handler(self._merged(request))
 
     def _merged(self, request: ModelRequest) -> ModelRequest:
-        result = coalesce(request.system_message, request.messages,
-                          self._positions.of_request(request))
-        if result is None:
+        messages = request.messages
+        positions = self._positions.of_request(request)
+        if not positions:
             return request
-        system, messages = result
-        return request.override(system_message=system, messages=messages)
+        parts = merged_parts(request.system_message, messages, positions)
+        key = tuple(part.id for part in parts)
+        kept = self._merges.get(key)
+        if kept is not None and _same_parts(kept[0], parts):
+            system = kept[1]
+        else:
+            system = merge(parts)
+            if len(self._merges) >= KEPT_MERGES:
+                self._merges.clear()
+            self._merges[key] = (parts, system)
+        return request.override(system_message=system, messages=others(messages, positions))
 
 
 def build(ctx: BuildContext) -> SystemMessageCoalescingMiddleware:

@@ -7,6 +7,9 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from antler.chain.config import parse_config
@@ -21,7 +24,10 @@ from antler.plugins.dynamic_context.middleware import (
 )
 from antler.plugins.input_sanitization.middleware import PROVENANCE_KEY
 from antler.plugins.memory.middleware import filter_messages_for_memory
-from antler.plugins.system_message_coalescing.middleware import coalesce
+from antler.plugins.system_message_coalescing.middleware import (
+    SystemMessageCoalescingMiddleware,
+    coalesce,
+)
 from antler.plugins.title.middleware import first_exchange
 
 from .tail_support import MODES, make_agent, run, tail_registry
@@ -269,6 +275,33 @@ def test_coalesce_merges_in_order_keeps_the_newest_reminder_and_flattens_lists()
     assert merged.text == "prompt\n\nrules\n\n<system-reminder>new</system-reminder>"
     assert merged.additional_kwargs["k"] == 2 and rest == [human]
     assert coalesce(SystemMessage("prompt"), [human]) is None
+
+
+_SYSTEM_TEXTS = st.sampled_from(["rules", "<system-reminder>old</system-reminder>",
+                                  "<system-reminder>new</system-reminder>", ""])
+_SYSTEM = st.builds(lambda text, flag, key: SystemMessage(
+    text, id=f"s-{key}", additional_kwargs={"dynamic_context_reminder": True} if flag else {}),
+    _SYSTEM_TEXTS, st.booleans(), st.integers(0, 2))
+_HUMAN = st.builds(lambda key: HumanMessage("hi", id=f"h-{key}"), st.integers(0, 2))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), _SYSTEM),
+                          st.lists(st.one_of(_SYSTEM, _HUMAN), max_size=5)),
+                min_size=1, max_size=6))
+def test_every_request_gets_the_merge_of_its_own_system_messages(requests):
+    """A call reuses the previous merge only when its parts are equal to that merge's."""
+    middleware = SystemMessageCoalescingMiddleware()
+    for system, messages in requests:
+        request = ModelRequest(model=None, messages=messages, system_message=system, tools=[],
+                               state={"messages": messages}, runtime=None)
+        sent = middleware.wrap_model_call(request, lambda r: r)
+        expected = coalesce(system, messages)
+        if expected is None:
+            assert sent is request
+            continue
+        assert sent.messages == expected[1]
+        assert sent.system_message.__dict__ == expected[0].__dict__
 
 
 def test_a_strict_provider_refuses_the_request_without_coalescing(tmp_path):
