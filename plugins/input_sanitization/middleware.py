@@ -213,12 +213,13 @@ def fingerprint(message: BaseMessage) -> str:
     return _fingerprints(message)
 
 
+_DIGESTED = json.JSONEncoder(sort_keys=True, default=repr, ensure_ascii=False)
+"""`json.dumps(..., sort_keys=True, default=repr, ensure_ascii=False)`, its encoder made once."""
+
+
 def _digest(message: BaseMessage) -> str:
     kwargs = message.additional_kwargs or {}
-    payload = json.dumps(
-        [message.name, message.content, kwargs.get(ORIGINAL_CONTENT_KEY)],
-        sort_keys=True, default=repr, ensure_ascii=False,
-    )
+    payload = _DIGESTED.encode([message.name, message.content, kwargs.get(ORIGINAL_CONTENT_KEY)])
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 

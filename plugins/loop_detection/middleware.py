@@ -152,8 +152,12 @@ def call_set_hash(calls: Sequence[Mapping[str, Any]]) -> str:
     return hashlib.sha256("\n".join(signatures).encode()).hexdigest()[:16]
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, default=repr)
+"""`json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)`, its encoder made once."""
+
+
 def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
+    return _CANONICAL.encode(value)
 
 
 def _line_buckets(start: Any, end: Any) -> list[int | None]:

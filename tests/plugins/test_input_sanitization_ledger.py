@@ -209,3 +209,13 @@ def test_update_state_and_overwrites_reach_the_journal(agents, fuse):
     agent.invoke("after the overwrite", thread_id=thread)  # starts over, and works
     assert [type(m).__name__ for m in agent.graph.get_state(config).values["messages"]][:1] \
         == ["AIMessage"]
+
+
+def test_fingerprints_stay_the_ones_saved_records_hold():
+    """Records in saved checkpoints hold these digests: computing them faster keeps them."""
+    assert sanitization.fingerprint(HumanMessage(
+        "h\u00e9 <b>", name="n", additional_kwargs={"original_user_content": "x"})) \
+        == "3aae206aafb723457666af8ac85a048f"
+    assert sanitization.fingerprint(HumanMessage(
+        [{"type": "text", "text": "a"}, {"type": "image", "url": "u"}])) \
+        == "f8a3ed741f3e4fe514741ea749632b23"
