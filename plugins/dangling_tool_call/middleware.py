@@ -31,6 +31,7 @@ from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
 from antler.plugin_api.context import BuildContext
 from antler.plugins._lib.historyfold import HistoryFold
+from antler.plugins._lib.messagememo import MessageMemo
 
 __all__ = [
     "INTERRUPTED_PLACEHOLDER",
@@ -102,6 +103,43 @@ def _fixed_calls(message: AIMessage, position: int,
     return calls, changed, made_up
 
 
+def _placeholder(call_id: str, name: str, text: str) -> ToolMessage:
+    return ToolMessage(content=text, status="error", tool_call_id=call_id, name=name)
+
+
+class Reuse:
+    """What a repair computes that stays the same from one model call of a thread to the next.
+
+    Every request of a thread with an interrupted call is repaired again: the
+    check of a message whose calls are well-formed (kept per message while it is
+    unchanged) and the placeholder results (kept per call) are reused, not rebuilt.
+    """
+
+    LIMIT = 4096
+    """Placeholders kept before the store starts over."""
+
+    def __init__(self) -> None:
+        self._calls: MessageMemo[tuple[list[dict[str, Any]], bool, list[str]]] = MessageMemo(
+            lambda message: _fixed_calls(message, 0))
+        self._placeholders: dict[tuple[str, str, str], ToolMessage] = {}
+
+    def fixed_calls(self, message: AIMessage, position: int,
+                    ) -> tuple[list[dict[str, Any]], bool, list[str]]:
+        found = self._calls(message)
+        # Only a message whose calls needed nothing is reused: made-up ids name the
+        # message's position, and fixed calls go out in a copy of the message.
+        return _fixed_calls(message, position) if found[1] or found[2] else found
+
+    def placeholder(self, call_id: str, name: str, text: str) -> ToolMessage:
+        key = (call_id, name, text)
+        made = self._placeholders.get(key)
+        if made is None:
+            if len(self._placeholders) >= self.LIMIT:
+                self._placeholders.clear()
+            made = self._placeholders[key] = _placeholder(call_id, name, text)
+        return made
+
+
 Scan = tuple[bool, frozenset[str]]
 """Where a well-formedness scan stands: (a problem was found, the calls still open)."""
 CLEAN: Scan = (False, frozenset())
@@ -139,8 +177,8 @@ def _scan(before: Scan, messages: Sequence[AnyMessage], done: int = 0) -> Scan:
     return False, frozenset(open_ids)
 
 
-def repair_messages(messages: Sequence[AnyMessage], scan: Scan | None = None,
-                    ) -> list[AnyMessage] | None:
+def repair_messages(messages: Sequence[AnyMessage], scan: Scan | None = None, *,
+                    reuse: Reuse | None = None) -> list[AnyMessage] | None:
     """The messages with every tool call answered right after it, or None when all are.
 
     A well-formed history is recognised in one pass and left alone (None).
@@ -152,11 +190,14 @@ def repair_messages(messages: Sequence[AnyMessage], scan: Scan | None = None,
     empty id is paired, in order, with the id-less calls of the message it
     follows. Results that belong to no call of the history stay where they
     are. The input is not modified. `scan` is `_scan(CLEAN, messages)` when
-    the caller already knows it (the middleware keeps it per thread).
+    the caller already knows it (the middleware keeps it per thread); `reuse`
+    keeps what an earlier repair of the same messages computed.
     """
     failed, still_open = _scan(CLEAN, messages) if scan is None else scan
     if not failed and not still_open:
         return None
+    fixed_calls = reuse.fixed_calls if reuse is not None else _fixed_calls
+    placeholder = reuse.placeholder if reuse is not None else _placeholder
     fixed: dict[int, tuple[list[dict[str, Any]], bool]] = {}
     renamed: dict[int, str] = {}  # position of an id-less result -> the id its call got
     tool_results: list[tuple[int, ToolMessage]] = []
@@ -166,8 +207,9 @@ def repair_messages(messages: Sequence[AnyMessage], scan: Scan | None = None,
             tool_results.append((position, message))
         elif isinstance(message, AIMessage) and (message.tool_calls
                                                  or message.invalid_tool_calls):
-            calls, changed, missing = _fixed_calls(message, position)
+            calls, changed, made_up = fixed_calls(message, position)
             fixed[position] = (calls, changed)
+            missing = list(made_up)
             follower = position + 1
             while missing and follower < len(history) and \
                     isinstance(history[follower], ToolMessage):
@@ -205,9 +247,8 @@ def repair_messages(messages: Sequence[AnyMessage], scan: Scan | None = None,
             answered.sort(key=result_order.__getitem__)
         repaired.extend(results[call_id] for call_id in answered)
         repaired.extend(
-            ToolMessage(content=INTERRUPTED_PLACEHOLDER if index < parsable
-                        else MALFORMED_PLACEHOLDER, status="error", tool_call_id=call["id"],
-                        name=call["name"])
+            placeholder(call["id"], call["name"], INTERRUPTED_PLACEHOLDER if index < parsable
+                        else MALFORMED_PLACEHOLDER)
             for index, call in enumerate(calls) if call["id"] not in results)
     if len(repaired) == len(history) and all(a is b for a, b in zip(repaired, history,
                                                                     strict=True)):
@@ -245,6 +286,7 @@ class DanglingToolCallMiddleware(AgentMiddleware[AgentState]):
     def __init__(self) -> None:
         super().__init__()
         self._scans: HistoryFold[Scan] = HistoryFold(CLEAN, _scan)
+        self._reuse = Reuse()
 
     def wrap_model_call(
         self,
@@ -261,7 +303,8 @@ class DanglingToolCallMiddleware(AgentMiddleware[AgentState]):
         return await handler(self._repaired(request))
 
     def _repaired(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
-        repaired = repair_messages(request.messages, self._scans.of_request(request))
+        repaired = repair_messages(request.messages, self._scans.of_request(request),
+                                   reuse=self._reuse)
         if repaired is None:
             return request
         logger.debug("model request: added %d placeholder result(s) and/or fixed malformed "

@@ -6,6 +6,9 @@ import asyncio
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain.agents.middleware.types import ModelRequest
 from langchain.tools import tool
 from langchain_core.messages import (
     AIMessage,
@@ -362,3 +365,28 @@ def test_a_well_formed_history_is_checked_in_one_pass():
 def test_system_messages_and_orphan_results_are_left_alone():
     history_ = [SystemMessage("s"), result("orphan"), HumanMessage("a")]
     assert repair_messages(history_) is None
+
+
+_CALL_IDS = st.sampled_from(["c1", "c2", "c3", ""])
+_NAMES = st.sampled_from(["bash", "ls", "bad name"])
+_MESSAGE = st.one_of(
+    st.builds(lambda i: HumanMessage("q", id=f"h{i}"), st.integers(0, 3)),
+    st.builds(lambda calls, i: AIMessage(content="", id=f"a{i}", tool_calls=[
+        {"name": name, "args": {}, "id": call_id, "type": "tool_call"}
+        for name, call_id in calls]),
+        st.lists(st.tuples(_NAMES, _CALL_IDS), max_size=2), st.integers(0, 3)),
+    st.builds(lambda call_id, i: ToolMessage("ok", tool_call_id=call_id, id=f"t{i}"),
+              _CALL_IDS, st.integers(0, 3)))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(_MESSAGE, max_size=7), min_size=1, max_size=4))
+def test_a_repair_reusing_earlier_work_equals_one_from_scratch(histories):
+    """The middleware reuses checks and placeholders across calls; each answer stays the same."""
+    middleware = DanglingToolCallMiddleware()
+    for messages in [*histories, *histories]:
+        request = ModelRequest(model=None, messages=messages, system_message=None, tools=[],
+                               state={"messages": messages}, runtime=None)
+        sent = middleware.wrap_model_call(request, lambda r: r).messages
+        expected = repair_messages(messages)
+        assert [m.__dict__ for m in sent] == [m.__dict__ for m in expected or messages]
