@@ -97,6 +97,10 @@ class ToolOutputBudgetMiddleware(AgentMiddleware):
         self.layout = layout
         self.config = config or ToolOutputConfig()
         self.exempt = frozenset(self.config.exempt_tools)
+        # No result this long or shorter is over any threshold (0: none is ever over).
+        limits = [self.config.externalize_min_chars, *self.config.tool_overrides.values(),
+                  self.config.fallback_max_chars]
+        self._floor = min((limit for limit in limits if limit), default=0)
         # Kept per thread and per message, so a model call looks only at the messages
         # added since the thread's previous call (docs/plugins.md).
         self._oversized: HistoryFold[tuple[int, ...]] = HistoryFold((), self._over_from)
@@ -124,10 +128,11 @@ class ToolOutputBudgetMiddleware(AgentMiddleware):
         return any(self._over(m) for m in _tool_messages(result))
 
     def _over(self, message: ToolMessage) -> bool:
-        if message.name in self.exempt or budgeted_output(message) is not None:
+        size = _size(message.content)
+        if size <= self._floor or message.name in self.exempt \
+                or budgeted_output(message) is not None:
             return False
         limit = self.config.threshold(message.name or "")
-        size = _size(message.content)
         if limit and size > limit:
             return True
         # Never saved (threshold 0): only the fallback cut applies.

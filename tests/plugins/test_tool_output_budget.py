@@ -11,12 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
 from antler.chain.config import ConfigError
 from antler.contracts.toolmeta import TOOL_META_KEY
 from antler.contracts.tooloutput import TOOL_OUTPUT_KEY, TOOL_RESULTS_DIRNAME
+from antler.plugins.tool_output_budget.config import ToolOutputConfig
+from antler.plugins.tool_output_budget.middleware import ToolOutputBudgetMiddleware
 from antler.plugins.tool_output_budget.synopsis import (
     PARSE_LIMIT,
     cut,
@@ -306,3 +310,22 @@ def test_head_and_tail_never_exceed_what_was_asked_and_never_overlap():
     assert text.index(tail) >= len(head)
     for limit in (60, 100, 1000):
         assert len(cut(text, limit, 40, 30, "x")) <= limit
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 30), st.dictionaries(st.sampled_from(["bash", "ls"]), st.integers(0, 30),
+                                           max_size=2),
+       st.sampled_from([0, 12, 40]), st.sampled_from(["bash", "ls", "read_file", None]),
+       st.integers(0, 45), st.booleans())
+def test_the_size_pre_check_never_changes_which_results_are_over(
+        threshold, overrides, fallback, name, size, budgeted):
+    """Results no longer than every threshold skip the rules; the answer stays the rules'."""
+    config = ToolOutputConfig(externalize_min_chars=threshold, tool_overrides=overrides,
+                              fallback_max_chars=fallback, fallback_head_chars=0,
+                              fallback_tail_chars=0)
+    message = ToolMessage("x" * size, tool_call_id="c", name=name, additional_kwargs=(
+        {TOOL_OUTPUT_KEY: {"chars": size}} if budgeted else {}))
+    limit = overrides.get(name or "", threshold)
+    expected = name not in config.exempt_tools and not budgeted and (
+        size > limit if limit else bool(fallback) and size > fallback)
+    assert ToolOutputBudgetMiddleware(None, config)._over(message) is expected
