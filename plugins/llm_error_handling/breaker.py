@@ -38,8 +38,13 @@ class CircuitBreaker:
         self._probing = False
         self._lock = threading.Lock()
 
+    # A closed breaker with nothing counted (the usual case) is read without the lock:
+    # a check or reset that finds nothing to change is ordered before any concurrent write.
+
     def allow(self) -> bool:
         """Whether a call may go ahead now (in half-open state: whether it is the trial)."""
+        if self.state == "closed":
+            return True
         with self._lock:
             if self.state == "open" and self.clock() - self._opened_at >= self.recovery_timeout:
                 self.state, self._probing = "half_open", False
@@ -58,6 +63,8 @@ class CircuitBreaker:
             return max(self.recovery_timeout - (self.clock() - self._opened_at), 0.0)
 
     def success(self) -> None:
+        if self.state == "closed" and not self.failures and not self._probing:
+            return
         with self._lock:
             self.state, self.failures, self._probing = "closed", 0, False
 

@@ -107,6 +107,9 @@ class LlmErrorHandlingMiddleware(AgentMiddleware[StopReasonState, Any, Any]):
 
     def breaker(self, model: str) -> CircuitBreaker:
         """The circuit breaker of the model named `model` (created on first use)."""
+        found = self._breakers.get(model)  # a dict lookup needs no lock; a creation does
+        if found is not None:
+            return found
         with self._lock:
             if model not in self._breakers:
                 settings = self.config.circuit_breaker

@@ -312,6 +312,20 @@ def test_the_circuit_opens_refuses_then_lets_one_trial_through():
     assert middleware.breaker("m1").state == "closed"
 
 
+def test_a_success_resets_the_count_and_a_clean_breaker_stays_closed():
+    breaker = CircuitBreaker(failure_threshold=3, recovery_timeout=5, clock=Clock())
+    breaker.success()                                # nothing to reset
+    assert (breaker.state, breaker.failures) == ("closed", 0) and breaker.allow()
+    breaker.failure()
+    breaker.failure()
+    breaker.success()                                # the count starts over
+    breaker.failure()
+    breaker.failure()
+    assert breaker.state == "closed" and breaker.failures == 2 and breaker.allow()
+    breaker.failure()
+    assert breaker.state == "open" and not breaker.allow()
+
+
 def test_non_retried_errors_and_rate_limits_do_not_count_and_free_the_trial():
     clock = Clock()
     breaker = CircuitBreaker(failure_threshold=1, recovery_timeout=5, clock=clock)
