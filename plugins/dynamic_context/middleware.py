@@ -106,16 +106,23 @@ _LEGACY_DATE = re.compile(r"<current_date>\s*(\d{4}-\d{2}-\d{2})")
 Clock = Callable[[], datetime]
 
 
+def day_of(now: datetime) -> str:
+    """``2026-12-01``: `now` as ``%Y-%m-%d`` writes it, without strftime's cost."""
+    if now.year < 1000:  # strftime does not pad such a year on every platform
+        return f"{now:%Y-%m-%d}"
+    return f"{now.year}-{now.month:02d}-{now.day:02d}"
+
+
 def format_date(now: datetime) -> str:
     """The date as the reminder states it: ``2026-12-01, Tuesday``."""
-    return f"{now:%Y-%m-%d}, {now:%A}"
+    return f"{day_of(now)}, {now:%A}"
 
 
 def date_reminder(now: datetime, *, message_id: str | None = None,
                   source: str = SOURCE) -> SystemMessage:
     """The hidden date reminder for `now`."""
     content = f"<system-reminder><current_date>{format_date(now)}</current_date></system-reminder>"
-    kwargs = {**hidden_marker(source), REMINDER_FLAG: True, DATE_FIELD: f"{now:%Y-%m-%d}"}
+    kwargs = {**hidden_marker(source), REMINDER_FLAG: True, DATE_FIELD: day_of(now)}
     return SystemMessage(content=content, id=message_id, additional_kwargs=kwargs)
 
 
@@ -218,7 +225,7 @@ class DynamicContextMiddleware(AgentMiddleware[Any, Any]):
             return None
         now = self.clock()
         latest = latest_reminder_date(messages)
-        if latest == f"{now:%Y-%m-%d}":
+        if latest == day_of(now):
             return None
         target = messages[index]
         target_id = target.id or str(uuid.uuid5(uuid.NAMESPACE_OID, repr(target.content)))

@@ -18,6 +18,7 @@ from antler.plugin_api.context import CLOCK, MEMORY_STORE
 from antler.plugins.dynamic_context.middleware import (
     DATE_FIELD,
     MEMORY_SUFFIX,
+    day_of,
     is_date_reminder,
     latest_reminder_date,
     memory_text,
@@ -318,3 +319,9 @@ def test_reinserted_ids_name_their_original():
     assert reinserted_from(reinserted_id("m1")) == "m1"
     assert reinserted_from("m1") is None and reinserted_from("__user") is None
     assert reinserted_from(None) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.datetimes())
+def test_the_day_is_written_as_strftime_writes_it(now):
+    assert day_of(now) == f"{now:%Y-%m-%d}"

@@ -27,7 +27,7 @@ from langchain.agents.middleware import AgentMiddleware
 
 from antler.plugin_api.context import BuildContext
 
-from ..middleware import Clock, clock_service, date_reminder, latest_reminder_date
+from ..middleware import Clock, clock_service, date_reminder, day_of, latest_reminder_date
 
 __all__ = ["SOURCE", "SubagentDateContextMiddleware", "build"]
 
@@ -49,7 +49,7 @@ class SubagentDateContextMiddleware(AgentMiddleware[Any, Any]):
 
     def _append(self, state: Any) -> dict[str, Any] | None:
         now = self.clock()
-        if latest_reminder_date(state.get("messages") or []) == f"{now:%Y-%m-%d}":
+        if latest_reminder_date(state.get("messages") or []) == day_of(now):
             return None
         return {"messages": [date_reminder(now, source=SOURCE)]}
 
