@@ -232,8 +232,10 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any, Any]):
             return None
         message = messages[-1]
         calls = list(message.tool_calls)
+        if not calls:
+            return None
         window = _window(state.get(STATE_KEY))
-        if not calls or (message.id is not None and window["counted"] == message.id):
+        if message.id is not None and window["counted"] == message.id:
             return None
 
         config = self.config
