@@ -280,7 +280,8 @@ class DanglingToolCallMiddleware(AgentMiddleware[AgentState]):
     Cost: the scan that tells a well-formed history is kept per thread
     (`antler.plugins._lib.historyfold`), so a model call scans only the
     messages added since the previous call of the thread; only a history that
-    needs repair is rebuilt in full.
+    needs repair is rebuilt in full, reusing the checks of its unchanged
+    messages and the placeholders of the calls still unanswered (`Reuse`).
     """
 
     def __init__(self) -> None:

@@ -34,7 +34,9 @@ Hooks:
   run left in progress shows as never finished; then the skills)
   go right after the request's leading system messages. Nothing is written
   back to `messages`. Summarization's own summary already stays in the
-  history, so it is not repeated here.
+  history, so it is not repeated here. A call whose record (and run) equals
+  the previous call's reuses that call's two messages instead of rendering
+  them again.
 
 Where it sits: both chains, immediately after skill_tool_policy (seed 000
 #17) and before summarization, so it captures before the history is

@@ -14,7 +14,9 @@ by blank lines, into one system message (the first one's id; their
 `additional_kwargs` merged, later ones winning), and removed from the
 messages; all other messages keep their order. Of several date reminders
 only the newest is kept. List content is flattened to its text. The
-conversation in the state is never changed.
+conversation in the state is never changed. Every model call of a thread
+merges the same parts, so a merge is kept and reused while its parts are
+unchanged (equal field by field).
 
 Where it sits: the innermost model wrapper of the guards (before
 `@guards_end`), so it merges the system messages every outer wrapper added;
