@@ -103,7 +103,14 @@ class ToolMeta(BaseModel):
         return self.status != "success"
 
     def as_dict(self) -> dict[str, Any]:
-        return self.model_dump(exclude_none=False)
+        if self.__pydantic_extra__:
+            return self.model_dump(exclude_none=False)
+        # The five fields only (every stamp without extras): a plain dict in field order,
+        # as `model_dump` gives it, without the serializer's cost.
+        return {"status": self.status, "error_type": self.error_type,
+                "recoverable_by_model": self.recoverable_by_model,
+                "recommended_next_action": self.recommended_next_action,
+                "source": self.source}
 
 
 def validate_tool_meta(value: Any) -> ToolMeta:
@@ -222,6 +229,28 @@ _PARTIAL_MARKERS: tuple[tuple[re.Pattern[str], str | None, str], ...] = (
 )
 
 
+_STANDARD_LIMIT = 256
+_standard: dict[tuple[str, str | None, bool, str, str], ToolMeta] = {}
+
+
+def _standard_meta(status: Status, error_type: str | None, recoverable: bool, action: str,
+                   source: str) -> ToolMeta:
+    """The (frozen, so shareable) metadata of these five values, built once per process.
+
+    `result_meta` gives one of a few dozen stamps; building each once saves the model's
+    validation on every tool result. Bounded: past `_STANDARD_LIMIT` distinct sources'
+    stamps, new ones are built each time.
+    """
+    key = (status, error_type, recoverable, action, source)
+    meta = _standard.get(key)
+    if meta is None:
+        meta = ToolMeta(status=status, error_type=error_type, recoverable_by_model=recoverable,
+                        recommended_next_action=action, source=source)
+        if len(_standard) < _STANDARD_LIMIT:
+            _standard[key] = meta
+    return meta
+
+
 def result_meta(text: str, *, errored: bool = False, source: str = "tool") -> ToolMeta:
     """The metadata of a tool result that carries none, judged from its text.
 
@@ -232,11 +261,11 @@ def result_meta(text: str, *, errored: bool = False, source: str = "tool") -> To
     """
     if errored or is_error_payload(text):
         error_type, recoverable, action = classify_error_text(text)
-        return ToolMeta(status="error", error_type=error_type, recoverable_by_model=recoverable,
-                        recommended_next_action=action, source=source)
+        return _standard_meta("error", error_type, recoverable, action, source)
     head = text[:4096]
+    # A text of at most 512 characters is its own tail, already searched as the head.
+    tail = text[-512:] if len(text) > 512 else None
     for pattern, partial_type, next_action in _PARTIAL_MARKERS:
-        if pattern.search(head) or pattern.search(text[-512:]):
-            return ToolMeta(status="partial_success", error_type=partial_type,
-                            recommended_next_action=next_action, source=source)
-    return ToolMeta(status="success", source=source)
+        if pattern.search(head) or (tail is not None and pattern.search(tail)):
+            return _standard_meta("partial_success", partial_type, True, next_action, source)
+    return _standard_meta("success", None, True, "continue", source)
