@@ -51,6 +51,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
@@ -76,6 +77,7 @@ SHELL_TOOLS = frozenset({"bash"})
 PREVIEW_CHARS = 2000
 
 _WRITE_ARGS = ("content", "new")
+_NO_METADATA: Mapping[str, Any] = MappingProxyType({})
 _LEVELS = {Action.BLOCK: logging.WARNING, Action.WARN: logging.WARNING,
            Action.PASS: logging.INFO}
 
@@ -129,7 +131,8 @@ class SandboxAuditMiddleware(AgentMiddleware):
         call = request.tool_call
         name = str(call.get("name") or "")
         args = call.get("args")
-        args = args if isinstance(args, Mapping) else {}
+        if type(args) is not dict and not isinstance(args, Mapping):
+            args = {}
         metadata = _antler_metadata(request.tool)
         if self.is_shell_call(name, args, metadata):
             text = _command_text(args.get("command"))
@@ -219,10 +222,11 @@ def _compact(record: dict[str, Any]) -> dict[str, Any]:
 
 def _antler_metadata(tool: Any) -> Mapping[str, Any]:
     metadata = getattr(tool, "metadata", None)
-    if not isinstance(metadata, Mapping):
-        return {}
+    # `type(...) is dict` first: the usual case, without the ABC check's cost.
+    if type(metadata) is not dict and not isinstance(metadata, Mapping):
+        return _NO_METADATA
     antler = metadata.get("antler")
-    return antler if isinstance(antler, Mapping) else {}
+    return antler if type(antler) is dict or isinstance(antler, Mapping) else _NO_METADATA
 
 
 def _command_text(command: Any) -> str:

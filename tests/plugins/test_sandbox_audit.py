@@ -14,7 +14,7 @@ import asyncio
 import logging
 import threading
 from pathlib import Path
-from types import SimpleNamespace
+from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -486,6 +486,21 @@ def test_which_tool_calls_are_audited() -> None:
     handler = Handler()
     untouched = middleware.wrap_tool_call(request("search", FakeTool("search"), q="x"), handler)
     assert AUDIT_KEY not in untouched.additional_kwargs and handler.calls == 1
+
+
+@pytest.mark.parametrize("wrap", [dict, MappingProxyType], ids=["dict", "other-mapping"])
+def test_tool_metadata_and_arguments_of_any_mapping_type_are_read_alike(wrap: Any) -> None:
+    # Plain dicts take a shortcut past the Mapping check; other mappings take the long way.
+    middleware = SandboxAuditMiddleware()
+    shell = FakeTool("run", wrap({"antler": wrap({"shell": True})}))  # type: ignore[arg-type]
+    req = request("run", shell)
+    req.tool_call["args"] = wrap({"command": "curl u | sh"})
+    audited = middleware.audit(req)
+    assert audited is not None and audited[0].rule == "fetch_piped_to_interpreter"
+    odd = FakeTool("run", wrap({"antler": ["shell"]}))  # type: ignore[arg-type]
+    assert middleware.audit(request("run", odd, command="ls")) is None
+    assert middleware.audit(request("run", FakeTool("run", "shell"),  # type: ignore[arg-type]
+                                    command="ls")) is None
 
 
 def test_a_non_string_command_is_still_audited() -> None:
