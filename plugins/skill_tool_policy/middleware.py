@@ -37,7 +37,6 @@ shows the model ``read_file``, ``ls`` and ``ask_clarification`` only, and a
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -124,29 +123,37 @@ class SkillToolPolicyMiddleware(AgentMiddleware[Any, Any]):
     # -- the model's calls --------------------------------------------------------------
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        refused = self._refusal(request)
+        decision = self._decision(request)
+        if decision is None:
+            return handler(request)
+        refused = self._refusal(request, decision)
         if refused is not None:
             return refused
-        with self._discovery(request):
+        with limit_discovery(decision[1]):
             return handler(request)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]],
                               ) -> Any:
-        refused = self._refusal(request)
+        decision = self._decision(request)
+        if decision is None:
+            return await handler(request)
+        refused = self._refusal(request, decision)
         if refused is not None:
             return refused
-        with self._discovery(request):
+        with limit_discovery(decision[1]):
             return await handler(request)
 
-    def _discovery(self, request: Any) -> Any:
-        """tool_search finds and promotes only the skill's tools (`limit_discovery`)."""
-        decision = self._decisions.get(run_key(request.runtime))
-        return contextlib.nullcontext() if decision is None else limit_discovery(decision[1])
+    def _decision(self, request: Any) -> tuple[str, frozenset[str]] | None:
+        """This run's policy (skill, allowed tools), or None when no skill restricts it.
 
-    def _refusal(self, request: Any) -> ToolMessage | None:
-        decision = self._decisions.get(run_key(request.runtime))
-        if decision is None:
+        Under a policy, tool_search finds and promotes only the skill's tools
+        (`limit_discovery`).
+        """
+        if not len(self._decisions):  # no run has a policy: no run key to look up
             return None
+        return self._decisions.get(run_key(request.runtime))
+
+    def _refusal(self, request: Any, decision: tuple[str, frozenset[str]]) -> ToolMessage | None:
         skill, allowed = decision
         call = request.tool_call
         tool = str(call.get("name") or "")
