@@ -198,13 +198,15 @@ def annotate(result: ToolMessage | Command[Any], record: dict[str, Any],
     compact = _compact(record)
     if isinstance(result, ToolMessage):
         return _annotated(result, compact)
-    if isinstance(result, Command) and isinstance(result.update, Mapping):
-        messages = result.update.get("messages")
+    update = result.update if isinstance(result, Command) else None
+    # A dict (the usual update) skips the slower Mapping ABC check.
+    if update is not None and (type(update) is dict or isinstance(update, Mapping)):
+        messages = update.get("messages")
         if isinstance(messages, list):
             marked = [_annotated(m, compact) if isinstance(m, ToolMessage)
                       and m.tool_call_id == record.get("tool_call_id") else m
                       for m in messages]
-            return dataclasses.replace(result, update={**result.update, "messages": marked})
+            return dataclasses.replace(result, update={**update, "messages": marked})
     return result
 
 

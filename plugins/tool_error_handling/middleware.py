@@ -95,11 +95,13 @@ def stamp_result(result: Any) -> Any:
     """`result` with metadata on every `ToolMessage` in it that has none yet."""
     if isinstance(result, ToolMessage):
         return _stamped(result)
-    if isinstance(result, Command) and isinstance(result.update, Mapping):
-        messages = result.update.get("messages")
+    update = result.update if isinstance(result, Command) else None
+    # A dict (the usual update) skips the slower Mapping ABC check.
+    if update is not None and (type(update) is dict or isinstance(update, Mapping)):
+        messages = update.get("messages")
         if isinstance(messages, list) and any(_unstamped(m) for m in messages):
             stamped = [_stamped(m) if isinstance(m, ToolMessage) else m for m in messages]
-            return dataclasses.replace(result, update={**result.update, "messages": stamped})
+            return dataclasses.replace(result, update={**update, "messages": stamped})
     return result
 
 
