@@ -1,9 +1,10 @@
 """Which front end reads a command: bashlex where it parses faithfully, else the tokenizer.
 
-The tokenizer (`splitter.py`) always runs first: it is linear, measures
-nesting and enforces the work budget. bashlex (`bashlex_walker.py`) then gets
-the short, shallow commands it can take, except commands of plain words only,
-which both front ends read the same way.
+The tokenizer (`splitter.py`) runs first: it is linear, measures nesting and
+enforces the work budget. bashlex (`bashlex_walker.py`) then gets the short,
+shallow commands it can take, except commands of plain words only, which both
+front ends read the same way; their script is built straight from the words
+(`splitter.split_plain`, what the tokenizer would build).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Literal
 
 from . import bashlex_walker, parse_worker
 from .script import Script
-from .splitter import Budget, split
+from .splitter import Budget, split, split_plain
 
 __all__ = ["Parser", "parse", "plain_words"]
 
@@ -50,8 +51,10 @@ def parse(text: str, parser: Parser, budget: Budget) -> tuple[Script, str]:
 
     Raises what `splitter.split` raises (`TooDeep`, `TooComplex`).
     """
+    if parser != "bashlex" and plain_words(text):
+        return split_plain(text, budget), "tokenizer"
     script = split(text, budget=budget)
-    if parser == "tokenizer" or (parser == "auto" and plain_words(text)):
+    if parser == "tokenizer":
         return script, "tokenizer"
     if bashlex_walker.eligible(text, _depth_hint(text)):
         try:

@@ -55,6 +55,7 @@ __all__ = [
     "decode_ansi_c",
     "scan_body",
     "split",
+    "split_plain",
 ]
 
 MAX_DEPTH = 64
@@ -1009,6 +1010,25 @@ def scan_body(text: str, base: int = 0, body_depth: int = 0, budget: Budget | No
             splitter._close_scope(n)
     return list(root.wsubs or []), list(root.wparams or [])
 
+
+
+def split_plain(text: str, budget: Budget) -> Script:
+    """`split(text, budget=budget)` for one command of plain words (`frontend.plain_words`).
+
+    Such a text is one simple command: no quoting, expansion, operator,
+    redirect, keyword or assignment, words separated by spaces. So its script
+    is that command's words at their offsets, and it spends what `split` spends
+    on it: one word each, then one node. The differential tests hold the two to
+    the same structure and budget.
+    """
+    words = [Word(match.group(), match.start()) for match in _NONBLANK.finditer(text)]
+    budget.spend_words(len(words))
+    budget.spend_nodes()
+    command = Command(words[0].start)
+    command.words = words
+    pipeline = Pipeline(command.start)
+    pipeline.stages.append(command)
+    return Script([pipeline])
 
 
 def split(text: str, *, base: int = 0, budget: Budget | None = None) -> Script:
