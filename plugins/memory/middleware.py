@@ -73,8 +73,13 @@ def is_injected(message: BaseMessage) -> bool:
 
 
 def _clean_text(message: BaseMessage) -> str:
-    text = _UPLOADED_FILES.sub("", message_text(message))
-    return _BLANK_LINES.sub("\n\n", text).strip()
+    text = message_text(message)
+    # Each pattern starts with its literal: a text without it has nothing to replace.
+    if "<uploaded_files>" in text:
+        text = _UPLOADED_FILES.sub("", text)
+    if "\n\n\n" in text:
+        text = _BLANK_LINES.sub("\n\n", text)
+    return text.strip()
 
 
 def filter_messages_for_memory(messages: Iterable[BaseMessage]) -> list[BaseMessage]:

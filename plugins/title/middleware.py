@@ -88,7 +88,9 @@ def message_text(message: BaseMessage) -> str:
     prepends is removed, since file lists say nothing about the topic.
     Whitespace is collapsed to single spaces.
     """
-    text = _UPLOADED_FILES.sub(" ", contract_text(message))
+    text = contract_text(message)
+    if "<uploaded_files>" in text:  # the pattern's literal start: without it, nothing to drop
+        text = _UPLOADED_FILES.sub(" ", text)
     return " ".join(text.split())
 
 

@@ -81,7 +81,8 @@ AUDIT_KEY = "tool_result_sanitization"
 
 def _metadata(tool: Any) -> Mapping[str, Any]:
     metadata = getattr(tool, "metadata", None)
-    return metadata if isinstance(metadata, Mapping) else {}
+    # A dict (the usual metadata) skips the slower Mapping ABC check.
+    return metadata if type(metadata) is dict or isinstance(metadata, Mapping) else {}
 
 
 def is_remote_content_tool(tool: Any, name: str | None = None,
@@ -94,7 +95,8 @@ def is_remote_content_tool(tool: Any, name: str | None = None,
     if is_mcp_tool(tool):
         return True
     antler = _metadata(tool).get("antler")
-    return isinstance(antler, Mapping) and antler.get("remote_content") is True
+    return (type(antler) is dict or isinstance(antler, Mapping)) \
+        and antler.get("remote_content") is True
 
 
 SEED_REMOTE_TOOLS = ("web_fetch", "web_search", "image_search", "web_capture")

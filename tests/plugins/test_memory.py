@@ -13,6 +13,8 @@ import os
 import threading
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
@@ -31,6 +33,7 @@ from antler.plugins._lib.memory import (
     conversation_text,
     parse_facts,
 )
+from antler.plugins.memory import middleware as memory_module
 from antler.plugins.memory.middleware import filter_messages_for_memory, is_injected
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
@@ -448,3 +451,16 @@ def test_conversation_text_keeps_the_most_recent_part():
     text = conversation_text(messages, max_chars=50)
     assert text.startswith("[... earlier conversation omitted ...]")
     assert text.endswith("y" * 50)
+
+
+_PIECES = st.sampled_from(["<uploaded_files>", "</uploaded_files>", "\n", "\n\n\n", "a.csv",
+                           " ", "text", "<uploaded_files", "\n\n"])
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.one_of(_PIECES, st.text(max_size=12)), max_size=10).map("".join))
+def test_the_memory_copy_text_is_the_patterns_text(text):
+    # The cleaning skips a pattern whose literal start is absent: the same text results.
+    expected = memory_module._BLANK_LINES.sub(
+        "\n\n", memory_module._UPLOADED_FILES.sub("", text)).strip()
+    assert memory_module._clean_text(HumanMessage(text)) == expected

@@ -11,6 +11,8 @@ import asyncio
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
@@ -27,6 +29,7 @@ from antler.plugin_api.context import (
     Services,
 )
 from antler.plugin_api.registry import discover
+from antler.plugins.title import middleware as title_module
 from antler.plugins.title.config import TitleConfig
 from antler.plugins.title.middleware import (
     TitleMiddleware,
@@ -276,3 +279,12 @@ def test_hook_returns_nothing_once_titled():
     state = {"title": "Done", "messages": [HumanMessage("q"), AIMessage("a")]}
     assert middleware.after_model(state, None) is None
     assert asyncio.run(middleware.aafter_model(state, None)) is None
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.one_of(st.sampled_from(["<uploaded_files>", "</uploaded_files>", "\n", " ",
+                                           "<uploaded_files", "x"]),
+                          st.text(max_size=12)), max_size=10).map("".join))
+def test_message_text_drops_upload_blocks_as_the_pattern_does(text):
+    expected = " ".join(title_module._UPLOADED_FILES.sub(" ", text).split())
+    assert message_text(HumanMessage(text)) == expected
