@@ -48,7 +48,7 @@ from antler.plugins._lib.historyfold import HistoryFold
 from antler.plugins._lib.memory import create_memory_queue
 from antler.plugins._lib.memory.service import shared_store
 from antler.runtime.models import resolve_reference, side_call_model
-from antler.runtime.runcontext import run_context, run_id_of, thread_id_of
+from antler.runtime.runcontext import run_context, run_key_of
 
 from .config import MemoryConfig
 
@@ -179,11 +179,11 @@ class MemoryMiddleware(AgentMiddleware[Any, Any]):
             self.queue.add(**submission)
 
     def _submission(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        thread_id = thread_id_of(runtime)
+        thread_id, run_id = run_key_of(runtime)  # the run's config read once for both
         if not thread_id:
             logger.debug("memory: run without a thread id; nothing queued")
             return None
-        if (stop_reason_of(state, run_id_of(runtime)) or {}).get("reason") == INPUT_REFUSED:
+        if (stop_reason_of(state, run_id) or {}).get("reason") == INPUT_REFUSED:
             logger.debug("memory: the run's input was refused; nothing queued")
             return None
         messages = list(self._kept(thread_id, state.get("messages") or []))
