@@ -87,6 +87,25 @@ def test_release_keeps_sandbox_for_reuse(
     assert provider.get(sandbox_id).read_file("state.txt") == "from turn 1"
 
 
+def test_existing_sandbox_id_looks_up_without_creating(
+    provider: LocalSandboxProvider, layout: PathLayout
+) -> None:
+    paths = layout.thread("alice", "t1")
+    assert provider.existing_sandbox_id(paths) is None
+    assert not layout.base.exists()  # looking up created nothing
+    sandbox_id = provider.acquire(paths)
+    assert provider.existing_sandbox_id(layout.thread("alice", "t1")) == sandbox_id
+    assert provider.existing_sandbox_id(layout.thread("bob", "t1")) is None
+
+
+def test_the_default_existing_sandbox_id_acquires(
+    provider: LocalSandboxProvider, layout: PathLayout
+) -> None:
+    # A provider that does not override it answers by acquiring (the base class's way).
+    paths = layout.thread("alice", "t1")
+    assert SandboxProvider.existing_sandbox_id(provider, paths) == provider.acquire(paths)
+
+
 def test_unknown_sandbox_id_is_reported(provider: LocalSandboxProvider) -> None:
     with pytest.raises(SandboxNotFoundError, match="no such sandbox: 'nope'"):
         provider.get("nope")

@@ -139,9 +139,9 @@ class SandboxMiddleware(AgentMiddleware[SandboxState]):
         sandbox and records ``{"sandbox_id": ...}`` in state ``sandbox``.
 
     ``after_agent`` / ``aafter_agent``
-        When state records a sandbox, releases the thread's own (acquiring for
-        the thread's paths gives its id; the id in state is never trusted, see
-        `_release_own`). Releasing tells the provider this run is done with
+        When state records a sandbox, releases the thread's own (the one the
+        provider handed out for the thread's paths; the id in state is never
+        trusted, see `_release_own`). Releasing tells the provider this run is done with
         it; the provider keeps it for the thread's next run. Sandboxes are torn
         down only when the agent closes (provider shutdown).
 
@@ -194,13 +194,15 @@ class SandboxMiddleware(AgentMiddleware[SandboxState]):
         return {"sandbox": {"sandbox_id": sandbox_id}}
 
     def _release_own(self, runtime: Runtime[Any]) -> None:
-        """Release the thread's own sandbox, the one acquiring for its paths gives.
+        """Release the thread's own sandbox, the one the provider handed out for its paths.
 
         Never the id state names: the thread's owner can write state
         (`update_state`), and releasing ends what a sandbox runs in the
         background, so a forged id would stop another thread's work.
         """
-        sandbox_id = self.provider.acquire(thread_paths(self.layout, runtime))
+        sandbox_id = self.provider.existing_sandbox_id(thread_paths(self.layout, runtime))
+        if sandbox_id is None:
+            return  # the thread has no sandbox (in this process): nothing runs for it
         try:
             self.provider.release(sandbox_id)
         except SandboxNotFoundError:

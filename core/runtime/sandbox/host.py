@@ -592,6 +592,10 @@ class HostSandboxProvider(SandboxProvider):
             sandbox_id = f"{candidate}#{n}"
         return sandbox_id
 
+    def existing_sandbox_id(self, thread_paths: ThreadPaths) -> str | None:
+        with self._lock:
+            return self._id_by_dir.get(thread_paths.user_data)
+
     def get(self, sandbox_id: str) -> HostSandbox:
         with self._lock:
             sandbox = self._by_id.get(sandbox_id)

@@ -141,6 +141,16 @@ class SandboxProvider(ABC):
         keeps its sandbox (and whatever state it holds) across turns.
         """
 
+    def existing_sandbox_id(self, thread_paths: ThreadPaths) -> str | None:
+        """The id of the sandbox handed out for this thread, or None when it has none.
+
+        What a caller checks an id it was given against (an id recorded in
+        state, which the thread's owner can write). The default acquires, so it
+        creates the sandbox when there is none; a provider that can look the id
+        up without side effects overrides it.
+        """
+        return self.acquire(thread_paths)
+
     @abstractmethod
     def get(self, sandbox_id: str) -> Sandbox:
         """Return the sandbox handed out under ``sandbox_id``.
