@@ -31,8 +31,10 @@ def error_fallback_message(text: str, *, error_type: str, reason: str,
 def error_fallback_of(message: Any) -> dict[str, Any] | None:
     """The marker of an error-fallback reply, or None for any other message."""
     kwargs = getattr(message, "additional_kwargs", None)
+    if not kwargs:
+        return None  # most messages: nothing to look at
     marker = kwargs.get(ERROR_FALLBACK_KEY) if isinstance(kwargs, Mapping) else None
-    return dict(marker) if isinstance(marker, Mapping) else None
+    return dict(marker) if marker is not None and isinstance(marker, Mapping) else None
 
 
 def is_error_fallback(message: Any) -> bool:

@@ -48,8 +48,12 @@ def is_hidden(message: Any) -> bool:
 
     Decided by the server-owned markers alone, never by the message's ``name``.
     """
-    kwargs = getattr(message, "additional_kwargs", None) or {}
-    return bool(kwargs.get(HIDDEN_KEY)) or any(kwargs.get(key) for key in _LEGACY_MARKERS)
+    kwargs = getattr(message, "additional_kwargs", None)
+    if not kwargs:
+        return False  # most messages carry no extra fields at all
+    if kwargs.get(HIDDEN_KEY):
+        return True
+    return any(kwargs.get(key) for key in _LEGACY_MARKERS)
 
 
 def hidden_source(message: Any) -> str | None:
