@@ -22,10 +22,17 @@ What differs from `create_agent` for a local run:
   locally. What outlives runs (sandboxes kept for a thread's next run, memory
   updates still debouncing) is settled when the server process exits
   (`AntlerAgent.close`, registered with `atexit` by `antler.server`).
+* **Only messages and resumes as a run's input.** A client may send a
+  `Command` as a run's input. One with `resume` continues a paused run; one
+  with `update` or `goto` would write the thread's channels directly,
+  skipping the input step and with it the input boundary (allowed roles,
+  server-owned keys, provenance). The served graph refuses those with an
+  `InputError` (`refuse_state_commands`), as `AntlerAgent` does locally.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -34,11 +41,11 @@ from antler.chain.config import load_config
 from antler.plugin_api.context import DEPLOYMENT, RuntimeOptions
 from antler.plugin_api.registry import PluginRegistry, discover
 
-from .agent import AntlerAgent, create_agent, model_supports_vision
+from .agent import AntlerAgent, create_agent, is_resume, model_supports_vision
 from .models import ModelCatalog
 from .runcontext import RunContext, TrustingRunContext
 
-__all__ = ["CONFIG_ENV", "build_server_agent"]
+__all__ = ["CONFIG_ENV", "build_server_agent", "refuse_state_commands"]
 
 CONFIG_ENV = "ANTLER_CONFIG"
 """The environment variable naming the operator config the server builds from."""
@@ -71,5 +78,31 @@ def build_server_agent(config_path: str | Path | None = None, *,
         **options)
     # The server hands each run its own store and refuses a graph that brings one;
     # plugins keep the shared store they took from the services at build time.
-    agent.graph = agent.graph.copy(update={"store": None})
+    agent.graph = refuse_state_commands(agent.graph.copy(update={"store": None}))
     return agent
+
+
+def refuse_state_commands(graph: Any) -> Any:
+    """`graph`, refusing a `Command` input other than `Command(resume=...)` (an `InputError`).
+
+    Every way of running the graph (`invoke`, `ainvoke`, `astream_events`, the
+    server's own streaming) goes through `stream` or `astream`, and copies
+    (`graph.copy`, `with_config`) keep the class, so the check holds for them too.
+    """
+    base: Any = type(graph)
+    graph.__class__ = _guarded(base)
+    return graph
+
+
+@functools.cache
+def _guarded(base: Any) -> Any:
+    def stream(self: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
+        is_resume(input)  # raises for a Command that writes or jumps
+        return base.stream(self, input, *args, **kwargs)
+
+    def astream(self: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
+        is_resume(input)
+        return base.astream(self, input, *args, **kwargs)
+
+    return type(base.__name__, (base,), {"stream": stream, "astream": astream,
+                                         "__module__": base.__module__})
