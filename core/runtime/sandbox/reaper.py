@@ -112,21 +112,22 @@ def _environment_has(pid: str, needle: bytes) -> bool:
 
 def _kernel_thread(pid: str) -> bool:
     """Whether `pid` is a kernel thread (always an empty environment): kthreadd's or a child."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            ppid = int(handle.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return True  # gone meanwhile: nothing to wait for
-    return pid == "2" or ppid == 2
+    ppid = _stat_field(pid, 1)
+    return pid == "2" or ppid is None or ppid == 2  # None: gone meanwhile, nothing to wait for
 
 
 def _session_of(pid: str) -> int | None:
+    return _stat_field(pid, 3)
+
+
+def _stat_field(pid: str, index: int) -> int | None:
+    """Field `index` after the command name in /proc/<pid>/stat (0 state, 1 ppid, 2 pgrp,
+    3 session), or None when the process is gone."""
+    stat = _read(f"/proc/{pid}/stat")
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            # The command name may hold spaces; the fields after its ')' do not.
-            fields = handle.read().rsplit(b")", 1)[1].split()
-        return int(fields[3])  # state, ppid, pgrp, session
-    except (OSError, IndexError, ValueError):
+        # The command name may hold spaces; the fields after its ')' do not.
+        return int(stat.rsplit(b")", 1)[1].split()[index]) if stat else None
+    except (IndexError, ValueError):
         return None
 
 
