@@ -124,18 +124,18 @@ class ModelHooks(_StepRunner):
         graph.nodes[MODEL_NODE] = node.copy(update)
 
     def _continue(self, run: _Run, runtime: Any, config: RunnableConfig) -> Any:
-        _run_steps(run, self._steps(), config)
+        _run_steps(run, self._steps(), runtime, config)
         if self._ends(run, config):
             run.jumped = False
-            _run_steps(run, self.end, config)
+            _run_steps(run, self.end, runtime, config)
             self._mark(run)
         return run.finish(runtime)
 
     async def _acontinue(self, run: _Run, runtime: Any, config: RunnableConfig) -> Any:
-        await _arun_steps(run, self._steps(), config)
+        await _arun_steps(run, self._steps(), runtime, config)
         if self._ends(run, config):
             run.jumped = False
-            await _arun_steps(run, self.end, config)
+            await _arun_steps(run, self.end, runtime, config)
             self._mark(run)
         return run.finish(runtime)
 

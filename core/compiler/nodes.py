@@ -110,6 +110,10 @@ class _Step:
     loop_exit: bool = False
     """The last `after_model` hook of a turn: LangChain's edge routes whatever it writes
     to `jump_to`, declared or not."""
+    direct: Any = None
+    """The sync hook itself, when `call.invoke` would only call it with the runtime."""
+    adirect: Any = None
+    """The async hook itself, likewise for `call.ainvoke`."""
 
 
 def _step(original: Any, proxy: Any, member: Member, kind: str) -> _Step:
@@ -119,9 +123,22 @@ def _step(original: Any, proxy: Any, member: Member, kind: str) -> _Step:
     sync = getattr(proxy, kind) if _overrides(cls, kind) else None
     async_ = getattr(proxy, "a" + kind) if _overrides(cls, "a" + kind) else None
     node = f"{member.name}.{kind}"
-    return _Step(member.label, node, RunnableCallable(sync, async_, trace=False),
-                 member.can_jump.get(kind, ()),
-                 traced=RunnableCallable(sync, async_, name=node, trace=True))
+    call = RunnableCallable(sync, async_, trace=False)
+    return _Step(member.label, node, call, member.can_jump.get(kind, ()),
+                 traced=RunnableCallable(sync, async_, name=node, trace=True),
+                 direct=_direct(call, sync), adirect=_direct(call, async_))
+
+
+def _direct(call: Any, hook: Any) -> Any:
+    """`hook` when all `call` (its untraced RunnableCallable) would add is the runtime.
+
+    That is a hook whose only parameter besides the state is `runtime` (every
+    `before_*`/`after_*` hook of the usual form): `_invoke` then calls it
+    without building the keyword arguments `RunnableCallable.invoke` builds.
+    """
+    if hook is None or call.kwargs or call.explode_args or set(call.func_accepts) != {"runtime"}:
+        return None
+    return hook
 
 
 def _fused_middleware(base: type, name: str, kind: str, steps: list[_Step],
@@ -236,26 +253,36 @@ class _StepRunner:
 
     def _continue(self, run: _Run, runtime: Any, config: RunnableConfig) -> Any:
         """Run the steps on `run`'s view; the node's writes."""
-        _run_steps(run, self._steps(), config)
+        _run_steps(run, self._steps(), runtime, config)
         return run.finish(runtime)
 
     async def _acontinue(self, run: _Run, runtime: Any, config: RunnableConfig) -> Any:
-        await _arun_steps(run, self._steps(), config)
+        await _arun_steps(run, self._steps(), runtime, config)
         return run.finish(runtime)
 
 
-def _run_steps(run: _Run, steps: Iterable[_Step], config: RunnableConfig) -> None:
-    """Run `steps` one after another on `run`'s view, until one ends the group."""
+def _run_steps(run: _Run, steps: Iterable[_Step], runtime: Any, config: RunnableConfig,
+               ) -> None:
+    """Run `steps` one after another on `run`'s view, until one ends the group.
+
+    `runtime` is the node's own (LangGraph's `Runtime` of this task), which is
+    what each member would be given as a node of its own.
+    """
+    direct = runtime is not None and not _listened(config)
     for step in steps:
         started = time.perf_counter()
-        if run.absorb(step, _invoke(step, run.member_state(), config), started):
+        if run.absorb(step, _invoke(step, run.member_state(), runtime if direct else None,
+                                    config), started):
             break
 
 
-async def _arun_steps(run: _Run, steps: Iterable[_Step], config: RunnableConfig) -> None:
+async def _arun_steps(run: _Run, steps: Iterable[_Step], runtime: Any, config: RunnableConfig,
+                      ) -> None:
+    direct = runtime is not None and not _listened(config)
     for step in steps:
         started = time.perf_counter()
-        if run.absorb(step, await _ainvoke(step, run.member_state(), config), started):
+        if run.absorb(step, await _ainvoke(step, run.member_state(),
+                                           runtime if direct else None, config), started):
             break
 
 
@@ -317,26 +344,55 @@ def _runnable(step: _Step, config: RunnableConfig) -> Any:
     return step.traced if step.traced is not None and _listened(config) else step.call
 
 
-def _invoke(step: _Step, state: dict[str, Any], config: RunnableConfig) -> Any:
-    from langchain_core.runnables.config import var_child_runnable_config
-
+def _invoke(step: _Step, state: dict[str, Any], runtime: Any, config: RunnableConfig) -> Any:
+    """`step` on `state`: its hook called directly when `runtime` is given (nothing
+    listens) and the hook allows it (`_Step.direct`), else through its runnable."""
+    var = _child_config_var()
     member = _member_config(step, config)
-    token = var_child_runnable_config.set(member)
+    token = var.set(member)
     try:
+        if runtime is not None and step.direct is not None:
+            return _settled(step.direct(state, runtime=runtime), state, member)
         return _runnable(step, member).invoke(state, member)
     finally:
-        var_child_runnable_config.reset(token)
+        var.reset(token)
 
 
-async def _ainvoke(step: _Step, state: dict[str, Any], config: RunnableConfig) -> Any:
-    from langchain_core.runnables.config import var_child_runnable_config
-
+async def _ainvoke(step: _Step, state: dict[str, Any], runtime: Any,
+                   config: RunnableConfig) -> Any:
+    var = _child_config_var()
     member = _member_config(step, config)
-    token = var_child_runnable_config.set(member)
+    token = var.set(member)
     try:
+        if runtime is not None and step.adirect is not None:
+            result = await step.adirect(state, runtime=runtime)
+            if _is_runnable(result):  # as RunnableCallable.ainvoke recurses
+                return await result.ainvoke(state, member)
+            return result
         return await _runnable(step, member).ainvoke(state, member)
     finally:
-        var_child_runnable_config.reset(token)
+        var.reset(token)
+
+
+@functools.cache
+def _child_config_var() -> Any:
+    """LangChain's context variable holding the config a runnable called now inherits."""
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    return var_child_runnable_config
+
+
+def _settled(result: Any, state: dict[str, Any], config: RunnableConfig) -> Any:
+    """A hook's result as `RunnableCallable.invoke` returns it (a runnable is invoked)."""
+    return result.invoke(state, config) if _is_runnable(result) else result
+
+
+def _is_runnable(result: Any) -> bool:
+    if result is None or type(result) is dict:
+        return False  # the usual results: no isinstance check against the ABC
+    from langchain_core.runnables import Runnable
+
+    return isinstance(result, Runnable)
 
 
 class _Run:

@@ -87,7 +87,7 @@ class ToolsEnd(_StepRunner):
         run = self._ending(input, result, key, config)
         if run is None:
             return result
-        _run_steps(run, self.end, config)
+        _run_steps(run, self.end, runtime, config)
         return self._finish(run, runtime, key)
 
     async def arun(self, input: Any, runtime: Any, config: RunnableConfig) -> Any:
@@ -98,7 +98,7 @@ class ToolsEnd(_StepRunner):
         run = self._ending(input, result, key, config)
         if run is None:
             return result
-        await _arun_steps(run, self.end, config)
+        await _arun_steps(run, self.end, runtime, config)
         return self._finish(run, runtime, key)
 
     def _ending(self, input: Any, result: Any, key: Any, config: RunnableConfig) -> _Run | None:

@@ -25,6 +25,7 @@ its own layer (manifest `fusable: false`).
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -101,6 +102,10 @@ def _fused_wraps_class(base: type, kind: str) -> type:
         return await self._acall(request, handler)
 
     hook.__name__, ahook.__name__ = kind, "a" + kind
+    # LangChain puts the layer under LangSmith's `traceable`, which reads the hook's
+    # signature on every call: given here, it is not worked out again each time.
+    hook.__signature__ = inspect.signature(hook)  # type: ignore[attr-defined]
+    ahook.__signature__ = inspect.signature(ahook)  # type: ignore[attr-defined]
     return type("FusedWraps", (FusedWraps, base), {
         kind: hook, "a" + kind: ahook, "__module__": __name__})
 
