@@ -82,6 +82,32 @@ class Cell:
     hook_nodes: int | None = None
     other_ms: float = 0.0
     """Median ms per run on the other clock."""
+    samples: tuple[float, ...] = ()
+    """Every timed run's ms on the main clock, in round order (runs of one round are
+    interleaved across cells, so equal indices ran side by side)."""
+
+
+def ratio_interval(cell: Cell, base: Cell, rounds: int = 2000, seed: int = 0,
+                   ) -> tuple[float, float] | None:
+    """A 90% bootstrap interval of `cell`'s median time over `base`'s.
+
+    Rounds are resampled whole (a run of `cell` with the run of `base` beside it),
+    so load that moved both alike does not widen the interval. None with fewer
+    than five runs.
+    """
+    import random
+
+    pairs = list(zip(cell.samples, base.samples, strict=False))
+    if len(pairs) < 5:
+        return None
+    rng = random.Random(seed)
+    ratios = []
+    for _ in range(rounds):
+        drawn = [pairs[rng.randrange(len(pairs))] for _ in pairs]
+        ratios.append(statistics.median(a for a, _ in drawn)
+                      / statistics.median(b for _, b in drawn))
+    ratios.sort()
+    return ratios[int(0.05 * rounds)], ratios[int(0.95 * rounds) - 1]
 
 
 def scripted(turns: list[Any], **kwargs: Any) -> Any:
@@ -391,7 +417,7 @@ def measure(saver_kind: str, chains: tuple[str, ...], runs: int, warmup: int,
                 timings[index].append((main() - started) * 1000)
                 others[index].append((other() - started_other) * 1000)
         return [Cell(chain, variant, saver_kind, statistics.median(times), counter[0] / runs,
-                     runner.hook_nodes, statistics.median(other_times))
+                     runner.hook_nodes, statistics.median(other_times), tuple(times))
                 for (chain, variant, runner, counter), times, other_times
                 in zip(runners, timings, others, strict=True)]
 
@@ -427,9 +453,12 @@ def report(cells: list[Cell], clock: str = "cpu") -> tuple[str, bool]:
                     met = time_ratio <= TIME_TARGET and (
                         not base.checkpoints or ckpt_ratio <= CHECKPOINT_TARGET)
                     ok = ok and met
+                    interval = ratio_interval(cell, base)
+                    spread = (f"; {clock} ratio {interval[0]:.2f}-{interval[1]:.2f}x "
+                              "(90% bootstrap interval)" if interval else "")
                     lines.append(f"  {'':<7} {'':<8} target ({TIME_TARGET}x {clock} time, "
                                  f"{CHECKPOINT_TARGET}x checkpoints): "
-                                 f"{'met' if met else 'MISSED'}")
+                                 f"{'met' if met else 'MISSED'}{spread}")
     return "\n".join(lines), ok
 
 
