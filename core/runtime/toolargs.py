@@ -1,4 +1,4 @@
-"""Tool argument schemas that do not copy the injected `ToolRuntime`.
+"""What LangChain redoes on every tool call, done once: the runtime's dump, the type hints.
 
 LangChain validates a tool's input with its argument schema and then dumps the
 validated model to a dict. A tool that takes `runtime: ToolRuntime` has the
@@ -8,10 +8,21 @@ injected value itself is passed on from the input). `without_runtime_dump`
 marks the field excluded from the dump, so a tool call costs the same on a
 thread of two thousand messages as on an empty one. What the model sees of the
 tool (`tool_call_schema`) and what the tool receives do not change.
+
+LangChain also reads a tool function's type hints on every call, to find a
+`RunnableConfig` parameter to fill in. A function defined in a module with
+postponed annotations (`from __future__ import annotations`) holds strings
+there, which `typing.get_type_hints` compiles and evaluates again each time
+(tens of microseconds a call). `with_resolved_hints` evaluates them once, when
+the agent is built; the hints are the same objects, so nothing LangChain reads
+changes.
 """
 
 from __future__ import annotations
 
+import functools
+import typing
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, Field, create_model
@@ -32,3 +43,33 @@ def without_runtime_dump(tool: Any) -> Any:
     tool.args_schema = create_model(schema.__name__, __base__=schema, __doc__=schema.__doc__,
                                     **{RUNTIME_ARG: excluded})
     return tool
+
+
+def with_resolved_hints(tools: Iterable[Any]) -> list[Any]:
+    """`tools`, each function's string annotations replaced by what they evaluate to.
+
+    Only a tool's own `func` and `coroutine` (unwrapped from a `functools.partial`
+    or a bound method) are touched, and only when their annotations hold a string
+    and all of them resolve; anything else is left as it is.
+    """
+    tools = list(tools)
+    for tool in tools:
+        for name in ("func", "coroutine"):
+            _resolve_hints(getattr(tool, name, None))
+    return tools
+
+
+def _resolve_hints(function: Any) -> None:
+    if isinstance(function, functools.partial):
+        function = function.func
+    function = getattr(function, "__func__", function)  # a bound method's function
+    annotations = getattr(function, "__annotations__", None)
+    if not isinstance(annotations, dict) or not any(
+            isinstance(value, str) for value in annotations.values()):
+        return
+    try:
+        resolved = typing.get_type_hints(function, include_extras=True)
+    except Exception:  # unresolvable: LangChain then reads no hints either
+        return
+    if resolved.keys() == annotations.keys():
+        function.__annotations__ = resolved

@@ -1,0 +1,70 @@
+"""Tool functions' postponed annotations are evaluated once, when the agent is built.
+
+LangChain reads a tool function's type hints on every call (to pass a
+`RunnableConfig` parameter its config); this module's annotations are strings
+(postponed), as in every Antler module, so they would be compiled each call.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Annotated, Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import StructuredTool, tool
+
+from antler.runtime.toolargs import with_resolved_hints
+
+SEEN: list[str] = []
+
+
+def _tagged() -> Any:
+    """A fresh tool (its function's annotations still strings)."""
+
+    @tool
+    def tagged(text: Annotated[str, "the text"], config: RunnableConfig) -> str:
+        """Echo the text with the run's tag."""
+        SEEN.append(str((config.get("metadata") or {}).get("tag")))
+        return text
+
+    return tagged
+
+
+def _unresolvable(text: NoSuchType) -> str:  # type: ignore[name-defined]  # noqa: F821
+    return text
+
+
+def test_hints_are_resolved_to_what_typing_resolves_them_to() -> None:
+    tagged = _tagged()
+    expected = typing.get_type_hints(tagged.func, include_extras=True)
+    assert all(isinstance(v, str) for v in tagged.func.__annotations__.values())
+    with_resolved_hints([tagged])
+    assert tagged.func.__annotations__ == expected
+    assert not any(isinstance(v, str) for v in tagged.func.__annotations__.values())
+
+
+def test_a_tool_whose_hints_do_not_resolve_is_left_as_it_is() -> None:
+    broken = StructuredTool(name="broken", description="d", func=_unresolvable,
+                            args_schema={"type": "object", "properties": {
+                                "text": {"type": "string"}}})
+    with_resolved_hints([broken])
+    assert _unresolvable.__annotations__["text"] == "NoSuchType"
+
+
+def test_a_config_parameter_still_gets_the_config_through_the_agent() -> None:
+    from antler.runtime.agent import create_agent
+    from antler.runtime.models import ScriptedChatModel
+
+    SEEN.clear()
+    tagged = _tagged()
+    model = ScriptedChatModel([
+        AIMessage(content="", id="a1", tool_calls=[
+            {"name": "tagged", "args": {"text": "hi"}, "id": "c1"}]),
+        AIMessage(content="done", id="a2")])
+    agent = create_agent(model=model, tools=[tagged], checkpointer=False)
+    config: Any = {"metadata": {"tag": "run-7"}}
+    agent.graph.invoke({"messages": [HumanMessage(content="go")]}, config=config,
+                       context=agent.context("t-hints", "u"))
+    assert SEEN == ["run-7"]
+    assert not any(isinstance(v, str) for v in tagged.func.__annotations__.values())
