@@ -67,6 +67,8 @@ class ModelHooks(_StepRunner):
         self.route: Any = None
         """LangChain's edge after the model node (its path), when `end` hooks run inside."""
         self.answers = _SavedAnswers()
+        self.routes = _SavedAnswers()
+        """Where the edge goes after runs that do not end here, by task (see `_ends`)."""
 
     def problem_with(self, graph: Any) -> str:
         """Why the absorbed hooks cannot run in `graph`'s model node ("" when they can)."""
@@ -120,7 +122,7 @@ class ModelHooks(_StepRunner):
         self.model = _Step(MODEL_NODE, MODEL_NODE, _ModelCall(node.bound, self.answers), ())
         update: dict[str, Any] = {"bound": RunnableCallable(self.run, self.arun, trace=False)}
         if self.end:
-            update["writers"], self.route = ending_edge(graph, MODEL_NODE)
+            update["writers"], self.route = ending_edge(graph, MODEL_NODE, self.routes)
         graph.nodes[MODEL_NODE] = node.copy(update)
 
     def _continue(self, run: _Run, runtime: Any, config: RunnableConfig) -> Any:
@@ -150,11 +152,20 @@ class ModelHooks(_StepRunner):
         run.write([(END_MARK, not run.jumped)])
 
     def _ends(self, run: _Run, config: RunnableConfig) -> bool:
-        """Whether LangChain's edge will end the run after this node (to `exit_node`)."""
+        """Whether LangChain's edge will end the run after this node (to `exit_node`).
+
+        The edge is asked on the node's view, which is the state the node's writes
+        make. When the run goes on, nothing changes the view after this, so the
+        answer is kept for the edge itself (`ending_edge`): it then neither reads
+        the state again (LangGraph copies every channel for that) nor routes twice.
+        """
         if not self.end or self.route is None:
             return False
         result = self.route.invoke(dict(run.view), config)
-        return result in (self.exit_node, [self.exit_node])
+        ends = result in (self.exit_node, [self.exit_node])
+        if not ends:
+            self.routes.put(_task_key(config), _Decided(result))
+        return ends
 
     def run(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
         result = super().run(state, runtime, config)
@@ -184,11 +195,23 @@ def _edge_writer(graph: Any, node: str = MODEL_NODE) -> Any:
     return None
 
 
-def ending_edge(graph: Any, node: str) -> tuple[list[Any], Any]:
+class _Decided:
+    """Where the edge goes, as the node already worked it out (not a state: never a dict)."""
+
+    __slots__ = ("result",)
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+
+
+def ending_edge(graph: Any, node: str, decided: _SavedAnswers | None = None,
+                ) -> tuple[list[Any], Any]:
     """(`node`'s writers with LangChain's edge ending the run when the node did, the edge's path).
 
     The edge sends a finished run to the first `after_agent` node; when the
     node ran those hooks itself (it wrote `END_MARK` true), the run ends here.
+    A route the node left in `decided` for its task is taken as it is, without
+    reading the state.
     """
     from langgraph.graph import END
 
@@ -196,14 +219,22 @@ def ending_edge(graph: Any, node: str) -> tuple[list[Any], Any]:
     edge = _edge_writer(graph, node)
     spec = edge.func.__self__
     route = spec.path
+    read = edge.kwargs["reader"]
 
     def ending(state: Any, config: RunnableConfig) -> Any:
+        if isinstance(state, _Decided):
+            return state.result
         # The node decided on the state before its after_agent hooks changed it.
         return END if state.get(END_MARK) else route.invoke(state, config)
 
+    def reader(config: RunnableConfig) -> Any:
+        known = decided.take(_task_key(config)) if decided is not None else None
+        return known if known is not None else read(config)
+
     ends = None if spec.ends is None else {**spec.ends, END: END}
     routed = spec._replace(path=RunnableCallable(ending, trace=False), ends=ends)
-    replaced = routed.run(edge.kwargs["writer"], edge.kwargs["reader"])
+    replaced = routed.run(edge.kwargs["writer"],
+                          reader if decided is not None and read is not None else read)
     return [replaced if writer is edge else writer for writer in graph.nodes[node].writers], route
 
 
