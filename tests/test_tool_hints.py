@@ -1,4 +1,4 @@
-"""Tool functions' postponed annotations are evaluated once, when the agent is built.
+"""Tool functions' postponed annotations are evaluated, and signatures recorded, at build.
 
 LangChain reads a tool function's type hints on every call (to pass a
 `RunnableConfig` parameter its config); this module's annotations are strings
@@ -7,6 +7,7 @@ LangChain reads a tool function's type hints on every call (to pass a
 
 from __future__ import annotations
 
+import inspect
 import typing
 from typing import Annotated, Any
 
@@ -14,7 +15,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import StructuredTool, tool
 
-from antler.runtime.toolargs import with_resolved_hints
+from antler.runtime.toolargs import with_resolved_signatures
 
 SEEN: list[str] = []
 
@@ -38,17 +39,24 @@ def _unresolvable(text: NoSuchType) -> str:  # type: ignore[name-defined]  # noq
 def test_hints_are_resolved_to_what_typing_resolves_them_to() -> None:
     tagged = _tagged()
     expected = typing.get_type_hints(tagged.func, include_extras=True)
+    parameters = list(inspect.signature(tagged.func).parameters)
     assert all(isinstance(v, str) for v in tagged.func.__annotations__.values())
-    with_resolved_hints([tagged])
+    with_resolved_signatures([tagged])
     assert tagged.func.__annotations__ == expected
     assert not any(isinstance(v, str) for v in tagged.func.__annotations__.values())
+    # The signature is recorded (`inspect.signature` returns it as it is), with the same
+    # parameters and the evaluated annotations.
+    recorded = tagged.func.__signature__
+    assert inspect.signature(tagged.func) is recorded
+    assert list(recorded.parameters) == parameters == ["text", "config"]
+    assert recorded.parameters["config"].annotation is RunnableConfig
 
 
 def test_a_tool_whose_hints_do_not_resolve_is_left_as_it_is() -> None:
     broken = StructuredTool(name="broken", description="d", func=_unresolvable,
                             args_schema={"type": "object", "properties": {
                                 "text": {"type": "string"}}})
-    with_resolved_hints([broken])
+    with_resolved_signatures([broken])
     assert _unresolvable.__annotations__["text"] == "NoSuchType"
 
 

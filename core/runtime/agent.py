@@ -63,7 +63,7 @@ from .runcontext import RunContext
 from .skills import SkillsRegistry
 from .storage import CHECKPOINT_FILENAME as CHECKPOINT_FILENAME
 from .storage import Storage, StorageError, open_storage
-from .toolargs import with_resolved_hints
+from .toolargs import with_resolved_signatures
 from .tracing import Tracer, instrument
 from .uploads import upload_names
 
@@ -575,7 +575,7 @@ def create_agent(
     if tracer is not None:
         middlewares = instrument(middlewares, tracer, built.names)
     with _closing_on_error(close_mcp):
-        agent_tools = with_resolved_hints(_defer(
+        agent_tools = with_resolved_signatures(_defer(
             built, select_tools(built, [*extra_tools, *built.tools]),
             services.items[DEFERRED_TOOLS]))
     agent_kwargs: dict[str, Any] = {

@@ -9,18 +9,20 @@ marks the field excluded from the dump, so a tool call costs the same on a
 thread of two thousand messages as on an empty one. What the model sees of the
 tool (`tool_call_schema`) and what the tool receives do not change.
 
-LangChain also reads a tool function's type hints on every call, to find a
-`RunnableConfig` parameter to fill in. A function defined in a module with
-postponed annotations (`from __future__ import annotations`) holds strings
-there, which `typing.get_type_hints` compiles and evaluates again each time
-(tens of microseconds a call). `with_resolved_hints` evaluates them once, when
-the agent is built; the hints are the same objects, so nothing LangChain reads
-changes.
+LangChain also reads a tool function's type hints and signature on every call,
+to find a `RunnableConfig` or `callbacks` parameter to fill in. A function
+defined in a module with postponed annotations (`from __future__ import
+annotations`) holds strings there, which `typing.get_type_hints` compiles and
+evaluates again each time (tens of microseconds a call), and `inspect.signature`
+is worked out anew. `with_resolved_signatures` evaluates the annotations and
+records the signature once, when the agent is built; both are what LangChain
+would have computed, so nothing it reads changes.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import typing
 from collections.abc import Iterable
 from typing import Any
@@ -45,31 +47,34 @@ def without_runtime_dump(tool: Any) -> Any:
     return tool
 
 
-def with_resolved_hints(tools: Iterable[Any]) -> list[Any]:
-    """`tools`, each function's string annotations replaced by what they evaluate to.
+def with_resolved_signatures(tools: Iterable[Any]) -> list[Any]:
+    """`tools`, each function's string annotations evaluated and its signature recorded.
 
     Only a tool's own `func` and `coroutine` (unwrapped from a `functools.partial`
-    or a bound method) are touched, and only when their annotations hold a string
-    and all of them resolve; anything else is left as it is.
+    or a bound method) are touched. Annotations are replaced only when one is a
+    string and all of them resolve; the signature (`__signature__`, which
+    `inspect.signature` returns as it is) only on a plain function that has none.
     """
     tools = list(tools)
     for tool in tools:
         for name in ("func", "coroutine"):
-            _resolve_hints(getattr(tool, name, None))
+            _resolve(getattr(tool, name, None))
     return tools
 
 
-def _resolve_hints(function: Any) -> None:
+def _resolve(function: Any) -> None:
     if isinstance(function, functools.partial):
         function = function.func
     function = getattr(function, "__func__", function)  # a bound method's function
-    annotations = getattr(function, "__annotations__", None)
-    if not isinstance(annotations, dict) or not any(
-            isinstance(value, str) for value in annotations.values()):
+    if not inspect.isfunction(function):
         return
-    try:
-        resolved = typing.get_type_hints(function, include_extras=True)
-    except Exception:  # unresolvable: LangChain then reads no hints either
-        return
-    if resolved.keys() == annotations.keys():
-        function.__annotations__ = resolved
+    annotations = function.__annotations__
+    if any(isinstance(value, str) for value in annotations.values()):
+        try:
+            resolved = typing.get_type_hints(function, include_extras=True)
+        except Exception:  # unresolvable: LangChain then reads no hints either
+            resolved = {}
+        if resolved.keys() == annotations.keys():
+            function.__annotations__ = resolved
+    if "__signature__" not in function.__dict__ and not hasattr(function, "__wrapped__"):
+        function.__signature__ = inspect.signature(function)  # type: ignore[attr-defined]
