@@ -148,23 +148,29 @@ def _interleaved(rows: dict[str, Callable[[], None]], runs: int,
 
 
 def demo(runs: int, warmup: int) -> dict[str, list[float]]:
-    """Per runner, the `task` call's thread CPU seconds in each timed demo run."""
+    """Per row, the thread CPU seconds of each `task` call in the timed demo runs.
+
+    `antler graph` is the part of `antler task` spent in the subagent's graph.
+    """
     total = runs + warmup
-    times: dict[str, list[float]] = {"bare task": [], "antler task": []}
+    rows = ("bare task", "antler graph", "antler task")
+    times: dict[str, list[float]] = {name: [] for name in rows}
+    sinks: dict[str, list[float]] = {name: [] for name in rows}
     with tempfile.TemporaryDirectory(prefix="antler-bench-") as base:
         root = Path(base)
         bare_saver, _, _ = counting_saver("memory", root)
         antler_saver, _, _ = counting_saver("memory", root)
-        sinks: dict[str, list[float]] = {name: [] for name in times}
         bare = BareRunner(bare_saver, total, root / "bare")
-        _time_task(bare.graph.nodes["tools"].bound._tools_by_name["task"], sinks["bare task"])
-        with _timing_task_tools(sinks["antler task"]):
+        task = bare.graph.nodes["tools"].bound._tools_by_name["task"]
+        task.func = _timed(task.func, sinks["bare task"])
+        with _timing_task_tools(sinks["antler task"], sinks["antler graph"]):
             antler = AntlerRunner("default", "fused", antler_saver, root / "home", total)
-        runners: dict[str, Any] = {"bare task": bare, "antler task": antler}
+        runners: dict[str, Any] = {"bare": bare, "antler": antler}
         try:
             for index in range(total):
-                for name, runner in runners.items():
+                for runner in runners.values():
                     runner.prepare()()
+                for name in rows:
                     if index >= warmup:
                         times[name].extend(sinks[name])
                     sinks[name].clear()
@@ -175,15 +181,21 @@ def demo(runs: int, warmup: int) -> dict[str, list[float]]:
 
 
 @contextlib.contextmanager
-def _timing_task_tools(sink: list[float]) -> Iterator[None]:
-    """Every `task` tool an Antler agent built in the block makes records into `sink`."""
+def _timing_task_tools(task_sink: list[float], graph_sink: list[float]) -> Iterator[None]:
+    """The `task` tool of an Antler agent built in the block records its calls' times in
+    `task_sink`, its subagent's graph runs in `graph_sink`."""
     from antler.runtime import agent
 
     make = agent.make_task_tool
 
-    def timed_make(*args: Any, **kwargs: Any) -> Any:
-        tool = make(*args, **kwargs)
-        _time_task(tool, sink)
+    def timed_make(build_subagent: Callable[[], Any]) -> Any:
+        def build() -> Any:
+            sub = build_subagent()
+            sub.graph.invoke = _timed(sub.graph.invoke, graph_sink)
+            return sub
+
+        tool = make(build)
+        tool.func = _timed(tool.func, task_sink)
         return tool
 
     agent.make_task_tool = timed_make
@@ -193,10 +205,8 @@ def _timing_task_tools(sink: list[float]) -> Iterator[None]:
         agent.make_task_tool = make
 
 
-def _time_task(tool: Any, sink: list[float]) -> None:
-    """Record the thread CPU time of every call of `tool` (a structured tool)."""
-    function = tool.func
-
+def _timed(function: Callable[..., Any], sink: list[float]) -> Callable[..., Any]:
+    """`function`, recording the thread CPU time of every call into `sink`."""
     @functools.wraps(function)
     def timed(*args: Any, **kwargs: Any) -> Any:
         started = time.thread_time()
@@ -205,7 +215,7 @@ def _time_task(tool: Any, sink: list[float]) -> None:
         finally:
             sink.append(time.thread_time() - started)
 
-    tool.func = timed
+    return timed
 
 
 def report(times: dict[str, list[float]]) -> str:
