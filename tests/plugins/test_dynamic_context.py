@@ -13,16 +13,20 @@ from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from antler.chain.config import parse_config
+from antler.contracts.messages import HIDDEN_KEY
 from antler.errors import ConfigError
 from antler.plugin_api.context import CLOCK, MEMORY_STORE
 from antler.plugins.dynamic_context.middleware import (
     DATE_FIELD,
     MEMORY_SUFFIX,
+    date_reminder,
     day_of,
     is_date_reminder,
     latest_reminder_date,
     memory_text,
 )
+from antler.plugins.dynamic_context.subagent.middleware import SOURCE as SUBAGENT_SOURCE
+from antler.plugins.dynamic_context.subagent.middleware import SubagentDateContextMiddleware
 from antler.plugins.input_sanitization.middleware import PROVENANCE_KEY
 from antler.plugins.memory.middleware import filter_messages_for_memory
 from antler.plugins.system_message_coalescing.middleware import (
@@ -259,6 +263,23 @@ def test_the_subagent_chain_places_the_date_right_before_the_coalescer(tmp_path)
         names = agent.chain.names
     assert names.index("subagent_date_context") + 1 == names.index("system_message_coalescing")
     assert "dynamic_context" not in names
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.datetimes(), min_size=1, max_size=5))
+def test_a_subagent_reminder_is_date_reminders_own_and_shares_nothing(moments):
+    # The text is written once a day and copied for each delegation: every copy must be
+    # what date_reminder writes for that moment, and changing one must not change the next.
+    middleware = SubagentDateContextMiddleware()
+    for now in moments:
+        middleware.clock = Clock(now)
+        expected = date_reminder(now, source=SUBAGENT_SOURCE)
+        for _ in range(2):
+            [reminder] = middleware.before_agent({"messages": []}, None)["messages"]
+            assert reminder.model_dump() == expected.model_dump()
+            assert reminder.model_fields_set == expected.model_fields_set
+            reminder.additional_kwargs[HIDDEN_KEY]["source"] = "changed"
+            reminder.additional_kwargs[DATE_FIELD] = "changed"
 
 
 # -- system_message_coalescing -------------------------------------------------------------

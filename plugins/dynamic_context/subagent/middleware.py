@@ -7,7 +7,9 @@ newest) to the subagent's conversation.
 
 Hooks: `before_agent` (and `abefore_agent`): appends the reminder unless the
 conversation already has one for today. No memory (a subagent works for the
-lead, not for the user directly), no ID swap, no midnight logic.
+lead, not for the user directly), no ID swap, no midnight logic. The
+reminder's text is written once a day (naming the weekday takes strftime);
+every delegation gets its own copy of it.
 
 Where it sits: subagent chain only, immediately before
 system_message_coalescing, which merges the reminder into the one leading
@@ -20,10 +22,12 @@ Example: on whenever the subagent chain is built; nothing to configure.
 
 from __future__ import annotations
 
+import locale
 from datetime import datetime
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import SystemMessage
 
 from antler.plugin_api.context import BuildContext
 
@@ -40,6 +44,8 @@ class SubagentDateContextMiddleware(AgentMiddleware[Any, Any]):
     def __init__(self, clock: Clock | None = None) -> None:
         super().__init__()
         self.clock: Clock = clock or datetime.now
+        self._made: tuple[tuple[str, str], SystemMessage] | None = None
+        """The last reminder written, by its day and the LC_TIME locale that named the weekday."""
 
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         return self._append(state)
@@ -49,9 +55,22 @@ class SubagentDateContextMiddleware(AgentMiddleware[Any, Any]):
 
     def _append(self, state: Any) -> dict[str, Any] | None:
         now = self.clock()
-        if latest_reminder_date(state.get("messages") or []) == day_of(now):
+        day = day_of(now)
+        if latest_reminder_date(state.get("messages") or []) == day:
             return None
-        return {"messages": [date_reminder(now, source=SOURCE)]}
+        return {"messages": [self.reminder(now, day)]}
+
+    def reminder(self, now: datetime, day: str) -> SystemMessage:
+        """`date_reminder(now, source=SOURCE)`: a copy of the one written for `day`."""
+        key = (day, locale.setlocale(locale.LC_TIME))
+        made = self._made
+        if made is None or made[0] != key:
+            made = self._made = (key, date_reminder(now, source=SOURCE))
+        written = made[1]
+        # A message of its own: nothing mutable is shared with the copy kept here.
+        kwargs = {name: dict(value) if isinstance(value, dict) else value
+                  for name, value in written.additional_kwargs.items()}
+        return SystemMessage(content=written.content, id=None, additional_kwargs=kwargs)
 
 
 def build(ctx: BuildContext) -> SubagentDateContextMiddleware:
