@@ -1,6 +1,7 @@
 """Benchmark: a delegated task (the subagent chain) against a bare subagent.
 
-    python -m benchmarks.bench_subagent [--runs N] [--warmup N] [--scenario alone|demo]
+    python -m benchmarks.bench_subagent [--runs N] [--warmup N]
+                                        [--scenario alone|demo|layers] [--no-gc]
 
 `--scenario alone` (default) builds the default chain's subagent exactly as
 the lead's `task` tool builds it (`chain="subagent"`, no checkpointer, the
@@ -22,10 +23,19 @@ times only the `task` tool call inside each run, on the tool's thread: the
 delegation as the lead's tools node runs it (the parent run's config and
 callbacks included).
 
+`--scenario layers` runs the `alone` graphs and says where the difference
+goes: the thread CPU of each layer of one run (the compiled graph's input step
+with the `before_agent` hooks, its model node, LangChain's model node inside
+it, the fused `wrap_model_call` chain, the chat model's `invoke`; the rest is
+LangGraph's loop) and each plugin hook's own time (`bench_hooks`'s timing,
+which adds about a microsecond per hook call).
+
 Reported: the median microseconds of each row, its difference from the bare
 row and their ratio; interleaving makes load on the machine affect both alike,
-and CPU time moves less with it than wall time. Repeat a figure before trusting
-it on a shared machine.
+and CPU time moves less with it than wall time. `--no-gc` pauses the cyclic
+garbage collector during the timed runs, which tells the code's own cost from
+the collections its allocations trigger. Repeat a figure before trusting it
+on a shared machine.
 """
 
 from __future__ import annotations
@@ -54,6 +64,8 @@ from benchmarks.bench_fusion import (
 )
 
 PROMPT = "Summarise the notes on southern revenue."
+COLLECT = [True]
+"""Whether the garbage collector runs during the timed runs (`--no-gc` clears it)."""
 
 
 def build_subagent(base: Path, runs: int) -> Any:
@@ -69,58 +81,53 @@ def build_subagent(base: Path, runs: int) -> Any:
                         runtime=runtime.model_copy(update={"subagents_enabled": False}))
 
 
-def build_bare(runs: int) -> Any:
-    from langchain.agents import create_agent
+class Subagents:
+    """The default chain's subagent and a bare `create_agent` one (no middleware, no
+    tools), each run as the `task` tool runs its subagent (`graph`) and through a whole
+    delegation (`task`)."""
 
-    from antler.runtime.demo import SUBAGENT_SCRIPT
+    def __init__(self, base: Path, runs: int) -> None:
+        from langchain.agents import create_agent
 
-    return create_agent(model=scripted(SUBAGENT_SCRIPT * runs), tools=[])
+        from antler.compat import CONFIG_KEY_DURABILITY
+        from antler.runtime.delegation import make_task_tool
+        from antler.runtime.demo import SUBAGENT_SCRIPT
 
+        self.sub = build_subagent(base, runs)
+        self.bare = create_agent(model=scripted(SUBAGENT_SCRIPT * runs), tools=[])
+        self.config = {"recursion_limit": self.sub.recursion_limit,
+                       "configurable": {CONFIG_KEY_DURABILITY: "async"}}
+        self.antler_task = make_task_tool(lambda: self.sub).func
+        self.bare_task = _bare_task(self.bare)
 
-def tool_runtime(context: Any, call_id: str) -> Any:
-    """A `ToolRuntime` as the lead's tools node hands one to the `task` tool."""
-    from langchain.tools import ToolRuntime
+    def antler_graph(self) -> None:
+        from langchain_core.messages import HumanMessage
 
-    return ToolRuntime(state={"messages": []}, context=context, config={},
-                       stream_writer=lambda _chunk: None, tool_call_id=call_id, store=None)
+        from antler.runtime.runcontext import RunContext
 
+        context = RunContext(thread_id="bench", user_id="bench", run_id=uuid.uuid4().hex)
+        self.sub.graph.invoke({"messages": [HumanMessage(content=PROMPT)]}, context=context,
+                              config=self.config)
 
-def alone(runs: int, warmup: int) -> dict[str, list[float]]:
-    """Per row, the CPU seconds of each timed run (the `alone` scenario)."""
-    from langchain_core.messages import HumanMessage
+    def bare_graph(self) -> None:
+        self.bare.invoke({"messages": [{"role": "user", "content": PROMPT}]})
 
-    from antler.compat import CONFIG_KEY_DURABILITY
-    from antler.runtime.delegation import make_task_tool
-    from antler.runtime.runcontext import RunContext
+    def antler_delegation(self) -> None:
+        from langchain.tools import ToolRuntime
 
-    total = 2 * (runs + warmup)  # each agent answers a graph run and a task per round
-    with tempfile.TemporaryDirectory(prefix="antler-bench-") as base:
-        sub = build_subagent(Path(base), total)
-        bare = build_bare(total)
-        antler_task = make_task_tool(lambda: sub).func
-        bare_task = _bare_task(bare)
+        from antler.runtime.runcontext import RunContext
+
         parent = RunContext(thread_id="bench", user_id="bench", run_id="lead-run")
-        config = {"recursion_limit": sub.recursion_limit,
-                  "configurable": {CONFIG_KEY_DURABILITY: "async"}}
+        runtime = ToolRuntime(state={"messages": []}, context=parent, config={},
+                              stream_writer=lambda _chunk: None, tool_call_id="call-task",
+                              store=None)
+        self.antler_task(description="Summarise notes", prompt=PROMPT, runtime=runtime)
 
-        def antler_graph() -> None:
-            context = RunContext(thread_id="bench", user_id="bench", run_id=uuid.uuid4().hex)
-            sub.graph.invoke({"messages": [HumanMessage(content=PROMPT)]}, context=context,
-                             config=config)
+    def bare_delegation(self) -> None:
+        self.bare_task(description="Summarise notes", prompt=PROMPT)
 
-        def bare_graph() -> None:
-            bare.invoke({"messages": [{"role": "user", "content": PROMPT}]})
-
-        def antler_delegation() -> None:
-            antler_task(description="Summarise notes", prompt=PROMPT,
-                        runtime=tool_runtime(parent, "call-task"))
-
-        def bare_delegation() -> None:
-            bare_task(description="Summarise notes", prompt=PROMPT)
-
-        rows = {"bare graph": bare_graph, "antler graph": antler_graph,
-                "bare task": bare_delegation, "antler task": antler_delegation}
-        return _interleaved(rows, runs, warmup)
+    def close(self) -> None:
+        self.sub.close()
 
 
 def _bare_task(subagent: Any) -> Callable[..., str]:
@@ -132,19 +139,40 @@ def _bare_task(subagent: Any) -> Callable[..., str]:
     return task
 
 
-def _interleaved(rows: dict[str, Callable[[], None]], runs: int,
-                 warmup: int) -> dict[str, list[float]]:
-    for _ in range(warmup):
-        for run in rows.values():
-            run()
-    times: dict[str, list[float]] = {name: [] for name in rows}
-    gc.collect()
-    for _ in range(runs):
-        for name, run in rows.items():
-            started = time.thread_time()
-            run()
-            times[name].append(time.thread_time() - started)
+def alone(runs: int, warmup: int) -> dict[str, list[float]]:
+    """Per row, the CPU seconds of each timed run (the `alone` scenario)."""
+    with tempfile.TemporaryDirectory(prefix="antler-bench-") as base:
+        pair = Subagents(Path(base), 2 * (runs + warmup))  # a graph run and a task a round
+        try:
+            rows = {"bare graph": pair.bare_graph, "antler graph": pair.antler_graph,
+                    "bare task": pair.bare_delegation, "antler task": pair.antler_delegation}
+            for _ in range(warmup):
+                for run in rows.values():
+                    run()
+            times: dict[str, list[float]] = {name: [] for name in rows}
+            with _collecting():
+                for _ in range(runs):
+                    for name, run in rows.items():
+                        started = time.thread_time()
+                        run()
+                        times[name].append(time.thread_time() - started)
+        finally:
+            pair.close()
     return times
+
+
+@contextlib.contextmanager
+def _collecting() -> Iterator[None]:
+    """The timed runs: from a collected heap, with the collector paused under `--no-gc`."""
+    gc.collect()
+    if COLLECT[0]:
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def demo(runs: int, warmup: int) -> dict[str, list[float]]:
@@ -154,7 +182,6 @@ def demo(runs: int, warmup: int) -> dict[str, list[float]]:
     """
     total = runs + warmup
     rows = ("bare task", "antler graph", "antler task")
-    times: dict[str, list[float]] = {name: [] for name in rows}
     sinks: dict[str, list[float]] = {name: [] for name in rows}
     with tempfile.TemporaryDirectory(prefix="antler-bench-") as base:
         root = Path(base)
@@ -162,22 +189,22 @@ def demo(runs: int, warmup: int) -> dict[str, list[float]]:
         antler_saver, _, _ = counting_saver("memory", root)
         bare = BareRunner(bare_saver, total, root / "bare")
         task = bare.graph.nodes["tools"].bound._tools_by_name["task"]
-        task.func = _timed(task.func, sinks["bare task"])
+        task.func = _timed(task.func, sinks["bare task"].append)
         with _timing_task_tools(sinks["antler task"], sinks["antler graph"]):
             antler = AntlerRunner("default", "fused", antler_saver, root / "home", total)
         runners: dict[str, Any] = {"bare": bare, "antler": antler}
         try:
-            for index in range(total):
+            for _ in range(warmup):
                 for runner in runners.values():
                     runner.prepare()()
-                for name in rows:
-                    if index >= warmup:
-                        times[name].extend(sinks[name])
-                    sinks[name].clear()
+            with _collecting():
+                for _ in range(runs):
+                    for runner in runners.values():
+                        runner.prepare()()
         finally:
             for runner in runners.values():
                 runner.close()
-    return times
+    return {name: sinks[name][-runs:] for name in rows}  # one `task` call per demo run
 
 
 @contextlib.contextmanager
@@ -191,11 +218,11 @@ def _timing_task_tools(task_sink: list[float], graph_sink: list[float]) -> Itera
     def timed_make(build_subagent: Callable[[], Any]) -> Any:
         def build() -> Any:
             sub = build_subagent()
-            sub.graph.invoke = _timed(sub.graph.invoke, graph_sink)
+            sub.graph.invoke = _timed(sub.graph.invoke, graph_sink.append)
             return sub
 
         tool = make(build)
-        tool.func = _timed(tool.func, task_sink)
+        tool.func = _timed(tool.func, task_sink.append)
         return tool
 
     agent.make_task_tool = timed_make
@@ -205,26 +232,80 @@ def _timing_task_tools(task_sink: list[float], graph_sink: list[float]) -> Itera
         agent.make_task_tool = make
 
 
-def _timed(function: Callable[..., Any], sink: list[float]) -> Callable[..., Any]:
-    """`function`, recording the thread CPU time of every call into `sink`."""
+LAYERS = (("antler.compiler.start_node", "AgentStart", "run", "input step"),
+          ("antler.compiler.model_node", "ModelHooks", "run", "model node"),
+          ("antler.compiler.model_node", "_ModelCall", "invoke", "LangChain's model node"),
+          ("antler.compiler.wraps", "FusedWraps", "_call", "wrap_model_call chain"),
+          ("langchain_core.language_models.chat_models", "BaseChatModel", "invoke",
+           "chat model invoke"))
+"""(module, class, method, row): the layers of a run that `--scenario layers` times."""
+
+
+def layers(runs: int, warmup: int) -> dict[str, list[float]]:
+    """Per row, the thread CPU seconds of each timed run of the `alone` graphs (layers
+    and hooks included)."""
+    import collections
+    import importlib
+
+    from benchmarks.bench_hooks import instrument
+
+    hooks = instrument()  # before any agent is built: it times the middleware classes
+    spent: collections.Counter[str] = collections.Counter()
+
+    def timing(row: str) -> Callable[[float], None]:
+        return lambda seconds: spent.update({row: seconds})
+
+    for module, cls, method, row in LAYERS:
+        owner = getattr(importlib.import_module(module), cls)
+        setattr(owner, method, _timed(getattr(owner, method), timing(row)))
+    times: dict[str, list[float]] = collections.defaultdict(list)
+    with tempfile.TemporaryDirectory(prefix="antler-bench-") as base:
+        pair = Subagents(Path(base), runs + warmup)
+        node = pair.bare.nodes["model"].bound
+        node.func = _timed(node.func, timing("LangChain's model node"))
+        try:
+            for _ in range(warmup):
+                pair.bare_graph()
+                pair.antler_graph()
+            with _collecting():
+                for _ in range(runs):
+                    for name, run in (("bare", pair.bare_graph), ("antler", pair.antler_graph)):
+                        spent.clear()
+                        hooks.clear()
+                        started = time.thread_time()
+                        run()
+                        times[f"{name} run"].append(time.thread_time() - started)
+                        for row, seconds in spent.items():
+                            times[f"{name} {row}"].append(seconds)
+                    times["antler hooks (own time)"].append(sum(hooks.seconds.values()))
+                    for (cls, hook), seconds in hooks.seconds.items():
+                        times[f"antler . {cls}.{hook}"].append(seconds)
+        finally:
+            pair.close()
+    return times
+
+
+def _timed(function: Callable[..., Any], record: Callable[[float], Any]) -> Callable[..., Any]:
+    """`function`, handing the thread CPU seconds of every call to `record`."""
     @functools.wraps(function)
     def timed(*args: Any, **kwargs: Any) -> Any:
         started = time.thread_time()
         try:
             return function(*args, **kwargs)
         finally:
-            sink.append(time.thread_time() - started)
+            record(time.thread_time() - started)
 
     return timed
 
 
 def report(times: dict[str, list[float]]) -> str:
     medians = {name: statistics.median(values) * 1e6 for name, values in times.items()}
-    lines = [f"  {'row':<14} {'median us':>10} {'p25':>9} {'p75':>9}"]
+    width = max(len(name) for name in times) + 2
+    lines = [f"  {'row':<{width}} {'median us':>10} {'p25':>9} {'p75':>9}"]
     for name, values in times.items():
         q = statistics.quantiles([v * 1e6 for v in values], n=4)
-        lines.append(f"  {name:<14} {medians[name]:>10.0f} {q[0]:>9.0f} {q[2]:>9.0f}")
-    for kind in ("graph", "task"):
+        lines.append(f"  {name:<{width}} {medians[name]:>10.0f} {q[0]:>9.0f} {q[2]:>9.0f}")
+    for kind in ("graph", "task", "run"):
         bare, antler = medians.get(f"bare {kind}"), medians.get(f"antler {kind}")
         if bare and antler:
             lines.append(f"  {kind}: antler - bare = {antler - bare:.0f} us, "
@@ -232,15 +313,22 @@ def report(times: dict[str, list[float]]) -> str:
     return "\n".join(lines)
 
 
+SCENARIOS = {"alone": alone, "demo": demo, "layers": layers}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=300, help="timed runs per row")
     parser.add_argument("--warmup", type=int, default=20, help="untimed runs per row first")
-    parser.add_argument("--scenario", choices=("alone", "demo"), default="alone")
+    parser.add_argument("--scenario", choices=tuple(SCENARIOS), default="alone")
+    parser.add_argument("--no-gc", action="store_true",
+                        help="pause the garbage collector during the timed runs")
     args = parser.parse_args(argv)
-    times = (alone if args.scenario == "alone" else demo)(args.runs, args.warmup)
+    COLLECT[0] = not args.no_gc
+    times = SCENARIOS[args.scenario](args.runs, args.warmup)
     print(f"Delegated task, scenario {args.scenario}: thread CPU time, median of {args.runs} "
-          f"interleaved runs per row (after {args.warmup} warm-up runs); load average "
+          f"interleaved runs per row (after {args.warmup} warm-up runs"
+          f"{'; collector paused' if args.no_gc else ''}); load average "
           f"{os.getloadavg()[0]:.1f} at the end")
     print(report(times))
     return 0
