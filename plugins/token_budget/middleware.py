@@ -6,7 +6,10 @@ increase of every reply's usage over what was seen is added to the run's
 total. A reply that grows later counts too: token_usage merges a subagent's
 usage into the reply that dispatched it, so delegated work is paid for (one
 model call later, because this hook runs before token_usage's). Replies
-without usage count nothing.
+without usage count nothing. A call looks again only at the messages after
+the longest run of messages that are the very ones the run's previous call
+looked at, with the ledger it wrote (a grown reply is a new message object),
+so a model call's work does not grow with the thread.
 
 Deciding, after each model call, on the largest of the used fractions of
 `max_tokens`, `max_input_tokens` and `max_output_tokens`:
@@ -44,6 +47,7 @@ Example::
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, NotRequired
 
@@ -87,17 +91,25 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any, Any]):
         """`config`, or the `TokenBudgetConfig` fields as keywords (an extension's `config:`)."""
         super().__init__()
         self.config = config or TokenBudgetConfig(**settings)
+        self._counted = _Counted()
 
     # -- before_agent: what is already in the thread does not count ------------------------
 
     def before_agent(self, state: TokenBudgetState, runtime: Any) -> dict[str, Any] | None:
         """Mark the usage of every reply already in the thread as seen."""
-        return {BUDGET_KEY: _fresh_ledger(run_id_of(runtime), state.get("messages") or [])}
+        return self.start(state, runtime)
 
     async def abefore_agent(self, state: TokenBudgetState,
                             runtime: Any) -> dict[str, Any] | None:
         """Async form of `before_agent` (pure state work)."""
-        return {BUDGET_KEY: _fresh_ledger(run_id_of(runtime), state.get("messages") or [])}
+        return self.start(state, runtime)
+
+    def start(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
+        messages = list(state.get("messages") or [])
+        run_id = run_id_of(runtime)
+        ledger = _fresh_ledger(run_id, messages)
+        self._counted.keep(run_id, ledger, messages)
+        return {BUDGET_KEY: ledger}
 
     # -- wrap_model_call: the pending warning ---------------------------------------------
 
@@ -146,7 +158,8 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any, Any]):
             ledger = _fresh_ledger(run_id, messages[:-1])
         seen = dict(ledger["seen"])
         used = dict(ledger["used"])
-        for index, message in enumerate(messages):
+        for index in range(self._counted.since(run_id, ledger, messages), len(messages)):
+            message = messages[index]
             usage = usage_of(message) if isinstance(message, AIMessage) else None
             key = _key(message, index)
             if usage is None or seen.get(key) == usage:
@@ -172,6 +185,7 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any, Any]):
             new.update(warned=True, warning_pending=True)
         if new != ledger:
             update[BUDGET_KEY] = new
+        self._counted.keep(run_id, update.get(BUDGET_KEY, ledger), messages)
         return update or None
 
     def fraction(self, used: Mapping[str, int]) -> float:
@@ -185,6 +199,54 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any, Any]):
                  for field, setting in _FRACTION_FIELDS
                  if (limit := getattr(self.config, setting))]
         return ", ".join(parts)
+
+
+class _Counted:
+    """Per run, the messages the last `judge` counted and the ledger it left in state.
+
+    While the state holds that very ledger, every message of the longest run of
+    the very same message objects is counted in it (its usage is what `seen`
+    holds), so the next call need only look at the messages after that run. A
+    message replaced under its id (a reply token_usage grew) is a new object,
+    so counting starts again at it. Bounded in runs and in messages held: a run
+    it no longer holds is counted from the start.
+    """
+
+    RUNS = 16
+    HELD = 50_000
+    """Messages referenced before the oldest runs are let go (as `MessageMemo` bounds)."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str | None, tuple[Mapping[str, Any], list[Any]]] = {}
+
+    def since(self, run_id: str | None, ledger: Mapping[str, Any],
+              messages: list[Any]) -> int:
+        """The index from which `messages` must be counted against `ledger`."""
+        kept = self._runs.get(run_id)
+        if kept is None or kept[0] is not ledger:
+            return 0
+        counted = kept[1]
+        if len(counted) <= len(messages) and all(map(operator.is_, counted, messages)):
+            return len(counted)  # the usual call: the same messages, and new ones after them
+        same = min(len(counted), len(messages))
+        return next((i for i in range(same) if counted[i] is not messages[i]), same)
+
+    def keep(self, run_id: str | None, ledger: Mapping[str, Any], messages: list[Any]) -> None:
+        """Remember that `ledger`, left in state, has counted `messages`."""
+        runs = self._runs
+        runs.pop(run_id, None)
+        runs[run_id] = (ledger, messages)
+        while len(runs) > 1 and (len(runs) > self.RUNS or self._held() > self.HELD):
+            try:
+                del runs[next(iter(runs))]
+            except (KeyError, RuntimeError, StopIteration):  # another thread got there first
+                break
+
+    def _held(self) -> int:
+        try:
+            return sum(len(kept[1]) for kept in self._runs.values())
+        except RuntimeError:  # changed by another thread meanwhile: count again next time
+            return 0
 
 
 def _key(message: AnyMessage, index: int) -> str:

@@ -6,6 +6,8 @@ import asyncio
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from pydantic import ValidationError
@@ -155,6 +157,78 @@ def test_replies_without_usage_count_nothing():
     assert middleware.after_model(state, FakeRuntime()) is None  # nothing counted, nothing done
 
 
+class FullScan:
+    """Stands in for the middleware's record of what it counted: every call counts all."""
+
+    def since(self, *_: Any) -> int:
+        return 0
+
+    def keep(self, *_: Any) -> None:
+        return None
+
+
+STEPS = st.lists(st.tuples(st.sampled_from(["reply", "call", "grow", "human", "drop"]),
+                           st.integers(0, 400), st.integers(0, 400), st.integers(0, 50)),
+                 min_size=1, max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(history=st.lists(st.tuples(st.booleans(), st.integers(0, 400)), max_size=6),
+       steps=STEPS)
+def test_counting_only_what_changed_gives_what_counting_everything_gives(history, steps):
+    # Each call looks only at the messages after those the run's last call counted; the
+    # reference looks at every message on every call. Same updates, call after call, as
+    # replies arrive, earlier replies grow (token_usage's merge: a new object under the
+    # same id), messages are dropped (summarization) or the cap strips a reply, and when a
+    # step's writes are lost (a failed step: the next call finds the older ledger).
+    fast, full = (TokenBudgetMiddleware(max_tokens=1000, warn_threshold=0.5)
+                  for _ in range(2))
+    full._counted = FullScan()
+    messages: list[Any] = [AIMessage("old", id=f"h{i}", usage_metadata=usage(n, n))
+                           if is_reply else HumanMessage("old", id=f"h{i}")
+                           for i, (is_reply, n) in enumerate(history)]
+    ledgers = [middleware.before_agent({"messages": messages}, FakeRuntime())[BUDGET_KEY]
+               for middleware in (fast, full)]
+    for index, (kind, i, o, pick) in enumerate(steps):
+        replies = [k for k, m in enumerate(messages) if isinstance(m, AIMessage)]
+        if kind == "grow" and replies:
+            k = replies[pick % len(replies)]
+            before = messages[k].usage_metadata or usage(0, 0)
+            grown = usage(before["input_tokens"] + i, before["output_tokens"] + o)
+            messages = [*messages[:k], messages[k].model_copy(update={"usage_metadata": grown}),
+                        *messages[k + 1:]]
+        elif kind == "drop" and messages:
+            k = pick % len(messages)
+            messages = [*messages[:k], *messages[k + 1:]]
+        elif kind == "human":
+            messages = [*messages, HumanMessage("more", id=f"u{index}")]
+        else:
+            messages = [*messages, calling(f"r{index}", (i, o)) if kind == "call" else
+                        AIMessage("answer", id=f"r{index}", usage_metadata=usage(i, o))]
+        updates = [middleware.after_model({"messages": messages, BUDGET_KEY: ledger},
+                                          FakeRuntime())
+                   for middleware, ledger in zip((fast, full), ledgers, strict=True)]
+        assert updates[0] == updates[1]
+        if pick % 7 == 0:
+            continue  # the step failed: its writes never reached the state
+        ledgers = [(update or {}).get(BUDGET_KEY, ledger)
+                   for update, ledger in zip(updates, ledgers, strict=True)]
+        stripped = {m.id: m for m in (updates[0] or {}).get("messages", [])}
+        messages = [stripped.get(m.id, m) for m in messages]
+
+
+def test_what_it_keeps_per_run_is_bounded_in_runs_and_messages():
+    middleware = TokenBudgetMiddleware(max_tokens=1000)
+    short = [HumanMessage("q", id="q")]
+    for index in range(40):
+        middleware.before_agent({"messages": short}, FakeRuntime(f"run-{index}"))
+    assert list(middleware._counted._runs) == [f"run-{index}" for index in range(24, 40)]
+    long = [HumanMessage("q", id=f"q{i}") for i in range(20_000)]
+    for index in range(3):
+        middleware.before_agent({"messages": long}, FakeRuntime(f"long-{index}"))
+    assert list(middleware._counted._runs) == ["long-1", "long-2"]  # 40k of 50k held
+
+
 # -- in a real graph -----------------------------------------------------------------------
 
 
@@ -265,6 +339,31 @@ def test_a_subagent_chain_budget_stop_reaches_the_task_result(tmp_path, registry
     assert result.additional_kwargs["subagent_stop_reason"] == "token_capped"
     assert result.content.startswith("[TOKEN BUDGET EXCEEDED]")
     assert sub.remaining == 1
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_a_reply_grown_by_its_subagents_usage_counts_at_the_next_call(tmp_path, registry, ran,
+                                                                      lookup, fuse):
+    # token_usage merges the subagent's 700 tokens into the reply that dispatched it (a new
+    # message under the same id, after this hook judged the second reply): the third call
+    # counts them, and the run is over its cap only with them.
+    lead = ScriptedChatModel([
+        {"tool_calls": [{"name": "task", "args": {"description": "dig", "prompt": "dig"}}],
+         "usage": {"input_tokens": 100, "output_tokens": 10}},
+        lookup_turn("one", 10, 1),      # 121 of 1000
+        lookup_turn("two", 100, 100),   # 121 + 700 + 200 = 1021: stopped, "two" never runs
+        "unused",
+    ])
+    sub = ScriptedChatModel([{"content": "dug", "usage": {"input_tokens": 600,
+                                                          "output_tokens": 100}}])
+    with create_agent(parse_config(QUIET + BUDGET, registry), model=lead, subagent_model=sub,
+                      tools=[lookup], checkpointer="memory", base_dir=tmp_path,
+                      registry=registry, fuse=fuse,
+                      runtime=RuntimeOptions(subagents_enabled=True)) as agent:
+        state = agent.invoke("delegate", thread_id="t1")
+    assert ran == ["one"] and lead.remaining == 1
+    assert stop_reason_of(state)["reason"] == "token_capped"
+    assert "1021 of 1000 total tokens" in state["messages"][-1].content
 
 
 # -- the subagent chain's own budget (a per-chain override in the manifest) -----------------
