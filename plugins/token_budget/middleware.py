@@ -6,10 +6,10 @@ increase of every reply's usage over what was seen is added to the run's
 total. A reply that grows later counts too: token_usage merges a subagent's
 usage into the reply that dispatched it, so delegated work is paid for (one
 model call later, because this hook runs before token_usage's). Replies
-without usage count nothing. A call looks again only at the messages after
-the longest run of messages that are the very ones the run's previous call
-looked at, with the ledger it wrote (a grown reply is a new message object),
-so a model call's work does not grow with the thread.
+without usage count nothing. On a thread of 128 messages or more, a call
+looks again only at the messages after the longest run of the very message
+objects the thread's previous call counted into the ledger it finds (a grown
+reply is a new object), so a model call's work does not grow with the thread.
 
 Deciding, after each model call, on the largest of the used fractions of
 `max_tokens`, `max_input_tokens` and `max_output_tokens`:
@@ -47,6 +47,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, NotRequired
@@ -60,7 +61,7 @@ from antler.contracts.messages import has_tool_call_intent, hidden_marker, strip
 from antler.contracts.stop_reason import StopReasonState, record_stop_reason
 from antler.contracts.usage import FIELDS, add_usage, usage_of
 from antler.plugin_api.context import BuildContext
-from antler.runtime.runcontext import run_id_of
+from antler.runtime.runcontext import run_id_of, run_key_of
 
 from .config import TokenBudgetConfig
 
@@ -105,10 +106,10 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any, Any]):
         return self.start(state, runtime)
 
     def start(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any]:
-        messages = list(state.get("messages") or [])
-        run_id = run_id_of(runtime)
+        messages = state.get("messages") or []
+        thread, run_id = run_key_of(runtime)
         ledger = _fresh_ledger(run_id, messages)
-        self._counted.keep(run_id, ledger, messages)
+        self._counted.keep(thread, ledger, messages)
         return {BUDGET_KEY: ledger}
 
     # -- wrap_model_call: the pending warning ---------------------------------------------
@@ -151,14 +152,14 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any, Any]):
 
     def judge(self, state: Mapping[str, Any], runtime: Any) -> dict[str, Any] | None:
         messages = list(state.get("messages") or [])
-        run_id = run_id_of(runtime)
+        thread, run_id = run_key_of(runtime)
         ledger = state.get(BUDGET_KEY)
         if not isinstance(ledger, Mapping) or ledger.get("run_id") != run_id:
             # No before_agent ran for this run (a bare graph): all but the new reply is history.
             ledger = _fresh_ledger(run_id, messages[:-1])
         seen = dict(ledger["seen"])
         used = dict(ledger["used"])
-        for index in range(self._counted.since(run_id, ledger, messages), len(messages)):
+        for index in range(self._counted.since(thread, ledger, messages), len(messages)):
             message = messages[index]
             usage = usage_of(message) if isinstance(message, AIMessage) else None
             key = _key(message, index)
@@ -185,7 +186,7 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any, Any]):
             new.update(warned=True, warning_pending=True)
         if new != ledger:
             update[BUDGET_KEY] = new
-        self._counted.keep(run_id, update.get(BUDGET_KEY, ledger), messages)
+        self._counted.keep(thread, update.get(BUDGET_KEY, ledger), messages)
         return update or None
 
     def fraction(self, used: Mapping[str, int]) -> float:
@@ -202,27 +203,33 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any, Any]):
 
 
 class _Counted:
-    """Per run, the messages the last `judge` counted and the ledger it left in state.
+    """Per thread, the messages the last `judge` counted and the ledger it left in state.
 
     While the state holds that very ledger, every message of the longest run of
     the very same message objects is counted in it (its usage is what `seen`
-    holds), so the next call need only look at the messages after that run. A
-    message replaced under its id (a reply token_usage grew) is a new object,
-    so counting starts again at it. Bounded in runs and in messages held: a run
-    it no longer holds is counted from the start.
+    holds; a ledger is never changed in place), so the next call need only
+    look at the messages after that run. A message replaced under its id (a
+    reply token_usage grew) is a new object, so counting starts again at it.
+    A thread shorter than `FROM` is counted whole, which costs less than
+    keeping track. A thread's next run replaces what its last run left, so a
+    finished run's messages are held as long as input_sanitization's memo
+    holds them. Bounded in threads and in messages held: a thread it no longer
+    holds is counted from the start.
     """
 
-    RUNS = 16
+    FROM = 128
+    THREADS = 16
     HELD = 50_000
-    """Messages referenced before the oldest runs are let go (as `MessageMemo` bounds)."""
+    """Messages referenced before the oldest threads are let go (as `MessageMemo` bounds)."""
 
     def __init__(self) -> None:
-        self._runs: dict[str | None, tuple[Mapping[str, Any], list[Any]]] = {}
+        self._threads: dict[str | None, tuple[Mapping[str, Any], list[Any]]] = {}
+        self._held = 0
 
-    def since(self, run_id: str | None, ledger: Mapping[str, Any],
+    def since(self, thread: str | None, ledger: Mapping[str, Any],
               messages: list[Any]) -> int:
         """The index from which `messages` must be counted against `ledger`."""
-        kept = self._runs.get(run_id)
+        kept = self._threads.get(thread)
         if kept is None or kept[0] is not ledger:
             return 0
         counted = kept[1]
@@ -231,22 +238,25 @@ class _Counted:
         same = min(len(counted), len(messages))
         return next((i for i in range(same) if counted[i] is not messages[i]), same)
 
-    def keep(self, run_id: str | None, ledger: Mapping[str, Any], messages: list[Any]) -> None:
+    def keep(self, thread: str | None, ledger: Mapping[str, Any],
+             messages: Sequence[Any]) -> None:
         """Remember that `ledger`, left in state, has counted `messages`."""
-        runs = self._runs
-        runs.pop(run_id, None)
-        runs[run_id] = (ledger, messages)
-        while len(runs) > 1 and (len(runs) > self.RUNS or self._held() > self.HELD):
-            try:
-                del runs[next(iter(runs))]
-            except (KeyError, RuntimeError, StopIteration):  # another thread got there first
-                break
+        if len(messages) < self.FROM:
+            return
+        threads = self._threads
+        old = threads.pop(thread, None)
+        threads[thread] = (ledger, list(messages))  # as they are now, whatever the list becomes
+        self._held += len(messages) - (len(old[1]) if old else 0)
+        if len(threads) > self.THREADS or self._held > self.HELD:
+            self._trim()
 
-    def _held(self) -> int:
-        try:
-            return sum(len(kept[1]) for kept in self._runs.values())
-        except RuntimeError:  # changed by another thread meanwhile: count again next time
-            return 0
+    def _trim(self) -> None:
+        threads = self._threads
+        with contextlib.suppress(KeyError, RuntimeError, StopIteration):  # a racing trim
+            while len(threads) > 1 and (len(threads) > self.THREADS or self._held > self.HELD):
+                self._held -= len(threads.pop(next(iter(threads)))[1])
+        with contextlib.suppress(RuntimeError):  # changed meanwhile: the next trim counts
+            self._held = sum(len(kept[1]) for kept in threads.values())
 
 
 def _key(message: AnyMessage, index: int) -> str:

@@ -183,6 +183,7 @@ def test_counting_only_what_changed_gives_what_counting_everything_gives(history
     # step's writes are lost (a failed step: the next call finds the older ledger).
     fast, full = (TokenBudgetMiddleware(max_tokens=1000, warn_threshold=0.5)
                   for _ in range(2))
+    fast._counted.FROM = 0  # keeps track from the first message (a long thread's way)
     full._counted = FullScan()
     messages: list[Any] = [AIMessage("old", id=f"h{i}", usage_metadata=usage(n, n))
                            if is_reply else HumanMessage("old", id=f"h{i}")
@@ -217,16 +218,27 @@ def test_counting_only_what_changed_gives_what_counting_everything_gives(history
         messages = [stripped.get(m.id, m) for m in messages]
 
 
-def test_what_it_keeps_per_run_is_bounded_in_runs_and_messages():
+def test_what_it_keeps_is_one_run_per_thread_bounded_in_threads_and_messages():
     middleware = TokenBudgetMiddleware(max_tokens=1000)
+    kept = middleware._counted._threads
+
+    def start(thread: str, messages: list[Any]) -> None:
+        runtime = FakeRuntime()
+        runtime.context = RunContext(thread_id=thread, run_id=f"run-{len(kept)}-{thread}")
+        middleware.before_agent({"messages": messages}, runtime)
+
     short = [HumanMessage("q", id="q")]
+    start("short", short)
+    assert kept == {}  # a short thread is counted whole: nothing kept
+    middleware._counted.FROM = 1
     for index in range(40):
-        middleware.before_agent({"messages": short}, FakeRuntime(f"run-{index}"))
-    assert list(middleware._counted._runs) == [f"run-{index}" for index in range(24, 40)]
+        start(f"t{index}", short)
+        start(f"t{index}", short)  # the thread's next run replaces what its last one left
+    assert list(kept) == [f"t{index}" for index in range(24, 40)]
     long = [HumanMessage("q", id=f"q{i}") for i in range(20_000)]
     for index in range(3):
-        middleware.before_agent({"messages": long}, FakeRuntime(f"long-{index}"))
-    assert list(middleware._counted._runs) == ["long-1", "long-2"]  # 40k of 50k held
+        start(f"long-{index}", long)
+    assert list(kept) == ["long-1", "long-2"]  # 40k of the 50k messages it may hold
 
 
 # -- in a real graph -----------------------------------------------------------------------
@@ -360,6 +372,8 @@ def test_a_reply_grown_by_its_subagents_usage_counts_at_the_next_call(tmp_path, 
                       tools=[lookup], checkpointer="memory", base_dir=tmp_path,
                       registry=registry, fuse=fuse,
                       runtime=RuntimeOptions(subagents_enabled=True)) as agent:
+        [budget] = [m for m in agent.chain.middlewares if isinstance(m, TokenBudgetMiddleware)]
+        budget._counted.FROM = 0  # keep track as on a long thread
         state = agent.invoke("delegate", thread_id="t1")
     assert ran == ["one"] and lead.remaining == 1
     assert stop_reason_of(state)["reason"] == "token_capped"
