@@ -131,6 +131,9 @@ def report(medians: dict[str, tuple[float, float]], command: str, runs: int) -> 
     lines = [f"the bash tool ({command!r}), median of {runs} interleaved rounds, microseconds:",
              f"{'variant':<10} {'cpu':>8} {'- bare':>8} {'wall':>8} {'- bare':>8}"]
     for name, (cpu, wall) in medians.items():
+        if name == "release":  # no counterpart in the bare agent
+            lines.append(f"{name:<10} {cpu:>8.0f} {'':>8} {wall:>8.0f}")
+            continue
         lines.append(f"{name:<10} {cpu:>8.0f} {cpu - bare_cpu:>+8.0f} {wall:>8.0f} "
                      f"{wall - bare_wall:>+8.0f}")
     first, later, release = (medians[name][0] for name in ("first", "later", "release"))
