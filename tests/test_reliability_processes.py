@@ -348,3 +348,40 @@ def test_a_kernel_thread_is_not_read_again():
     # kthreadd (pid 2) and its children always read as having no environment.
     assert reaper._kernel_thread("2")
     assert not reaper._kernel_thread(str(os.getpid()))
+
+
+def test_the_counters_read_through_kept_descriptors_are_fresh(monkeypatch):
+    # The counters' files stay open and are read again from their start: each reading
+    # must be what opening the files afresh says at that moment, never an old copy.
+    def fresh() -> reaper.PidCounters | None:
+        with monkeypatch.context() as patched:
+            patched.setattr(reaper, "_read_again", reaper._read)
+            return reaper.pid_counters()
+
+    before = fresh()
+    kept = reaper.pid_counters()
+    subprocess.run(["true"], check=True)
+    again = reaper.pid_counters()
+    after = fresh()
+    assert before is not None and kept is not None and again is not None and after is not None
+    assert before.forks <= kept.forks < again.forks <= after.forks  # the fork is seen
+    assert again.pid_max == after.pid_max
+    assert reaper._kept_pid == os.getpid() and len(reaper._kept) == 3
+    # A forked child must not share its parent's descriptors' bookkeeping: it opens its own.
+    monkeypatch.setattr(reaper, "_kept", {"/proc/stat": -1})
+    monkeypatch.setattr(reaper, "_kept_pid", -1)
+    assert reaper.pid_counters() is not None
+    assert reaper._kept_pid == os.getpid() and reaper._kept["/proc/stat"] != -1
+    for descriptor in reaper._kept.values():
+        os.close(descriptor)
+
+
+def test_a_gone_pid_is_not_read(monkeypatch):
+    reaped = subprocess.Popen(["true"])
+    reaped.wait()
+    read: list[str] = []
+    monkeypatch.setattr(reaper, "_read", lambda path: read.append(path))
+    assert not reaper._environment_has(str(reaped.pid), b"x")
+    assert read == []  # gone: its /proc files are not even opened
+    assert not reaper._environment_has(str(os.getpid()), b"x")
+    assert read == [f"/proc/{os.getpid()}/environ"]  # alive: read

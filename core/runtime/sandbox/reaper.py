@@ -101,6 +101,8 @@ _EXEC_WAIT = 0.002
 
 
 def _environment_has(pid: str, needle: bytes) -> bool:
+    if not _exists(int(pid)):
+        return False  # most pids of a sweep's window are gone: a signal says so cheaply
     environment = _read(f"/proc/{pid}/environ")
     for _ in range(_EXEC_RETRIES):
         if environment != b"" or _kernel_thread(pid):
@@ -108,6 +110,17 @@ def _environment_has(pid: str, needle: bytes) -> bool:
         time.sleep(_EXEC_WAIT)
         environment = _read(f"/proc/{pid}/environ")
     return environment is not None and needle in environment
+
+
+def _exists(pid: int) -> bool:
+    """Whether a process or thread `pid` exists (signal 0: nothing is sent)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's: it exists
+    return True
 
 
 def _kernel_thread(pid: str) -> bool:
@@ -137,15 +150,54 @@ def _stat_field(pid: str, index: int) -> int | None:
 _PID_FLOOR = 300
 
 
+# The counters' files, kept open per process: reading one again from its start makes
+# the kernel write it afresh, as opening it would, without the path look-up (which
+# costs more than the read). {path: descriptor}, for the process in `_kept_pid`.
+_kept: dict[str, int] = {}
+_kept_pid = 0
+_kept_lock = threading.Lock()
+
+
+def _read_again(path: str) -> bytes | None:
+    """The whole of a /proc file read often, through a descriptor kept open; None when
+    it cannot be read."""
+    global _kept, _kept_pid
+    descriptor = _kept.get(path) if _kept_pid == os.getpid() else None
+    if descriptor is None:
+        with _kept_lock:
+            if _kept_pid != os.getpid():  # a forked child holds its parent's copies
+                _kept, _kept_pid = {}, os.getpid()
+            descriptor = _kept.get(path)
+            if descriptor is None:
+                try:
+                    descriptor = _kept[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                except OSError:
+                    return None
+    chunks: list[bytes] = []
+    offset = 0
+    try:
+        while chunk := os.pread(descriptor, 1 << 16, offset):
+            chunks.append(chunk)
+            offset += len(chunk)
+    except OSError:
+        return None
+    return b"".join(chunks)
+
+
 def _proc_number(path: str, prefix: bytes = b"") -> int | None:
-    """The number after `prefix` on its line of a /proc file, or None when it is not there."""
-    for line in (_read(path) or b"").splitlines():
-        if line.startswith(prefix):
-            try:
-                return int(line[len(prefix):].split()[0])
-            except (IndexError, ValueError):
-                return None
-    return None
+    """The number after `prefix` at the start of a line of a /proc file, or None when it
+    is not there."""
+    text = _read_again(path) or b""
+    if text.startswith(prefix):
+        start = 0
+    else:
+        start = text.find(b"\n" + prefix) + 1
+        if not start:
+            return None
+    try:
+        return int(text[start + len(prefix):].split(None, 1)[0])
+    except (IndexError, ValueError):
+        return None
 
 
 class PidCounters(NamedTuple):
@@ -164,7 +216,7 @@ def pid_counters() -> PidCounters | None:
     """The counters now, or None without a Linux /proc."""
     forks = _proc_number("/proc/stat", b"processes ")
     # "0.12 0.34 0.56 running/tasks last_pid": the loads are not integers, so skip them.
-    load = (_read("/proc/loadavg") or b"").split()[3:]
+    load = (_read_again("/proc/loadavg") or b"").split()[3:]
     pid_max = _proc_number("/proc/sys/kernel/pid_max")
     try:
         tasks, last_pid = int(load[0].split(b"/")[1]), int(load[1])
