@@ -62,6 +62,7 @@ _READ_CHUNK = 64 * 1024
 _PIPE_DRAIN_GRACE_SECONDS = 0.5
 # Where the shell's exit cannot be watched with a descriptor, look this often.
 _EXIT_POLL_SECONDS = 0.02
+_Selector = getattr(selectors, "PollSelector", selectors.DefaultSelector)
 
 
 class _CappedOutput:
@@ -127,6 +128,7 @@ class HostSandbox(Sandbox):
         self.mapper = thread_paths.mapper
         self.default_timeout = default_timeout
         self.max_output_bytes = max_output_bytes
+        self._keep = self._raw_bytes_to_keep()
         self._shell = shell
         self._lock = threading.RLock()  # re-entered by a signal handler (interrupt)
         self._running: set[subprocess.Popen[bytes]] = set()
@@ -261,7 +263,8 @@ class HostSandbox(Sandbox):
         return text
 
     def _raw_bytes_to_keep(self) -> int:
-        """How many raw bytes per stream can matter for ``max_output_bytes`` shown bytes.
+        """How many raw bytes per stream can matter for ``max_output_bytes`` shown bytes
+        (the same for every command: worked out once, when the sandbox is made).
 
         Output is cut *after* host paths are rewritten, so the raw capture must
         hold everything that can shrink into the shown bytes: a shown byte stands
@@ -288,20 +291,20 @@ class HostSandbox(Sandbox):
         over a chunk of output adds latency to the command.
         """
         assert process.stdout is not None and process.stderr is not None
-        keep = self._raw_bytes_to_keep()
-        stdout, stderr = _CappedOutput(keep), _CappedOutput(keep)
+        stdout, stderr = _CappedOutput(self._keep), _CappedOutput(self._keep)
         now = time.monotonic()
         deadline = now + limit  # the command's own time limit
         exited_at: float | None = None  # when the shell itself exited
         killed_at: float | None = None  # when the group was killed (timeout or reaping)
         timed_out = reaped = False
         exit_fd = _exit_descriptor(process)
-        with contextlib.ExitStack() as stack, selectors.DefaultSelector() as selector:
-            for stream, output in ((process.stdout, stdout), (process.stderr, stderr)):
-                stack.callback(_close_quietly, stream)
-                selector.register(stream, selectors.EVENT_READ, output)
+        # poll(2), as `subprocess` itself uses: an epoll selector costs a descriptor and a
+        # system call per registration, more than the few rounds a command takes.
+        selector = _Selector()
+        try:
+            selector.register(process.stdout, selectors.EVENT_READ, stdout)
+            selector.register(process.stderr, selectors.EVENT_READ, stderr)
             if exit_fd is not None:
-                stack.callback(os.close, exit_fd)
                 selector.register(exit_fd, selectors.EVENT_READ, None)
             # Until both pipes are closed and, when watched, the shell has exited: so the
             # exit is seen through its descriptor rather than by polling.
@@ -333,6 +336,12 @@ class HostSandbox(Sandbox):
                         key.data.feed(chunk)
                     else:
                         selector.unregister(key.fileobj)
+        finally:
+            selector.close()
+            if exit_fd is not None:
+                os.close(exit_fd)
+            _close_quietly(process.stderr)
+            _close_quietly(process.stdout)
         # Both pipes are closed, but the shell may still run (it closed its output, and
         # its exit could not be watched): the time limit holds until it exits.
         if not timed_out and process.poll() is None:

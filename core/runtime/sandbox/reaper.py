@@ -330,14 +330,22 @@ done
 """
 
 
+def _watching() -> bool:
+    """Whether this process's watchdog runs."""
+    watchdog = _watchdog
+    return watchdog is not None and getattr(watchdog, "antler_owner", None) == os.getpid() \
+        and watchdog.poll() is None
+
+
 def start_watchdog() -> None:
     """Start this process's watchdog unless it runs already (Linux only; idempotent)."""
     global _watchdog
+    if _watching():
+        return  # every command calls this: the common case looks at nothing else
     if not os.path.isdir("/proc"):
         return
     with _watchdog_lock:
-        if _watchdog is not None and _watchdog.poll() is None and getattr(
-                _watchdog, "antler_owner", None) == os.getpid():
+        if _watching():
             return
         try:
             watchdog = subprocess.Popen(
