@@ -385,3 +385,30 @@ def test_a_gone_pid_is_not_read(monkeypatch):
     assert read == []  # gone: its /proc files are not even opened
     assert not reaper._environment_has(str(os.getpid()), b"x")
     assert read == [f"/proc/{os.getpid()}/environ"]  # alive: read
+
+
+def test_the_sweep_does_not_read_the_harness_threads(monkeypatch):
+    import threading
+
+    started, done = threading.Event(), threading.Event()
+    ids: list[int] = []
+
+    def worker() -> None:
+        ids.append(threading.get_native_id())
+        started.set()
+        done.wait(HANG_GUARD)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    started.wait(HANG_GUARD)
+    stray = subprocess.Popen(["true"])
+    stray.wait()
+    read: list[int] = []
+    monkeypatch.setattr(reaper, "_candidates", lambda since: [os.getpid(), ids[0], stray.pid])
+    monkeypatch.setattr(reaper, "_environment_has", lambda pid, needle: read.append(int(pid)))
+    try:
+        reaper.sweep("t")
+    finally:
+        done.set()
+        thread.join()
+    assert read == [stray.pid]  # a thread of this process is not another process

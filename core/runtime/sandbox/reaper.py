@@ -156,6 +156,7 @@ _PID_FLOOR = 300
 _kept: dict[str, int] = {}
 _kept_pid = 0
 _kept_lock = threading.Lock()
+_READ_SIZE = 1 << 16
 
 
 def _read_again(path: str) -> bytes | None:
@@ -176,11 +177,14 @@ def _read_again(path: str) -> bytes | None:
     chunks: list[bytes] = []
     offset = 0
     try:
-        while chunk := os.pread(descriptor, 1 << 16, offset):
+        # The kernel hands out all that such a file holds, up to the size asked: a
+        # shorter read is the end (no read of nothing to find it).
+        while len(chunk := os.pread(descriptor, _READ_SIZE, offset)) == _READ_SIZE:
             chunks.append(chunk)
-            offset += len(chunk)
+            offset += _READ_SIZE
     except OSError:
         return None
+    chunks.append(chunk)
     return b"".join(chunks)
 
 
@@ -301,10 +305,12 @@ def sweep(token: str, *, spare_sessions: Iterable[int] = (),
     """
     spared = set(spare_sessions)
     needle = f"{TOKEN_VARIABLE}={token}\0".encode()
-    me = os.getpid()
+    # This process and its threads (a run starts some) share its environment, which
+    # carries no token: they are not read.
+    harness = {os.getpid(), *(thread.native_id for thread in threading.enumerate())}
     killed: list[int] = []
     for pid in _candidates(since):
-        if pid == me or not _environment_has(str(pid), needle):
+        if pid in harness or not _environment_has(str(pid), needle):
             continue
         if spared and _session_of(str(pid)) in spared:
             continue
