@@ -412,3 +412,33 @@ def test_the_sweep_does_not_read_the_harness_threads(monkeypatch):
         done.set()
         thread.join()
     assert read == [stray.pid]  # a thread of this process is not another process
+
+
+def test_a_runs_first_command_marks_with_a_reading_of_the_last_second(tmp_path, monkeypatch):
+    # Any reading taken before the command started proves the sweep's window; one of the
+    # last second is reused, an older one is not (it would count too many forks).
+    reads: list[reaper.PidCounters | None] = []
+    real = reaper.pid_counters
+
+    def counted() -> reaper.PidCounters | None:
+        reads.append(real())
+        return reads[-1]
+
+    monkeypatch.setattr(reaper, "pid_counters", counted)
+    provider = LocalSandboxProvider(default_timeout=30)
+    sandbox_id = provider.acquire(PathLayout(tmp_path).thread("u", "t1"))
+    sandbox = provider.get(sandbox_id)
+    clock = [time.monotonic()]
+    monkeypatch.setattr(reaper.time, "monotonic", lambda: clock[0])
+    try:
+        reaper.pid_counters()
+        sandbox.execute_command("true")
+        assert len(reads) == 1 and sandbox._pid_mark is not None
+        assert sandbox._pid_mark.before is reads[0]  # reused
+        provider.release(sandbox_id)  # the sweep reads the counters again
+        assert len(reads) == 2
+        clock[0] += 2 * reaper._RECENT_SECONDS
+        sandbox.execute_command("true")
+        assert len(reads) == 3 and sandbox._pid_mark.before is reads[2]  # too old: read
+    finally:
+        provider.shutdown()

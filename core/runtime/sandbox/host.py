@@ -157,7 +157,7 @@ class HostSandbox(Sandbox):
         with self._lock:  # so `interrupt` and `close` see every command that started
             # The first command since the last `end_run` marks where its sweep starts.
             first = not self._sessions and self.leaves_strays
-            counters = reaper.pid_counters() if first else None
+            counters = reaper.recent_pid_counters() if first else None
             process = self._spawn(self._command_text(command))
             if first:
                 self._pid_mark = reaper.PidMark.after(counters, process.pid)

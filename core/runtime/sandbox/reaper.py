@@ -19,7 +19,7 @@ Reading a process's environment is the costly part of a sweep (the kernel
 copies it out of that process's memory), and a busy machine runs hundreds of
 processes. So a sweep reads only the processes that can be a command's
 descendants: those whose pid was handed out after the first command of the run
-started (`PidMark`, taken just before it). Pids are handed out in increasing
+started (`PidMark`, with counters read before it). Pids are handed out in increasing
 order and wrap around at ``pid_max``; when the pid counter may have gone all
 the way round since the mark, or the kernel does not say where it stands, every
 process is read, as before.
@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 __all__ = ["TOKEN_VARIABLE", "PidCounters", "PidMark", "new_token", "pid_counters",
-           "start_watchdog", "sweep"]
+           "recent_pid_counters", "start_watchdog", "sweep"]
 
 TOKEN_VARIABLE = "ANTLER_SANDBOX_TOKEN"
 
@@ -228,7 +228,30 @@ def pid_counters() -> PidCounters | None:
         return None
     if forks is None or pid_max is None:
         return None
-    return PidCounters(forks, tasks, last_pid, pid_max)
+    global _latest
+    counters = PidCounters(forks, tasks, last_pid, pid_max)
+    _latest = (time.monotonic(), counters)
+    return counters
+
+
+# The last counters read in this process, and when (`time.monotonic`).
+_latest: tuple[float, PidCounters] | None = None
+_RECENT_SECONDS = 1.0
+
+
+def recent_pid_counters() -> PidCounters | None:
+    """Counters read in the last second, or read now: what a `PidMark` needs.
+
+    A mark may hold any reading taken before its command started: an older one
+    only counts more forks since, so the sweep's proof holds, a little looser.
+    Reusing the last sweep's reading spares the first command of a run a read
+    of /proc/stat (the costly one); the age limit keeps the proof from being
+    spent on an idle harness's old reading (past it, every process is read).
+    """
+    latest = _latest
+    if latest is not None and time.monotonic() - latest[0] < _RECENT_SECONDS:
+        return latest[1]
+    return pid_counters()
 
 
 @dataclass(frozen=True)
@@ -246,12 +269,12 @@ class PidMark:
 
     first_pid: int
     before: PidCounters
-    """The counters read just before the command started."""
+    """The counters read before the command started (the closer, the tighter the proof)."""
 
     @classmethod
     def after(cls, before: PidCounters | None, first_pid: int) -> PidMark | None:
-        """The mark of a command with pid `first_pid`, started after `pid_counters()` gave
-        `before`; None when they could not be read."""
+        """The mark of a command with pid `first_pid`, started after `pid_counters()` (or
+        `recent_pid_counters()`) gave `before`; None when they could not be read."""
         return None if before is None else cls(first_pid, before)
 
 
