@@ -312,3 +312,28 @@ def test_replacing_the_host_root_matches_the_pattern_it_stands_for(pieces: list[
     text = "".join(pieces).replace("ROOT", root)
     pattern = re.compile(rf"{re.escape(root)}(?!{_PATH_CHAR})")
     assert _replace_root(text, root, "/mnt/user-data") == pattern.sub("/mnt/user-data", text)
+
+
+# A tree whose paths go through absolute and relative links, chains, a loop and a dangling
+# link: the kernel's answer for a directory must be `os.path.realpath`'s, and any path
+# that is not a reachable directory must get `os.path.realpath`'s answer as well.
+_TREE_LINKS = {"up": "..", "abs": "{root}/d1", "rel": "d1/d2", "chain": "rel", "loop": "loop",
+               "dangling": "missing/dir", "file_link": "d1/f", "out": "/tmp"}
+
+
+@given(st.lists(st.sampled_from(["d1", "d2", "up", "abs", "rel", "chain", "loop", "dangling",
+                                 "file_link", "out", "..", ".", "f", "missing"]),
+                min_size=0, max_size=6))
+def test_a_directory_resolved_by_the_kernel_is_its_realpath(tmp_path_factory: Any,
+                                                            parts: list[str]) -> None:
+    from antler.runtime import paths as paths_module
+
+    root = tmp_path_factory.getbasetemp() / "resolve-tree"
+    if not root.exists():
+        (root / "d1" / "d2").mkdir(parents=True)
+        (root / "d1" / "f").write_text("x")
+        for name, target in _TREE_LINKS.items():
+            os.symlink(target.format(root=root), root / "d1" / "d2" / name
+                       if name == "up" else root / name)
+    path = Path(os.path.join(root, *parts))
+    assert paths_module._resolved_directory(path) == Path(os.path.realpath(path))

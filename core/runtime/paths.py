@@ -262,7 +262,7 @@ class VirtualPathMapper:
         self._skill_roots: tuple[Path, ...] = tuple(getattr(paths, "skill_roots", ()))
         # The base directory may itself sit behind a symlink (e.g. /tmp on macOS),
         # so symlink checks compare fully resolved paths on both sides.
-        self._resolved_root = Path(os.path.realpath(paths.user_data))
+        self._resolved_root = _resolved_directory(paths.user_data)
 
     @property
     def resolved_root(self) -> Path:
@@ -383,6 +383,37 @@ class VirtualPathMapper:
         except PathEscapeError:
             return match.group()
         return host + "/" if match.group().endswith("/") and not host.endswith("/") else host
+
+
+def _resolved_directory(path: Path) -> Path:
+    """``os.path.realpath(path)``, asked of the kernel when ``path`` is a directory.
+
+    `os.path.realpath` looks at every component with a system call of its
+    own; the path the kernel reached a directory by (its descriptor's name in
+    ``/proc/self/fd``, on Linux) is the same answer for one look-up of the
+    whole path. Anywhere that is not so (no such directory yet, no ``/proc``,
+    another system) the answer is `os.path.realpath`'s.
+    """
+    if _DIRECTORY_HANDLE is None:
+        return Path(os.path.realpath(path))
+    try:
+        descriptor = os.open(path, _DIRECTORY_HANDLE)
+    except OSError:
+        return Path(os.path.realpath(path))
+    try:
+        reached = os.readlink(f"/proc/self/fd/{descriptor}")
+    except OSError:
+        reached = ""
+    finally:
+        os.close(descriptor)
+    # A directory removed meanwhile reads as "<path> (deleted)": not an answer.
+    if not reached.startswith("/") or reached.endswith(" (deleted)"):
+        return Path(os.path.realpath(path))
+    return Path(reached)
+
+
+_O_PATH = getattr(os, "O_PATH", None)
+_DIRECTORY_HANDLE = None if _O_PATH is None else _O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 def _replace_root(text: str, root: str, replacement: str) -> str:
