@@ -281,6 +281,25 @@ class AntlerRunner:
         self.agent.close()
 
 
+def bare_bash(workdir: Path) -> Any:
+    """The bare agent's `bash`: the command in `workdir` (which gets the demo's upload)
+    through a plain `subprocess.run`, virtual upload paths made relative."""
+    from langchain_core.tools import tool
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "sales.csv").write_text("month,revenue\n2026-01,1200\n", encoding="utf-8")
+
+    @tool
+    def bash(command: str) -> str:
+        """Run a shell command."""
+        command = command.replace("/mnt/user-data/uploads/", "")
+        done = subprocess.run(["bash", "-c", command], cwd=workdir, capture_output=True,
+                              text=True, timeout=30, check=False)
+        return done.stdout + done.stderr
+
+    return bash
+
+
 class BareRunner:
     """LangChain's `create_agent` with stand-in tools of the chain's names.
 
@@ -299,17 +318,7 @@ class BareRunner:
 
         scripts = _scripts(runs)
         subagent = create_agent(model=scripted(scripts["sub"]), tools=[])
-        workdir = scratch / "work"
-        workdir.mkdir(parents=True, exist_ok=True)
-        (workdir / "sales.csv").write_text("month,revenue\n2026-01,1200\n", encoding="utf-8")
-
-        @tool
-        def bash(command: str) -> str:
-            """Run a shell command."""
-            command = command.replace("/mnt/user-data/uploads/", "")
-            done = subprocess.run(["bash", "-c", command], cwd=workdir, capture_output=True,
-                                  text=True, timeout=30, check=False)
-            return done.stdout + done.stderr
+        bash = bare_bash(scratch / "work")
 
         @tool
         def task(description: str, prompt: str) -> str:

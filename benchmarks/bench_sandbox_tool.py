@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from benchmarks.bench_fusion import bare_bash
 
 DEMO_COMMAND = "wc -l /mnt/user-data/uploads/sales.csv"
 VARIANTS = ("bare tool", "first", "later", "release")
@@ -39,8 +40,6 @@ class Scenario:
     """The bare tool and the sandbox tool and middleware over one local provider."""
 
     def __init__(self, base: Path, command: str) -> None:
-        from langchain_core.tools import tool
-
         from antler.plugins.sandbox.config import SandboxConfig
         from antler.plugins.sandbox.middleware import SandboxMiddleware
         from antler.plugins.sandbox.tools import build_tools
@@ -53,19 +52,7 @@ class Scenario:
         tools = build_tools(self.provider, self.layout, SandboxConfig())
         self.tool = next(t for t in tools if t.name == "bash")
         self.middleware = SandboxMiddleware(self.provider, self.layout)
-        workdir = base / "bare"
-        workdir.mkdir()
-        (workdir / "sales.csv").write_text("month,revenue\n2026-01,1200\n", encoding="utf-8")
-
-        @tool
-        def bash(command: str) -> str:
-            """Run a shell command."""
-            command = command.replace("/mnt/user-data/uploads/", "")
-            done = subprocess.run(["bash", "-c", command], cwd=workdir, capture_output=True,
-                                  text=True, timeout=30, check=False)
-            return done.stdout + done.stderr
-
-        self.bare = bash
+        self.bare = bare_bash(base / "bare")
         self.count = 0
 
     def thread(self) -> tuple[Any, Any, dict[str, Any]]:
