@@ -45,13 +45,13 @@ class Scenario:
         from antler.plugins.sandbox.tools import build_tools
         from antler.runtime.paths import PathLayout
         from antler.runtime.sandbox.local import LocalSandboxProvider
-        from antler.runtime.toolargs import with_resolved_hints
+        from antler.runtime.toolargs import with_resolved_signatures
 
         self.command = command
         self.layout = PathLayout(base / "antler")
         self.provider = LocalSandboxProvider(max_output_bytes=8 * 1024 * 1024)
-        # As the agent builds them: the functions' postponed annotations evaluated once.
-        tools = with_resolved_hints(build_tools(self.provider, self.layout, SandboxConfig()))
+        # As the agent builds them: hints and signatures worked out once.
+        tools = with_resolved_signatures(build_tools(self.provider, self.layout, SandboxConfig()))
         self.tool = next(t for t in tools if t.name == "bash")
         self.middleware = SandboxMiddleware(self.provider, self.layout)
         self.bare = bare_bash(base / "bare")  # as LangChain's bare agent gets it
