@@ -7,9 +7,9 @@ affects them alike:
 
 * ``plain``: ``subprocess.run(["bash", "-c", command], capture_output=True)``,
   what a bare agent's stand-in tool does (the baseline);
-* ``local``: `LocalSandbox.execute_command`: its own session, the parent-death
-  signal, the sweep token, both pipes drained with a selector, output caps and
-  virtual-path rewriting;
+* ``local``: `LocalSandbox.execute_command`: its own session, the sweep token
+  (and the watchdog that sweeps should the harness die), both pipes drained
+  with a selector, output caps and virtual-path rewriting;
 * ``bwrap``: `BwrapSandbox.execute_command`: the same runner, the command in
   fresh user, mount, PID, network, IPC and UTS namespaces holding only the
   thread's directories and a read-only system (skipped when bubblewrap is not

@@ -388,6 +388,6 @@ def start_watchdog() -> None:
                 start_new_session=True,
             )
         except OSError:
-            return  # no /bin/sh: the parent-death signal still stops each shell
+            return  # no /bin/sh, no watchdog: the end-of-run sweeps still run
         watchdog.antler_owner = os.getpid()  # type: ignore[attr-defined]
         _watchdog = watchdog
