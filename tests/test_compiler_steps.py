@@ -26,6 +26,7 @@ from antler.compat import runnable_callable
 from antler.compiler import create_fused_agent
 from antler.compiler.nodes import _direct
 from antler.runtime.models import ScriptedChatModel
+from tests.test_compiler_model_node import Named
 
 MODES = ("unfused", "fused")
 
@@ -40,18 +41,10 @@ def _node_of_inherited_config(label: str) -> str:
                           ).invoke(None)
 
 
-class Recorder(AgentMiddleware):
+class Recorder(Named):
     """`before_model` of the usual form: records the runtime's context and its node."""
 
     state_schema = SeenState
-
-    def __init__(self, name: str) -> None:
-        super().__init__()
-        self._name = name
-
-    @property
-    def name(self) -> str:
-        return self._name
 
     def before_model(self, state: Any, runtime: Any) -> Any:
         return {"seen": [f"{self._name} user={runtime.context['user']}",
