@@ -204,6 +204,15 @@ class _Decided:
         self.result = result
 
 
+def _decided_or_read(decided: _SavedAnswers, read: Any) -> Any:
+    """The edge's reader: the route the node left for this task, else the state as read."""
+    def reader(config: RunnableConfig) -> Any:
+        known = decided.take(_task_key(config))
+        return known if known is not None else read(config)
+
+    return reader
+
+
 def ending_edge(graph: Any, node: str, decided: _SavedAnswers | None = None,
                 ) -> tuple[list[Any], Any]:
     """(`node`'s writers with LangChain's edge ending the run when the node did, the edge's path).
@@ -220,6 +229,8 @@ def ending_edge(graph: Any, node: str, decided: _SavedAnswers | None = None,
     spec = edge.func.__self__
     route = spec.path
     read = edge.kwargs["reader"]
+    if decided is not None and read is not None:
+        read = _decided_or_read(decided, read)
 
     def ending(state: Any, config: RunnableConfig) -> Any:
         if isinstance(state, _Decided):
@@ -227,14 +238,9 @@ def ending_edge(graph: Any, node: str, decided: _SavedAnswers | None = None,
         # The node decided on the state before its after_agent hooks changed it.
         return END if state.get(END_MARK) else route.invoke(state, config)
 
-    def reader(config: RunnableConfig) -> Any:
-        known = decided.take(_task_key(config)) if decided is not None else None
-        return known if known is not None else read(config)
-
     ends = None if spec.ends is None else {**spec.ends, END: END}
     routed = spec._replace(path=RunnableCallable(ending, trace=False), ends=ends)
-    replaced = routed.run(edge.kwargs["writer"],
-                          reader if decided is not None and read is not None else read)
+    replaced = routed.run(edge.kwargs["writer"], read)
     return [replaced if writer is edge else writer for writer in graph.nodes[node].writers], route
 
 

@@ -352,7 +352,10 @@ def _invoke(step: _Step, state: dict[str, Any], runtime: Any, config: RunnableCo
     token = var.set(member)
     try:
         if runtime is not None and step.direct is not None:
-            return _settled(step.direct(state, runtime=runtime), state, member)
+            result = step.direct(state, runtime=runtime)
+            if _is_runnable(result):  # as RunnableCallable.invoke recurses
+                return result.invoke(state, member)
+            return result
         return _runnable(step, member).invoke(state, member)
     finally:
         var.reset(token)
@@ -382,12 +385,8 @@ def _child_config_var() -> Any:
     return var_child_runnable_config
 
 
-def _settled(result: Any, state: dict[str, Any], config: RunnableConfig) -> Any:
-    """A hook's result as `RunnableCallable.invoke` returns it (a runnable is invoked)."""
-    return result.invoke(state, config) if _is_runnable(result) else result
-
-
 def _is_runnable(result: Any) -> bool:
+    """Whether a hook returned a runnable, which `RunnableCallable` runs in its place."""
     if result is None or type(result) is dict:
         return False  # the usual results: no isinstance check against the ABC
     from langchain_core.runnables import Runnable
