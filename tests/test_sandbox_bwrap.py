@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import logging
 import os
 import socket
@@ -489,3 +490,39 @@ def test_chain_show_and_doctor_say_which_provider_and_why(tmp_path: Path) -> Non
     warned = _antler_json("doctor", "--config", str(local))
     assert warned["code"] == 0 and warned["checks"][-1]["status"] == "warn"
     assert "NOT isolated" in warned["checks"][-1]["detail"]
+
+
+# -- nothing left for init to reap ------------------------------------------------------------
+
+_ORPHANS = """
+import ctypes, json, os, sys, time
+# This process adopts its orphaned descendants, as a container's init would (and
+# might never reap them): whatever is left defunct under it was orphaned.
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+exec(sys.argv[1])
+time.sleep(0.3)
+left = []
+for name in os.listdir("/proc"):
+    try:
+        stat = open(f"/proc/{name}/stat").read()
+    except OSError:
+        continue
+    fields = stat.rsplit(")", 1)[-1].split()
+    if name.isdigit() and int(fields[1]) == os.getpid():
+        left.append(stat.split(")")[0] + ") " + fields[0])
+print(json.dumps(left))
+"""
+
+
+def orphans_left(code: str) -> list[str]:
+    """The processes `code` left behind for a subreaper (its adopted, unreaped descendants)."""
+    done = subprocess.run([sys.executable, "-c", _ORPHANS, code], capture_output=True,
+                          text=True, timeout=60, check=True)
+    return list(json.loads(done.stdout))
+
+
+def test_the_availability_probe_leaves_no_defunct_process() -> None:
+    needs_bwrap()
+    code = ("from antler.runtime.sandbox.bwrap import bwrap_status\n"
+            "assert bwrap_status().usable")
+    assert orphans_left(code) == []

@@ -86,8 +86,11 @@ def bwrap_status() -> BwrapStatus:
         return BwrapStatus(False, "bubblewrap is not installed (no 'bwrap' on PATH; Debian "
                                   "and Ubuntu: apt-get install bubblewrap)")
     try:
+        # `--as-pid-1`: bwrap's own PID 1 would outlive the outer bwrap by a moment and,
+        # orphaned, be left to init to reap; a container's init may never do it.
         probe = subprocess.run(
-            [found, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"],
+            [found, "--unshare-all", "--die-with-parent", "--as-pid-1", "--ro-bind", "/", "/",
+             "true"],
             stdin=subprocess.DEVNULL, capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.SubprocessError) as error:
         return BwrapStatus(False, f"{found} could not be run: {error}", found)
