@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import math
 import os
 import shutil
@@ -57,9 +58,12 @@ from typing import Any
 
 from antler.runtime.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, ThreadPaths
 
+from . import cgroup
 from .host import HostSandbox, HostSandboxProvider, RunningCommand
 from .namespace import Namespace, NamespaceCommand, NamespaceGoneError
 from .provider import SandboxError
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["BwrapSandbox", "BwrapSandboxProvider", "BwrapStatus", "BwrapUnavailableError",
            "bwrap_status"]
@@ -238,7 +242,14 @@ class BwrapSandbox(HostSandbox):
                               self._environment(_PATH, WORKSPACE), fds=fds)
         namespace.start()
         if settings.cgroups is not None:
-            settings.cgroups.hold(namespace)
+            assert namespace.init_pid is not None
+            try:
+                group = settings.cgroups.hold(namespace.init_pid)
+            except OSError as error:
+                namespace.close()
+                raise SandboxError(f"The sandbox could not be held to its process limit: its "
+                                   f"cgroup could not be made ({error}).") from None
+            namespace.on_close(functools.partial(cgroup.release, group))
         self._namespace = namespace
         return namespace
 
@@ -367,7 +378,8 @@ class _Settings:
     """`ulimit` flags and their values."""
     tmp_bytes: int
     idle_seconds: float
-    cgroups: Any  # a `cgroup.PidsLimit`, or None where no pids cgroup can be made
+    cgroups: cgroup.PidsLimit | None
+    """Where each namespace's ``pids`` cgroup is made; None where none can be."""
 
 
 class BwrapSandboxProvider(HostSandboxProvider):
@@ -415,7 +427,13 @@ class BwrapSandboxProvider(HostSandboxProvider):
         self._settings = _Settings(
             bwrap=status.path, fixed=self._fixed_arguments(python_mounts), python=python,
             limits=limits, tmp_bytes=file_size_mb << 20, idle_seconds=float(idle_seconds),
-            cgroups=None)
+            cgroups=cgroup.PidsLimit.find(processes))
+        if self._settings.cgroups is None and os.geteuid() == 0:
+            logger.warning(
+                "sandbox: limits.processes (%d) cannot hold here: the harness runs as root, "
+                "whose processes RLIMIT_NPROC does not count, and no pids cgroup can be made "
+                "(mount the cgroup tree writable, or run the harness as another user)",
+                processes)
 
     def _fixed_arguments(self, python_mounts: list[str]) -> list[str]:
         """The options every namespace of this provider shares, worked out once."""

@@ -37,7 +37,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
@@ -164,6 +164,7 @@ class Namespace:
         self._control: socket.socket | None = None
         self._send_lock = threading.Lock()
         self._devnull: int | None = None
+        self._on_close: list[Callable[[], None]] = []
         self.init_pid: int | None = None
         """The init's pid on the host (bubblewrap's ``child-pid``)."""
 
@@ -268,6 +269,10 @@ class Namespace:
             theirs.close()
             reply.close()
 
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once the namespace has ended (`close`)."""
+        self._on_close.append(callback)
+
     def close(self) -> None:
         """End the namespace and everything in it; wait for bubblewrap to exit."""
         control, self._control = self._control, None
@@ -277,14 +282,16 @@ class Namespace:
         if self._devnull is not None:
             os.close(self._devnull)
             self._devnull = None
-        if process is None:
-            return
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            # bubblewrap's child (the init) dies with it (--die-with-parent).
-            process.kill()
-            process.wait()
+        if process is not None:
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                # bubblewrap's child (the init) dies with it (--die-with-parent).
+                process.kill()
+                process.wait()
+        callbacks, self._on_close = self._on_close, []
+        for callback in callbacks:
+            callback()
 
 
 def _memory_file(name: str, data: bytes) -> int:
