@@ -103,15 +103,17 @@ def _own_pids_cgroups() -> list[Path]:
             separator = fields.index("-")
             root, mount_point = fields[3], fields[4]
             kind, options = fields[separator + 1], fields[separator + 3].split(",")
+            member: str | None
             if kind == "cgroup" and "pids" in options:
-                path = next((p for c, p in memberships.items() if "pids" in c.split(",")), None)
+                member = next((path for controllers, path in memberships.items()
+                               if "pids" in controllers.split(",")), None)
             elif kind == "cgroup2":
-                path = memberships.get("")
+                member = memberships.get("")
             else:
                 continue
-            if path is None:
+            if member is None:
                 continue
-            relative = os.path.relpath(path, root)
+            relative = os.path.relpath(member, root)
             if relative.startswith(".."):
                 continue  # this process's cgroup is not under that mount
             directory = Path(mount_point, relative).resolve()
