@@ -180,8 +180,10 @@ def _sandbox_python() -> tuple[str, list[str]]:
 class BwrapSandbox(HostSandbox):
     """One thread's sandbox whose commands run in its bubblewrap namespace (module docstring)."""
 
-    # A command's leftovers die with it, in the namespace (the init sees to it).
+    # A command's leftovers die with it, in the namespace (the init sees to it), before
+    # its exit is reported: then nothing can write its output any more.
     leaves_strays = False
+    output_ends_with_exit = True
 
     def __init__(self, sandbox_id: str, thread_paths: ThreadPaths, *, default_timeout: float,
                  max_output_bytes: int, shell: str, settings: _Settings) -> None:

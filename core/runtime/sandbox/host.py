@@ -130,6 +130,10 @@ class HostSandbox(Sandbox):
     leaves_strays = True
     """Whether a finished command can leave processes behind, for `end_run` to find."""
 
+    output_ends_with_exit = False
+    """Whether a command's reported exit means nothing can write its output any more
+    (whatever it left is killed first), so the pipes are read up to that point only."""
+
     def __init__(
         self,
         sandbox_id: str,
@@ -334,6 +338,9 @@ class HostSandbox(Sandbox):
                         selector.unregister(exit_fd)
                         if not selector.get_map():
                             break  # the pipes were closed already
+                    if self.output_ends_with_exit:
+                        _drain(selector)  # what is in the pipes is all there will be
+                        break
                 if killed_at is None and now >= deadline:
                     timed_out, killed_at = True, now
                     self._kill(process)
@@ -546,6 +553,21 @@ class HostSandbox(Sandbox):
 def _find_on_path(shell: str, path: str | None) -> str | None:
     """`shutil.which`, remembered per shell and ``PATH`` (cleared when a start fails)."""
     return shutil.which(shell, path=path)
+
+
+def _drain(selector: selectors.BaseSelector) -> None:
+    """Read the registered pipes until nothing more is waiting in them (no blocking)."""
+    while events := selector.select(0):
+        for key, _events in events:
+            if key.data is None:
+                continue
+            chunk = os.read(key.fd, _READ_CHUNK)
+            if chunk:
+                key.data.feed(chunk)
+            else:
+                selector.unregister(key.fileobj)
+        if not selector.get_map():
+            return
 
 
 def _close_quietly(stream: IO[bytes]) -> None:
