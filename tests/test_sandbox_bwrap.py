@@ -509,3 +509,14 @@ def test_the_availability_probe_leaves_no_defunct_process() -> None:
     code = ("from antler.runtime.sandbox.bwrap import bwrap_status\n"
             "assert bwrap_status().usable")
     assert orphans_left(code) == []
+
+
+def test_a_cli_call_that_runs_a_command_leaves_no_defunct_process() -> None:
+    # `antler doctor` probes bubblewrap and runs a command in it: the probe, the
+    # namespace and the reaper's watchdog are all reaped before the process exits.
+    needs_bwrap()
+    code = ("import subprocess, sys\n"
+            "done = subprocess.run([sys.executable, '-m', 'antler', 'doctor'],\n"
+            "                      capture_output=True, text=True)\n"
+            "assert done.returncode == 0, done.stdout + done.stderr")
+    assert orphans_left(code) == []
