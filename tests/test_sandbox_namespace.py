@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import os
+import signal
 import sys
 import threading
 import time
@@ -89,6 +90,15 @@ def test_the_namespaces_pid_1_is_the_init_and_commands_run_as_the_sandbox_user(
     assert cmdline.split()[1:3] == ["-I", "-S"] and "posix" in cmdline
     assert user == "sandbox"
     assert session.strip() == pid  # a session of its own
+
+
+def test_commands_cannot_take_the_init_over(provider: BwrapSandboxProvider,
+                                           layout: PathLayout) -> None:
+    # Same user, but the init is not dumpable: no ptrace, no /proc/1/mem, no environ.
+    result = sandbox_for(provider, layout).execute_command(
+        "head -c1 /proc/1/mem; cat /proc/1/environ; echo done")
+    assert result.stdout == "done\n"
+    assert result.stderr.count("Permission denied") == 2, result.stderr
 
 
 def test_nothing_a_command_started_outlives_it(provider: BwrapSandboxProvider,
@@ -184,6 +194,22 @@ def test_a_killed_init_is_replaced_on_the_next_command(provider: BwrapSandboxPro
     assert init_pid(sandbox) != pid
 
 
+def test_an_init_that_does_not_answer_a_kill_ends_with_its_namespace(
+        provider: BwrapSandboxProvider, layout: PathLayout) -> None:
+    sandbox = sandbox_for(provider, layout)
+    assert sandbox.execute_command("true").ok
+    pid = init_pid(sandbox)
+    assert pid is not None
+    stopper = threading.Timer(0.2, os.kill, (pid, signal.SIGSTOP))  # it hears nothing now
+    stopper.start()
+    started = time.monotonic()
+    result = sandbox.execute_command("sleep 60", timeout=1)
+    assert result.timed_out
+    assert time.monotonic() - started < 30  # the grace, then the namespace is ended
+    assert not alive(pid)
+    assert sandbox.execute_command("echo back").stdout == "back\n"
+
+
 def test_removed_directories_come_back_in_a_new_namespace(provider: BwrapSandboxProvider,
                                                           layout: PathLayout) -> None:
     import shutil
@@ -216,7 +242,7 @@ _READ_INSIDE = (
     # base64, so the host-to-virtual rewriting of the output cannot hide a leak
     "for f in /proc/mounts /proc/self/environ /proc/1/cmdline /proc/1/environ /proc/1/status "
     "/proc/1/maps /proc/1/mountinfo /proc/self/mountinfo /etc/passwd /etc/group; do "
-    "  echo \"$f $(base64 -w0 < $f)\"; done; "
+    "  echo \"$f $(base64 -w0 < $f 2>/dev/null)\"; done; "
     "for p in /proc/[0-9]*; do echo \"$p/cmdline $(base64 -w0 < $p/cmdline)\"; done; "
     "echo \"links $(ls -l /proc/1/fd/ /proc/1/cwd /proc/1/root /proc/1/exe | base64 -w0)\"; "
     "echo \"env $(env | base64 -w0)\"")

@@ -27,6 +27,7 @@ reaper's watchdog (the init carries the sandbox's token) back that up.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import marshal
@@ -51,6 +52,8 @@ _INIT_SOURCE = Path(__file__).with_name("nsinit.py")
 _MARSHAL_VERSION = 2  # read by every Python 3 the sandbox's system may have
 _START_TIMEOUT = 30.0
 _END_TIMEOUT = 30.0
+# How long a killed command's exit may take to be reported before the namespace is ended.
+_KILL_GRACE = 5.0
 _ids = itertools.count(1)
 
 # bubblewrap's --die-with-parent follows the thread that started it: start every
@@ -84,8 +87,11 @@ class NamespaceCommand:
     on; anything the harness sends there kills the command's process group.
     """
 
-    def __init__(self, channel: socket.socket, stdout: int, stderr: int) -> None:
+    def __init__(self, channel: socket.socket, stdout: int, stderr: int,
+                 end_namespace: Callable[[], None]) -> None:
         self.pid = next(_ids)  # a label: the command's pid is the namespace's own
+        self._end_namespace = end_namespace
+        self._kill_asked: float | None = None
         self.stdout: IO[bytes] | None = open(stdout, "rb", buffering=0)  # noqa: SIM115 - the runner
         self.stderr: IO[bytes] | None = open(stderr, "rb", buffering=0)  # noqa: SIM115 - closes them
         self.returncode: int | None = None
@@ -113,17 +119,27 @@ class NamespaceCommand:
             self._channel = None
 
     def wait(self, timeout: float | None = None) -> int:
+        """Wait for the exit; a command killed `_KILL_GRACE` seconds ago without an answer
+        ends the whole namespace (an init that does not answer is not waited for)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         poller = select.poll()
         while (code := self.poll()) is None:
             channel = self._channel
             if channel is None:
                 break
-            left = None if deadline is None else deadline - time.monotonic()
+            now = time.monotonic()
+            if self._kill_asked is not None and now - self._kill_asked >= _KILL_GRACE:
+                self._end_namespace()  # the channel ends with it: the next poll settles
+                self._kill_asked = None
+                continue
+            left = None if deadline is None else deadline - now
             if left is not None and left <= 0:
                 raise subprocess.TimeoutExpired(f"command {self.pid}", timeout or 0.0)
+            if self._kill_asked is not None:
+                grace = self._kill_asked + _KILL_GRACE - now
+                left = grace if left is None else min(left, grace)
             poller.register(channel, select.POLLIN)
-            poller.poll(None if left is None else left * 1000)
+            poller.poll(None if left is None else max(0.0, left) * 1000)
             poller.unregister(channel)
         return code if code is not None else -signal.SIGKILL
 
@@ -137,6 +153,8 @@ class NamespaceCommand:
         """Kill the command's process group (the init does it)."""
         channel = self._channel
         if channel is not None:
+            if self._kill_asked is None:
+                self._kill_asked = time.monotonic()
             with contextlib.suppress(OSError):
                 channel.send(b"kill")
 
@@ -242,7 +260,8 @@ class Namespace:
             for fd in (out_write, err_write):
                 os.close(fd)
             theirs.close()
-        return NamespaceCommand(channel, out_read, err_read)
+        return NamespaceCommand(channel, out_read, err_read,
+                                functools.partial(self.close, grace=0.0))
 
     def _stdin(self) -> int:
         """``/dev/null``, opened once: every command's input."""
@@ -273,8 +292,9 @@ class Namespace:
         """Call `callback` once the namespace has ended (`close`)."""
         self._on_close.append(callback)
 
-    def close(self) -> None:
-        """End the namespace and everything in it; wait for bubblewrap to exit."""
+    def close(self, grace: float = 5.0) -> None:
+        """End the namespace and everything in it: the init is asked to, and bubblewrap is
+        killed (its child, the init, with it) unless it exits within `grace` seconds."""
         control, self._control = self._control, None
         process = self._process
         if control is not None:
@@ -284,7 +304,7 @@ class Namespace:
             self._devnull = None
         if process is not None:
             try:
-                process.wait(timeout=5)
+                process.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 # bubblewrap's child (the init) dies with it (--die-with-parent).
                 process.kill()

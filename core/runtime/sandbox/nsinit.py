@@ -243,8 +243,25 @@ class Init:
                 self.finished(pid, status, sweep=False)
 
 
+def _undumpable():
+    """Make this process non-dumpable: the commands run as the same user, and could
+    otherwise take it over (ptrace, /proc/1/mem) and keep processes from being killed.
+
+    Through `_ctypes` alone (the `ctypes` package costs milliseconds of imports); without
+    it the init stays dumpable, and the harness still ends the namespace from outside.
+    """
+    try:
+        import _ctypes
+
+        prctl = _ctypes.dlsym(_ctypes.dlopen("libc.so.6"), "prctl")
+        _ctypes.call_function(prctl, (4, 0, 0, 0, 0))  # PR_SET_DUMPABLE, 0
+    except (ImportError, OSError, AttributeError):
+        pass
+
+
 def main(control_fd):
     """Serve the harness on `control_fd` until it ends; every other descriptor is closed."""
+    _undumpable()
     posix.closerange(3, control_fd)
     posix.closerange(control_fd + 1, 1 << 16)
     posix.set_inheritable(control_fd, False)
