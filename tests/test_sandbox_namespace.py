@@ -82,6 +82,27 @@ def test_a_threads_commands_share_one_namespace_and_threads_never_do(
     assert init_pid(mine) != init_pid(other)
 
 
+def test_parallel_commands_of_a_thread_each_get_their_own_output_and_exit_code(
+        provider: BwrapSandboxProvider, layout: PathLayout) -> None:
+    sandbox = sandbox_for(provider, layout)
+    results: dict[int, CommandResult] = {}
+
+    def run(index: int) -> None:
+        results[index] = sandbox.execute_command(
+            f"sleep 0.$((RANDOM % 3)); head -c {1000 * index} /dev/zero | tr '\\0' {index % 10};"
+            f" echo err{index} >&2; exit {index}")
+
+    workers = [threading.Thread(target=run, args=(index,)) for index in range(1, 17)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    assert sorted(results) == list(range(1, 17))
+    for index, result in results.items():
+        assert result.stdout == str(index % 10) * (1000 * index), index
+        assert (result.stderr, result.exit_code) == (f"err{index}\n", index)
+
+
 def test_the_namespaces_pid_1_is_the_init_and_commands_run_as_the_sandbox_user(
         provider: BwrapSandboxProvider, layout: PathLayout) -> None:
     result = sandbox_for(provider, layout).execute_command(
