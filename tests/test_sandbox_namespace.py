@@ -200,6 +200,28 @@ def test_the_namespace_ends_after_its_idle_time_and_comes_back(layout: PathLayou
         provider.shutdown()
 
 
+def test_acquiring_starts_the_namespace_ahead_and_an_unused_one_ends(
+        layout: PathLayout) -> None:
+    needs_bwrap()
+    provider = BwrapSandboxProvider(idle_seconds=1.0)
+    try:
+        sandbox = sandbox_for(provider, layout)  # acquire, as `lazy: false` does at run start
+        for _ in range(400):
+            if init_pid(sandbox) is not None and not sandbox._preparing:
+                break
+            time.sleep(0.025)
+        pid = init_pid(sandbox)
+        assert pid is not None and alive(pid)  # started, no command asked for it
+        for _ in range(200):
+            if not alive(pid):
+                break
+            time.sleep(0.05)
+        assert not alive(pid)  # unused, it ended after its idle time
+        assert sandbox.execute_command("echo later").stdout == "later\n"
+    finally:
+        provider.shutdown()
+
+
 def test_a_killed_init_is_replaced_on_the_next_command(provider: BwrapSandboxProvider,
                                                        layout: PathLayout) -> None:
     sandbox = sandbox_for(provider, layout)

@@ -194,6 +194,7 @@ class BwrapSandbox(HostSandbox):
         self._namespace: Namespace | None = None
         self._workspace_identity: tuple[int, int] | None = None
         self._idle_timer: threading.Timer | None = None
+        self._preparing = False
         self._shell_path: str | None = None
 
     def _thread_arguments(self) -> list[str]:
@@ -291,6 +292,36 @@ class BwrapSandbox(HostSandbox):
 
     def _exit_descriptor(self, process: RunningCommand) -> int | None:
         return process.exit_descriptor() if isinstance(process, NamespaceCommand) else None
+
+    def prepare(self) -> None:
+        """Start the thread's namespace now, in the background, unless it runs already.
+
+        The provider calls it when the sandbox is acquired: with ``sandbox: {lazy:
+        false}`` that is when the run starts, so the namespace starts while the model
+        thinks, and the first command finds it running. Unused, it ends after
+        ``idle_seconds`` like any other; a start that fails is tried again (and its error
+        raised) by the next command.
+        """
+        with self._lock:
+            namespace = self._namespace
+            if self._closed or self._preparing or (namespace is not None and namespace.alive):
+                return
+            self._preparing = True
+        threading.Thread(target=self._prepare, name="antler-bwrap-prepare", daemon=True).start()
+
+    def _prepare(self) -> None:
+        try:
+            with self._lock:
+                if self._closed:
+                    return
+                namespace = self._current_namespace()
+                idle = not self._running
+            if idle:
+                self._close_when_idle(namespace)
+        except (SandboxError, OSError) as error:
+            logger.debug("sandbox %s: starting the namespace ahead failed: %s", self._id, error)
+        finally:
+            self._preparing = False
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -444,6 +475,14 @@ class BwrapSandboxProvider(HostSandboxProvider):
                 "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", SANDBOX_USER,
                 *_system_arguments(), *python_mounts, "--proc", "/proc", "--dev", "/dev",
                 *_etc_arguments(self.network)]
+
+    def acquire(self, thread_paths: ThreadPaths) -> str:
+        """The thread's sandbox id; its namespace starts now, in the background."""
+        sandbox_id = super().acquire(thread_paths)
+        sandbox = self.get(sandbox_id)
+        if isinstance(sandbox, BwrapSandbox):
+            sandbox.prepare()
+        return sandbox_id
 
     def _new_sandbox(self, sandbox_id: str, thread_paths: ThreadPaths) -> BwrapSandbox:
         return BwrapSandbox(sandbox_id, thread_paths, default_timeout=self.default_timeout,

@@ -9,7 +9,8 @@ command there costs about what a plain `subprocess` start costs.
 
 Lifetime (see `BwrapSandbox` for when each step happens):
 
-* started on the thread's first command (`Namespace.start`);
+* started on the thread's first command, or ahead of it (`Namespace.start`
+  returns once the init listens);
 * a command's leftovers die with it: when its shell exits, the init kills its
   group and every process outside the other running commands' sessions;
 * `Namespace.end` (the end of a run) kills every process but the init outside
@@ -222,14 +223,18 @@ class Namespace:
         finally:
             os.close(info_read)
         assert process.stderr is not None
-        if not info:
+        # The init says it is ready once it listens: a command sent earlier would wait.
+        ready = _ready(control, _START_TIMEOUT) if info else False
+        if not ready:
             process.kill()
             _, said = process.communicate()
             control.close()
             detail = said.decode("utf-8", "replace").strip().splitlines()
-            raise SandboxError("bubblewrap could not start the sandbox: "
+            who = "bubblewrap could not start the sandbox" if not info else \
+                "the sandbox's init did not start"
+            raise SandboxError(f"{who}: "
                                + (detail[-1] if detail else f"exit code {process.returncode}"))
-        process.stderr.close()  # the init says nothing; its failures show as a closed socket
+        process.stderr.close()  # the init says nothing more; its failures show as a closed socket
         self.init_pid = int(json.loads(info.decode())["child-pid"])
         self._process, self._control = process, control
 
@@ -324,6 +329,18 @@ def _memory_file(name: str, data: bytes) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _ready(control: socket.socket, timeout: float) -> bool:
+    """Whether the init said it is ready on `control` within `timeout` seconds."""
+    poller = select.poll()
+    poller.register(control, select.POLLIN)
+    if not poller.poll(timeout * 1000):
+        return False
+    try:
+        return control.recv(16) == b"ready"
+    except OSError:
+        return False
 
 
 def _read_all(fd: int, timeout: float) -> bytes:

@@ -28,7 +28,8 @@ attached (``SCM_RIGHTS``):
 * ``("end",)`` with one descriptor, a reply socket: kill every process outside
   the running commands' sessions, then reply ``("ended",)``.
 
-When the control socket ends (the harness closed it, or died), the init kills
+The init says ``ready`` on the control socket once it listens. When the
+control socket ends (the harness closed it, or died), the init kills
 every other process and exits; as PID 1, its exit ends the namespace, and the
 kernel kills whatever is left. Orphans are re-parented to it, and it reaps them.
 """
@@ -265,5 +266,7 @@ def main(control_fd):
     posix.closerange(3, control_fd)
     posix.closerange(control_fd + 1, 1 << 16)
     posix.set_inheritable(control_fd, False)
-    Init(control_fd).serve()
+    init = Init(control_fd)
+    init.control.send(b"ready")
+    init.serve()
     posix._exit(0)
