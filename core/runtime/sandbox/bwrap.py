@@ -27,8 +27,9 @@ on each command before it starts; where a ``pids`` cgroup can be made
 limit too, which holds when the harness runs as root (``RLIMIT_NPROC`` does
 not bind root's processes).
 
-One namespace per thread (`antler.runtime.sandbox.namespace`): started with
-the thread's first command, its PID 1 an init that starts each command in a
+One namespace per thread (`antler.runtime.sandbox.namespace`): started in the
+background when the thread's sandbox is acquired (or by its first command), its
+PID 1 an init that starts each command in a
 session of its own (no terminal to inject keys into), and answers the time
 limit and interrupts by killing the command's process group. When a command's
 shell exits, whatever it left running (``setsid`` or not) is killed; at the end
