@@ -181,7 +181,7 @@ class Namespace:
         self._fds = list(fds)
         self._process: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
-        self._send_lock = threading.Lock()
+        self._send_lock = threading.RLock()  # re-entered by a signal handler (interrupt)
         self._devnull: int | None = None
         self._on_close: list[Callable[[], None]] = []
         self.init_pid: int | None = None
