@@ -339,6 +339,7 @@ class CodeFlags:
     long: frozenset[str] = frozenset()
     takes_arg: frozenset[str] = frozenset()
     stop_opts: frozenset[str] = frozenset()  # options after which the rest is not code
+    words: frozenset[str] = frozenset()      # whole-word code flags, any case (`-Command`)
 
 
 CODE_FLAGS: dict[str, CodeFlags] = {
@@ -354,6 +355,15 @@ CODE_FLAGS: dict[str, CodeFlags] = {
     "lua": CodeFlags("lua", frozenset("e"), frozenset(), frozenset({"-l"})),
     "su": CodeFlags("su", frozenset("c"), frozenset({"--command"}),
                     frozenset({"-s", "--shell", "-g", "--group", "-G"})),
+    "powershell": CodeFlags(
+        "powershell", frozenset(),
+        takes_arg=frozenset({"-executionpolicy", "-ex", "-ep", "-workingdirectory", "-wd",
+                             "-outputformat", "-of", "-inputformat", "-if", "-windowstyle",
+                             "-w", "-configurationname", "-settingsfile"}),
+        stop_opts=frozenset({"-file", "-f"}),
+        # `-Command` and `-EncodedCommand` (base64 code) as PowerShell abbreviates them
+        words=frozenset({*("-command"[:n] for n in range(2, 9)), "-e", "-ec",
+                         *("-encodedcommand"[:n] for n in range(3, 16))})),
     "generic": CodeFlags("generic", frozenset("e"), frozenset({"--eval"})),
 }
 
@@ -361,7 +371,7 @@ _FAMILY_PATTERN = re.compile(
     r"(?P<python>(?:python|pypy)[0-9.]*[dmu]?)|(?P<perl>perl[0-9.]*)"
     r"|(?P<ruby>(?:ruby|jruby)[0-9.]*)|(?P<node>(?:node|nodejs|deno|bun)[0-9.]*)"
     r"|(?P<php>php[0-9.]*(?:-cli)?)|(?P<lua>(?:lua|luajit)[0-9.]*)|(?P<su>su|runuser)"
-    r"|(?P<generic>Rscript|osascript|pwsh|powershell|tclsh|wish|julia)"
+    r"|(?P<powershell>(?:pwsh|powershell)(?:\.exe)?)|(?P<generic>Rscript|osascript|tclsh|wish|julia)"
 )
 
 SHELL_CALLS: dict[str, dict[str, str]] = {
@@ -701,6 +711,22 @@ CODE_VARIABLES = frozenset({
 })
 """Environment variables whose value later programs run as a command line."""
 
+CODE_FILE_VARIABLES = frozenset({"BASH_ENV", "ENV"})
+"""Environment variables naming a file of code a shell runs first."""
+
+_AWK_FILES = frozenset({"-f", "--file", "-i", "--include"})
+CODE_FILE_OPTIONS: dict[str, frozenset[str]] = {
+    # interpreter family or command name -> options whose value is a file of code it runs
+    "shell": frozenset({"--rcfile", "--init-file"}),
+    "node": frozenset({"-r", "--require", "--import", "--loader", "--experimental-loader"}),
+    "ruby": frozenset({"-r"}),
+    "php": frozenset({"-f", "--file"}),
+    "awk": _AWK_FILES, "gawk": _AWK_FILES, "mawk": _AWK_FILES, "nawk": _AWK_FILES,
+    "busybox-awk": _AWK_FILES,
+    "sed": frozenset({"-f", "--file"}), "gsed": frozenset({"-f", "--file"}),
+}
+"""A process substitution (or a downloaded file) as such a value is the script that runs."""
+
 CANDIDATE_COMMANDS = ("rm", "dd", "chmod", "chown", "chgrp", "kill", "find", "mkfs",
                       "wipefs", "shred")
 """The commands a variable command name (`$X -rf /`) is judged as: those whose rules
@@ -715,9 +741,6 @@ RULED_COMMANDS = frozenset({
     "bash", "sh", "zsh", "dash", "python", "python3", "perl", "ruby", "node",
 })
 """Command names with rules of their own, which a glob command name may stand for."""
-
-ENDLESS_CONDITIONS = {"while": frozenset({"true", ":"}), "until": frozenset({"false"})}
-"""Loop conditions that never end the loop."""
 
 ARGUMENT_READERS: dict[str, tuple[str, ...]] = {
     "python": ("sys.argv",), "node": ("process.argv",), "perl": ("ARGV", "shift"),
