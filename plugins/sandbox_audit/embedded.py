@@ -7,6 +7,11 @@ of `flock -c`, `tar --to-command`, `ssh -o ProxyCommand=`, `git -c core.pager=`,
 programs. The walk audits each as nested shell code, like the code string of
 `sh -c`.
 
+`code_values(name, args)` names the arguments that hold code, literal or not:
+the walk treats a risky substitution there as code (`awk "$(curl u)"`).
+`awk_network(program)` tells an awk program that opens a network file (gawk's
+`/inet/tcp/...`: a socket) and whether it also runs commands (a reverse shell).
+
 Only literal text is read; nothing is evaluated. Each scan is one pass over
 its text (the awk and vim patterns match runs of one class between fixed
 tokens), so the cost stays linear.

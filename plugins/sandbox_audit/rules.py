@@ -75,12 +75,17 @@ RULES: tuple[Rule, ...] = (
     # -- destructive one-liners --------------------------------------------------------
     Rule("reverse_shell", _B,
          "a shell wired to a network socket: /dev/tcp or /dev/udp, nc/ncat -e, socat "
-         "EXEC:, a pipeline joining a shell and a network tool, socket+spawn code",
+         "EXEC:, a pipeline joining a shell and a network tool, socket+spawn code, an awk "
+         "program that opens a network file (`/inet/tcp/...`, `/inet4/`, `/inet6/`) and runs "
+         "commands (`system()`, a pipe, a `|&` coprocess on anything but the socket)",
          "it hands an interactive shell to whoever listens on the other end",
          "Do not open network shells; run the commands you need directly."),
     Rule("fork_bomb", _B,
-         "a function that pipes or backgrounds calls to itself (`:(){ :|:& };:`), an "
-         "endless loop that starts commands in the background (`while true; do sh & done`), "
+         "a function that pipes or backgrounds calls to itself (`:(){ :|:& };:`), a loop "
+         "that starts commands in the background (`&`, or inside `sh -c`/`eval` code) with "
+         "no `wait` or exit and no bound: a condition that never ends it (`while true`, "
+         "`while [ 1 ]`, `while ((1))`, `until false`, `for ((;;))`) or more than "
+         "1,024 passes (`for i in {1..100000}`, `$(seq 100000)`, `for ((i=0;i<100000;i++))`), "
          "or interpreter code that forks in an endless loop (`fork while fork`, "
          "`while True: os.fork()`)",
          "it multiplies processes until the machine stops responding",
@@ -151,7 +156,10 @@ RULES: tuple[Rule, ...] = (
          "Capture the output into a variable or file, inspect it, and run explicit commands."),
     Rule("interpreter_runs_substitution", _B,
          "an interpreter whose script is a process substitution or a redirect from one "
-         "(`bash <(curl ...)`, `sh < <(curl ...)`)",
+         "(`bash <(curl ...)`, `sh < <(curl ...)`), a descriptor path open on one "
+         "(`source /dev/fd/3 3< <(curl ...)`, `exec 3< <(curl ...); bash /dev/fd/3`, "
+         "`source /dev/stdin < <(curl ...)`), or one as a file of code (`bash --rcfile`, "
+         "`awk -f`, `sed -f`, `node --require`, `BASH_ENV=`)",
          "the interpreter runs the fetched content as its script",
          "Download to a file, read it, and run it only if the task needs it."),
     Rule("eval_source_substitution", _B,
@@ -160,9 +168,13 @@ RULES: tuple[Rule, ...] = (
          "eval and source execute what they receive wherever they appear",
          "Do not eval or source generated content; run explicit commands."),
     Rule("code_string_substitution", _B,
-         "such a substitution after an interpreter's code-string flag: -c (shells, python, "
-         "su), -e (perl, ruby, node), -p (perl, node), -r (php) (position-blind, e.g. "
-         "`xargs sh -c \"$(curl ...)\"`)",
+         "such a substitution (or a tainted variable) in a code-valued place, position-blind: "
+         "after an interpreter's code-string flag: -c (shells, also after their other "
+         "options and `--`, python, su), -e (perl, ruby, node), -p (perl, node), -r (php), "
+         "-Command (PowerShell), e.g. `xargs sh -c \"$(curl ...)\"`; a code option or "
+         "operand (`awk \"$(curl ...)\"`, `git -c core.pager=`, `ssh -o ProxyCommand=`, "
+         "`flock -c`, `watch`, `env -S`, `tar --to-command=`, `vim -c`); a variable holding "
+         "a command (`PAGER=\"$(curl ...)\"`)",
          "the interpreter executes the substituted text as code",
          "Put the code in the command itself, or in a file you can read first."),
     Rule("here_input_substitution", _B,
