@@ -496,8 +496,10 @@ class Walker:
             self.rules.named_rules(cmd, words, None, None, wrappers)
         if wrappers:
             for index, word in enumerate(words[:exec_index]):
-                if NAME_ASSIGN.match(word.text):
-                    self.assignment(word, subrisk, flagged)  # `env LD_PRELOAD=/tmp/x.so ls`
+                if not word.subs and NAME_ASSIGN.match(word.text):
+                    self.assignment(word)      # `env LD_PRELOAD=/tmp/x.so ls`
+                elif word.subs and NAME_ASSIGN.match(word.text):
+                    self.code_variable(word, subrisk, flagged)
                 elif word.static and basename(word.text) in CODE_OPTIONS:
                     self.carried_code(cmd, words, index, basename(word.text), upstream,
                                       subrisk, flagged)
@@ -520,15 +522,21 @@ class Walker:
         self.rules.assignment(word)
         variable = word.assign or word.text.partition("=")[0]
         if subrisk is not None and not word.static:
-            seen = flagged if flagged is not None else set()
-            if variable in CODE_VARIABLES:
-                self.risky_args([word], subrisk, seen, "code_string_substitution",
-                                f"${variable}", literal=False)
-            elif variable in CODE_FILE_VARIABLES:
-                self.code_file(word, f"${variable}", subrisk, seen)
+            self.code_variable(word, subrisk, flagged if flagged is not None else set())
         if variable in CODE_VARIABLES and word.static:
             code = word.text.partition("=")[2].lstrip(" |")
             self.audit_code(code, word.start, f"the command in ${variable}")
+
+    def code_variable(self, word: Word, subrisk: dict[int, Risk | None],
+                      flagged: set[int]) -> None:
+        """A variable whose value is code (`PAGER=`) or names a file of code (`BASH_ENV=`),
+        given a risky substitution: its value runs."""
+        variable = word.assign or word.text.partition("=")[0]
+        if variable in CODE_VARIABLES:
+            self.risky_args([word], subrisk, flagged, "code_string_substitution",
+                            f"${variable}", literal=False)
+        elif variable in CODE_FILE_VARIABLES:
+            self.code_file(word, f"${variable}", subrisk, flagged)
 
     def suspects(self, cmd: Command, words: list[Word], exec_index: int | None,
                  name: str | None, vanished: list[int]) -> None:
