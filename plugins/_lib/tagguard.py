@@ -389,7 +389,7 @@ class _CodeReading:
         self.scanned = 0
         self.line_start = 0
 
-    def is_code(self, i: int, name: str, first_word_end: int) -> bool:
+    def is_code(self, i: int, name: str, words: list[str], first_word_end: int) -> bool:
         text = self.text
         if text[i] != "<" or i + 1 >= len(text):
             return False
@@ -411,7 +411,16 @@ class _CodeReading:
         if not text[first_word_end - 1].isalnum():
             return True     # code punctuation ends the word: `if n < model:`
         if _normalize(text[i + 1:first_word_end]) != name:
-            return False    # a name spelled over several words: `< system reminder >`
+            # a name spelled over several words is a tag (`< system reminder >`) unless
+            # code punctuation stands between them (`a < user ? memory : user`)
+            joined = ""
+            for word in words:
+                if not word.isalnum():
+                    return True
+                joined += _normalize(word)
+                if joined == name:
+                    return False
+            return False
         closer = _find_closer(text, first_word_end, len(text), _TAG_CLOSER_SET,
                               _TAG_OPENER_SET)
         if closer is None:
@@ -465,7 +474,7 @@ def _scan(text: str, tags: ReservedTags,
             words, end = _words(text, j, n, _TAG_WORD_STOP)
             name = tags._match(words) if words else None
             if name is not None and code is not None and code.is_code(
-                    i, name, j + len(words[0])):
+                    i, name, words, j + len(words[0])):
                 continue
         else:
             kind, openers, closers = "marker", _MARKER_OPENER_SET, _MARKER_CLOSER_SET
