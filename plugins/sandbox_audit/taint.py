@@ -12,7 +12,8 @@ is the dataflow state of one classification, in execution order:
 * a file descriptor path (`/dev/fd/3`, `/dev/stdin`, `/proc/self/fd/0`) is the
   output of a risky process substitution while an input redirect from one is
   open: for its command (`bash /dev/fd/3 3< <(curl u)`), or for the rest of the
-  command line after `exec 3< <(curl u)`;
+  command line after `exec 3< <(curl u)`; so is a variable or positional
+  parameter that names one (`f=<(curl u)`, `sh -c 'bash "$0"' <(curl u)`);
 * functions whose body is risky make a call to them risky.
 
 Running tainted content (a tainted variable as a command or in `eval`, a
@@ -202,7 +203,8 @@ class Taint:
     """Tainted variables, files and functions of one classification, and the variables
     whose value is known statically (`X=rm`: `words.normalize` puts `rm` for `$X`)."""
 
-    __slots__ = ("descriptors", "files", "findings", "functions", "values", "variables")
+    __slots__ = ("descriptors", "files", "findings", "functions", "paths", "values",
+                 "variables")
 
     def __init__(self, findings: Findings) -> None:
         self.findings = findings
@@ -211,6 +213,7 @@ class Taint:
         self.functions: dict[str, Risk] = {}
         self.values: dict[str, str] = {}      # variable -> its static value
         self.descriptors: str | None = None   # what an open descriptor path holds
+        self.paths: dict[str, str] = {}       # variable -> the process substitution it names
 
     def forget(self, name: str) -> None:
         """`name` got a value the audit does not know (and that carries no taint)."""
@@ -261,6 +264,11 @@ class Taint:
             self.variables.pop(name, None)
         else:
             self.variables[name] = source
+        output = substitution_output(word, subrisk)
+        if output is None:
+            self.paths.pop(name, None)
+        else:
+            self.paths[name] = f"${name} names {output}"
 
 
     def read(self, cmd: Command, args: list[Word], name: str,
@@ -330,12 +338,17 @@ class Taint:
     def tainted_file(self, word: Word) -> str | None:
         if self.descriptors is not None and DESCRIPTOR_PATH.fullmatch(word.text):
             return self.descriptors
+        if self.paths and word.params:
+            for param in word.params:
+                if param in self.paths:
+                    return self.paths[param]
         key = file_key(word.text)
         return self.files.get(key) if key is not None else None
 
     def rule_for(self, word: Word) -> str:
         """The rule that running the tainted file `word` breaks."""
-        if self.descriptors is not None and DESCRIPTOR_PATH.fullmatch(word.text):
+        if (self.descriptors is not None and DESCRIPTOR_PATH.fullmatch(word.text)) or \
+                (self.paths and any(param in self.paths for param in word.params)):
             return "interpreter_runs_substitution"
         return "downloaded_file_executed"
 

@@ -46,7 +46,7 @@ from .rules import (
 )
 from .script import Command, Compound, Pipeline, Redirect, Script, Substitution, Word
 from .splitter import Budget, TooComplex, TooDeep, Unauditable, split
-from .taint import Risk, Taint, content_source, merge
+from .taint import Risk, Taint, content_source, merge, substitution_output
 from .verdict import Findings
 from .words import (
     NAME_ASSIGN,
@@ -476,7 +476,8 @@ class Walker:
             self.here_input(cmd, family, subrisk, flagged, static)
         if name is not None and (reads_code or interpreter_family(name) is not None):
             self.script_operand(cmd, words, exec_index, name, subrisk, flagged)
-        if (self.taint.files or self.taint.descriptors) and exec_index is not None:
+        if (self.taint.files or self.taint.descriptors or self.taint.paths) \
+                and exec_index is not None:
             self.taint.file_executed(cmd, words, exec_index, name, reads_code)
         if name is not None and exec_index is not None:
             self.code_files(words, exec_index, name, subrisk, flagged)
@@ -696,25 +697,34 @@ class Walker:
     def positional(self, arguments: list[Word], subrisk: dict[int, Risk | None],
                    ) -> Iterator[None]:
         """While `sh -c CODE ARG0 ARG1 ...` is audited, `$0`, `$1`, ... (and `$@`, `$*`)
-        carry the taint of their arguments: `sh -c '$1' _ "$(curl u)"` runs fetched text."""
-        variables = self.taint.variables
-        saved = {key: variables.get(key) for key in _POSITIONAL}
-        any_taint = None
+        carry the taint of their arguments: `sh -c '$1' _ "$(curl u)"` runs fetched text,
+        and `sh -c 'bash "$0"' <(curl u)` runs the file `$0` names."""
+        variables, paths = self.taint.variables, self.taint.paths
+        saved = {key: (variables.get(key), paths.get(key)) for key in _POSITIONAL}
+        any_taint = any_path = None
         for number, word in enumerate(arguments[:10]):
+            key = str(number)
             source = self.argument_taint(word, subrisk)
             if source is not None:
-                variables[str(number)] = f"${number} is {source}"
-                any_taint = any_taint or variables[str(number)]
+                variables[key] = f"${number} is {source}"
+                any_taint = any_taint or variables[key]
+            output = substitution_output(word, subrisk)
+            if output is not None:
+                paths[key] = f"${number} names {output}"
+                any_path = any_path or paths[key]
         if any_taint is not None:
             variables["@"] = variables["*"] = any_taint
+        if any_path is not None:
+            paths["@"] = paths["*"] = any_path
         try:
             yield
         finally:
-            for key, value in saved.items():
-                if value is None:
-                    variables.pop(key, None)
-                else:
-                    variables[key] = value
+            for key, (value, path) in saved.items():
+                for table, old in ((variables, value), (paths, path)):
+                    if old is None:
+                        table.pop(key, None)
+                    else:
+                        table[key] = old
 
     def argument_taint(self, word: Word, subrisk: dict[int, Risk | None]) -> str | None:
         for sub in word.subs:
