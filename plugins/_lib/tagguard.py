@@ -421,11 +421,10 @@ class _CodeReading:
                 if joined == name:
                     return False
             return False
-        closer = _find_closer(text, first_word_end, len(text), _TAG_CLOSER_SET,
-                              _TAG_OPENER_SET)
-        if closer is None:
-            return True     # never closed: `if n < context:`
-        return not _tag_head(text[first_word_end:closer])
+        bracket = _TAG_BRACKET.search(text, first_word_end)
+        if bracket is None or bracket.group() in _TAG_OPENER_SET:
+            return True     # never closed before the next opener: `if n < context:`
+        return not _tag_head(text[first_word_end:bracket.start()])
 
 
 def _tag_head(head: str) -> bool:
@@ -451,6 +450,9 @@ def _tag_head(head: str) -> bool:
 _ATTRIBUTE = re.compile(r"""[ \t\r\n]*[A-Za-z_][-\w:.]*"""
                         r"""(?P<value>[ \t\r\n]*=[ \t\r\n]*(?:"[^"]*"|'[^']*'|[^\s"'=<>`]+))?""")
 """One attribute of a tag head, `name` or `name=value`."""
+
+_TAG_BRACKET = re.compile("[" + re.escape(TAG_OPENERS + TAG_CLOSERS) + "]")
+"""The next tag opener or closer (one class: the search cannot backtrack)."""
 
 _LOOK = 64
 """Characters `_CodeReading` looks at around a candidate opener."""
