@@ -97,11 +97,11 @@ class StateUpdateBoundary:
                 "Command or another value would write the thread's channels or jump past "
                 "the input checks")
         try:
-            check_input_keys(values)
+            check_input_keys(values, served=True)
             messages = values.get("messages")
             listed = messages if isinstance(messages, list) else \
                 [] if messages is None else [messages]
-            fresh = check_input(listed, self.allow_roles, ids)
+            fresh = check_input(listed, self.allow_roles, ids, served=True)
         except InputError as error:
             raise InputError(f"{where}: {error}") from None
         for message in fresh:
