@@ -187,11 +187,17 @@ async def shared_assistants(ctx: Auth.types.AuthContext, value: Any) -> bool:
 
 @auth.on.store
 async def own_namespace(ctx: Auth.types.AuthContext, value: Any) -> bool:
-    """A user reaches the store namespaces that are theirs by exact components, no other."""
-    namespace = value.get("namespace") if isinstance(value, dict) else None
-    if owner_of(namespace) == ctx.user.identity:
-        return True
+    """A user reaches the store namespaces that are theirs by exact components, no other.
+
+    Listing namespaces without a prefix lists the user's own, ``(<user>, ...)``.
+    """
     user = ctx.user.identity
+    namespace = value.get("namespace") if isinstance(value, dict) else None
+    if namespace is None and ctx.action == "list_namespaces" and owner_of((user,)) == user:
+        value["namespace"] = (user,)
+        return True
+    if owner_of(namespace) == user:
+        return True
     raise Auth.exceptions.HTTPException(
         status_code=403, detail=f"store namespaces must be your own: ({user!r}, ...) or "
                                 f"{(*MEMORY_NAMESPACE, user)!r}")
