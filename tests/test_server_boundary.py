@@ -138,6 +138,20 @@ def test_a_refused_run_input_is_a_client_error_with_antlers_reason(server, threa
     assert len(alice.runs.list(thread, limit=100)) == runs_before  # nothing was queued
 
 
+@pytest.mark.parametrize("path", ["/threads/{thread}/runs/wait", "/runs", "/threads"])
+def test_a_hostile_body_is_a_client_error_not_a_crash(server, thread, path):
+    import urllib.error
+    import urllib.request
+
+    for body in [b"[" * 200_000, b'{"input": ' * 50_000, b"\xff\xfe not json"]:
+        request = urllib.request.Request(
+            server.url + path.format(thread=thread), data=body, method="POST",
+            headers={"Authorization": "Bearer tok-alice", "Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert 400 <= refused.value.code < 500, (path, body[:20], refused.value.code)
+
+
 def test_the_custom_stream_carries_no_hook_updates_or_private_state(server, thread):
     alice = server.client("tok-alice")
     chunks = list(alice.runs.stream(

@@ -187,10 +187,11 @@ def _read_scope(scope: dict[str, Any], thread_id: str) -> dict[str, Any]:
 
 
 def _json(body: bytes) -> Any:
-    """The body's JSON; None when it is not JSON (the server answers that itself)."""
+    """The body's JSON; None when it is not JSON or nested past the parser's depth
+    (the server answers that itself)."""
     try:
         return json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
