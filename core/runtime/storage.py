@@ -79,6 +79,11 @@ __all__ = [
 ]
 
 CHECKPOINT_FILENAME = "checkpoints.sqlite"
+CHECKPOINT_DATABASE = "checkpoint database"
+SHARED_STORE = "shared store"
+"""What error messages call each SQLite database."""
+SETUP_LOCK_SUFFIX = ".setup.lock"
+"""`{database}.setup.lock`: held while a process creates or migrates that database."""
 LOCKS_DIRNAME = "locks"
 SQLITE_TIMEOUT_SECONDS = 5.0
 """How long a write waits for another process's transaction before 'database is locked'."""
@@ -86,7 +91,8 @@ _LOCK_POLL_SECONDS = 0.05
 
 
 class StorageError(AntlerError):
-    """The base directory or the checkpoint database cannot be used; the message says why."""
+    """The base directory or a database (checkpoints, shared store) cannot be used; the
+    message says which and why."""
 
     def __init__(self, message: str, path: Path | str | None = None) -> None:
         super().__init__(message)
@@ -137,8 +143,12 @@ _OS_PROBLEMS = {
 }
 
 
-def storage_error(error: BaseException, path: Path | str) -> StorageError | None:
-    """The `StorageError` for `error` met while using `path`, or None if it is not one."""
+def storage_error(error: BaseException, path: Path | str,
+                  what: str = CHECKPOINT_DATABASE) -> StorageError | None:
+    """The `StorageError` for `error` met while using `path`, or None if it is not one.
+
+    `what` names the database in the message: the checkpoint database or the shared store.
+    """
     if isinstance(error, StorageError):
         return error
     if is_postgres_url(path):
@@ -149,9 +159,8 @@ def storage_error(error: BaseException, path: Path | str) -> StorageError | None
         for needles, advice in _SQLITE_PROBLEMS:
             if any(needle in lowered for needle in needles):
                 return StorageError(
-                    f"the checkpoint database {path} " + advice.format(error=text, path=path),
-                    path)
-        return StorageError(f"the checkpoint database {path} failed: {text}", path)
+                    f"the {what} {path} " + advice.format(error=text, path=path), path)
+        return StorageError(f"the {what} {path} failed: {text}", path)
     if isinstance(error, OSError) and error.errno in _OS_PROBLEMS:
         where = error.filename or path
         return StorageError(f"cannot use {where}: {_OS_PROBLEMS[error.errno]}", where)
@@ -159,7 +168,8 @@ def storage_error(error: BaseException, path: Path | str) -> StorageError | None
 
 
 @contextlib.contextmanager
-def storage_errors(path: Path | str, *, disk: bool = True) -> Iterator[None]:
+def storage_errors(path: Path | str, *, disk: bool = True,
+                   what: str = CHECKPOINT_DATABASE) -> Iterator[None]:
     """Re-raise database (and, with `disk`, file system) errors of the block as a
     `StorageError`.
 
@@ -173,7 +183,7 @@ def storage_errors(path: Path | str, *, disk: bool = True) -> Iterator[None]:
     try:
         yield
     except caught as exc:
-        translated = storage_error(exc, path)
+        translated = storage_error(exc, path, what)
         if translated is None:
             raise
         raise translated from exc
@@ -426,24 +436,51 @@ def _not_yours(thread_id: str, user_id: str) -> ThreadOwnershipError:
         "it or read it. Use a thread id of your own (or leave --thread out for a new one).")
 
 
-def open_sqlite(path: Path, make: Callable[[sqlite3.Connection], Any],
-                **connect: Any) -> tuple[Any, sqlite3.Connection]:
+def open_sqlite(path: Path, make: Callable[[sqlite3.Connection], Any], *,
+                what: str = CHECKPOINT_DATABASE, **connect: Any,
+                ) -> tuple[Any, sqlite3.Connection]:
     """(make(connection), connection) on the SQLite file `path`, set up now.
 
     Set up now, not on first use: a damaged, locked or read-only database then
-    fails before a run starts, with its path in the message.
+    fails before a run starts, with its path in the message (`what` names it).
+    The set-up runs under `setup_lock`, one process at a time: LangGraph's
+    migrations read the schema version and then insert the next one, so two
+    processes migrating a fresh file together would both insert it.
     """
     ensure_directory(path.parent)
-    with storage_errors(path):
+    with storage_errors(path, what=what):
         connection = sqlite3.connect(str(path), check_same_thread=False,
                                      timeout=SQLITE_TIMEOUT_SECONDS, **connect)
         try:
             made = make(connection)
-            made.setup()
+            with setup_lock(path):
+                made.setup()
         except BaseException:
             connection.close()
             raise
     return made, connection
+
+
+@contextlib.contextmanager
+def setup_lock(path: Path) -> Iterator[None]:
+    """Hold `{path}.setup.lock` (an `flock`, waited for) while the block sets `path` up.
+
+    The lock is a file of its own, never the database: closing a second
+    descriptor of the database would drop SQLite's own POSIX locks on it. Where
+    the lock file cannot be created (a read-only directory) the block runs
+    unlocked, and the set-up itself reports what is wrong.
+    """
+    try:
+        fd = os.open(f"{path}{SETUP_LOCK_SUFFIX}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                     0o644)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _sqlite_saver(path: Path) -> tuple[DualSaver, sqlite3.Connection]:
