@@ -10,10 +10,17 @@ conftest.py). The timeouts only stop a hung test; they assert nothing about spee
 from __future__ import annotations
 
 import multiprocessing
+import os
+import resource
+import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from antler.plugins._lib.memory import MemoryStore
 from antler.runtime.storage import StorageError, open_store
@@ -61,3 +68,137 @@ def test_a_damaged_shared_store_is_called_the_shared_store(tmp_path):
     message = str(caught.value)
     assert message.startswith(f"the shared store {tmp_path / 'store.sqlite'} is damaged")
     assert "checkpoint" not in message
+
+
+# -- a full disk, found when the database is opened and when a run writes -----------------------
+
+FILE_SIZE_LIMIT = 16 * 1024
+"""The fallback's RLIMIT_FSIZE: below the database's size, so nothing of it can grow."""
+
+
+@dataclass
+class NoSpace:
+    """A base directory whose file system can be made full.
+
+    A small tmpfs mounted for the test (we are root) is the real thing; where
+    mounting is not permitted the fallback is a file-size limit (RLIMIT_FSIZE) on
+    the processes started after `exhaust()`, which makes every write that grows a
+    file fail as a full disk does, with EFBIG instead of ENOSPC.
+    """
+
+    home: Path
+    mount: Path | None
+
+    @property
+    def reason(self) -> str:
+        """What the messages must say is wrong."""
+        return "the disk is full" if self.mount else "the file size limit"
+
+    def exhaust(self) -> None:
+        if self.mount is None:
+            self._limited = True
+            return
+        fd = os.open(self.mount / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while True:
+                os.write(fd, bytes(1 << 16))
+        except OSError as exc:
+            assert exc.errno == 28, exc  # ENOSPC: the file system is full
+        finally:
+            os.close(fd)
+
+    def preexec(self) -> Callable[[], None] | None:
+        """What a process started now runs first: the size limit, once exhausted."""
+        if self.mount is not None or not getattr(self, "_limited", False):
+            return None
+        return lambda: resource.setrlimit(resource.RLIMIT_FSIZE,
+                                          (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+
+
+@pytest.fixture
+def no_space(tmp_path) -> Iterator[NoSpace]:
+    mount = tmp_path / "small"
+    mount.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        print(f"cannot mount a tmpfs ({mounted.stderr.strip()}): using a file-size limit")
+        yield NoSpace(tmp_path / "home", None)
+        return
+    try:
+        yield NoSpace(mount / "home", mount)
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def script(path: Path, turns: list[Any]) -> str:
+    path.write_text(yaml.safe_dump(turns), encoding="utf-8")
+    return f"scripted:{path}"
+
+
+def antler_run(*args: object, home: Path, preexec: Callable[[], None] | None = None,
+               ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "antler", "run", *map(str, args),
+                           "--home", str(home)], capture_output=True, text=True,
+                          timeout=HANG_GUARD, preexec_fn=preexec)
+
+
+def test_a_full_disk_found_when_the_database_is_opened_says_free_space(tmp_path, no_space):
+    first = antler_run("one", "--model", script(tmp_path / "a.yaml", ["first", "A title"]),
+                       "--thread", "t1", home=no_space.home)
+    assert first.returncode == 0, first.stderr
+    no_space.exhaust()
+    second = antler_run("two", "--model", script(tmp_path / "b.yaml", ["second"]),
+                        "--thread", "t1", home=no_space.home, preexec=no_space.preexec())
+    assert second.returncode == 1 and "Traceback" not in second.stderr, second.stderr
+    assert f"the checkpoint database {no_space.home / 'checkpoints.sqlite'} cannot grow: " \
+        f"{no_space.reason}" in second.stderr
+    assert "`antler threads prune`" in second.stderr
+    assert "cannot be opened or read" not in second.stderr
+
+
+SECOND_TURN_ON_A_FULL_DISK = """
+import resource, sys
+from pathlib import Path
+from antler.runtime.agent import create_agent
+from antler.runtime.models import ScriptedChatModel
+from antler.runtime.storage import StorageError
+
+agent = create_agent(model=ScriptedChatModel(["first", "second"]), base_dir=Path(sys.argv[1]),
+                     fuse=sys.argv[2] == "fused")
+with agent:
+    agent.invoke("one", thread_id="t1")
+    limit = int(sys.argv[3])
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    try:
+        agent.invoke("x" * 200_000, thread_id="t1")
+    except StorageError as exc:
+        print(exc)
+        sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_a_disk_that_fills_between_runs_stops_the_next_write_with_free_space(tmp_path, no_space,
+                                                                             fuse):
+    from antler.runtime.agent import create_agent
+    from antler.runtime.models import ScriptedChatModel
+
+    if no_space.mount is None:  # the limit is set inside the process, after its first turn
+        done = subprocess.run([sys.executable, "-c", SECOND_TURN_ON_A_FULL_DISK,
+                               str(no_space.home), "fused" if fuse else "unfused",
+                               str(FILE_SIZE_LIMIT)],
+                              capture_output=True, text=True, timeout=HANG_GUARD)
+        assert done.returncode == 3, done.stderr
+        message = done.stdout
+    else:
+        with create_agent(model=ScriptedChatModel(["first", "second"]),
+                          base_dir=no_space.home, fuse=fuse) as agent:
+            agent.invoke("one", thread_id="t1")
+            no_space.exhaust()
+            with pytest.raises(StorageError) as raised:
+                agent.invoke("x" * 200_000, thread_id="t1")
+        message = str(raised.value)
+    assert message.startswith(f"the checkpoint database {no_space.home / 'checkpoints.sqlite'} "
+                              f"cannot grow: {no_space.reason}"), message
+    assert "`antler threads prune`" in message

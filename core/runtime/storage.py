@@ -36,6 +36,7 @@ import fcntl
 import os
 import re
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -127,9 +128,26 @@ _SQLITE_PROBLEMS: tuple[tuple[tuple[str, ...], str], ...] = (
      "may read and write it"),
 )
 
+_FREE_SPACE = "free space (`antler threads prune` drops old checkpoints) and try again"
+
+_SPACE_PROBLEMS = {
+    errno.ENOSPC: ("the disk is full", _FREE_SPACE),
+    errno.EDQUOT: ("the disk quota is used up", _FREE_SPACE),
+    errno.EFBIG: ("the file size limit of the process is reached",
+                  f"raise it (`ulimit -f`) or {_FREE_SPACE}"),
+}
+"""Why a file cannot grow and what to do, by the `errno` a write met."""
+
+_SQLITE_IO_CODES = ("SQLITE_IOERR", "SQLITE_CANTOPEN")
+"""SQLite result codes (and their extended forms) that hide the `errno` behind them: 'disk
+I/O error' and 'unable to open' may well mean a full disk."""
+
+_PROBE_BYTES = 64 * 1024
+"""What the space probe writes: more than SQLite needs to open a database (its 32 KiB
+shared-memory file) or to add a page to it."""
+
 _OS_PROBLEMS = {
-    errno.ENOSPC: "the disk is full; free space and try again",
-    errno.EDQUOT: "the disk quota is used up; free space and try again",
+    **{number: "; ".join(problem) for number, problem in _SPACE_PROBLEMS.items()},
     errno.EROFS: "the file system is read-only; use a base directory on a writable one "
                  "(--home or $ANTLER_HOME)",
     errno.EACCES: "permission denied; use a base directory you may write (--home or "
@@ -156,6 +174,15 @@ def storage_error(error: BaseException, path: Path | str,
     if isinstance(error, sqlite3.Error):
         text = str(error)
         lowered = text.lower()
+        code = getattr(error, "sqlite_errorname", "") or ""
+        if code.startswith(_SQLITE_IO_CODES):
+            space = space_errno(Path(path).parent)
+            if space is not None:
+                reason, advice = _SPACE_PROBLEMS[space]
+                return StorageError(
+                    f"the {what} {path} cannot grow: {reason} ({text}; writing in "
+                    f"{Path(path).parent}: {os.strerror(space)}). {advice[0].upper()}"
+                    f"{advice[1:]}", path)
         for needles, advice in _SQLITE_PROBLEMS:
             if any(needle in lowered for needle in needles):
                 return StorageError(
@@ -164,6 +191,31 @@ def storage_error(error: BaseException, path: Path | str,
     if isinstance(error, OSError) and error.errno in _OS_PROBLEMS:
         where = error.filename or path
         return StorageError(f"cannot use {where}: {_OS_PROBLEMS[error.errno]}", where)
+    return None
+
+
+def space_errno(directory: Path) -> int | None:
+    """ENOSPC, EDQUOT or EFBIG when a file in `directory` cannot grow by `_PROBE_BYTES`,
+    else None.
+
+    SQLite reports a write or a shared-memory file it could not extend as 'disk I/O
+    error' without the `errno`; writing (and removing) a small file of our own
+    there finds out which it was.
+    """
+    try:
+        fd, name = tempfile.mkstemp(prefix=".antler-space-", dir=directory)
+    except OSError as exc:
+        return exc.errno if exc.errno in _SPACE_PROBLEMS else None
+    try:
+        left = memoryview(bytes(_PROBE_BYTES))
+        while left:
+            left = left[os.write(fd, left):]
+    except OSError as exc:
+        return exc.errno if exc.errno in _SPACE_PROBLEMS else None
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(name)
     return None
 
 
