@@ -14,6 +14,7 @@ import os
 import resource
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -202,3 +203,93 @@ def test_a_disk_that_fills_between_runs_stops_the_next_write_with_free_space(tmp
     assert message.startswith(f"the checkpoint database {no_space.home / 'checkpoints.sqlite'} "
                               f"cannot grow: {no_space.reason}"), message
     assert "`antler threads prune`" in message
+
+
+# -- PostgreSQL restarts ------------------------------------------------------------------------
+
+CI_POSTGRES = Path(__file__).resolve().parents[1] / ".ci" / "postgres"
+QUIET = {"title": {"enabled": False}, "memory": {"enabled": False}}
+
+
+@pytest.fixture
+def restart_postgres(postgres_url) -> Callable[[], None]:
+    """Restart the test server as an operator would: `pg_ctl -m fast` ends every session."""
+    from tests.conftest import in_ci
+
+    served = subprocess.run([str(CI_POSTGRES), "url"], capture_output=True, text=True)
+    if served.stdout.strip() != postgres_url or not os.environ.get("ANTLER_PG_DIR"):
+        message = (f"$ANTLER_TEST_POSTGRES_URL ({postgres_url}) is not the server of "
+                   f"`.ci/postgres` in $ANTLER_PG_DIR, which these tests restart; start it "
+                   f"with `eval \"$(.ci/postgres up)\"`")
+        if in_ci():
+            pytest.fail(message)
+        pytest.skip(message)
+
+    def restart() -> None:
+        done = subprocess.run([str(CI_POSTGRES), "restart"], capture_output=True, text=True,
+                              timeout=HANG_GUARD)
+        assert done.returncode == 0, done.stderr
+
+    return restart
+
+
+def fresh(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def postgres_config(url: str, **storage: Any) -> Any:
+    from antler.chain.config import parse_config
+    from antler.plugin_api.registry import discover
+
+    return parse_config(yaml.safe_dump({**QUIET, "storage": {"checkpointer": url, **storage}}),
+                        discover())
+
+
+def texts(messages: list[Any]) -> list[str]:
+    return [m.content for m in messages if m.type in ("human", "ai") and m.content]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_a_restart_between_invokes_of_an_agent_built_once_goes_unnoticed(
+        tmp_path, postgres_url, restart_postgres, fuse):
+    from antler.runtime.agent import create_agent
+    from antler.runtime.models import ScriptedChatModel
+
+    thread = fresh("t")
+    model = ScriptedChatModel([f"answer {n}" for n in range(5)])
+    config = postgres_config(postgres_url, pool={"min": 3, "max": 4})
+    with create_agent(config, model=model, base_dir=tmp_path, fuse=fuse) as agent:
+        agent.invoke("question 0", thread_id=thread)
+        restart_postgres()  # every pooled connection is now dead
+        for n in range(1, 4):
+            agent.invoke(f"question {n}", thread_id=thread)
+        assert texts(agent.state(thread)["messages"]) == [
+            text for n in range(4) for text in (f"question {n}", f"answer {n}")]
+
+
+@pytest.mark.postgres
+def test_a_restart_between_async_invokes_goes_unnoticed(tmp_path, postgres_url,
+                                                        restart_postgres):
+    import asyncio
+
+    from antler.runtime.agent import create_agent
+    from antler.runtime.models import ScriptedChatModel
+
+    thread = fresh("t")
+    model = ScriptedChatModel([f"answer {n}" for n in range(4)])
+    config = postgres_config(postgres_url, pool={"min": 3, "max": 4})
+    with create_agent(config, model=model, base_dir=tmp_path) as agent:
+        async def turns() -> list[Any]:
+            run_config, context = agent.run_config(thread), agent.context(thread)
+            await agent.graph.ainvoke(agent.input("question 0"), config=run_config,
+                                      context=context)
+            await asyncio.to_thread(restart_postgres)
+            for n in range(1, 4):
+                await agent.graph.ainvoke(agent.input(f"question {n}"), config=run_config,
+                                          context=context)
+            return (await agent.graph.aget_state(run_config)).values["messages"]
+
+        messages = asyncio.run(turns())
+    assert texts(messages) == [text for n in range(4) for text in (f"question {n}",
+                                                                   f"answer {n}")]

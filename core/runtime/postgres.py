@@ -14,6 +14,9 @@ on its event loop (see `antler.runtime.savers`).
   leaves a thread locked.
 * A connection failure is one `StorageError` naming host, port, database and
   user, never the password.
+* Each connection is checked as it leaves the pool (an empty query): one that
+  died while idle, as every connection does when the server restarts, is
+  replaced by a fresh one, so a restart between runs goes unnoticed.
 """
 
 from __future__ import annotations
@@ -132,6 +135,7 @@ class PostgresPool:
             psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_SECONDS).close()
             self.pool = ConnectionPool(self.url, min_size=self.min_size,
                                        max_size=self.max_size, kwargs=_connection_kwargs(),
+                                       check=ConnectionPool.check_connection,
                                        open=False, name="antler")
             self.pool.open(wait=True, timeout=CONNECT_TIMEOUT_SECONDS)
         return self
@@ -176,8 +180,9 @@ class PostgresPool:
         with self.errors():
             pool: Any = AsyncConnectionPool(self.url, min_size=self.min_size,
                                             max_size=self.max_size,
-                                            kwargs=_connection_kwargs(), open=False,
-                                            name="antler-async")
+                                            kwargs=_connection_kwargs(),
+                                            check=AsyncConnectionPool.check_connection,
+                                            open=False, name="antler-async")
             await pool.open(wait=True, timeout=CONNECT_TIMEOUT_SECONDS)
         return AsyncSide(AsyncPostgresSaver(pool, serde=serde), pool.close)
 
