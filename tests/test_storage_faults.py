@@ -22,8 +22,10 @@ from typing import Any
 
 import pytest
 import yaml
+from langchain.tools import tool
 
 from antler.plugins._lib.memory import MemoryStore
+from antler.runtime.paths import PathLayout
 from antler.runtime.storage import StorageError, open_store
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -293,3 +295,109 @@ def test_a_restart_between_async_invokes_goes_unnoticed(tmp_path, postgres_url,
         messages = asyncio.run(turns())
     assert texts(messages) == [text for n in range(4) for text in (f"question {n}",
                                                                    f"answer {n}")]
+
+
+def wait_for(process: subprocess.Popen[str], text: str) -> str:
+    """Read the process's stderr until a line holds `text`; return what was read."""
+    assert process.stderr is not None
+    seen = ""
+    for line in process.stderr:
+        seen += line
+        if text in line:
+            return seen
+    raise AssertionError(f"{text!r} never appeared; stderr was:\n{seen}")
+
+
+def bash_turn(command: str) -> dict[str, Any]:
+    return {"content": "", "tool_calls": [{"name": "bash", "args": {"command": command}}]}
+
+
+@pytest.mark.postgres
+def test_a_restart_under_a_run_stops_it_before_it_writes_and_the_thread_stays_one_run(
+        tmp_path, postgres_url, restart_postgres):
+    thread = fresh("t")
+    config = tmp_path / "antler.yaml"
+    config.write_text(yaml.safe_dump({**QUIET, "storage": {"checkpointer": "${RUN_DB}"}}),
+                      encoding="utf-8")
+    env = {**os.environ, "RUN_DB": postgres_url}
+    # The command waits for a file of its workspace (what a bwrap sandbox sees of the host).
+    go = PathLayout(tmp_path / "home").thread("default", thread).workspace / "go"
+
+    def antler(prompt: str, turns: list[Any], name: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "antler", "run", prompt, "--config", str(config),
+             "--model", script(tmp_path / f"{name}.yaml", turns), "--thread", thread,
+             "--home", str(tmp_path / "home")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+    first = antler("run A", [bash_turn("until [ -e go ]; do sleep 0.05; done; echo A-done"),
+                             "A finished"], "a")
+    try:
+        wait_for(first, "-> bash")  # A is inside its tool, holding the thread
+        restart_postgres()  # A's session, and the lock with it, are gone
+        second = antler("run B", ["B finished"], "b")
+        out, err = second.communicate(timeout=HANG_GUARD)
+        assert second.returncode == 0, err
+        assert "B finished" in out
+    finally:
+        go.touch()
+        _out, first_err = first.communicate(timeout=HANG_GUARD)
+    lines = [line for line in first_err.splitlines() if line.strip()]
+    assert first.returncode == 1, first_err
+    assert lines[-1].startswith(f"error: thread {thread!r} lost its run lock"), first_err
+    assert "run the thread again to resume it" in lines[-1]
+    assert [line for line in lines if line.startswith("error:")] == lines[-1:]
+    assert "Traceback" not in first_err and "psycopg" not in first_err
+    assert "discarding" not in first_err
+
+    # A wrote nothing after the restart: its tool result never reached the thread.
+    from antler.runtime.agent import create_agent
+    from antler.runtime.models import ScriptedChatModel
+
+    with create_agent(postgres_config(postgres_url), model=ScriptedChatModel(["C finished"]),
+                      base_dir=tmp_path / "home") as agent:
+        messages = agent.state(thread)["messages"]
+        assert not any(m.type == "tool" and "A-done" in str(m.content) for m in messages)
+        assert texts(messages)[-2:] == ["run B", "B finished"]
+        resumed = agent.invoke("run C", thread_id=thread)  # the thread is resumable
+    assert texts(resumed["messages"])[-2:] == ["run C", "C finished"]
+
+
+RESTARTS: list[Callable[[], None]] = []
+
+
+@tool
+def restart_database(reason: str) -> str:
+    """Restart the database server."""
+    RESTARTS[-1]()
+    return f"restarted: {reason}"
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("mode", ["fused", "unfused", "async"])
+def test_a_run_whose_lock_ended_stops_before_its_next_write(tmp_path, postgres_url,
+                                                            restart_postgres, mode):
+    import asyncio
+
+    from antler.runtime.agent import create_agent
+    from antler.runtime.models import ScriptedChatModel
+    from antler.runtime.storage import RunLockLostError
+
+    RESTARTS.append(restart_postgres)
+    thread = fresh("t")
+    model = ScriptedChatModel([
+        {"content": "", "tool_calls": [{"name": "restart_database", "args": {"reason": "x"},
+                                        "id": "r1"}]},
+        "answer to again"])
+    with create_agent(postgres_config(postgres_url), model=model, tools=[restart_database],
+                      base_dir=tmp_path, fuse=mode != "unfused") as agent:
+        with pytest.raises(RunLockLostError, match=f"thread {thread!r} lost its run lock"):
+            if mode == "async":
+                asyncio.run(agent.ainvoke("go", thread_id=thread))
+            else:
+                agent.invoke("go", thread_id=thread)
+        assert len(model.calls) == 1  # stopped before the model saw the tool result
+        messages = agent.state(thread)["messages"]
+        assert not any(m.type == "tool" for m in messages)  # the result was not written
+        state = agent.invoke("again", thread_id=thread)  # resumable; the call is interrupted
+    assert texts(state["messages"])[-2:] == ["again", "answer to again"]

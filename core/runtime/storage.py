@@ -63,6 +63,7 @@ __all__ = [
     "FileThreadLocks",
     "MemoryOwners",
     "ProcessThreadLocks",
+    "RunLockLostError",
     "SqliteOwners",
     "Storage",
     "StorageError",
@@ -106,6 +107,11 @@ class ThreadOwnershipError(AntlerError, PermissionError):
 
 class ThreadBusyError(AntlerError):
     """Another run (in this process or another) is working on the thread."""
+
+
+class RunLockLostError(AntlerError):
+    """A run's lock on its thread ended before the run did (its database session ended);
+    the run is stopped before its next checkpoint write."""
 
 
 # -- error translation -------------------------------------------------------------------
@@ -571,7 +577,8 @@ def _postgres_storage(url: str, pool_settings: Any, store: Any) -> Storage:
     except BaseException:
         pool.close()
         raise
-    storage = Storage(DualSaver(sync, pool.open_async_side), owners, PostgresThreadLocks(pool),
+    locks = PostgresThreadLocks(pool)
+    storage = Storage(DualSaver(sync, pool.open_async_side, fence=locks.check), owners, locks,
                       location=url, pool=pool, closers=[pool.close])
     if store == "auto" or store == url:
         storage.store = LazyStore(lambda: (pool.store(), None), pool.where)
