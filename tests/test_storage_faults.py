@@ -347,6 +347,7 @@ def test_a_restart_under_a_run_stops_it_before_it_writes_and_the_thread_stays_on
     assert lines[-1].startswith(f"error: thread {thread!r} lost its run lock"), first_err
     assert "run the thread again to resume it" in lines[-1]
     assert [line for line in lines if line.startswith("error:")] == lines[-1:]
+    assert "<- bash: A-done [not saved: the thread will not have this result]" in lines
     assert "Traceback" not in first_err and "psycopg" not in first_err
     assert "discarding" not in first_err
 
@@ -401,3 +402,73 @@ def test_a_run_whose_lock_ended_stops_before_its_next_write(tmp_path, postgres_u
         assert not any(m.type == "tool" for m in messages)  # the result was not written
         state = agent.invoke("again", thread_id=thread)  # resumable; the call is interrupted
     assert texts(state["messages"])[-2:] == ["again", "answer to again"]
+
+
+# -- `antler run` shows a tool result only once the thread has it --------------------------------
+
+def test_a_result_shown_by_antler_run_survives_kill_9_right_after_the_line(tmp_path):
+    import queue
+    import sqlite3
+    import threading
+    import time
+
+    home = tmp_path / "home"
+    workspace = PathLayout(home).thread("default", "t1").workspace
+    model = script(tmp_path / "s.yaml", [
+        {"content": "", "tool_calls": [
+            {"name": "bash", "args": {"command": "touch started; until [ -e go ]; do sleep "
+                                                 "0.05; done; echo quick"}, "id": "q"},
+            {"name": "bash", "args": {"command": "sleep 600"}, "id": "slow"}]},
+        "never"])
+    process = subprocess.Popen(
+        [sys.executable, "-m", "antler", "run", "go", "--model", model, "--thread", "t1",
+         "--home", str(home)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stderr or ()],
+                     daemon=True).start()
+
+    def line_with(text: str, timeout: float) -> str | None:
+        end = time.monotonic() + timeout
+        while (left := end - time.monotonic()) > 0:
+            try:
+                line = lines.get(timeout=left)
+            except queue.Empty:
+                break
+            if text in line:
+                return line
+        return None
+
+    try:
+        for _ in range(HANG_GUARD * 20):  # the tools' step has begun: its checkpoint is written
+            if (workspace / "started").exists():
+                break
+            time.sleep(0.05)
+        # Another process writes to the database: the result's save waits for it.
+        other = sqlite3.connect(str(home / "checkpoints.sqlite"), isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        (workspace / "go").touch()
+        early = line_with("<- bash: quick", timeout=2.0)
+        if early is not None:
+            process.kill()  # the line is out: a crash now must not lose the result
+        other.execute("ROLLBACK")
+        other.close()
+        if early is None:
+            assert line_with("<- bash: quick", timeout=HANG_GUARD) is not None
+            process.kill()
+        process.wait(HANG_GUARD)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(HANG_GUARD)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "antler", "run", "and now?", "--home", str(home), "--model",
+         script(tmp_path / "r.yaml", ["back", "A title"]), "--thread", "t1"],
+        capture_output=True, text=True, timeout=HANG_GUARD)
+    assert resumed.returncode == 0, resumed.stderr
+    from antler.runtime.agent import create_agent
+    from antler.runtime.models import ScriptedChatModel
+
+    with create_agent(model=ScriptedChatModel([]), base_dir=home) as agent:
+        results = {m.tool_call_id: m.content for m in agent.state("t1")["messages"]
+                   if m.type == "tool"}
+    assert results.get("q") == "quick"  # shown, so kept
