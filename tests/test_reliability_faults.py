@@ -472,3 +472,55 @@ def test_a_result_shown_by_antler_run_survives_kill_9_right_after_the_line(tmp_p
         results = {m.tool_call_id: m.content for m in agent.state("t1")["messages"]
                    if m.type == "tool"}
     assert results.get("q") == "quick"  # shown, so kept
+
+
+# -- a model provider that cannot be reached ----------------------------------------------------
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def test_a_provider_that_cannot_be_reached_is_named_with_its_host(tmp_path):
+    pytest.importorskip("openai")
+    port = closed_port()
+    config = {
+        **QUIET,
+        "models": {"default": "main", "named": {"main": {
+            "use": "tests.fixtures.chat_models:OpenAICompatibleModel",
+            "base_url": f"http://127.0.0.1:{port}/v1"}}},
+        # the same three attempts, without the real waits between them
+        "llm_error_handling": {"retry_base_delay_ms": 1, "retry_cap_delay_ms": 1},
+    }
+    (tmp_path / "antler.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "antler", "run", "hi", "--config", str(tmp_path / "antler.yaml"),
+         "--home", str(tmp_path / "home")], capture_output=True, text=True, timeout=HANG_GUARD,
+        cwd=REPOSITORY)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert (f"[error] The model call failed after 3 attempts: cannot reach 127.0.0.1:{port} "
+            "(connection refused). Check the network" in done.stderr), done.stderr
+    assert "attempt 3 of 3" in done.stderr  # the retry policy is unchanged
+    assert "kept failing" not in done.stderr
+
+
+def test_an_escaping_provider_error_names_the_host_it_could_not_reach():
+    pytest.importorskip("openai")
+    from antler.runtime.models.errors import describe_provider_error
+    from tests.fixtures.chat_models import OpenAICompatibleModel
+
+    port = closed_port()
+    model = OpenAICompatibleModel(base_url=f"http://127.0.0.1:{port}/v1")
+    with pytest.raises(Exception) as raised:
+        model.invoke("hi")
+    assert describe_provider_error(raised.value) == (
+        f"model provider error (openai {type(raised.value).__name__}): cannot reach "
+        f"127.0.0.1:{port} (connection refused); check the network, a proxy and the model's "
+        "`base_url`")
