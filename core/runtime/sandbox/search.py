@@ -1,0 +1,405 @@
+"""``glob`` and ``grep`` over a directory descriptor: bounded, confined, by virtual path.
+
+Both walk the tree below a directory the caller opened beneath its root
+(`antler.runtime.confined`), with `confined.walk`: each subdirectory is opened
+relative to its parent's descriptor with ``O_NOFOLLOW``, so a symlink is never
+followed, whatever the tree does meanwhile, and every file ``grep`` reads is
+opened the same way (and must be a regular file). Matches are named by virtual
+path (the directory's virtual name plus the relative path).
+
+Bounds, each reported in the result's ``notes`` with how to narrow the search:
+
+* results: ``max_results`` matches (at most `MAX_RESULTS_CAP`), and
+  `MAX_RESULT_BYTES` of result text; a grep line is shown up to
+  `MAX_SHOWN_LINE_CHARS` characters;
+* the walk: `MAX_ENTRIES` entries and `MAX_DEPTH` levels; saved tool results
+  (``outputs/.tool-results``) are not searched unless the search starts there;
+* grep's reading: the first `MAX_FILE_BYTES` of a file, `MAX_TOTAL_BYTES` over
+  all files; files with a NUL byte in their first `BINARY_SNIFF_BYTES` are
+  binary and skipped (counted);
+* grep's regex time. Python's `re` backtracks and cannot be interrupted, so the
+  time is bounded three ways: patterns whose running time can grow
+  exponentially with the line (an unbounded repetition inside another
+  repetition, such as ``(a+)+``, or a backreference) are refused with an error
+  saying how to rewrite them; a pattern is matched against at most
+  `MAX_MATCH_LINE_CHARS` characters of a line (a longer line is searched in its
+  first part only, and counted); and the elapsed time is checked between lines
+  and files, stopping the search after `TIME_LIMIT_SECONDS` with a note.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from antler.contracts.tooloutput import TOOL_RESULTS_DIRNAME
+from antler.runtime import confined
+
+__all__ = [
+    "DEFAULT_GLOB_RESULTS",
+    "DEFAULT_GREP_RESULTS",
+    "GlobResult",
+    "GrepResult",
+    "SearchPatternError",
+    "glob",
+    "grep",
+]
+
+DEFAULT_GLOB_RESULTS = 200
+DEFAULT_GREP_RESULTS = 100
+MAX_RESULTS_CAP = 1000
+MAX_RESULT_BYTES = 64 * 1024
+MAX_SHOWN_LINE_CHARS = 300
+MAX_ENTRIES = 100_000
+MAX_DEPTH = 64
+MAX_FILE_BYTES = 2 * 1024 * 1024
+MAX_TOTAL_BYTES = 64 * 1024 * 1024
+BINARY_SNIFF_BYTES = 8192
+MAX_MATCH_LINE_CHARS = 4096
+TIME_LIMIT_SECONDS = 10.0
+
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(
+    os, "O_CLOEXEC", 0)
+
+
+class SearchPatternError(ValueError):
+    """A glob or regex pattern cannot be used; the message says why and how to fix it."""
+
+
+@dataclass
+class GlobResult:
+    """What `glob` found: virtual paths (directories end with ``/``) and notes on any cut."""
+
+    matches: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def truncated(self) -> bool:
+        return bool(self.notes)
+
+
+@dataclass
+class GrepResult:
+    """What `grep` found: ``path:line: text`` lines, and notes on any cut or skip."""
+
+    matches: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    files_searched: int = 0
+    binary_skipped: int = 0
+    truncated: bool = False
+
+
+# -- glob patterns --------------------------------------------------------------------------
+
+
+def compile_glob(pattern: str) -> tuple[re.Pattern[str], int]:
+    """A regex matching relative paths for ``pattern``, and how deep it can reach.
+
+    ``*`` and ``?`` match within one path component, ``[...]`` is a character
+    class (``[!...]`` negated), ``**`` as a whole component matches any number
+    of directories (none included). A pattern without ``/`` matches at any
+    depth only through ``**``: ``*.py`` is the top level, ``**/*.py`` every level.
+    Names starting with ``.`` are matched like any other.
+    """
+    if not isinstance(pattern, str) or not pattern.strip():
+        raise SearchPatternError("The glob pattern is empty; give one such as '**/*.py'.")
+    if pattern.startswith("/"):
+        raise SearchPatternError(
+            f"The glob pattern {pattern!r} is absolute; patterns are relative to `path`. Put "
+            "the directory in `path` and the rest in the pattern (path='/mnt/user-data/"
+            "workspace', pattern='**/*.py').")
+    components = [part for part in pattern.split("/") if part not in ("", ".")]
+    if ".." in components:
+        raise SearchPatternError(
+            f"The glob pattern {pattern!r} contains '..'; search from a higher `path` instead.")
+    pieces: list[str] = []
+    for index, part in enumerate(components):
+        last = index == len(components) - 1
+        if part == "**":
+            pieces.append(".*" if last else "(?:[^/]*/)*")
+        else:
+            pieces.append(_component(part) + ("" if last else "/"))
+    depth = MAX_DEPTH if "**" in components else len(components)
+    try:
+        return re.compile("".join(pieces) + r"\Z", re.DOTALL), depth
+    except re.error as error:
+        raise SearchPatternError(f"The glob pattern {pattern!r} is invalid: {error}.") from None
+
+
+def _component(part: str) -> str:
+    """One path component of a glob pattern as a regex (never matching ``/``)."""
+    out: list[str] = []
+    index = 0
+    while index < len(part):
+        char = part[index]
+        index += 1
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[":
+            end = index
+            if end < len(part) and part[end] in "!^":
+                end += 1
+            if end < len(part) and part[end] == "]":
+                end += 1
+            while end < len(part) and part[end] != "]":
+                end += 1
+            if end >= len(part):
+                out.append(re.escape(char))  # no closing ']': a literal '['
+                continue
+            body = part[index:end].replace("\\", "\\\\")
+            if body[:1] in ("!", "^"):
+                body = "^" + body[1:]
+            out.append(f"(?!/)[{body}]")
+            index = end + 1
+        else:
+            out.append(re.escape(char))
+    return "".join(out)
+
+
+def _skipped_dirs(virtual: str) -> tuple[str, ...]:
+    """Directory names not walked: saved tool results, unless the search starts in them."""
+    return () if TOOL_RESULTS_DIRNAME in virtual.split("/") else (TOOL_RESULTS_DIRNAME,)
+
+
+def _entries(dir_fd: int, depth: int, virtual: str,
+             notes: list[str]) -> Iterator[confined.Entry]:
+    """`confined.walk`, minus skipped folders, bounded by `MAX_ENTRIES` (noted when cut)."""
+    skipped = _skipped_dirs(virtual)
+    for seen, entry in enumerate(confined.walk(dir_fd, depth, skip_names=skipped)):
+        if seen >= MAX_ENTRIES:
+            notes.append(f"[walk stopped after {MAX_ENTRIES} entries: give a narrower `path`]")
+            return
+        if entry.name in skipped:
+            continue
+        yield entry
+
+
+def glob(dir_fd: int, virtual: str, pattern: str, *, include_dirs: bool = False,
+         max_results: int = DEFAULT_GLOB_RESULTS) -> GlobResult:
+    """Paths below the directory ``dir_fd`` (named ``virtual``) that match ``pattern``."""
+    matcher, depth = compile_glob(pattern)
+    limit = _limit(max_results)
+    result = GlobResult()
+    size = 0
+    for entry in _entries(dir_fd, depth, virtual, result.notes):
+        if entry.kind == "dir" and not include_dirs:
+            continue
+        if not matcher.match(entry.relative):
+            continue
+        shown = f"{virtual}/{entry.relative}" + ("/" if entry.kind == "dir" else "")
+        if len(result.matches) >= limit:
+            result.notes.append(f"[truncated: more than {limit} matches; narrow the pattern or "
+                                "`path`, or raise max_results (at most "
+                                f"{MAX_RESULTS_CAP})]")
+            break
+        size += len(shown.encode("utf-8")) + 1
+        if size > MAX_RESULT_BYTES:
+            result.notes.append(f"[truncated: the matches passed {MAX_RESULT_BYTES} bytes after "
+                                f"{len(result.matches)} paths; narrow the pattern or `path`]")
+            break
+        result.matches.append(shown)
+    return result
+
+
+# -- grep -----------------------------------------------------------------------------------
+
+
+def compile_regex(pattern: str, *, literal: bool, case_sensitive: bool) -> re.Pattern[str]:
+    """``pattern`` compiled for `grep`, or `SearchPatternError` saying what is wrong."""
+    if not isinstance(pattern, str) or pattern == "":
+        raise SearchPatternError("The search pattern is empty; give the text or regex to find.")
+    flags = 0 if case_sensitive else re.IGNORECASE
+    if literal:
+        return re.compile(re.escape(pattern), flags)
+    try:
+        compiled = re.compile(pattern, flags)
+    except re.error as error:
+        where = f" at position {error.pos}" if error.pos is not None else ""
+        raise SearchPatternError(
+            f"Invalid regular expression {pattern!r}: {error.msg}{where}. Escape special "
+            "characters with '\\' or pass literal=true to search for the text as is."
+        ) from None
+    problem = _slow_construct(pattern, flags)
+    if problem:
+        raise SearchPatternError(
+            f"The regular expression {pattern!r} is refused: {problem}, which can take "
+            "exponential time on some lines. Rewrite it without that (for example '(ab)+' "
+            "rather than '(a+b?)+'), or pass literal=true.")
+    return compiled
+
+
+def _slow_construct(pattern: str, flags: int) -> str | None:
+    """What in ``pattern`` can backtrack exponentially, or None.
+
+    Nested repetition where the outer one is unbounded and the inner one can
+    match more than once (``(a+)+``, ``(\\w*\\s?)*``), and backreferences.
+    """
+    parser = getattr(re, "_parser", None)
+    if parser is None:  # pragma: no cover - every supported Python has it
+        return None
+    constants = getattr(re, "_constants", None)
+    try:
+        tree = parser.parse(pattern, flags)
+    except Exception:
+        return None
+    maxrepeat = getattr(constants, "MAXREPEAT", None)
+    repeats = {"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"}
+
+    def visit(items: object, inside_unbounded: bool) -> str | None:
+        for op, av in items:  # type: ignore[attr-defined]
+            name = str(op)
+            if name in ("GROUPREF", "GROUPREF_EXISTS"):
+                return "a backreference"
+            if name in repeats:
+                _low, high, body = av
+                many = high == maxrepeat or high > 1
+                if inside_unbounded and many and name != "POSSESSIVE_REPEAT":
+                    return "a repetition inside another repetition"
+                found = visit(body, inside_unbounded or (high == maxrepeat
+                                                          and name != "POSSESSIVE_REPEAT"))
+            elif name == "SUBPATTERN":
+                found = visit(av[-1], inside_unbounded)
+            elif name == "BRANCH":
+                found = next((hit for branch in av[1]
+                              if (hit := visit(branch, inside_unbounded))), None)
+            elif name in ("ASSERT", "ASSERT_NOT"):
+                found = visit(av[1], inside_unbounded)
+            elif name == "ATOMIC_GROUP":
+                found = visit(av, False)
+            else:
+                found = None
+            if found:
+                return found
+        return None
+
+    return visit(tree, False)
+
+
+def _glob_filter(pattern: str | None) -> re.Pattern[str] | None:
+    """The file filter of grep's ``glob``: a name pattern (no ``/``) matches at any depth."""
+    if pattern is None or pattern == "":
+        return None
+    if "/" not in pattern.strip("/"):
+        pattern = "**/" + pattern
+    return compile_glob(pattern)[0]
+
+
+def grep(dir_fd: int, virtual: str, pattern: str, *, glob: str | None = None,
+         literal: bool = False, case_sensitive: bool = False,
+         max_results: int = DEFAULT_GREP_RESULTS) -> GrepResult:
+    """Lines matching ``pattern`` in the regular files below ``dir_fd`` (named ``virtual``)."""
+    regex = compile_regex(pattern, literal=literal, case_sensitive=case_sensitive)
+    only = _glob_filter(glob)
+    limit = _limit(max_results)
+    result = GrepResult()
+    size = total = long_lines = partial = 0
+    started = time.monotonic()
+    for entry in _entries(dir_fd, MAX_DEPTH, virtual, result.notes):
+        if entry.kind != "file" or (only is not None and not only.match(entry.relative)):
+            continue
+        if time.monotonic() - started > TIME_LIMIT_SECONDS:
+            result.notes.append(f"[search stopped after {TIME_LIMIT_SECONDS:g}s: narrow `path` "
+                                "or `glob`, or simplify the pattern]")
+            result.truncated = True
+            break
+        if total >= MAX_TOTAL_BYTES:
+            result.notes.append(f"[search stopped after reading {MAX_TOTAL_BYTES} bytes: narrow "
+                                "`path` or `glob`]")
+            result.truncated = True
+            break
+        data, whole = _read_file(entry, min(MAX_FILE_BYTES, MAX_TOTAL_BYTES - total))
+        if data is None:
+            continue
+        total += len(data)
+        if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+            result.binary_skipped += 1
+            continue
+        result.files_searched += 1
+        partial += not whole
+        shown_path = f"{virtual}/{entry.relative}"
+        for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+            if len(line) > MAX_MATCH_LINE_CHARS:
+                long_lines += 1
+                line = line[:MAX_MATCH_LINE_CHARS]
+            if not regex.search(line):
+                if number % 256 == 0 and time.monotonic() - started > TIME_LIMIT_SECONDS:
+                    break  # noted at the next file, or below
+                continue
+            if len(result.matches) >= limit:
+                result.truncated = True
+                break
+            text = line.strip()
+            if len(text) > MAX_SHOWN_LINE_CHARS:
+                text = text[:MAX_SHOWN_LINE_CHARS] + " [...]"
+            shown = f"{shown_path}:{number}: {text}"
+            size += len(shown.encode("utf-8")) + 1
+            if size > MAX_RESULT_BYTES:
+                result.truncated = True
+                result.notes.append(f"[truncated: the matches passed {MAX_RESULT_BYTES} bytes; "
+                                    "narrow the pattern, `path` or `glob`]")
+                break
+            result.matches.append(shown)
+            if time.monotonic() - started > TIME_LIMIT_SECONDS:
+                break
+        if result.truncated:
+            if len(result.matches) >= limit:
+                result.notes.append(f"[truncated: more than {limit} matching lines; narrow the "
+                                    "pattern, `path` or `glob`, or raise max_results (at most "
+                                    f"{MAX_RESULTS_CAP})]")
+            break
+    else:
+        if time.monotonic() - started > TIME_LIMIT_SECONDS:
+            result.notes.append(f"[search stopped after {TIME_LIMIT_SECONDS:g}s: narrow `path` "
+                                "or `glob`, or simplify the pattern]")
+            result.truncated = True
+    if partial:
+        result.notes.append(f"[{partial} file(s) larger than {MAX_FILE_BYTES} bytes were "
+                            "searched in their first part only; read them with read_file]")
+    if long_lines:
+        result.notes.append(f"[{long_lines} line(s) longer than {MAX_MATCH_LINE_CHARS} "
+                            "characters were searched in their first part only]")
+    if result.binary_skipped:
+        result.notes.append(f"[{result.binary_skipped} binary file(s) skipped]")
+    return result
+
+
+def _read_file(entry: confined.Entry, limit: int) -> tuple[bytes | None, bool]:
+    """Up to ``limit`` bytes of a regular file, and whether that was all of it; None if unreadable.
+
+    Opened relative to its directory's descriptor with ``O_NOFOLLOW``: a file
+    swapped for a symlink meanwhile is not read.
+    """
+    try:
+        fd = os.open(entry.name, _READ, dir_fd=entry.parent_fd)
+    except OSError:
+        return None, False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, False
+        chunks: list[bytes] = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError:
+        return None, False
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    return data[:limit], len(data) <= limit
+
+
+def _limit(max_results: int) -> int:
+    if isinstance(max_results, bool) or not isinstance(max_results, int) or max_results < 1:
+        raise SearchPatternError(f"max_results must be a positive whole number, got "
+                                 f"{max_results!r}.")
+    return min(max_results, MAX_RESULTS_CAP)
