@@ -236,7 +236,8 @@ class SandboxTools:
         where = self._search_root(path)
         found = session.sandbox.glob(pattern, where, include_dirs=include_dirs,
                                      max_results=max_results)
-        lines = found.matches or [f"No paths under {session.shown(where)} match {pattern!r}."]
+        lines = found.matches or [
+            f"Nothing found: no path under {session.shown(where)} matches {pattern!r}."]
         return self._searched("\n".join([*lines, *found.notes]))
 
     def grep(self, session: _Session, pattern: str, path: str, glob: str | None,
@@ -245,7 +246,8 @@ class SandboxTools:
         found = session.sandbox.grep(pattern, where, glob=glob, literal=literal,
                                      case_sensitive=case_sensitive, max_results=max_results)
         lines = found.matches or [
-            f"No lines match {pattern!r} in {found.files_searched} text file(s) under "
+            f"Nothing found: no line matches {pattern!r} in {found.files_searched} text "
+            "file(s) under "
             f"{session.shown(where)}" + (f" matching {glob!r}" if glob else "") + "."]
         return self._searched("\n".join([*lines, *found.notes]))
 
@@ -255,8 +257,8 @@ class SandboxTools:
         if not isinstance(path, str) or not (
                 _under(path, VIRTUAL_ROOT) or _under(path, SKILLS_VIRTUAL_ROOT)):
             raise ToolFailure(
-                f"`path` must be an absolute virtual path under {VIRTUAL_ROOT} (or "
-                f"{SKILLS_VIRTUAL_ROOT}), got {path!r}; for example {WORKSPACE!r}.")
+                f"Invalid search path {path!r}: `path` must be an absolute virtual path under "
+                f"{VIRTUAL_ROOT} (or {SKILLS_VIRTUAL_ROOT}), for example {WORKSPACE!r}.")
         return path
 
     def _searched(self, text: str) -> str:

@@ -66,6 +66,9 @@ _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
     os, "O_CLOEXEC", 0)
 
 
+_CUT = "[output truncated: "
+
+
 class SearchPatternError(ValueError):
     """A glob or regex pattern cannot be used; the message says why and how to fix it."""
 
@@ -79,7 +82,8 @@ class GlobResult:
 
     @property
     def truncated(self) -> bool:
-        return bool(self.notes)
+        """Whether matches may be missing (a bound stopped the search)."""
+        return any(note.startswith(_CUT) for note in self.notes)
 
 
 @dataclass
@@ -90,7 +94,11 @@ class GrepResult:
     notes: list[str] = field(default_factory=list)
     files_searched: int = 0
     binary_skipped: int = 0
-    truncated: bool = False
+
+    @property
+    def truncated(self) -> bool:
+        """Whether matches may be missing (a bound stopped the search)."""
+        return any(note.startswith(_CUT) for note in self.notes)
 
 
 # -- glob patterns --------------------------------------------------------------------------
@@ -106,16 +114,19 @@ def compile_glob(pattern: str) -> tuple[re.Pattern[str], int]:
     Names starting with ``.`` are matched like any other.
     """
     if not isinstance(pattern, str) or not pattern.strip():
-        raise SearchPatternError("The glob pattern is empty; give one such as '**/*.py'.")
+        raise SearchPatternError("Invalid glob pattern: it is empty; give one such as "
+                                 "'**/*.py'.")
     if pattern.startswith("/"):
         raise SearchPatternError(
-            f"The glob pattern {pattern!r} is absolute; patterns are relative to `path`. Put "
+            f"Invalid glob pattern {pattern!r}: it is absolute, and patterns are relative to "
+            "`path`. Put "
             "the directory in `path` and the rest in the pattern (path='/mnt/user-data/"
             "workspace', pattern='**/*.py').")
     components = [part for part in pattern.split("/") if part not in ("", ".")]
     if ".." in components:
         raise SearchPatternError(
-            f"The glob pattern {pattern!r} contains '..'; search from a higher `path` instead.")
+            f"Invalid glob pattern {pattern!r}: it contains '..'; search from a higher `path` "
+            "instead.")
     pieces: list[str] = []
     for index, part in enumerate(components):
         last = index == len(components) - 1
@@ -127,7 +138,7 @@ def compile_glob(pattern: str) -> tuple[re.Pattern[str], int]:
     try:
         return re.compile("".join(pieces) + r"\Z", re.DOTALL), depth
     except re.error as error:
-        raise SearchPatternError(f"The glob pattern {pattern!r} is invalid: {error}.") from None
+        raise SearchPatternError(f"Invalid glob pattern {pattern!r}: {error}.") from None
 
 
 def _component(part: str) -> str:
@@ -173,11 +184,17 @@ def _entries(dir_fd: int, depth: int, virtual: str,
     skipped = _skipped_dirs(virtual)
     for seen, entry in enumerate(confined.walk(dir_fd, depth, skip_names=skipped)):
         if seen >= MAX_ENTRIES:
-            notes.append(f"[walk stopped after {MAX_ENTRIES} entries: give a narrower `path`]")
+            notes.append(_cut(f"the walk stopped after {MAX_ENTRIES} entries", "`path`"))
             return
         if entry.name in skipped:
             continue
         yield entry
+
+
+def _cut(what: str, narrow: str, *, more: bool = False) -> str:
+    """The note of a cut result: what happened and how to narrow the search."""
+    raise_limit = f", or raise max_results (at most {MAX_RESULTS_CAP})" if more else ""
+    return f"{_CUT}{what}; narrow {narrow}{raise_limit}]"
 
 
 def glob(dir_fd: int, virtual: str, pattern: str, *, include_dirs: bool = False,
@@ -188,20 +205,17 @@ def glob(dir_fd: int, virtual: str, pattern: str, *, include_dirs: bool = False,
     result = GlobResult()
     size = 0
     for entry in _entries(dir_fd, depth, virtual, result.notes):
-        if entry.kind == "dir" and not include_dirs:
-            continue
-        if not matcher.match(entry.relative):
+        if (entry.kind == "dir" and not include_dirs) or not matcher.match(entry.relative):
             continue
         shown = f"{virtual}/{entry.relative}" + ("/" if entry.kind == "dir" else "")
-        if len(result.matches) >= limit:
-            result.notes.append(f"[truncated: more than {limit} matches; narrow the pattern or "
-                                "`path`, or raise max_results (at most "
-                                f"{MAX_RESULTS_CAP})]")
-            break
         size += len(shown.encode("utf-8")) + 1
+        if len(result.matches) >= limit:
+            result.notes.append(_cut(f"more than {limit} matches", "the pattern or `path`",
+                                     more=True))
+            break
         if size > MAX_RESULT_BYTES:
-            result.notes.append(f"[truncated: the matches passed {MAX_RESULT_BYTES} bytes after "
-                                f"{len(result.matches)} paths; narrow the pattern or `path`]")
+            result.notes.append(_cut(f"the matches passed {MAX_RESULT_BYTES} bytes after "
+                                     f"{len(result.matches)} paths", "the pattern or `path`"))
             break
         result.matches.append(shown)
     return result
@@ -213,7 +227,8 @@ def glob(dir_fd: int, virtual: str, pattern: str, *, include_dirs: bool = False,
 def compile_regex(pattern: str, *, literal: bool, case_sensitive: bool) -> re.Pattern[str]:
     """``pattern`` compiled for `grep`, or `SearchPatternError` saying what is wrong."""
     if not isinstance(pattern, str) or pattern == "":
-        raise SearchPatternError("The search pattern is empty; give the text or regex to find.")
+        raise SearchPatternError("Invalid regular expression: it is empty; give the text or "
+                                 "regex to find.")
     flags = 0 if case_sensitive else re.IGNORECASE
     if literal:
         return re.compile(re.escape(pattern), flags)
@@ -228,7 +243,7 @@ def compile_regex(pattern: str, *, literal: bool, case_sensitive: bool) -> re.Pa
     problem = _slow_construct(pattern, flags)
     if problem:
         raise SearchPatternError(
-            f"The regular expression {pattern!r} is refused: {problem}, which can take "
+            f"Invalid regular expression {pattern!r}: it has {problem}, which can take "
             "exponential time on some lines. Rewrite it without that (for example '(ab)+' "
             "rather than '(a+b?)+'), or pass literal=true.")
     return compiled
@@ -298,20 +313,20 @@ def grep(dir_fd: int, virtual: str, pattern: str, *, glob: str | None = None,
     only = _glob_filter(glob)
     limit = _limit(max_results)
     result = GrepResult()
+    deadline = time.monotonic() + TIME_LIMIT_SECONDS
     size = total = long_lines = partial = 0
-    started = time.monotonic()
+    stop: str | None = None  # why the search stopped early, as a note
+
     for entry in _entries(dir_fd, MAX_DEPTH, virtual, result.notes):
         if entry.kind != "file" or (only is not None and not only.match(entry.relative)):
             continue
-        if time.monotonic() - started > TIME_LIMIT_SECONDS:
-            result.notes.append(f"[search stopped after {TIME_LIMIT_SECONDS:g}s: narrow `path` "
-                                "or `glob`, or simplify the pattern]")
-            result.truncated = True
+        if time.monotonic() > deadline:
+            stop = _cut(f"the search stopped after {TIME_LIMIT_SECONDS:g}s",
+                        "`path` or `glob`, or simplify the pattern")
             break
         if total >= MAX_TOTAL_BYTES:
-            result.notes.append(f"[search stopped after reading {MAX_TOTAL_BYTES} bytes: narrow "
-                                "`path` or `glob`]")
-            result.truncated = True
+            stop = _cut(f"the search stopped after reading {MAX_TOTAL_BYTES} bytes",
+                        "`path` or `glob`")
             break
         data, whole = _read_file(entry, min(MAX_FILE_BYTES, MAX_TOTAL_BYTES - total))
         if data is None:
@@ -322,42 +337,35 @@ def grep(dir_fd: int, virtual: str, pattern: str, *, glob: str | None = None,
             continue
         result.files_searched += 1
         partial += not whole
-        shown_path = f"{virtual}/{entry.relative}"
         for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+            if number % 256 == 0 and time.monotonic() > deadline:
+                break  # noted before the next file, or after the last one
             if len(line) > MAX_MATCH_LINE_CHARS:
                 long_lines += 1
                 line = line[:MAX_MATCH_LINE_CHARS]
             if not regex.search(line):
-                if number % 256 == 0 and time.monotonic() - started > TIME_LIMIT_SECONDS:
-                    break  # noted at the next file, or below
                 continue
-            if len(result.matches) >= limit:
-                result.truncated = True
-                break
             text = line.strip()
             if len(text) > MAX_SHOWN_LINE_CHARS:
                 text = text[:MAX_SHOWN_LINE_CHARS] + " [...]"
-            shown = f"{shown_path}:{number}: {text}"
+            shown = f"{virtual}/{entry.relative}:{number}: {text}"
             size += len(shown.encode("utf-8")) + 1
+            if len(result.matches) >= limit:
+                stop = _cut(f"more than {limit} matching lines", "the pattern, `path` or `glob`",
+                            more=True)
+                break
             if size > MAX_RESULT_BYTES:
-                result.truncated = True
-                result.notes.append(f"[truncated: the matches passed {MAX_RESULT_BYTES} bytes; "
-                                    "narrow the pattern, `path` or `glob`]")
+                stop = _cut(f"the matches passed {MAX_RESULT_BYTES} bytes",
+                            "the pattern, `path` or `glob`")
                 break
             result.matches.append(shown)
-            if time.monotonic() - started > TIME_LIMIT_SECONDS:
-                break
-        if result.truncated:
-            if len(result.matches) >= limit:
-                result.notes.append(f"[truncated: more than {limit} matching lines; narrow the "
-                                    "pattern, `path` or `glob`, or raise max_results (at most "
-                                    f"{MAX_RESULTS_CAP})]")
+        if stop:
             break
-    else:
-        if time.monotonic() - started > TIME_LIMIT_SECONDS:
-            result.notes.append(f"[search stopped after {TIME_LIMIT_SECONDS:g}s: narrow `path` "
-                                "or `glob`, or simplify the pattern]")
-            result.truncated = True
+    if stop is None and time.monotonic() > deadline:
+        stop = _cut(f"the search stopped after {TIME_LIMIT_SECONDS:g}s",
+                    "`path` or `glob`, or simplify the pattern")
+    if stop:
+        result.notes.append(stop)
     if partial:
         result.notes.append(f"[{partial} file(s) larger than {MAX_FILE_BYTES} bytes were "
                             "searched in their first part only; read them with read_file]")
@@ -400,6 +408,6 @@ def _read_file(entry: confined.Entry, limit: int) -> tuple[bytes | None, bool]:
 
 def _limit(max_results: int) -> int:
     if isinstance(max_results, bool) or not isinstance(max_results, int) or max_results < 1:
-        raise SearchPatternError(f"max_results must be a positive whole number, got "
-                                 f"{max_results!r}.")
+        raise SearchPatternError(f"Invalid max_results {max_results!r}: give a positive "
+                                 f"whole number (at most {MAX_RESULTS_CAP}).")
     return min(max_results, MAX_RESULTS_CAP)
