@@ -100,7 +100,7 @@ def test_loops_fifos_and_directories_are_clear_errors(thread, resolution):
         read(thread, "fifo")  # and never blocks waiting for a writer
     with pytest.raises(IsADirectoryError, match="is a directory"):
         read(thread, "/mnt/user-data/outputs")
-    with pytest.raises(NotADirectoryError, match="a.txt is a file, so it cannot contain"):
+    with pytest.raises(NotADirectoryError, match=r"a\.txt is a file, so it cannot contain"):
         write(thread, "a.txt/inner.txt", "x")
     with pytest.raises(FileNotFoundError) as missing:
         read(thread, "nope/none.txt")
