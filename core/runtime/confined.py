@@ -103,7 +103,7 @@ class _Openat2:
         """A descriptor of ``path`` beneath ``dir_fd`` with no symlink followed; OSError else."""
         how = _OpenHow(flags | _CLOEXEC, mode if flags & os.O_CREAT else 0,
                        _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS)
-        assert self._syscall is not None
+        assert self._syscall is not None and _SYS_OPENAT2 is not None
         result = int(self._syscall(ctypes.c_long(_SYS_OPENAT2), ctypes.c_int(dir_fd),
                                    os.fsencode(path), ctypes.byref(how),
                                    ctypes.c_size_t(ctypes.sizeof(how))))
