@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import platform
 import stat
@@ -419,11 +420,19 @@ def place(mapper: VirtualPathMapper, path: str | os.PathLike[str]) -> Place:
     """
     skills, parts = mapper.components(path)
     if skills:
-        roots = tuple(Root(str(root), SKILLS_VIRTUAL_ROOT,
-                           (str(root), os.path.realpath(root)))
-                      for root in mapper.skill_roots)
+        roots = tuple(_skill_root(str(root)) for root in mapper.skill_roots)
         return Place(roots, parts, "/".join([SKILLS_VIRTUAL_ROOT, *parts]), True)
-    root = mapper.paths.user_data
-    aliases = (VIRTUAL_ROOT, str(root), str(mapper.resolved_root))
-    return Place((Root(str(root), VIRTUAL_ROOT, aliases),), parts,
-                 "/".join([VIRTUAL_ROOT, *parts]), False)
+    root = _user_data_root(str(mapper.paths.user_data), str(mapper.resolved_root))
+    return Place((root,), parts, "/".join([VIRTUAL_ROOT, *parts]), False)
+
+
+@functools.lru_cache(maxsize=256)
+def _user_data_root(host: str, resolved: str) -> Root:
+    """A thread's ``user-data`` as a `Root` (made once: every file tool call needs it)."""
+    return Root(host, VIRTUAL_ROOT, (VIRTUAL_ROOT, host, resolved))
+
+
+@functools.lru_cache(maxsize=64)
+def _skill_root(host: str) -> Root:
+    """A skill root as a `Root`; ``/mnt/skills/...`` targets are taken within this root."""
+    return Root(host, SKILLS_VIRTUAL_ROOT, (SKILLS_VIRTUAL_ROOT, host, os.path.realpath(host)))

@@ -337,10 +337,13 @@ class VirtualPathMapper:
             candidate = text
         else:
             candidate = os.path.join(self.paths.workspace, text)
-        host = Path(os.path.normpath(candidate))
-        for root in (self._root, self._resolved_root):
-            if _is_within(host, root):
-                return False, host.relative_to(root).parts
+        host = os.path.normpath(candidate)
+        # Plain string work: this runs on every file tool call, and pathlib's is slow.
+        for root in (str(self._root), str(self._resolved_root)):
+            if host == root:
+                return False, ()
+            if host.startswith(root + "/"):
+                return False, tuple(host[len(root) + 1:].split("/"))
         raise PathEscapeError(
             f"Refusing path {text!r}: it resolves outside this thread's files. Use a "
             f"path under {VIRTUAL_ROOT}/ (workspace, uploads or outputs) or one relative "
