@@ -157,3 +157,28 @@ def test_openat2_is_used_where_the_kernel_has_it():
         os.close(opened)
     finally:
         os.close(fd)
+
+
+def test_hostile_sizes_are_bounded(thread, resolution):
+    """A path nested past MAX_NESTING and a huge sparse file fail clearly, holding nothing."""
+    from antler.runtime.sandbox.local import LocalSandboxProvider
+
+    deep = thread.workspace
+    for _ in range(confined.MAX_NESTING + 2):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    os.symlink("d", thread.workspace / "via")  # a symlink on the way forces the walk
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError) as nested:
+        read(thread, "via/" + "d/" * (confined.MAX_NESTING + 1) + "x")
+    assert nested.value.errno == errno.ENAMETOOLONG
+    assert len(os.listdir("/proc/self/fd")) == before  # every descriptor closed again
+    with open(thread.workspace / "sparse.bin", "wb") as handle:
+        handle.truncate(8 << 30)
+    provider = LocalSandboxProvider()
+    try:
+        sandbox = provider.get(provider.acquire(thread))
+        with pytest.raises(Exception, match="more than the 64 MiB the file tools read"):
+            sandbox.read_bytes("sparse.bin")
+    finally:
+        provider.shutdown()

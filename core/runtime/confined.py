@@ -59,10 +59,12 @@ from antler.runtime.paths import (
     VirtualPathMapper,
 )
 
-__all__ = ["MAX_SYMLINKS", "Entry", "Place", "Root", "place", "walk"]
+__all__ = ["MAX_NESTING", "MAX_SYMLINKS", "Entry", "Place", "Root", "place", "walk"]
 
 MAX_SYMLINKS = 40
 """Symlink expansions allowed while resolving one path (the kernel's own limit)."""
+MAX_NESTING = 256
+"""Directories deep a walked path may go (each holds a descriptor while the path resolves)."""
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_PATH = getattr(os, "O_PATH", os.O_RDONLY)
@@ -233,6 +235,10 @@ class Root:
                         raise _named(error, self.shown, [*names, name]) from None
                     kind = stat.S_IFMT(os.fstat(fd).st_mode)
                     if kind == stat.S_IFDIR:
+                        if len(stack) > MAX_NESTING:
+                            os.close(fd)
+                            raise OSError(errno.ENAMETOOLONG, "Directories nested too deeply "
+                                          f"(more than {MAX_NESTING})", self.shown)
                         stack.append(fd)
                         names.append(name)
                         continue

@@ -59,6 +59,8 @@ __all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "DEFAULT_TIMEOUT_SECONDS", "HostSandbox",
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024
+MAX_FILE_BYTES = 64 * 1024 * 1024
+"""The largest file `read_bytes` (so read_file and str_replace) reads whole."""
 _FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin"
 _READ_CHUNK = 64 * 1024
 # After the shell exits, grandchildren it left in the background may still hold
@@ -398,7 +400,15 @@ class HostSandbox(Sandbox):
         where = confined.place(self.mapper, virtual_path)
         with self._virtual_errors(virtual_path), os.fdopen(where.open(os.O_RDONLY),
                                                            "rb") as handle:
-            return handle.read()
+            # Bounded: a sparse or growing file must not fill the harness's memory.
+            size = os.fstat(handle.fileno()).st_size
+            data = handle.read(MAX_FILE_BYTES + 1) if size <= MAX_FILE_BYTES else b""
+            if size > MAX_FILE_BYTES or len(data) > MAX_FILE_BYTES:
+                raise SandboxError(
+                    f"{where.virtual} is {max(size, len(data))} bytes, more than the "
+                    f"{MAX_FILE_BYTES // (1024 * 1024)} MiB the file tools read; look at part "
+                    "of it with bash (head, tail, sed -n) or grep.")
+            return data
 
     def write_file(self, virtual_path: str, content: str, append: bool = False) -> None:
         self._check_open()
