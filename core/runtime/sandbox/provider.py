@@ -97,6 +97,12 @@ class Sandbox(ABC):
     All paths are virtual. Relative paths are relative to
     ``/mnt/user-data/workspace``. Paths that would leave the thread's files raise
     :class:`antler.paths.PathEscapeError`.
+
+    The file operations must hold that however the files change while they
+    run (the thread's own commands can swap a name for a symlink at any
+    moment): a sandbox whose files live on the harness's host opens each path
+    beneath a descriptor of its root (`antler.runtime.confined`) and never
+    opens a checked path again by name.
     """
 
     @property
