@@ -20,7 +20,8 @@ Bounds, each reported in the result's ``notes`` with how to narrow the search:
 * grep's regex time. Python's `re` backtracks and cannot be interrupted, so the
   time is bounded three ways: patterns whose running time can grow
   exponentially with the line (an unbounded repetition inside another
-  repetition, such as ``(a+)+``, or a backreference) are refused with an error
+  repetition, such as ``(a+)+``, unless a literal separates the rounds; or a
+  backreference) are refused with an error
   saying how to rewrite them; a pattern is matched against at most
   `MAX_MATCH_LINE_CHARS` characters of a line (a longer line is searched in its
   first part only, and counted); and the elapsed time is checked between lines
@@ -35,6 +36,7 @@ import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from antler.contracts.tooloutput import TOOL_RESULTS_DIRNAME
 from antler.runtime import confined
@@ -253,7 +255,10 @@ def _slow_construct(pattern: str, flags: int) -> str | None:
     """What in ``pattern`` can backtrack exponentially, or None.
 
     Nested repetition where the outer one is unbounded and the inner one can
-    match more than once (``(a+)+``, ``(\\w*\\s?)*``), and backreferences.
+    match more than once (``(a+)+``, ``(\\w*\\s?)*``), and backreferences. An
+    outer repetition whose every round must match a literal character that no
+    inner repetition can match is left alone: the separator fixes where each
+    round starts (``[a-z]+(-[a-z]+)*``, ``(\\d+,)*``).
     """
     parser = getattr(re, "_parser", None)
     if parser is None:  # pragma: no cover - every supported Python has it
@@ -276,8 +281,10 @@ def _slow_construct(pattern: str, flags: int) -> str | None:
                 many = high == maxrepeat or high > 1
                 if inside_unbounded and many and name != "POSSESSIVE_REPEAT":
                     return "a repetition inside another repetition"
-                found = visit(body, inside_unbounded or (high == maxrepeat
-                                                          and name != "POSSESSIVE_REPEAT"))
+                unbounded = high == maxrepeat and name != "POSSESSIVE_REPEAT"
+                if unbounded and _separated(body, flags):
+                    unbounded = False  # each round starts at its separator: no ambiguity
+                found = visit(body, inside_unbounded or unbounded)
             elif name == "SUBPATTERN":
                 found = visit(av[-1], inside_unbounded)
             elif name == "BRANCH":
@@ -294,6 +301,72 @@ def _slow_construct(pattern: str, flags: int) -> str | None:
         return None
 
     return visit(tree, False)
+
+
+_REPEATS = frozenset({"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"})
+_CATEGORIES = {"CATEGORY_DIGIT": r"\d", "CATEGORY_NOT_DIGIT": r"\D", "CATEGORY_SPACE": r"\s",
+               "CATEGORY_NOT_SPACE": r"\S", "CATEGORY_WORD": r"\w", "CATEGORY_NOT_WORD": r"\W"}
+
+
+def _separated(body: Any, flags: int) -> bool:
+    """Whether every round of a repetition of ``body`` matches a literal no inner one can.
+
+    ``body`` is a parsed sequence. The literal must stand at its top level
+    (not in a branch or a repetition); every repetition inside must repeat one
+    simple item (a character, a class, ``.``) that cannot match the literal.
+    """
+    items = list(body)
+    while len(items) == 1 and str(items[0][0]) == "SUBPATTERN":
+        items = list(items[0][1][-1])
+    literals = [chr(av) for op, av in items if str(op) == "LITERAL"]
+    inner: list[Any] = []
+
+    def collect(sequence: Any) -> bool:
+        """Gather the inner repetitions' items; False when one is not simple."""
+        for op, av in sequence:
+            name = str(op)
+            if name in _REPEATS:
+                repeated = list(av[2])
+                if len(repeated) != 1 or str(repeated[0][0]) not in (
+                        "LITERAL", "NOT_LITERAL", "ANY", "IN"):
+                    return False
+                inner.append(repeated[0])
+            elif name == "SUBPATTERN" and not collect(av[-1]):
+                return False
+            elif name == "BRANCH" and not all(collect(branch) for branch in av[1]):
+                return False
+        return True
+
+    if not literals or not collect(items):
+        return False
+    folded = bool(flags & re.IGNORECASE)
+    return any(not any(_may_match(item, char, folded) for item in inner) for char in literals)
+
+
+def _may_match(item: Any, char: str, folded: bool) -> bool:
+    """Whether the parsed single-character ``item`` can match ``char`` (True when unsure)."""
+    chars = {char, char.lower(), char.upper()} if folded else {char}
+    op, av = str(item[0]), item[1]
+    if op == "LITERAL":
+        return chr(av) in chars if not folded else chr(av).lower() in {c.lower() for c in chars}
+    if op == "NOT_LITERAL":
+        return any(chr(av) != c for c in chars)
+    if op != "IN":
+        return True  # ANY
+    negated = any(str(entry[0]) == "NEGATE" for entry in av)
+    hit = False
+    for entry_op, value in av:
+        name = str(entry_op)
+        if name == "LITERAL":
+            hit |= chr(value) in chars
+        elif name == "RANGE":
+            hit |= any(value[0] <= ord(c) <= value[1] for c in chars)
+        elif name == "CATEGORY":
+            category = _CATEGORIES.get(str(value))
+            hit |= category is None or any(re.match(category, c) for c in chars)
+        elif name != "NEGATE":
+            return True
+    return hit != negated
 
 
 def _glob_filter(pattern: str | None) -> re.Pattern[str] | None:
@@ -340,10 +413,11 @@ def grep(dir_fd: int, virtual: str, pattern: str, *, glob: str | None = None,
         for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
             if number % 256 == 0 and time.monotonic() > deadline:
                 break  # noted before the next file, or after the last one
+            searched = line
             if len(line) > MAX_MATCH_LINE_CHARS:
                 long_lines += 1
-                line = line[:MAX_MATCH_LINE_CHARS]
-            if not regex.search(line):
+                searched = line[:MAX_MATCH_LINE_CHARS]
+            if not regex.search(searched):
                 continue
             text = line.strip()
             if len(text) > MAX_SHOWN_LINE_CHARS:
