@@ -331,10 +331,10 @@ def _separated(body: Any, flags: int) -> bool:
                         "LITERAL", "NOT_LITERAL", "ANY", "IN"):
                     return False
                 inner.append(repeated[0])
-            elif name == "SUBPATTERN" and not collect(av[-1]):
-                return False
-            elif name == "BRANCH" and not all(collect(branch) for branch in av[1]):
-                return False
+            else:
+                nested = [av[-1]] if name == "SUBPATTERN" else av[1] if name == "BRANCH" else []
+                if not all(collect(part) for part in nested):
+                    return False
         return True
 
     if not literals or not collect(items):
