@@ -95,8 +95,6 @@ def test_grep_reports_path_line_and_text(home, thread, fuse):
 def test_bad_patterns_and_paths_are_clear_tool_errors(home, thread):
     found = run(home, [
         call("grep", pattern="(unclosed", path=WS),
-        call("grep", pattern="(a+)+$", path=WS),
-        call("grep", pattern=r"(\w)\1", path=WS),
         call("glob", pattern="/etc/*", path=WS),
         call("glob", pattern="../*", path=WS),
         call("grep", pattern="x", path="workspace"),
@@ -105,11 +103,9 @@ def test_bad_patterns_and_paths_are_clear_tool_errors(home, thread):
     ])
     assert all(m.status == "error" for m in found)
     assert "Traceback" not in str([m.content for m in found])
-    unclosed, nested, backref, absolute, dotdot, relative, outside, zero = found
+    unclosed, absolute, dotdot, relative, outside, zero = found
     assert "Invalid regular expression '(unclosed'" in unclosed.content
     assert "literal=true" in unclosed.content
-    assert "exponential time" in nested.content and "repetition" in nested.content
-    assert "backreference" in backref.content
     assert "is absolute" in absolute.content and "Invalid glob pattern" in absolute.content
     assert "'..'" in dotdot.content
     assert "Invalid search path 'workspace'" in relative.content
@@ -217,3 +213,18 @@ def test_a_grep_hit_is_not_a_read_for_read_before_write(home, thread):
     assert tool_meta(refused).recommended_next_action == "read_first"
     assert read.status == edited.status == "success"
     assert (thread.workspace / "src/app.py").read_text().endswith("# tidied\n")
+
+
+def test_a_regex_that_backtracks_badly_ends_the_call_with_a_note(home, thread, monkeypatch):
+    """Through the agent: the engine's timeout stops the search; the run goes on."""
+    from antler.runtime.sandbox import search
+
+    monkeypatch.setattr(search, "TIME_LIMIT_SECONDS", 0.3)
+    (thread.workspace / "hostile.txt").write_text("a" * 40 + "!\n")
+    grep, after = run(home, [call("grep", pattern="(a|aa)+$", path=WS),
+                             call("read_file", path="notes.md")])
+    assert grep.status == "success" and tool_meta(grep).status == "partial_success"
+    assert grep.content.splitlines()[-2:] == [
+        "[output truncated: the search stopped after 0.3s; narrow `path` or `glob`, or "
+        "simplify the pattern]", "[1 binary file(s) skipped]"]
+    assert after.content.startswith("hello from the notes")

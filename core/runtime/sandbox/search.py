@@ -17,15 +17,13 @@ Bounds, each reported in the result's ``notes`` with how to narrow the search:
 * grep's reading: the first `MAX_FILE_BYTES` of a file, `MAX_TOTAL_BYTES` over
   all files; files with a NUL byte in their first `BINARY_SNIFF_BYTES` are
   binary and skipped (counted);
-* grep's regex time. Python's `re` backtracks and cannot be interrupted, so the
-  time is bounded three ways: patterns whose running time can grow
-  exponentially with the line (an unbounded repetition inside another
-  repetition, such as ``(a+)+``, unless a literal separates the rounds; or a
-  backreference) are refused with an error
-  saying how to rewrite them; a pattern is matched against at most
-  `MAX_MATCH_LINE_CHARS` characters of a line (a longer line is searched in its
-  first part only, and counted); and the elapsed time is checked between lines
-  and files, stopping the search after `TIME_LIMIT_SECONDS` with a note.
+* grep's regex time: matching uses the `regex` engine (Python's `re` syntax;
+  ``re`` itself backtracks and cannot be interrupted), whose searches take a
+  timeout: each line is searched with what is left of `TIME_LIMIT_SECONDS` for
+  the whole call, so a pattern that backtracks badly on some line (``(a+)+$``,
+  or ``a.*b.*c`` on a long line) stops the search there with a note instead of
+  holding the thread. Matching releases the interpreter lock, so the agent's
+  other calls run meanwhile.
 """
 
 from __future__ import annotations
@@ -37,6 +35,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+import regex
 
 from antler.contracts.tooloutput import TOOL_RESULTS_DIRNAME
 from antler.runtime import confined
@@ -61,7 +61,6 @@ MAX_DEPTH = 64
 MAX_FILE_BYTES = 2 * 1024 * 1024
 MAX_TOTAL_BYTES = 64 * 1024 * 1024
 BINARY_SNIFF_BYTES = 8192
-MAX_MATCH_LINE_CHARS = 4096
 TIME_LIMIT_SECONDS = 10.0
 
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(
@@ -226,147 +225,22 @@ def glob(dir_fd: int, virtual: str, pattern: str, *, include_dirs: bool = False,
 # -- grep -----------------------------------------------------------------------------------
 
 
-def compile_regex(pattern: str, *, literal: bool, case_sensitive: bool) -> re.Pattern[str]:
-    """``pattern`` compiled for `grep`, or `SearchPatternError` saying what is wrong."""
+def compile_regex(pattern: str, *, literal: bool, case_sensitive: bool) -> Any:
+    """``pattern`` compiled for `grep` (with `regex`), or `SearchPatternError` saying why not."""
     if not isinstance(pattern, str) or pattern == "":
         raise SearchPatternError("Invalid regular expression: it is empty; give the text or "
                                  "regex to find.")
-    flags = 0 if case_sensitive else re.IGNORECASE
+    flags = 0 if case_sensitive else regex.IGNORECASE
     if literal:
-        return re.compile(re.escape(pattern), flags)
+        return regex.compile(regex.escape(pattern), flags)
     try:
-        compiled = re.compile(pattern, flags)
-    except re.error as error:
+        return regex.compile(pattern, flags)
+    except regex.error as error:
         where = f" at position {error.pos}" if error.pos is not None else ""
         raise SearchPatternError(
             f"Invalid regular expression {pattern!r}: {error.msg}{where}. Escape special "
             "characters with '\\' or pass literal=true to search for the text as is."
         ) from None
-    problem = _slow_construct(pattern, flags)
-    if problem:
-        raise SearchPatternError(
-            f"Invalid regular expression {pattern!r}: it has {problem}, which can take "
-            "exponential time on some lines. Rewrite it without that (for example '(ab)+' "
-            "rather than '(a+b?)+'), or pass literal=true.")
-    return compiled
-
-
-def _slow_construct(pattern: str, flags: int) -> str | None:
-    """What in ``pattern`` can backtrack exponentially, or None.
-
-    Nested repetition where the outer one is unbounded and the inner one can
-    match more than once (``(a+)+``, ``(\\w*\\s?)*``), and backreferences. An
-    outer repetition whose every round must match a literal character that no
-    inner repetition can match is left alone: the separator fixes where each
-    round starts (``[a-z]+(-[a-z]+)*``, ``(\\d+,)*``).
-    """
-    parser = getattr(re, "_parser", None)
-    if parser is None:  # pragma: no cover - every supported Python has it
-        return None
-    constants = getattr(re, "_constants", None)
-    try:
-        tree = parser.parse(pattern, flags)
-    except Exception:
-        return None
-    maxrepeat = getattr(constants, "MAXREPEAT", None)
-    repeats = {"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"}
-
-    def visit(items: object, inside_unbounded: bool) -> str | None:
-        for op, av in items:  # type: ignore[attr-defined]
-            name = str(op)
-            if name in ("GROUPREF", "GROUPREF_EXISTS"):
-                return "a backreference"
-            if name in repeats:
-                _low, high, body = av
-                many = high == maxrepeat or high > 1
-                if inside_unbounded and many and name != "POSSESSIVE_REPEAT":
-                    return "a repetition inside another repetition"
-                unbounded = high == maxrepeat and name != "POSSESSIVE_REPEAT"
-                if unbounded and _separated(body, flags):
-                    unbounded = False  # each round starts at its separator: no ambiguity
-                found = visit(body, inside_unbounded or unbounded)
-            elif name == "SUBPATTERN":
-                found = visit(av[-1], inside_unbounded)
-            elif name == "BRANCH":
-                found = next((hit for branch in av[1]
-                              if (hit := visit(branch, inside_unbounded))), None)
-            elif name in ("ASSERT", "ASSERT_NOT"):
-                found = visit(av[1], inside_unbounded)
-            elif name == "ATOMIC_GROUP":
-                found = visit(av, False)
-            else:
-                found = None
-            if found:
-                return found
-        return None
-
-    return visit(tree, False)
-
-
-_REPEATS = frozenset({"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"})
-_CATEGORIES = {"CATEGORY_DIGIT": r"\d", "CATEGORY_NOT_DIGIT": r"\D", "CATEGORY_SPACE": r"\s",
-               "CATEGORY_NOT_SPACE": r"\S", "CATEGORY_WORD": r"\w", "CATEGORY_NOT_WORD": r"\W"}
-
-
-def _separated(body: Any, flags: int) -> bool:
-    """Whether every round of a repetition of ``body`` matches a literal no inner one can.
-
-    ``body`` is a parsed sequence. The literal must stand at its top level
-    (not in a branch or a repetition); every repetition inside must repeat one
-    simple item (a character, a class, ``.``) that cannot match the literal.
-    """
-    items = list(body)
-    while len(items) == 1 and str(items[0][0]) == "SUBPATTERN":
-        items = list(items[0][1][-1])
-    literals = [chr(av) for op, av in items if str(op) == "LITERAL"]
-    inner: list[Any] = []
-
-    def collect(sequence: Any) -> bool:
-        """Gather the inner repetitions' items; False when one is not simple."""
-        for op, av in sequence:
-            name = str(op)
-            if name in _REPEATS:
-                repeated = list(av[2])
-                if len(repeated) != 1 or str(repeated[0][0]) not in (
-                        "LITERAL", "NOT_LITERAL", "ANY", "IN"):
-                    return False
-                inner.append(repeated[0])
-            else:
-                nested = [av[-1]] if name == "SUBPATTERN" else av[1] if name == "BRANCH" else []
-                if not all(collect(part) for part in nested):
-                    return False
-        return True
-
-    if not literals or not collect(items):
-        return False
-    folded = bool(flags & re.IGNORECASE)
-    return any(not any(_may_match(item, char, folded) for item in inner) for char in literals)
-
-
-def _may_match(item: Any, char: str, folded: bool) -> bool:
-    """Whether the parsed single-character ``item`` can match ``char`` (True when unsure)."""
-    chars = {char, char.lower(), char.upper()} if folded else {char}
-    op, av = str(item[0]), item[1]
-    if op == "LITERAL":
-        return chr(av) in chars if not folded else chr(av).lower() in {c.lower() for c in chars}
-    if op == "NOT_LITERAL":
-        return any(chr(av) != c for c in chars)
-    if op != "IN":
-        return True  # ANY
-    negated = any(str(entry[0]) == "NEGATE" for entry in av)
-    hit = False
-    for entry_op, value in av:
-        name = str(entry_op)
-        if name == "LITERAL":
-            hit |= chr(value) in chars
-        elif name == "RANGE":
-            hit |= any(value[0] <= ord(c) <= value[1] for c in chars)
-        elif name == "CATEGORY":
-            category = _CATEGORIES.get(str(value))
-            hit |= category is None or any(re.match(category, c) for c in chars)
-        elif name != "NEGATE":
-            return True
-    return hit != negated
 
 
 def _glob_filter(pattern: str | None) -> re.Pattern[str] | None:
@@ -382,12 +256,12 @@ def grep(dir_fd: int, virtual: str, pattern: str, *, glob: str | None = None,
          literal: bool = False, case_sensitive: bool = False,
          max_results: int = DEFAULT_GREP_RESULTS) -> GrepResult:
     """Lines matching ``pattern`` in the regular files below ``dir_fd`` (named ``virtual``)."""
-    regex = compile_regex(pattern, literal=literal, case_sensitive=case_sensitive)
+    compiled = compile_regex(pattern, literal=literal, case_sensitive=case_sensitive)
     only = _glob_filter(glob)
     limit = _limit(max_results)
     result = GrepResult()
     deadline = time.monotonic() + TIME_LIMIT_SECONDS
-    size = total = long_lines = partial = 0
+    size = total = partial = 0
     stop: str | None = None  # why the search stopped early, as a note
 
     for entry in _entries(dir_fd, MAX_DEPTH, virtual, result.notes):
@@ -411,13 +285,15 @@ def grep(dir_fd: int, virtual: str, pattern: str, *, glob: str | None = None,
         result.files_searched += 1
         partial += not whole
         for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-            if number % 256 == 0 and time.monotonic() > deadline:
-                break  # noted before the next file, or after the last one
-            searched = line
-            if len(line) > MAX_MATCH_LINE_CHARS:
-                long_lines += 1
-                searched = line[:MAX_MATCH_LINE_CHARS]
-            if not regex.search(searched):
+            try:
+                # The engine stops itself at the deadline, and lets other threads run.
+                hit = compiled.search(line, timeout=max(0.0, deadline - time.monotonic()),
+                                      concurrent=True)
+            except TimeoutError:
+                stop = _cut(f"the search stopped after {TIME_LIMIT_SECONDS:g}s",
+                            "`path` or `glob`, or simplify the pattern")
+                break
+            if not hit:
                 continue
             text = line.strip()
             if len(text) > MAX_SHOWN_LINE_CHARS:
@@ -443,9 +319,6 @@ def grep(dir_fd: int, virtual: str, pattern: str, *, glob: str | None = None,
     if partial:
         result.notes.append(f"[{partial} file(s) larger than {MAX_FILE_BYTES} bytes were "
                             "searched in their first part only; read them with read_file]")
-    if long_lines:
-        result.notes.append(f"[{long_lines} line(s) longer than {MAX_MATCH_LINE_CHARS} "
-                            "characters were searched in their first part only]")
     if result.binary_skipped:
         result.notes.append(f"[{result.binary_skipped} binary file(s) skipped]")
     return result
