@@ -85,3 +85,18 @@ def test_the_walk_is_bounded(tree, monkeypatch):
     found = search.glob(tree, "/mnt/user-data", "*")
     assert len(found.matches) == 3 and found.truncated
     assert "the walk stopped after 3 entries" in found.notes[0]
+
+
+def test_each_matching_line_is_reported_once_where_the_match_starts(tmp_path):
+    (tmp_path / "crlf.txt").write_bytes(b"e e e\r\nnone here\r\nlast\r\n")
+    (tmp_path / "split.txt").write_text("foo\nbar\n")
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        every = search.grep(fd, "/v", "e", glob="crlf.txt").matches
+        ends = search.grep(fd, "/v", "e$", glob="crlf.txt").matches
+        across = search.grep(fd, "/v", r"foo\sbar", glob="split.txt").matches
+    finally:
+        os.close(fd)
+    assert every == ["/v/crlf.txt:1: e e e", "/v/crlf.txt:2: none here"]
+    assert ends == ["/v/crlf.txt:1: e e e", "/v/crlf.txt:2: none here"]   # not "last"
+    assert across == ["/v/split.txt:1: foo"]   # reported where it starts

@@ -19,11 +19,11 @@ Bounds, each reported in the result's ``notes`` with how to narrow the search:
   binary and skipped (counted);
 * grep's regex time: matching uses the `regex` engine (Python's `re` syntax;
   ``re`` itself backtracks and cannot be interrupted), whose searches take a
-  timeout: each line is searched with what is left of `TIME_LIMIT_SECONDS` for
-  the whole call, so a pattern that backtracks badly on some line (``(a+)+$``,
-  or ``a.*b.*c`` on a long line) stops the search there with a note instead of
-  holding the thread. Matching releases the interpreter lock, so the agent's
-  other calls run meanwhile.
+  timeout: each file is searched with what is left of `TIME_LIMIT_SECONDS` for
+  the whole call (a match is reported at the line where it starts), so a
+  pattern that backtracks badly (``(a|aa)+$``, or ``a.*b.*c`` on a long line)
+  stops the search there with a note instead of holding the thread. Matching
+  releases the interpreter lock, so the agent's other calls run meanwhile.
 """
 
 from __future__ import annotations
@@ -230,7 +230,8 @@ def compile_regex(pattern: str, *, literal: bool, case_sensitive: bool) -> Any:
     if not isinstance(pattern, str) or pattern == "":
         raise SearchPatternError("Invalid regular expression: it is empty; give the text or "
                                  "regex to find.")
-    flags = 0 if case_sensitive else regex.IGNORECASE
+    # MULTILINE: each file is searched whole, and ^ and $ are a line's ends.
+    flags = regex.MULTILINE | (0 if case_sensitive else regex.IGNORECASE)
     if literal:
         return regex.compile(regex.escape(pattern), flags)
     try:
@@ -284,21 +285,17 @@ def grep(dir_fd: int, virtual: str, pattern: str, *, glob: str | None = None,
             continue
         result.files_searched += 1
         partial += not whole
-        for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-            try:
-                # The engine stops itself at the deadline, and lets other threads run.
-                hit = compiled.search(line, timeout=max(0.0, deadline - time.monotonic()),
-                                      concurrent=True)
-            except TimeoutError:
+        # Windows line ends as plain ones, so `$` is a line's end there too.
+        text = data.decode("utf-8", errors="replace").replace("\r\n", "\n")
+        for number, line in _matching_lines(compiled, text, deadline):
+            if number is None:
                 stop = _cut(f"the search stopped after {TIME_LIMIT_SECONDS:g}s",
                             "`path` or `glob`, or simplify the pattern")
                 break
-            if not hit:
-                continue
-            text = line.strip()
-            if len(text) > MAX_SHOWN_LINE_CHARS:
-                text = text[:MAX_SHOWN_LINE_CHARS] + " [...]"
-            shown = f"{virtual}/{entry.relative}:{number}: {text}"
+            line = line.strip()
+            if len(line) > MAX_SHOWN_LINE_CHARS:
+                line = line[:MAX_SHOWN_LINE_CHARS] + " [...]"
+            shown = f"{virtual}/{entry.relative}:{number}: {line}"
             size += len(shown.encode("utf-8")) + 1
             if len(result.matches) >= limit:
                 stop = _cut(f"more than {limit} matching lines", "the pattern, `path` or `glob`",
@@ -322,6 +319,38 @@ def grep(dir_fd: int, virtual: str, pattern: str, *, glob: str | None = None,
     if result.binary_skipped:
         result.notes.append(f"[{result.binary_skipped} binary file(s) skipped]")
     return result
+
+
+def _matching_lines(compiled: Any, text: str,
+                    deadline: float) -> Iterator[tuple[int | None, str]]:
+    """(line number, line) of each line of ``text`` where a match starts, in order.
+
+    The whole text is searched at once (one call per matching line, not per
+    line: the engine's timeout costs a clock set-up per call), from the start
+    of the line after the last hit; a match is reported at the line where it
+    starts. ``(None, "")`` when the deadline passed mid-search.
+    """
+    position = counted = 0
+    number = 1
+    while position <= len(text):
+        try:
+            # The engine stops itself at the deadline, and lets other threads run.
+            match = compiled.search(text, position,
+                                    timeout=max(0.0, deadline - time.monotonic()),
+                                    concurrent=True)
+        except TimeoutError:
+            yield None, ""
+            return
+        if match is None:
+            return
+        start = match.start()
+        number += text.count("\n", counted, start)
+        counted = start
+        first = text.rfind("\n", 0, start) + 1
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        yield number, text[first:end]
+        position = end + 1
 
 
 def _read_file(entry: confined.Entry, limit: int) -> tuple[bytes | None, bool]:
