@@ -166,3 +166,21 @@ def test_wrong_shapes_say_what_is_expected_with_an_example(tmp_path):
     assert "got a string ('many')" in result.stderr
     assert "models.default: expects a string" in result.stderr
     assert "Input should be" not in result.stderr
+
+
+def test_deerflow_sandbox_tools_are_built_in_glob_and_grep_included(registry):
+    from antler.plugin_api.yamlsource import load_yaml
+
+    doc = load_yaml("tools:\n"
+                    "  - {name: glob, group: file:read, use: deerflow.sandbox.tools:glob_tool}\n"
+                    "  - {name: grep, group: file:read, use: deerflow.sandbox.tools:grep_tool}\n"
+                    "  - {name: edit, group: file:write, use: deerflow.sandbox.tools:edit_tool}\n"
+                    "tool_groups: [{name: file:read}]\n")
+    migration = migrate_deerflow(doc, schema_sections(registry))
+    by_source = {n.source: n for n in migration.notes}
+    glob, grep, edit = (by_source[f"tools[{index}]"] for index in range(3))
+    assert glob.outcome == grep.outcome == "dropped"
+    assert "`glob` is built into Antler's sandbox plugin (tool group `file:read`)" in glob.why
+    assert "`grep` is built into" in grep.why
+    assert edit.outcome == "unmapped" and "glob, grep" in edit.why
+    assert "`file:read` (ls, read_file, glob, grep)" in by_source["tool_groups"].why

@@ -172,6 +172,8 @@ _CLASSES: tuple[tuple[str, bool, str, re.Pattern[str]], ...] = tuple(
          r"time[d ]?out|timeout|connection (reset|refused|error|aborted)|temporarily"
          r" unavailable|\b(502|503|504)\b"),
         ("internal", False, "stop", r"\b500\b|internal (server )?error"),
+        ("invalid_input", True, "rewrite_query",
+         r"\binvalid (regular expression|glob pattern|search path|max_results)\b"),
         ("permission", True, "try_alternative", r"permission denied|access denied|not permitted"),
         ("not_found", True, "rewrite_query",
          r"\b404\b|not found|no such file|does not exist|cannot find"),

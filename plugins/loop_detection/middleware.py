@@ -71,6 +71,7 @@ from langchain_core.messages import AIMessage
 from antler.contracts.messages import strip_tool_calls
 from antler.contracts.runstore import PendingQueue, run_key
 from antler.contracts.stop_reason import StopReasonState, record_stop_reason
+from antler.contracts.toolgroups import FILE_WRITE_TOOLS
 from antler.plugin_api.context import BuildContext
 
 from .config import LoopDetectionConfig
@@ -97,7 +98,7 @@ WARNING_NAME = "loop_warning"
 SALIENT_ARGS = ("path", "url", "query", "command", "pattern", "glob", "cmd")
 """Arguments that identify what a call works on; other arguments do not make it new."""
 
-FULL_ARGS_TOOLS = frozenset({"write_file", "str_replace"})
+FULL_ARGS_TOOLS = frozenset(FILE_WRITE_TOOLS)
 """Tools whose every argument matters: writing other content is other work."""
 
 LINE_BUCKET = 200

@@ -3,7 +3,11 @@
 A skill that declares ``allowed-tools`` (say ``[read_file, ls]``) states the
 tools its instructions need. Once the user activated it with ``/name``, the
 run uses only those, plus the framework-safe ones: ``ask_clarification``, and
-``read_file`` of a file under ``/mnt/skills``. ``task`` is not exempt, so a
+the read-only file tools (``read_file``, ``ls``, ``glob``, ``grep``: the
+``file:read`` group) called on a path under ``/mnt/skills``, so a skill can
+always read its own files. ``allowed-tools`` may name a tool group
+(``file:read``, ``file:write``, ``bash``; `antler.contracts.toolgroups`).
+``task`` is not exempt, so a
 restricted skill cannot delegate around its policy. Authorization
 (`antler_select_tools`) decides which tools exist for the caller; this policy
 only narrows that further for the run, never widens it.
@@ -31,8 +35,9 @@ seed 000 #16 has it.
 Configuration: none; skills declare their own ``allowed-tools``.
 
 Example: with ``allowed-tools: [read_file, ls]``, ``/data-report summarize``
-shows the model ``read_file``, ``ls`` and ``ask_clarification`` only, and a
-``bash`` call is refused.
+shows the model ``read_file``, ``ls``, ``glob``, ``grep`` (for the skills
+only) and ``ask_clarification``, and a ``bash`` call is refused, as is a
+``grep`` of ``/mnt/user-data``.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from langchain_core.messages import ToolMessage
 
 from antler.contracts.deferred import TOOL_SEARCH, limit_discovery
 from antler.contracts.runstore import RunStore, run_key
+from antler.contracts.toolgroups import FILE_READ_TOOLS, expand
 from antler.contracts.toolmeta import TOOL_META_KEY, refusal
 from antler.plugin_api.context import BuildContext
 from antler.plugins._lib.skillproof import SECRET_NAME, proven_activation, skills_registry
@@ -59,8 +65,9 @@ logger = logging.getLogger(__name__)
 
 SOURCE = "skill_tool_policy"
 FRAMEWORK_TOOLS = frozenset({"ask_clarification", TOOL_SEARCH})
-"""Tools every policy allows; ``read_file`` of a skill file is allowed too (see module doc)."""
-SKILL_READER = "read_file"
+"""Tools every policy allows; the `SKILL_READERS` on a skill's files are allowed too."""
+SKILL_READERS = frozenset(FILE_READ_TOOLS)
+"""Tools allowed on a path under ``/mnt/skills`` (read-only there) whatever the policy."""
 
 
 def _tool_name(tool: Any) -> str:
@@ -103,7 +110,7 @@ class SkillToolPolicyMiddleware(AgentMiddleware[Any, Any]):
             return request
         self._decisions.set(key, (skill, allowed))
         tools = [t for t in request.tools if _tool_name(t) in allowed
-                 or _tool_name(t) == SKILL_READER]
+                 or _tool_name(t) in SKILL_READERS]
         return request.override(tools=tools)
 
     def _allowed(self, name: str) -> frozenset[str] | None:
@@ -118,7 +125,7 @@ class SkillToolPolicyMiddleware(AgentMiddleware[Any, Any]):
             return FRAMEWORK_TOOLS
         if skill.allowed_tools is None:
             return None
-        return FRAMEWORK_TOOLS | frozenset(skill.allowed_tools)
+        return FRAMEWORK_TOOLS | frozenset(expand(skill.allowed_tools))
 
     # -- the model's calls --------------------------------------------------------------
 
@@ -157,7 +164,7 @@ class SkillToolPolicyMiddleware(AgentMiddleware[Any, Any]):
         skill, allowed = decision
         call = request.tool_call
         tool = str(call.get("name") or "")
-        if tool in allowed or (tool == SKILL_READER and _reads_a_skill(call.get("args"))):
+        if tool in allowed or (tool in SKILL_READERS and _reads_a_skill(call.get("args"))):
             return None
         names = ", ".join(sorted(allowed))
         logger.info("skill_tool_policy refused %s: not allowed by skill %s", tool, skill)
@@ -171,8 +178,8 @@ class SkillToolPolicyMiddleware(AgentMiddleware[Any, Any]):
 
 def _reads_a_skill(args: Any) -> bool:
     path = args.get("path") if isinstance(args, Mapping) else None
-    return isinstance(path, str) and path.startswith(SKILLS_VIRTUAL_ROOT + "/") \
-        and ".." not in path.split("/")
+    return isinstance(path, str) and (path == SKILLS_VIRTUAL_ROOT or path.startswith(
+        SKILLS_VIRTUAL_ROOT + "/")) and ".." not in path.split("/")
 
 
 def build(ctx: BuildContext) -> SkillToolPolicyMiddleware:

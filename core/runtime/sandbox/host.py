@@ -9,7 +9,10 @@ thread's namespace start it, where the virtual paths are real mounts.
 Everything else lives here, once:
 
 * file tools confined to the thread's files (``..``, outside absolute paths and
-  escaping symlinks are refused, skills are read-only);
+  escaping symlinks are refused, skills are read-only), each path opened
+  beneath a descriptor of its root with no window between check and use
+  (`antler.runtime.confined`), and ``glob``/``grep`` over those descriptors
+  (`search`);
 * the command runner: its own session and process group, a minimal
   environment, both output pipes drained in the calling thread with a
   selector, at most ``max_output_bytes`` kept per stream (the rest counted),
@@ -38,9 +41,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
-from antler.runtime.paths import VIRTUAL_ROOT, PathEscapeError, ThreadPaths
+from antler.runtime import confined
+from antler.runtime.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, PathEscapeError, ThreadPaths
 
-from . import reaper
+from . import reaper, search
 from .provider import (
     CommandInterrupted,
     CommandResult,
@@ -56,6 +60,8 @@ __all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "DEFAULT_TIMEOUT_SECONDS", "HostSandbox",
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024
+MAX_FILE_BYTES = 64 * 1024 * 1024
+"""The largest file `read_bytes` (so read_file and str_replace) reads whole."""
 _FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin"
 _READ_CHUNK = 64 * 1024
 # After the shell exits, grandchildren it left in the background may still hold
@@ -419,44 +425,41 @@ class HostSandbox(Sandbox):
         }
 
     # -- files --------------------------------------------------------------------
+    #
+    # Every file operation opens its path beneath a descriptor of the thread's
+    # `user-data` (or a skill root) with `antler.runtime.confined`, and reads,
+    # writes and lists through the descriptor it got: no path string is checked
+    # and then opened again, so a name swapped for a symlink meanwhile (by the
+    # model's own `bash`, or a parallel call) cannot lead outside.
 
     def read_file(self, virtual_path: str) -> str:
         return self.read_bytes(virtual_path).decode("utf-8", errors="replace")
 
     def read_bytes(self, virtual_path: str) -> bytes:
         self._check_open()
-        host = self.mapper.to_host(virtual_path)
-        with self._virtual_errors(virtual_path):
-            # O_NOFOLLOW: a symlink swapped in after the check above is not followed.
-            fd = os.open(os.path.realpath(host), os.O_RDONLY | os.O_NOFOLLOW)
-            with os.fdopen(fd, "rb") as handle:
-                return handle.read()
+        where = confined.place(self.mapper, virtual_path)
+        with self._virtual_errors(virtual_path), os.fdopen(where.open(os.O_RDONLY),
+                                                           "rb") as handle:
+            # Bounded: a sparse or growing file must not fill the harness's memory.
+            size = os.fstat(handle.fileno()).st_size
+            data = handle.read(MAX_FILE_BYTES + 1) if size <= MAX_FILE_BYTES else b""
+            if size > MAX_FILE_BYTES or len(data) > MAX_FILE_BYTES:
+                raise SandboxError(
+                    f"{where.virtual} is {max(size, len(data))} bytes, more than the "
+                    f"{MAX_FILE_BYTES // (1024 * 1024)} MiB the file tools read; look at part "
+                    "of it with bash (head, tail, sed -n) or grep.")
+            return data
 
     def write_file(self, virtual_path: str, content: str, append: bool = False) -> None:
         self._check_open()
         if self.mapper.is_read_only(virtual_path):
             raise PermissionError(f"{virtual_path} is read-only: skills cannot be changed from "
                                   "the sandbox. Write under /mnt/user-data/outputs instead.")
+        where = confined.place(self.mapper, virtual_path)
         self.thread_paths.ensure_directories()
-        host = self.mapper.to_host(virtual_path)
-        if host.is_dir():
-            raise IsADirectoryError(f"{self._shown(virtual_path)} is a directory, not a file.")
-        # The nearest existing ancestor must be a directory, or mkdir fails with
-        # a confusing "file exists" about the wrong path.
-        ancestor = next(parent for parent in host.parents if parent.exists())
-        if not ancestor.is_dir():
-            raise NotADirectoryError(
-                f"{self.mapper.to_virtual(ancestor)} is a file, so it cannot contain "
-                f"{self._shown(virtual_path)}."
-            )
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
         with self._virtual_errors(virtual_path):
-            host.parent.mkdir(parents=True, exist_ok=True)
-            # Check again now that the parents exist, so that any symlink among
-            # them is resolved for real.
-            host = self.mapper.to_host(virtual_path)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
-            flags |= os.O_APPEND if append else os.O_TRUNC
-            fd = os.open(os.path.realpath(host), flags, 0o644)
+            fd = where.open(flags, 0o644, make_parents=True)
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(content)
 
@@ -464,18 +467,58 @@ class HostSandbox(Sandbox):
         self._check_open()
         if max_depth < 1:
             raise ValueError(f"max_depth must be at least 1, got {max_depth}")
-        host = self.mapper.to_host(virtual_path)
-        if not host.is_dir():
-            kind = "does not exist" if not host.exists() else "is not a directory"
-            raise NotADirectoryError(f"{self._shown(virtual_path)} {kind}.")
-        entries: list[str] = []
+        where = confined.place(self.mapper, virtual_path)
         with self._virtual_errors(virtual_path):
-            self._walk(host, max_depth, entries)
-        return sorted(entries)
+            fd = self._open_directory(where)
+            try:
+                # Symlinks are listed but never descended into (see `confined.walk`).
+                return sorted(f"{where.virtual}/{entry.relative}"
+                              + ("/" if entry.kind == "dir" else "")
+                              for entry in confined.walk(fd, max_depth))
+            finally:
+                os.close(fd)
+
+    def glob(self, pattern: str, virtual_path: str, *, include_dirs: bool = False,
+             max_results: int = search.DEFAULT_GLOB_RESULTS) -> search.GlobResult:
+        self._check_open()
+        where = confined.place(self.mapper, virtual_path)
+        with self._virtual_errors(virtual_path):
+            fd = self._open_directory(where)
+            try:
+                return search.glob(fd, where.virtual, pattern, include_dirs=include_dirs,
+                                   max_results=max_results)
+            finally:
+                os.close(fd)
+
+    def grep(self, pattern: str, virtual_path: str, *, glob: str | None = None,
+             literal: bool = False, case_sensitive: bool = False,
+             max_results: int = search.DEFAULT_GREP_RESULTS) -> search.GrepResult:
+        self._check_open()
+        where = confined.place(self.mapper, virtual_path)
+        with self._virtual_errors(virtual_path):
+            fd = self._open_directory(where)
+            try:
+                return search.grep(fd, where.virtual, pattern, glob=glob, literal=literal,
+                                   case_sensitive=case_sensitive, max_results=max_results)
+            finally:
+                os.close(fd)
+
+    def _open_directory(self, where: confined.Place) -> int:
+        """A readable descriptor of the directory at ``where``, or a clear NotADirectoryError."""
+        try:
+            return where.open(os.O_RDONLY, directory=True)
+        except FileNotFoundError:
+            raise NotADirectoryError(f"{where.virtual} does not exist.") from None
+        except NotADirectoryError:
+            raise NotADirectoryError(f"{where.virtual} is not a directory.") from None
 
     @contextlib.contextmanager
     def _virtual_errors(self, virtual_path: str) -> Iterator[None]:
-        """Re-raise OS errors naming the virtual path: their default text names the host path."""
+        """Re-raise OS errors naming a virtual path: their default text names the host path.
+
+        Errors from `confined` name the path already (by its virtual name, the
+        component that failed); others are given the path the call named.
+        """
         try:
             yield
         except PathEscapeError:
@@ -483,24 +526,16 @@ class HostSandbox(Sandbox):
         except OSError as error:
             if error.errno is None:
                 raise
+            if isinstance(error.filename, str) and error.filename.startswith(
+                    (VIRTUAL_ROOT, SKILLS_VIRTUAL_ROOT)):
+                raise
             # OSError(errno, ...) picks the matching subclass (FileNotFoundError...).
             raise OSError(error.errno, error.strerror, self._shown(virtual_path)) from None
-
-    def _walk(self, directory: Path, depth_left: int, entries: list[str]) -> None:
-        with os.scandir(directory) as scan:
-            for entry in scan:
-                path = Path(entry.path)
-                # Symlinks are listed but never descended into: their target may
-                # be outside the thread's files.
-                is_dir = entry.is_dir(follow_symlinks=False)
-                entries.append(self.mapper.to_virtual(path) + ("/" if is_dir else ""))
-                if is_dir and depth_left > 1:
-                    self._walk(path, depth_left - 1, entries)
 
     def _shown(self, virtual_path: str) -> str:
         """How to name a path in an error message without revealing host paths."""
         try:
-            return self.mapper.to_virtual(self.mapper.to_host(virtual_path))
+            return self.mapper.virtual_name(virtual_path)
         except PathEscapeError:
             return repr(virtual_path)
 
