@@ -71,6 +71,7 @@ from langchain_core.messages import AIMessage
 from antler.contracts.messages import strip_tool_calls
 from antler.contracts.runstore import PendingQueue, run_key
 from antler.contracts.stop_reason import StopReasonState, record_stop_reason
+from antler.plugin_api import jsonsource
 from antler.plugin_api.context import BuildContext
 
 from .config import LoopDetectionConfig
@@ -135,7 +136,7 @@ def call_signature(call: Mapping[str, Any]) -> str:
     args: Any = call.get("args")
     if isinstance(args, str):
         with contextlib.suppress(ValueError):
-            args = json.loads(args)
+            args = jsonsource.loads(args)
     if not isinstance(args, Mapping):
         return f"{name}:{_canonical(args)}"
     key: dict[str, Any] = {}
