@@ -55,10 +55,12 @@ def max_file_bytes() -> int:
 
 
 def read_bounded(source: str | Path | Traversable, limit: int | None = None, *,
-                 setting: str = MAX_FILE_BYTES_ENV) -> str:
+                 setting: str | None = None) -> str:
     """The UTF-8 text of `source`, read only up to `limit` (default: `max_file_bytes()`)
-    plus one byte; `SourceLimitError` names the file, the limit and `setting` to raise it."""
+    plus one byte; `SourceLimitError` names the file, the limit and `setting` (default:
+    `ANTLER_MAX_FILE_BYTES`) to raise it."""
     limit = max_file_bytes() if limit is None else limit
+    setting = setting or MAX_FILE_BYTES_ENV
     path = Path(source) if isinstance(source, str) else source
     try:
         with path.open("rb") as stream:

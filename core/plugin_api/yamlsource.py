@@ -112,20 +112,19 @@ class BoundedLoader(yaml.composer.Composer, _Events, yaml.constructor.SafeConstr
         self._depth = self._values = self._alias_values = 0
         self._anchored_sizes: dict[int, int] = {}
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
-        event = self.peek_event()
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> Any:
+        event: Any = self.peek_event()
         if isinstance(event, yaml.AliasEvent):
             target = self.anchors.get(event.anchor)
             if target is not None:
                 self._count_alias(event, target)
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         collection = isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent))
         if collection:
             self._depth += 1
             if self._depth > self.max_depth:
-                raise YamlLimitError(
-                    None, None, f"nested deeper than {self.max_depth} levels of mappings and "
-                    "lists; flatten the structure", event.start_mark)
+                raise _limit(event, f"nested deeper than {self.max_depth} levels of mappings "
+                             "and lists; flatten the structure")
         before = self._values
         self._count(1, event)
         node = super().compose_node(parent, index)
@@ -133,36 +132,37 @@ class BoundedLoader(yaml.composer.Composer, _Events, yaml.constructor.SafeConstr
             self._depth -= 1
         if event.anchor is not None:
             self._anchored_sizes[id(node)] = self._values - before
-        return node  # type: ignore[no-any-return]
+        return node
 
-    def _count_alias(self, event: yaml.Event, target: yaml.Node) -> None:
+    def _count_alias(self, event: Any, target: yaml.Node) -> None:
         size = self._anchored_sizes.get(id(target))
         if size is None:
-            raise YamlLimitError(
-                None, None, f"the alias *{event.anchor} is inside the value it names (a value "  # type: ignore[attr-defined]
-                "that contains itself); write the value out", event.start_mark)
+            raise _limit(event, f"the alias *{event.anchor} is inside the value it names (a "
+                         "value that contains itself); write the value out")
         self._alias_values += size
         if self._alias_values > self.max_alias_nodes:
-            raise YamlLimitError(
-                None, None, f"aliases here stand for more than {self.max_alias_nodes:,} values "
-                "in all (nested aliases multiply); write the repeated values out or use fewer "
-                "aliases", event.start_mark)
+            raise _limit(event, f"aliases here stand for more than {self.max_alias_nodes:,} "
+                         "values in all (nested aliases multiply); write the repeated values "
+                         "out or use fewer aliases")
         self._count(size, event)
 
-    def _count(self, values: int, event: yaml.Event) -> None:
+    def _count(self, values: int, event: Any) -> None:
         self._values += values
         if self._values > self.max_nodes:
-            raise YamlLimitError(
-                None, None, f"more than {self.max_nodes:,} values in one document (aliases "
-                "counted as what they stand for); split the file", event.start_mark)
+            raise _limit(event, f"more than {self.max_nodes:,} values in one document (aliases "
+                         "counted as what they stand for); split the file")
+
+
+def _limit(event: Any, problem: str) -> YamlLimitError:
+    return YamlLimitError(None, None, problem, event.start_mark)
 
 
 def load_yaml(text: str, source: str = "<string>") -> YamlDocument:
     """Parse `text` safely within the parse limits; raise `YamlSyntaxError` with
     file:line:column on failure."""
-    loader = BoundedLoader(text)
+    composer = BoundedLoader(text)
     try:
-        node = loader.get_single_node()
+        node = composer.get_single_node()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or str(exc)
@@ -178,7 +178,7 @@ def load_yaml(text: str, source: str = "<string>") -> YamlDocument:
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(f"{source}: invalid YAML: {exc}", problem=str(exc)) from None
     finally:
-        loader.dispose()
+        composer.dispose()
     doc = YamlDocument(data=None, source=source)
     if node is None:
         return doc
@@ -191,11 +191,10 @@ def load_yaml(text: str, source: str = "<string>") -> YamlDocument:
     return doc
 
 
-def load_yaml_file(path: str | Path, max_bytes: int | None = None, *,
-                   setting: str | None = None) -> YamlDocument:
+def load_yaml_file(path: str | Path, max_bytes: int | None = None) -> YamlDocument:
     """`load_yaml` of the file at `path`, read within its size limit (`read_bounded`)."""
     try:
-        text = read_bounded(Path(path), max_bytes, **({"setting": setting} if setting else {}))
+        text = read_bounded(Path(path), max_bytes)
     except SourceLimitError as exc:
         raise YamlSyntaxError(str(exc), line=1, column=1) from None
     return load_yaml(text, str(path))
