@@ -27,7 +27,7 @@ def test_a_skill_grown_past_its_limit_after_the_listing_is_not_read_whole(
     registry = SkillsRegistry([root])
     assert [s.name for s in registry.enabled()] == ["data-report"]   # listed while small
     with (root / "public" / "data-report" / "SKILL.md").open("a") as grown:
-        grown.write("x" * (registry.max_file_bytes + 1))
+        grown.write("x" * 300 * 1024)                                # the default: 256 KiB
     agent, model = make_agent(tmp_path, [], services={SKILLS: registry}, tools=Tools(),
                               tool_names=("ls", "read_file"), **MODES[mode])
     state = run(agent, "/data-report summarize", use_async=use_async)
