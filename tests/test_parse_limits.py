@@ -280,6 +280,19 @@ def test_json_of_a_hundred_thousand_levels_is_refused_at_the_bracket_past_the_bo
     assert (caught.value.lineno, caught.value.colno) == (2, MAX_DEPTH + 1)
 
 
+@pytest.mark.parametrize("value", ["2024-13-45", "!!int x", "!!float abc",
+                                   "!!timestamp 2020-02-30"])
+def test_a_value_that_looks_typed_but_is_not_is_a_located_error(value: str,
+                                                                tmp_path: Path) -> None:
+    with pytest.raises(YamlSyntaxError, match=r"^c\.yaml:2:7: .* is not a valid .*quote it"):
+        load_yaml(f"a: 1\nwhen: {value}\n", "c.yaml")
+    skill(tmp_path, "dated", f"description: d\nversion: {value}\n")
+    skill(tmp_path, "fine", "description: d\n")
+    registry = SkillsRegistry([tmp_path])
+    assert [s.name for s in registry.skills()] == ["fine"]
+    assert [problem.line for problem in registry.problems()] == [4]
+
+
 # -- sizes -------------------------------------------------------------------------------------
 
 def test_a_file_is_read_only_up_to_its_limit_plus_one_byte() -> None:

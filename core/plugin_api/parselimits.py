@@ -6,8 +6,9 @@ whole. The text is then parsed by `yamlsource` (YAML) or `jsonsource` (JSON)
 within `MAX_DEPTH` levels of nesting and `MAX_NODES` values, where a YAML alias
 counts as every value it stands for and all aliases together may stand for at
 most `MAX_ALIAS_NODES`. So a few kilobytes of nested aliases, a file of a
-hundred thousand brackets or a 50 MB description are refused in well under a
-second with the file, the line and what to change.
+hundred thousand brackets or a 50 MB description are refused within about a
+second (the worst case is a file of `MAX_NODES` plain values) with the file,
+the line and what to change.
 
 The size limit of operator files (config, `--extensions` JSON, manifests,
 scripted-model files, token tables) is `ANTLER_MAX_FILE_BYTES`; skills have

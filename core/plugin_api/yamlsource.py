@@ -248,6 +248,10 @@ def _scalar(node: yaml.Node, doc: YamlDocument, loader: yaml.SafeLoader) -> Any:
     except yaml.constructor.ConstructorError as exc:
         raise _refused(node, doc, f"{exc.problem} (only plain YAML values are allowed)") \
             from None
+    except (ValueError, OverflowError) as exc:  # `2024-13-45`, `!!int x`: looks typed, is not
+        kind = node.tag.rsplit(":", 1)[-1]
+        raise _refused(node, doc, f"{node.value!r} is not a valid {kind} ({exc}); correct it, "
+                       "or quote it to keep it as text") from None
 
 
 def _refused(node: yaml.Node, doc: YamlDocument, problem: str) -> YamlSyntaxError:
