@@ -276,6 +276,10 @@ class ServerSettings(BaseModel):
     agent_name: str | None = Field(None, description="The served agent's name.")
 
 
+DEFAULT_SKILL_FILE_BYTES = 256 * 1024
+"""Size limit of one SKILL.md unless `skills.max_file_bytes` says otherwise."""
+
+
 class SkillsSettings(BaseModel):
     """`skills:` — where the operator's `SKILL.md` files are and which are turned off."""
 
@@ -287,6 +291,9 @@ class SkillsSettings(BaseModel):
         "are taken from the working directory).")
     disabled: list[str] = Field(
         default_factory=list, description="Names of installed skills to turn off.")
+    max_file_bytes: int = Field(
+        default=DEFAULT_SKILL_FILE_BYTES, gt=0,
+        description="A SKILL.md larger than this is skipped with its file (read no further).")
 
 
 MessageRole = Literal["human", "ai", "tool", "system"]

@@ -28,6 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from antler.contracts.toolgroups import SANDBOX_TOOLS, TOOL_GROUPS
+from antler.plugin_api import jsonsource
 from antler.plugin_api.yamlsource import Location, YamlDocument
 
 __all__ = ["DEERFLOW_KEYS", "Migration", "MigrationNote", "deerflow_hint", "migrate_deerflow"]
@@ -636,7 +637,7 @@ def _dotted(path: Iterable[Any]) -> str:
 def load_extensions(text: str, source: str) -> dict[str, Any]:
     """DeerFlow's `extensions_config.json`, parsed; a clear error when it is not JSON."""
     try:
-        data = json.loads(text)
+        data = jsonsource.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{source}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") \
             from None

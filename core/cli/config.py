@@ -330,6 +330,7 @@ def migrate(ctx: click.Context, session: Session, file: str, output: str | None,
     from antler.chain.config import parse_config_document, schema_sections
     from antler.chain.migrate import load_extensions, migrate_deerflow
     from antler.errors import ConfigError
+    from antler.plugin_api.parselimits import read_bounded
     from antler.plugin_api.yamlsource import YamlDocument, YamlSyntaxError, load_yaml_file
 
     try:
@@ -341,7 +342,7 @@ def migrate(ctx: click.Context, session: Session, file: str, output: str | None,
     extensions = None
     if extensions_file is not None:
         try:
-            extensions = load_extensions(Path(extensions_file).read_text(encoding="utf-8"),
+            extensions = load_extensions(read_bounded(Path(extensions_file)),
                                          extensions_file)
         except (OSError, ValueError) as exc:
             raise CliError(str(exc)) from None

@@ -121,14 +121,14 @@ def resume_command(session: Session, thread_id: str, decision: str | None,
 
 
 def _edited_args(edited: str | None) -> list[dict[str, Any]] | None:
-    import json
+    from antler.plugin_api import jsonsource
 
     if edited is None:
         return None
     try:
-        value = json.loads(edited)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"not JSON: {exc.msg} at character {exc.pos}",
+        value = jsonsource.loads(edited)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}",
                                  param_hint="--edit") from None
     items = value if isinstance(value, list) else [value]
     if not items or not all(isinstance(item, dict) for item in items):

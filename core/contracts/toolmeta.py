@@ -34,6 +34,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from antler.plugin_api import jsonsource
+
 TOOL_META_KEY = "antler_tool_meta"
 """The `ToolMessage.additional_kwargs` key holding the metadata."""
 
@@ -207,7 +209,7 @@ def _error_field(text: str) -> str | None:
     if not _JSON_OBJECT_START.match(text):  # no copy of a long non-JSON result
         return None
     try:
-        data = json.loads(text.strip())
+        data = jsonsource.loads(text.strip())
     except ValueError:
         return None
     if not isinstance(data, dict) or "error" not in data:

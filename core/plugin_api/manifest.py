@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from antler.errors import ManifestError
 
 from .diagnostics import describe_validation_error
+from .parselimits import SourceLimitError, read_bounded
 from .spec import API_VERSION, PluginSpec, PointSpec, Provenance, SlotSpec
 from .yamlsource import YamlDocument, YamlSyntaxError, load_yaml, load_yaml_file
 
@@ -127,12 +128,13 @@ def load_package_manifest(package: str, filename: str = BUILTIN_MANIFEST,
                           **provenance: Any) -> Manifest:
     """Load a manifest shipped as package data (how third parties ship theirs)."""
     resource = resources.files(package).joinpath(filename)
-    try:
-        text = resource.read_text(encoding="utf-8")
-    except (FileNotFoundError, OSError) as exc:
+    if not resource.is_file():
         raise ManifestError(
-            f"package {package!r} has no {filename!r} ({exc}); ship it as package data"
-        ) from None
+            f"package {package!r} has no {filename!r}; ship it as package data")
+    try:
+        text = read_bounded(resource)
+    except SourceLimitError as exc:
+        raise ManifestError(f"package {package!r}: {exc}") from None
     return load_manifest_text(text, f"{package}/{filename}", **provenance)
 
 

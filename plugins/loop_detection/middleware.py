@@ -72,6 +72,7 @@ from antler.contracts.messages import strip_tool_calls
 from antler.contracts.runstore import PendingQueue, run_key
 from antler.contracts.stop_reason import StopReasonState, record_stop_reason
 from antler.contracts.toolgroups import FILE_WRITE_TOOLS
+from antler.plugin_api import jsonsource
 from antler.plugin_api.context import BuildContext
 
 from .config import LoopDetectionConfig
@@ -136,7 +137,7 @@ def call_signature(call: Mapping[str, Any]) -> str:
     args: Any = call.get("args")
     if isinstance(args, str):
         with contextlib.suppress(ValueError):
-            args = json.loads(args)
+            args = jsonsource.loads(args)
     if not isinstance(args, Mapping):
         return f"{name}:{_canonical(args)}"
     key: dict[str, Any] = {}
