@@ -117,21 +117,19 @@ class SkillToolPolicyMiddleware(AgentMiddleware[Any, Any]):
         return await handler(self._filtered(request))
 
     def _filtered(self, request: ModelRequest) -> ModelRequest:
-        key = run_key(request.runtime)
         skill = proven_activation(request.messages, self.token,
                                   run_context(request.runtime).run_id)
         if skill is not None:
             source, allowed = _Source(f"/{skill}", (skill,)), self._allowed(skill)
         else:
             paths = _read_skill_paths(request.state)
-            if not paths:
-                self._decisions.pop(key)
-                return request
-            source, allowed = self._allowed_by_reads(paths)
+            source, allowed = (self._allowed_by_reads(paths) if paths
+                               else (_Source("", ()), None))
         if allowed is None:
-            self._decisions.pop(key)
+            if len(self._decisions):  # none kept for any run: nothing to drop
+                self._decisions.pop(run_key(request.runtime))
             return request
-        self._decisions.set(key, (source, allowed))
+        self._decisions.set(run_key(request.runtime), (source, allowed))
         tools = [t for t in request.tools if _tool_name(t) in allowed
                  or _tool_name(t) == SKILL_READER]
         return request.override(tools=tools)
