@@ -160,7 +160,9 @@ def refusal(error_type: Literal["denied", "blocked"], source: str, *,
 # -- classifying failures from their text ---------------------------------------------------
 
 _CLASSES: tuple[tuple[str, bool, str, re.Pattern[str]], ...] = tuple(
-    (error_type, recoverable, action, re.compile(pattern, re.IGNORECASE))
+    # Lower-case patterns matched against the lower-cased text: several times faster
+    # than IGNORECASE, which defeats the engine's literal scans.
+    (error_type, recoverable, action, re.compile(pattern))
     for error_type, recoverable, action, pattern in (
         # Checked in this order; the first match wins. Each row names the wordings it
         # covers (OS errors, HTTP clients, provider SDKs, subprocess, MCP): the table
@@ -187,16 +189,16 @@ _CLASSES: tuple[tuple[str, bool, str, re.Pattern[str]], ...] = tuple(
          r"|server disconnected|broken pipe|network is unreachable|no route to host"
          r"|temporary failure in name resolution|name or service not known"
          r"|temporarily unavailable|service unavailable|bad gateway|overloaded"
-         r"|try again later|incomplete ?read|\bE(CONNRESET|CONNREFUSED|TIMEDOUT|PIPE|AI_AGAIN)\b"
+         r"|try again later|incomplete ?read|\be(connreset|connrefused|timedout|pipe|ai_again)\b"
          r"|\b(408|502|503|504|529)\b"),
         ("internal", False, "stop",
          r"\b500\b|internal (server )?error|internal_error|\bserver error\b"),
         ("permission", True, "try_alternative",
          r"permission denied|access denied|not permitted|insufficient permissions"
-         r"|read-only file system|\bE(ACCES|PERM)\b"),
+         r"|read-only file system|\be(acces|perm)\b"),
         ("not_found", True, "rewrite_query",
          r"\b404\b|not (be )?found|no such file|does not exist|cannot find|could not find"
-         r"|\bENOENT\b"),
+         r"|\benoent\b"),
         ("no_results", True, "rewrite_query",
          r"no (search )?results|nothing found|\b0 results\b|no matches"),
         ("invalid_input", True, "rewrite_query",
@@ -205,6 +207,8 @@ _CLASSES: tuple[tuple[str, bool, str, re.Pattern[str]], ...] = tuple(
          r"|not a directory|unexpected keyword argument|missing \d+ required"),
     )
 )
+_CLASSIFIED_CHARS = 4096
+"""How much of a long error text is classified: its head and its last 1,024 characters."""
 _NON_ERRORS = frozenset({"", "none", "null", "false", "ok", "0", "no", "success"})
 
 
@@ -220,6 +224,9 @@ def classify_error_text(text: str) -> tuple[str, bool, str]:
     subject = _error_field(text)
     if subject is None:
         subject = text
+    if len(subject) > _CLASSIFIED_CHARS:  # the wording is at the start, or on the last lines
+        subject = f"{subject[:_CLASSIFIED_CHARS - 1024]}\n{subject[-1024:]}"
+    subject = subject.lower()
     for error_type, recoverable, action, pattern in _CLASSES:
         if pattern.search(subject):
             return error_type, recoverable, action
