@@ -17,7 +17,15 @@ Authorization: threads, runs and crons carry their creator in metadata
 (`owner`) and every read, search, update or run is filtered by it, so a user
 cannot see, continue or delete another user's thread (the server answers 404).
 Assistants may be read by everyone and changed only by the `admin` role. Store
-items are reachable only under a namespace starting with the user's id.
+items are reachable only in the user's own namespaces, told by exact
+components (`antler.contracts.storenames.owner_of`): ``(<user>, ...)`` and the
+user's memory, ``("antler", "memory", <user>)``; never Antler's other
+namespaces, whatever the user's id. Anything the handler has no rule for (a
+resource or action the server adds later) is refused, not let through.
+
+What a state update or a run's input writes is not the handler's to check:
+the served graph holds it to the input boundary for every handler
+(`antler.runtime.stateupdates`, `antler.runtime.serverapp`).
 
 This is an example to adapt: production deployments usually verify a signed
 token (JWT) from their identity provider instead of a table.
@@ -35,6 +43,8 @@ from typing import Any
 
 import yaml
 from langgraph_sdk import Auth
+
+from antler.contracts.storenames import MEMORY_NAMESPACE, owner_of
 
 __all__ = ["TOKENS_ENV", "TokenTable", "TokenTableError", "auth", "load_token_table"]
 
@@ -177,18 +187,27 @@ async def shared_assistants(ctx: Auth.types.AuthContext, value: Any) -> bool:
 
 @auth.on.store
 async def own_namespace(ctx: Auth.types.AuthContext, value: Any) -> bool:
-    """Store items live under a namespace that starts with their user's id."""
-    namespace = tuple(value.get("namespace") or ()) if isinstance(value, dict) else ()
-    if namespace[:1] == (ctx.user.identity,):
+    """A user reaches the store namespaces that are theirs by exact components, no other.
+
+    Listing namespaces without a prefix lists the user's own, ``(<user>, ...)``.
+    """
+    user = ctx.user.identity
+    namespace = value.get("namespace") if isinstance(value, dict) else None
+    if namespace is None and ctx.action == "list_namespaces" and owner_of((user,)) == user:
+        value["namespace"] = (user,)
+        return True
+    if owner_of(namespace) == user:
         return True
     raise Auth.exceptions.HTTPException(
-        status_code=403, detail="store namespaces must start with your user id")
+        status_code=403, detail=f"store namespaces must be your own: ({user!r}, ...) or "
+                                f"{(*MEMORY_NAMESPACE, user)!r}")
 
 
 @auth.on
-async def owner_only(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
-    """Anything else the server adds later: owner-scoped too, never open by default."""
-    return _owned(ctx, value)
+async def refuse_unknown(ctx: Auth.types.AuthContext, value: Any) -> bool:
+    """A resource or action without a rule above: refused, since nothing here checks it."""
+    raise Auth.exceptions.HTTPException(
+        status_code=403, detail=f"{ctx.resource}.{ctx.action} is not allowed by this server")
 
 
 def _roles(user: Any) -> tuple[str, ...]:

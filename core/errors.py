@@ -104,6 +104,15 @@ class InputError(AntlerError):
     """A run's input holds something a caller may not send; the run was not started."""
 
 
+class ClientInputError(InputError, ValueError):
+    """An `InputError` as the served graph raises it: a `ValueError` too.
+
+    LangGraph Server answers a `ValueError` from a request with 400 and its
+    message, and keeps the message of a run that fails with one, where it
+    would hide another error's behind "An internal error occurred".
+    """
+
+
 class ModelCallBudgetError(AntlerError):
     """A run needed more model calls than `agent.max_model_calls` allows; it was stopped.
 

@@ -1,10 +1,11 @@
 """LangGraph Server entry point: `graph` is the lead agent, built at import.
 
-`langgraph.json` names it (`"graphs": {"antler": "antler.server:graph"}`); the
-server imports this module once per process. The operator config comes from
-$ANTLER_CONFIG (all defaults without it). See `antler.runtime.server` for what
-differs from a local run, and the README for deploying with `langgraph dev` and
-`langgraph up`.
+`langgraph.json` names it (`"graphs": {"antler": "antler.server:graph"}`), and
+`app`, the middleware Antler adds to the server's HTTP API (`"http": {"app":
+"antler.server:app"}`); the server imports this module once per process. The
+operator config comes from $ANTLER_CONFIG (all defaults without it). See
+`antler.runtime.server` for what differs from a local run, and the README for
+deploying with `langgraph dev` and `langgraph up`.
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ from __future__ import annotations
 import atexit
 
 from antler.runtime.server import CONFIG_ENV, build_server_agent
+from antler.runtime.serverapp import served_app
 
-__all__ = ["CONFIG_ENV", "agent", "graph"]
+__all__ = ["CONFIG_ENV", "agent", "app", "graph"]
 
 agent = build_server_agent()
 graph = agent.graph
+# `"http": {"app": "antler.server:app"}`: run input checked before a run is queued,
+# another user's thread id answered as a missing thread (`antler.runtime.serverapp`).
+app = served_app(agent.config.input.allow_roles)
 # Sandboxes kept between a thread's runs and memory updates still debouncing are
 # settled when the server process ends.
 atexit.register(agent.close)

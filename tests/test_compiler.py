@@ -31,6 +31,7 @@ from langgraph.types import Command, Overwrite, interrupt
 from antler.compiler import (
     FUSED_EVENT,
     FusionPlan,
+    asking_for_hook_events,
     compile_fusion,
     create_fused_agent,
     expand_fused_updates,
@@ -975,8 +976,9 @@ def test_streaming_with_several_modes_keeps_the_requested_shape(tmp_path):
 
 
 def test_custom_events_describe_each_member_with_its_time():
-    graph, *_ = build(EVERYTHING, fused=True)
-    config = {"configurable": {"thread_id": "t"}}
+    graph, _model, _executed, plan = build(EVERYTHING, fused=True)
+    assert plan is not None
+    config = asking_for_hook_events({"configurable": {"thread_id": "t"}}, plan)
     events = [payload for payload in graph.stream(
         {"messages": [HumanMessage("hi", id="u")]}, config, stream_mode="custom")
         if isinstance(payload, dict) and FUSED_EVENT in payload]
@@ -1016,6 +1018,20 @@ def test_a_hooks_own_model_calls_stream_under_the_hooks_node_name(fused):
         text[node] = text.get(node, "") + content
     assert text["AsksAModel.before_model"].startswith("a summary")
     assert text["model"] == "final 0"
+
+
+@pytest.mark.parametrize("configurable", [{}, {"antler_hook_events": "guessed"}],
+                         ids=["not-asked", "wrong-token"])
+def test_hook_events_stay_in_the_process_unless_asked_with_the_plans_token(configurable):
+    # The events hold every hook's update, private channels included: a stream that
+    # asks for `custom` (a server client) without the plan's token never sees them.
+    graph, _model, _executed, plan = build(EVERYTHING, fused=True)
+    assert plan is not None and plan.streamed_nodes
+    config = {"configurable": {"thread_id": "t", **configurable}}
+    chunks = list(graph.stream({"messages": [HumanMessage("hi", id="u")]}, config,
+                               stream_mode="custom"))
+    assert not [c for c in chunks if isinstance(c, dict) and FUSED_EVENT in c]
+    assert plan.token not in repr(chunks)
 
 
 def test_expansion_leaves_foreign_chunks_alone():

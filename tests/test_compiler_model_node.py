@@ -48,6 +48,7 @@ from pydantic import BaseModel
 
 from antler.compiler import (
     FUSED_EVENT,
+    asking_for_hook_events,
     compile_fusion,
     create_fused_agent,
     expand_fused_updates,
@@ -764,7 +765,8 @@ def updates(make: Make, mode: str, *, turns: Sequence[Any], **kwargs: Any) -> li
             graph, plan = create_fused_agent(list(make()), **kw)
             assert plan.absorbed
             chunks = list(expand_fused_updates(graph.stream(
-                inputs, CONFIG, stream_mode=stream_modes_for("updates")), plan, "updates"))
+                inputs, asking_for_hook_events(CONFIG, plan),
+                stream_mode=stream_modes_for("updates")), plan, "updates"))
         else:
             graph = langchain_create_agent(middleware=list(make()), **kw)
             chunks = list(graph.stream(inputs, CONFIG, stream_mode="updates"))

@@ -22,6 +22,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from antler.compiler import (
+    asking_for_hook_events,
     create_fused_agent,
     expand_fused_updates,
     stream_modes_for,
@@ -217,7 +218,8 @@ def test_updates_expanded_per_hook_match_the_unfused_graph():
         with counted_ids():
             if mode == "fused":
                 chunks = expand_fused_updates(
-                    graph.stream(inputs, CONFIG, stream_mode=stream_modes_for("updates")),
+                    graph.stream(inputs, asking_for_hook_events(CONFIG, plan),
+                                 stream_mode=stream_modes_for("updates")),
                     plan, "updates")
             else:
                 chunks = graph.stream(inputs, CONFIG, stream_mode="updates")

@@ -84,12 +84,47 @@ def test_assistants_are_shared_for_reading_and_changed_only_by_admins(handler):
         Ctx(User("root", roles=["admin"]), action="create"), {}))
 
 
-def test_store_namespaces_start_with_the_users_id(handler):
-    assert asyncio.run(handler.own_namespace(Ctx(User("alice")),
-                                             {"namespace": ("alice", "notes")}))
-    assert status_of(handler.own_namespace(Ctx(User("alice")),
-                                           {"namespace": ("bob", "notes")})) == 403
-    assert status_of(handler.own_namespace(Ctx(User("alice")), {"namespace": ()})) == 403
+def test_store_namespaces_are_the_users_own_by_exact_components(handler):
+    def allowed(user: str, namespace: Any, action: str = "put") -> bool:
+        call = handler.own_namespace(Ctx(User(user), action=action, resource="store"),
+                                     {"namespace": namespace})
+        try:
+            return bool(asyncio.run(call))
+        except Auth.exceptions.HTTPException as refused:
+            assert refused.status_code == 403 and user in refused.detail
+            return False
+
+    assert allowed("alice", ("alice", "notes"))
+    assert allowed("alice", ("antler", "memory", "alice"))
+    assert allowed("alice", ("antler", "memory", "alice"), action="search")
+    assert not allowed("alice", ("bob", "notes"))
+    assert not allowed("alice", ())
+    assert not allowed("alice", None)
+    # A user whose id is a component of Antler's namespaces gains nothing by it.
+    for user in ("antler", "memory", "memory_pending"):
+        for namespace in [("antler", "memory", "alice"), ("antler", "memory"), ("antler",),
+                          ("antler", "memory_pending"), ("antler", user), ("alice",),
+                          ("antler", "memory", "alice", user)]:
+            assert not allowed(user, namespace), (user, namespace)
+            assert not allowed(user, namespace, action="search"), (user, namespace)
+        assert allowed(user, ("antler", "memory", user))
+    assert allowed("memory", ("memory", "notes"))
+    assert not allowed("antler", ("antler", "notes"))
+
+
+def test_listing_store_namespaces_without_a_prefix_lists_the_users_own(handler):
+    value: dict[str, Any] = {"namespace": None}
+    assert asyncio.run(handler.own_namespace(
+        Ctx(User("alice"), action="list_namespaces", resource="store"), value))
+    assert value["namespace"] == ("alice",)
+    assert status_of(handler.own_namespace(
+        Ctx(User("antler"), action="list_namespaces", resource="store"),
+        {"namespace": None})) == 403
+
+
+def test_what_the_handler_has_no_rule_for_is_refused(handler):
+    ctx = Ctx(User("alice"), action="create", resource="something_new")
+    assert status_of(handler.refuse_unknown(ctx, {})) == 403
 
 
 def test_a_token_file_is_read_and_its_mistakes_are_named(tmp_path):

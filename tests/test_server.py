@@ -74,6 +74,13 @@ def log_tail(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
+    with serving(tmp_path_factory.mktemp("langgraph-server"), LEAD_SCRIPT, TOKENS) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def serving(work: Path, lead_script: str, tokens: dict[str, Any]) -> Iterator[Server]:
+    """`langgraph dev` on a free port in `work`, its lead model scripted by `lead_script`."""
     cli = Path(sys.executable).with_name("langgraph")
     try:
         import langgraph_api  # noqa: F401  (the `inmem` extra: `langgraph dev` needs it)
@@ -82,11 +89,10 @@ def server(tmp_path_factory) -> Iterator[Server]:
         unavailable(f"langgraph-cli[inmem] is not installed ({exc}); `make install` adds it")
     if not cli.exists():
         unavailable(f"no `langgraph` command next to {sys.executable}; `make install` adds it")
-    work = tmp_path_factory.mktemp("langgraph-server")
     home = work / "home"
-    (work / "lead.yaml").write_text(LEAD_SCRIPT, encoding="utf-8")
-    (work / "title.yaml").write_text('- "Greeting thread"\n' * 2, encoding="utf-8")
-    (work / "memory.yaml").write_text("""- '["The user greets."]'\n""" * 3, encoding="utf-8")
+    (work / "lead.yaml").write_text(lead_script, encoding="utf-8")
+    (work / "title.yaml").write_text('- "Greeting thread"\n' * 20, encoding="utf-8")
+    (work / "memory.yaml").write_text("""- '["The user greets."]'\n""" * 20, encoding="utf-8")
     (work / "antler.yaml").write_text(
         f"models: {{default: 'scripted:{work / 'lead.yaml'}'}}\n"
         f"title: {{model: 'scripted:{work / 'title.yaml'}'}}\n"
@@ -94,7 +100,7 @@ def server(tmp_path_factory) -> Iterator[Server]:
         encoding="utf-8")
     port = free_port()
     env = {**os.environ, "ANTLER_CONFIG": str(work / "antler.yaml"), "ANTLER_HOME": str(home),
-           "ANTLER_AUTH_TOKENS": json.dumps(TOKENS), "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+           "ANTLER_AUTH_TOKENS": json.dumps(tokens), "LANGGRAPH_CLI_NO_ANALYTICS": "1",
            "LANGSMITH_TRACING": "false"}
     log = work / "server.log"
     with log.open("wb") as output:

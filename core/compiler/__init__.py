@@ -109,7 +109,9 @@ metadata: the messages it writes and the chat models it calls stream under
 its name (only the agent's model streams as `model`). Each fused
 node, and the model node with hooks inside, also reports what each member
 (and the model) returned on LangGraph's `custom` stream (`{FUSED_EVENT: node,
-"hooks": [...]}`), and `expand_fused_updates` turns the node's `updates`
+"hooks": [...]}`) when the run asks with the plan's token
+(`asking_for_hook_events`; never a server client), and `expand_fused_updates`
+turns the node's `updates`
 chunk back into one chunk per member hook, named as the unfused graph names
 its nodes (`AntlerAgent.stream` does this).
 
@@ -167,6 +169,7 @@ from .proxies import _first, _interrupting_wrap, _member, _overrides, _proxy
 from .start_node import AgentStart
 from .streams import (
     aexpand_fused_updates,
+    asking_for_hook_events,
     expand_fused_updates,
     stream_modes_for,
     wants_expansion,
@@ -414,6 +417,7 @@ __all__ = [
     "WrapLayer",
     "absorbable",
     "aexpand_fused_updates",
+    "asking_for_hook_events",
     "compile_fusion",
     "create_fused_agent",
     "expand_fused_updates",

@@ -131,7 +131,7 @@ class ModelHooks(_StepRunner):
             run.jumped = False
             _run_steps(run, self.end, runtime, config)
             self._mark(run)
-        return run.finish(runtime)
+        return run.finish(runtime, config)
 
     async def _acontinue(self, run: _Run, runtime: Any, config: RunnableConfig) -> Any:
         await _arun_steps(run, self._steps(), runtime, config)
@@ -139,7 +139,7 @@ class ModelHooks(_StepRunner):
             run.jumped = False
             await _arun_steps(run, self.end, runtime, config)
             self._mark(run)
-        return run.finish(runtime)
+        return run.finish(runtime, config)
 
     @staticmethod
     def _mark(run: _Run) -> None:

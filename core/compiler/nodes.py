@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 
 from antler.compat import runnable_callable, update_fields
 
-from .plan import _DESTINATIONS, _JUMP_KEY, FUSED_EVENT, MODEL_NODE, Member
+from .plan import _DESTINATIONS, _JUMP_KEY, FUSED_EVENT, MODEL_NODE, Member, hook_events_asked
 from .proxies import _overrides
 
 if TYPE_CHECKING:
@@ -254,11 +254,11 @@ class _StepRunner:
     def _continue(self, run: _Run, runtime: Any, config: RunnableConfig) -> Any:
         """Run the steps on `run`'s view; the node's writes."""
         _run_steps(run, self._steps(), runtime, config)
-        return run.finish(runtime)
+        return run.finish(runtime, config)
 
     async def _acontinue(self, run: _Run, runtime: Any, config: RunnableConfig) -> Any:
         await _arun_steps(run, self._steps(), runtime, config)
-        return run.finish(runtime)
+        return run.finish(runtime, config)
 
 
 def _run_steps(run: _Run, steps: Iterable[_Step], runtime: Any, config: RunnableConfig,
@@ -485,7 +485,7 @@ class _Run:
             self.last_writer[key] = self.step
         return grouped
 
-    def finish(self, runtime: Any) -> Any:
+    def finish(self, runtime: Any, config: RunnableConfig | None) -> Any:
         node, view = self.node, self.view
         emitted: dict[str, list[Any]] = {}
         for key, values in self.writes.items():
@@ -501,7 +501,7 @@ class _Run:
                     continue  # see the module docs: an undeclared jump is not routed
                 emitted[key] = [view[key]]
         writer = getattr(runtime, "stream_writer", None)
-        if writer is not None:
+        if writer is not None and hook_events_asked(config, node.token):
             writer({FUSED_EVENT: node.node, "token": node.token, "hooks": self.events})
         if not self.extra and all(len(values) == 1 for values in emitted.values()):
             return {key: values[0] for key, values in emitted.items()} or None

@@ -39,6 +39,22 @@ _DESTINATIONS = ("model", "tools", "end")
 FUSED_EVENT = "antler_fused_node"
 """Key of the `custom` stream payload a fused node emits with its members' updates."""
 
+HOOK_EVENTS_KEY = "antler_hook_events"
+"""`configurable` key asking fused nodes for their members' updates: the plan's token.
+
+The events hold every hook's update, private channels included, so a fused
+node writes them only for a run whose config carries its plan's token, which
+never leaves the process: `AntlerAgent.stream` asks for them to show per-hook
+`updates`; a client of LangGraph Server, whatever it puts in its config or
+stream modes, never receives them.
+"""
+
+
+def hook_events_asked(config: Any, token: str) -> bool:
+    """Whether the run of `config` asked for the hook events of the plan with `token`."""
+    configurable = config.get("configurable") if isinstance(config, dict) else None
+    return isinstance(configurable, dict) and configurable.get(HOOK_EVENTS_KEY) == token
+
 
 UNFUSABLE_ATTRIBUTE = "antler_fusable"
 """Class attribute; `antler_fusable = False` keeps every node hook of the class alone."""

@@ -2,7 +2,9 @@
 
 A fused node's `updates` chunk becomes one chunk per member hook, named as the
 unfused graph names its nodes, from what the node reported on LangGraph's
-`custom` stream.
+`custom` stream. A fused node reports there only to a run that asks with its
+plan's token (`asking_for_hook_events`), so the reports reach the in-process
+caller that expands them and never a LangGraph Server client.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from typing import Any
 
-from .plan import FUSED_EVENT, START_NODE, FusionPlan
+from .plan import FUSED_EVENT, HOOK_EVENTS_KEY, START_NODE, FusionPlan
 
 
 def expand_fused_updates(chunks: Iterable[Any], plan: FusionPlan, stream_mode: Any,
@@ -75,6 +77,13 @@ class _Expander:
             return []
         return [{event["node"]: event["update"]} if self.single
                 else ("updates", {event["node"]: event["update"]}) for event in events]
+
+
+def asking_for_hook_events(config: Any, plan: FusionPlan) -> dict[str, Any]:
+    """`config` (a run's config) with the request for `plan`'s fused nodes' hook events."""
+    config = dict(config or {})
+    config["configurable"] = {**(config.get("configurable") or {}), HOOK_EVENTS_KEY: plan.token}
+    return config
 
 
 def stream_modes_for(stream_mode: Any) -> Any:

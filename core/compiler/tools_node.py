@@ -88,7 +88,7 @@ class ToolsEnd(_StepRunner):
         if run is None:
             return result
         _run_steps(run, self.end, runtime, config)
-        return self._finish(run, runtime, key)
+        return self._finish(run, runtime, key, config)
 
     async def arun(self, input: Any, runtime: Any, config: RunnableConfig) -> Any:
         key = _task_key(config)
@@ -99,7 +99,7 @@ class ToolsEnd(_StepRunner):
         if run is None:
             return result
         await _arun_steps(run, self.end, runtime, config)
-        return self._finish(run, runtime, key)
+        return self._finish(run, runtime, key, config)
 
     def _ending(self, input: Any, result: Any, key: Any, config: RunnableConfig) -> _Run | None:
         """The view the hooks run on when the edge will end the run after this call; else None."""
@@ -122,9 +122,9 @@ class ToolsEnd(_StepRunner):
         self.results.put(key, result)  # for a retry, should a hook fail
         return run
 
-    def _finish(self, run: _Run, runtime: Any, key: Any) -> Any:
+    def _finish(self, run: _Run, runtime: Any, key: Any, config: RunnableConfig) -> Any:
         run.write([(END_MARK, True)])
-        writes = run.finish(runtime)
+        writes = run.finish(runtime, config)
         self.results.discard(key)  # the node succeeded: nothing to retry
         return writes
 

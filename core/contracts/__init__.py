@@ -23,5 +23,7 @@ Each module is one agreement between plugins that never import each other:
   core's, merged with every plugin's ``server_owned_keys``), stripped from
   caller input, and the channel recording which messages a run received;
 - `durable`: the thread's record of `task` delegations and loaded skills,
-  kept outside `messages` by durable_context, read by subagent_limit.
+  kept outside `messages` by durable_context, read by subagent_limit;
+- `storenames`: the namespaces Antler keeps in the shared store and whose
+  items each holds (what an auth handler scopes store access by).
 """

@@ -24,6 +24,7 @@ from antler.compat import CONFIG_KEY_DURABILITY
 from antler.compiler import (
     FusionPlan,
     aexpand_fused_updates,
+    asking_for_hook_events,
     create_fused_agent,
     expand_fused_updates,
     stream_modes_for,
@@ -162,7 +163,7 @@ class AntlerAgent:
         with self.hold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted), \
                 self._budget():
             chunks = self.graph.stream(
-                payload, **self._run(thread_id, user_id, identity),
+                payload, **self._run(thread_id, user_id, identity, expand=expand),
                 stream_mode=stream_modes_for(stream_mode) if expand else stream_mode)
             if expand and self.fusion is not None:
                 chunks = expand_fused_updates(chunks, self.fusion, stream_mode)
@@ -198,7 +199,7 @@ class AntlerAgent:
         async with self.ahold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
             with self._budget():
                 chunks = graph.astream(
-                    payload, **self._run(thread_id, user_id, identity),
+                    payload, **self._run(thread_id, user_id, identity, expand=expand),
                     stream_mode=stream_modes_for(stream_mode) if expand else stream_mode)
                 if expand and self.fusion is not None:
                     chunks = aexpand_fused_updates(chunks, self.fusion, stream_mode)
@@ -278,10 +279,17 @@ class AntlerAgent:
                 on_interrupted(interrupted)
             yield
 
-    def _run(self, thread_id: str, user_id: str, identity: dict[str, Any]) -> dict[str, Any]:
-        """The graph's `config` and `context` for one run."""
-        return {"config": self.run_config(thread_id),
-                "context": self.context(thread_id, user_id, **identity)}
+    def _run(self, thread_id: str, user_id: str, identity: dict[str, Any], *,
+             expand: bool = False) -> dict[str, Any]:
+        """The graph's `config` and `context` for one run.
+
+        With `expand`, the config asks the fused nodes for their hook events,
+        which `expand_fused_updates` turns into per-hook `updates`.
+        """
+        config = self.run_config(thread_id)
+        if expand and self.fusion is not None:
+            config = asking_for_hook_events(config, self.fusion)
+        return {"config": config, "context": self.context(thread_id, user_id, **identity)}
 
     def _held_storage(self, thread_id: str, user_id: str) -> Storage | None:
         """The ids checked; the storage a run must hold the thread in, None without one."""

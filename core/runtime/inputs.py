@@ -29,7 +29,7 @@ the whole history.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from antler.contracts.serverkeys import ARRIVALS_KEY
@@ -51,19 +51,25 @@ def message_role(message: Any) -> str:
     return str(getattr(message, "type", None) or type(message).__name__)
 
 
-def refusal_text(position: int, message: Any, allowed: Collection[str]) -> str:
-    """Why message number `position` (1-based) of an input is refused, and how to allow it."""
+def refusal_text(position: int, message: Any, allowed: Collection[str], *,
+                 served: bool = False) -> str:
+    """Why message number `position` (1-based) of an input is refused, and how to allow it.
+
+    `served`: the input came over LangGraph Server's API, where no client may
+    seed history, so the text does not point at `graph.update_state`.
+    """
     role = message_role(message)
     kind = type(message).__name__
     ident = f", id {message.id!r}" if getattr(message, "id", None) else ""
     allowed_text = ", ".join(sorted(allowed))
     if role in _CLASS_OF_ROLE:
         fix = (f"an operator who trusts its callers allows it with `input: {{allow_roles: "
-               f"[{allowed_text}, {role}]}}`; a server that seeds history uses "
-               "`graph.update_state`")
+               f"[{allowed_text}, {role}]}}`")
+        if not served:
+            fix += "; a server that seeds history uses `graph.update_state`"
     elif role == "remove":
-        fix = "input adds messages and never deletes one (a server edits history with " \
-              "`graph.update_state`)"
+        fix = "input adds messages and never deletes one" + (
+            "" if served else " (a server edits history with `graph.update_state`)")
     else:
         fix = f"send it as a {' or '.join(_CLASS_OF_ROLE[r] for r in sorted(allowed))}"
     return (f"input message {position} ({kind}{ident}) has role {role!r}, which callers may "
@@ -71,11 +77,13 @@ def refusal_text(position: int, message: Any, allowed: Collection[str]) -> str:
 
 
 def check_input(messages: Sequence[Any], allowed: Collection[str],
-                history_ids: Callable[[], Collection[str]]) -> list[Any]:
+                history_ids: Callable[[], Collection[str]], *,
+                served: bool = False) -> list[Any]:
     """The input `messages` as message objects, checked and with ids the history lacks.
 
-    Raises `InputError` naming every message of a role not in `allowed`.
-    `history_ids` is called only when some message carries an id of its own.
+    Raises `InputError` naming every message of a role not in `allowed`
+    (`served`: see `refusal_text`). `history_ids` is called only when some
+    message carries an id of its own.
     """
     from langchain_core.messages import convert_to_messages
 
@@ -83,7 +91,8 @@ def check_input(messages: Sequence[Any], allowed: Collection[str],
         converted = list(convert_to_messages(messages))
     except (ValueError, TypeError, NotImplementedError) as exc:
         raise InputError(f"graph input holds something that is not a message: {exc}") from None
-    problems = [refusal_text(i, message, allowed) for i, message in enumerate(converted, 1)
+    problems = [refusal_text(i, message, allowed, served=served)
+                for i, message in enumerate(converted, 1)
                 if message_role(message) not in allowed]
     if problems:
         raise InputError("; ".join(problems))
@@ -100,15 +109,18 @@ def check_input(messages: Sequence[Any], allowed: Collection[str],
     return fresh
 
 
-def check_input_keys(payload: Any) -> None:
-    """Raise `InputError` when the graph input `payload` writes a state key besides messages."""
+def check_input_keys(payload: Any, *, served: bool = False) -> None:
+    """Raise `InputError` when the graph input `payload` writes a state key besides messages.
+
+    `served`: see `refusal_text`.
+    """
     extra = sorted(str(key) for key in payload if key not in INPUT_KEYS) \
-        if isinstance(payload, dict) else []
+        if isinstance(payload, Mapping) else []
     if extra:
         raise InputError(
             f"graph input sets state key(s) {', '.join(map(repr, extra))}, which only the "
-            "server writes: send the turn as `{'messages': [...]}` (a server that seeds state "
-            "uses `graph.update_state`)")
+            "server writes: send the turn as `{'messages': [...]}`"
+            + ("" if served else " (a server that seeds state uses `graph.update_state`)"))
 
 
 def record_arrivals(graph: Any) -> bool:

@@ -26,26 +26,36 @@ What differs from `create_agent` for a local run:
   `Command` as a run's input. One with `resume` continues a paused run; one
   with `update` or `goto` would write the thread's channels directly,
   skipping the input step and with it the input boundary (allowed roles,
-  server-owned keys, provenance). The served graph refuses those with an
-  `InputError` (`refuse_state_commands`), as `AntlerAgent` does locally.
+  server-owned keys, provenance). The served graph refuses those
+  (`guard_served_graph`), as `AntlerAgent` does locally.
+* **State updates pass the input boundary.** The state API writes a thread's
+  channels without a run (``update_state``, ``as_node`` updates, a thread's
+  initial supersteps, forks). The served graph checks every such write as it
+  checks a run's input (`antler.runtime.stateupdates`) before LangGraph
+  applies it, whatever the auth handler allows.
+* **Refusals are the client's errors.** What the served graph refuses is a
+  `ClientInputError` (a `ValueError`), which the server answers with 400 and
+  Antler's one-line reason instead of hiding it as an internal error.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
 from typing import Any
 
 from antler.chain.config import load_config
+from antler.contracts.serverkeys import server_owned_keys
+from antler.errors import ClientInputError, InputError
 from antler.plugin_api.context import DEPLOYMENT, RuntimeOptions
 from antler.plugin_api.registry import PluginRegistry, discover
 
 from .agent import AntlerAgent, create_agent, is_resume, model_supports_vision
 from .models import ModelCatalog
 from .runcontext import RunContext, TrustingRunContext
+from .stateupdates import StateUpdateBoundary
 
-__all__ = ["CONFIG_ENV", "build_server_agent", "refuse_state_commands"]
+__all__ = ["CONFIG_ENV", "build_server_agent", "guard_served_graph"]
 
 CONFIG_ENV = "ANTLER_CONFIG"
 """The environment variable naming the operator config the server builds from."""
@@ -78,31 +88,67 @@ def build_server_agent(config_path: str | Path | None = None, *,
         **options)
     # The server hands each run its own store and refuses a graph that brings one;
     # plugins keep the shared store they took from the services at build time.
-    agent.graph = refuse_state_commands(agent.graph.copy(update={"store": None}))
+    boundary = StateUpdateBoundary(config.input.allow_roles,
+                                   server_owned_keys(registry.specs.values()))
+    agent.graph = guard_served_graph(agent.graph.copy(update={"store": None}), boundary)
     return agent
 
 
-def refuse_state_commands(graph: Any) -> Any:
-    """`graph`, refusing a `Command` input other than `Command(resume=...)` (an `InputError`).
+def guard_served_graph(graph: Any, boundary: StateUpdateBoundary) -> Any:
+    """`graph`, refusing writes from outside it that skip the input boundary.
 
-    Every way of running the graph (`invoke`, `ainvoke`, `astream_events`, the
-    server's own streaming) goes through `stream` or `astream`, and copies
-    (`graph.copy`, `with_config`) keep the class, so the check holds for them too.
+    A `Command` input other than `Command(resume=...)` is refused, and every
+    state update (`update_state`, `bulk_update_state` and their async forms,
+    which LangGraph Server calls) is checked by `boundary`. Refusals are
+    `ClientInputError`s. Every way of running the graph goes through `stream`
+    or `astream` and every state update through `bulk_update_state` or
+    `abulk_update_state`; copies (`graph.copy`, `with_config`) keep the class,
+    so the checks hold for them too.
     """
-    base: Any = type(graph)
-    graph.__class__ = _guarded(base)
+    graph.__class__ = _guarded(type(graph), boundary)
     return graph
 
 
-@functools.cache
-def _guarded(base: Any) -> Any:
+def _guarded(base: Any, boundary: StateUpdateBoundary) -> Any:
     def stream(self: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
-        is_resume(input)  # raises for a Command that writes or jumps
+        _refuse_state_commands(input)
         return base.stream(self, input, *args, **kwargs)
 
     def astream(self: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
-        is_resume(input)
+        _refuse_state_commands(input)
         return base.astream(self, input, *args, **kwargs)
 
-    return type(base.__name__, (base,), {"stream": stream, "astream": astream,
-                                         "__module__": base.__module__})
+    def bulk_update_state(self: Any, config: Any, supersteps: Any) -> Any:
+        def history() -> set[str]:
+            return _message_ids(self.get_state(config).values)
+        return base.bulk_update_state(self, config, _checked(boundary, supersteps, history))
+
+    async def abulk_update_state(self: Any, config: Any, supersteps: Any) -> Any:
+        # The check is synchronous: the history it may need is read first.
+        values = (await self.aget_state(config)).values
+        checked = _checked(boundary, supersteps, lambda: _message_ids(values))
+        return await base.abulk_update_state(self, config, checked)
+
+    return type(base.__name__, (base,), {
+        "stream": stream, "astream": astream, "bulk_update_state": bulk_update_state,
+        "abulk_update_state": abulk_update_state, "__module__": base.__module__})
+
+
+def _refuse_state_commands(input: Any) -> None:
+    try:
+        is_resume(input)  # raises for a Command that writes or jumps
+    except InputError as error:
+        raise ClientInputError(str(error)) from None
+
+
+def _checked(boundary: StateUpdateBoundary, supersteps: Any, history: Any) -> Any:
+    try:
+        return boundary.check(supersteps, history)
+    except InputError as error:
+        raise ClientInputError(str(error)) from None
+
+
+def _message_ids(values: Any) -> set[str]:
+    messages = values.get("messages") if isinstance(values, dict) else None
+    return {m.id for m in messages or () if getattr(m, "id", None)}
+

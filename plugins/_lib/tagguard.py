@@ -363,69 +363,101 @@ class _CodeReading:
     """Tells code from tags in remote content, in one pass over the candidates.
 
     Fetched pages and files hold code whose angle brackets are not tags:
-    generics (``List<Model>``, ``Map<String, Tool>``), comparisons (``if n <
-    context``) and include lines (``#include <sys/stat.h>``). An ASCII ``<``
-    is read as code, and left alone, when:
+    comparisons and shifts (``if n < context``, ``x << tool``) and include lines
+    (``#include <memory>``). A tag is ``<`` directly followed by its name, as a
+    tag is written; so an ASCII ``<`` is read as code, and left alone, only when:
 
-    * it directly follows an identifier character, a letter follows it, and
-      no closing tag of the same name appears anywhere in the text (a generic
-      never has one; a chat-template token such as ``<|im_end|>`` is no
-      generic);
-    * it is followed by whitespace, the text before it (across whitespace)
-      ends with an identifier character, a digit or a closing bracket (an
-      operand), and the reserved name is one word that the next ``>`` does not
-      close (``n < context and k > 2``, but not ``x < system >``);
-    * it stands on a line that starts with ``#include`` or ``#import``.
+    * it is the header of an include line: the first ``<`` after ``#include`` or
+      ``#import`` at the start of a line (the rest of the line is not exempt);
+    * it is a spaced comparison or shift: ``<`` or ``<<`` with whitespace on
+      both sides, after an operand (an identifier character, a digit or a
+      closing bracket), and the reserved name is one word, ended by code
+      punctuation (``if n < model:``) or neither
+      closed (``a < system >``, ``a < system/>``, across newlines too) nor
+      followed by an attribute (``a < system trust="full">``).
 
-    A closing tag (``</system>``) is never code. Look-alike openers are never
-    code either: nobody writes fullwidth brackets in a program.
+    Everything else is a tag, closed or not, whatever precedes it: ``x<system>``,
+    ``if a <b: <system>``, a generic whose type is a reserved name
+    (``List<Model>`` reads ``List&lt;Model&gt;``). A closing tag (``</system>``)
+    is never code. Look-alike openers are never code either: nobody writes
+    fullwidth brackets in a program. Each look stops after 64 characters or at
+    the next opener, so the reading stays linear.
     """
 
     def __init__(self, text: str) -> None:
         self.text = text
-        self.closing = self._closing_names(text)
         self.scanned = 0
-        self.include_line = self._is_include(0)
+        self.line_start = 0
 
-    @staticmethod
-    def _closing_names(text: str) -> frozenset[str]:
-        names = set()
-        start = text.find("</")
-        while start != -1:
-            end = start + 2
-            while end < len(text) and (text[end].isalnum() or text[end] in "_-.:"):
-                end += 1
-            names.add(_normalize(text[start + 2:end]))
-            start = text.find("</", end)
-        return frozenset(names)
-
-    def is_code(self, i: int, name: str, first_word_end: int) -> bool:
+    def is_code(self, i: int, name: str, words: list[str], first_word_end: int) -> bool:
         text = self.text
-        if text[i] != "<" or i + 1 >= len(text) or text[i + 1] == "/":
+        if text[i] != "<" or i + 1 >= len(text):
             return False
         newline = text.rfind("\n", self.scanned, i)
         if newline != -1:
-            self.include_line = self._is_include(newline + 1)
+            self.line_start = newline + 1
         self.scanned = i
-        if self.include_line:
+        if i - self.line_start <= _LOOK and \
+                text[self.line_start:i].strip(" \t") in _INCLUDE_DIRECTIVES:
             return True
-        before = text[i - 1] if i else ""
-        if ((before.isalnum() or before == "_") and text[i + 1].isalpha()
-                and name not in self.closing):
-            return True
-        if text[i + 1] in " \t" and before in " \t":
-            operand = text[max(0, i - 64):i].rstrip(" \t")[-1:]
-            if not operand or not (operand.isalnum() or operand in "_)]"):
-                return False
-            if _normalize(text[i + 1:first_word_end]) != name:
-                return False  # a name spelled over several words: `< system reminder >`
-            rest = text[first_word_end:first_word_end + 64].lstrip(" \t")
-            return not rest or rest[0] not in _TAG_CLOSER_SET
-        return False
+        if text[i + 1] not in " \t":
+            return False    # `<` directly followed by the name: a tag
+        operator = i - 1 if i and text[i - 1] == "<" else i
+        if not operator or text[operator - 1] not in " \t":
+            return False
+        operand = text[max(0, operator - _LOOK):operator].rstrip(" \t")[-1:]
+        if not operand or not (operand.isalnum() or operand in "_)]}\"'"):
+            return False
+        if not text[first_word_end - 1].isalnum():
+            return True     # code punctuation ends the word: `if n < model:`
+        if _normalize(text[i + 1:first_word_end]) != name:
+            # a name spelled over several words is a tag (`< system reminder >`) unless
+            # code punctuation stands between them (`a < user ? memory : user`)
+            joined = ""
+            for word in words:
+                if not word.isalnum():
+                    return True
+                joined += _normalize(word)
+                if joined == name:
+                    return False
+            return False
+        bracket = _TAG_BRACKET.search(text, first_word_end)
+        if bracket is None or bracket.group() in _TAG_OPENER_SET:
+            return True     # never closed before the next opener: `if n < context:`
+        return not _tag_head(text[first_word_end:bracket.start()])
 
-    def _is_include(self, line_start: int) -> bool:
-        head = self.text[line_start:line_start + 64].lstrip(" \t")
-        return head.startswith(("#include", "#import"))
+
+def _tag_head(head: str) -> bool:
+    """Whether `head`, the text between a tag's name and its `>`, reads as a tag's: nothing
+    (`< system >`), a `/` (`< system />`), or attributes with at least one `name=value`
+    (`< system trust="full">`). `a < model and b > c` has words, but no value."""
+    rest = head.strip()
+    if rest.endswith("/"):
+        rest = rest[:-1].rstrip()
+    if not rest:
+        return True
+    valued = False
+    position = 0
+    while position < len(rest):
+        match = _ATTRIBUTE.match(rest, position)
+        if match is None:
+            return False
+        valued = valued or match.group("value") is not None
+        position = match.end()
+    return valued
+
+
+_ATTRIBUTE = re.compile(r"""[ \t\r\n]*[A-Za-z_][-\w:.]*"""
+                        r"""(?P<value>[ \t\r\n]*=[ \t\r\n]*(?:"[^"]*"|'[^']*'|[^\s"'=<>`]+))?""")
+"""One attribute of a tag head, `name` or `name=value`."""
+
+_TAG_BRACKET = re.compile("[" + re.escape(TAG_OPENERS + TAG_CLOSERS) + "]")
+"""The next tag opener or closer (one class: the search cannot backtrack)."""
+
+_LOOK = 64
+"""Characters `_CodeReading` looks at around a candidate opener."""
+
+_INCLUDE_DIRECTIVES = frozenset({"#include", "#import", "# include", "# import"})
 
 
 def _scan(text: str, tags: ReservedTags,
@@ -444,7 +476,7 @@ def _scan(text: str, tags: ReservedTags,
             words, end = _words(text, j, n, _TAG_WORD_STOP)
             name = tags._match(words) if words else None
             if name is not None and code is not None and code.is_code(
-                    i, name, j + len(words[0])):
+                    i, name, words, j + len(words[0])):
                 continue
         else:
             kind, openers, closers = "marker", _MARKER_OPENER_SET, _MARKER_CLOSER_SET

@@ -198,6 +198,8 @@ _MESSAGES = {
              "fast, after {attempts}. Wait a moment and try again, or lower the request rate.",
     "transient": "The model provider kept failing (rate limits, timeouts or server errors) "
                  "after {attempts}. Try again shortly.",
+    "unreachable": "The model call failed after {attempts}: {cannot}. Check the network, a "
+                   "proxy and the model's `base_url`, then try again.",
     "busy": "The model provider is overloaded and did not answer after {attempts}. Try again "
             "shortly.",
     "generic": "The model call failed and was not retried: {error}",

@@ -26,11 +26,18 @@ How a command is judged:
    runs what it prints and is blocked;
    as a value (an assignment, an argument, a `for` list, a heredoc body, a
    here-string to a non-interpreter) it only captures output and passes.
-   Two contexts are position-blind because they execute whatever they receive
-   wherever they stand: the arguments of `eval`/`source`, and everything after
-   an interpreter's code-string flag (`-c`, `-e`, `-p`, `-r`); a here-string or
-   heredoc feeding an interpreter reaches the same place through stdin. There a
-   risky substitution, or literal substitution text (`'$(curl u)'`), blocks.
+   Code-valued places are position-blind because they execute whatever they
+   receive wherever they stand: the arguments of `eval`/`source`, everything
+   after an interpreter's code-string flag (`-c`, `-e`, `-p`, `-r`,
+   `-Command`), a command's code option or operand (`awk PROGRAM`, `git -c
+   core.pager=`, `watch CMD`; `rules.CODE_OPTIONS`) and a variable holding a
+   command (`PAGER=`); a here-string or heredoc feeding an interpreter reaches
+   the same place through stdin. There a risky substitution blocks, as does
+   literal substitution text (`'$(curl u)'`) given to a shell or interpreter.
+   A process substitution is a path to its output: as an interpreter's script,
+   a file of code (`bash --rcfile`, `awk -f`, `BASH_ENV=`), or through a
+   descriptor path open on it (`source /dev/fd/3 3< <(curl u)`, `exec 3<
+   <(curl u); bash /dev/fd/3`), a risky one blocks.
 4. Code that is itself shell (`sh -c '...'`, `eval '...'`, a here-string or
    heredoc fed to a shell) is classified again as a script, a few levels deep.
    So is each literal command line that interpreter code hands to a shell
@@ -60,13 +67,15 @@ How a command is judged:
 8. Per-command rules catch the classic destructive forms (recursive deletes of
    `/`, home or a system directory, with paths normalised and `cd` followed;
    fork bombs; raw disk writes; reverse shells; power-off; persistence in
-   start-up files and crontabs; reads of `/etc/shadow`; loader hijacks) and
+   start-up files and crontabs; reads of `/etc/shadow`; loader hijacks; awk
+   programs on a network file that run commands; loops that start background
+   commands without bound, `loops.py`) and
    flag risky-but-common ones (sudo, package installs, chmod 777, ...). A
    command named by a variable or a glob is judged as each command it may be.
 
 The walk is `walk.py`, the dataflow `taint.py`, the per-command rules
-`commands.py`, the rules and vocabulary (data) `rules.py`, the verdict
-`verdict.py`, the choice of front end `frontend.py`.
+`commands.py`, process loops `loops.py`, the rules and vocabulary (data)
+`rules.py`, the verdict `verdict.py`, the choice of front end `frontend.py`.
 
 This is defense in depth and audit, not a security boundary.
 """

@@ -7,6 +7,11 @@ of `flock -c`, `tar --to-command`, `ssh -o ProxyCommand=`, `git -c core.pager=`,
 programs. The walk audits each as nested shell code, like the code string of
 `sh -c`.
 
+`code_values(name, args)` names the arguments that hold code, literal or not:
+the walk treats a risky substitution there as code (`awk "$(curl u)"`).
+`awk_network(program)` tells an awk program that opens a network file (gawk's
+`/inet/tcp/...`: a socket) and whether it also runs commands (a reverse shell).
+
 Only literal text is read; nothing is evaluated. Each scan is one pass over
 its text (the awk and vim patterns match runs of one class between fixed
 tokens), so the cost stays linear.
@@ -23,7 +28,7 @@ from dataclasses import dataclass
 from .rules import CODE_OPTIONS, CodeOptions
 from .script import Word
 
-__all__ = ["Code", "embedded_code"]
+__all__ = ["Code", "CodeValue", "awk_network", "awk_programs", "code_values", "embedded_code"]
 
 
 @dataclass(frozen=True)
@@ -48,10 +53,46 @@ class Code:
 def embedded_code(name: str, args: list[Word], limit: int = 1 << 30) -> list[Code]:
     """Every piece of code the command `name` with arguments `args` runs (a program's
     scan stops once more than `limit` are found)."""
+    found: list[Code] = []
+    for value in code_values(name, args):
+        if not value.readable:
+            continue
+        if value.kind == "program":
+            found.extend(_program(value.spec.language, value.text, value.what,
+                                  value.position, limit))
+        elif value.kind == "split" or value.kind == "joined":
+            found.append(Code(value.what, value.text, value.position))
+        elif value.kind == "config":
+            found.extend(_setting(value.spec, value.text, value.what, value.position))
+        else:
+            found.extend(_option_value(value.spec, value.kind, value.text, value.what,
+                                       value.position))
+    return found
+
+
+@dataclass(frozen=True)
+class CodeValue:
+    """One place where a command's arguments hold code: its kind (see `CodeOptions`, plus
+    ``"joined"`` and ``"config"`` operands), its text, the words it is made of, and
+    whether the text is read as code (`readable`: no substitution in an option word or a
+    program operand; a parameter in a value read whole, like `-c "$HOME/x; y"`, is)."""
+
+    spec: CodeOptions
+    kind: str
+    text: str
+    what: str
+    position: int
+    words: tuple[Word, ...]
+    readable: bool = True
+
+
+def code_values(name: str, args: list[Word]) -> Iterator[CodeValue]:
+    """Every argument (or run of arguments) of `name` whose value is code, static or not:
+    the value of a code option, a program operand, the command line of `watch`. A keyed
+    setting (`git -c KEY=VALUE`) counts only when its key names a command."""
     spec = CODE_OPTIONS.get(name)
     if spec is None:
-        return []
-    found: list[Code] = []
+        return
     operands: list[Word] = []
     program_given = False
     index = 0
@@ -63,32 +104,41 @@ def embedded_code(name: str, args: list[Word], limit: int = 1 << 30) -> list[Cod
         if text == "--" and not operands:
             operands.extend(args[index:])
             break
-        option, value, used_next = _option(spec, text, args[index] if index < count else None)
+        following = args[index] if index < count else None
+        option, value, used_next = _option(spec, text, following)
         if option is not None:
             index += used_next
-            kind = spec.options[option]
-            if value is None or not word.static:
+            if value is None:
                 continue
+            kind = spec.options[option]
+            carrier = (word,) if not used_next or following is None else (following,)
+            what = f"{name} {option}"
             if kind == "program":
                 program_given = True
-                found.extend(_program(spec.language, value, f"{name} {option}", word.start,
-                                      limit))
             elif kind == "split":
                 rest = " ".join(shlex.quote(w.text) for w in args[index:])
-                found.append(Code(f"{name} {option}", f"{value} {rest}".strip(), word.start))
-                return found
-            else:
-                found.extend(_option_value(spec, kind, value, f"{name} {option}", word.start))
+                yield CodeValue(spec, kind, f"{value} {rest}".strip(), what, word.start,
+                                (*carrier, *args[index:]), word.static)
+                return
+            elif kind == "keyed" and not _setting(spec, value, what, word.start):
+                continue
+            yield CodeValue(spec, kind, value, what, word.start, carrier, word.static)
             continue
         if text.startswith("-") and len(text) > 1 and not operands:
             if text in spec.takes_arg:
                 index += 1
             continue
         operands.append(word)
-        if not spec.joined and not spec.program_operand and not spec.config:
-            continue
-    found.extend(_operand_code(spec, name, operands, program_given, limit))
-    return found
+    yield from _operand_values(spec, name, operands, program_given)
+
+
+def awk_programs(name: str, args: list[Word]) -> list[str]:
+    """The literal programs of an awk command (its program operand or `-e` options)."""
+    spec = CODE_OPTIONS.get(name)
+    if spec is None or spec.language != "awk":
+        return []
+    return [value.text for value in code_values(name, args)
+            if value.kind == "program" and value.readable]
 
 
 def _option(spec: CodeOptions, text: str, following: Word | None,
@@ -150,35 +200,39 @@ def _key_kind(spec: CodeOptions, key: str) -> str | None:
     return None
 
 
-def _operand_code(spec: CodeOptions, name: str, operands: list[Word],
-                  program_given: bool, limit: int) -> list[Code]:
+def _operand_values(spec: CodeOptions, name: str, operands: list[Word],
+                    program_given: bool) -> Iterator[CodeValue]:
     if not operands:
-        return []
+        return
     first = operands[0]
     if spec.program_operand and not program_given:
-        return _program(spec.language, first.text, f"{name} program", first.start, limit) \
-            if first.static else []
-    if spec.config:
+        yield CodeValue(spec, "program", first.text, f"{name} program", first.start, (first,),
+                        first.static)
+    elif spec.config:
         # `git [-c k=v] config [--global] KEY VALUE`: the stored value runs later
         if first.text != spec.config:
-            return []
+            return
         values = [w for w in operands[1:] if not w.text.startswith("-")]
-        if len(values) >= 2 and values[1].static:
-            return _setting(spec, f"{values[0].text}={values[1].text}",
-                            f"{name} config", values[0].start)
-        return []
-    if spec.joined:
+        if len(values) >= 2:
+            setting = f"{values[0].text}={values[1].text}"
+            if _setting(spec, setting, f"{name} config", values[0].start):
+                yield CodeValue(spec, "config", setting, f"{name} config", values[0].start,
+                                (values[0], values[1]), values[1].static)
+    elif spec.joined:
         words = []
         for word in operands:
             if word.text in (":::", "::::", ":::+", "::::+"):
                 break
-            words.append(word.text)
+            words.append(word)
         if words:
-            return [Code(f"{name} command", " ".join(words), first.start)]
+            yield CodeValue(spec, "joined", " ".join(w.text for w in words),
+                            f"{name} command", first.start, tuple(words))
+            return
         # `parallel ::: CMD1 CMD2`: with no command, each argument is a command line
-        return [Code(f"{name} argument", w.text, w.start) for w in operands[1:]
-                if w.static and w.text not in (":::", "::::")]
-    return []
+        for word in operands[1:]:
+            if word.text not in (":::", "::::"):
+                yield CodeValue(spec, "joined", word.text, f"{name} argument", word.start,
+                                (word,), word.static)
 
 
 def _program(language: str, program: str, what: str, position: int,
@@ -231,6 +285,42 @@ def awk_commands(program: str, limit: int = 1 << 30) -> list[tuple[str, bool]]:
         elif before.rstrip(" \t").endswith("|") or before.rstrip(" \t").endswith("|&"):
             found.append((body, True))
     return found
+
+
+_NETWORK_FILE = re.compile(r'"/inet[46]?/(?:tcp|udp)/')
+_JOINED_STRINGS = re.compile(r'"[ \t]*"')
+_SOCKET_VARIABLE = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)[ \t]*=[ \t]*"/inet[46]?/')
+_COPROCESS = re.compile(r'("(?:[^"\\]|\\.)*"|[A-Za-z_][A-Za-z0-9_]*)?[ \t]*\|&[ \t]*'
+                        r'("(?:[^"\\]|\\.)*"|[A-Za-z_][A-Za-z0-9_]*)?')
+_PIPE = re.compile(r"(?<![|])\|(?![|&])")
+
+
+def awk_network(program: str) -> tuple[bool, bool]:
+    """(opens a socket, runs a command besides) for an awk program.
+
+    gawk reads a string naming `/inet/tcp/...`, `/inet4/...` or `/inet6/...` (strings
+    joined, `"/inet/" "tcp/..."`, count as one) as a network connection when a
+    program opens it, with `|&` (a two-way coprocess), `getline <` or `print >`.
+    The program runs a command when it calls `system()`, pipes to or from a
+    command (`|`), or opens a coprocess (`|&`) on anything but a network file or a
+    variable it assigned one (`cmd |& getline`, with `cmd` read from the socket)."""
+    joined = _JOINED_STRINGS.sub("", program) if '"' in program else program
+    if "/inet" not in joined or _NETWORK_FILE.search(joined) is None:
+        return False, False
+    if "system" in joined and _SYSTEM_ANYWHERE.search(joined) is not None:
+        return True, True
+    if _PIPE.search(joined) is not None:
+        return True, True
+    sockets = {match.group(1) for match in _SOCKET_VARIABLE.finditer(joined)}
+    for match in _COPROCESS.finditer(joined):
+        before, after = match.group(1), match.group(2)
+        target = before if after is None or after == "getline" else after
+        if target is None or not (target in sockets or _NETWORK_FILE.match(target)):
+            return True, True
+    return True, False
+
+
+_SYSTEM_ANYWHERE = re.compile(r"\bsystem[ \t]*\(")
 
 
 # -- sed ---------------------------------------------------------------------------------------

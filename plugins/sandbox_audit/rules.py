@@ -75,12 +75,17 @@ RULES: tuple[Rule, ...] = (
     # -- destructive one-liners --------------------------------------------------------
     Rule("reverse_shell", _B,
          "a shell wired to a network socket: /dev/tcp or /dev/udp, nc/ncat -e, socat "
-         "EXEC:, a pipeline joining a shell and a network tool, socket+spawn code",
+         "EXEC:, a pipeline joining a shell and a network tool, socket+spawn code, an awk "
+         "program that opens a network file (`/inet/tcp/...`, `/inet4/`, `/inet6/`) and runs "
+         "commands (`system()`, a pipe, a `|&` coprocess on anything but the socket)",
          "it hands an interactive shell to whoever listens on the other end",
          "Do not open network shells; run the commands you need directly."),
     Rule("fork_bomb", _B,
-         "a function that pipes or backgrounds calls to itself (`:(){ :|:& };:`), an "
-         "endless loop that starts commands in the background (`while true; do sh & done`), "
+         "a function that pipes or backgrounds calls to itself (`:(){ :|:& };:`), a loop "
+         "that starts commands in the background (`&`, or inside `sh -c`/`eval` code) with "
+         "no `wait` or exit and no bound: a condition that never ends it (`while true`, "
+         "`while [ 1 ]`, `while ((1))`, `until false`, `for ((;;))`) or more than "
+         "1,024 passes (`for i in {1..100000}`, `$(seq 100000)`, `for ((i=0;i<100000;i++))`), "
          "or interpreter code that forks in an endless loop (`fork while fork`, "
          "`while True: os.fork()`)",
          "it multiplies processes until the machine stops responding",
@@ -151,7 +156,10 @@ RULES: tuple[Rule, ...] = (
          "Capture the output into a variable or file, inspect it, and run explicit commands."),
     Rule("interpreter_runs_substitution", _B,
          "an interpreter whose script is a process substitution or a redirect from one "
-         "(`bash <(curl ...)`, `sh < <(curl ...)`)",
+         "(`bash <(curl ...)`, `sh < <(curl ...)`), a descriptor path open on one "
+         "(`source /dev/fd/3 3< <(curl ...)`, `exec 3< <(curl ...); bash /dev/fd/3`, "
+         "`source /dev/stdin < <(curl ...)`), or one as a file of code (`bash --rcfile`, "
+         "`awk -f`, `sed -f`, `node --require`, `BASH_ENV=`)",
          "the interpreter runs the fetched content as its script",
          "Download to a file, read it, and run it only if the task needs it."),
     Rule("eval_source_substitution", _B,
@@ -160,9 +168,13 @@ RULES: tuple[Rule, ...] = (
          "eval and source execute what they receive wherever they appear",
          "Do not eval or source generated content; run explicit commands."),
     Rule("code_string_substitution", _B,
-         "such a substitution after an interpreter's code-string flag: -c (shells, python, "
-         "su), -e (perl, ruby, node), -p (perl, node), -r (php) (position-blind, e.g. "
-         "`xargs sh -c \"$(curl ...)\"`)",
+         "such a substitution (or a tainted variable) in a code-valued place, position-blind: "
+         "after an interpreter's code-string flag: -c (shells, also after their other "
+         "options and `--`, python, su), -e (perl, ruby, node), -p (perl, node), -r (php), "
+         "-Command (PowerShell), e.g. `xargs sh -c \"$(curl ...)\"`; a code option or "
+         "operand (`awk \"$(curl ...)\"`, `git -c core.pager=`, `ssh -o ProxyCommand=`, "
+         "`flock -c`, `watch`, `env -S`, `tar --to-command=`, `vim -c`); a variable holding "
+         "a command (`PAGER=\"$(curl ...)\"`)",
          "the interpreter executes the substituted text as code",
          "Put the code in the command itself, or in a file you can read first."),
     Rule("here_input_substitution", _B,
@@ -339,6 +351,7 @@ class CodeFlags:
     long: frozenset[str] = frozenset()
     takes_arg: frozenset[str] = frozenset()
     stop_opts: frozenset[str] = frozenset()  # options after which the rest is not code
+    words: frozenset[str] = frozenset()      # whole-word code flags, any case (`-Command`)
 
 
 CODE_FLAGS: dict[str, CodeFlags] = {
@@ -354,6 +367,15 @@ CODE_FLAGS: dict[str, CodeFlags] = {
     "lua": CodeFlags("lua", frozenset("e"), frozenset(), frozenset({"-l"})),
     "su": CodeFlags("su", frozenset("c"), frozenset({"--command"}),
                     frozenset({"-s", "--shell", "-g", "--group", "-G"})),
+    "powershell": CodeFlags(
+        "powershell", frozenset(),
+        takes_arg=frozenset({"-executionpolicy", "-ex", "-ep", "-workingdirectory", "-wd",
+                             "-outputformat", "-of", "-inputformat", "-if", "-windowstyle",
+                             "-w", "-configurationname", "-settingsfile"}),
+        stop_opts=frozenset({"-file", "-f"}),
+        # `-Command` and `-EncodedCommand` (base64 code) as PowerShell abbreviates them
+        words=frozenset({*("-command"[:n] for n in range(2, 9)), "-e", "-ec",
+                         *("-encodedcommand"[:n] for n in range(3, 16))})),
     "generic": CodeFlags("generic", frozenset("e"), frozenset({"--eval"})),
 }
 
@@ -361,7 +383,7 @@ _FAMILY_PATTERN = re.compile(
     r"(?P<python>(?:python|pypy)[0-9.]*[dmu]?)|(?P<perl>perl[0-9.]*)"
     r"|(?P<ruby>(?:ruby|jruby)[0-9.]*)|(?P<node>(?:node|nodejs|deno|bun)[0-9.]*)"
     r"|(?P<php>php[0-9.]*(?:-cli)?)|(?P<lua>(?:lua|luajit)[0-9.]*)|(?P<su>su|runuser)"
-    r"|(?P<generic>Rscript|osascript|pwsh|powershell|tclsh|wish|julia)"
+    r"|(?P<powershell>(?:pwsh|powershell)(?:\.exe)?)|(?P<generic>Rscript|osascript|tclsh|wish|julia)"
 )
 
 SHELL_CALLS: dict[str, dict[str, str]] = {
@@ -701,6 +723,22 @@ CODE_VARIABLES = frozenset({
 })
 """Environment variables whose value later programs run as a command line."""
 
+CODE_FILE_VARIABLES = frozenset({"BASH_ENV", "ENV"})
+"""Environment variables naming a file of code a shell runs first."""
+
+_AWK_FILES = frozenset({"-f", "--file", "-i", "--include"})
+CODE_FILE_OPTIONS: dict[str, frozenset[str]] = {
+    # interpreter family or command name -> options whose value is a file of code it runs
+    "shell": frozenset({"--rcfile", "--init-file"}),
+    "node": frozenset({"-r", "--require", "--import", "--loader", "--experimental-loader"}),
+    "ruby": frozenset({"-r"}),
+    "php": frozenset({"-f", "--file"}),
+    "awk": _AWK_FILES, "gawk": _AWK_FILES, "mawk": _AWK_FILES, "nawk": _AWK_FILES,
+    "busybox-awk": _AWK_FILES,
+    "sed": frozenset({"-f", "--file"}), "gsed": frozenset({"-f", "--file"}),
+}
+"""A process substitution (or a downloaded file) as such a value is the script that runs."""
+
 CANDIDATE_COMMANDS = ("rm", "dd", "chmod", "chown", "chgrp", "kill", "find", "mkfs",
                       "wipefs", "shred")
 """The commands a variable command name (`$X -rf /`) is judged as: those whose rules
@@ -715,9 +753,6 @@ RULED_COMMANDS = frozenset({
     "bash", "sh", "zsh", "dash", "python", "python3", "perl", "ruby", "node",
 })
 """Command names with rules of their own, which a glob command name may stand for."""
-
-ENDLESS_CONDITIONS = {"while": frozenset({"true", ":"}), "until": frozenset({"false"})}
-"""Loop conditions that never end the loop."""
 
 ARGUMENT_READERS: dict[str, tuple[str, ...]] = {
     "python": ("sys.argv",), "node": ("process.argv",), "perl": ("ARGV", "shift"),

@@ -9,6 +9,11 @@ is the dataflow state of one classification, in execution order:
 * files a downloader writes (`curl -o F`, `wget URL`, fetched output redirected
   or `tee`d to F) are tainted for the rest of the command line; nothing
   untaints a file. File names compare as written, with `F` and `./F` the same;
+* a file descriptor path (`/dev/fd/3`, `/dev/stdin`, `/proc/self/fd/0`) is the
+  output of a risky process substitution while an input redirect from one is
+  open: for its command (`bash /dev/fd/3 3< <(curl u)`), or for the rest of the
+  command line after `exec 3< <(curl u)`; so is a variable or positional
+  parameter that names one (`f=<(curl u)`, `sh -c 'bash "$0"' <(curl u)`);
 * functions whose body is risky make a call to them risky.
 
 Running tainted content (a tainted variable as a command or in `eval`, a
@@ -24,9 +29,13 @@ from .script import SUB_MARK, Command, Redirect, Word
 from .verdict import Findings
 from .words import interpreter_options
 
-__all__ = ["Risk", "Taint", "content_source", "merge"]
+__all__ = ["Risk", "Taint", "content_source", "merge", "substitution_output"]
 
 STDOUT_REDIRECTS = frozenset({">", ">>", ">|", "&>", "&>>", "<>", ">&"})
+DESCRIPTOR_PATH = re.compile(r"/dev/(?:fd/[0-9]+|stdin)|/proc/(?:self|thread-self|[0-9]+"
+                             r"|\$\$|\$BASHPID)/fd/[0-9]+")
+"""Paths that name a file descriptor of the shell or of the command that opens them."""
+COPY_TOOLS = frozenset({"cp", "install"})
 _DOT_SLASH = re.compile(r"(?:\./+)+")
 
 
@@ -170,6 +179,16 @@ def downloaded_files(spec: Downloader, args: list[Word]) -> list[str]:
     return files
 
 
+def substitution_output(word: Word, subrisk: dict[int, Risk | None]) -> str | None:
+    """What a risky process substitution in `word` prints (`<(curl u)` is a path to
+    fetched content), if `word` holds one."""
+    for sub in word.subs:
+        sub_risk = subrisk.get(id(sub))
+        if sub.kind == "<(" and sub_risk is not None and sub_risk.risky:
+            return f"<({sub_risk.risky} ...) output"
+    return None
+
+
 def content_source(*risks: Risk | None) -> str | None:
     """What makes written content count as downloaded: a fetcher or a tainted variable."""
     for risk in risks:
@@ -184,7 +203,8 @@ class Taint:
     """Tainted variables, files and functions of one classification, and the variables
     whose value is known statically (`X=rm`: `words.normalize` puts `rm` for `$X`)."""
 
-    __slots__ = ("files", "findings", "functions", "values", "variables")
+    __slots__ = ("descriptors", "files", "findings", "functions", "paths", "values",
+                 "variables")
 
     def __init__(self, findings: Findings) -> None:
         self.findings = findings
@@ -192,6 +212,8 @@ class Taint:
         self.files: dict[str, str] = {}       # file name -> how downloaded content got there
         self.functions: dict[str, Risk] = {}
         self.values: dict[str, str] = {}      # variable -> its static value
+        self.descriptors: str | None = None   # what an open descriptor path holds
+        self.paths: dict[str, str] = {}       # variable -> the process substitution it names
 
     def forget(self, name: str) -> None:
         """`name` got a value the audit does not know (and that carries no taint)."""
@@ -242,6 +264,11 @@ class Taint:
             self.variables.pop(name, None)
         else:
             self.variables[name] = source
+        output = substitution_output(word, subrisk)
+        if output is None:
+            self.paths.pop(name, None)
+        else:
+            self.paths[name] = f"${name} names {output}"
 
 
     def read(self, cmd: Command, args: list[Word], name: str,
@@ -268,7 +295,8 @@ class Taint:
     # -- files written from downloaded content ----------------------------------------------
 
     def file_writes(self, cmd: Command, words: list[Word], exec_index: int | None,
-                    name: str | None, source: str | None) -> None:
+                    name: str | None, source: str | None,
+                    subrisk: dict[int, Risk | None]) -> None:
         """Taint the files this command fills with downloaded content."""
         if name is not None and exec_index is not None:
             spec = DOWNLOADERS.get(name)
@@ -280,6 +308,12 @@ class Taint:
                 for arg in args:
                     if not arg.text.startswith("-") and not arg.subs:
                         self.taint_file(arg.text, f"written by tee from {source}")
+            elif name in COPY_TOOLS and len(args) > 1 and not args[-1].subs:
+                for arg in args[:-1]:
+                    copied = substitution_output(arg, subrisk)
+                    if copied is not None:
+                        self.taint_file(args[-1].text, f"copied by {name} from {copied}")
+                        break
             elif source is not None and name == "dd":
                 for arg in args:
                     if arg.text.startswith("of=") and not arg.subs:
@@ -302,8 +336,31 @@ class Taint:
             self.files[key] = how
 
     def tainted_file(self, word: Word) -> str | None:
+        if self.descriptors is not None and DESCRIPTOR_PATH.fullmatch(word.text):
+            return self.descriptors
+        if self.paths and word.params:
+            for param in word.params:
+                if param in self.paths:
+                    return self.paths[param]
         key = file_key(word.text)
         return self.files.get(key) if key is not None else None
+
+    def rule_for(self, word: Word) -> str:
+        """The rule that running the tainted file `word` breaks."""
+        if (self.descriptors is not None and DESCRIPTOR_PATH.fullmatch(word.text)) or \
+                (self.paths and any(param in self.paths for param in word.params)):
+            return "interpreter_runs_substitution"
+        return "downloaded_file_executed"
+
+    def bind_descriptors(self, cmd: Command, subrisk: dict[int, Risk | None]) -> str | None:
+        """What the descriptor paths of `cmd` hold: the output of a risky process
+        substitution on one of its input redirects (`3< <(curl u)`, `< <(curl u)`)."""
+        for redirect in cmd.redirects:
+            if redirect.op in ("<", "<>") and redirect.target is not None:
+                output = substitution_output(redirect.target, subrisk)
+                if output is not None:
+                    return f"a descriptor open on {output}"
+        return None
 
     def file_executed(self, cmd: Command, words: list[Word], exec_index: int,
                       name: str | None, reads_code: str | None) -> None:
@@ -311,7 +368,7 @@ class Taint:
         word = words[exec_index]
         how = self.tainted_file(word)
         if how is not None:
-            self.findings.add("downloaded_file_executed",
+            self.findings.add(self.rule_for(word),
                               f"{word.text} as a command: {word.text} was {how}", word.start)
         if name is None:
             return
@@ -330,7 +387,7 @@ class Taint:
             script = words[operand]
             how = self.tainted_file(script)
             if how is not None:
-                self.findings.add("downloaded_file_executed",
+                self.findings.add(self.rule_for(script),
                                   f"{name} {script.text}: {script.text} was {how}", script.start)
         if reads_code:
             for redirect in cmd.redirects:
@@ -338,6 +395,6 @@ class Taint:
                 if redirect.op == "<" and target is not None:
                     how = self.tainted_file(target)
                     if how is not None:
-                        self.findings.add("downloaded_file_executed",
+                        self.findings.add(self.rule_for(target),
                                           f"{name} < {target.text}: {target.text} was {how}",
                                  redirect.start)

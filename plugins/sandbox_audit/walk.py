@@ -24,16 +24,18 @@ from dataclasses import dataclass
 
 from . import frontend
 from .commands import CommandRules, fork_loop, reverse_shell_code
-from .embedded import embedded_code
+from .embedded import awk_network, awk_programs, code_values, embedded_code
 from .interpreter_code import hands_arguments_to_code, shell_commands
+from .loops import process_loop
 from .rules import (
     CANDIDATE_COMMANDS,
+    CODE_FILE_OPTIONS,
+    CODE_FILE_VARIABLES,
     CODE_FLAGS,
     CODE_OPTIONS,
     CODE_VARIABLES,
     DECLARATION_COMMANDS,
     DECODERS,
-    ENDLESS_CONDITIONS,
     EVAL_WORDS,
     FETCHERS,
     FIND_EXEC,
@@ -44,12 +46,13 @@ from .rules import (
 )
 from .script import Command, Compound, Pipeline, Redirect, Script, Substitution, Word
 from .splitter import Budget, TooComplex, TooDeep, Unauditable, split
-from .taint import Risk, Taint, content_source, merge
+from .taint import Risk, Taint, content_source, merge, substitution_output
 from .verdict import Findings
 from .words import (
     NAME_ASSIGN,
     STDIN_EXECUTORS,
     basename,
+    code_value,
     command_name,
     decodes,
     interpreter_options,
@@ -81,7 +84,6 @@ MAX_GLOB_SUSPECTS = 3
 many at most (`/bin/r?` is `rm`; `*` matches them all and points at none)."""
 
 _POSITIONAL = ("0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "@", "*")
-_LOOP_EXITS = frozenset({"break", "exit", "return", "wait"})
 
 
 def stdin_reader(code: str) -> str | None:
@@ -91,35 +93,6 @@ def stdin_reader(code: str) -> str | None:
         return script_reads_code(split(code))
     except Unauditable:
         return None
-
-
-def endless_background_loop(compound: Compound) -> bool:
-    """`while true; do CMD & done`: a loop whose condition never ends it, with no way out,
-    that starts commands in the background (each pass adds processes)."""
-    pipelines = compound.body.pipelines
-    if len(pipelines) < 2:
-        return False
-    condition = pipelines[0].stages
-    if len(condition) != 1 or not isinstance(condition[0], Command) \
-            or not condition[0].words \
-            or condition[0].words[0].text not in ENDLESS_CONDITIONS[compound.kind]:
-        return False
-    return _starts_background(Script(pipelines[1:]), 3)
-
-
-def _starts_background(script: Script, depth: int) -> bool:
-    """Whether `script` backgrounds a command (in groups nested up to `depth` deep) and has
-    no `break`/`exit`/`return`/`wait`."""
-    background = False
-    for pipeline in script.pipelines:
-        for stage in pipeline.stages:
-            if isinstance(stage, Command):
-                if stage.words and stage.words[0].text in _LOOP_EXITS:
-                    return False
-            elif stage.name is None and depth > 0 and _starts_background(stage.body, depth - 1):
-                background = True
-        background = background or pipeline.background
-    return background
 
 
 class StageInfo:
@@ -299,10 +272,10 @@ class Walker:
             risk = merge(risk, self.redirect_value(redirect, inner))
             self.rules.check_redirect_target(redirect)
         body_risk, body_info = self.walk_script(compound.body, inner)
-        if compound.kind in ENDLESS_CONDITIONS and not inner.arith \
-                and endless_background_loop(compound):
-            self.findings.add("fork_bomb", f"an endless {compound.kind} loop starts commands "
-                              "in the background", compound.start)
+        if compound.kind in ("while", "until", "for") and not inner.arith:
+            why = process_loop(compound, self.taint.values)
+            if why is not None:
+                self.findings.add("fork_bomb", why, compound.start)
         if compound.name is not None:
             if body_risk is not None and body_risk.risky:
                 self.taint.functions[compound.name] = body_risk
@@ -345,7 +318,7 @@ class Walker:
 
         for word in cmd.assignments:
             self.taint.assign(word, subrisk, sets=not words)
-            self.assignment(word)
+            self.assignment(word, subrisk)
 
         vanished: list[int] = []
         exec_index, wrappers = resolve(words, 0, vanished)
@@ -367,6 +340,15 @@ class Walker:
                 reads_code = reads_code_from_stdin(words, exec_index, name)
             network = name in NETWORK_TOOLS and (name != "openssl" or any(
                 a.text == "s_client" for a in words[exec_index + 1:]))
+            if name in CODE_OPTIONS and CODE_OPTIONS[name].language == "awk":
+                for program in awk_programs(name, words[exec_index + 1:]):
+                    socket, runs = awk_network(program)
+                    if socket:     # awk network files are sockets: awk is a network tool
+                        network = True
+                        risk = merge(risk, Risk(fetch=f"{name} (a /inet socket)"))
+                    if runs and not ctx.arith:
+                        self.findings.add("reverse_shell", f"{name} reads a socket and runs "
+                                          "commands", words[exec_index].start)
             if family == "shell" or network or reads_code:
                 info = StageInfo()
                 info.shell = family == "shell"
@@ -382,9 +364,18 @@ class Walker:
                         info.feeds_code = info.feeds_code or family
 
         if not ctx.arith:
-            self.judge(cmd, words, exec_index, name, wrappers, subrisk, upstream, sub_words,
-                       reads_code, vanished)
-            self.taint.file_writes(cmd, words, exec_index, name, content_source(risk, upstream))
+            bound = self.taint.bind_descriptors(cmd, subrisk) if cmd.redirects else None
+            held = self.taint.descriptors
+            if bound is not None:
+                self.taint.descriptors = bound
+            try:
+                self.judge(cmd, words, exec_index, name, wrappers, subrisk, upstream,
+                           sub_words, reads_code, vanished)
+            finally:
+                if exec_index is not None or wrappers != ["exec"]:
+                    self.taint.descriptors = held   # `exec 3< <(...)` alone keeps them open
+            self.taint.file_writes(cmd, words, exec_index, name, content_source(risk, upstream),
+                                   subrisk)
             if ctx.function is not None and name == ctx.function and pipeline is not None \
                     and (len(pipeline.stages) > 1 or pipeline.background):
                 self.findings.add("fork_bomb", f"{name}() calls itself through a pipe or in the "
@@ -469,7 +460,8 @@ class Walker:
                     while end < len(words) and words[end].text not in (";", "+"):
                         end += 1
                     self.rules.named_rules(cmd, words[:end], sub_index, sub_name, [])
-                    self.carried_code(cmd, words[:end], sub_index, sub_name, upstream)
+                    self.carried_code(cmd, words[:end], sub_index, sub_name, upstream,
+                                      subrisk, flagged)
         eval_index, interpreters = triggers(words)
         if eval_index is not None or (name == "." and exec_index is not None):
             self.eval_source(words, exec_index if eval_index is None else eval_index,
@@ -484,10 +476,11 @@ class Walker:
             self.here_input(cmd, family, subrisk, flagged, static)
         if name is not None and (reads_code or interpreter_family(name) is not None):
             self.script_operand(cmd, words, exec_index, name, subrisk, flagged)
-        if self.taint.files and exec_index is not None:
+        if (self.taint.files or self.taint.descriptors or self.taint.paths) \
+                and exec_index is not None:
             self.taint.file_executed(cmd, words, exec_index, name, reads_code)
-        if sub_words or cmd.redirects or any(a.subs for a in cmd.assignments):
-            self.value_findings(cmd, subrisk, flagged)
+        if name is not None and exec_index is not None:
+            self.code_files(words, exec_index, name, subrisk, flagged)
         if exec_index is not None and name is not None:
             if name in DECLARATION_COMMANDS:
                 for word in words[exec_index + 1:]:
@@ -495,19 +488,24 @@ class Walker:
                     if match is not None:
                         word.assign = match.group(1)
                         self.taint.assign(word, subrisk)
-                        self.assignment(word)
+                        self.assignment(word, subrisk, flagged)
             elif name in ("read", "mapfile", "readarray"):
                 self.taint.read(cmd, words[exec_index + 1:], name, subrisk, upstream)
             self.rules.named_rules(cmd, words, exec_index, name, wrappers)
-            self.carried_code(cmd, words, exec_index, name, upstream)
+            self.carried_code(cmd, words, exec_index, name, upstream, subrisk, flagged)
         elif wrappers:
             self.rules.named_rules(cmd, words, None, None, wrappers)
         if wrappers:
             for index, word in enumerate(words[:exec_index]):
                 if not word.subs and NAME_ASSIGN.match(word.text):
                     self.assignment(word)      # `env LD_PRELOAD=/tmp/x.so ls`
+                elif word.subs and NAME_ASSIGN.match(word.text):
+                    self.code_variable(word, subrisk, flagged)
                 elif word.static and basename(word.text) in CODE_OPTIONS:
-                    self.carried_code(cmd, words, index, basename(word.text), upstream)
+                    self.carried_code(cmd, words, index, basename(word.text), upstream,
+                                      subrisk, flagged)
+        if sub_words or cmd.redirects or any(a.subs for a in cmd.assignments):
+            self.value_findings(cmd, subrisk, flagged)
         self.suspects(cmd, words, exec_index, name, vanished)
         for redirect in cmd.redirects:
             target = redirect.target
@@ -517,13 +515,29 @@ class Walker:
             self.rules.check_redirect_target(redirect, target)
         self.rules.mentioned_paths(words, exec_index, name)
 
-    def assignment(self, word: Word) -> None:
-        """An environment assignment: loader variables, and variables holding a command."""
+    def assignment(self, word: Word, subrisk: dict[int, Risk | None] | None = None,
+                   flagged: set[int] | None = None) -> None:
+        """An environment assignment: loader variables, variables holding a command (code:
+        a risky substitution there runs what it prints), variables naming a file of code
+        (`BASH_ENV`)."""
         self.rules.assignment(word)
         variable = word.assign or word.text.partition("=")[0]
+        if subrisk is not None and not word.static:
+            self.code_variable(word, subrisk, flagged if flagged is not None else set())
         if variable in CODE_VARIABLES and word.static:
             code = word.text.partition("=")[2].lstrip(" |")
             self.audit_code(code, word.start, f"the command in ${variable}")
+
+    def code_variable(self, word: Word, subrisk: dict[int, Risk | None],
+                      flagged: set[int]) -> None:
+        """A variable whose value is code (`PAGER=`) or names a file of code (`BASH_ENV=`),
+        given a risky substitution: its value runs."""
+        variable = word.assign or word.text.partition("=")[0]
+        if variable in CODE_VARIABLES:
+            self.risky_args([word], subrisk, flagged, "code_string_substitution",
+                            f"${variable}", literal=False)
+        elif variable in CODE_FILE_VARIABLES:
+            self.code_file(word, f"${variable}", subrisk, flagged)
 
     def suspects(self, cmd: Command, words: list[Word], exec_index: int | None,
                  name: str | None, vanished: list[int]) -> None:
@@ -542,9 +556,17 @@ class Walker:
                     self.rules.named_rules(cmd, words, exec_index, candidate, [])
 
     def carried_code(self, cmd: Command, words: list[Word], index: int, name: str,
-                     upstream: Risk | None) -> None:
+                     upstream: Risk | None, subrisk: dict[int, Risk | None],
+                     flagged: set[int]) -> None:
         """Code in the command's options and operands (`rules.CODE_OPTIONS`), audited as
-        nested shell code; code that runs the command's input is judged as a pipe."""
+        nested shell code; code that runs the command's input is judged as a pipe. A
+        code-valued option or operand is code wherever it stands: a risky substitution
+        or tainted variable in it runs what it prints (`awk "$(curl u)"`)."""
+        if name not in CODE_OPTIONS:
+            return
+        for value in code_values(name, words[index + 1:]):
+            self.risky_args(list(value.words), subrisk, flagged, "code_string_substitution",
+                            value.what, literal=False)
         for code in embedded_code(name, words[index + 1:], self.codes_left):
             if code.runs_input:
                 self.piped_code(upstream, "shell", cmd)
@@ -586,8 +608,9 @@ class Walker:
                      f"{word.text} as a command: {self.taint.variables[tainted]}", word.start)
 
     def risky_args(self, args: list[Word], subrisk: dict[int, Risk | None],
-                   flagged: set[int], rule: str, what: str) -> None:
-        """Position-blind: any risky substitution, literal one, or tainted variable in `args`."""
+                   flagged: set[int], rule: str, what: str, *, literal: bool = True) -> None:
+        """Position-blind: any risky substitution, literal one (unless `literal` is false:
+        text a shell never expands), or tainted variable in `args`."""
         for word in args:
             for sub in word.subs:
                 sub_risk = subrisk.get(id(sub))
@@ -600,9 +623,9 @@ class Walker:
                     else:
                         self.findings.add(rule, f"{what}: {word.text} runs {sub_risk.risky}",
                                           sub.start)
-            literal = literal_risky(word.text)
-            if literal is not None:
-                self.findings.add(rule, f"{what}: literal {literal}", word.start)
+            spelled = literal_risky(word.text) if literal else None
+            if spelled is not None:
+                self.findings.add(rule, f"{what}: literal {spelled}", word.start)
             tainted = self.taint.tainted_in(word)
             if tainted is not None:
                 self.findings.add("tainted_variable_executed",
@@ -645,12 +668,12 @@ class Walker:
                         break
             elif "=" in flag:
                 attached = flag.partition("=")[2]
-            after = code_index + 1 if attached else code_index + 2
+            value = code_index if attached else code_value(words, code_index, family)
+            after = value + 1
             what = f"{name} {flag}"
             self.risky_args(words[code_index:after], subrisk, flagged,
                             "code_string_substitution", what)
-            code = attached or (words[code_index + 1].text if code_index + 1 < len(words)
-                                else "")
+            code = attached or (words[value].text if value < len(words) else "")
             arguments = words[after:]
             if family in ("shell", "su"):
                 if index in positions and code:
@@ -674,25 +697,34 @@ class Walker:
     def positional(self, arguments: list[Word], subrisk: dict[int, Risk | None],
                    ) -> Iterator[None]:
         """While `sh -c CODE ARG0 ARG1 ...` is audited, `$0`, `$1`, ... (and `$@`, `$*`)
-        carry the taint of their arguments: `sh -c '$1' _ "$(curl u)"` runs fetched text."""
-        variables = self.taint.variables
-        saved = {key: variables.get(key) for key in _POSITIONAL}
-        any_taint = None
+        carry the taint of their arguments: `sh -c '$1' _ "$(curl u)"` runs fetched text,
+        and `sh -c 'bash "$0"' <(curl u)` runs the file `$0` names."""
+        variables, paths = self.taint.variables, self.taint.paths
+        saved = {key: (variables.get(key), paths.get(key)) for key in _POSITIONAL}
+        any_taint = any_path = None
         for number, word in enumerate(arguments[:10]):
+            key = str(number)
             source = self.argument_taint(word, subrisk)
             if source is not None:
-                variables[str(number)] = f"${number} is {source}"
-                any_taint = any_taint or variables[str(number)]
+                variables[key] = f"${number} is {source}"
+                any_taint = any_taint or variables[key]
+            output = substitution_output(word, subrisk)
+            if output is not None:
+                paths[key] = f"${number} names {output}"
+                any_path = any_path or paths[key]
         if any_taint is not None:
             variables["@"] = variables["*"] = any_taint
+        if any_path is not None:
+            paths["@"] = paths["*"] = any_path
         try:
             yield
         finally:
-            for key, value in saved.items():
-                if value is None:
-                    variables.pop(key, None)
-                else:
-                    variables[key] = value
+            for key, (value, path) in saved.items():
+                for table, old in ((variables, value), (paths, path)):
+                    if old is None:
+                        table.pop(key, None)
+                    else:
+                        table[key] = old
 
     def argument_taint(self, word: Word, subrisk: dict[int, Risk | None]) -> str | None:
         for sub in word.subs:
@@ -762,9 +794,9 @@ class Walker:
         if exec_index is None or name is None:
             return
         family = interpreter_family(name)
-        if family is None or family in ("su", "generic"):
-            return
-        code_index, operand, _, _ = interpreter_options(words, exec_index, family)
+        code_index = operand = None
+        if family is not None and family not in ("su", "generic"):
+            code_index, operand, _, _ = interpreter_options(words, exec_index, family)
         if code_index is None and operand is not None:
             for sub in words[operand].subs:
                 sub_risk = subrisk.get(id(sub))
@@ -783,6 +815,38 @@ class Walker:
                         flagged.add(id(sub))
                         self.findings.add("interpreter_runs_substitution",
                                  f"{name} < <(...) runs {sub_risk.risky} output", sub.start)
+
+    def code_files(self, words: list[Word], exec_index: int, name: str,
+                   subrisk: dict[int, Risk | None], flagged: set[int]) -> None:
+        """Options whose value is a file of code the command runs (`bash --rcfile F`,
+        `awk -f F`, `node --require F`): a process substitution there is its script."""
+        options = CODE_FILE_OPTIONS.get(interpreter_family(name) or name)
+        if options is None:
+            return
+        for index in range(exec_index + 1, len(words)):
+            text = words[index].text
+            if text == "--":
+                return
+            key, equals, _ = text.partition("=")
+            if equals and key in options:
+                self.code_file(words[index], text, subrisk, flagged)
+            elif text in options and index + 1 < len(words):
+                self.code_file(words[index + 1], f"{name} {text}", subrisk, flagged)
+
+    def code_file(self, word: Word, what: str, subrisk: dict[int, Risk | None],
+                  flagged: set[int]) -> None:
+        """`word` names a file of code that runs: a risky process substitution (or a
+        descriptor path open on one, or a downloaded file) is what runs."""
+        for sub in word.subs:
+            sub_risk = subrisk.get(id(sub))
+            if sub.kind == "<(" and sub_risk is not None and sub_risk.risky:
+                flagged.add(id(sub))
+                self.findings.add("interpreter_runs_substitution",
+                                  f"{what} runs {sub_risk.risky} output", sub.start)
+        how = self.taint.tainted_file(word)
+        if how is not None:
+            self.findings.add(self.taint.rule_for(word), f"{what} {word.text}: it was {how}",
+                              word.start)
 
     def value_findings(self, cmd: Command, subrisk: dict[int, Risk | None],
                        flagged: set[int]) -> None:

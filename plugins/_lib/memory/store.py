@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from antler.contracts.storenames import MEMORY_NAMESPACE
 from antler.runtime.paths import validate_id
 
 __all__ = [
@@ -37,7 +38,6 @@ __all__ = [
 ]
 
 DEFAULT_MAX_FACTS = 100
-MEMORY_NAMESPACE = ("antler", "memory")
 _PAGE = 500
 
 _TRAILING = re.compile("[\\s.!\u3002\uff01]+$")  # also the CJK full stop and "!"

@@ -1,0 +1,209 @@
+"""What Antler adds to LangGraph Server's HTTP API (`antler.server:app`).
+
+`langgraph.json` names it (`"http": {"app": "antler.server:app"}`); the server
+puts its middleware in front of every route, before any auth handler runs.
+Two things a client would otherwise get wrong answers for:
+
+* **A refused run input is the client's error.** The served graph refuses
+  input a caller may not send, but a run starts after the server has answered
+  the request, so the refusal would come back as a failed run or an error
+  reply. `RunInputCheck` checks the body of every request that starts a run
+  (``/runs``, ``/threads/{id}/runs``, their ``/stream``, ``/wait``,
+  ``/batch`` and ``/crons`` forms) as the graph would (`check_run_request`)
+  and answers 400 with Antler's one-line reason before a run is queued.
+  What passes is still checked by the graph.
+* **Another user's thread id is a missing thread.** LangGraph Server answers
+  409 both when a client creates a thread under an id that exists and when it
+  copies a thread its auth filter hides (or that does not exist), which tells
+  the caller that the id is taken. `HiddenThreadConflicts` answers such a 409
+  with what reading the thread answers the same caller: the owner still gets
+  409 for their own thread, anyone else the server's own 404.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection
+from typing import Any
+
+from antler.errors import InputError
+
+from .inputs import check_input, check_input_keys
+
+__all__ = ["HiddenThreadConflicts", "RunInputCheck", "check_run_request", "served_app"]
+
+_RUN_PATH = re.compile(r"^/(?:threads/[^/]+/)?runs(?:/stream|/wait|/batch|/crons)?/?$")
+_COPY_PATH = re.compile(r"^/threads/([^/]+)/copy/?$")
+_THREADS_PATH = re.compile(r"^/threads/?$")
+_REFUSED_STATUS = 400
+
+
+def check_run_request(body: Any, allow_roles: Collection[str]) -> None:
+    """Raise `InputError` when a run request's `body` holds input a caller may not send.
+
+    `body` is the request's JSON: one run's payload, or a list of them
+    (``/runs/batch``). Its ``input`` may only write ``messages``, of roles in
+    `allow_roles`; its ``command`` may only resume a paused run.
+    """
+    for position, payload in enumerate(body if isinstance(body, list) else [body], 1):
+        if not isinstance(payload, dict):
+            continue  # the server answers a body of the wrong shape itself
+        where = f"run {position} of the batch: " if isinstance(body, list) else ""
+        try:
+            _check_command(payload.get("command"))
+            _check_input(payload.get("input"), allow_roles)
+        except InputError as error:
+            raise InputError(f"{where}{error}") from None
+
+
+def _check_command(command: Any) -> None:
+    if isinstance(command, dict) and (command.get("update") is not None
+                                      or command.get("goto")):
+        raise InputError("only Command(resume=...) may be sent as input, to continue a paused "
+                         "run; a Command that updates state or jumps would bypass the input "
+                         "checks")
+
+
+def _check_input(payload: Any, allow_roles: Collection[str]) -> None:
+    if payload is None:
+        return
+    if not isinstance(payload, dict):
+        raise InputError(f"run input is a {type(payload).__name__}; send "
+                         "`{'messages': [...]}`")
+    check_input_keys(payload, served=True)
+    messages = payload.get("messages")
+    if messages is None:
+        return
+    check_input(messages if isinstance(messages, list) else [messages], allow_roles, set,
+                served=True)
+
+
+class RunInputCheck:
+    """ASGI middleware: a request that would start a run with refused input gets 400."""
+
+    def __init__(self, app: Any, allow_roles: Collection[str]) -> None:
+        self.app = app
+        self.allow_roles = frozenset(allow_roles)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" \
+                or not _RUN_PATH.match(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        body, receive = await _read_body(receive)
+        try:
+            check_run_request(_json(body), self.allow_roles)
+        except InputError as error:
+            await _answer(send, _REFUSED_STATUS, str(error))
+            return
+        await self.app(scope, receive, send)
+
+
+class HiddenThreadConflicts:
+    """ASGI middleware: a 409 for a thread the caller cannot read answers as reading it does."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        thread_id: str | None = None
+        if scope["type"] == "http" and scope["method"] == "POST":
+            if copied := _COPY_PATH.match(scope["path"]):
+                thread_id = copied.group(1)
+            elif _THREADS_PATH.match(scope["path"]):
+                body, receive = await _read_body(receive)
+                thread_id = _thread_id_of(body)
+        if thread_id is None:
+            await self.app(scope, receive, send)
+            return
+        original = dict(scope)  # the server's router adds to the scope it is given
+        status, messages = await _capture(self.app, scope, receive)
+        if status == 409:
+            read_status, read = await _capture(self.app, _read_scope(original, thread_id),
+                                               _empty_body)
+            if read_status == 404:
+                messages = read
+        for message in messages:
+            await send(message)
+
+
+def served_app(allow_roles: Collection[str]) -> Any:
+    """The Starlette app `langgraph.json` names: no routes, the two middlewares."""
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+
+    return Starlette(middleware=[Middleware(HiddenThreadConflicts),
+                                 Middleware(RunInputCheck, allow_roles=allow_roles)])
+
+
+async def _read_body(receive: Any) -> tuple[bytes, Any]:
+    """The whole request body, and a `receive` that hands it on before what follows."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break  # the client went away; the app sees an empty body
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    body = b"".join(chunks)
+    replayed = False
+
+    async def replay() -> dict[str, Any]:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return body, replay
+
+
+async def _empty_body() -> dict[str, Any]:
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+
+async def _capture(app: Any, scope: dict[str, Any], receive: Any,
+                   ) -> tuple[int, list[dict[str, Any]]]:
+    """Run `app` on one request; its status and the messages it sent (small JSON answers)."""
+    sent: list[dict[str, Any]] = []
+
+    async def keep(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope, receive, keep)
+    start = next((m for m in sent if m["type"] == "http.response.start"), None)
+    return (int(start["status"]) if start else 500), sent
+
+
+def _read_scope(scope: dict[str, Any], thread_id: str) -> dict[str, Any]:
+    """`GET /threads/{thread_id}` as the caller of `scope` (same credentials)."""
+    path = f"/threads/{thread_id}"
+    headers = [(name, value) for name, value in scope.get("headers", [])
+               if name.lower() not in (b"content-length", b"content-type")]
+    return {**scope, "method": "GET", "path": path, "raw_path": path.encode(),
+            "query_string": b"", "headers": headers}
+
+
+def _json(body: bytes) -> Any:
+    """The body's JSON; None when it is not JSON or nested past the parser's depth
+    (the server answers that itself)."""
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _thread_id_of(body: bytes) -> str | None:
+    payload = _json(body)
+    thread_id = payload.get("thread_id") if isinstance(payload, dict) else None
+    return thread_id if isinstance(thread_id, str) and thread_id else None
+
+
+async def _answer(send: Any, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
