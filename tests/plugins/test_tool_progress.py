@@ -16,8 +16,10 @@ from langgraph.types import Command
 
 from antler.contracts.messages import HIDDEN_KEY, is_hidden
 from antler.contracts.toolmeta import TOOL_META_KEY
+from antler.plugin_api.context import SKILLS
 from antler.plugins.tool_progress.config import ToolProgressConfig
 from antler.plugins.tool_progress.middleware import HINT_NAME, ToolProgressMiddleware
+from antler.runtime.skills import SkillsRegistry
 from antler.testing import assert_before
 from tests.plugins.guard_support import (
     ainvoke,
@@ -335,3 +337,16 @@ def test_without_assessments_nothing_is_injected_but_blocking_holds(home):
     _first, second = tool_results(invoke(agent, "sync"))
     assert second.content.startswith("[TOOL_BLOCKED]") and tools.runs["locked"] == 1
     assert not any(hints(request) for request in model.calls)
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_a_gate_inside_the_guard_still_counts(home, fuse):
+    """skill_tool_policy sits inside tool_progress: its refusals reach the guard and count."""
+    skills = SkillsRegistry([Path(__file__).parent.parent / "fixtures" / "skills"])
+    agent, model = make_agent(home, [*repeat(call("bash", command="ls"), 6), "done"], ON,
+                              fuse=fuse, services={SKILLS: skills})
+    with agent:
+        results = tool_results(agent.invoke("/data-report summarize", thread_id="t1"))
+    sources = [r.additional_kwargs[TOOL_META_KEY]["source"] for r in results]
+    assert sources == ["skill_tool_policy"] * 5 + ["tool_progress"]
+    assert "its calls are refused (denied)" in hints(model.calls[3])[0].content
