@@ -1,10 +1,16 @@
 """LLM error handling: a failed model call is retried or becomes an error reply, never a crash.
 
 A provider fails in more ways than one, and each wants its own answer. Every
-exception a model call raises is sorted into a reason (`classify`): ``quota``
-and ``auth`` would fail again, so they are answered at once; ``burst`` (rate
-limited), ``transient`` (timeouts, dropped connections, 5xx) and ``busy``
-(overloaded) are retried; anything else is ``generic`` and answered at once.
+exception a model call raises is sorted into a reason (`classify`: the error
+code, type and HTTP status first, then a table of provider phrases in English
+and Chinese): ``quota`` and ``auth`` would fail again, so they are answered at
+once; ``transient`` (rate limits, timeouts, dropped connections, 5xx),
+``busy`` (overloaded, "under high demand", "负载较高" ... "请稍后重试") and
+``burst`` (the provider's ``limit_burst_rate``: the request rate rose too
+fast) are retried; anything else is ``generic`` and answered at once. A plain
+429 is ``transient`` (3 attempts from 1 s), as DeerFlow sorts it; ``burst``
+gets 2 attempts from 5 s and, like the non-retried reasons, does not count
+towards the circuit breaker.
 When it gives up, the middleware *returns* an assistant message carrying the
 error-fallback marker (`antler.contracts.fallback`) with a sentence saying
 what went wrong and what to do, so the run ends with that reply instead of a

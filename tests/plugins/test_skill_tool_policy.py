@@ -132,3 +132,95 @@ def test_allowed_tools_may_name_a_tool_group():
     policy = SkillToolPolicyMiddleware(Registry(), "token")
     assert policy._allowed("any") == {"write_file", "str_replace", "bash",
                                       "ask_clarification", "tool_search"}
+
+
+# -- skills the agent read itself (no slash activation) -------------------------------------
+
+DATA_REPORT = "/mnt/skills/public/data-report/SKILL.md"
+
+
+def skill_root(tmp_path: Path, **skills: str | None) -> Path:
+    """Skills under `custom/<name>`; the value is the `allowed-tools` line's list (None: no
+    such line)."""
+    root = tmp_path / "skills"
+    for name, tools in skills.items():
+        folder = root / "custom" / name
+        folder.mkdir(parents=True)
+        line = "" if tools is None else f"allowed-tools: [{tools}]\n"
+        (folder / "SKILL.md").write_text(
+            f"---\nname: {name}\ndescription: The {name} skill.\n{line}---\nDo it.\n")
+    return root
+
+
+def read_skill(name: str) -> dict[str, Any]:
+    return call("read_file", path=f"/mnt/skills/custom/{name}/SKILL.md")
+
+
+def test_a_skill_read_with_read_file_limits_the_tools_from_the_next_call(
+        tmp_path, mode, use_async):
+    """Seed 000 #16: without a slash activation, the skills read set the policy."""
+    tools = Tools()
+    agent, model = agent_for(tmp_path, [
+        call("read_file", path=DATA_REPORT), call("bash", command="touch /mnt/user-data/x"),
+        call("write_file", path="/mnt/user-data/workspace/out.md", content="x"),
+        call("ls", path="/mnt/user-data"), "done"], mode=mode, tools=tools)
+    state = run(agent, "summarize uploads", use_async=use_async)
+    assert set(model.requests[0].tool_names) == set(TOOLS) | SANDBOX
+    assert all(set(r.tool_names) == {"ls", "read_file", "glob", "grep", "ask_clarification"}
+               for r in model.requests[1:])
+    bash, write = refused(state)
+    assert (bash.name, write.name) == ("bash", "write_file")
+    assert ("not allowed by the active skill policy (the skills read (data-report) allows "
+            in bash.text)
+    meta = tool_meta(write)
+    assert meta is not None and meta.error_type == "denied"
+    assert meta.model_extra == {"skill": "data-report", "allowed": [
+        "ask_clarification", "ls", "read_file", "tool_search"]}
+    assert not (tmp_path / "x").exists()
+
+
+def test_the_skills_read_allow_the_union_of_their_tools(tmp_path, mode):
+    root = skill_root(tmp_path, lister="ls", shell="bash", free=None)
+    agent, model = agent_for(tmp_path, [read_skill("free"), read_skill("lister"),
+                                        read_skill("shell"), call("bash", command="echo hi"),
+                                        "done"],
+                             skills=SkillsRegistry([root]), mode=mode)
+    state = run(agent, "work")
+    after_free, after_lister, after_shell, _ = (set(r.tool_names) for r in model.requests[1:])
+    assert after_free == set(TOOLS) | SANDBOX   # no skill declares allowed-tools yet
+    # the free skill adds nothing
+    assert after_lister == {"ls", "read_file", "glob", "grep", "ask_clarification"}
+    assert after_shell == {"ls", "bash", "read_file", "glob", "grep", "ask_clarification"}
+    assert not refused(state)
+
+
+def test_a_slash_activation_is_not_widened_by_reading_another_skill(tmp_path, mode):
+    root = skill_root(tmp_path, lister="ls", shell="bash")
+    agent, model = agent_for(tmp_path, [read_skill("shell"), call("bash", command="echo hi"),
+                                        "done"], skills=SkillsRegistry([root]), mode=mode)
+    state = run(agent, "/lister list the workspace")
+    assert all(set(r.tool_names) == {"ls", "read_file", "glob", "grep", "ask_clarification"}
+               for r in model.requests)
+    (bash,) = refused(state)
+    assert bash.name == "bash" and "(/lister allows" in bash.text
+
+
+def test_read_skills_no_longer_enabled_fail_closed(tmp_path):
+    root = skill_root(tmp_path, lister="ls")
+    registry = SkillsRegistry([root])
+    agent, model = agent_for(tmp_path, [read_skill("lister"), call("ls", path="/mnt"),
+                                        "done"], skills=registry)
+
+    original = registry.skills
+
+    def gone_after_the_read() -> list[Any]:
+        found = original()
+        return found if not model.requests else []  # disabled once the first call is made
+
+    registry.skills = gone_after_the_read  # type: ignore[method-assign]
+    state = run(agent, "work")
+    # framework tools, and the file:read tools for the skills' own files only
+    assert set(model.requests[1].tool_names) == {"ask_clarification", "read_file", "ls",
+                                                 "glob", "grep"}
+    (ls,) = refused(state)
+    assert ls.name == "ls"
