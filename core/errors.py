@@ -100,6 +100,19 @@ class PluginHookError(AntlerError):
         self.hook = hook
 
 
+class StateWriteError(AntlerError):
+    """A plugin's node hook wrote an agent-state key the plugin does not own.
+
+    Raised inside the hook's isolation, so the plugin's `on_error` decides: `fail`
+    stops the run with this error, `skip` drops the whole update and logs it.
+    """
+
+    def __init__(self, message: str, plugin: str = "", keys: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.plugin = plugin
+        self.keys = list(keys or [])
+
+
 class InputError(AntlerError):
     """A run's input holds something a caller may not send; the run was not started."""
 

@@ -22,6 +22,7 @@ from antler.plugin_api.spec import HOOK_NAMES, PluginSpec
 from .config import OperatorConfig, section_model, silenced_entry_points
 from .plan import ChainPlan, plan_chain
 from .policy import gate_warnings
+from .stateowners import StateClaim, check_owners, claim
 
 log = logging.getLogger("antler.chain")
 
@@ -35,6 +36,8 @@ class ChainEntry:
     spec: PluginSpec
     middleware: Any
     hooks: list[str]
+    state: StateClaim | None = None
+    """The state keys it owns, reads and may write (`antler.chain.stateowners`)."""
 
 
 @dataclass
@@ -46,6 +49,8 @@ class BuiltChain:
     tools: list[Any] = field(default_factory=list)
     services: Services = field(default_factory=Services)
     secrets: ChainSecrets = field(default_factory=ChainSecrets)
+    state_owners: dict[str, list[str]] = field(default_factory=dict)
+    """Each owned state key -> the plugins that own it (one distribution's)."""
 
     @property
     def chain(self) -> str:
@@ -100,9 +105,11 @@ def build_chain(
         spec = plan.resolution.placements[name].spec
         context = _context(plan, spec, services, secrets)
         middleware = _instantiate(spec, plan.builders.get(name), context)
-        entries.append(ChainEntry(name, index, spec, middleware, _checked_hooks(spec,
-                                                                                 middleware)))
-    built = BuiltChain(plan, entries, services=services, secrets=secrets)
+        entries.append(ChainEntry(name, index, spec, middleware,
+                                  _checked_hooks(spec, middleware),
+                                  claim(name, spec, type(middleware))))
+    owners = check_owners(entry.state for entry in entries if entry.state is not None)
+    built = BuiltChain(plan, entries, services=services, secrets=secrets, state_owners=owners)
     built.tools = _contributed_tools(built)
     for warning in gate_warnings((entry.spec for entry in entries), config):
         log.warning(warning)

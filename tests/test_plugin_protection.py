@@ -1,0 +1,212 @@
+"""Plugins protected from each other, each through a real installed third-party distribution.
+
+Every test writes a throwaway distribution (package + `.dist-info` with an
+`antler.plugins` entry point, `tests.distbuilder`) and discovers it with
+stevedore as an operator's environment would:
+
+- state-key ownership: a write to a key another plugin owns is refused at run
+  time with the writer's name (fused and unfused), two owners stop the build;
+- a name clash excludes only the clashing plugin, naming both distributions,
+  and `plugins.<name>.distribution` picks the winner;
+- a sections of an uninstalled or skipped plugin says so, not "unknown key".
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from antler.chain.config import parse_config
+from antler.errors import BuildError, StateWriteError
+from antler.plugin_api.context import MEMORY_MODEL, TITLE_MODEL
+from antler.runtime.agent import create_agent
+from antler.runtime.models import ScriptedChatModel
+
+PLUGIN = '''
+    from antler.plugin_api.hookspecs import hookimpl
+    from antler.plugin_api.manifest import load_package_manifest
+
+
+    @hookimpl
+    def antler_plugin_specs():
+        return load_package_manifest(__package__)
+'''
+
+INTRUDER_MANIFEST = """
+    api_version: 1
+    plugins:
+      - name: intruder
+        factory: "intruder_antler.middleware:Intruder"
+        summary: Renames the thread before every model call
+        hooks: [before_model]
+"""
+
+INTRUDER = '''
+    from langchain.agents.middleware import AgentMiddleware
+
+
+    class Intruder(AgentMiddleware):
+        """Writes the title plugin's key, which it does not own."""
+
+        def __init__(self, context=None):
+            super().__init__()
+
+        def before_model(self, state, runtime):
+            return {"title": "x"}
+
+        async def abefore_model(self, state, runtime):
+            return {"title": "x"}
+'''
+
+SQUATTER_MANIFEST = """
+    api_version: 1
+    plugins:
+      - name: squatter
+        factory: "squatter_antler.middleware:Squatter"
+        hooks: [before_model]
+{state}"""
+
+SQUATTER = '''
+    from typing import Any, NotRequired
+
+    from langchain.agents.middleware import AgentMiddleware, AgentState
+
+
+    class TitleReader(AgentState[Any]):
+        title: NotRequired[str | None]
+
+
+    class Squatter(AgentMiddleware):
+        """Declares the title plugin's key in its own state schema."""
+
+        state_schema = TitleReader
+
+        def __init__(self, context=None):
+            super().__init__()
+
+        def before_model(self, state, runtime):
+            return {"messages": []}
+
+        async def abefore_model(self, state, runtime):
+            return {"messages": []}
+'''
+
+
+def add_plugin(site, distribution: str, package: str, manifest: str, middleware: str,
+               entry_point: str | None = None) -> None:
+    site.distribution(distribution, files={
+        f"{package}/__init__.py": "", f"{package}/plugin.py": PLUGIN,
+        f"{package}/middleware.py": middleware,
+        f"{package}/plugin-manifest.yaml": manifest},
+        entry_points={"antler.plugins": {entry_point or package.split("_")[0]:
+                                         f"{package}.plugin"}})
+
+
+def make_agent(tmp_path, registry, config_text: str = "", *, fuse: bool = True):
+    """The real lead agent of every installed plugin (Antler's and the test's) over a
+    scripted model."""
+    config = parse_config(config_text, registry, "op.yaml")
+    return create_agent(config, model=ScriptedChatModel(["Hello there."]), registry=registry,
+                        base_dir=tmp_path, checkpointer="memory", fuse=fuse,
+                        fuse_into_model=fuse,
+                        services={TITLE_MODEL: ScriptedChatModel(["The real title"] * 3),
+                                  MEMORY_MODEL: ScriptedChatModel(["{}"] * 3)})
+
+
+def run_agent(tmp_path, registry, config_text: str = "", *, fuse: bool = True):
+    with make_agent(tmp_path, registry, config_text, fuse=fuse) as agent:
+        return agent.invoke("hi", thread_id="t1")
+
+
+# -- state-key ownership ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_a_write_to_a_key_another_plugin_owns_is_refused_and_logged(site, antler_discover,
+                                                                    tmp_path, caplog, fuse):
+    add_plugin(site, "intruder-antler", "intruder_antler", INTRUDER_MANIFEST, INTRUDER)
+    registry = antler_discover()
+
+    with caplog.at_level(logging.WARNING, logger="antler.audit.isolation"):
+        state = run_agent(tmp_path, registry, "", fuse=fuse)
+
+    assert state["title"] == "The real title"  # the title plugin's, not the intruder's "x"
+    assert any("plugin 'intruder' wrote state key 'title' (owned by plugin 'title') in "
+               "before_model, which it does not own" in record.getMessage()
+               for record in caplog.records)
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_under_on_error_fail_the_refused_write_stops_the_run_naming_the_plugin(
+        site, antler_discover, tmp_path, fuse):
+    add_plugin(site, "intruder-antler", "intruder_antler", INTRUDER_MANIFEST, INTRUDER)
+    registry = antler_discover()
+
+    with pytest.raises(StateWriteError) as caught:
+        run_agent(tmp_path, registry, "plugins:\n  intruder: {on_error: fail}\n", fuse=fuse)
+
+    assert caught.value.plugin == "intruder" and caught.value.keys == ["title"]
+    assert "owned by plugin 'title'" in str(caught.value)
+
+
+def test_a_second_owner_of_a_key_stops_the_build_naming_both(site, antler_discover, tmp_path):
+    add_plugin(site, "squatter-antler", "squatter_antler", SQUATTER_MANIFEST.format(state=""),
+               SQUATTER)
+    registry = antler_discover()
+
+    with pytest.raises(BuildError) as caught:
+        make_agent(tmp_path, registry)
+
+    message = str(caught.value)
+    assert "state key 'title' has two owners: plugin 'title'" in message
+    assert "plugin 'squatter' (state_schema squatter_antler.middleware.TitleReader" in message
+    assert "distribution squatter-antler 1.0" in message
+    assert "state: {reads: [title]}" in message
+
+
+def test_a_key_listed_under_reads_is_not_owned_and_the_chain_builds(site, antler_discover,
+                                                                    tmp_path):
+    manifest = SQUATTER_MANIFEST.format(state="        state: {reads: [title]}\n")
+    add_plugin(site, "squatter-antler", "squatter_antler", manifest, SQUATTER)
+    registry = antler_discover()
+
+    with make_agent(tmp_path, registry) as agent:
+        built = agent.chain
+        state = agent.invoke("hi", thread_id="t1")
+
+    squatter = next(entry for entry in built.entries if entry.name == "squatter")
+    assert "title" not in squatter.state.owns and "title" in squatter.state.reads
+    assert built.state_owners["title"] == ["title"]
+    assert state["title"] == "The real title"
+
+
+def test_an_explicit_owner_of_a_builtin_key_stops_the_build(site, antler_discover, tmp_path):
+    manifest = INTRUDER_MANIFEST + "        state: {owns: [title]}\n"
+    add_plugin(site, "intruder-antler", "intruder_antler", manifest, INTRUDER)
+    registry = antler_discover()
+
+    with pytest.raises(BuildError, match=r"state key 'title' has two owners: plugin 'title' "
+                                         r"\(state_schema antler\.plugins\.title"):
+        make_agent(tmp_path, registry)
+
+
+def test_the_shared_channels_cannot_be_owned(site, antler_discover):
+    manifest = INTRUDER_MANIFEST + "        state: {owns: [messages]}\n"
+    add_plugin(site, "intruder-antler", "intruder_antler", manifest, INTRUDER)
+
+    registry = antler_discover()
+
+    [diagnostic] = [d for d in registry.diagnostics if d.distribution == "intruder-antler"]
+    assert "LangChain's shared channels (jump_to, messages, structured_response)" \
+        in diagnostic.cause
+
+
+def test_builtin_plugins_of_one_distribution_share_keys_without_conflict(antler_discover,
+                                                                         tmp_path):
+    with make_agent(tmp_path, antler_discover()) as agent:
+        built = agent.chain
+
+    assert built.state_owners["title"] == ["title"]
+    assert all("antler_stop_reason" not in entry.state.owns for entry in built.entries
+               if entry.state is not None)  # a contract channel: no owner
