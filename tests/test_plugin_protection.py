@@ -18,7 +18,7 @@ import logging
 import pytest
 
 from antler.chain.config import parse_config
-from antler.errors import BuildError, StateWriteError
+from antler.errors import BuildError, ConfigError, StateWriteError
 from antler.plugin_api.context import MEMORY_MODEL, TITLE_MODEL
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
@@ -210,3 +210,98 @@ def test_builtin_plugins_of_one_distribution_share_keys_without_conflict(antler_
     assert built.state_owners["title"] == ["title"]
     assert all("antler_stop_reason" not in entry.state.owns for entry in built.entries
                if entry.state is not None)  # a contract channel: no owner
+
+
+# -- name clash ---------------------------------------------------------------------------------
+
+IMPOSTOR_MANIFEST = """
+    api_version: 1
+    plugins:
+      - name: impostor_extra
+        factory: "impostor_antler.middleware:Impostor"
+        hooks: [before_model]
+      - name: title
+        factory: "impostor_antler.middleware:ImpostorTitle"
+        summary: Another distribution's plugin named title
+        config_model: "impostor_antler.middleware:ImpostorSettings"
+        hooks: [before_model]
+"""
+
+IMPOSTOR = '''
+    from langchain.agents.middleware import AgentMiddleware
+    from pydantic import BaseModel, ConfigDict
+
+
+    class ImpostorSettings(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+        shout: bool = False
+
+
+    class Impostor(AgentMiddleware):
+        def __init__(self, context=None):
+            super().__init__()
+
+        def before_model(self, state, runtime):
+            return None
+
+        async def abefore_model(self, state, runtime):
+            return None
+
+
+    class ImpostorTitle(Impostor):
+        """The impostor's plugin named title."""
+'''
+
+
+@pytest.fixture
+def impostor(site):
+    add_plugin(site, "impostor-antler", "impostor_antler", IMPOSTOR_MANIFEST, IMPOSTOR)
+    return site
+
+
+def test_a_name_clash_leaves_out_only_the_clashing_plugin_naming_both(impostor,
+                                                                      antler_discover):
+    registry = antler_discover()
+
+    assert registry.sources["title"].distribution == "antler"
+    assert registry.sources["impostor_extra"].distribution == "impostor-antler"  # stays
+    [diagnostic] = [d for d in registry.diagnostics if d.distribution == "impostor-antler"]
+    assert diagnostic.clash == "title"
+    cause = diagnostic.cause
+    assert "plugin name 'title' is also declared by distribution 'antler'" in cause
+    assert "impostor_antler/plugin-manifest.yaml" in cause and "left out" in cause
+    assert "`plugins: {title: {distribution: impostor-antler}}`" in cause
+    # The operator's section is validated against the legitimate plugin's model...
+    parse_config("title: {max_chars: 40}\n", registry, "op.yaml")
+    with pytest.raises(ConfigError, match=r"op.yaml:1:9: title.shout"):
+        parse_config("title: {shout: true}\n", registry, "op.yaml")
+
+
+def test_the_operator_picks_the_distribution_that_wins_a_clash(impostor, antler_discover,
+                                                               tmp_path):
+    registry = antler_discover()
+    text = "plugins:\n  title: {distribution: impostor-antler}\ntitle: {shout: true}\n"
+
+    with make_agent(tmp_path, registry, text) as agent:
+        entry = next(entry for entry in agent.chain.entries if entry.name == "title")
+
+    assert type(entry.middleware).__module__ == "impostor_antler.middleware"
+    assert registry.sources["title"].distribution == "impostor-antler"
+    [diagnostic] = [d for d in registry.diagnostics if d.clash == "title"]
+    assert diagnostic.distribution == "antler"  # now the built-in is the one left out
+    # A config without the choice gets the default back.
+    parse_config("title: {max_chars: 40}\n", registry)
+    assert registry.sources["title"].distribution == "antler"
+
+
+def test_choosing_a_distribution_that_does_not_declare_the_plugin_is_refused(impostor,
+                                                                            antler_discover):
+    registry = antler_discover()
+
+    with pytest.raises(ConfigError) as caught:
+        parse_config("plugins:\n  title: {distribution: acme-antler}\n", registry, "op.yaml")
+
+    assert ("op.yaml:2:11: plugins.title.distribution: no installed distribution "
+            "'acme-antler' declares plugin 'title'; the distributions that do: 'antler', "
+            "'impostor-antler'") in str(caught.value)

@@ -33,7 +33,7 @@ from antler.chain.policy import gate_problems
 from antler.errors import ConfigError, ReflectionError
 from antler.plugin_api.diagnostics import describe_validation_error, did_you_mean
 from antler.plugin_api.reflection import resolve_object, split_path
-from antler.plugin_api.registry import PluginRegistry, canonical_name
+from antler.plugin_api.registry import LoadDiagnostic, PluginRegistry, canonical_name
 from antler.plugin_api.spec import CHAIN_NAMES, Chain, Ordering, PluginSpec, check_plugin_name
 from antler.plugin_api.yamlsource import (
     Location,
@@ -336,6 +336,10 @@ class PluginLoadSettings(BaseModel):
         None, description="Override the run-time error policy of this plugin (or of every "
         "plugin of this entry point or distribution)."
     )
+    distribution: str | None = Field(
+        None, description="For a plugin name: the distribution whose plugin of that name is "
+        "used when two installed distributions declare it (the other one's is left out); on "
+        "a name only one declares, a check that it comes from this distribution.")
 
 
 class ExtensionEntry(Ordering):
@@ -524,16 +528,34 @@ def schema_model(registry: PluginRegistry) -> type[BaseModel]:
                               "which the platform owns; choose another config_key")
         summary = "; ".join(f"{s.name}: {s.summary}" for s in owners)
         fields[key] = (models.pop() | None, Field(None, description=summary))
-    contributions = [contributed for entry_point in registry.entry_points
-                     for contributed in registry.ask(entry_point, "antler_config_sections")]
-    for contributed in contributions:
-        for key, model in contributed.items():
-            if key in fields:
-                raise ConfigError(f"config section {key!r} is contributed twice")
-            fields[key] = (model | None, Field(None, description=model.__doc__))
+    contributors: dict[str, str] = {}
+    for entry_point in registry.entry_points:
+        for contributed in registry.ask(entry_point, "antler_config_sections"):
+            for key, model in contributed.items():
+                if key in contributors:
+                    # The later distribution's section is left out, as a clashing plugin is.
+                    _note_section_clash(registry, entry_point, key, contributors[key])
+                    continue
+                if key in fields:
+                    raise ConfigError(f"config section {key!r} is contributed by entry point "
+                                      f"{entry_point!r} but is a plugin's or the platform's; "
+                                      "choose another name")
+                contributors[key] = entry_point
+                fields[key] = (model | None, Field(None, description=model.__doc__))
     return create_model(
         "AntlerConfig", __config__=ConfigDict(extra="forbid"), **fields
     )
+
+
+def _note_section_clash(registry: PluginRegistry, entry_point: str, key: str,
+                        holder: str) -> None:
+    source, held = registry.entry_points[entry_point], registry.entry_points[holder]
+    diagnostic = LoadDiagnostic(
+        entry_point, source.distribution,
+        f"its config section {key!r} (antler_config_sections) is also contributed by "
+        f"distribution {held.distribution!r} (entry point {holder!r}); this one is left out")
+    if diagnostic not in registry.diagnostics:
+        registry.diagnostics.append(diagnostic)
 
 
 def schema_sections(registry: PluginRegistry) -> dict[str, type[BaseModel] | None]:
@@ -578,6 +600,7 @@ def parse_config_document(doc: YamlDocument, registry: PluginRegistry) -> Operat
     if not isinstance(data, dict):
         raise ConfigError(f"{doc.source}:1:1: the config must be a mapping of sections, got "
                           f"{type(data).__name__}")
+    _choose_distributions(doc, data, registry)
     model = schema_model(registry)
     try:
         validated = model.model_validate(data)
@@ -601,6 +624,24 @@ def parse_config_document(doc: YamlDocument, registry: PluginRegistry) -> Operat
     if problems:
         raise ConfigError(f"invalid config {doc.source}:\n  " + "\n  ".join(problems))
     return config
+
+
+def _choose_distributions(doc: YamlDocument, data: dict[str, Any],
+                          registry: PluginRegistry) -> None:
+    """Apply `plugins.<name>.distribution` before the schema is assembled: the chosen
+    plugin's config model validates its section. Names not chosen get the default."""
+    table = data.get("plugins")
+    wanted = {key: entry.get("distribution") for key, entry in table.items()
+              if isinstance(entry, dict) and isinstance(entry.get("distribution"), str)} \
+        if isinstance(table, dict) else {}
+    problems = []
+    for name in sorted({*registry.contenders, *wanted}):
+        problem = registry.choose(name, wanted.get(name))
+        if problem:
+            where = doc.locate(("plugins", name, "distribution"))
+            problems.append(f"{where}: plugins.{name}.distribution: {problem}")
+    if problems:
+        raise ConfigError(f"invalid config {doc.source}:\n  " + "\n  ".join(problems))
 
 
 def _deerflow_hint(loc: tuple[Any, ...]) -> str | None:

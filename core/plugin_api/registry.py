@@ -6,10 +6,14 @@ Every plugin, built-in or third-party, is an entry point in the
 `antler_plugin_specs` hook. Nothing here imports a middleware module.
 
 A distribution that fails (import error, a hook that raises, a wrong return
-type, a duplicate name) produces a `LoadDiagnostic` naming the distribution,
-the entry point and the cause. Optional ones fail open with that diagnostic;
-required ones (Antler's own, and any the operator marks required) stop the
-build in `PluginRegistry.raise_for_required`.
+type) produces a `LoadDiagnostic` naming the distribution, the entry point and
+the cause. A plugin name two distributions declare is a clash: only the
+clashing plugin of the later one (built-ins first, then by distribution name)
+is left out, with a diagnostic naming both; the operator picks the other with
+`plugins: {NAME: {distribution: DIST}}` (`PluginRegistry.choose`). Optional
+distributions fail open with their diagnostic; required ones (Antler's own,
+and any the operator marks required) stop the build in
+`PluginRegistry.raise_for_required`.
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ class LoadDiagnostic:
     distribution: str
     cause: str
     plugin: str | None = None
+    clash: str | None = None
+    """The plugin name this entry point lost to another distribution (see `contenders`)."""
+    chosen: bool = False
+    """The operator chose the other distribution: not a failure, even of a required one."""
 
     def __str__(self) -> str:
         what = f"plugin {self.plugin!r} from " if self.plugin else ""
@@ -75,6 +83,8 @@ class PluginRegistry:
     entry_point_plugins: dict[str, list[str]] = field(default_factory=dict)
     entry_points: dict[str, PluginSource] = field(default_factory=dict)
     """Every registered entry point (hooks-only ones included) by name."""
+    contenders: dict[str, list[tuple[PluginSpec, PluginSource]]] = field(default_factory=dict)
+    """Plugin names two or more distributions declare -> every declaration, default first."""
 
     @classmethod
     def from_manifests(cls, manifests: Iterable[Manifest]) -> PluginRegistry:
@@ -99,7 +109,13 @@ class PluginRegistry:
                 f"another manifest already set {self.default_slot!r}"
             )
         pending: dict[str, PluginSpec] = {}
+        clashing = []
         for spec in manifest.plugins:
+            held = self.sources.get(spec.name)
+            if source is not None and held is not None and held.entry_point != \
+                    source.entry_point and spec.name not in pending:
+                clashing.append(spec)  # another distribution's name: only this plugin is out
+                continue
             self._check_new_spec(spec, pending)
             pending[spec.name] = spec
         for point in manifest.points:
@@ -107,7 +123,72 @@ class PluginRegistry:
         for slot in manifest.slots:
             self.slots.setdefault(slot.name, slot)
         self.default_slot = manifest.default_slot or self.default_slot
-        return [self.add_spec(spec, source) for spec in manifest.plugins]
+        for spec in clashing:
+            assert source is not None
+            self.contenders.setdefault(spec.name, [(self.specs[spec.name],
+                                                    self.sources[spec.name])])
+            self.contenders[spec.name].append((spec, source))
+            self._note_clash(spec.name)
+        return [self.add_spec(spec, source) for spec in manifest.plugins
+                if spec not in clashing]
+
+    def choose(self, name: str, distribution: str | None) -> str | None:
+        """Make the plugin `name` the one `distribution` declares (None: the default).
+
+        Returns a problem (one line) when no installed distribution of that name
+        declares it. The plugins left out get a diagnostic naming the chosen one.
+        """
+        candidates = self.contenders.get(name)
+        if distribution is None:
+            if candidates:
+                self._install(name, *candidates[0], chosen=False)
+            return None
+        wanted = canonical_name(distribution)
+        if not candidates:
+            if name not in self.specs:
+                return f"no installed plugin is named {name!r}{did_you_mean(name, self.specs)}"
+            source = self.sources.get(name)
+            if source is None or canonical_name(source.distribution) == wanted:
+                return None
+            return (f"plugin {name!r} comes from distribution {source.distribution!r}, not "
+                    f"{distribution!r}, and no other installed distribution declares it")
+        for spec, source in candidates:
+            if canonical_name(source.distribution) == wanted:
+                self._install(name, spec, source, chosen=True)
+                return None
+        offered = ", ".join(repr(source.distribution) for _, source in candidates)
+        return (f"no installed distribution {distribution!r} declares plugin {name!r}; the "
+                f"distributions that do: {offered}")
+
+    def _install(self, name: str, spec: PluginSpec, source: PluginSource, *,
+                 chosen: bool) -> None:
+        """Make (`spec`, `source`) the plugin `name`, the other contenders left out."""
+        for _, other in self.contenders[name]:
+            names = self.entry_point_plugins.get(other.entry_point)
+            if names is not None and name in names:
+                names.remove(name)
+        self.specs[name] = spec
+        self.sources[name] = source
+        names = self.entry_point_plugins.setdefault(source.entry_point, [])
+        if name not in names:
+            names.append(name)
+        self._note_clash(name, chosen)
+
+    def _note_clash(self, name: str, chosen: bool = False) -> None:
+        """One diagnostic per contender of `name` left out, naming the one that holds it."""
+        self.diagnostics = [d for d in self.diagnostics if d.clash != name]
+        holder = self.sources[name]
+        for spec, source in self.contenders[name]:
+            if source.entry_point == holder.entry_point:
+                continue
+            self.diagnostics.append(LoadDiagnostic(
+                source.entry_point, source.distribution,
+                f"plugin name {name!r} is also declared by distribution "
+                f"{holder.distribution!r} (entry point {holder.entry_point!r}, at "
+                f"{self.specs[name].provenance}); this distribution's {name!r} (at "
+                f"{spec.provenance}) is left out and its other plugins stay. To use this one "
+                f"instead, set `plugins: {{{name}: {{distribution: {source.distribution}}}}}` "
+                "in the operator config", clash=name, chosen=chosen))
 
     def add_spec(self, spec: PluginSpec, source: PluginSource | None) -> str:
         self._check_new_spec(spec)
@@ -201,10 +282,10 @@ class PluginRegistry:
     def required_failures(self, required: Iterable[str] = ()) -> list[LoadDiagnostic]:
         """The load failures that stop a build: Antler's own, and those named in `required`."""
         wanted = {canonical_name(name) for name in required}
-        return [d for d in self.diagnostics
-                if d.distribution == BUILTIN_DISTRIBUTION
+        return [d for d in self.diagnostics if not d.chosen and (
+                d.distribution == BUILTIN_DISTRIBUTION
                 or wanted & {canonical_name(n) for n in (d.distribution, d.entry_point, d.plugin)
-                             if n}]
+                             if n})]
 
     def raise_for_required(self, required: Iterable[str] = ()) -> None:
         """Stop when a required distribution, entry point or plugin failed to load."""
