@@ -305,3 +305,109 @@ def test_choosing_a_distribution_that_does_not_declare_the_plugin_is_refused(imp
     assert ("op.yaml:2:11: plugins.title.distribution: no installed distribution "
             "'acme-antler' declares plugin 'title'; the distributions that do: 'antler', "
             "'impostor-antler'") in str(caught.value)
+
+
+# -- security-gate extensions -------------------------------------------------------------------
+
+GUARD = '''
+    import re
+
+    from langchain.agents.middleware import AgentMiddleware
+
+
+    class EmailGuard(AgentMiddleware):
+        """Refuses a model call that would send an email address; its scanner may be down."""
+
+        def __init__(self, pattern: str = r"[\\w.]+@[\\w.]+", scanner: str = "up"):
+            super().__init__()
+            self.pattern = re.compile(pattern)
+            self.scanner = scanner
+
+        def before_model(self, state, runtime):
+            if self.scanner == "down":
+                raise ConnectionError("the scanner at scanner.acme.internal did not answer")
+            return None
+
+        async def abefore_model(self, state, runtime):
+            return self.before_model(state, runtime)
+'''
+
+GUARD_USE = "acme_guard.middleware:EmailGuard"
+
+
+@pytest.fixture
+def guard(site):
+    """A distribution that ships a middleware for `extensions.middlewares` (no entry point)."""
+    site.distribution("acme-guard", files={"acme_guard/__init__.py": "",
+                                           "acme_guard/middleware.py": GUARD})
+    return site
+
+
+def cli(*args, code: int = 0):
+    from click.testing import CliRunner
+
+    from antler.cli import cli as antler_cli
+
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(antler_cli, [str(a) for a in args])
+    assert result.exit_code == code, (result.output, result.exception)
+    assert "Traceback" not in result.output
+    return result
+
+
+def extension(**fields) -> str:
+    body = ", ".join(f"{key}: {value}" for key, value in {"use": GUARD_USE, **fields}.items())
+    return f"extensions:\n  middlewares:\n    - {{{body}}}\n"
+
+
+def test_config_check_constructs_each_extension_so_a_bad_value_is_an_error(guard, tmp_path):
+    path = tmp_path / "op.yaml"
+    path.write_text(extension(config='{pattern: "[unclosed"}'), encoding="utf-8")
+
+    result = cli("config", "check", path, code=1)
+
+    assert (f"{path}:3:46: extensions.middlewares[0].config: constructing '{GUARD_USE}' with "
+            "pattern failed: error: unterminated character set") in result.output
+
+
+@pytest.mark.parametrize(("fields", "plugins", "message"), [
+    ({"on_error": "skip"}, "", "security_gate: true fails closed, so `on_error: skip` is "
+                               "refused with it"),
+    ({"required": "false"}, "", "security_gate: true fails closed, so `required: false` is "
+                                "refused with it"),
+    ({}, "plugins:\n  email_guard: {on_error: skip}\n",
+     "plugins.email_guard.on_error: skip would open extension 'email_guard', which"),
+])
+def test_a_security_gate_extension_cannot_be_made_to_fail_open(guard, antler_discover, fields,
+                                                               plugins, message):
+    text = extension(security_gate="true", **fields) + plugins
+
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, antler_discover(), "op.yaml")
+
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_a_security_gate_extension_fails_closed_where_a_plain_one_fails_open(
+        guard, antler_discover, tmp_path, fuse):
+    from antler.errors import PluginHookError
+
+    registry = antler_discover()
+    down = {"config": "{scanner: down}"}
+    model = ScriptedChatModel(["Sent."])
+    plain = parse_config(extension(**down), registry)
+    with create_agent(plain, model=model, registry=registry, base_dir=tmp_path / "a",
+                      checkpointer="memory", fuse=fuse) as agent:
+        agent.invoke("mail bob@example.com the plan", thread_id="t1")
+    assert "bob@example.com" in str(model.calls[0])  # fails open: the email reached the model
+
+    gated = parse_config(extension(security_gate="true", **down), registry)
+    model = ScriptedChatModel(["Sent."])
+    with create_agent(gated, model=model, registry=registry, base_dir=tmp_path / "b",
+                      checkpointer="memory", fuse=fuse) as agent, \
+            pytest.raises(PluginHookError) as caught:
+        agent.invoke("mail bob@example.com the plan", thread_id="t1")
+    assert model.calls == []  # fails closed: the model was never called
+    assert caught.value.plugin == "email_guard" and caught.value.hook == "before_model"
+    assert "ConnectionError: the scanner at scanner.acme.internal did not answer" \
+        in str(caught.value)

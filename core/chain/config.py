@@ -353,6 +353,22 @@ class ExtensionEntry(Ordering):
     on_error: Literal["fail", "skip"] | None = Field(
         None, description="When a hook raises at run time: 'fail' stops the run, 'skip' "
         "(the default for extensions) logs it and runs on as if the hook were absent.")
+    security_gate: bool = Field(
+        False, description="true: the extension is a security gate and fails closed: a class "
+        "that does not load or construct stops the build, a hook that raises stops the run "
+        "(`on_error: skip` and `required: false` are refused with it).")
+
+    @model_validator(mode="after")
+    def _gate_fails_closed(self) -> ExtensionEntry:
+        if self.security_gate and self.on_error == "skip":
+            raise ValueError("security_gate: true fails closed, so `on_error: skip` is refused "
+                             "with it (a hook that raised would let the run go on without the "
+                             "gate); remove `on_error: skip`")
+        if self.security_gate and not self.required:
+            raise ValueError("security_gate: true fails closed, so `required: false` is refused "
+                             "with it (a gate that does not load would be left out); remove "
+                             "`required: false`")
+        return self
 
     def ordering(self) -> Ordering:
         return Ordering(**{k: getattr(self, k) for k in Ordering.model_fields
@@ -731,6 +747,14 @@ def _check_extensions(config: OperatorConfig) -> list[str]:
             split_path(entry if isinstance(entry, str) else entry.use)
         except (ValueError, ReflectionError) as exc:
             problems.append(f"{where}: extensions.middlewares[{index}]: {exc}")
+        if isinstance(entry, ExtensionEntry) and entry.security_gate:
+            skip = next((key for key, item in config.load_settings(name)
+                         if item.on_error == "skip"), None)
+            if skip is not None:
+                problems.append(
+                    f"{config.locate('plugins', skip, 'on_error')}: plugins.{skip}.on_error: "
+                    f"skip would open extension {name!r}, which {where} marks "
+                    "`security_gate: true`; remove `on_error: skip`")
         if name in seen:
             problems.append(
                 f"{where}: extensions.middlewares[{index}]: name {name!r} is already used by "
