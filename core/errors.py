@@ -19,7 +19,16 @@ class AntlerError(Exception):
 
 
 class ManifestError(AntlerError):
-    """A plugin manifest (YAML or an in-code spec) is malformed."""
+    """A plugin manifest (YAML or an in-code spec) is malformed.
+
+    `sections` maps each operator-config section the manifest's plugins would
+    have read to the plugin's name, as far as the manifest could be read (so a
+    config naming a plugin whose manifest was refused can say which and why).
+    """
+
+    def __init__(self, message: str, sections: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.sections = dict(sections or {})
 
 
 class DiscoveryError(AntlerError):

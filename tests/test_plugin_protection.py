@@ -365,7 +365,7 @@ def test_config_check_constructs_each_extension_so_a_bad_value_is_an_error(guard
 
     result = cli("config", "check", path, code=1)
 
-    assert (f"{path}:3:46: extensions.middlewares[0].config: constructing '{GUARD_USE}' with "
+    assert (f"{path}:3:47: extensions.middlewares[0].config: constructing '{GUARD_USE}' with "
             "pattern failed: error: unterminated character set") in result.output
 
 
@@ -411,3 +411,61 @@ def test_a_security_gate_extension_fails_closed_where_a_plain_one_fails_open(
     assert caught.value.plugin == "email_guard" and caught.value.hook == "before_model"
     assert "ConnectionError: the scanner at scanner.acme.internal did not answer" \
         in str(caught.value)
+
+
+# -- sections of plugins that are not installed, or were skipped --------------------------------
+
+ACME_X_MANIFEST = """
+    api_version: {api}
+    plugins:
+      - name: acme_x
+        factory: "acme_x.middleware:Intruder"
+        config_key: acme_x
+        hooks: [before_model]
+"""
+
+
+def test_a_plugin_section_left_after_uninstalling_names_the_missing_plugin(
+        site, antler_discover):
+    import shutil
+
+    add_plugin(site, "acme-x", "acme_x", ACME_X_MANIFEST.format(api=1),
+               INTRUDER.replace("Intruder", "Intruder"), entry_point="acme_x")
+    text = "acme_x:\n  enabled: true\n"
+    parse_config(text, antler_discover(), "op.yaml")  # installed: fine
+    # pip uninstall acme-x
+    shutil.rmtree(site.path / "acme_x")
+    shutil.rmtree(site.path / "acme_x-1.0.dist-info")
+    site.purge_modules()
+
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, antler_discover(), "op.yaml")
+
+    message = str(caught.value)
+    assert ("op.yaml:1:1: section 'acme_x': no installed plugin is named 'acme_x'; install the "
+            "distribution that provides it, or remove the section") in message
+    assert "unknown key" not in message and "did you mean" not in message
+
+
+def test_a_section_of_a_skipped_plugin_names_it_its_distribution_and_why(site,
+                                                                         antler_discover):
+    add_plugin(site, "acme-x", "acme_x", ACME_X_MANIFEST.format(api=2), INTRUDER,
+               entry_point="acme_x_entry")
+
+    with pytest.raises(ConfigError) as caught:
+        parse_config("acme_x:\n  level: 3\n", antler_discover(), "op.yaml")
+
+    message = str(caught.value)
+    assert ("op.yaml:1:1: section 'acme_x' configures plugin 'acme_x' of distribution "
+            "'acme-x' (entry point 'acme_x_entry'), which was skipped: antler_plugin_specs() "
+            "raised ManifestError: acme_x/plugin-manifest.yaml:1:1: api_version 2 is not "
+            "supported; this Antler reads manifests with api_version: 1") in message
+    assert "did you mean" not in message
+
+
+def test_an_unknown_key_that_is_not_plugin_shaped_stays_an_unknown_key(antler_discover):
+    with pytest.raises(ConfigError) as caught:
+        parse_config("titel: 3\n", antler_discover(), "op.yaml")
+
+    assert "op.yaml:1:1: titel: unknown key 'titel'" in str(caught.value)
+    assert "no installed plugin" not in str(caught.value)

@@ -618,11 +618,16 @@ def parse_config_document(doc: YamlDocument, registry: PluginRegistry) -> Operat
                           f"{type(data).__name__}")
     _choose_distributions(doc, data, registry)
     model = schema_model(registry)
+    orphans = _orphan_sections(doc, data, model, registry)
     try:
-        validated = model.model_validate(data)
+        validated = model.model_validate(
+            {key: value for key, value in data.items() if key not in orphans})
     except ValidationError as exc:
         lines = describe_validation_error(exc, doc, model=model, hint=_deerflow_hint)
-        raise ConfigError(f"invalid config {doc.source}:\n  " + "\n  ".join(lines)) from None
+        raise ConfigError(f"invalid config {doc.source}:\n  "
+                          + "\n  ".join([*orphans.values(), *lines])) from None
+    if orphans:
+        raise ConfigError(f"invalid config {doc.source}:\n  " + "\n  ".join(orphans.values()))
     sections = {key: value for key, value in validated if value is not None}
     if "plugins" in sections:
         sections["plugins"] = _PluginsTable(root=sections["plugins"])
@@ -640,6 +645,35 @@ def parse_config_document(doc: YamlDocument, registry: PluginRegistry) -> Operat
     if problems:
         raise ConfigError(f"invalid config {doc.source}:\n  " + "\n  ".join(problems))
     return config
+
+
+def _orphan_sections(doc: YamlDocument, data: dict[str, Any], model: type[BaseModel],
+                     registry: PluginRegistry) -> dict[str, str]:
+    """Sections no installed plugin reads that look like a plugin's -> what to say of each.
+
+    A section of a plugin that was skipped names the plugin, its distribution and
+    why; a mapping with `enabled:` that no installed plugin owns is most likely a
+    plugin's whose distribution is not installed (any other unknown key is left to
+    the schema, with its did-you-mean).
+    """
+    found = {}
+    for key, value in data.items():
+        if not isinstance(key, str) or key in model.model_fields:
+            continue
+        where = doc.locate((key,))
+        skipped = registry.skipped_section(key)
+        if skipped is not None:
+            plugin, diagnostic = skipped
+            found[key] = (
+                f"{where}: section {key!r} configures plugin {plugin!r} of distribution "
+                f"{diagnostic.distribution!r} (entry point {diagnostic.entry_point!r}), which "
+                f"was skipped: {diagnostic.cause}. Fix or upgrade that distribution, or "
+                "remove the section")
+        elif isinstance(value, dict) and "enabled" in value:
+            found[key] = (
+                f"{where}: section {key!r}: no installed plugin is named {key!r}; install "
+                "the distribution that provides it, or remove the section")
+    return found
 
 
 def _choose_distributions(doc: YamlDocument, data: dict[str, Any],

@@ -12,12 +12,14 @@ Two kinds of key belong to no plugin and stay writable:
   (`antler_stop_reason`, `promoted`, ...), which have a reducer that merges
   writers, and which a plugin may write when its own schema takes the contract.
 
-Plugins of one distribution may own the same key (one author, one release);
-owners from two distributions (or a configured extension and anything else)
-are refused when the chain is built (`check_owners`), naming both and where
-each declared it. At run time a hook's update that writes any other key is
-refused with the plugin's name (`antler.runtime.isolation` applies
-`refused_keys` to every node hook, so fused and unfused graphs alike).
+Plugins of one distribution may own the same key (one author, one release),
+and so may plugins whose schemas take it from the same class (one middleware
+class added twice); other owners of one key (two distributions, a configured
+extension and anything else) are refused when the chain is built
+(`check_owners`), naming both and where each declared it. At run time a
+hook's update that writes any other key is refused with the plugin's name
+(`antler.runtime.isolation` applies `refused_keys` to every node hook, so
+fused and unfused graphs alike).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class StateClaim:
     """Owned key -> where the ownership was declared (manifest `state.owns` or schema)."""
     contracts: frozenset[str]
     reads: frozenset[str]
+    schemas: dict[str, type]
+    """Owned key -> the state schema class declaring it (keys owned through the schema)."""
 
     @property
     def writable(self) -> frozenset[str]:
@@ -88,13 +92,15 @@ def claim(name: str, spec: PluginSpec, middleware_class: type | None) -> StateCl
     reads = set(spec.state.reads)
     owns = {key: f"state.owns at {spec.provenance}" for key in spec.state.owns}
     contracts = set()
+    schemas = {}
     for key, origin in schema_keys(middleware_class).items():
         if is_contract(origin):
             contracts.add(key)
-        elif key not in reads:
-            owns.setdefault(key, f"state_schema {origin.__module__}.{origin.__qualname__}"
-                                 f" [{spec.provenance}]")
-    return StateClaim(name, spec, owns, frozenset(contracts), frozenset(reads))
+        elif key not in reads and key not in owns:
+            owns[key] = (f"state_schema {origin.__module__}.{origin.__qualname__}"
+                         f" [{spec.provenance}]")
+            schemas[key] = origin
+    return StateClaim(name, spec, owns, frozenset(contracts), frozenset(reads), schemas)
 
 
 def check_owners(claims: Iterable[StateClaim]) -> dict[str, list[str]]:
@@ -105,10 +111,10 @@ def check_owners(claims: Iterable[StateClaim]) -> dict[str, list[str]]:
             owners.setdefault(key, []).append(item)
     problems = []
     for key, items in owners.items():
-        parties = list(dict.fromkeys(item.party for item in items))
-        if len(parties) > 1:
-            first = items[0]
-            other = next(item for item in items if item.party != first.party)
+        clash = next(((a, b) for index, a in enumerate(items) for b in items[index + 1:]
+                      if _rivals(a, b, key)), None)
+        if clash is not None:
+            first, other = clash
             problems.append(
                 f"state key {key!r} has two owners: plugin {first.plugin!r} "
                 f"({first.owns[key]}) and plugin {other.plugin!r} ({other.owns[key]}). "
@@ -118,6 +124,12 @@ def check_owners(claims: Iterable[StateClaim]) -> dict[str, list[str]]:
     if problems:
         raise BuildError("\n".join(problems))
     return {key: [item.plugin for item in items] for key, items in owners.items()}
+
+
+def _rivals(a: StateClaim, b: StateClaim, key: str) -> bool:
+    """Whether two owners of `key` conflict: other parties, and not one schema class."""
+    schema = a.schemas.get(key)
+    return a.party != b.party and (schema is None or schema is not b.schemas.get(key))
 
 
 def refused_keys(update: Any, writable: frozenset[str]) -> list[str]:

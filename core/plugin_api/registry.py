@@ -53,6 +53,8 @@ class LoadDiagnostic:
     """The plugin name this entry point lost to another distribution (see `contenders`)."""
     chosen: bool = False
     """The operator chose the other distribution: not a failure, even of a required one."""
+    sections: tuple[tuple[str, str], ...] = ()
+    """(config section, plugin) pairs of the plugins this failure left out, where known."""
 
     def __str__(self) -> str:
         what = f"plugin {self.plugin!r} from " if self.plugin else ""
@@ -279,6 +281,22 @@ class PluginRegistry:
             names.update(n for n in (d.entry_point, d.distribution, d.plugin) if n)
         return names
 
+    def skipped_section(self, key: str) -> tuple[str, LoadDiagnostic] | None:
+        """(plugin, why) when config section `key` belongs to a plugin that failed to load.
+
+        Known from the failed manifest where it could be read, else when the section
+        is named as the failed entry point or plugin is.
+        """
+        for diagnostic in self.diagnostics:
+            if diagnostic.clash:
+                continue
+            owners = dict(diagnostic.sections)
+            if key in owners:
+                return owners[key], diagnostic
+            if key in (diagnostic.plugin, diagnostic.entry_point):
+                return key, diagnostic
+        return None
+
     def required_failures(self, required: Iterable[str] = ()) -> list[LoadDiagnostic]:
         """The load failures that stop a build: Antler's own, and those named in `required`."""
         wanted = {canonical_name(name) for name in required}
@@ -390,7 +408,10 @@ def _register(registry: PluginRegistry, source: PluginSource, obj: Any) -> None:
         results = registry.call_one(source.entry_point, "antler_plugin_specs")
     except Exception as exc:  # a broken third-party hook must not take the platform down
         manager.unregister(obj)
-        fail(f"antler_plugin_specs() raised {type(exc).__name__}: {exc}")
+        registry.diagnostics.append(LoadDiagnostic(
+            source.entry_point, source.distribution,
+            f"antler_plugin_specs() raised {type(exc).__name__}: {exc}",
+            sections=tuple(getattr(exc, "sections", {}).items())))
         return
     names: list[str] = []
     if results:  # else a hooks-only plugin (tools, config checks) with no middleware
