@@ -469,3 +469,44 @@ def test_an_unknown_key_that_is_not_plugin_shaped_stays_an_unknown_key(antler_di
 
     assert "op.yaml:1:1: titel: unknown key 'titel'" in str(caught.value)
     assert "no installed plugin" not in str(caught.value)
+
+
+# -- each plugin's effective on_error and security_gate, shown -----------------------------------
+
+
+def test_chain_show_explain_and_the_report_show_on_error_and_security_gate(site, guard,
+                                                                          tmp_path):
+    import json
+
+    add_plugin(site, "intruder-antler", "intruder_antler", INTRUDER_MANIFEST, INTRUDER)
+    path = tmp_path / "op.yaml"
+    path.write_text(extension(security_gate="true") + "plugins:\n  authorization: "
+                    "{on_error: fail}\n", encoding="utf-8")
+
+    shown = json.loads(cli("chain", "show", "--config", path, "--json").stdout)
+    plugins = {plugin["name"]: plugin for plugin in shown["plugins"]}
+    assert plugins["intruder"]["on_error"] == "skip"
+    assert plugins["intruder"]["on_error_from"] == \
+        "default: third-party plugins and extensions skip"
+    assert plugins["intruder"]["security_gate"] is None
+    assert plugins["email_guard"]["on_error"] == "fail"
+    assert plugins["email_guard"]["security_gate"] == \
+        f"whatever the configured extension {GUARD_USE} guards against"
+    assert plugins["input_sanitization"]["security_gate"]  # a built-in gate
+    text = cli("chain", "show", "--config", path).stdout
+    rows = [line.split()[1:3] for line in text.splitlines() if line.split()[:1] != ["fused"]]
+    assert ["intruder", "skip"] in rows and ["email_guard", "gate"] in rows
+
+    explained = cli("chain", "explain", "intruder", "--config", path).stdout
+    assert "  on_error: skip (default: third-party plugins and extensions skip)" in explained
+    assert "  security gate: no" in explained
+    explained = cli("chain", "explain", "email_guard", "--config", path).stdout
+    assert "  on_error: fail (default: security gates fail closed)" in explained
+    assert f"  security gate: yes: a skipped failure would let through whatever the " \
+           f"configured extension {GUARD_USE} guards against" in explained
+
+    html = tmp_path / "chain.html"
+    cli("chain", "report", "--html", html, "--config", path)
+    page = html.read_text(encoding="utf-8")
+    assert '"on_error": "skip"' in page and '"on_error_from": "default: third-party' in page
+    assert "security gate: a skipped failure would let through " in page  # rendered by script
