@@ -109,6 +109,10 @@ class PluginHookError(AntlerError):
         self.hook = hook
 
 
+class StateOwnershipError(BuildError):
+    """Two parties claim one agent-state key (`antler.chain.stateowners.check_owners`)."""
+
+
 class StateWriteError(AntlerError):
     """A plugin's node hook wrote an agent-state key the plugin does not own.
 

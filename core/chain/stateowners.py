@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from antler.errors import BuildError
+from antler.errors import StateOwnershipError
 from antler.plugin_api.spec import SHARED_STATE_KEYS, PluginSpec
 
 CONTRACT_PACKAGE = "antler.contracts"
@@ -104,7 +104,8 @@ def claim(name: str, spec: PluginSpec, middleware_class: type | None) -> StateCl
 
 
 def check_owners(claims: Iterable[StateClaim]) -> dict[str, list[str]]:
-    """Owners by key; `BuildError` when owners of one key come from two parties."""
+    """Owners by key; `StateOwnershipError` (a `BuildError`) when owners of one key
+    conflict."""
     owners: dict[str, list[StateClaim]] = {}
     for item in claims:
         for key in item.owns:
@@ -122,7 +123,7 @@ def check_owners(claims: Iterable[StateClaim]) -> dict[str, list[str]]:
                 f"if {other.plugin!r} only reads it, list it under `state: {{reads: [{key}]}}` "
                 "in its manifest entry")
     if problems:
-        raise BuildError("\n".join(problems))
+        raise StateOwnershipError("\n".join(problems))
     return {key: [item.plugin for item in items] for key, items in owners.items()}
 
 
