@@ -510,3 +510,58 @@ def test_chain_show_explain_and_the_report_show_on_error_and_security_gate(site,
     page = html.read_text(encoding="utf-8")
     assert '"on_error": "skip"' in page and '"on_error_from": "default: third-party' in page
     assert "security gate: a skipped failure would let through " in page  # rendered by script
+
+
+# -- slow imports -------------------------------------------------------------------------------
+
+SLOW_PLUGIN = '''
+    import time
+
+    from antler.plugin_api.hookspecs import hookimpl
+    from antler.plugin_api.manifest import load_package_manifest
+
+    time.sleep(0.3)  # a heavy import at module level
+
+
+    @hookimpl
+    def antler_plugin_specs():
+        return load_package_manifest(__package__)
+'''
+
+SLOW_MANIFEST = """
+    api_version: 1
+    plugins:
+      - name: slowpoke
+        factory: "slowpoke_antler.middleware:Intruder"
+        hooks: [before_model]
+"""
+
+
+def test_a_slow_entry_point_import_is_timed_warned_about_and_named_by_doctor(
+        site, antler_discover, monkeypatch, caplog):
+    import json
+
+    site.distribution("slowpoke-antler", files={
+        "slowpoke_antler/__init__.py": "", "slowpoke_antler/plugin.py": SLOW_PLUGIN,
+        "slowpoke_antler/middleware.py": INTRUDER.replace("return {\"title\": \"x\"}",
+                                                          "return None"),
+        "slowpoke_antler/plugin-manifest.yaml": SLOW_MANIFEST},
+        entry_points={"antler.plugins": {"slowpoke": "slowpoke_antler.plugin"}})
+    monkeypatch.setenv("ANTLER_SLOW_IMPORT_SECONDS", "0.2")
+
+    with caplog.at_level(logging.WARNING, logger="antler.plugins"):
+        registry = antler_discover()
+
+    [timing] = [t for t in registry.import_timings if t.module == "slowpoke_antler.plugin"]
+    assert timing.what == "entry point 'slowpoke'" and timing.distribution == "slowpoke-antler"
+    assert timing.seconds >= 0.3
+    assert any("slow plugin import: entry point 'slowpoke' (slowpoke_antler.plugin, "
+               "distribution 'slowpoke-antler') took" in r.getMessage() for r in caplog.records)
+
+    site.purge_modules()  # a fresh process: the module is imported (and timed) again
+    report = json.loads(cli("doctor", "--json").stdout)
+    [imports] = [check for check in report["checks"] if check["name"] == "imports"]
+    assert imports["status"] == "warn"
+    assert "entry point 'slowpoke' (slowpoke_antler.plugin, distribution 'slowpoke-antler') " \
+           "took" in imports["detail"]
+    assert "(threshold 0.20 s)" in imports["detail"]

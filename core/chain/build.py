@@ -9,6 +9,8 @@ contribute.
 from __future__ import annotations
 
 import logging
+import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +18,7 @@ from typing import Any
 from antler.errors import AntlerError, BuildError, ReflectionError
 from antler.plugin_api.context import BuildContext, ChainSecrets, RuntimeOptions, Services
 from antler.plugin_api.reflection import resolve_object
-from antler.plugin_api.registry import PluginRegistry, discover
+from antler.plugin_api.registry import ImportTiming, PluginRegistry, discover, record_import
 from antler.plugin_api.spec import HOOK_NAMES, PluginSpec
 
 from .config import OperatorConfig, section_model, silenced_entry_points
@@ -125,17 +127,31 @@ def factory_import_failures(plan: ChainPlan) -> dict[str, str]:
     """The participants whose factory cannot be imported, with the error, in chain order.
 
     Configured extensions and custom middlewares are not looked at: they are
-    checked when planned or when their builder runs.
+    checked when planned or when their builder runs. Each factory module imported
+    here for the first time is timed into `registry.import_timings` (a slow one
+    is warned about: `antler.plugin_api.registry.record_import`).
     """
-    failures = {}
+    failures: dict[str, str] = {}
+    if any(name not in plan.builders for name in plan.order):
+        # Every factory needs LangChain's middleware: imported first, its cost is not
+        # counted against whichever plugin happens to be first.
+        import langchain.agents.middleware  # noqa: F401
     for name in plan.order:
         if name in plan.builders:
             continue
         spec = plan.resolution.placements[name].spec
+        module = spec.factory.partition(":")[0]
+        fresh = module not in sys.modules
+        started = time.perf_counter()
         try:
             resolve_object(spec.factory, f"factory of plugin {name!r}")
         except ReflectionError as exc:
             failures[name] = str(exc)
+            continue
+        if fresh:  # a module imported earlier costs nothing now: not timed
+            record_import(plan.registry.import_timings, ImportTiming(
+                f"factory of plugin {name!r}", module,
+                spec.provenance.distribution or "<unknown>", time.perf_counter() - started))
     return failures
 
 

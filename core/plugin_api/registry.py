@@ -18,8 +18,13 @@ and any the operator marks required) stop the build in
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
+import logging
+import os
 import re
+import sys
+import time
 import types
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
@@ -37,6 +42,7 @@ from .spec import PluginSpec, PointSpec, Provenance, SlotSpec
 
 ENTRY_POINT_GROUP = "antler.plugins"
 BUILTIN_DISTRIBUTION = "antler"
+log = logging.getLogger("antler.plugins")
 THIRD_PARTY_RANK_BASE = 100_000
 """Third-party plugins rank after every built-in unless they say otherwise."""
 
@@ -62,6 +68,45 @@ class LoadDiagnostic:
                 f"in group {ENTRY_POINT_GROUP!r}: {self.cause}")
 
 
+SLOW_IMPORT_ENV = "ANTLER_SLOW_IMPORT_SECONDS"
+SLOW_IMPORT_SECONDS = 1.0
+"""An entry point or factory import slower than this is named in a warning (and by
+`antler doctor`); `$ANTLER_SLOW_IMPORT_SECONDS` changes the threshold."""
+
+
+def slow_import_threshold() -> float:
+    """The slow-import threshold in seconds: `$ANTLER_SLOW_IMPORT_SECONDS`, else 1.0."""
+    try:
+        return float(os.environ.get(SLOW_IMPORT_ENV, SLOW_IMPORT_SECONDS))
+    except ValueError:
+        return SLOW_IMPORT_SECONDS
+
+
+@dataclass(frozen=True)
+class ImportTiming:
+    """How long importing one entry point's module or one plugin's factory took."""
+
+    what: str
+    """'entry point NAME' or 'factory of plugin NAME'."""
+    module: str
+    distribution: str
+    seconds: float
+
+    def __str__(self) -> str:
+        return (f"{self.what} ({self.module}, distribution {self.distribution!r}) took "
+                f"{self.seconds:.2f} s to import")
+
+
+def record_import(timings: list[ImportTiming], timing: ImportTiming) -> None:
+    """Keep `timing`, and warn when it is past the slow-import threshold."""
+    timings.append(timing)
+    threshold = slow_import_threshold()
+    if timing.seconds > threshold:
+        log.warning("slow plugin import: %s (threshold %.2f s, $%s); every command that "
+                    "loads it pays this: move heavy imports into the functions that need "
+                    "them", timing, threshold, SLOW_IMPORT_ENV)
+
+
 @dataclass
 class PluginSource:
     """Which entry point and distribution a plugin came from."""
@@ -85,6 +130,8 @@ class PluginRegistry:
     entry_point_plugins: dict[str, list[str]] = field(default_factory=dict)
     entry_points: dict[str, PluginSource] = field(default_factory=dict)
     """Every registered entry point (hooks-only ones included) by name."""
+    import_timings: list[ImportTiming] = field(default_factory=list)
+    """How long each entry point's module (and, once planned, each factory) took to import."""
     contenders: dict[str, list[tuple[PluginSpec, PluginSource]]] = field(default_factory=dict)
     """Plugin names two or more distributions declare -> every declaration, default first."""
 
@@ -341,6 +388,7 @@ def discover(*, extra_plugins: Iterable[tuple[str, Any]] = (),
         ExtensionManager.ENTRY_POINT_CACHE.pop(ENTRY_POINT_GROUP, None)
         _clear_stevedore_path_cache()
     distributions = _entry_point_distributions()
+    registry.import_timings.extend(_timed_entry_point_imports(distributions))
     failures: list[tuple[Any, BaseException]] = []
     manager: ExtensionManager[Any] = ExtensionManager(
         ENTRY_POINT_GROUP,
@@ -453,6 +501,29 @@ def _as_manifest(contributed: Any, source: PluginSource) -> Manifest:
         stamped.append(spec.model_copy(update=update))
     return Manifest(source=manifest.source, plugins=stamped, points=manifest.points,
                     slots=manifest.slots, default_slot=manifest.default_slot)
+
+
+def _timed_entry_point_imports(distributions: dict[tuple[str, str], tuple[str, str | None]],
+                               ) -> list[ImportTiming]:
+    """Import each entry point's module once, timed, before stevedore loads them.
+
+    Stevedore then finds the modules imported; a module that fails to import is
+    left to it, so the failure is reported where every other load failure is.
+    """
+    timings: list[ImportTiming] = []
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        module = ep.value.partition(":")[0].strip()
+        if module in sys.modules:
+            continue
+        started = time.perf_counter()
+        try:
+            importlib.import_module(module)
+        except Exception:
+            continue
+        dist = distributions.get((ep.name, ep.value), ("<unknown>", None))[0]
+        record_import(timings, ImportTiming(f"entry point {ep.name!r}", module, dist,
+                                            time.perf_counter() - started))
+    return timings
 
 
 def _entry_point_distributions() -> dict[tuple[str, str], tuple[str, str | None]]:
