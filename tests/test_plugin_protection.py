@@ -150,6 +150,25 @@ def test_under_on_error_fail_the_refused_write_stops_the_run_naming_the_plugin(
     assert "owned by plugin 'title'" in str(caught.value)
 
 
+def test_conformance_flags_the_write_as_its_own_rule(site, antler_isolated_entry_points):
+    from antler.testing import PluginConformance
+    from antler.testing.conformance import run_conformance
+
+    add_plugin(site, "intruder-antler", "intruder_antler", INTRUDER_MANIFEST, INTRUDER)
+
+    class IntruderConformance(PluginConformance):
+        plugin = "intruder"
+
+    outcomes = run_conformance(IntruderConformance, ["state_writes", "hooks_run"])
+
+    outcome, message = outcomes["state_writes"]
+    assert outcome == "failed"
+    assert message.startswith("[state_writes] rule: node hooks write only the state keys")
+    assert "plugin 'intruder' wrote state key 'title' (owned by plugin 'title') in " \
+           "before_model" in message
+    assert outcomes["hooks_run"] == ("passed", "")  # refused, not raised: its own rule
+
+
 def test_a_second_owner_of_a_key_stops_the_build_naming_both(site, antler_discover, tmp_path):
     add_plugin(site, "squatter-antler", "squatter_antler", SQUATTER_MANIFEST.format(state=""),
                SQUATTER)
