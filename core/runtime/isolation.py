@@ -118,6 +118,8 @@ class _WriteGuard:
         self.owners = owners
 
     def check(self, update: Any, hook: str) -> Any:
+        if update is None or (type(update) is dict and update.keys() <= self.writable):
+            return update  # the usual cases, at the cost of one subset test
         refused = refused_keys(update, self.writable)
         if refused:
             raise StateWriteError(describe_refusal(self.label, hook, refused, self.owners),
@@ -145,11 +147,24 @@ def _guarded(original: Callable[..., Any], guard: _WriteGuard | None, hook: str,
     if guard is None:
         return original
     check = guard.check
+    plain = _plain(original, "self", "state", "runtime")
+    if is_async and plain:
+        @functools.wraps(original)
+        async def aguarded_plain(self: Any, state: Any, runtime: Any) -> Any:
+            return check(await original(self, state, runtime), hook)
+        return aguarded_plain
+
     if is_async:
         @functools.wraps(original)
         async def aguarded(self: Any, *args: Any, **kwargs: Any) -> Any:
             return check(await original(self, *args, **kwargs), hook)
         return aguarded
+
+    if plain:
+        @functools.wraps(original)
+        def guarded_plain(self: Any, state: Any, runtime: Any) -> Any:
+            return check(original(self, state, runtime), hook)
+        return guarded_plain
 
     @functools.wraps(original)
     def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
