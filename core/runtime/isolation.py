@@ -20,6 +20,12 @@ Every plugin of a chain has an error policy, `on_error`:
     never called again because of it, and a tool result that was produced is
     never lost.
 
+A node hook's update is also checked against the state keys its plugin may
+write (`antler.chain.stateowners`): one that writes another plugin's key fails
+the hook with `StateWriteError` (naming plugin, key and owner), handled under
+the policy like any exception of its own (`fail` stops the run, `skip` drops
+the whole update and logs it).
+
 Either way, an exception that came out of the handler (the model's, a tool's,
 an inner plugin's) is not the wrapping plugin's failure and propagates
 unchanged, and so do LangGraph's `GraphBubbleUp` (an interrupt) and the
