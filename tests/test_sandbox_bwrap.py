@@ -457,7 +457,7 @@ def test_chain_show_and_doctor_say_which_provider_and_why(tmp_path: Path) -> Non
     assert shown["sandbox"]["provider"] == "bwrap" and shown["sandbox"]["isolated"] is True
     checked = _antler_json("doctor")
     assert checked["code"] == 0 and checked["ok"] is True
-    assert [c["name"] for c in checked["checks"]] == ["config", "plugins", "sandbox"]
+    assert [c["name"] for c in checked["checks"]] == ["config", "plugins", "imports", "sandbox"]
     assert checked["sandbox"]["command"] == {"ok": True, "detail": "ran a command"}
     refusing = tmp_path / "refuse.yaml"
     refusing.write_text("sandbox:\n  provider: local\n  require_isolation: true\n")

@@ -72,8 +72,7 @@ def parse_manifest(
         where = doc.locate(("api_version",))
         raise ManifestError(
             f"{where}: api_version {api!r} is not supported; this Antler reads manifests with "
-            f"api_version: {API_VERSION}"
-        )
+            f"api_version: {API_VERSION}", sections=_declared_sections(data))
     try:
         model = _ManifestModel.model_validate(data)
     except ValidationError as exc:
@@ -106,6 +105,17 @@ def parse_manifest(
         slots=[stamp(s, "slots", i) for i, s in enumerate(model.slots)],
         default_slot=model.default_slot,
     )
+
+
+def _declared_sections(data: dict[str, Any]) -> dict[str, str]:
+    """Config section -> plugin name, read leniently from a manifest that did not validate."""
+    sections: dict[str, str] = {}
+    plugins = data.get("plugins")
+    for entry in plugins if isinstance(plugins, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            key = entry.get("config_key")
+            sections[key if isinstance(key, str) else entry["name"]] = entry["name"]
+    return sections
 
 
 def load_manifest(path: str | Path, **provenance: Any) -> Manifest:
