@@ -18,14 +18,12 @@ What every test can rely on, and every new test must keep true:
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 
 import pytest
 
-from antler.runtime.sandbox.bwrap import bwrap_status
 from tests.distbuilder import Site
-from tests.machine import in_ci, require
+from tests.machine import bare_path, forget_a_stale_bwrap_probe, in_ci, require
 
 # -- test order -------------------------------------------------------------------------
 
@@ -44,19 +42,26 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 # -- process-wide caches ------------------------------------------------------------------
 
 
-def _forget_a_stale_bwrap_probe() -> None:
-    """Drop the cached bubblewrap probe when the `bwrap` on PATH is not the one it probed."""
-    if bwrap_status.cache_info().currsize and bwrap_status().path != shutil.which("bwrap"):
-        bwrap_status.cache_clear()
-
-
 @pytest.fixture(autouse=True)
 def _bwrap_probe_follows_path() -> Iterator[None]:
-    """The probe is cached per process: a test that changes PATH (hides bubblewrap, or
-    puts a fake one first) must neither see an earlier test's answer nor leave its own."""
-    _forget_a_stale_bwrap_probe()
+    """A test neither sees an earlier test's bubblewrap probe nor leaves its own behind."""
+    forget_a_stale_bwrap_probe()
     yield
-    _forget_a_stale_bwrap_probe()
+    forget_a_stale_bwrap_probe()
+
+
+@pytest.fixture
+def without_bwrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A PATH without bubblewrap or Chromium (everything else still on it), for this test.
+
+    Yields the PATH; the bubblewrap probe answers for it, and for the real PATH after.
+    """
+    hidden = bare_path(tmp_path_factory.mktemp("bare-path"), os.environ.get("PATH", ""))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATH", hidden)
+        forget_a_stale_bwrap_probe()
+        yield hidden
+    forget_a_stale_bwrap_probe()
 
 
 @pytest.fixture
