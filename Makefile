@@ -32,14 +32,15 @@ typecheck: $(STAMP)
 	cd $(TYPECHECK_TREE) && $(CURDIR)/$(PY) -m mypy --config-file $(CURDIR)/pyproject.toml \
 		--cache-dir $(CURDIR)/build/mypy-cache -p antler
 
-# The tests run in parallel, one worker per core (PYTEST_WORKERS=0: in this process),
+# The tests run in parallel, one worker per core up to eight (a worker holds about
+# 0.7 GB; PYTEST_WORKERS=0: in this process),
 # in a random order whose seed is printed first; tests that share a server or a port
 # carry one `xdist_group` mark and so run on one worker. PYTEST_ARGS adds options,
 # e.g. PYTEST_ARGS=--randomly-seed=1234 to repeat an order.
 PYTEST_WORKERS ?= auto
 PYTEST_ARGS    ?=
 test: lint typecheck
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --maxprocesses 8 --dist loadgroup $(PYTEST_ARGS)
 
 # The long checks `make test` leaves out (100,000-input fuzzing); CI runs them too.
 test-slow: $(STAMP)
