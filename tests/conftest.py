@@ -1,5 +1,18 @@
 """Shared fixtures. Antler's own pytest plugin (`antler.testing`) is loaded through its
 `pytest11` entry point, so its fixtures (`antler_discover`, `antler_plan`, ...) need no import.
+
+What every test can rely on, and every new test must keep true:
+
+* The order is random (pytest-randomly; the seed is printed first) and the tests run
+  in parallel (`make test` uses pytest-xdist, `--dist loadgroup`). A test leaves no
+  process-wide state behind; tests that share a server, a port or a file outside
+  `tmp_path` carry the same `pytest.mark.xdist_group(name)`, which keeps them on
+  one worker.
+* Machine components are optional: a test that needs bubblewrap, Chromium,
+  PostgreSQL or the `langgraph dev` server skips, saying how to get it, and fails
+  instead under `CI=true` (`tests.machine.require()` does both).
+* A test reading logs takes the records of its own logger (`record.name`), never all
+  of `caplog.records`: the sandbox warns when bubblewrap is missing, for one.
 """
 
 from __future__ import annotations
@@ -10,6 +23,45 @@ from collections.abc import Iterator
 import pytest
 
 from tests.distbuilder import Site
+from tests.machine import bare_path, forget_a_stale_bwrap_probe, in_ci, require
+
+# -- test order -------------------------------------------------------------------------
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The seed of the random order, shown first even under -q, so an order can be rerun."""
+    config = session.config
+    seed = getattr(config.option, "randomly_seed", None)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if seed is None or reporter is None or hasattr(config, "workerinput"):
+        return
+    reporter.write_line(f"random test order, seed {seed}: `--randomly-seed={seed}` repeats it "
+                        "(`-p no:randomly` runs the file order)")
+
+
+# -- process-wide caches ------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _bwrap_probe_follows_path() -> Iterator[None]:
+    """A test neither sees an earlier test's bubblewrap probe nor leaves its own behind."""
+    forget_a_stale_bwrap_probe()
+    yield
+    forget_a_stale_bwrap_probe()
+
+
+@pytest.fixture
+def without_bwrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A PATH without bubblewrap or Chromium (everything else still on it), for this test.
+
+    Yields the PATH; the bubblewrap probe answers for it, and for the real PATH after.
+    """
+    hidden = bare_path(tmp_path_factory.mktemp("bare-path"), os.environ.get("PATH", ""))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATH", hidden)
+        forget_a_stale_bwrap_probe()
+        yield hidden
+    forget_a_stale_bwrap_probe()
 
 
 @pytest.fixture
@@ -29,15 +81,12 @@ def site(tmp_path, monkeypatch, antler_isolated_entry_points) -> Iterator[Site]:
 # Tests marked `postgres` run against the server of $ANTLER_TEST_POSTGRES_URL
 # (`.ci/postgres up` starts one; .ci/run does so for CI). Without one they skip
 # locally, with a message; under CI=true they fail instead, and the session fails
-# when Postgres tests were collected but none of them passed.
+# when Postgres tests ran but none of them passed. The reports are counted where
+# they arrive: in the one process, or in xdist's controller (which collects nothing).
 
 POSTGRES_ENV = "ANTLER_TEST_POSTGRES_URL"
-_postgres_passed: list[str] = []
-_postgres_collected: list[str] = []
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() == "true"
+_postgres_passed: set[str] = set()
+_postgres_ran: set[str] = set()
 
 
 def _unreachable(url: str) -> str | None:
@@ -58,27 +107,24 @@ def postgres_url() -> str:
     url = os.environ.get(POSTGRES_ENV, "").strip()
     problem = (f"${POSTGRES_ENV} is not set" if not url else _unreachable(url))
     if problem:
-        message = (f"no PostgreSQL for the storage tests: {problem}. Start one with "
-                   f"`eval \"$(.ci/postgres up)\"` (or `make postgres-up`)")
-        if in_ci():
-            pytest.fail(message + " (CI=true: Postgres tests must run, not skip)")
-        pytest.skip(message)
+        require(f"no PostgreSQL for the storage tests: {problem}",
+                "start one with `eval \"$(.ci/postgres up)\"` (or `make postgres-up`)")
     return url
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    _postgres_collected.extend(item.nodeid for item in items
-                               if item.get_closest_marker("postgres"))
-
-
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.when == "call" and report.passed and report.nodeid in _postgres_collected:
-        _postgres_passed.append(report.nodeid)
+    if "postgres" not in report.keywords:
+        return
+    _postgres_ran.add(report.nodeid)
+    if report.when == "call" and report.passed:
+        _postgres_passed.add(report.nodeid)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if in_ci() and _postgres_collected and not _postgres_passed:
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker: the controller sees every report and decides
+    if in_ci() and _postgres_ran and not _postgres_passed:
         session.config.get_terminal_writer().line(
-            f"error: CI=true but none of the {len(_postgres_collected)} Postgres tests "
+            f"error: CI=true but none of the {len(_postgres_ran)} Postgres tests "
             f"passed: .ci/run must start PostgreSQL and export ${POSTGRES_ENV}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

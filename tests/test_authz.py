@@ -149,7 +149,7 @@ def test_audit_writes_one_structured_record_without_attributes(caplog):
                                 principal=principal, target="bash",
                                 decision=Decision.deny("nope", rule="no_match"),
                                 provider="RBACProvider", tool_call_id="c1", run_id=None)
-    [logged] = caplog.records
+    [logged] = [r for r in caplog.records if r.name == "antler.audit.test"]
     assert logged.levelno == logging.WARNING
     assert logged.audit == record  # type: ignore[attr-defined]
     assert json.loads(logged.getMessage()) == record

@@ -112,7 +112,9 @@ def run(*args: object, code: int = 0, isolated: bool = True) -> Result:
     argv = [str(a) for a in args]
     if isolated:
         argv.insert(0, "--isolated")
-    result = CliRunner(env={"COLUMNS": "200"}).invoke(cli, argv)
+    # Wide enough that no row is cut, however long the temporary paths are (under xdist
+    # they gain a `popen-gwN` level).
+    result = CliRunner(env={"COLUMNS": "1000"}).invoke(cli, argv)
     assert result.exit_code == code, (result.output, result.exception)
     if code:
         assert "Traceback" not in result.output

@@ -31,6 +31,9 @@ from typing import Any
 
 import pytest
 
+# One server for the module: keep its tests on one xdist worker, which starts it once.
+pytestmark = pytest.mark.xdist_group("langgraph-server")
+
 REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT_SECONDS = 90.0
 TOKENS = {"tok-alice": {"user": "alice", "roles": ["agent"]},

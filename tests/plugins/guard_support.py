@@ -12,10 +12,12 @@ import functools
 import importlib
 import importlib.metadata
 import importlib.util
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import StructuredTool
 
@@ -136,6 +138,17 @@ def call(name: str, **args: Any) -> dict[str, Any]:
 def calls(*pairs: tuple[str, dict[str, Any]]) -> dict[str, Any]:
     """One assistant turn with several parallel tool calls."""
     return {"tool_calls": [{"name": name, "args": args} for name, args in pairs]}
+
+
+def audit_records(caplog: pytest.LogCaptureFixture, logger: str) -> list[logging.LogRecord]:
+    """The records `logger` wrote: other loggers' (the sandbox's warning when bubblewrap
+    is missing, say) land in `caplog.records` too."""
+    return [record for record in caplog.records if record.name == logger]
+
+
+def audits(caplog: pytest.LogCaptureFixture, logger: str) -> list[dict[str, Any]]:
+    """The structured audit records (`record.audit`) that `logger` wrote."""
+    return [record.audit for record in audit_records(caplog, logger)]  # type: ignore[attr-defined]
 
 
 def tool_results(state: Mapping[str, Any]) -> list[ToolMessage]:

@@ -13,7 +13,12 @@ from langchain_core.messages import HumanMessage
 
 from antler.errors import ConfigError
 from antler.plugin_api.context import RuntimeOptions
-from antler.plugins._lib.authz import AUTHORIZATION_PROVIDER, GUARDRAIL_PROVIDER, TOOL_META_KEY
+from antler.plugins._lib.authz import (
+    AUTHORIZATION_AUDIT_LOGGER,
+    AUTHORIZATION_PROVIDER,
+    GUARDRAIL_PROVIDER,
+    TOOL_META_KEY,
+)
 from antler.plugins.authorization.middleware import AuthorizationMiddleware
 from antler.plugins.authorization.rbac import RBACProvider
 from antler.testing import assert_before
@@ -22,6 +27,7 @@ from tests.plugins.guard_support import (
     Counter,
     CountingGuardrail,
     ainvoke,
+    audits,
     call,
     calls,
     guard_registry,
@@ -152,8 +158,8 @@ def test_without_default_role_a_roleless_run_gets_no_tool_and_the_audit_says_why
         agent.invoke("as user", thread_id="t1", roles=["user"])
     roleless, user_view = (set(r.tool_names) for r in model.requests[:2])
     assert roleless == set() and {"lookup", "ls"} <= user_view
-    warnings = [r.audit for r in caplog.records  # type: ignore[attr-defined]
-                if r.audit.get("event") == "authorization.no_role"]
+    warnings = [a for a in audits(caplog, AUTHORIZATION_AUDIT_LOGGER)
+                if a.get("event") == "authorization.no_role"]
     assert [w["run_id"] for w in warnings] == ["r1"]  # once per run
     assert "default_role" in warnings[0]["reason"]
 
@@ -181,8 +187,8 @@ def test_layer_two_denies_a_call_the_run_may_not_make_and_the_tool_never_runs(ho
     assert launch.additional_kwargs[TOOL_META_KEY]["recoverable_by_model"] is True
     assert lookup.status == "success"
     assert counter["launch"] == 0 and counter["lookup"] == 1
-    executions = [r.audit for r in caplog.records  # type: ignore[attr-defined]
-                  if r.audit["layer"] == "execution"]
+    executions = [a for a in audits(caplog, AUTHORIZATION_AUDIT_LOGGER)
+                  if a["layer"] == "execution"]
     assert sorted((a["target"], a["allowed"]) for a in executions) == [
         ("launch", False), ("lookup", True)]
     assert all(a["user_id"] == "bob" and a["roles"] == ["user"] for a in executions)
@@ -291,8 +297,8 @@ def test_a_failing_provider_denies_by_default_and_audits_the_error(home, counter
     assert launch.additional_kwargs[TOOL_META_KEY]["recommended_next_action"] == "stop"
     assert "policy backend unreachable" not in launch.content  # details go to the audit log
     assert counter["launch"] == counter["weird"] == 0
-    errors = [r.audit["error"] for r in caplog.records  # type: ignore[attr-defined]
-              if r.audit["layer"] == "execution"]
+    errors = [a["error"] for a in audits(caplog, AUTHORIZATION_AUDIT_LOGGER)
+              if a["layer"] == "execution"]
     assert any("policy backend unreachable" in e for e in errors)
     assert any("not a Decision" in e for e in errors)
 
@@ -303,8 +309,8 @@ def test_fail_open_lets_the_call_through_and_still_audits(home, counter, caplog)
     with agent, caplog.at_level(logging.INFO, logger="antler.audit.authorization"):
         agent.invoke("go", thread_id="t1")
     assert counter["launch"] == 1
-    [audit] = [r.audit for r in caplog.records  # type: ignore[attr-defined]
-               if r.audit["layer"] == "execution"]
+    [audit] = [a for a in audits(caplog, AUTHORIZATION_AUDIT_LOGGER)
+               if a["layer"] == "execution"]
     assert audit["allowed"] is True and audit["rule"] == "fail_open" and audit["error"]
 
 
@@ -351,8 +357,8 @@ def test_the_subagent_chain_shares_the_provider_and_the_run_identity(home, count
     assert counter["launch"] == 0  # the subagent ran with the lead run's roles
     [task] = tool_results(state)
     assert task.status == "success" and task.content == "sub done"
-    [launch] = [r.audit for r in caplog.records  # type: ignore[attr-defined]
-                if r.audit["layer"] == "execution" and r.audit["target"] == "launch"]
+    [launch] = [a for a in audits(caplog, AUTHORIZATION_AUDIT_LOGGER)
+                if a["layer"] == "execution" and a["target"] == "launch"]
     assert (launch["allowed"], launch["user_id"], launch["roles"]) == (False, "bob", ["user"])
     # The subagent inherits the caller's provenance: delegating cannot make a run internal.
     assert launch["is_internal"] is False

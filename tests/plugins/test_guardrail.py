@@ -11,7 +11,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from antler.errors import ConfigError
-from antler.plugins._lib.authz import GUARDRAIL_PROVIDER, TOOL_META_KEY
+from antler.plugins._lib.authz import GUARDRAIL_AUDIT_LOGGER, GUARDRAIL_PROVIDER, TOOL_META_KEY
 from antler.plugins.guardrail.allowlist import AllowlistGuardrail
 from antler.plugins.guardrail.middleware import GuardrailMiddleware
 from antler.testing import assert_before
@@ -19,6 +19,8 @@ from tests.plugins.guard_support import (
     Counter,
     CountingGuardrail,
     ainvoke,
+    audit_records,
+    audits,
     call,
     calls,
     make_agent,
@@ -87,11 +89,11 @@ def test_the_allowlist_runs_listed_tools_and_blocks_the_rest(home, counter, capl
     assert (counter["lookup"], counter["launch"], counter["read_secrets"]) == (1, 0, 0)
     # No visibility layer: the model was offered every tool; each call was evaluated.
     assert {"lookup", "launch"} <= set(model.requests[0].tool_names)
-    audits = sorted((r.audit["target"], r.audit["allowed"], r.audit["rule"])  # type: ignore[attr-defined]
-                    for r in caplog.records)
-    assert audits == [("launch", False, "not_listed"), ("lookup", True, "allow:lookup"),
+    logged = audits(caplog, GUARDRAIL_AUDIT_LOGGER)
+    decisions = sorted((a["target"], a["allowed"], a["rule"]) for a in logged)
+    assert decisions == [("launch", False, "not_listed"), ("lookup", True, "allow:lookup"),
                       ("read_secrets", False, "deny:read_secrets")]
-    assert all(r.audit["user_id"] == "alice" for r in caplog.records)  # type: ignore[attr-defined]
+    assert all(a["user_id"] == "alice" for a in logged)
 
 
 def test_the_sandbox_tools_are_blocked_before_they_touch_the_disk(home):
@@ -135,7 +137,7 @@ def test_a_failing_guardrail_denies_by_default(home, counter, caplog):
     [result] = tool_results(state)
     assert blocked(result) and counter["lookup"] == 0
     assert result.additional_kwargs[TOOL_META_KEY]["recommended_next_action"] == "stop"
-    [record] = caplog.records
+    [record] = audit_records(caplog, GUARDRAIL_AUDIT_LOGGER)
     assert "guardrail service down" in record.audit["error"]  # type: ignore[attr-defined]
     assert record.levelno == logging.WARNING
 
@@ -146,8 +148,8 @@ def test_a_failing_guardrail_fails_open_when_configured(home, counter, caplog):
     with agent, caplog.at_level(logging.INFO, logger="antler.audit.guardrail"):
         agent.invoke("go", thread_id="t1")
     assert counter["lookup"] == 1
-    [record] = caplog.records
-    assert record.audit["allowed"] is True and record.audit["rule"] == "fail_open"  # type: ignore[attr-defined]
+    [audit] = audits(caplog, GUARDRAIL_AUDIT_LOGGER)
+    assert audit["allowed"] is True and audit["rule"] == "fail_open"
 
 
 def test_async_runs_decide_exactly_like_sync_runs(home, counter):

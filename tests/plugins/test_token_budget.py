@@ -64,10 +64,10 @@ def test_config_defaults_bounds_and_the_subagent_defaults():
     assert TokenBudgetConfig.for_subagent(summarization=False, max_tokens=5000).max_tokens == 5000
 
 
-def test_off_on_the_lead_by_default_and_validated_when_set(registry):
+def test_off_on_the_lead_by_default_and_validated_when_set(registry, tmp_path):
     assert "token_budget" not in create_agent(
         parse_config(QUIET, registry), model=ScriptedChatModel([]), checkpointer=None,
-        registry=registry, base_dir="/tmp/antler-token-budget-test").chain.names
+        registry=registry, base_dir=tmp_path).chain.names
     with pytest.raises(Exception, match="max_token"):
         parse_config("token_budget: {enabled: true, max_token: 5}", registry)
 
