@@ -79,6 +79,13 @@ def check(ctx: click.Context, session: Session, file: str, no_import: bool, stri
     """
     from antler.errors import AntlerError
 
+    deerflow = _deerflow_file(file)
+    if deerflow is not None:
+        if as_json:
+            print_json({"file": file, "valid": False, "sections": [], "error": deerflow,
+                        "problems": [deerflow], "warnings": []})
+            ctx.exit(1)
+        raise CliError(deerflow)
     try:
         report = check_config(session, file, imports=not no_import)
     except AntlerError as exc:  # the file itself cannot be read or validated
@@ -341,10 +348,11 @@ def migrate(ctx: click.Context, session: Session, file: str, output: str | None,
     extensions = None
     if extensions_file is not None:
         try:
-            extensions = load_extensions(Path(extensions_file).read_text(encoding="utf-8"),
-                                         extensions_file)
+            json_text = Path(extensions_file).read_text(encoding="utf-8")
+            extensions = load_extensions(json_text, extensions_file)
         except (OSError, ValueError) as exc:
             raise CliError(str(exc)) from None
+        extensions = _with_lines(extensions, json_text, extensions_file)
     registry = session.registry()
     migration = migrate_deerflow(doc, schema_sections(registry), extensions=extensions,
                                  extensions_source=extensions_file or "extensions_config.json")
@@ -374,3 +382,31 @@ def migrate(ctx: click.Context, session: Session, file: str, output: str | None,
                err=True)
     if output is None:
         click.echo(text, nl=False)
+
+
+def _with_lines(data: dict[str, Any], text: str, source: str) -> Any:
+    """The parsed JSON as a document with line numbers (JSON is YAML), else `data`."""
+    from antler.plugin_api.yamlsource import YamlSyntaxError, load_yaml
+
+    try:
+        doc = load_yaml(text, source)
+    except (YamlSyntaxError, ValueError):
+        return data
+    return doc if doc.data == data else data
+
+
+def _deerflow_file(file: str) -> str | None:
+    """One message when `file` is a DeerFlow config, not an Antler one; else None."""
+    from antler.chain.migrate import deerflow_signs
+    from antler.plugin_api.yamlsource import YamlSyntaxError, load_yaml_file
+
+    try:
+        data = load_yaml_file(file).data
+    except (OSError, YamlSyntaxError, ValueError):
+        return None  # the check itself reports an unreadable file
+    signs = deerflow_signs(data)
+    if not signs:
+        return None
+    return (f"{file}: this is a DeerFlow config ({', '.join(signs)}), not an Antler one; run "
+            f"`antler config migrate {file} -o antler.yaml` (add `--extensions "
+            "extensions_config.json` for its MCP servers and skills), then check the result")
