@@ -156,7 +156,8 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
     """Build the agent, run a prompt (or resume with a decision), stream, report."""
     import uuid
 
-    from antler.plugin_api.context import MODEL_CATALOG, RuntimeOptions
+    from antler.chain.conditions import runtime_for
+    from antler.plugin_api.context import MODEL_CATALOG
     from antler.runtime.agent import create_agent
     from antler.runtime.approvals import pending_approvals
     from antler.runtime.models import ModelCatalog
@@ -179,10 +180,9 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
     for reference in (spec, config.models.subagent, config.models.title, config.models.memory):
         catalog.check(reference)  # a missing package or key fails here, before the run
     model = catalog.resolve(spec)
-    if vision is None:
-        vision = config.models.supports_vision or bool(catalog.supports_vision(spec))
-    runtime = RuntimeOptions(plan_mode=plan, subagents_enabled=subagents, user_id=user_id,
-                             supports_vision=vision)
+    runtime = runtime_for(config, {"plan_mode": plan, "subagents_enabled": subagents,
+                                   "user_id": user_id, "supports_vision": bool(vision)},
+                          model=spec, catalog=catalog)
     tracer = Tracer() if trace else None
     run_id = uuid.uuid4().hex
     outcome = _Outcome()

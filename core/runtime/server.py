@@ -44,13 +44,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+from antler.chain.conditions import runtime_for
 from antler.chain.config import load_config
 from antler.contracts.serverkeys import server_owned_keys
 from antler.errors import ClientInputError, InputError
-from antler.plugin_api.context import DEPLOYMENT, RuntimeOptions
+from antler.plugin_api.context import DEPLOYMENT
 from antler.plugin_api.registry import PluginRegistry, discover
 
-from .agent import AntlerAgent, create_agent, is_resume, model_supports_vision
+from .agent import AntlerAgent, create_agent, is_resume
 from .models import ModelCatalog
 from .runcontext import RunContext, TrustingRunContext
 from .stateupdates import StateUpdateBoundary
@@ -75,10 +76,10 @@ def build_server_agent(config_path: str | Path | None = None, *,
     path = config_path if config_path is not None else os.environ.get(CONFIG_ENV) or None
     config = load_config(path, registry)
     settings = config.server
-    vision = model_supports_vision(config, ModelCatalog(config.models.named), options.get("model"))
-    runtime = RuntimeOptions(
-        plan_mode=settings.plan_mode, subagents_enabled=settings.subagents,
-        supports_vision=vision, agent_name=settings.agent_name)
+    runtime = runtime_for(
+        config, {"plan_mode": settings.plan_mode, "subagents_enabled": settings.subagents,
+                 "agent_name": settings.agent_name},
+        model=options.get("model"), catalog=ModelCatalog(config.models.named))
     # Plugins that would keep work running between runs in this process (memory's
     # debounce timer) keep it in the shared store instead under a server.
     options["services"] = {**dict(options.get("services") or {}), DEPLOYMENT: "server"}
