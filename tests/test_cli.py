@@ -473,8 +473,7 @@ def test_config_check_ok(manifest: Path, write) -> None:
 def test_config_typo_names_file_line_column_and_suggests(manifest: Path, write) -> None:
     config = write("antler.yaml", "fx_recap:\n  enabeld: true\n")
     result = run("--manifest", manifest, "config", "check", config, code=1)
-    assert result.stderr.startswith("error: invalid config")
-    assert f"{config}:2:3: fx_recap.enabeld: unknown key 'enabeld' (did you mean " \
+    assert f"error: {config}:2:3: fx_recap.enabeld: unknown key 'enabeld' (did you mean " \
            "'enabled'?)" in result.stderr
     shown = run("--manifest", manifest, "chain", "show", "--config", config, code=1)
     assert "did you mean 'enabled'?" in shown.stderr

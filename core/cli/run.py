@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from . import CliError
 from .session import Session, manifest_option, pass_session
 
 
@@ -157,6 +158,7 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
     import uuid
 
     from antler.chain.conditions import runtime_for
+    from antler.chain.modelrefs import model_reference_problems
     from antler.plugin_api.context import MODEL_CATALOG
     from antler.runtime.agent import create_agent
     from antler.runtime.approvals import pending_approvals
@@ -176,6 +178,9 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
             "the scripted model needs a script: pass --model scripted:FILE.yaml (a list of "
             "assistant turns) or a real provider such as --model openai:gpt-4o"
         )
+    unknown_models = model_reference_problems(config)
+    if unknown_models:  # would fail mid-run in a LangChain error that names no key
+        raise CliError("\n".join(unknown_models))
     catalog = ModelCatalog(config.models.named)
     for reference in (spec, config.models.subagent, config.models.title, config.models.memory):
         catalog.check(reference)  # a missing package or key fails here, before the run
