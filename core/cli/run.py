@@ -475,7 +475,8 @@ def _echo_update(update: dict[str, Any], streamed: set[str], shown: dict[Any, st
                 if isinstance(artifact, dict) and "human_input" in artifact:
                     click.echo(f"[clarification] {message.content}")
                 else:
-                    click.echo(f"<- {message.name}: {_short(message.content)}", err=True)
+                    click.echo(f"<- {message.name}: {_short(content_text(message.content))}",
+                               err=True)
 
 
 class _Outcome:
@@ -522,6 +523,22 @@ class _Outcome:
             click.echo(f"[error] {fallback.get('reason') or fallback.get('error_type')}",
                        err=True)
         return fallback is not None
+
+
+def content_text(content: Any) -> Any:
+    """A message's content as text where it is text: the text of its content blocks
+    (an MCP tool's result is a list of `{type: text, text}` blocks); else unchanged."""
+    if not isinstance(content, list):
+        return content
+    parts = [block if isinstance(block, str) else block.get("text")
+             for block in content
+             if isinstance(block, str) or (isinstance(block, dict)
+                                           and block.get("type") == "text")]
+    texts = [part for part in parts if isinstance(part, str)]
+    if len(texts) != len(content):  # images or other blocks: say what they are
+        texts += [f"[{block.get('type', 'block')}]" for block in content
+                  if isinstance(block, dict) and block.get("type") != "text"]
+    return "\n".join(texts)
 
 
 def _short(value: Any, limit: int = 120) -> str:
