@@ -59,7 +59,7 @@ def test_doctor_says_ok_for_a_config_a_run_can_use(tmp_path):
     config.write_text(f"models:\n  default: scripted:{script}\n"
                       f"storage:\n  base_dir: {tmp_path / 'home'}\n"
                       f"skills:\n  paths: [{tmp_path / 'none'}]\n")
-    code, report = doctor(config)
+    _, report = doctor(config)
     assert lines(report, "model", "fail") == [] and lines(report, "model", "ok")
     assert lines(report, "storage", "ok") == [f"SQLite under {tmp_path / 'home'}"]
     assert lines(report, "skills", "ok") == ["0 skill(s) parse"]

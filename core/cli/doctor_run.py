@@ -17,7 +17,6 @@ The sandbox provider is checked by `antler.cli.doctor.check_sandbox`.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,6 +51,7 @@ def check_models(config: OperatorConfig) -> list[dict[str, str]]:
     from antler.chain.modelrefs import model_reference_problems
     from antler.errors import AntlerError
     from antler.runtime.models import ModelCatalog
+    from antler.runtime.models.catalog import is_class_path
 
     unknown = model_reference_problems(config)
     catalog = ModelCatalog(config.models.named)
@@ -64,8 +64,7 @@ def check_models(config: OperatorConfig) -> list[dict[str, str]]:
         try:
             catalog.check(reference)
             entry = config.models.named.get(reference)
-            if entry is not None and ":" in entry.use and entry.use.split(":")[0] \
-                    not in ("scripted",) and "." in entry.use.split(":")[0]:
+            if entry is not None and is_class_path(entry.use):
                 _import_module(entry.use.split(":")[0], f"models.named.{reference}.use")
         except AntlerError as error:
             lines.append(_line("model", "fail", f"{where}: {error}"))
@@ -179,6 +178,5 @@ def check_skills(config: OperatorConfig) -> list[dict[str, str]]:
 
 def run_checks(config: OperatorConfig) -> list[dict[str, str]]:
     """Every check of this module, in order."""
-    with tempfile.TemporaryDirectory(prefix="antler-doctor-"):
-        return [*check_models(config), *check_storage(config), *check_mcp(config),
-                *check_skills(config)]
+    return [*check_models(config), *check_storage(config), *check_mcp(config),
+            *check_skills(config)]
