@@ -370,8 +370,8 @@ class _Migrator:
                 if key in _MODEL_DROPPED:
                     self.drop(here, _MODEL_DROPPED[key])
                 elif key in _MODEL_FIELDS or key in _MODEL_RENAMES:
-                    self.put(("models", "named", name, _MODEL_RENAMES.get(key, key)), item,
-                             here)
+                    self.put(("models", "named", name, _MODEL_RENAMES.get(key, str(key))),
+                             item, here)
                 else:
                     kwargs[key] = item
                     self.note(here, "mapped",
@@ -731,14 +731,17 @@ def migrate_deerflow(doc: YamlDocument, sections: Mapping[str, type[BaseModel] |
     data = doc.data if isinstance(doc.data, Mapping) else {}
     migrator.run(data)
     migrator.withhold_unmigrated_models()
+    content: Mapping[str, Any] = {}
     if isinstance(extensions, YamlDocument):  # parsed with its lines
-        json_doc, extensions = extensions, extensions.data
+        json_doc = extensions
+        content = extensions.data if isinstance(extensions.data, Mapping) else {}
     elif extensions:
         json_doc = YamlDocument(data=dict(extensions), source=extensions_source)
-    if extensions:
+        content = extensions
+    if content:
         json_migrator = _Migrator(json_doc, sections)
         json_migrator.out = migrator.out
-        for key, value in extensions.items():
+        for key, value in content.items():
             if key == "mcpServers" and isinstance(value, Mapping):
                 json_migrator.mcp_servers(value, (key,))
             elif key == "skills" and isinstance(value, Mapping):
