@@ -270,7 +270,7 @@ def test_show_reports_broken_distributions_as_warnings(manifest: Path, monkeypat
                                                                       ("antler", True)]
     checked = run_json("--manifest", manifest, "config", "check", write("a.yaml", "{}\n"),
                        "--no-import", isolated=False, code=1)
-    assert [p.split(",")[0] for p in checked["problems"]] == ["distribution 'antler'"]
+    assert [p["text"].split(",")[0] for p in checked["problems"]] == ["distribution 'antler'"]
     assert [w.split(",")[0] for w in checked["warnings"]] == ["distribution 'acme-antler'"]
     assert checked["warnings"][0].endswith("(optional: skipped)")
     listed = run_json("plugins", "list", isolated=False)
