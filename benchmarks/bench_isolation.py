@@ -32,7 +32,9 @@ from typing import Any
 
 MIDDLEWARES = 35
 TARGET = 1.05
-VARIANTS = ("bare", "fail", "skip")
+VARIANTS = ("bare", "fail", "skip", "owned")
+"""`owned`: `fail` with the state-write guard every built chain gets (each middleware may
+write only the shared channels: `antler.chain.stateowners`)."""
 
 
 def _middleware_class() -> type:
@@ -62,6 +64,11 @@ def _chain(variant: str) -> list[Any]:
     middlewares = [type(f"Noop{index}", (base,), {})() for index in range(MIDDLEWARES)]
     if variant == "bare":
         return middlewares
+    if variant == "owned":
+        from antler.plugin_api.spec import SHARED_STATE_KEYS
+
+        return isolate(middlewares, ["fail"] * MIDDLEWARES, None,
+                       [SHARED_STATE_KEYS] * MIDDLEWARES, {})
     return isolate(middlewares, [variant] * MIDDLEWARES)  # type: ignore[list-item]
 
 

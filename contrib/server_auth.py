@@ -41,10 +41,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from langgraph_sdk import Auth
 
 from antler.contracts.storenames import MEMORY_NAMESPACE, owner_of
+from antler.plugin_api.parselimits import SourceLimitError, max_file_bytes, read_bounded
+from antler.plugin_api.yamlsource import YamlSyntaxError, load_yaml
 
 __all__ = ["TOKENS_ENV", "TokenTable", "TokenTableError", "auth", "load_token_table"]
 
@@ -92,17 +93,23 @@ def load_token_table(value: str | None) -> TokenTable:
     if not value.lstrip().startswith("{"):
         path = Path(value).expanduser()
         try:
-            text, source = path.read_text(encoding="utf-8"), str(path)
-        except OSError as exc:
+            text, source = read_bounded(path), str(path)
+        except SourceLimitError as exc:
             raise TokenTableError(
-                f"{TOKENS_ENV}={value!r} names a token file that cannot be read "
-                f"({exc.strerror or exc}); point it at a YAML file of "
-                "`<token>: {user: <id>, roles: [...]}` or give the mapping inline") from None
+                f"{TOKENS_ENV} names a token file that cannot be read or used ({exc}); point "
+                "it at a YAML file of `<token>: {user: <id>, roles: [...]}` or give the "
+                "mapping inline") from None
+    elif len(value) > max_file_bytes():
+        raise TokenTableError(f"{TOKENS_ENV} holds more than {max_file_bytes():,} characters; "
+                              "put the table in a file, or raise ANTLER_MAX_FILE_BYTES")
     try:
-        data = yaml.safe_load(text)  # JSON is YAML too
-    except yaml.YAMLError as exc:
-        raise TokenTableError(f"the token table in {source} is not valid YAML or JSON: "
-                              f"{exc}") from None
+        data = load_yaml(text, source).data  # JSON is YAML too
+    except YamlSyntaxError as exc:
+        problem = exc.problem
+        if problem.startswith("duplicate key"):  # the key is a token: never print it
+            problem = "a token is listed twice; keep one"
+        raise TokenTableError(f"the token table in {source} is not valid YAML or JSON: line "
+                              f"{exc.line or 1}: {problem}") from None
     if data is None:
         return TokenTable({})
     if not isinstance(data, Mapping):

@@ -19,7 +19,16 @@ class AntlerError(Exception):
 
 
 class ManifestError(AntlerError):
-    """A plugin manifest (YAML or an in-code spec) is malformed."""
+    """A plugin manifest (YAML or an in-code spec) is malformed.
+
+    `sections` maps each operator-config section the manifest's plugins would
+    have read to the plugin's name, as far as the manifest could be read (so a
+    config naming a plugin whose manifest was refused can say which and why).
+    """
+
+    def __init__(self, message: str, sections: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.sections = dict(sections or {})
 
 
 class DiscoveryError(AntlerError):
@@ -98,6 +107,23 @@ class PluginHookError(AntlerError):
         super().__init__(message)
         self.plugin = plugin
         self.hook = hook
+
+
+class StateOwnershipError(BuildError):
+    """Two parties claim one agent-state key (`antler.chain.stateowners.check_owners`)."""
+
+
+class StateWriteError(AntlerError):
+    """A plugin's node hook wrote an agent-state key the plugin does not own.
+
+    Raised inside the hook's isolation, so the plugin's `on_error` decides: `fail`
+    stops the run with this error, `skip` drops the whole update and logs it.
+    """
+
+    def __init__(self, message: str, plugin: str = "", keys: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.plugin = plugin
+        self.keys = list(keys or [])
 
 
 class InputError(AntlerError):

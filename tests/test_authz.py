@@ -308,3 +308,21 @@ def test_load_failures_name_the_provider_and_the_cause(providers):
         load_authorization_provider("rbac", colour="red")
     with pytest.raises(ProviderConfigError):  # the provider's own message, unchanged
         load_guardrail_provider("allowlist")
+
+
+def test_rbac_and_the_allowlist_take_tool_groups():
+    """`file:read` stands for ls, read_file, glob and grep; `file:write` for the two writers."""
+    rbac = RBACProvider({"reader": ["file:read"], "editor": ["file:read", "file:write"]})
+    reader, editor = Principal("r", ("reader",)), Principal("e", ("editor",))
+    for tool in ("ls", "read_file", "glob", "grep"):
+        assert rbac.authorize(reader, Action.tool(tool)).allowed
+    for tool in ("write_file", "str_replace", "bash"):
+        assert not rbac.authorize(reader, Action.tool(tool)).allowed
+    assert rbac.authorize(editor, Action.tool("str_replace")).rule == "editor:str_replace"
+    assert not rbac.authorize(editor, Action.tool("bash")).allowed
+
+    guard = AllowlistGuardrail(allow=["file:read", "bash"], deny=["grep"])
+    decide = {tool: guard.evaluate(GuardrailRequest(tool, {}, Principal())).allowed
+              for tool in ("ls", "read_file", "glob", "grep", "bash", "write_file")}
+    assert decide == {"ls": True, "read_file": True, "glob": True, "grep": False, "bash": True,
+                      "write_file": False}

@@ -81,10 +81,11 @@ plugins:
 SHOW_KEYS = {"chain", "config", "runtime", "plugins", "points", "excluded", "fusion", "warnings",
              "problems", "ordering_warnings", "server_owned_keys", "sandbox", "factories_checked"}
 SHOW_PLUGIN_KEYS = {"position", "name", "summary", "hooks", "hooks_from", "source",
-                    "declared_at", "placed_by", "constraints"}
+                    "declared_at", "on_error", "on_error_from", "security_gate", "placed_by",
+                    "constraints"}
 EXPLAIN_KEYS = {"name", "chain", "summary", "source", "declared_at", "in_chain", "position",
                 "chain_length", "hooks", "neighbours", "constraints", "through_absent", "warnings",
-                "tie_break",
+                "tie_break", "on_error", "on_error_from", "security_gate",
                 "excluded", "text"}
 LIST_KEYS = {"name", "summary", "distribution", "version", "entry_point", "declared_at",
              "status", "cause", "enabled", "when", "chains", "server_owned_keys"}

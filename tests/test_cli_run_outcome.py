@@ -53,8 +53,8 @@ def test_the_error_is_reported_without_a_checkpointer_too(tmp_path):
         "storage: {checkpointer: none}\nllm_error_handling: {retry_base_delay_ms: 0, "
         "retry_cap_delay_ms: 0}\n"))
     assert code == 1
-    assert "[error] The model provider kept failing (timeouts or server errors) after 3 " \
-           "attempts" in err
+    assert "[error] The model provider kept failing (rate limits, timeouts or server errors) " \
+           "after 3 attempts" in err
     assert "[stop] error_fallback" in err
 
 

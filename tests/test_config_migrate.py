@@ -151,7 +151,8 @@ def test_deerflow_keys_in_an_antler_config_get_a_precise_hint(tmp_path):
             in result.stderr)
     assert "memory.mode: unknown key 'mode': `memory.mode` is a DeerFlow setting" in result.stderr
     # no did-you-mean toward a key the value could not go under either
-    assert "title.mode: unknown key 'mode'; valid keys: enabled, max_chars, model" in result.stderr
+    assert ("title.mode: unknown key 'mode'; valid keys: enabled, first_exchange_only, "
+            "max_chars, model") in result.stderr
     assert "title.enable: unknown key 'enable' (did you mean 'enabled'?)" in result.stderr
 
 
@@ -286,3 +287,21 @@ def test_config_check_on_a_deerflow_file_says_migrate_first(as_json):
     assert "unknown" not in text  # not one error per DeerFlow key
     if as_json:
         assert len(json.loads(result.stdout)["problems"]) == 1
+
+
+def test_deerflow_sandbox_tools_are_built_in_glob_and_grep_included(registry):
+    from antler.plugin_api.yamlsource import load_yaml
+
+    doc = load_yaml("tools:\n"
+                    "  - {name: glob, group: file:read, use: deerflow.sandbox.tools:glob_tool}\n"
+                    "  - {name: grep, group: file:read, use: deerflow.sandbox.tools:grep_tool}\n"
+                    "  - {name: edit, group: file:write, use: deerflow.sandbox.tools:edit_tool}\n"
+                    "tool_groups: [{name: file:read}]\n")
+    migration = migrate_deerflow(doc, schema_sections(registry))
+    by_source = {n.source: n for n in migration.notes}
+    glob, grep, edit = (by_source[f"tools[{index}]"] for index in range(3))
+    assert glob.outcome == grep.outcome == "dropped"
+    assert "`glob` is built into Antler's sandbox plugin (tool group `file:read`)" in glob.why
+    assert "`grep` is built into" in grep.why
+    assert edit.outcome == "unmapped" and "glob, grep" in edit.why
+    assert "`file:read` (ls, read_file, glob, grep)" in by_source["tool_groups"].why

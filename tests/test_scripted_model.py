@@ -257,7 +257,7 @@ def test_from_yaml_errors_name_the_file(tmp_path: Path) -> None:
         ScriptedChatModel.from_yaml(tmp_path / "missing.yaml")
     broken = tmp_path / "broken.yaml"
     broken.write_text("- [unclosed\n")
-    with pytest.raises(ScriptError, match=r"broken\.yaml.*not valid YAML"):
+    with pytest.raises(ScriptError, match=r"broken\.yaml:\d+:\d+: invalid YAML"):
         ScriptedChatModel.from_yaml(broken)
     malformed = tmp_path / "malformed.yaml"
     malformed.write_text("- tool_calls: [{args: {}}]\n")

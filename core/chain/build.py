@@ -9,6 +9,8 @@ contribute.
 from __future__ import annotations
 
 import logging
+import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,12 +18,13 @@ from typing import Any
 from antler.errors import AntlerError, BuildError, ReflectionError
 from antler.plugin_api.context import BuildContext, ChainSecrets, RuntimeOptions, Services
 from antler.plugin_api.reflection import resolve_object
-from antler.plugin_api.registry import PluginRegistry, discover
+from antler.plugin_api.registry import ImportTiming, PluginRegistry, discover, record_import
 from antler.plugin_api.spec import HOOK_NAMES, PluginSpec
 
 from .config import OperatorConfig, section_model, silenced_entry_points
 from .plan import ChainPlan, plan_chain
 from .policy import gate_warnings
+from .stateowners import StateClaim, check_owners, claim
 
 log = logging.getLogger("antler.chain")
 
@@ -35,6 +38,8 @@ class ChainEntry:
     spec: PluginSpec
     middleware: Any
     hooks: list[str]
+    state: StateClaim | None = None
+    """The state keys it owns, reads and may write (`antler.chain.stateowners`)."""
 
 
 @dataclass
@@ -46,6 +51,8 @@ class BuiltChain:
     tools: list[Any] = field(default_factory=list)
     services: Services = field(default_factory=Services)
     secrets: ChainSecrets = field(default_factory=ChainSecrets)
+    state_owners: dict[str, list[str]] = field(default_factory=dict)
+    """Each owned state key -> the plugins that own it (one distribution's)."""
 
     @property
     def chain(self) -> str:
@@ -100,9 +107,11 @@ def build_chain(
         spec = plan.resolution.placements[name].spec
         context = _context(plan, spec, services, secrets)
         middleware = _instantiate(spec, plan.builders.get(name), context)
-        entries.append(ChainEntry(name, index, spec, middleware, _checked_hooks(spec,
-                                                                                 middleware)))
-    built = BuiltChain(plan, entries, services=services, secrets=secrets)
+        entries.append(ChainEntry(name, index, spec, middleware,
+                                  _checked_hooks(spec, middleware),
+                                  claim(name, spec, type(middleware))))
+    owners = check_owners(entry.state for entry in entries if entry.state is not None)
+    built = BuiltChain(plan, entries, services=services, secrets=secrets, state_owners=owners)
     built.tools = _contributed_tools(built)
     for warning in gate_warnings((entry.spec for entry in entries), config):
         log.warning(warning)
@@ -118,17 +127,31 @@ def factory_import_failures(plan: ChainPlan) -> dict[str, str]:
     """The participants whose factory cannot be imported, with the error, in chain order.
 
     Configured extensions and custom middlewares are not looked at: they are
-    checked when planned or when their builder runs.
+    checked when planned or when their builder runs. Each factory module imported
+    here for the first time is timed into `registry.import_timings` (a slow one
+    is warned about: `antler.plugin_api.registry.record_import`).
     """
-    failures = {}
+    failures: dict[str, str] = {}
+    if any(name not in plan.builders for name in plan.order):
+        # Every factory needs LangChain's middleware: imported first, its cost is not
+        # counted against whichever plugin happens to be first.
+        import langchain.agents.middleware  # noqa: F401
     for name in plan.order:
         if name in plan.builders:
             continue
         spec = plan.resolution.placements[name].spec
+        module = spec.factory.partition(":")[0]
+        fresh = module not in sys.modules
+        started = time.perf_counter()
         try:
             resolve_object(spec.factory, f"factory of plugin {name!r}")
         except ReflectionError as exc:
             failures[name] = str(exc)
+            continue
+        if fresh:  # a module imported earlier costs nothing now: not timed
+            record_import(plan.registry.import_timings, ImportTiming(
+                f"factory of plugin {name!r}", module,
+                spec.provenance.distribution or "<unknown>", time.perf_counter() - started))
     return failures
 
 

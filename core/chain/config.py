@@ -33,7 +33,7 @@ from antler.chain.policy import gate_problems
 from antler.errors import ConfigError, ReflectionError
 from antler.plugin_api.diagnostics import describe_validation_error, did_you_mean
 from antler.plugin_api.reflection import resolve_object, split_path
-from antler.plugin_api.registry import PluginRegistry, canonical_name
+from antler.plugin_api.registry import LoadDiagnostic, PluginRegistry, canonical_name
 from antler.plugin_api.spec import CHAIN_NAMES, Chain, Ordering, PluginSpec, check_plugin_name
 from antler.plugin_api.yamlsource import (
     Location,
@@ -276,6 +276,10 @@ class ServerSettings(BaseModel):
     agent_name: str | None = Field(None, description="The served agent's name.")
 
 
+DEFAULT_SKILL_FILE_BYTES = 256 * 1024
+"""Size limit of one SKILL.md unless `skills.max_file_bytes` says otherwise."""
+
+
 class SkillsSettings(BaseModel):
     """`skills:` — where the operator's `SKILL.md` files are and which are turned off."""
 
@@ -287,6 +291,9 @@ class SkillsSettings(BaseModel):
         "are taken from the working directory).")
     disabled: list[str] = Field(
         default_factory=list, description="Names of installed skills to turn off.")
+    max_file_bytes: int = Field(
+        default=DEFAULT_SKILL_FILE_BYTES, gt=0,
+        description="A SKILL.md larger than this is skipped with its file (read no further).")
 
 
 MessageRole = Literal["human", "ai", "tool", "system"]
@@ -336,6 +343,10 @@ class PluginLoadSettings(BaseModel):
         None, description="Override the run-time error policy of this plugin (or of every "
         "plugin of this entry point or distribution)."
     )
+    distribution: str | None = Field(
+        None, description="For a plugin name: the distribution whose plugin of that name is "
+        "used when two installed distributions declare it (the other one's is left out); on "
+        "a name only one declares, a check that it comes from this distribution.")
 
 
 class ExtensionEntry(Ordering):
@@ -349,6 +360,22 @@ class ExtensionEntry(Ordering):
     on_error: Literal["fail", "skip"] | None = Field(
         None, description="When a hook raises at run time: 'fail' stops the run, 'skip' "
         "(the default for extensions) logs it and runs on as if the hook were absent.")
+    security_gate: bool = Field(
+        False, description="true: the extension is a security gate and fails closed: a class "
+        "that does not load or construct stops the build, a hook that raises stops the run "
+        "(`on_error: skip` and `required: false` are refused with it).")
+
+    @model_validator(mode="after")
+    def _gate_fails_closed(self) -> ExtensionEntry:
+        if self.security_gate and self.on_error == "skip":
+            raise ValueError("security_gate: true fails closed, so `on_error: skip` is refused "
+                             "with it (a hook that raised would let the run go on without the "
+                             "gate); remove `on_error: skip`")
+        if self.security_gate and not self.required:
+            raise ValueError("security_gate: true fails closed, so `required: false` is refused "
+                             "with it (a gate that does not load would be left out); remove "
+                             "`required: false`")
+        return self
 
     def ordering(self) -> Ordering:
         return Ordering(**{k: getattr(self, k) for k in Ordering.model_fields
@@ -524,16 +551,34 @@ def schema_model(registry: PluginRegistry) -> type[BaseModel]:
                               "which the platform owns; choose another config_key")
         summary = "; ".join(f"{s.name}: {s.summary}" for s in owners)
         fields[key] = (models.pop() | None, Field(None, description=summary))
-    contributions = [contributed for entry_point in registry.entry_points
-                     for contributed in registry.ask(entry_point, "antler_config_sections")]
-    for contributed in contributions:
-        for key, model in contributed.items():
-            if key in fields:
-                raise ConfigError(f"config section {key!r} is contributed twice")
-            fields[key] = (model | None, Field(None, description=model.__doc__))
+    contributors: dict[str, str] = {}
+    for entry_point in registry.entry_points:
+        for contributed in registry.ask(entry_point, "antler_config_sections"):
+            for key, model in contributed.items():
+                if key in contributors:
+                    # The later distribution's section is left out, as a clashing plugin is.
+                    _note_section_clash(registry, entry_point, key, contributors[key])
+                    continue
+                if key in fields:
+                    raise ConfigError(f"config section {key!r} is contributed by entry point "
+                                      f"{entry_point!r} but is a plugin's or the platform's; "
+                                      "choose another name")
+                contributors[key] = entry_point
+                fields[key] = (model | None, Field(None, description=model.__doc__))
     return create_model(
         "AntlerConfig", __config__=ConfigDict(extra="forbid"), **fields
     )
+
+
+def _note_section_clash(registry: PluginRegistry, entry_point: str, key: str,
+                        holder: str) -> None:
+    source, held = registry.entry_points[entry_point], registry.entry_points[holder]
+    diagnostic = LoadDiagnostic(
+        entry_point, source.distribution,
+        f"its config section {key!r} (antler_config_sections) is also contributed by "
+        f"distribution {held.distribution!r} (entry point {holder!r}); this one is left out")
+    if diagnostic not in registry.diagnostics:
+        registry.diagnostics.append(diagnostic)
 
 
 def schema_sections(registry: PluginRegistry) -> dict[str, type[BaseModel] | None]:
@@ -578,12 +623,18 @@ def parse_config_document(doc: YamlDocument, registry: PluginRegistry) -> Operat
     if not isinstance(data, dict):
         raise ConfigError(f"{doc.source}:1:1: the config must be a mapping of sections, got "
                           f"{type(data).__name__}")
+    _choose_distributions(doc, data, registry)
     model = schema_model(registry)
+    orphans = _orphan_sections(doc, data, model, registry)
     try:
-        validated = model.model_validate(data)
+        validated = model.model_validate(
+            {key: value for key, value in data.items() if key not in orphans})
     except ValidationError as exc:
         lines = describe_validation_error(exc, doc, model=model, hint=_deerflow_hint)
-        raise ConfigError(f"invalid config {doc.source}:\n  " + "\n  ".join(lines)) from None
+        raise ConfigError(f"invalid config {doc.source}:\n  "
+                          + "\n  ".join([*orphans.values(), *lines])) from None
+    if orphans:
+        raise ConfigError(f"invalid config {doc.source}:\n  " + "\n  ".join(orphans.values()))
     sections = {key: value for key, value in validated if value is not None}
     if "plugins" in sections:
         sections["plugins"] = _PluginsTable(root=sections["plugins"])
@@ -601,6 +652,53 @@ def parse_config_document(doc: YamlDocument, registry: PluginRegistry) -> Operat
     if problems:
         raise ConfigError(f"invalid config {doc.source}:\n  " + "\n  ".join(problems))
     return config
+
+
+def _orphan_sections(doc: YamlDocument, data: dict[str, Any], model: type[BaseModel],
+                     registry: PluginRegistry) -> dict[str, str]:
+    """Sections no installed plugin reads that look like a plugin's -> what to say of each.
+
+    A section of a plugin that was skipped names the plugin, its distribution and
+    why; a mapping with `enabled:` that no installed plugin owns is most likely a
+    plugin's whose distribution is not installed (any other unknown key is left to
+    the schema, with its did-you-mean).
+    """
+    found = {}
+    for key, value in data.items():
+        if not isinstance(key, str) or key in model.model_fields:
+            continue
+        where = doc.locate((key,))
+        skipped = registry.skipped_section(key)
+        if skipped is not None:
+            plugin, diagnostic = skipped
+            found[key] = (
+                f"{where}: section {key!r} configures plugin {plugin!r} of distribution "
+                f"{diagnostic.distribution!r} (entry point {diagnostic.entry_point!r}), which "
+                f"was skipped: {diagnostic.cause}. Fix or upgrade that distribution, or "
+                "remove the section")
+        elif isinstance(value, dict) and "enabled" in value:
+            found[key] = (
+                f"{where}: section {key!r}: no installed plugin is named {key!r}; install "
+                "the distribution that provides it, or remove the section")
+    return found
+
+
+def _choose_distributions(doc: YamlDocument, data: dict[str, Any],
+                          registry: PluginRegistry) -> None:
+    """Apply `plugins.<name>.distribution` before the schema is assembled: the chosen
+    plugin's config model validates its section. Names not chosen get the default."""
+    table = data.get("plugins")
+    wanted = {key: entry.get("distribution") for key, entry in table.items()
+              if isinstance(entry, dict) and isinstance(entry.get("distribution"), str)} \
+        if isinstance(table, dict) else {}
+    problems = []
+    for name in sorted({*registry.contenders, *wanted}):
+        problem = registry.choose(name, wanted.get(name))
+        if problem:
+            where = doc.locate(("plugins", name, "distribution"))
+            problems.append(f"{where}: plugins.{name}.distribution: {problem}")
+    if problems:
+        raise ConfigError(f"invalid config {doc.source}:\n  " + "\n  ".join(problems))
 
 
 def _deerflow_hint(loc: tuple[Any, ...]) -> str | None:
@@ -690,6 +788,14 @@ def _check_extensions(config: OperatorConfig) -> list[str]:
             split_path(entry if isinstance(entry, str) else entry.use)
         except (ValueError, ReflectionError) as exc:
             problems.append(f"{where}: extensions.middlewares[{index}]: {exc}")
+        if isinstance(entry, ExtensionEntry) and entry.security_gate:
+            skip = next((key for key, item in config.load_settings(name)
+                         if item.on_error == "skip"), None)
+            if skip is not None:
+                problems.append(
+                    f"{config.locate('plugins', skip, 'on_error')}: plugins.{skip}.on_error: "
+                    f"skip would open extension {name!r}, which {where} marks "
+                    "`security_gate: true`; remove `on_error: skip`")
         if name in seen:
             problems.append(
                 f"{where}: extensions.middlewares[{index}]: name {name!r} is already used by "

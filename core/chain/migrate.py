@@ -28,6 +28,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from antler.contracts.toolgroups import SANDBOX_TOOLS, TOOL_GROUPS
+from antler.plugin_api import jsonsource
 from antler.plugin_api.yamlsource import Location, YamlDocument
 
 __all__ = ["DEERFLOW_KEYS", "Migration", "MigrationNote", "deerflow_hint", "deerflow_signs",
@@ -92,8 +94,10 @@ _OUTSIDE = {
     "channel_connections": "IM channels are a gateway feature",
     "auth": "login and SSO belong to the deployment (see the LangGraph Server auth handler)",
     "dedupe_storage": "IM webhook de-duplication is a gateway feature",
-    "tool_groups": "Antler has no tool groups; `authorization` and `guardrails` restrict "
-                   "tools by name or glob",
+    "tool_groups": "Antler's tool groups are built in: `file:read` (ls, read_file, glob, "
+                   "grep), `file:write` (write_file, str_replace) and `bash`, which "
+                   "`authorization` roles, `guardrails` lists and a skill's `allowed-tools` "
+                   "can name; list other tools by name or glob",
     "uploads": "upload limits are enforced by whatever receives the files; the `uploads` "
                "plugin only tells the model about them",
 }
@@ -394,7 +398,7 @@ class _Migrator:
             use = str(entry.get("use", "")) if isinstance(entry, Mapping) else ""
             name = entry.get("name", use) if isinstance(entry, Mapping) else entry
             if use.startswith("deerflow.sandbox.tools:"):
-                self.drop(path, f"`{name}` is built into Antler's sandbox plugin")
+                self.sandbox_tool(path, name, use)
             elif use.startswith("deerflow."):
                 self.unmapped(path, f"`{name}` is DeerFlow's own tool ({use}); port it as a "
                               "LangChain tool and list it under `tools:`")
@@ -408,6 +412,17 @@ class _Migrator:
             else:
                 self.unmapped(path, f"tool `{name}`: Antler loads tools through `tools:` "
                               "entries, which this installation does not provide")
+
+    def sandbox_tool(self, path: tuple[Any, ...], name: Any, use: str) -> None:
+        """A DeerFlow sandbox tool: dropped when Antler's sandbox plugin has it, else unmapped."""
+        tool = use.rpartition(":")[2].removesuffix("_tool")
+        group = next((g for g, tools in TOOL_GROUPS.items() if tool in tools), None)
+        if tool in SANDBOX_TOOLS:
+            self.drop(path, f"`{tool}` is built into Antler's sandbox plugin (tool group "
+                            f"`{group}`)")
+        else:
+            self.unmapped(path, f"`{name}` ({use}) has no counterpart in Antler's sandbox, "
+                                f"whose tools are {', '.join(SANDBOX_TOOLS)}")
 
     def sandbox(self, value: Any) -> None:
         def use(item: Any, path: tuple[Any, ...]) -> None:
@@ -834,7 +849,7 @@ def _dotted(path: Iterable[Any]) -> str:
 def load_extensions(text: str, source: str) -> dict[str, Any]:
     """DeerFlow's `extensions_config.json`, parsed; a clear error when it is not JSON."""
     try:
-        data = json.loads(text)
+        data = jsonsource.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{source}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") \
             from None

@@ -27,7 +27,7 @@ from antler.plugin_api.reflection import instantiate, resolve_middleware_class
 from antler.plugin_api.registry import BUILTIN_DISTRIBUTION, PluginRegistry, discover
 from antler.plugin_api.spec import CHAIN_NAMES, Ordering, PluginSpec, Provenance
 
-from .config import OperatorConfig, extension_name, extension_ordering
+from .config import ExtensionEntry, OperatorConfig, extension_name, extension_ordering
 from .resolver import Resolution, resolve
 
 CUSTOM_SLOT = "custom"
@@ -341,6 +341,8 @@ def _extension_specs(
             summary=f"configured extension {path}", order=ordering,
             rank=_EXTENSION_RANK + index,
             on_error=None if isinstance(entry, str) else entry.on_error,
+            security_gate=f"whatever the configured extension {path} guards against"
+            if isinstance(entry, ExtensionEntry) and entry.security_gate else None,
             provenance=Provenance(source=str(getattr(where, "source", where)),
                                   line=getattr(where, "line", None)),
         )

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from .config import OperatorConfig
 
-__all__ = ["FAIL", "SKIP", "error_policy", "gate_problems", "gate_warnings"]
+__all__ = ["FAIL", "SKIP", "error_policy", "gate_problems", "gate_warnings", "policy_report"]
 
 FAIL: OnError = "fail"
 SKIP: OnError = "skip"
@@ -65,6 +65,27 @@ def error_policy(spec: PluginSpec, settings: Mapping[str, Any] | None = None) ->
             or spec.provenance.distribution == BUILTIN_DISTRIBUTION):
         return FAIL
     return SKIP
+
+
+def policy_report(spec: PluginSpec, config: OperatorConfig) -> dict[str, Any]:
+    """What `chain show`, `chain explain` and the report say of a plugin's error policy:
+    `on_error` (effective), `on_error_from` (who decided it) and `security_gate`."""
+    operator = _operator_setting(spec, config.plugin_settings)
+    if operator is not None:
+        key = operator[0]
+        source = f"plugins.{key}.on_error at {config.locate('plugins', key, 'on_error')}"
+    elif spec.on_error is not None:
+        source = f"the manifest at {spec.provenance}"
+    elif spec.enabled == "always":
+        source = "default: `always` plugins fail"
+    elif spec.security_gate:
+        source = "default: security gates fail closed"
+    elif spec.provenance.distribution == BUILTIN_DISTRIBUTION:
+        source = "default: Antler's own plugins fail"
+    else:
+        source = "default: third-party plugins and extensions skip"
+    return {"on_error": error_policy(spec, config.plugin_settings), "on_error_from": source,
+            "security_gate": spec.security_gate}
 
 
 def _skipped_by(spec: PluginSpec, config: OperatorConfig) -> tuple[str, str | None]:

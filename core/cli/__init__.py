@@ -138,6 +138,21 @@ def _one_line(exc: BaseException) -> str:
             "--debug for the traceback)")
 
 
+LIBRARY_LOGGERS = ("psycopg",)
+"""Loggers of libraries that report, for their own users, what Antler already handles or
+reports itself: psycopg's pool says 'discarding closed connection' after a database
+restart, which the pool's checks recover from, and a connection that really fails is
+Antler's one-line `StorageError`."""
+
+
+def quiet_library_logs(debug: bool) -> None:
+    """Keep `LIBRARY_LOGGERS` off the terminal, unless `--debug` asks for everything."""
+    import logging
+
+    for name in LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.CRITICAL)
+
+
 def _version() -> str:
     from antler import __version__
 
@@ -177,6 +192,7 @@ def cli(ctx: click.Context, debug: bool, manifests: tuple[str, ...], isolated: b
     from .session import Session
 
     ctx.meta[DEBUG_KEY] = debug
+    quiet_library_logs(debug)
     ctx.obj = Session(manifests=list(manifests), isolated=isolated)
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from antler.chain.policy import policy_report
 from antler.contracts.serverkeys import server_owned_keys
 
 from . import AntlerGroup, CliUsageError
@@ -200,6 +201,7 @@ def show_report(plan: ChainPlan, graph: ChainGraph) -> dict[str, Any]:
             "hooks": hooks, "hooks_from": hooks_from,
             "source": plugin_source(placement.spec, registry),
             "declared_at": str(placement.spec.provenance),
+            **policy_report(placement.spec, plan.config),
             "placed_by": _placed_by(placement),
             "constraints": [{"owner": c.owner, "kind": c.kind, "target": c.target,
                              "declared_at": str(c.provenance)} for c in placement.constraints],
@@ -310,6 +312,8 @@ def show(session: Session, chain_name: str, config_path: str | None, runtime: di
       runtime   {plan_mode, supports_vision, subagents_enabled, agent_name}
       plugins   [{position, name, summary, hooks (list, or null if unknown),
                   hooks_from ("manifest" | "class" | null), source, declared_at,
+                  on_error ("fail" | "skip", effective), on_error_from (who decided it),
+                  security_gate (what a skipped failure lets through, or null),
                   placed_by, constraints [{owner, kind, target, declared_at}]}]
       points    [{name, after_position (plugins before it), summary,
                   slots_end [..], slots_begin [..]}]
@@ -362,13 +366,25 @@ def _plugin_cells(plugin: dict[str, Any], marks: list[str], hooks: Any,
     """The cells after '#'; with `fold_width`, "placed by" goes under the name."""
     from rich.text import Text
 
-    name = Text(plugin["name"], style="bold")
+    name = Text.assemble(Text(plugin["name"], style="bold"), *policy_marks(plugin))
     placed = plugin["placed_by"] or "-"
     if fold_width:
         name = Text.assemble(name, Text(_folded(placed, fold_width), style="dim"))
     cells = [name, Text("  ".join(marks), style="dim" if hooks is None else "")]
     return [*cells, *([] if fold_width else [Text(placed)]),
             Text(plugin["source"], style="dim")]
+
+
+def policy_marks(plugin: dict[str, Any]) -> list[Any]:
+    """Marks after a plugin's name: `skip` for on_error: skip, `gate` for a security gate."""
+    from rich.text import Text
+
+    marks = []
+    if plugin["on_error"] == "skip":
+        marks.append(Text(" skip", style="yellow"))
+    if plugin["security_gate"]:
+        marks.append(Text(" gate", style="bold red"))
+    return marks
 
 
 def _point_cells(point: dict[str, Any], notes: list[str], fold_width: int) -> list[Any]:
@@ -421,6 +437,8 @@ def _print_show(report: dict[str, Any], runtime: dict[str, Any]) -> None:
     out.print(rows)
     out.print(Text("hooks: " + "  ".join(f"{short} {hook}" for hook, short in HOOK_COLUMNS)
                    + "  ? unknown", style="dim"))
+    out.print(Text("on_error: fail unless marked skip (a hook that raises is logged and "
+                   "skipped); gate: a security gate, fails closed", style="dim"))
     if report["excluded"]:
         absent = table("plugin", "why not", title=f"Not in the {report['chain']} chain")
         for row in report["excluded"]:
@@ -484,6 +502,9 @@ def explain(session: Session, name: str, chain_name: str, config_path: str | Non
       warnings      [text]
       tie_break     text, or null
       excluded      {kind, reason, hint}, or null when in the chain
+      on_error      fail | skip: what a hook that raises does (effective policy)
+      on_error_from who decided it (the operator's plugins.<key>, the manifest, a default)
+      security_gate what a skipped failure would let through, or null (not a gate)
       text          the human-readable explanation
     """
     from antler.plugin_api.diagnostics import did_you_mean
@@ -507,6 +528,10 @@ def explain(session: Session, name: str, chain_name: str, config_path: str | Non
         click.echo(f"  hooks: {listed or '(none)'}")
     elif report["excluded"]["hint"]:
         click.echo(f"  to include it: {report['excluded']['hint']}")
+    click.echo(f"  on_error: {report['on_error']} ({report['on_error_from']})")
+    gate = report["security_gate"]
+    click.echo("  security gate: " + (f"yes: a skipped failure would let through {gate}"
+                                      if gate else "no"))
 
 
 def explain_report(plan: ChainPlan, name: str) -> dict[str, Any]:
@@ -518,6 +543,7 @@ def explain_report(plan: ChainPlan, name: str) -> dict[str, Any]:
         "in_chain": placement is not None, "position": None,
         "chain_length": len(plan.order), "hooks": None, "neighbours": [], "constraints": [],
         "through_absent": {}, "warnings": [], "tie_break": None, "excluded": None,
+        **policy_report(spec, plan.config),
         "text": plan.explain(name),
     }
     if placement is None:

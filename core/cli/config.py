@@ -58,8 +58,9 @@ def check(ctx: click.Context, session: Session, file: str, no_import: bool, stri
        of runtime flags (--plan, --vision, --subagents);
     4. the factory of every plugin that takes part imports, and the hooks its
        class implements match the manifest's `hooks:`;
-    5. every configured extension class imports, and its `config:` binds to
-       the constructor (no unknown, no missing argument);
+    5. every configured extension class imports, its `config:` binds to the
+       constructor (no unknown, no missing argument), and it is constructed
+       with it as the build constructs it (a bad value is an error now);
     6. no security gate that takes part runs under `on_error: skip` (a warning;
        on an `always` gate it is an error).
 
@@ -240,7 +241,7 @@ def _check_extensions(config: OperatorConfig, report: ConfigReport) -> None:
     from antler.chain import constructor_problems
     from antler.chain.config import extension_ordering
     from antler.errors import ReflectionError
-    from antler.plugin_api.reflection import resolve_middleware_class
+    from antler.plugin_api.reflection import instantiate, resolve_middleware_class
 
     for index, entry in enumerate(config.extensions.middlewares):
         _, _, required, kwargs = extension_ordering(entry)
@@ -255,12 +256,20 @@ def _check_extensions(config: OperatorConfig, report: ConfigReport) -> None:
                 report.warnings.append(f"{config.locate(*key)}: {_dotted(key)}: optional "
                                        f"extension will be left out: {exc}")
             continue
-        for argument, message in constructor_problems(cls, kwargs):
+        problems = constructor_problems(cls, kwargs)
+        for argument, message in problems:
             # An unknown argument is a key under `config:`; a missing one belongs to
             # `config:`, or to the entry when it has none.
             at = (*key, "config", argument) if argument else (
                 (*key, "config") if config.was_set(*key, "config") else key)
             report.problems.append(f"{config.locate(*at)}: {_dotted(at)}: {message}")
+        if not problems:
+            # Constructed as the build constructs it: a bad value is found now, not in a run.
+            at = (*key, "config") if config.was_set(*key, "config") else key
+            try:
+                instantiate(cls, path, kwargs)
+            except ReflectionError as exc:
+                report.problems.append(f"{config.locate(*at)}: {_dotted(at)}: {exc}")
 
 
 def _check_tools(config: OperatorConfig, report: ConfigReport) -> None:
@@ -345,6 +354,7 @@ def migrate(ctx: click.Context, session: Session, file: str, output: str | None,
     from antler.chain.config import parse_config_document, schema_sections
     from antler.chain.migrate import load_extensions, migrate_deerflow
     from antler.errors import ConfigError
+    from antler.plugin_api.parselimits import read_bounded
     from antler.plugin_api.yamlsource import YamlDocument, YamlSyntaxError, load_yaml_file
 
     try:
@@ -356,7 +366,7 @@ def migrate(ctx: click.Context, session: Session, file: str, output: str | None,
     extensions = None
     if extensions_file is not None:
         try:
-            json_text = Path(extensions_file).read_text(encoding="utf-8")
+            json_text = read_bounded(Path(extensions_file))
             extensions = load_extensions(json_text, extensions_file)
         except (OSError, ValueError) as exc:
             raise CliError(str(exc)) from None

@@ -1,13 +1,16 @@
 """`antler doctor`: is this installation ready to run agents, and how isolated are they?
 
-Three checks, each ok, warn or fail: the operator config loads and validates;
-the plugins load and the lead chain resolves; the sandbox provider the config
-chooses is the one expected (bwrap isolates commands, local does not) and a
-command really runs in it. Exit code 1 when any check fails.
+Four checks, each ok, warn or fail: the operator config loads and validates;
+the plugins load and the lead chain resolves; no plugin's entry point or
+factory is slow to import (past `$ANTLER_SLOW_IMPORT_SECONDS`, 1 s by default:
+the slow one is named, since every command pays it); the sandbox provider the
+config chooses is the one expected (bwrap isolates commands, local does not)
+and a command really runs in it. Exit code 1 when any check fails.
 """
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +55,27 @@ def check_plugins(session: Session, config: OperatorConfig) -> dict[str, str]:
     if notes:
         return _check("plugins", "warn", "; ".join(notes))
     return _check("plugins", "ok", f"{len(plan.order)} plugins in the lead chain, all loaded")
+
+
+def check_imports(session: Session, config: OperatorConfig) -> dict[str, str]:
+    """How long the plugins took to import: entry points (at discovery) and the lead
+    chain's factories; the slow ones are named."""
+    from antler.chain import factory_import_failures
+    from antler.errors import AntlerError
+    from antler.plugin_api.registry import slow_import_threshold
+
+    registry = session.registry()
+    with contextlib.suppress(AntlerError):  # the plugins check says why it does not plan
+        factory_import_failures(session.plan(config, "lead", {}))
+    timings = sorted(registry.import_timings, key=lambda timing: -timing.seconds)
+    threshold = slow_import_threshold()
+    slow = [timing for timing in timings if timing.seconds > threshold]
+    if slow:
+        return _check("imports", "warn", "; ".join(map(str, slow)) + f" (threshold "
+                      f"{threshold:.2f} s): every command that loads them pays it")
+    slowest = f"; slowest: {timings[0]}" if timings else ""
+    return _check("imports", "ok", f"{len(timings)} plugin imports timed, none past "
+                                   f"{threshold:.2f} s{slowest}")
 
 
 def sandbox_section(session: Session, config: OperatorConfig) -> Any:
@@ -116,10 +140,11 @@ def doctor(session: Session, config_path: str | None, as_json: bool) -> None:
     \b
     JSON (--json): an object with
       ok       false when any check failed
-      checks   [{name ("config" | "plugins" | "sandbox" | "model" | "storage" | "mcp"
-               | "skills"), status ("ok" | "warn" | "fail"), detail}]: one line per
-               configured model (provider package, API key), the checkpointer
-               (Postgres reached within 3 s), each MCP server (started), the skills
+      checks   [{name ("config" | "plugins" | "imports" | "sandbox" | "model" |
+               "storage" | "mcp" | "skills"), status ("ok" | "warn" | "fail"),
+               detail}]: besides the chain, one line per configured model (provider
+               package, API key), the checkpointer (Postgres reached within 3 s),
+               each MCP server (started), the skills
       sandbox  {requested, require_isolation, provider, reason, isolated,
                network, warning, error, command {ok, detail}} (null when the
                config did not load)
@@ -128,6 +153,7 @@ def doctor(session: Session, config_path: str | None, as_json: bool) -> None:
     checks, sandbox = [config_check], None
     if config is not None:
         checks.append(check_plugins(session, config))
+        checks.append(check_imports(session, config))
         sandbox_check, sandbox = check_sandbox(sandbox_section(session, config))
         checks.append(sandbox_check)
         from .doctor_run import run_checks

@@ -138,7 +138,7 @@ _PAGE = """<!DOCTYPE html>
     var head = el("tr", {}, [el("th", {text: "#"}), el("th", {text: "plugin"})]
       .concat(data.hooks.map(function (short, i) {
         return el("th", {text: short, title: data.hook_names[i]});
-      })).concat([el("th", {text: "source"})]));
+      })).concat([el("th", {text: "on_error"}), el("th", {text: "source"})]));
     var body = [head];
     function points(position) {
       chain.points.forEach(function (point) {
@@ -146,7 +146,7 @@ _PAGE = """<!DOCTYPE html>
         var notes = point.slots_end.map(function (s) { return s + " slot ends"; })
           .concat(point.slots_begin.map(function (s) { return s + " slot begins"; }));
         body.push(el("tr", {"class": "point", "data-point": point.name}, [
-          el("td", {}), el("td", {colspan: String(data.hooks.length + 2),
+          el("td", {}), el("td", {colspan: String(data.hooks.length + 3),
                                   text: point.name + " \\u2014 " + (notes.join(" \\u00b7 ")
                                         || point.summary)})]));
       });
@@ -157,7 +157,12 @@ _PAGE = """<!DOCTYPE html>
         el("summary", {text: plugin.name, title: plugin.summary}),
         el("div", {"class": "why", text: "placed by: " + (plugin.placed_by || "-")}),
         el("div", {"class": "why", text: plugin.summary}),
-        el("div", {"class": "why", text: "declared at " + plugin.declared_at})]);
+        el("div", {"class": "why", text: "declared at " + plugin.declared_at}),
+        el("div", {"class": "why policy", text: "on_error: " + plugin.on_error + " ("
+                   + plugin.on_error_from + ")"}),
+        el("div", {"class": "why gate", text: plugin.security_gate
+                   ? "security gate: a skipped failure would let through "
+                     + plugin.security_gate : "security gate: no"})]);
       var marks = data.hook_names.map(function (hook, i) {
         var on = plugin.hooks && plugin.hooks.indexOf(hook) >= 0;
         return el("td", {"class": "mark" + (on ? " on" : ""),
@@ -167,6 +172,9 @@ _PAGE = """<!DOCTYPE html>
       });
       body.push(el("tr", {"data-plugin-row": plugin.name},
         [el("td", {text: String(plugin.position)}), el("td", {}, [why])].concat(marks)
+          .concat([el("td", {"class": "policy", "data-on-error": plugin.on_error,
+                             text: plugin.on_error + (plugin.security_gate ? " \u00b7 gate"
+                                                      : "")})])
           .concat([el("td", {"class": "node", text: plugin.source})])));
       points(plugin.position);
     });

@@ -7,6 +7,7 @@ LangChain and build graphs; `antler chain show` stays fast.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -121,14 +122,14 @@ def resume_command(session: Session, thread_id: str, decision: str | None,
 
 
 def _edited_args(edited: str | None) -> list[dict[str, Any]] | None:
-    import json
+    from antler.plugin_api import jsonsource
 
     if edited is None:
         return None
     try:
-        value = json.loads(edited)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"not JSON: {exc.msg} at character {exc.pos}",
+        value = jsonsource.loads(edited)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}",
                                  param_hint="--edit") from None
     items = value if isinstance(value, list) else [value]
     if not items or not all(isinstance(item, dict) for item in items):
@@ -237,17 +238,19 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
                 shown: dict[Any, str] = _already_shown(agent, thread_id) \
                     if decision is not None else {}
                 try:
-                    stream = agent.stream(message, thread_id=thread_id, user_id=user_id,
-                                          files=files, wait=wait,
-                                          on_interrupted=_echo_interrupted,
-                                          stream_mode=["messages", "updates"], run_id=run_id)
-                    for mode, payload in stream:
-                        if mode == "messages":
-                            chunk, metadata = payload
-                            _echo_tokens(chunk, metadata, streamed)
-                        else:
-                            _echo_update(payload, streamed, shown)
-                            outcome.collect(payload)
+                    with _SavedResults.of(agent) as saved:
+                        for mode, payload in agent.stream(message, thread_id=thread_id,
+                                                          user_id=user_id, files=files,
+                                                          wait=wait,
+                                                          on_interrupted=_echo_interrupted,
+                                                          stream_mode=["messages", "updates"],
+                                                          run_id=run_id):
+                            if mode == "messages":
+                                chunk, metadata = payload
+                                _echo_tokens(chunk, metadata, streamed)
+                            else:
+                                _echo_update(payload, streamed, shown, saved)
+                                outcome.collect(payload)
                 finally:  # the script's position and the flags stay with the thread
                     _remember(thread_dir, model, config_path, spec)
             waiting = pending_approvals(agent, thread_id) if agent.checkpointer else []
@@ -444,12 +447,71 @@ def _echo_tokens(chunk: Any, metadata: dict[str, Any], streamed: set[str]) -> No
             streamed.add(chunk.id)
 
 
-def _echo_update(update: dict[str, Any], streamed: set[str], shown: dict[Any, str]) -> None:
+class _SavedResults:
+    """The tool results the thread has saved, so `antler run` shows a result only once a
+    crash can no longer take it away.
+
+    LangGraph streams a task's writes while their save is still running in the
+    background; the checkpointer (`DualSaver.listen_to_writes`) says when it is
+    done. A result whose save failed, or has not finished within
+    `SAVE_WAIT_SECONDS`, is shown marked as not saved.
+    """
+
+    SAVE_WAIT_SECONDS = 15.0
+    """Longer than a write waits for another process's lock before it fails."""
+
+    def __init__(self) -> None:
+        self._outcomes: dict[str, BaseException | None] = {}
+        self._changed = threading.Condition()
+
+    @classmethod
+    @contextlib.contextmanager
+    def of(cls, agent: Any) -> Iterator[_SavedResults | None]:
+        """The saved results of `agent`'s runs while the block runs; None when its
+        checkpointer keeps nothing beyond the process (memory, none)."""
+        from antler.runtime.savers import DualSaver
+
+        saver = agent.storage.saver if agent.storage is not None else None
+        if not isinstance(saver, DualSaver):
+            yield None
+            return
+        saved = cls()
+        stop = saver.listen_to_writes(saved.record)
+        try:
+            yield saved
+        finally:
+            stop()
+
+    def record(self, writes: Any, error: BaseException | None) -> None:
+        ids = [message.id for _channel, value in writes
+               for message in (value if isinstance(value, (list, tuple)) else [value])
+               if getattr(message, "type", None) == "tool" and getattr(message, "id", None)]
+        if ids:
+            with self._changed:
+                self._outcomes.update(dict.fromkeys(ids, error))
+                self._changed.notify_all()
+
+    def mark(self, message_id: str | None) -> str:
+        """'' once the result `message_id` is saved; else what to add to its line."""
+        if not message_id:  # nothing to match its save by (LangGraph gives saved ones ids)
+            return ""
+        with self._changed:
+            self._changed.wait_for(lambda: message_id in self._outcomes,
+                                   timeout=self.SAVE_WAIT_SECONDS)
+            if message_id not in self._outcomes:
+                return " [not saved yet]"
+            error = self._outcomes[message_id]
+        return "" if error is None else " [not saved: the thread will not have this result]"
+
+
+def _echo_update(update: dict[str, Any], streamed: set[str], shown: dict[Any, str],
+                 saved: _SavedResults | None = None) -> None:
     """Print what a graph step added: assistant text, tool calls, tool results.
 
     A plugin that edits a message (merging token usage into it, stripping its
     calls, appending a note) sends it again under the same id: only what was
-    not printed yet is printed (`shown` remembers what was).
+    not printed yet is printed (`shown` remembers what was). A tool result is
+    printed once `saved` says the thread has it (or marked as not saved).
     """
     for change in update.values():
         messages = (change or {}).get("messages", []) if isinstance(change, dict) else []
@@ -471,12 +533,13 @@ def _echo_update(update: dict[str, Any], streamed: set[str], shown: dict[Any, st
                 shown[message.id] = text
             elif kind == "ToolMessage" and ("tool", message.id) not in shown:
                 shown[("tool", message.id)] = ""
+                mark = saved.mark(message.id) if saved is not None else ""
                 artifact = getattr(message, "artifact", None)
                 if isinstance(artifact, dict) and "human_input" in artifact:
-                    click.echo(f"[clarification] {message.content}")
+                    click.echo(f"[clarification] {message.content}{mark}")
                 else:
-                    click.echo(f"<- {message.name}: {_short(content_text(message.content))}",
-                               err=True)
+                    click.echo(f"<- {message.name}: "
+                               f"{_short(content_text(message.content))}{mark}", err=True)
 
 
 class _Outcome:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from antler.errors import ManifestError
 
 from .diagnostics import describe_validation_error
+from .parselimits import SourceLimitError, read_bounded
 from .spec import API_VERSION, PluginSpec, PointSpec, Provenance, SlotSpec
 from .yamlsource import YamlDocument, YamlSyntaxError, load_yaml, load_yaml_file
 
@@ -71,8 +72,7 @@ def parse_manifest(
         where = doc.locate(("api_version",))
         raise ManifestError(
             f"{where}: api_version {api!r} is not supported; this Antler reads manifests with "
-            f"api_version: {API_VERSION}"
-        )
+            f"api_version: {API_VERSION}", sections=_declared_sections(data))
     try:
         model = _ManifestModel.model_validate(data)
     except ValidationError as exc:
@@ -107,6 +107,17 @@ def parse_manifest(
     )
 
 
+def _declared_sections(data: dict[str, Any]) -> dict[str, str]:
+    """Config section -> plugin name, read leniently from a manifest that did not validate."""
+    sections: dict[str, str] = {}
+    plugins = data.get("plugins")
+    for entry in plugins if isinstance(plugins, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            key = entry.get("config_key")
+            sections[key if isinstance(key, str) else entry["name"]] = entry["name"]
+    return sections
+
+
 def load_manifest(path: str | Path, **provenance: Any) -> Manifest:
     try:
         doc = load_yaml_file(path)
@@ -127,12 +138,13 @@ def load_package_manifest(package: str, filename: str = BUILTIN_MANIFEST,
                           **provenance: Any) -> Manifest:
     """Load a manifest shipped as package data (how third parties ship theirs)."""
     resource = resources.files(package).joinpath(filename)
-    try:
-        text = resource.read_text(encoding="utf-8")
-    except (FileNotFoundError, OSError) as exc:
+    if not resource.is_file():
         raise ManifestError(
-            f"package {package!r} has no {filename!r} ({exc}); ship it as package data"
-        ) from None
+            f"package {package!r} has no {filename!r}; ship it as package data")
+    try:
+        text = read_bounded(resource)
+    except SourceLimitError as exc:
+        raise ManifestError(f"package {package!r}: {exc}") from None
     return load_manifest_text(text, f"{package}/{filename}", **provenance)
 
 

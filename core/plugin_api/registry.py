@@ -6,16 +6,25 @@ Every plugin, built-in or third-party, is an entry point in the
 `antler_plugin_specs` hook. Nothing here imports a middleware module.
 
 A distribution that fails (import error, a hook that raises, a wrong return
-type, a duplicate name) produces a `LoadDiagnostic` naming the distribution,
-the entry point and the cause. Optional ones fail open with that diagnostic;
-required ones (Antler's own, and any the operator marks required) stop the
-build in `PluginRegistry.raise_for_required`.
+type) produces a `LoadDiagnostic` naming the distribution, the entry point and
+the cause. A plugin name two distributions declare is a clash: only the
+clashing plugin of the later one (built-ins first, then by distribution name)
+is left out, with a diagnostic naming both; the operator picks the other with
+`plugins: {NAME: {distribution: DIST}}` (`PluginRegistry.choose`). Optional
+distributions fail open with their diagnostic; required ones (Antler's own,
+and any the operator marks required) stop the build in
+`PluginRegistry.raise_for_required`.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
+import logging
+import os
 import re
+import sys
+import time
 import types
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
@@ -33,6 +42,7 @@ from .spec import PluginSpec, PointSpec, Provenance, SlotSpec
 
 ENTRY_POINT_GROUP = "antler.plugins"
 BUILTIN_DISTRIBUTION = "antler"
+log = logging.getLogger("antler.plugins")
 THIRD_PARTY_RANK_BASE = 100_000
 """Third-party plugins rank after every built-in unless they say otherwise."""
 
@@ -45,11 +55,56 @@ class LoadDiagnostic:
     distribution: str
     cause: str
     plugin: str | None = None
+    clash: str | None = None
+    """The plugin name this entry point lost to another distribution (see `contenders`)."""
+    chosen: bool = False
+    """The operator chose the other distribution: not a failure, even of a required one."""
+    sections: tuple[tuple[str, str], ...] = ()
+    """(config section, plugin) pairs of the plugins this failure left out, where known."""
 
     def __str__(self) -> str:
         what = f"plugin {self.plugin!r} from " if self.plugin else ""
         return (f"{what}distribution {self.distribution!r}, entry point {self.entry_point!r} "
                 f"in group {ENTRY_POINT_GROUP!r}: {self.cause}")
+
+
+SLOW_IMPORT_ENV = "ANTLER_SLOW_IMPORT_SECONDS"
+SLOW_IMPORT_SECONDS = 1.0
+"""An entry point or factory import slower than this is named in a warning (and by
+`antler doctor`); `$ANTLER_SLOW_IMPORT_SECONDS` changes the threshold."""
+
+
+def slow_import_threshold() -> float:
+    """The slow-import threshold in seconds: `$ANTLER_SLOW_IMPORT_SECONDS`, else 1.0."""
+    try:
+        return float(os.environ.get(SLOW_IMPORT_ENV, SLOW_IMPORT_SECONDS))
+    except ValueError:
+        return SLOW_IMPORT_SECONDS
+
+
+@dataclass(frozen=True)
+class ImportTiming:
+    """How long importing one entry point's module or one plugin's factory took."""
+
+    what: str
+    """'entry point NAME' or 'factory of plugin NAME'."""
+    module: str
+    distribution: str
+    seconds: float
+
+    def __str__(self) -> str:
+        return (f"{self.what} ({self.module}, distribution {self.distribution!r}) took "
+                f"{self.seconds:.2f} s to import")
+
+
+def record_import(timings: list[ImportTiming], timing: ImportTiming) -> None:
+    """Keep `timing`, and warn when it is past the slow-import threshold."""
+    timings.append(timing)
+    threshold = slow_import_threshold()
+    if timing.seconds > threshold:
+        log.warning("slow plugin import: %s (threshold %.2f s, $%s); every command that "
+                    "loads it pays this: move heavy imports into the functions that need "
+                    "them", timing, threshold, SLOW_IMPORT_ENV)
 
 
 @dataclass
@@ -75,6 +130,10 @@ class PluginRegistry:
     entry_point_plugins: dict[str, list[str]] = field(default_factory=dict)
     entry_points: dict[str, PluginSource] = field(default_factory=dict)
     """Every registered entry point (hooks-only ones included) by name."""
+    import_timings: list[ImportTiming] = field(default_factory=list)
+    """How long each entry point's module (and, once planned, each factory) took to import."""
+    contenders: dict[str, list[tuple[PluginSpec, PluginSource]]] = field(default_factory=dict)
+    """Plugin names two or more distributions declare -> every declaration, default first."""
 
     @classmethod
     def from_manifests(cls, manifests: Iterable[Manifest]) -> PluginRegistry:
@@ -99,7 +158,13 @@ class PluginRegistry:
                 f"another manifest already set {self.default_slot!r}"
             )
         pending: dict[str, PluginSpec] = {}
+        clashing = []
         for spec in manifest.plugins:
+            held = self.sources.get(spec.name)
+            if source is not None and held is not None and held.entry_point != \
+                    source.entry_point and spec.name not in pending:
+                clashing.append(spec)  # another distribution's name: only this plugin is out
+                continue
             self._check_new_spec(spec, pending)
             pending[spec.name] = spec
         for point in manifest.points:
@@ -107,7 +172,72 @@ class PluginRegistry:
         for slot in manifest.slots:
             self.slots.setdefault(slot.name, slot)
         self.default_slot = manifest.default_slot or self.default_slot
-        return [self.add_spec(spec, source) for spec in manifest.plugins]
+        for spec in clashing:
+            assert source is not None
+            self.contenders.setdefault(spec.name, [(self.specs[spec.name],
+                                                    self.sources[spec.name])])
+            self.contenders[spec.name].append((spec, source))
+            self._note_clash(spec.name)
+        return [self.add_spec(spec, source) for spec in manifest.plugins
+                if spec not in clashing]
+
+    def choose(self, name: str, distribution: str | None) -> str | None:
+        """Make the plugin `name` the one `distribution` declares (None: the default).
+
+        Returns a problem (one line) when no installed distribution of that name
+        declares it. The plugins left out get a diagnostic naming the chosen one.
+        """
+        candidates = self.contenders.get(name)
+        if distribution is None:
+            if candidates:
+                self._install(name, *candidates[0], chosen=False)
+            return None
+        wanted = canonical_name(distribution)
+        if not candidates:
+            if name not in self.specs:
+                return f"no installed plugin is named {name!r}{did_you_mean(name, self.specs)}"
+            source = self.sources.get(name)
+            if source is None or canonical_name(source.distribution) == wanted:
+                return None
+            return (f"plugin {name!r} comes from distribution {source.distribution!r}, not "
+                    f"{distribution!r}, and no other installed distribution declares it")
+        for spec, source in candidates:
+            if canonical_name(source.distribution) == wanted:
+                self._install(name, spec, source, chosen=True)
+                return None
+        offered = ", ".join(repr(source.distribution) for _, source in candidates)
+        return (f"no installed distribution {distribution!r} declares plugin {name!r}; the "
+                f"distributions that do: {offered}")
+
+    def _install(self, name: str, spec: PluginSpec, source: PluginSource, *,
+                 chosen: bool) -> None:
+        """Make (`spec`, `source`) the plugin `name`, the other contenders left out."""
+        for _, other in self.contenders[name]:
+            names = self.entry_point_plugins.get(other.entry_point)
+            if names is not None and name in names:
+                names.remove(name)
+        self.specs[name] = spec
+        self.sources[name] = source
+        names = self.entry_point_plugins.setdefault(source.entry_point, [])
+        if name not in names:
+            names.append(name)
+        self._note_clash(name, chosen)
+
+    def _note_clash(self, name: str, chosen: bool = False) -> None:
+        """One diagnostic per contender of `name` left out, naming the one that holds it."""
+        self.diagnostics = [d for d in self.diagnostics if d.clash != name]
+        holder = self.sources[name]
+        for spec, source in self.contenders[name]:
+            if source.entry_point == holder.entry_point:
+                continue
+            self.diagnostics.append(LoadDiagnostic(
+                source.entry_point, source.distribution,
+                f"plugin name {name!r} is also declared by distribution "
+                f"{holder.distribution!r} (entry point {holder.entry_point!r}, at "
+                f"{self.specs[name].provenance}); this distribution's {name!r} (at "
+                f"{spec.provenance}) is left out and its other plugins stay. To use this one "
+                f"instead, set `plugins: {{{name}: {{distribution: {source.distribution}}}}}` "
+                "in the operator config", clash=name, chosen=chosen))
 
     def add_spec(self, spec: PluginSpec, source: PluginSource | None) -> str:
         self._check_new_spec(spec)
@@ -198,13 +328,29 @@ class PluginRegistry:
             names.update(n for n in (d.entry_point, d.distribution, d.plugin) if n)
         return names
 
+    def skipped_section(self, key: str) -> tuple[str, LoadDiagnostic] | None:
+        """(plugin, why) when config section `key` belongs to a plugin that failed to load.
+
+        Known from the failed manifest where it could be read, else when the section
+        is named as the failed entry point or plugin is.
+        """
+        for diagnostic in self.diagnostics:
+            if diagnostic.clash:
+                continue
+            owners = dict(diagnostic.sections)
+            if key in owners:
+                return owners[key], diagnostic
+            if key in (diagnostic.plugin, diagnostic.entry_point):
+                return key, diagnostic
+        return None
+
     def required_failures(self, required: Iterable[str] = ()) -> list[LoadDiagnostic]:
         """The load failures that stop a build: Antler's own, and those named in `required`."""
         wanted = {canonical_name(name) for name in required}
-        return [d for d in self.diagnostics
-                if d.distribution == BUILTIN_DISTRIBUTION
+        return [d for d in self.diagnostics if not d.chosen and (
+                d.distribution == BUILTIN_DISTRIBUTION
                 or wanted & {canonical_name(n) for n in (d.distribution, d.entry_point, d.plugin)
-                             if n}]
+                             if n})]
 
     def raise_for_required(self, required: Iterable[str] = ()) -> None:
         """Stop when a required distribution, entry point or plugin failed to load."""
@@ -242,6 +388,7 @@ def discover(*, extra_plugins: Iterable[tuple[str, Any]] = (),
         ExtensionManager.ENTRY_POINT_CACHE.pop(ENTRY_POINT_GROUP, None)
         _clear_stevedore_path_cache()
     distributions = _entry_point_distributions()
+    registry.import_timings.extend(_timed_entry_point_imports(distributions))
     failures: list[tuple[Any, BaseException]] = []
     manager: ExtensionManager[Any] = ExtensionManager(
         ENTRY_POINT_GROUP,
@@ -309,7 +456,10 @@ def _register(registry: PluginRegistry, source: PluginSource, obj: Any) -> None:
         results = registry.call_one(source.entry_point, "antler_plugin_specs")
     except Exception as exc:  # a broken third-party hook must not take the platform down
         manager.unregister(obj)
-        fail(f"antler_plugin_specs() raised {type(exc).__name__}: {exc}")
+        registry.diagnostics.append(LoadDiagnostic(
+            source.entry_point, source.distribution,
+            f"antler_plugin_specs() raised {type(exc).__name__}: {exc}",
+            sections=tuple(getattr(exc, "sections", {}).items())))
         return
     names: list[str] = []
     if results:  # else a hooks-only plugin (tools, config checks) with no middleware
@@ -351,6 +501,29 @@ def _as_manifest(contributed: Any, source: PluginSource) -> Manifest:
         stamped.append(spec.model_copy(update=update))
     return Manifest(source=manifest.source, plugins=stamped, points=manifest.points,
                     slots=manifest.slots, default_slot=manifest.default_slot)
+
+
+def _timed_entry_point_imports(distributions: dict[tuple[str, str], tuple[str, str | None]],
+                               ) -> list[ImportTiming]:
+    """Import each entry point's module once, timed, before stevedore loads them.
+
+    Stevedore then finds the modules imported; a module that fails to import is
+    left to it, so the failure is reported where every other load failure is.
+    """
+    timings: list[ImportTiming] = []
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        module = ep.value.partition(":")[0].strip()
+        if module in sys.modules:
+            continue
+        started = time.perf_counter()
+        try:
+            importlib.import_module(module)
+        except Exception:
+            continue
+        dist = distributions.get((ep.name, ep.value), ("<unknown>", None))[0]
+        record_import(timings, ImportTiming(f"entry point {ep.name!r}", module, dist,
+                                            time.perf_counter() - started))
+    return timings
 
 
 def _entry_point_distributions() -> dict[tuple[str, str], tuple[str, str | None]]:

@@ -73,6 +73,57 @@ def _both_chains() -> list[Chain]:
     return ["lead", "subagent"]
 
 
+SHARED_STATE_KEYS = frozenset({"messages", "jump_to", "structured_response"})
+"""LangChain's own agent-state channels: every plugin may write them (`messages` through
+its reducer, `jump_to` to a destination its hook declares). No plugin may own them."""
+
+
+class StateAccess(BaseModel):
+    """`state:` of a manifest entry: the agent-state keys a plugin owns and reads.
+
+    A plugin writes only the keys it owns, the shared channels
+    (`SHARED_STATE_KEYS`) and the contract channels of `antler.contracts` its
+    state schema takes. Every key its middleware's `state_schema` declares is
+    owned too, unless listed under `reads`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    owns: list[str] = Field(
+        default_factory=list, description="State keys only this plugin (or another plugin of "
+        "its distribution) writes; also every key of its `state_schema` not under `reads`.")
+    reads: list[str] = Field(
+        default_factory=list, description="Keys its `state_schema` declares so it can read "
+        "them, which other plugins own: not written, not owned.")
+
+    @field_validator("owns", "reads", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("owns", "reads")
+    @classmethod
+    def _keys(cls, value: list[str]) -> list[str]:
+        for key in value:
+            if not _KEY_RE.match(key):
+                raise ValueError(f"state key {key!r} must be an identifier: a letter or "
+                                 "underscore, then letters, digits or underscores")
+        return value
+
+    @model_validator(mode="after")
+    def _not_shared(self) -> StateAccess:
+        shared = sorted(SHARED_STATE_KEYS & set(self.owns))
+        if shared:
+            raise ValueError(f"state.owns lists {shared}: LangChain's shared channels "
+                             f"({', '.join(sorted(SHARED_STATE_KEYS))}) belong to no plugin; "
+                             "every plugin may write them, so leave them out")
+        both = sorted(set(self.owns) & set(self.reads))
+        if both:
+            raise ValueError(f"state lists {both} under both `owns` and `reads`; a plugin "
+                             "either owns a key or reads another plugin's")
+        return self
+
+
 class Provenance(BaseModel):
     """Where a spec (or one of its constraints) was declared, for error messages."""
 
@@ -213,6 +264,9 @@ class PluginSpec(BaseModel):
         "logs, traces and continues as if the hook were absent. Default: `fail` for `always` "
         "plugins and Antler's own, `skip` for optional third-party plugins and extensions; "
         "the operator overrides it with `plugins: {NAME: {on_error: ...}}`.")
+    state: StateAccess = Field(
+        default_factory=StateAccess, description="The agent-state keys it owns and reads: a "
+        "hook's write to a key the plugin does not own is refused at run time.")
     security_gate: str | None = Field(
         None, description="Marks a security gate: what its failure would let through if "
         "skipped (a hook that raises under `on_error: skip` lets the run go on without it). "

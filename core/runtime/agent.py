@@ -573,7 +573,9 @@ def create_agent(
     saver = storage.saver
     # Isolation inside tracing: a skipped failure shows in the timeline as skipped.
     middlewares = isolate(built.middlewares, [error_policy(entry.spec, config.plugin_settings)
-                                              for entry in built.entries], built.names)
+                                              for entry in built.entries], built.names,
+                          [entry.state.writable if entry.state else None
+                           for entry in built.entries], built.state_owners)
     if tracer is not None:
         middlewares = instrument(middlewares, tracer, built.names)
     with _closing_on_error(close_mcp):

@@ -13,6 +13,13 @@ The result contract: the `ToolMessage`'s ``additional_kwargs`` carry
 its ``subagent_result_sha256``, ``subagent_token_usage`` (input, output and
 total tokens of the subagent's model calls) and ``task_description``. Plugins
 read these fields, never the result's text.
+
+The text and the fields come from one `TaskOutcome`, so they cannot disagree
+(seed 000 #13): a completed task's text is the subagent's answer; a failed
+one's is ``Task failed. Error: <error>``, where the error is the exception the
+subagent raised or the error reply it ended with, and its ``antler_tool_meta``
+(``error_type``, ``recoverable_by_model``, ``recommended_next_action``, source
+``task``) is classified from that same error (`classify_error_text`).
 """
 
 from __future__ import annotations
@@ -21,8 +28,8 @@ import hashlib
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
-from typing import Annotated, Any
+from dataclasses import dataclass, field, replace
+from typing import Annotated, Any, Literal
 
 from langchain.tools import ToolRuntime, tool
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -30,6 +37,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from antler.compat import CONFIG_KEY_DURABILITY
 from antler.contracts.fallback import error_fallback_of
 from antler.contracts.stop_reason import stop_reason_of
+from antler.contracts.toolmeta import TOOL_META_KEY, ToolMeta, classify_error_text
 
 from .runcontext import RunContext, run_context
 from .toolargs import without_runtime_dump
@@ -79,27 +87,66 @@ def make_task_tool(build_subagent: Callable[[], Any]) -> Any:
             )
         except Exception as error:  # the lead must be able to recover from a failed delegate
             exc = sub.explain(error)
-            text = f"Task '{description}' failed: {type(exc).__name__}: {exc}"
-            return ToolMessage(
-                content=text, tool_call_id=runtime.tool_call_id, name=TASK_TOOL, status="error",
-                additional_kwargs=task_result_fields(description, "failed", None, text,
-                                                     _sum_usage([])),
-            )
+            detail = f"{type(exc).__name__}: {exc}"
+            return TaskOutcome(description, "failed", error=detail,
+                               error_kind=detail).message(runtime.tool_call_id)
         replies = [m for m in state.get("messages", []) if isinstance(m, AIMessage)]
         answer = str(replies[-1].content) if replies else ""
-        failed = bool(replies) and error_fallback_of(replies[-1]) is not None
+        fallback = error_fallback_of(replies[-1]) if replies else None
         stop = stop_reason_of(state, context.run_id)
-        return ToolMessage(
-            content=answer or f"Task '{description}' finished without a reply.",
-            tool_call_id=runtime.tool_call_id, name=TASK_TOOL,
-            status="error" if failed else "success",
-            additional_kwargs=task_result_fields(
-                description, "failed" if failed else "completed",
-                stop["reason"] if stop else None, answer, _sum_usage(replies)),
-        )
+        stop_reason = stop["reason"] if stop else None
+        if fallback is not None:
+            # The error reply says what went wrong; its marker says why, for the class.
+            kind = f"{fallback.get('error_type')}: {fallback.get('detail') or answer}"
+            return TaskOutcome(description, "failed", error=answer or str(fallback["reason"]),
+                               error_kind=kind, stop_reason=stop_reason,
+                               usage=_sum_usage(replies)).message(runtime.tool_call_id)
+        return TaskOutcome(description, "completed", result=answer, stop_reason=stop_reason,
+                           usage=_sum_usage(replies)).message(runtime.tool_call_id)
 
     task.metadata = {"antler": {"sandbox": False, "remote_content": False, "delegation": True}}
     return without_runtime_dump(task)
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    """How one delegation ended: the one source of a `task` result's text and fields."""
+
+    description: str
+    status: Literal["completed", "failed"]
+    result: str = ""
+    """The subagent's answer (completed)."""
+    error: str = ""
+    """What went wrong, as the lead reads it (failed)."""
+    error_kind: str = ""
+    """The text the failure is classified from: the exception, or the error reply's
+    marker (failed)."""
+    stop_reason: str | None = None
+    usage: dict[str, int] = field(default_factory=lambda: _sum_usage([]))
+
+    @property
+    def text(self) -> str:
+        if self.status == "failed":
+            return f"Task failed. Error: {self.error or 'the subagent gave no reason'}"
+        return self.result or f"Task '{self.description}' finished without a reply."
+
+    def meta(self) -> ToolMeta:
+        if self.status == "completed":
+            return ToolMeta(status="success", source=TASK_TOOL)
+        error_type, recoverable, action = classify_error_text(self.error_kind or self.error)
+        return ToolMeta(status="error", error_type=error_type, recoverable_by_model=recoverable,
+                        recommended_next_action=action, source=TASK_TOOL)
+
+    def message(self, tool_call_id: str | None) -> ToolMessage:
+        """The `task` tool's result."""
+        text = self.text
+        fields = task_result_fields(self.description, self.status, self.stop_reason,
+                                    self.result if self.status == "completed" else text,
+                                    self.usage)
+        return ToolMessage(
+            content=text, tool_call_id=tool_call_id or "", name=TASK_TOOL,
+            status="error" if self.status == "failed" else "success",
+            additional_kwargs={**fields, TOOL_META_KEY: self.meta().as_dict()})
 
 
 def task_result_fields(description: str, status: str, stop_reason: str | None, answer: str,

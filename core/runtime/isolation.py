@@ -20,6 +20,12 @@ Every plugin of a chain has an error policy, `on_error`:
     never called again because of it, and a tool result that was produced is
     never lost.
 
+A node hook's update is also checked against the state keys its plugin may
+write (`antler.chain.stateowners`): one that writes another plugin's key fails
+the hook with `StateWriteError` (naming plugin, key and owner), handled under
+the policy like any exception of its own (`fail` stops the run, `skip` drops
+the whole update and logs it).
+
 Either way, an exception that came out of the handler (the model's, a tool's,
 an inner plugin's) is not the wrapping plugin's failure and propagates
 unchanged, and so do LangGraph's `GraphBubbleUp` (an interrupt) and the
@@ -51,14 +57,16 @@ parameters, so its arguments are not packed and unpacked on every call
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from antler.chain.policy import SKIP
+from antler.chain.stateowners import describe_refusal, refused_keys
 from antler.compiler import NODE_HOOKS
-from antler.errors import AntlerError, PluginHookError, describe_error
+from antler.errors import AntlerError, PluginHookError, StateWriteError, describe_error
 from antler.plugin_api.spec import OnError
 
 from .tracing import hook_subclass, note_in_trace, reclass
@@ -72,40 +80,102 @@ log = logging.getLogger(AUDIT_LOGGER)
 
 
 def isolate(middlewares: Sequence[Any], policies: Sequence[OnError],
-            labels: Sequence[str] | None = None) -> list[Any]:
+            labels: Sequence[str] | None = None,
+            writable: Sequence[frozenset[str] | None] | None = None,
+            owners: Mapping[str, list[str]] | None = None) -> list[Any]:
     """`middlewares` (same order, same names) with each one's hooks under its policy.
 
     `policies[i]` applies to `middlewares[i]`; `labels` (default: each
     middleware's name) are the plugin names errors and the audit log use.
+    `writable[i]` (None: anything) are the state keys `middlewares[i]`'s node
+    hooks may write (`antler.chain.stateowners`): an update that writes another
+    key is the hook's failure (`StateWriteError`), handled under its policy like
+    an exception it raised; `owners` names the owner of each key in the message.
     A middleware that implements no hook is returned as it is.
     """
     from langgraph.errors import GraphBubbleUp
 
     isolated = []
-    classes: dict[tuple[type, str, str, str], type | None] = {}
+    classes: dict[tuple[Any, ...], type | None] = {}
     for index, middleware in enumerate(middlewares):
         cls, name, policy = type(middleware), middleware.name, policies[index]
         label = labels[index] if labels else name
-        key = (cls, name, label, policy)
+        keys = writable[index] if writable else None
+        key = (cls, name, label, policy, keys)
         if key not in classes:
+            guard = None if keys is None else _WriteGuard(label, keys, owners or {})
             classes[key] = hook_subclass(cls, name, cls.__name__,
-                                         _wrappers(label, policy, GraphBubbleUp))
+                                         _wrappers(label, policy, GraphBubbleUp, guard))
         isolated_class = classes[key]
         isolated.append(middleware if isolated_class is None
                         else reclass(middleware, isolated_class))
     return isolated
 
 
+class _WriteGuard:
+    """Refuses a node hook's update that writes a state key its plugin does not own."""
+
+    __slots__ = ("label", "owners", "writable")
+
+    def __init__(self, label: str, writable: frozenset[str],
+                 owners: Mapping[str, list[str]]) -> None:
+        self.label = label
+        self.writable = writable
+        self.owners = owners
+
+    def check(self, update: Any, hook: str) -> Any:
+        if update is None or (type(update) is dict and update.keys() <= self.writable):
+            return update  # the usual cases, at the cost of one subset test
+        refused = refused_keys(update, self.writable)
+        if refused:
+            raise StateWriteError(describe_refusal(self.label, hook, refused, self.owners),
+                                  plugin=self.label, keys=refused)
+        return update
+
+
 def _wrappers(label: str, policy: OnError, passes: type[BaseException],
+              guard: _WriteGuard | None = None,
               ) -> Callable[[Callable[..., Any], str, bool], Callable[..., Any]]:
     def wrapper(original: Callable[..., Any], hook: str, is_async: bool) -> Callable[..., Any]:
         failure = _Failure(label, hook, policy)
         if hook in NODE_HOOKS:
-            return _node_wrapper(original, failure, is_async, passes)
+            return _node_wrapper(_guarded(original, guard, hook, is_async), failure, is_async,
+                                 passes)
         if failure.skip:
             return _wrap_wrapper(original, failure, is_async, passes)
         return _failing_wrap_wrapper(original, failure, is_async, passes)
     return wrapper
+
+
+def _guarded(original: Callable[..., Any], guard: _WriteGuard | None, hook: str,
+             is_async: bool) -> Callable[..., Any]:
+    """`original` whose update goes through `guard` (unchanged when there is none)."""
+    if guard is None:
+        return original
+    check = guard.check
+    plain = _plain(original, "self", "state", "runtime")
+    if is_async and plain:
+        @functools.wraps(original)
+        async def aguarded_plain(self: Any, state: Any, runtime: Any) -> Any:
+            return check(await original(self, state, runtime), hook)
+        return aguarded_plain
+
+    if is_async:
+        @functools.wraps(original)
+        async def aguarded(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return check(await original(self, *args, **kwargs), hook)
+        return aguarded
+
+    if plain:
+        @functools.wraps(original)
+        def guarded_plain(self: Any, state: Any, runtime: Any) -> Any:
+            return check(original(self, state, runtime), hook)
+        return guarded_plain
+
+    @functools.wraps(original)
+    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return check(original(self, *args, **kwargs), hook)
+    return guarded
 
 
 def _plain(original: Callable[..., Any], *names: str) -> bool:

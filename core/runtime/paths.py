@@ -308,6 +308,58 @@ class VirtualPathMapper:
             )
         return host
 
+    def components(self, path: str | os.PathLike[str]) -> tuple[bool, tuple[str, ...]]:
+        """Whether ``path`` is under the skills, and its components below that root.
+
+        Purely lexical (nothing on disk is looked at, so nothing can change
+        between this and a use): the path is normalized, and ``..`` that would
+        climb above the thread's ``user-data`` (or above ``/mnt/skills``) is
+        refused. Symlinks are for whoever opens the path to handle (see
+        `antler.runtime.confined`, which resolves them beneath the root).
+
+        Raises:
+            PathEscapeError: as `to_host` does for lexical escapes.
+        """
+        text = os.fspath(path)
+        if "\x00" in text:
+            raise PathEscapeError(f"Refusing path {_preview(text)}: it contains a NUL character.")
+        if not text:
+            raise PathEscapeError("Refusing an empty path: name a file or directory.")
+        if _under(text, SKILLS_VIRTUAL_ROOT) and self._skill_roots:
+            relative = os.path.normpath(text[len(SKILLS_VIRTUAL_ROOT):].lstrip("/") or ".")
+            if relative == ".." or relative.startswith("../"):
+                raise PathEscapeError(
+                    f"Refusing path {text!r}: it climbs above {SKILLS_VIRTUAL_ROOT}.")
+            return True, tuple(part for part in relative.split("/") if part not in ("", "."))
+        if text == VIRTUAL_ROOT or text.startswith(VIRTUAL_ROOT + "/"):
+            candidate = os.path.join(self._root, text[len(VIRTUAL_ROOT):].lstrip("/"))
+        elif os.path.isabs(text):
+            candidate = text
+        else:
+            candidate = os.path.join(self.paths.workspace, text)
+        host = os.path.normpath(candidate)
+        # Plain string work: this runs on every file tool call, and pathlib's is slow.
+        for root in (str(self._root), str(self._resolved_root)):
+            if host == root:
+                return False, ()
+            if host.startswith(root + "/"):
+                return False, tuple(host[len(root) + 1:].split("/"))
+        raise PathEscapeError(
+            f"Refusing path {text!r}: it resolves outside this thread's files. Use a "
+            f"path under {VIRTUAL_ROOT}/ (workspace, uploads or outputs) or one relative "
+            "to the workspace, without '..' that climbs above it."
+        )
+
+    def virtual_name(self, path: str | os.PathLike[str]) -> str:
+        """The canonical virtual form of ``path`` (lexical; see `components`)."""
+        skills, parts = self.components(path)
+        return "/".join([SKILLS_VIRTUAL_ROOT if skills else VIRTUAL_ROOT, *parts])
+
+    @property
+    def skill_roots(self) -> tuple[Path, ...]:
+        """The host roots shown under ``/mnt/skills`` (the first holding a path wins)."""
+        return self._skill_roots
+
     def is_read_only(self, path: str | os.PathLike[str]) -> bool:
         """Whether `path` names something under the read-only ``/mnt/skills`` mount."""
         return bool(self._skill_roots) and _under(os.fspath(path), SKILLS_VIRTUAL_ROOT)

@@ -11,9 +11,13 @@ on its event loop (see `antler.runtime.savers`).
 * Owner records live in table `antler_threads`, as in SQLite.
 * The run lock is a session advisory lock on a connection held for the run:
   Postgres releases it when that connection ends, so a crashed process never
-  leaves a thread locked.
+  leaves a thread locked. A run whose lock ended under it (the server
+  restarted) is stopped before its next checkpoint write.
 * A connection failure is one `StorageError` naming host, port, database and
   user, never the password.
+* Each connection is checked as it leaves the pool (an empty query): one that
+  died while idle, as every connection does when the server restarts, is
+  replaced by a fresh one, so a restart between runs goes unnoticed.
 """
 
 from __future__ import annotations
@@ -132,6 +136,7 @@ class PostgresPool:
             psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT_SECONDS).close()
             self.pool = ConnectionPool(self.url, min_size=self.min_size,
                                        max_size=self.max_size, kwargs=_connection_kwargs(),
+                                       check=ConnectionPool.check_connection,
                                        open=False, name="antler")
             self.pool.open(wait=True, timeout=CONNECT_TIMEOUT_SECONDS)
         return self
@@ -176,8 +181,9 @@ class PostgresPool:
         with self.errors():
             pool: Any = AsyncConnectionPool(self.url, min_size=self.min_size,
                                             max_size=self.max_size,
-                                            kwargs=_connection_kwargs(), open=False,
-                                            name="antler-async")
+                                            kwargs=_connection_kwargs(),
+                                            check=AsyncConnectionPool.check_connection,
+                                            open=False, name="antler-async")
             await pool.open(wait=True, timeout=CONNECT_TIMEOUT_SECONDS)
         return AsyncSide(AsyncPostgresSaver(pool, serde=serde), pool.close)
 
@@ -258,10 +264,16 @@ class PostgresThreadLocks:
 
     Every process sharing the database excludes every other, and Postgres
     drops the lock when the holder's connection ends (a crash, `kill -9`).
+    It drops it too when the server restarts under a run that is still going:
+    `check`, the fence of every checkpoint write (`DualSaver`), finds the
+    holding connection gone and stops that run before it writes, since another
+    run may hold the thread by then.
     """
 
     def __init__(self, pool: PostgresPool) -> None:
         self._pool = pool
+        self._held: dict[str, Any] = {}
+        """The connection holding each thread this process runs."""
 
     @contextlib.contextmanager
     def hold(self, thread_id: str, *, wait: bool = False) -> Iterator[None]:
@@ -274,7 +286,45 @@ class PostgresThreadLocks:
                 if not wait:
                     raise _busy(thread_id)
                 time.sleep(_LOCK_POLL_SECONDS)
+            self._held[thread_id] = conn
             try:
                 yield
             finally:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+                self._held.pop(thread_id, None)
+                _unlock(conn, key)
+
+    def check(self, thread_id: str) -> None:
+        """Raise `RunLockLostError` when this process's run of `thread_id` no longer holds
+        its lock (the session that held it ended); nothing for a thread not held here.
+
+        A live session still holds its advisory locks, so one round trip on the
+        holding connection answers it.
+        """
+        conn = self._held.get(thread_id)
+        if conn is None:
+            return
+        import psycopg
+
+        try:
+            conn.execute("")
+        except psycopg.Error as exc:
+            from .storage import RunLockLostError
+
+            reason = _without_secrets(str(exc) or type(exc).__name__, self._pool.url)
+            raise RunLockLostError(
+                f"thread {thread_id!r} lost its run lock: the connection to "
+                f"{self._pool.where} that held it ended ({reason.rstrip(' .')}), so another "
+                "run may be working on the thread. This run stopped before saving its next "
+                "step; run the thread again to resume it.") from None
+
+
+def _unlock(conn: Any, key: int) -> None:
+    """Release advisory lock `key` of `conn`'s session; a session that cannot answer is
+    closed, which releases its locks too (a connection that ended already has)."""
+    import psycopg
+
+    try:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    except psycopg.Error:
+        with contextlib.suppress(Exception):
+            conn.close()

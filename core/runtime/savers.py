@@ -14,7 +14,11 @@ same agent works both ways with no choice to make, and an application that
 never awaits it never opens an async connection.
 
 Both savers write the same tables with the same version format, so a thread
-can be run sync one turn and async the next.
+can be run sync one turn and async the next. A `fence`, when given, sees the
+thread id of every write first and may refuse it: the Postgres run lock uses it
+to stop a run whose lock ended with its database session. Listeners
+(`listen_to_writes`) hear of each task's writes once they are saved, or failed:
+`antler run` shows a tool result only once the thread has it.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-__all__ = ["AsyncSide", "AsyncSideOpener", "DualSaver"]
+__all__ = ["AsyncSide", "AsyncSideOpener", "DualSaver", "WriteFence", "WritesListener"]
 
 
 @dataclass
@@ -46,15 +50,25 @@ class AsyncSide:
 AsyncSideOpener = Callable[[Any], Coroutine[Any, Any, AsyncSide]]
 """Opens the async saver on the running loop; receives the sync saver's serializer."""
 
+WriteFence = Callable[[str], None]
+"""Called with a write's thread id before the write; raises to refuse it (blocking I/O)."""
+
+WritesListener = Callable[[Sequence[tuple[str, Any]], BaseException | None], None]
+"""Told of a task's writes (channel, value) once saved (None) or once saving failed (the
+error); called in the thread that saved them."""
+
 
 class DualSaver(BaseCheckpointSaver[Any]):
     """Sync calls go to `sync`; async calls to the running loop's saver from `open_async`."""
 
     def __init__(self, sync: BaseCheckpointSaver[Any],
-                 open_async: AsyncSideOpener | None = None) -> None:
+                 open_async: AsyncSideOpener | None = None, *,
+                 fence: WriteFence | None = None) -> None:
         super().__init__(serde=sync.serde)
         self.sync = sync
         self._open_async = open_async
+        self._fence = fence
+        self._listeners: list[WritesListener] = []
         self._sides: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop,
                                                asyncio.Future[AsyncSide]] = (
             weakref.WeakKeyDictionary())
@@ -119,12 +133,42 @@ class DualSaver(BaseCheckpointSaver[Any]):
              limit: int | None = None) -> Iterator[Any]:
         return self.sync.list(config, filter=filter, before=before, limit=limit)
 
+    def listen_to_writes(self, listener: WritesListener) -> Callable[[], None]:
+        """Tell `listener` of every task's writes once saved or failed; returns the
+        function that stops telling it."""
+        self._listeners.append(listener)
+
+        def stop() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+
+        return stop
+
+    def _tell(self, writes: Sequence[tuple[str, Any]], error: BaseException | None) -> None:
+        for listener in list(self._listeners):
+            listener(writes, error)
+
+    def _check_fence(self, config: Any) -> None:
+        if self._fence is not None:
+            self._fence(str(config["configurable"]["thread_id"]))
+
+    async def _acheck_fence(self, config: Any) -> None:
+        if self._fence is not None:
+            await asyncio.to_thread(self._check_fence, config)
+
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        self._check_fence(config)
         return self.sync.put(config, checkpoint, metadata, new_versions)
 
     def put_writes(self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str,
                    task_path: str = "") -> None:
-        self.sync.put_writes(config, writes, task_id, task_path)
+        try:
+            self._check_fence(config)
+            self.sync.put_writes(config, writes, task_id, task_path)
+        except BaseException as exc:
+            self._tell(writes, exc)
+            raise
+        self._tell(writes, None)
 
     def delete_thread(self, thread_id: str) -> None:
         self.sync.delete_thread(thread_id)
@@ -149,12 +193,19 @@ class DualSaver(BaseCheckpointSaver[Any]):
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any,
                    new_versions: Any) -> Any:
+        await self._acheck_fence(config)
         return await (await self.async_saver()).aput(config, checkpoint, metadata,
                                                      new_versions)
 
     async def aput_writes(self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str,
                           task_path: str = "") -> None:
-        await (await self.async_saver()).aput_writes(config, writes, task_id, task_path)
+        try:
+            await self._acheck_fence(config)
+            await (await self.async_saver()).aput_writes(config, writes, task_id, task_path)
+        except BaseException as exc:
+            self._tell(writes, exc)
+            raise
+        self._tell(writes, None)
 
     async def adelete_thread(self, thread_id: str) -> None:
         await (await self.async_saver()).adelete_thread(thread_id)

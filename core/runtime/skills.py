@@ -19,8 +19,10 @@ Front matter: ``name`` and ``description`` are required non-empty strings
 (the name is lowercase words joined by ``-``); ``allowed-tools`` is optional:
 absent means no restriction, a list of tool names restricts the tools the
 model may use after the skill was activated (``[]``: framework tools only).
-A file whose front matter is wrong is reported with its path and line and
-skipped; the other skills still load.
+A file whose front matter is wrong, or that is larger than
+``skills.max_file_bytes``, is reported with its path and line and skipped; the
+other skills still load. The front matter is parsed within the limits every
+Antler YAML reader shares (`antler.plugin_api.parselimits`).
 """
 
 from __future__ import annotations
@@ -28,14 +30,15 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
+from antler.chain.config import DEFAULT_SKILL_FILE_BYTES as DEFAULT_MAX_FILE_BYTES
 from antler.chain.config import SkillsSettings
+from antler.plugin_api.parselimits import SourceLimitError, read_bounded
+from antler.plugin_api.yamlsource import YamlSyntaxError, load_yaml
 from antler.runtime.paths import SKILLS_VIRTUAL_ROOT
 
 __all__ = [
@@ -54,6 +57,9 @@ SKILL_FILENAME = "SKILL.md"
 DEFAULT_CATEGORY = "custom"
 """The category suggested for a skill placed directly under a root."""
 NAME_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+MAX_DESCRIPTION_CHARS = 1024
+"""A description is listed in every system prompt; the details belong in the body."""
+MAX_FILE_BYTES_SETTING = "skills.max_file_bytes"
 _KNOWN_KEYS = frozenset({"name", "description", "allowed-tools", "license", "metadata",
                          "compatibility", "version", "author"})
 
@@ -115,19 +121,19 @@ def parse_skill(text: str) -> tuple[dict[str, Any], str]:
     if end is None:
         raise SkillError(1, "the front matter opened on line 1 is never closed by a '---' line")
     try:
-        data = yaml.safe_load("\n".join(lines[1:end]))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 2 if mark is not None else 2
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        front = load_yaml("\n".join(lines[1:end]), SKILL_FILENAME)
+    except YamlSyntaxError as exc:
         hint = ""
-        if "mapping values are not allowed" in str(problem):
+        if "mapping values are not allowed" in exc.problem:
             hint = " (a value containing ': ' must be quoted, e.g. description: \"a: b\")"
-        raise SkillError(line, f"invalid YAML front matter: {problem}{hint}") from None
+        problem = exc.problem.removeprefix("invalid YAML: ")
+        what = "invalid YAML front matter" if problem != exc.problem else "front matter"
+        raise SkillError(exc.line + 1 if exc.line else 2, f"{what}: {problem}{hint}") from None
+    data = front.data
     if not isinstance(data, dict):
         raise SkillError(2, "the front matter must be a mapping of keys such as name: and "
                             "description:")
-    keys = {key: _line_of(lines[1:end], key) + 1 for key in data}
+    keys = {key: front.locate((key,)).line + 1 for key in data}
     unknown = sorted(str(k) for k in data if k not in _KNOWN_KEYS)
     if unknown:
         raise SkillError(keys[unknown[0]], f"unknown front-matter key {unknown[0]!r}; known "
@@ -136,6 +142,11 @@ def parse_skill(text: str) -> tuple[dict[str, Any], str]:
         value = data.get(key)
         if not isinstance(value, str) or not value.strip():
             raise SkillError(keys.get(key, 2), f"{key!r} must be a non-empty string")
+    if len(data["description"]) > MAX_DESCRIPTION_CHARS:
+        raise SkillError(keys["description"], f"the description has {len(data['description']):,} "
+                         f"characters, more than {MAX_DESCRIPTION_CHARS:,}: it is part of every "
+                         "system prompt, so say when to use the skill and move the details into "
+                         "the body")
     if not NAME_PATTERN.fullmatch(data["name"]):
         raise SkillError(keys["name"], f"name {data['name']!r} must be lowercase letters and "
                          "digits joined by '-', such as data-report")
@@ -147,25 +158,22 @@ def parse_skill(text: str) -> tuple[dict[str, Any], str]:
     return data, "\n".join(lines[end + 1:]).strip()
 
 
-def _line_of(lines: Sequence[str], key: Any) -> int:
-    """1-based line (within the file) of `key:` in the front matter lines (0: not found)."""
-    pattern = re.compile(rf"^\s*{re.escape(str(key))}\s*:")
-    return next((i + 1 for i, line in enumerate(lines) if pattern.match(line)), 1)
-
-
 class SkillsRegistry:
     """The installed skills under the configured roots, loaded on first use."""
 
-    def __init__(self, roots: Iterable[str | Path], *, disabled: Iterable[str] = ()) -> None:
+    def __init__(self, roots: Iterable[str | Path], *, disabled: Iterable[str] = (),
+                 max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> None:
         self.roots = [Path(root).expanduser().absolute() for root in roots]
         self.disabled = frozenset(disabled)
+        self.max_file_bytes = max_file_bytes
         self._lock = threading.Lock()
         self._loaded: tuple[dict[str, Skill], list[SkillProblem]] | None = None
 
     @classmethod
     def from_settings(cls, settings: SkillsSettings | None) -> SkillsRegistry:
         settings = settings or SkillsSettings()
-        return cls(settings.paths, disabled=settings.disabled)
+        return cls(settings.paths, disabled=settings.disabled,
+                   max_file_bytes=settings.max_file_bytes)
 
     def skills(self) -> list[Skill]:
         """Every installed skill (enabled or not), by category and name."""
@@ -218,8 +226,8 @@ class SkillsRegistry:
                 except SkillError as exc:
                     problems.append(SkillProblem(file, exc.line, str(exc)))
                     continue
-                except (OSError, UnicodeDecodeError) as exc:
-                    problems.append(SkillProblem(file, 1, f"cannot be read: {exc}"))
+                except SourceLimitError as exc:
+                    problems.append(SkillProblem(file, 1, _without_location(str(exc), file)))
                     continue
                 if skill.name in found:
                     problems.append(SkillProblem(file, 1, f"a skill named {skill.name!r} is "
@@ -228,10 +236,14 @@ class SkillsRegistry:
                 found[skill.name] = skill
         return found, problems
 
+    def read_text(self, file: Path) -> str:
+        """The text of a `SKILL.md`, read within `max_file_bytes` (`SourceLimitError`)."""
+        return read_bounded(file, self.max_file_bytes, setting=MAX_FILE_BYTES_SETTING)
+
     def _read(self, root: Path, file: Path) -> Skill:
         if not file.resolve().is_relative_to(root.resolve()):
             raise SkillError(1, "resolves outside its skills root (a symlink?)")
-        data, body = parse_skill(file.read_text(encoding="utf-8"))
+        data, body = parse_skill(self.read_text(file))
         parts = PurePosixPath(*file.parent.relative_to(root).parts)
         if len(parts.parts) < 2:
             raise SkillError(1, "a skill lives in <root>/<category>/<name>/SKILL.md; move its "
@@ -243,3 +255,8 @@ class SkillsRegistry:
                      allowed_tools=tuple(tools) if tools is not None else None,
                      enabled=data["name"] not in self.disabled)
 
+
+
+def _without_location(message: str, file: Path) -> str:
+    """`message` without the `file:line:col: ` prefix `SkillProblem` prints itself."""
+    return re.sub(rf"^{re.escape(str(file))}(?::\d+)*: ", "", message)

@@ -36,6 +36,7 @@ import fcntl
 import os
 import re
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -62,6 +63,7 @@ __all__ = [
     "FileThreadLocks",
     "MemoryOwners",
     "ProcessThreadLocks",
+    "RunLockLostError",
     "SqliteOwners",
     "Storage",
     "StorageError",
@@ -79,6 +81,11 @@ __all__ = [
 ]
 
 CHECKPOINT_FILENAME = "checkpoints.sqlite"
+CHECKPOINT_DATABASE = "checkpoint database"
+SHARED_STORE = "shared store"
+"""What error messages call each SQLite database."""
+SETUP_LOCK_SUFFIX = ".setup.lock"
+"""`{database}.setup.lock`: held while a process creates or migrates that database."""
 LOCKS_DIRNAME = "locks"
 SQLITE_TIMEOUT_SECONDS = 5.0
 """How long a write waits for another process's transaction before 'database is locked'."""
@@ -86,7 +93,8 @@ _LOCK_POLL_SECONDS = 0.05
 
 
 class StorageError(AntlerError):
-    """The base directory or the checkpoint database cannot be used; the message says why."""
+    """The base directory or a database (checkpoints, shared store) cannot be used; the
+    message says which and why."""
 
     def __init__(self, message: str, path: Path | str | None = None) -> None:
         super().__init__(message)
@@ -99,6 +107,11 @@ class ThreadOwnershipError(AntlerError, PermissionError):
 
 class ThreadBusyError(AntlerError):
     """Another run (in this process or another) is working on the thread."""
+
+
+class RunLockLostError(AntlerError):
+    """A run's lock on its thread ended before the run did (its database session ended);
+    the run is stopped before its next checkpoint write."""
 
 
 # -- error translation -------------------------------------------------------------------
@@ -121,9 +134,26 @@ _SQLITE_PROBLEMS: tuple[tuple[tuple[str, ...], str], ...] = (
      "may read and write it"),
 )
 
+_FREE_SPACE = "free space (`antler threads prune` drops old checkpoints) and try again"
+
+_SPACE_PROBLEMS = {
+    errno.ENOSPC: ("the disk is full", _FREE_SPACE),
+    errno.EDQUOT: ("the disk quota is used up", _FREE_SPACE),
+    errno.EFBIG: ("the file size limit of the process is reached",
+                  f"raise it (`ulimit -f`) or {_FREE_SPACE}"),
+}
+"""Why a file cannot grow and what to do, by the `errno` a write met."""
+
+_SQLITE_IO_CODES = ("SQLITE_IOERR", "SQLITE_CANTOPEN")
+"""SQLite result codes (and their extended forms) that hide the `errno` behind them: 'disk
+I/O error' and 'unable to open' may well mean a full disk."""
+
+_PROBE_BYTES = 64 * 1024
+"""What the space probe writes: more than SQLite needs to open a database (its 32 KiB
+shared-memory file) or to add a page to it."""
+
 _OS_PROBLEMS = {
-    errno.ENOSPC: "the disk is full; free space and try again",
-    errno.EDQUOT: "the disk quota is used up; free space and try again",
+    **{number: "; ".join(problem) for number, problem in _SPACE_PROBLEMS.items()},
     errno.EROFS: "the file system is read-only; use a base directory on a writable one "
                  "(--home or $ANTLER_HOME)",
     errno.EACCES: "permission denied; use a base directory you may write (--home or "
@@ -137,8 +167,12 @@ _OS_PROBLEMS = {
 }
 
 
-def storage_error(error: BaseException, path: Path | str) -> StorageError | None:
-    """The `StorageError` for `error` met while using `path`, or None if it is not one."""
+def storage_error(error: BaseException, path: Path | str,
+                  what: str = CHECKPOINT_DATABASE) -> StorageError | None:
+    """The `StorageError` for `error` met while using `path`, or None if it is not one.
+
+    `what` names the database in the message: the checkpoint database or the shared store.
+    """
     if isinstance(error, StorageError):
         return error
     if is_postgres_url(path):
@@ -146,20 +180,54 @@ def storage_error(error: BaseException, path: Path | str) -> StorageError | None
     if isinstance(error, sqlite3.Error):
         text = str(error)
         lowered = text.lower()
+        code = getattr(error, "sqlite_errorname", "") or ""
+        if code.startswith(_SQLITE_IO_CODES):
+            space = space_errno(Path(path).parent)
+            if space is not None:
+                reason, advice = _SPACE_PROBLEMS[space]
+                return StorageError(
+                    f"the {what} {path} cannot grow: {reason} ({text}; writing in "
+                    f"{Path(path).parent}: {os.strerror(space)}). {advice[0].upper()}"
+                    f"{advice[1:]}", path)
         for needles, advice in _SQLITE_PROBLEMS:
             if any(needle in lowered for needle in needles):
                 return StorageError(
-                    f"the checkpoint database {path} " + advice.format(error=text, path=path),
-                    path)
-        return StorageError(f"the checkpoint database {path} failed: {text}", path)
+                    f"the {what} {path} " + advice.format(error=text, path=path), path)
+        return StorageError(f"the {what} {path} failed: {text}", path)
     if isinstance(error, OSError) and error.errno in _OS_PROBLEMS:
         where = error.filename or path
         return StorageError(f"cannot use {where}: {_OS_PROBLEMS[error.errno]}", where)
     return None
 
 
+def space_errno(directory: Path) -> int | None:
+    """ENOSPC, EDQUOT or EFBIG when a file in `directory` cannot grow by `_PROBE_BYTES`,
+    else None.
+
+    SQLite reports a write or a shared-memory file it could not extend as 'disk I/O
+    error' without the `errno`; writing (and removing) a small file of our own
+    there finds out which it was.
+    """
+    try:
+        fd, name = tempfile.mkstemp(prefix=".antler-space-", dir=directory)
+    except OSError as exc:
+        return exc.errno if exc.errno in _SPACE_PROBLEMS else None
+    try:
+        left = memoryview(bytes(_PROBE_BYTES))
+        while left:
+            left = left[os.write(fd, left):]
+    except OSError as exc:
+        return exc.errno if exc.errno in _SPACE_PROBLEMS else None
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+    return None
+
+
 @contextlib.contextmanager
-def storage_errors(path: Path | str, *, disk: bool = True) -> Iterator[None]:
+def storage_errors(path: Path | str, *, disk: bool = True,
+                   what: str = CHECKPOINT_DATABASE) -> Iterator[None]:
     """Re-raise database (and, with `disk`, file system) errors of the block as a
     `StorageError`.
 
@@ -173,7 +241,7 @@ def storage_errors(path: Path | str, *, disk: bool = True) -> Iterator[None]:
     try:
         yield
     except caught as exc:
-        translated = storage_error(exc, path)
+        translated = storage_error(exc, path, what)
         if translated is None:
             raise
         raise translated from exc
@@ -426,24 +494,51 @@ def _not_yours(thread_id: str, user_id: str) -> ThreadOwnershipError:
         "it or read it. Use a thread id of your own (or leave --thread out for a new one).")
 
 
-def open_sqlite(path: Path, make: Callable[[sqlite3.Connection], Any],
-                **connect: Any) -> tuple[Any, sqlite3.Connection]:
+def open_sqlite(path: Path, make: Callable[[sqlite3.Connection], Any], *,
+                what: str = CHECKPOINT_DATABASE, **connect: Any,
+                ) -> tuple[Any, sqlite3.Connection]:
     """(make(connection), connection) on the SQLite file `path`, set up now.
 
     Set up now, not on first use: a damaged, locked or read-only database then
-    fails before a run starts, with its path in the message.
+    fails before a run starts, with its path in the message (`what` names it).
+    The set-up runs under `setup_lock`, one process at a time: LangGraph's
+    migrations read the schema version and then insert the next one, so two
+    processes migrating a fresh file together would both insert it.
     """
     ensure_directory(path.parent)
-    with storage_errors(path):
+    with storage_errors(path, what=what):
         connection = sqlite3.connect(str(path), check_same_thread=False,
                                      timeout=SQLITE_TIMEOUT_SECONDS, **connect)
         try:
             made = make(connection)
-            made.setup()
+            with setup_lock(path):
+                made.setup()
         except BaseException:
             connection.close()
             raise
     return made, connection
+
+
+@contextlib.contextmanager
+def setup_lock(path: Path) -> Iterator[None]:
+    """Hold `{path}.setup.lock` (an `flock`, waited for) while the block sets `path` up.
+
+    The lock is a file of its own, never the database: closing a second
+    descriptor of the database would drop SQLite's own POSIX locks on it. Where
+    the lock file cannot be created (a read-only directory) the block runs
+    unlocked, and the set-up itself reports what is wrong.
+    """
+    try:
+        fd = os.open(f"{path}{SETUP_LOCK_SUFFIX}", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                     0o644)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _sqlite_saver(path: Path) -> tuple[DualSaver, sqlite3.Connection]:
@@ -482,7 +577,8 @@ def _postgres_storage(url: str, pool_settings: Any, store: Any) -> Storage:
     except BaseException:
         pool.close()
         raise
-    storage = Storage(DualSaver(sync, pool.open_async_side), owners, PostgresThreadLocks(pool),
+    locks = PostgresThreadLocks(pool)
+    storage = Storage(DualSaver(sync, pool.open_async_side, fence=locks.check), owners, locks,
                       location=url, pool=pool, closers=[pool.close])
     if store == "auto" or store == url:
         storage.store = LazyStore(lambda: (pool.store(), None), pool.where)

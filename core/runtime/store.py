@@ -38,15 +38,21 @@ def open_sqlite_store(path: Path) -> tuple[Any, Callable[[], None]]:
     """LangGraph's `SqliteStore` on `path`, migrated, usable from async code too."""
     from langgraph.store.sqlite import SqliteStore
 
+    from .storage import SHARED_STORE, open_sqlite, storage_errors
+
     class ThreadedSqliteStore(SqliteStore):
-        """`SqliteStore` whose async calls run the sync ones in a worker thread."""
+        """`SqliteStore` whose errors name the store, and whose async calls run the sync
+        ones in a worker thread."""
+
+        def batch(self, ops: Iterable[Op]) -> list[Result]:
+            with storage_errors(path, disk=False, what=SHARED_STORE):
+                return super().batch(ops)
 
         async def abatch(self, ops: Iterable[Op]) -> list[Result]:
             return await asyncio.to_thread(self.batch, list(ops))
 
-    from .storage import open_sqlite
-
-    store, connection = open_sqlite(path, ThreadedSqliteStore, isolation_level=None)
+    store, connection = open_sqlite(path, ThreadedSqliteStore, what=SHARED_STORE,
+                                    isolation_level=None)
     return store, connection.close
 
 

@@ -8,6 +8,7 @@ plugin reads from the user message's `additional_kwargs["files"]`.
 
 from __future__ import annotations
 
+import os
 import shutil
 import unicodedata
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 from antler.errors import AntlerError
 
+from . import confined
 from .paths import VIRTUAL_ROOT, ThreadPaths
 
 MAX_UPLOAD_NAME = 200
@@ -77,10 +79,13 @@ def stage_upload(paths: ThreadPaths, source: str | Path, name: str | None = None
         raise UploadError(f"upload {str(source)!r} is not a readable file")
     filename = safe_upload_name(name or source.name)
     paths.ensure_directories()
-    target = paths.uploads / filename
-    shutil.copyfile(source, target)
-    return {
-        "filename": filename,
-        "size": target.stat().st_size,
-        "path": f"{VIRTUAL_ROOT}/uploads/{filename}",
-    }
+    virtual = f"{VIRTUAL_ROOT}/uploads/{filename}"
+    # Opened beneath the thread's root (`confined`): a name the thread's commands
+    # made a symlink to a host file is refused, never written through.
+    fd = confined.place(paths.mapper, virtual).open(os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                                                    0o644)
+    with os.fdopen(fd, "wb") as target, source.open("rb") as origin:
+        shutil.copyfileobj(origin, target)
+        target.flush()
+        size = os.fstat(target.fileno()).st_size
+    return {"filename": filename, "size": size, "path": virtual}

@@ -91,6 +91,13 @@ CHECKS: dict[str, Rule] = {
                      "the middleware class implements", "rule-manifest-hooks"),
     "config_schema": Rule("the config model exports a JSON Schema and its defaults validate",
                           "rule-config-schema"),
+    "hooks_run": Rule("every hook runs without raising on the standard scenario",
+                      "rule-hooks-run"),
+    "request_mutation": Rule("a wrap hook hands on a new request (`request.override(...)`) "
+                             "and never changes the one it was given", "rule-request-mutation"),
+    "state_writes": Rule("node hooks write only the state keys the plugin owns, LangChain's "
+                         "shared channels and the contract channels its schema takes",
+                         "rule-state-writes"),
     "sync_async": Rule("every hook has a sync and an async form, and both give the same "
                        "state updates, requests and tool results", "rule-sync-async"),
     "chains": Rule("the plugin runs in each chain it joins, fused and unfused, with "
@@ -307,6 +314,10 @@ class Record:
     is_async: bool
     data: Any
     error: str | None = None
+    message: str | None = None
+    """The exception's text, when the hook raised."""
+    mutated: str | None = None
+    """A wrap hook that changed the request it was given: what it was, and what it became."""
 
     def key(self) -> tuple[str, Any, str | None]:
         return self.hook, self.data, self.error
@@ -331,7 +342,7 @@ class _Recording:
                 self.cpu[plugin, hook] = self.cpu.get((plugin, hook), 0.0) + seconds
 
     def add(self, plugin: str, hook: str, is_async: bool, data: Any,
-            error: BaseException | None = None) -> None:
+            error: BaseException | None = None, mutated: str | None = None) -> None:
         if self.timed and error is None:
             return
         described = None
@@ -339,9 +350,21 @@ class _Recording:
             described = type(error).__name__
             if type(error).__name__ == "BlockingError":
                 self.blocking.append(f"{plugin}.{'a' if is_async else ''}{hook}: {error}")
-        record = Record(plugin, hook, is_async, plain(data, self.home), described)
+        record = Record(plugin, hook, is_async, plain(data, self.home), described,
+                        None if error is None else str(error), mutated)
         with self.lock:
             self.records.append(record)
+
+    def snapshot(self, request: Any) -> Any:
+        """`request` as comparable data, to find a hook changing it in place (not timed)."""
+        return None if self.timed else plain(request, self.home)
+
+    def changed(self, before: Any, request: Any) -> str | None:
+        """What changed in `request` since `before` (None when nothing did)."""
+        if before is None:
+            return None
+        after = plain(request, self.home)
+        return None if after == before else _first_difference(before, after)
 
     def fault(self, plugin: str, hook: str) -> None:
         if hook in self.faults.get(plugin, ()):
@@ -406,22 +429,32 @@ def _record_hook(original: Callable[..., Any], hook: str, is_async: bool, *, lab
             return update
         return node
 
+    # A change to the request is the plugin's when seen before it hands anything on
+    # (inner plugins get what it hands on) or, if it hands nothing on, when it returns.
     if is_async:
         async def awrap(self: Any, request: Any, handler: Callable[..., Any],
                         *args: Any, **kwargs: Any) -> Any:
             recording = slot.recording
             recording.fault(label, hook)
             passed: list[Any] = []
+            before = recording.snapshot(request)
+            mutated: list[str | None] = [None]
 
             async def _conformance_handler(inner: Any) -> Any:
+                if not passed:
+                    mutated[0] = recording.changed(before, request)
                 passed.append(inner)
                 return await handler(inner)
             try:
                 result = await original(self, request, _conformance_handler, *args, **kwargs)
             except BaseException as error:
-                recording.add(label, hook, True, {"in": request, "out": passed}, error)
+                recording.add(label, hook, True, {"in": request, "out": passed}, error,
+                              mutated[0])
                 raise
-            recording.add(label, hook, True, {"in": request, "out": passed, "result": result})
+            if not passed:
+                mutated[0] = recording.changed(before, request)
+            recording.add(label, hook, True, {"in": request, "out": passed, "result": result},
+                          mutated=mutated[0])
             return result
         return awrap
 
@@ -431,8 +464,12 @@ def _record_hook(original: Callable[..., Any], hook: str, is_async: bool, *, lab
         recording.fault(label, hook)
         passed: list[Any] = []
         below = [0.0]  # CPU seconds in the handler: not the hook's own work
+        before = recording.snapshot(request)
+        mutated: list[str | None] = [None]
 
         def _conformance_handler(inner: Any) -> Any:
+            if not passed:
+                mutated[0] = recording.changed(before, request)
             passed.append(inner)
             entered = time.thread_time()
             try:
@@ -443,10 +480,13 @@ def _record_hook(original: Callable[..., Any], hook: str, is_async: bool, *, lab
         try:
             result = original(self, request, _conformance_handler, *args, **kwargs)
         except BaseException as error:
-            recording.add(label, hook, False, {"in": request, "out": passed}, error)
+            recording.add(label, hook, False, {"in": request, "out": passed}, error, mutated[0])
             raise
         recording.spent(label, hook, time.thread_time() - started - below[0])
-        recording.add(label, hook, False, {"in": request, "out": passed, "result": result})
+        if not passed:
+            mutated[0] = recording.changed(before, request)
+        recording.add(label, hook, False, {"in": request, "out": passed, "result": result},
+                      mutated=mutated[0])
         return result
     return wrap
 
@@ -874,6 +914,9 @@ class Battery:
         run = self.run(**kwargs)
         chain, mode = kwargs.get("chain") or self.primary, kwargs.get("mode", DEFAULT_MODE)
         where = f"{chain} chain, {mode}, {'async' if kwargs.get('use_async') else 'sync'}"
+        if _is_ownership_conflict(run.error) and check != "state_keys":
+            pytest.skip("the chain does not build because of a state-key conflict, which the "
+                        "state_keys check reports")
         if self.name not in run.names:
             why = run.exclusions.get(self.name, "it is not in the chain")
             self.fail(check, f"  {self.name!r} did not take part in the {where} run: {why}")
@@ -969,6 +1012,84 @@ class Battery:
         return {key: plain(value, run.recording.home)
                 for key, value in (run.state or {}).items() if key in keys}
 
+    def check_hooks_run(self) -> None:
+        for chain in self.chains():
+            for use_async in (False, True):
+                run = self.run(chain=chain, use_async=use_async)
+                where = f"{chain} chain, {'async' if use_async else 'sync'}"
+                raised = self._own_failures(run)
+                if raised:
+                    self.fail("hooks_run", f"  the hooks of {self.name!r} raised in the standard "
+                              f"scenario ({where}):\n    " + "\n    ".join(raised)
+                              + "\n  a hook that raises is "
+                              "skipped under `on_error: skip` (the run goes on without it) "
+                              "or stops the run under `fail`; fix the hook")
+                self.checked_run("hooks_run", chain=chain, use_async=use_async)
+
+    def _own_failures(self, run: Run) -> list[str]:
+        """What the plugin's hooks raised in `run` (the battery's injected faults aside)."""
+        return list(dict.fromkeys(
+            f"{'a' if r.is_async else ''}{r.hook} raised {r.error}: {r.message}"
+            for r in run.records(self.name) if r.error is not None and r.error not in _INJECTED))
+
+    def _skip_if_hooks_raise(self, check: str) -> None:
+        """A check that compares what the hooks did says nothing of hooks that raise (or of
+        a chain that does not build for a state-key conflict)."""
+        run = self.run()
+        if _is_ownership_conflict(run.error):
+            pytest.skip("the chain does not build because of a state-key conflict, which the "
+                        "state_keys check reports")
+        if self._own_failures(run):
+            pytest.skip(f"{check}: the plugin's hooks raise on the standard scenario, which the "
+                        "hooks_run check reports")
+
+    def check_request_mutation(self) -> None:
+        for chain in self.chains():
+            for use_async in (False, True):
+                run = self.run(chain=chain, use_async=use_async)
+                for record in run.records(self.name):
+                    if record.mutated:
+                        self.fail("request_mutation", f"  the "
+                                  f"{'a' if record.is_async else ''}{record.hook} of "
+                                  f"{self.name!r} changed the request it was given in place "
+                                  f"({chain} chain):\n"
+                                  f"{record.mutated}\n  the request is shared with the plugins "
+                                  "around it and with retries: hand on "
+                                  "`request.override(...)` instead")
+
+    def check_state_writes(self) -> None:
+        from antler.chain.stateowners import claim, describe_refusal, refused_keys
+
+        cls = self.middleware_class()
+        writable = claim(self.name, self.spec, cls).writable
+        for chain in self.chains():
+            for use_async in (False, True):
+                run = self.run(chain=chain, use_async=use_async)
+                owners = {}
+                if run.error is None and self.name in run.names:
+                    owners = self._owners(chain)
+                for record in run.records(self.name):
+                    if record.hook not in _NODE_HOOKS or record.error is not None:
+                        continue
+                    update = record.data
+                    if isinstance(update, dict) and set(update) == _COMMAND_FIELDS:
+                        update = update["update"]
+                    refused = refused_keys(update, writable)
+                    if refused:
+                        hook = f"{'a' if record.is_async else ''}{record.hook}"
+                        self.fail("state_writes", "  " + describe_refusal(
+                            self.name, hook, refused, owners) + f" ({chain} chain)\n  "
+                            "declare a key of its own (namespaced, in its state_schema or "
+                            "under `state: {owns: [...]}`), or leave the other plugin's key "
+                            "to it")
+                error = run.error
+                if getattr(error, "keys", None) and getattr(error, "plugin", "") == self.name:
+                    self.fail("state_writes", f"  {error}")
+
+    def _owners(self, chain: str) -> dict[str, list[str]]:
+        built = self.built(chain, DEFAULT_MODE, False)
+        return dict(built.agent.chain.state_owners) if built.agent is not None else {}
+
     def check_sync_async(self) -> None:
         cls = self.middleware_class()
         from antler.chain.build import implemented_hooks
@@ -1036,6 +1157,7 @@ class Battery:
                                           f"{type(run.error).__name__}: {run.error}")
 
     def check_retry_injection(self) -> None:
+        self._skip_if_hooks_raise("retry_injection")
         for use_async in (False, True):
             run = self.checked_run("retry_injection", retry=True, use_async=use_async)
             clean = self.checked_run("retry_injection", use_async=use_async)
@@ -1078,6 +1200,9 @@ class Battery:
                           "than without one:\n" + _first_difference(clean_out, retried_out))
 
     def check_state_keys(self) -> None:
+        built = self.built(self.primary, DEFAULT_MODE, False)
+        if _is_ownership_conflict(built.error):
+            self.fail("state_keys", f"  the chain does not build: {built.error}")
         cls = self.middleware_class()
         keys = own_state_keys(cls)
         spec = self.spec
@@ -1205,6 +1330,7 @@ class Battery:
         return _json({"names": names, "records": records, "state": own})
 
     def check_history_work(self) -> None:
+        self._skip_if_hooks_raise("history_work")
         timings = self.history_timings()
         if isinstance(timings, str):
             self.fail("history_work", f"  {timings}")
@@ -1284,6 +1410,19 @@ class Battery:
         getattr(self, f"check_{name}")()
 
 
+_INJECTED = frozenset({"ConformanceFault", "ConformanceTransientError", "ConformanceCrash",
+                       "GraphInterrupt", "BlockingError"})
+"""Exceptions the battery injects (or LangGraph's interrupt): not a hook's own failure."""
+_COMMAND_FIELDS = frozenset({"goto", "update", "resume", "graph"})
+"""The fields of a normalized `Command` (`_Plain._Command`)."""
+
+
+def _is_ownership_conflict(error: BaseException | None) -> bool:
+    from antler.errors import StateOwnershipError
+
+    return isinstance(error, StateOwnershipError)
+
+
 def _json(value: Any) -> Any:
     """`value` as it comes back through JSON (tuples become lists)."""
     return json.loads(json.dumps(value, default=str))
@@ -1347,18 +1486,9 @@ def own_state_keys(cls: type | None) -> set[str]:
 
 def _key_origins(schema: Any) -> dict[str, type]:
     """Each key of a TypedDict state schema -> the class whose own body declares it."""
-    import typing
+    from antler.chain.stateowners import key_origins
 
-    if schema is None:
-        return {}
-    origins: dict[str, type] = {}
-    for base in getattr(schema, "__orig_bases__", ()):
-        base = typing.get_origin(base) or base
-        if isinstance(base, type) and hasattr(base, "__annotations__") and base is not dict:
-            origins.update(_key_origins(base))
-    for key in getattr(schema, "__annotations__", {}):
-        origins.setdefault(key, schema)
-    return origins
+    return key_origins(schema)
 
 
 def _is_private(cls: type, key: str) -> bool:

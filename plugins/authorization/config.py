@@ -21,7 +21,7 @@ class AuthorizationConfig(BaseModel):
           provider_options:
             roles:
               admin: ["*"]
-              user: [read_file, ls, "web_*"]
+              user: ["file:read", "web_*"]   # ls, read_file, glob, grep
     """
 
     model_config = ConfigDict(extra="forbid")

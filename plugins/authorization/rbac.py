@@ -4,9 +4,11 @@ Registered as ``rbac`` in ``antler.authorization_providers``. Options::
 
     roles:
       admin: ["*"]                  # glob patterns (fnmatch, case-sensitive)
-      user: [read_file, ls, "web_*"]
+      user: ["file:read", "web_*"]  # a tool group: ls, read_file, glob, grep
 
-A principal may use a tool when any of its roles lists a matching pattern.
+A principal may use a tool when any of its roles lists a matching pattern. A
+pattern may name a tool group (``file:read``, ``file:write``, ``bash``; see
+`antler.contracts.toolgroups`), which stands for its tools.
 Roles the provider does not know grant nothing. It governs tools only: any
 other resource is denied. Pure and in-memory, so sync and async answer alike
 without a worker thread.
@@ -18,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
+from antler.contracts.toolgroups import expand
 from antler.plugin_api.diagnostics import did_you_mean
 from antler.plugins._lib.authz import (
     Action,
@@ -94,5 +97,5 @@ def _checked_roles(roles: Any) -> dict[str, tuple[str, ...]]:
         if bad:
             raise ProviderConfigError(f"{where}.{role}: tool patterns must be non-empty "
                                       f"strings, got {bad!r}")
-        checked[role] = tuple(patterns)
+        checked[role] = tuple(expand(patterns))
     return checked

@@ -38,6 +38,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from antler.plugin_api import jsonsource
+
 __all__ = [
     "CHOICE_TYPES",
     "FIELD_TYPES",
@@ -186,7 +188,7 @@ def decode_json_text(value: Any) -> Any:
     if not text or text[0] not in "[{":
         return value
     try:
-        decoded = json.loads(text)
+        decoded = jsonsource.loads(text)
     except ValueError:
         return value
     return decoded if isinstance(decoded, (list, dict)) else value

@@ -29,6 +29,7 @@ from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
+from antler.plugin_api import jsonsource
 from antler.plugin_api.context import BuildContext
 from antler.plugins._lib.historyfold import HistoryFold
 from antler.plugins._lib.messagememo import MessageMemo
@@ -71,7 +72,7 @@ def _as_args(args: Any) -> dict[str, Any]:
         return {}
     if isinstance(args, str):
         try:
-            parsed = json.loads(args)
+            parsed = jsonsource.loads(args)
         except ValueError:
             parsed = None
         if isinstance(parsed, dict):

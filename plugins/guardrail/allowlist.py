@@ -2,8 +2,12 @@
 
 Registered as ``allowlist`` in ``antler.guardrail_providers``. Options::
 
-    allow: [read_file, ls, "web_*"]   # required; glob patterns (fnmatch, case-sensitive)
-    deny: [web_capture]               # optional; wins over allow
+    allow: ["file:read", "web_*"]   # required; glob patterns (fnmatch, case-sensitive)
+    deny: [web_capture]             # optional; wins over allow
+
+A pattern may name a tool group (``file:read``: ls, read_file, glob, grep;
+``file:write``: write_file, str_replace; ``bash``), which stands for its tools
+(`antler.contracts.toolgroups`).
 
 A call is denied when its tool matches a ``deny`` pattern, allowed when it
 matches an ``allow`` pattern, and denied otherwise. It looks at the tool name
@@ -16,6 +20,7 @@ from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
+from antler.contracts.toolgroups import expand
 from antler.plugins._lib.authz import (
     Decision,
     GuardrailProvider,
@@ -62,4 +67,4 @@ def _patterns(value: Any, key: str) -> tuple[str, ...]:
     bad = [p for p in value if not isinstance(p, str) or not p.strip()]
     if bad:
         raise ProviderConfigError(f"{where}: patterns must be non-empty strings, got {bad!r}")
-    return tuple(value)
+    return tuple(expand(value))

@@ -21,7 +21,7 @@ class GuardrailsConfig(BaseModel):
           enabled: true
           provider: allowlist
           provider_options:
-            allow: [read_file, ls, "web_*"]
+            allow: ["file:read", "web_*"]   # ls, read_file, glob, grep
             deny: [web_capture]
     """
 

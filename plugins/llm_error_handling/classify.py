@@ -31,25 +31,44 @@ REASONS = ("quota", "auth", "burst", "transient", "busy", "generic")
 RETRIED = frozenset({"burst", "transient", "busy"})
 """Reasons worth another attempt; quota, auth and generic failures would fail again."""
 
+# -- structured signals: error codes and types a provider states ----------------------------
+
 _QUOTA_CODES = {"insufficient_quota", "billing_hard_limit_reached", "quota_exceeded",
-                "insufficient_balance", "payment_required", "billing_error"}
-_QUOTA_TEXT = re.compile(
-    r"quota|billing|insufficient (?:balance|credit|funds)|credit balance|payment required|"
-    r"spend(?:ing)? limit|余额不足|欠费|额度", re.IGNORECASE)
+                "insufficient_balance", "payment_required", "billing_error",
+                "arrearage", "accountoverdueerror"}
 _AUTH_CODES = {"invalid_api_key", "authentication_error", "permission_error",
-               "permission_denied", "unauthorized", "forbidden"}
-_AUTH_TEXT = re.compile(
-    r"api[ _-]?key|unauthori[sz]ed|authenticat|permission denied|forbidden|"
-    r"invalid (?:token|credentials)|鉴权|认证失败", re.IGNORECASE)
-_BURST_CODES = {"rate_limit_exceeded", "rate_limit_error", "too_many_requests",
-                "requests", "tokens", "throttlingexception", "throttled"}
-_BURST_TEXT = re.compile(
-    r"rate.?limit|too many requests|throttl|requests per (?:min|sec)|tokens per min|"
-    r"\b[rt]pm\b|请求过于频繁|限流", re.IGNORECASE)
-_BUSY_CODES = {"overloaded_error", "overloaded", "server_busy", "engine_overloaded"}
-_BUSY_TEXT = re.compile(
-    r"overloaded|server (?:is )?busy|at capacity|over capacity|currently unavailable|"
-    r"try again later|服务繁忙|系统繁忙|繁忙", re.IGNORECASE)
+               "permission_denied", "unauthorized", "forbidden", "invalidapikey",
+               "authenticationerror"}
+_BURST_CODES = {"limit_burst_rate"}
+"""Codes saying the request *rate rose too fast*: the provider wants a slower ramp."""
+_BUSY_CODES = {"overloaded_error", "overloaded", "server_busy", "engine_overloaded",
+               "engine_overloaded_error", "serveroverloaded", "service_unavailable",
+               "model_overloaded"}
+_RATE_CODES = {"rate_limit_exceeded", "rate_limit_error", "too_many_requests", "requests",
+               "tokens", "throttlingexception", "throttled", "throttling", "limit_requests",
+               "resource_exhausted", "ratelimitexceeded"}
+
+# -- the phrase table: what providers write when the status and code say nothing -------------
+# Checked in this order after the structured signals (a rate limit that adds "try again
+# later" is a rate limit, so it comes before busy). English and Chinese, as the providers
+# answer; `tests/plugins/test_llm_error_handling.py` holds a real body for each family.
+
+_PHRASES: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (reason, re.compile(pattern, re.IGNORECASE)) for reason, pattern in (
+        ("quota", r"quota|billing|insufficient (?:balance|credit|funds)|credit balance"
+                  r"|payment required|spend(?:ing)? limit|余额不足|欠费|额度|充值"),
+        ("auth", r"api[ _-]?key|unauthori[sz]ed|authenticat|permission denied|forbidden"
+                 r"|invalid (?:token|credentials)|鉴权|认证失败|身份验证"),
+        ("burst", r"burst rate|rate increased too quickly|scale requests more smoothly"),
+        ("rate", r"rate.?limit|too many requests|throttl|requests per (?:min|sec)"
+                 r"|tokens per min|\b[rt]pm\b|请求过于频繁|频率过高|并发数过高|请求过多|限流"),
+        ("busy", r"overloaded|server (?:is )?busy|system (?:is )?busy|\bbusy\b|at capacity"
+                 r"|over capacity|high demand|heavy (?:load|traffic)|high (?:load|traffic)"
+                 r"|currently unavailable|temporarily unavailable|service unavailable"
+                 r"|try again later|retry later|繁忙|负载(?:较高|过高|过大|高)|过载"
+                 r"|访问量过大|请求量过大|稍后(?:重试|再试)|暂时不可用|服务不可用"),
+    )
+)
 _TRANSIENT_NAMES = re.compile(
     r"timeout|timedout|connection|connect|serviceunavailable|internalserver|"
     r"remoteprotocol|readerror|streamchunk|gateway", re.IGNORECASE)
@@ -86,28 +105,38 @@ def _text(error: BaseException) -> str:
 def classify(error: BaseException) -> str:
     """The reason a model call failed: one of `REASONS`.
 
-    Quota and auth come first: an exhausted account answers 429 like a rate
-    limit, and retrying it only spends time. Any other rate limit is ``burst``
-    (too many calls right now); an overloaded provider is ``busy``; timeouts,
-    dropped connections, 408/409/425 and 5xx answers, and a response with no
+    Structured signals decide first: a stated error code (quota, auth, burst,
+    busy, rate limit), then the exception type and HTTP status (402 quota,
+    401/403 auth, 529 busy). Then the phrase table, in order quota, auth,
+    burst, rate limit, busy (English and Chinese): an exhausted account that
+    answers 429 is ``quota``, not retried; an overloaded provider that says so
+    in words only is ``busy``. Last, timeouts, dropped connections, a plain
+    rate limit (429), 408/409/425 and 5xx answers, and a response with no
     generation (IndexError) are ``transient``. Everything else, invalid
     requests and context overflows included, is ``generic`` and not retried.
-    Structured signals (exception type, status, error code) decide before the
-    message text does.
+
+    A plain rate limit is ``transient`` (3 attempts from 1 s, Retry-After
+    honoured), as DeerFlow sorts it; ``burst`` (2 attempts from 5 s) is kept
+    for a provider that says the rate *rose too fast* (``limit_burst_rate``).
     """
     codes, text, status = _codes(error), _text(error), status_of(error)
-    if codes & _QUOTA_CODES or status == 402 or _QUOTA_TEXT.search(text):
+    for reason, known in (("quota", _QUOTA_CODES), ("auth", _AUTH_CODES),
+                          ("burst", _BURST_CODES), ("busy", _BUSY_CODES),
+                          ("transient", _RATE_CODES)):
+        if codes & known:
+            return reason
+    if status == 402:
         return "quota"
     if (isinstance(error, (ModelAuthenticationError, ModelPermissionDeniedError))
-            or status in (401, 403) or codes & _AUTH_CODES):
+            or status in (401, 403)):
         return "auth"
-    if isinstance(error, ModelRateLimitError) or status == 429 or codes & _BURST_CODES:
-        return "burst"
-    if status == 529 or codes & _BUSY_CODES:
+    if status == 529:
         return "busy"
-    for reason, pattern in (("auth", _AUTH_TEXT), ("burst", _BURST_TEXT), ("busy", _BUSY_TEXT)):
+    for reason, pattern in _PHRASES:
         if pattern.search(text):
-            return reason
+            return "transient" if reason == "rate" else reason
+    if isinstance(error, ModelRateLimitError):
+        return "transient"
     if isinstance(error, ModelError) and error.is_retryable:
         return "transient"
     if isinstance(error, (TimeoutError, ConnectionError, IndexError)):
@@ -165,10 +194,12 @@ _MESSAGES = {
              "used up. Check the plan and billing of the provider account, then try again.",
     "auth": "The model provider rejected the credentials. Check the API key (and its access "
             "to this model) in the environment, then try again.",
-    "burst": "The model provider kept rate-limiting the call after {attempts}. Wait a moment "
-             "and try again, or lower the request rate.",
-    "transient": "The model provider kept failing (timeouts or server errors) after "
-                 "{attempts}. Try again shortly.",
+    "burst": "The model provider kept refusing the call because the request rate rose too "
+             "fast, after {attempts}. Wait a moment and try again, or lower the request rate.",
+    "transient": "The model provider kept failing (rate limits, timeouts or server errors) "
+                 "after {attempts}. Try again shortly.",
+    "unreachable": "The model call failed after {attempts}: {cannot}. Check the network, a "
+                   "proxy and the model's `base_url`, then try again.",
     "busy": "The model provider is overloaded and did not answer after {attempts}. Try again "
             "shortly.",
     "generic": "The model call failed and was not retried: {error}",

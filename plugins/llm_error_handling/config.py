@@ -32,10 +32,11 @@ class LlmErrorHandlingConfig(BaseModel):
     retry_cap_delay_ms: int = Field(
         8000, ge=0, description="Longest backoff wait, in milliseconds.")
     burst_retry_max_attempts: int = Field(
-        2, ge=1, le=10, description="Most attempts when the provider rate-limits the call "
-        "(bounded by `retry_max_attempts` too).")
+        2, ge=1, le=10, description="Most attempts when the provider says the request rate "
+        "rose too fast (`limit_burst_rate`; a plain 429 is transient). Bounded by "
+        "`retry_max_attempts` too.")
     burst_retry_base_delay_ms: int = Field(
-        5000, ge=0, description="Shortest wait before retrying a rate-limited call, in "
+        5000, ge=0, description="Shortest wait before retrying a burst-limited call, in "
         "milliseconds.")
     max_retry_after_sec: float = Field(
         60.0, ge=0, description="A provider's Retry-After is honoured up to this many "

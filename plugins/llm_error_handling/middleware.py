@@ -1,16 +1,24 @@
 """LLM error handling: a failed model call is retried or becomes an error reply, never a crash.
 
 A provider fails in more ways than one, and each wants its own answer. Every
-exception a model call raises is sorted into a reason (`classify`): ``quota``
-and ``auth`` would fail again, so they are answered at once; ``burst`` (rate
-limited), ``transient`` (timeouts, dropped connections, 5xx) and ``busy``
-(overloaded) are retried; anything else is ``generic`` and answered at once.
+exception a model call raises is sorted into a reason (`classify`: the error
+code, type and HTTP status first, then a table of provider phrases in English
+and Chinese): ``quota`` and ``auth`` would fail again, so they are answered at
+once; ``transient`` (rate limits, timeouts, dropped connections, 5xx),
+``busy`` (overloaded, "under high demand", "负载较高" ... "请稍后重试") and
+``burst`` (the provider's ``limit_burst_rate``: the request rate rose too
+fast) are retried; anything else is ``generic`` and answered at once. A plain
+429 is ``transient`` (3 attempts from 1 s), as DeerFlow sorts it; ``burst``
+gets 2 attempts from 5 s and, like the non-retried reasons, does not count
+towards the circuit breaker.
 When it gives up, the middleware *returns* an assistant message carrying the
 error-fallback marker (`antler.contracts.fallback`) with a sentence saying
 what went wrong and what to do, so the run ends with that reply instead of a
 traceback, `antler run` exits 1 with the reason, and a `task` result built from
 it is marked failed. The stop reason ``error_fallback`` (detail: the error
-reason) is recorded with the reply. Interrupts (`GraphBubbleUp`) always pass
+reason) is recorded with the reply. A call that never connected (refused, DNS,
+a timeout while connecting) is retried as ``transient`` and its sentence names
+the host it could not reach. Interrupts (`GraphBubbleUp`) always pass
 through, and so do Antler's own errors (`AntlerError`: a scripted model out of
 script, a misconfiguration): they are bugs to fix, not provider failures.
 
@@ -70,6 +78,7 @@ from antler.contracts.fallback import error_fallback_message, error_fallback_of
 from antler.contracts.stop_reason import StopReasonState, record_stop_reason
 from antler.errors import AntlerError
 from antler.plugin_api.context import BuildContext
+from antler.runtime.models.errors import unreachable
 
 from .breaker import CircuitBreaker, process_limiter
 from .classify import RETRIED, classify, describe, retry_after_seconds, status_of
@@ -218,7 +227,10 @@ class _Call:
         if self.attempt >= limit or self.breaker.state == "open":
             logger.warning("model call failed (%s) after %d attempts: %s", reason,
                            self.attempt, detail)
-            return self.fallback(reason, describe(reason, attempts=self.attempt), detail)
+            cannot = unreachable(error)
+            text = (describe("unreachable", attempts=self.attempt, cannot=cannot)
+                    if cannot is not None else describe(reason, attempts=self.attempt))
+            return self.fallback(reason, text, detail)
         asked = retry_after_seconds(error)
         if asked is not None and asked > self.config.max_retry_after_sec:
             text = describe("retry_after_too_long", wait=asked,
@@ -273,6 +285,9 @@ def _detail(error: BaseException) -> str:
     text = f"{type(error).__name__}: {error}"
     if status is not None:
         text += f" (HTTP {status})"
+    cannot = unreachable(error)
+    if cannot is not None:
+        text += f"; {cannot}"
     return text if len(text) <= _DETAIL_CHARS else text[:_DETAIL_CHARS - 3] + "..."
 
 

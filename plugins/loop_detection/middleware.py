@@ -71,6 +71,8 @@ from langchain_core.messages import AIMessage
 from antler.contracts.messages import strip_tool_calls
 from antler.contracts.runstore import PendingQueue, run_key
 from antler.contracts.stop_reason import StopReasonState, record_stop_reason
+from antler.contracts.toolgroups import FILE_WRITE_TOOLS
+from antler.plugin_api import jsonsource
 from antler.plugin_api.context import BuildContext
 
 from .config import LoopDetectionConfig
@@ -97,7 +99,7 @@ WARNING_NAME = "loop_warning"
 SALIENT_ARGS = ("path", "url", "query", "command", "pattern", "glob", "cmd")
 """Arguments that identify what a call works on; other arguments do not make it new."""
 
-FULL_ARGS_TOOLS = frozenset({"write_file", "str_replace"})
+FULL_ARGS_TOOLS = frozenset(FILE_WRITE_TOOLS)
 """Tools whose every argument matters: writing other content is other work."""
 
 LINE_BUCKET = 200
@@ -135,7 +137,7 @@ def call_signature(call: Mapping[str, Any]) -> str:
     args: Any = call.get("args")
     if isinstance(args, str):
         with contextlib.suppress(ValueError):
-            args = json.loads(args)
+            args = jsonsource.loads(args)
     if not isinstance(args, Mapping):
         return f"{name}:{_canonical(args)}"
     key: dict[str, Any] = {}

@@ -51,10 +51,10 @@ def _json_files(source: str, base: Path) -> list[tuple[Path, str]]:
     if not path.is_file():
         raise CliError(f"{path} is not a file: give a memory.json of an earlier version, or "
                        "'auto' for every users/*/memory.json under the base directory")
-    import json
+    from antler.plugin_api import jsonsource
 
     try:
-        user = json.loads(path.read_text(encoding="utf-8")).get("user_id")
+        user = jsonsource.loads(path.read_text(encoding="utf-8")).get("user_id")
     except (ValueError, UnicodeDecodeError, AttributeError):
         user = None
     return [(path, user if isinstance(user, str) and user else path.parent.name)]

@@ -11,7 +11,8 @@ mark copied from another thread or tool call) grants nothing.
 
 Files are inspected on the host, through the thread's directories
 (`antler.paths`): that is where the local sandbox keeps them and where a
-mounting sandbox exposes them.
+mounting sandbox exposes them. They are opened beneath the thread's root
+(`antler.runtime.confined`), as the sandbox's own file tools open them.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
 from antler.errors import AntlerError
+from antler.runtime import confined
 from antler.runtime.paths import PathLayout
 from antler.runtime.runcontext import run_context, thread_id_of
 
@@ -56,9 +57,11 @@ class Target:
 
     virtual: str
     """Canonical virtual path: the key marks are recorded under."""
-    host: Path
+    place: confined.Place
+    """Where the file is opened, beneath the thread's root."""
     lock_key: tuple[str, str, str]
-    """(user, thread, real host path): one lock per file, whichever name reaches it."""
+    """(user, thread, real host path): one lock per file, whichever name reaches it (a key
+    only: the file is never opened by this path)."""
 
 
 def locate(layout: PathLayout, runtime: Any, path: Any) -> Target | None:
@@ -73,22 +76,29 @@ def locate(layout: PathLayout, runtime: Any, path: Any) -> Target | None:
     try:
         paths = layout.thread(run_context(runtime).user_id, thread_id)
         mapper = paths.mapper
+        where = confined.place(mapper, path)
         host = mapper.to_host(path)
-        virtual = mapper.to_virtual(host)
     except (AntlerError, OSError, ValueError):
         return None
-    return Target(virtual, host, (paths.user_id, paths.thread_id, os.path.realpath(host)))
+    return Target(where.virtual, where, (paths.user_id, paths.thread_id, os.path.realpath(host)))
 
 
 def file_state(target: Target) -> tuple[FileState, str | None]:
-    """The file's state and, for a regular readable file, the SHA-256 of its content."""
+    """The file's state and, for a regular readable file, the SHA-256 of its content.
+
+    The file is opened beneath the thread's root as the sandbox opens it
+    (`antler.runtime.confined`): a symlink swapped in meanwhile cannot make
+    this hash a file outside the thread.
+    """
     try:
-        if not os.path.lexists(target.host):
-            return "missing", None
-        if not target.host.is_file():
-            return "uninspectable", None
-        digest = hashlib.sha256()
-        with open(target.host, "rb") as handle:
+        fd = target.place.open(os.O_RDONLY)
+    except FileNotFoundError:
+        return "missing", None
+    except (AntlerError, OSError):
+        return "uninspectable", None
+    digest = hashlib.sha256()
+    try:
+        with os.fdopen(fd, "rb") as handle:
             while chunk := handle.read(_CHUNK):
                 digest.update(chunk)
     except OSError:

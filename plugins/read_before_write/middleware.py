@@ -20,6 +20,10 @@
     Creating a file that does not exist needs no read (a ``str_replace`` of a
     missing file goes on to the tool, which reports it missing).
 
+Only ``read_file`` reads. ``grep``, ``glob`` and ``ls`` stamp no mark: a grep
+hit shows the lines that match, not the file, so editing on the strength of
+one would be editing text the model has not seen.
+
 Writes never refresh marks: after one edit the file's hash no longer matches
 the read, so the next edit needs a new read. Marks live on messages, so a
 summarization that drops the read drops the permission with it.
@@ -54,6 +58,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
+from antler.contracts.toolgroups import FILE_WRITE_TOOLS
 from antler.contracts.toolmeta import TOOL_META_KEY, refusal
 from antler.plugin_api.context import PATHS, BuildContext
 from antler.runtime.paths import PathLayout
@@ -70,7 +75,7 @@ SOURCE = "read_before_write"
 """Same key and shape as every other refused call's metadata (see `antler.authz`)."""
 
 READ_TOOL = "read_file"
-WRITE_TOOLS = ("write_file", "str_replace")
+WRITE_TOOLS = FILE_WRITE_TOOLS
 
 _PROCESS_LOCKS = KeyedLocks()
 """Files are process-wide, so their locks are too (keys are real host paths)."""

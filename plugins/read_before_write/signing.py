@@ -63,7 +63,8 @@ def _read(path: Path) -> bytes:
         raise BuildError(
             f"read_before_write: the key file {path} can be read by other users (mode "
             f"{mode:04o}); whoever reads it can forge read marks. Run `chmod 600 {path}`.")
-    text = path.read_text("ascii", errors="replace").strip()
+    with path.open("rb") as stream:  # a key and a line break; more is not a key anyway
+        text = stream.read(2 * _KEY_HEX).decode("ascii", errors="replace").strip()
     if len(text) != _KEY_HEX or any(c not in "0123456789abcdef" for c in text):
         raise BuildError(
             f"read_before_write: the key file {path} is not a key (64 hex digits); delete it "

@@ -1,7 +1,7 @@
 """The sandbox plugin: its spec comes from Antler's manifest (see middleware.py).
 
-It also contributes the sandbox tools (bash, ls, read_file, write_file,
-str_replace) through the `antler_tools` hook. Importing this package stays
+It also contributes the sandbox tools (bash, ls, read_file, glob,
+grep, write_file, str_replace) through the `antler_tools` hook. Importing this package stays
 cheap: the tool module (and LangChain) is imported only when a chain that
 includes the plugin is built.
 """

@@ -1,7 +1,7 @@
 """SandboxMiddleware: the thread's sandbox lifecycle around a run.
 
 The sandbox itself is acquired by the sandbox tools (``bash``, ``ls``,
-``read_file``, ``write_file``, ``str_replace``; see `tools.py`) on their first
+``read_file``, ``glob``, ``grep``, ``write_file``, ``str_replace``; see `tools.py`) on their first
 use in a thread: that is when the thread's three directories are created and
 the provider hands out the thread's sandbox, whose id the tool records in state
 ``sandbox``. A chat turn that calls no tool touches neither the disk nor the

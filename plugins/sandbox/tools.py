@@ -1,4 +1,4 @@
-"""The sandbox tools: ``bash``, ``ls``, ``read_file``, ``write_file`` and ``str_replace``.
+"""The sandbox tools: bash, ls, read_file, glob, grep, write_file and str_replace.
 
 Each tool runs inside the thread's sandbox and speaks only virtual paths
 (``/mnt/user-data/{workspace,uploads,outputs}/...``; relative paths are taken
@@ -19,8 +19,14 @@ Long output: ``read_file`` returns at most ``max_output_bytes`` characters per
 call (pages through ``start_line``/``end_line``). ``bash`` hands everything
 the sandbox captured (``command_capture_bytes`` per stream) to a tool-output
 budget when the build has one, which saves it whole and shows the model a
-synopsis; without one it cuts at ``max_output_bytes`` too. ``ls`` does not list
-saved tool results (``outputs/.tool-results``) unless asked for that folder.
+synopsis; without one it cuts at ``max_output_bytes`` too; ``glob`` and ``grep``
+results (bounded by the sandbox, see `antler.runtime.sandbox.search`) are handed
+over the same way. ``ls``, ``glob`` and ``grep`` do not show saved tool results
+(``outputs/.tool-results``) unless asked for that folder.
+
+Confinement: the sandbox opens every path beneath a descriptor of the thread's
+root (`antler.runtime.confined`), so a parallel call or the model's own
+``bash`` swapping a name for a symlink cannot lead a file tool outside.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from langgraph.types import Command
 
 from antler.contracts.tooloutput import is_tool_result_path
 from antler.errors import AntlerError
-from antler.runtime.paths import VIRTUAL_ROOT, PathLayout, ThreadPaths
+from antler.runtime.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, PathLayout, ThreadPaths
 from antler.runtime.sandbox import Sandbox, SandboxProvider
 from antler.runtime.toolargs import without_runtime_dump
 
@@ -56,6 +62,10 @@ DEFAULT_LS_PATH = VIRTUAL_ROOT
 WORKSPACE = f"{VIRTUAL_ROOT}/workspace"
 
 
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root + "/")
+
+
 class ToolFailure(AntlerError):
     """A tool cannot do what was asked; the message is shown to the model as is."""
 
@@ -71,7 +81,7 @@ class _Session:
     def shown(self, path: str) -> str:
         """How to name ``path`` to the model: its canonical virtual form when it has one."""
         try:
-            return self.paths.mapper.to_virtual(self.paths.mapper.to_host(path))
+            return self.paths.mapper.virtual_name(path)
         except AntlerError:
             return repr(path)
 
@@ -221,10 +231,44 @@ class SandboxTools:
         session.sandbox.write_file(path, text.replace(old, new, 1))
         return f"Replaced 1 occurrence in {session.shown(path)}."
 
+    def glob(self, session: _Session, pattern: str, path: str, include_dirs: bool,
+             max_results: int) -> str:
+        where = self._search_root(path)
+        found = session.sandbox.glob(pattern, where, include_dirs=include_dirs,
+                                     max_results=max_results)
+        lines = found.matches or [
+            f"Nothing found: no path under {session.shown(where)} matches {pattern!r}."]
+        return self._searched("\n".join([*lines, *found.notes]))
+
+    def grep(self, session: _Session, pattern: str, path: str, glob: str | None,
+             literal: bool, case_sensitive: bool, max_results: int) -> str:
+        where = self._search_root(path)
+        found = session.sandbox.grep(pattern, where, glob=glob, literal=literal,
+                                     case_sensitive=case_sensitive, max_results=max_results)
+        lines = found.matches or [
+            f"Nothing found: no line matches {pattern!r} in {found.files_searched} text "
+            "file(s) under "
+            f"{session.shown(where)}" + (f" matching {glob!r}" if glob else "") + "."]
+        return self._searched("\n".join([*lines, *found.notes]))
+
+    @staticmethod
+    def _search_root(path: str) -> str:
+        """``path`` when it is an absolute virtual path glob and grep can search."""
+        if not isinstance(path, str) or not (
+                _under(path, VIRTUAL_ROOT) or _under(path, SKILLS_VIRTUAL_ROOT)):
+            raise ToolFailure(
+                f"Invalid search path {path!r}: `path` must be an absolute virtual path under "
+                f"{VIRTUAL_ROOT} (or {SKILLS_VIRTUAL_ROOT}), for example {WORKSPACE!r}.")
+        return path
+
+    def _searched(self, text: str) -> str:
+        """A glob or grep result: whole for the tool-output budget, else cut like bash's."""
+        return text if self.budgeted() else self._capped(text, "output", "; narrow the search")
+
     # -- LangChain tools -----------------------------------------------------------------
 
     def tools(self) -> list[BaseTool]:
-        """The five tools, each with a sync and an async form and `TOOL_METADATA`."""
+        """The seven tools, each with a sync and an async form and `TOOL_METADATA`."""
         run = self.run
 
         def bash(
@@ -264,12 +308,44 @@ class SandboxTools:
         ) -> ToolMessage | Command[Any]:
             return run(runtime, "str_replace", lambda s: self.str_replace(s, path, old, new))
 
+        def glob(
+            pattern: Annotated[str, "Glob pattern relative to `path`: '*' and '?' within a "
+                                    "name, '**' across directories (e.g. '**/*.py')."],
+            path: Annotated[str, f"Directory to search: an absolute virtual path under "
+                                 f"{VIRTUAL_ROOT} (or {SKILLS_VIRTUAL_ROOT})."],
+            runtime: ToolRuntime[Any, Any],
+            include_dirs: Annotated[bool, "Also list matching directories."] = False,
+            max_results: Annotated[int, "Most paths to return (at most 1000)."] = 200,
+        ) -> ToolMessage | Command[Any]:
+            return run(runtime, "glob",
+                       lambda s: self.glob(s, pattern, path, include_dirs, max_results))
+
+        def grep(
+            pattern: Annotated[str, "Regular expression (Python syntax) to find, or the exact "
+                                    "text with literal=true."],
+            path: Annotated[str, f"Directory to search: an absolute virtual path under "
+                                 f"{VIRTUAL_ROOT} (or {SKILLS_VIRTUAL_ROOT})."],
+            runtime: ToolRuntime[Any, Any],
+            glob: Annotated[str | None, "Only files matching this glob ('*.py' matches at any "
+                                        "depth; 'src/**/*.py' from `path`)."] = None,
+            literal: Annotated[bool, "Search for the pattern as plain text."] = False,
+            case_sensitive: Annotated[bool, "Match case exactly."] = False,
+            max_results: Annotated[int, "Most matching lines to return (at most 1000)."] = 100,
+        ) -> ToolMessage | Command[Any]:
+            return run(runtime, "grep", lambda s: self.grep(
+                s, pattern, path, glob, literal, case_sensitive, max_results))
+
         descriptions: dict[Callable[..., Any], str] = {
             bash: "Run a bash command in the thread's sandbox. The working directory is "
                   f"{WORKSPACE}; files live under {VIRTUAL_ROOT} (workspace, uploads, outputs). "
                   "Returns stdout, stderr and a non-zero exit code.",
             ls: f"List a directory of the thread's files, two levels deep (default "
                 f"{DEFAULT_LS_PATH}). Directories end with '/'.",
+            glob: "Find files (and with include_dirs, directories) whose path below `path` "
+                  "matches a glob pattern. Returns virtual paths; symlinks are not followed.",
+            grep: "Search the text files below `path` for lines matching a regular expression "
+                  "(case-insensitive unless case_sensitive). Returns 'path:line: text' lines; "
+                  "binary files are skipped.",
             read_file: "Read a text file, optionally only lines start_line..end_line.",
             write_file: "Write a text file (creating parent directories), or append to it.",
             str_replace: "Replace one exact occurrence of `old` with `new` in a text file. "

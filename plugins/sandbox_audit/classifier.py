@@ -86,6 +86,8 @@ import contextlib
 import gc
 from collections.abc import Iterator
 
+from antler.contracts.toolgroups import FILE_WRITE_TOOLS
+
 from .commands import CommandRules, credential, sensitive
 from .frontend import Parser
 from .splitter import Budget
@@ -136,7 +138,7 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-_FILE_WRITE = frozenset({"write_file", "str_replace", "edit_file", "append_file"})
+_FILE_WRITE = frozenset({*FILE_WRITE_TOOLS, "edit_file", "append_file"})
 
 
 def classify_file_operation(tool: str, path: str, *, write: bool | None = None) -> Verdict:

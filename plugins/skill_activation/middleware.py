@@ -55,6 +55,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from antler.contracts.messages import hidden_marker, is_hidden, latest_user_message, user_text
 from antler.contracts.runstore import RunStore, acall_then_commit, call_then_commit, run_key
 from antler.plugin_api.context import BuildContext
+from antler.plugin_api.parselimits import SourceLimitError
 from antler.plugins._lib.skillproof import (
     ACTIVATION_KEY,
     SECRET_NAME,
@@ -145,9 +146,9 @@ class SkillActivationMiddleware(AgentMiddleware[Any, Any]):
         if not skill.enabled:
             return _reply(f"Skill `/{name}` is disabled by the operator.")
         try:
-            text = skill.file.read_text(encoding="utf-8")
+            text = self.registry.read_text(skill.file)
             _, body = parse_skill(text)
-        except (OSError, UnicodeDecodeError, SkillError) as exc:
+        except (SourceLimitError, SkillError) as exc:
             logger.warning("skill %s cannot be read: %s", skill.name, exc)
             return _reply(f"Skill `/{name}` cannot be read; ask the operator to check it.")
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -25,4 +25,10 @@ class TitleConfig(BaseModel):
         default=60, ge=10, le=200,
         description="Longest title kept, in characters; a longer model answer is cut.",
     )
+    first_exchange_only: bool = Field(
+        default=True,
+        description="Title a thread after its first complete exchange only (seed 003); "
+        "false also titles a thread left untitled then (the plugin was off) at its next "
+        "complete exchange.",
+    )
 

@@ -3,8 +3,15 @@
 Once the first user message has been answered by an assistant message that
 calls no tools, `after_model` asks a lightweight model for a short title and
 writes it to the state's `title`. It runs once per thread: a thread that has a
-title is never titled again. When the title model fails or answers nothing
-usable, the title falls back to the start of the user's message, so a thread
+title is never titled again. As seed 003 has it, only the first complete
+exchange is titled (a user message answered by a final reply that is not an
+error notice; a run that was interrupted or failed completed none): a thread
+whose first complete exchange got no title (the plugin was off then) stays
+untitled, unless ``title.first_exchange_only`` is false, which titles it at
+its next complete exchange (from its first user message). When the title model fails or
+answers nothing usable, the title is the first 50 characters of the user's
+message (seed 003: "the first 50 characters of the user's message"; no
+ellipsis is added, and a shorter ``max_chars`` cuts it further), so a thread
 never stays untitled because a provider hiccupped.
 
 The title call is internal: its answer goes to `title`, never to `messages`,
@@ -125,6 +132,18 @@ def first_exchange(messages: Sequence[BaseMessage]) -> tuple[str, str] | None:
     return None
 
 
+def _completed_before(messages: Sequence[BaseMessage]) -> bool:
+    """Whether a user message was answered (a final, non-error reply) before the latest one."""
+    asked = False
+    for message in messages[:-1]:
+        if _is_user_input(message):
+            asked = True
+        elif (asked and isinstance(message, AIMessage) and not message.tool_calls
+              and not is_error_fallback(message)):
+            return True
+    return False
+
+
 _REASONING = re.compile(r"<(think|thinking|reasoning)\b[^>]*>.*?(?:</\1\s*>|\Z)",
                         re.IGNORECASE | re.DOTALL)
 _ANSWER_CHARS = 4000
@@ -149,17 +168,9 @@ def clean_title(raw: str, max_chars: int) -> str:
     return title
 
 
-ELLIPSIS = "..."
-
-
 def fallback_title(user_text: str, limit: int = FALLBACK_CHARS) -> str:
-    """The user's message in at most `limit` (50) characters, ending in "..." when cut."""
-    text = " ".join(user_text.split())
-    if len(text) <= limit:
-        return text
-    if limit <= len(ELLIPSIS):
-        return text[:limit]
-    return text[:limit - len(ELLIPSIS)].rstrip() + ELLIPSIS
+    """The first `limit` (50) characters of the user's message, whitespace collapsed."""
+    return " ".join(user_text.split())[:limit].rstrip()
 
 
 def _internal_config() -> RunnableConfig:
@@ -176,15 +187,20 @@ class TitleMiddleware(AgentMiddleware[TitleState, Any]):
     state_schema = TitleState
     transformers = (InternalCallTransformer,)
 
-    def __init__(self, model: BaseChatModel, *, max_chars: int = 60) -> None:
+    def __init__(self, model: BaseChatModel, *, max_chars: int = 60,
+                 first_exchange_only: bool = True) -> None:
         super().__init__()
         self.model = model
         self.max_chars = max_chars
+        self.first_exchange_only = first_exchange_only
 
     def _pending(self, state: Any) -> tuple[str, str] | None:
         if state.get("title"):
             return None
-        return first_exchange(state.get("messages") or [])
+        messages = state.get("messages") or []
+        if self.first_exchange_only and _completed_before(messages):
+            return None  # past the first complete exchange: seed 003 titles that one only
+        return first_exchange(messages)
 
     def _prompt(self, user: str, reply: str) -> str:
         return TITLE_PROMPT.format(
@@ -248,4 +264,5 @@ def build(ctx: BuildContext) -> TitleMiddleware:
         )
     if not isinstance(model, BaseChatModel):
         model = resolve_reference(services, model)
-    return TitleMiddleware(model, max_chars=config.max_chars)
+    return TitleMiddleware(model, max_chars=config.max_chars,
+                           first_exchange_only=config.first_exchange_only)

@@ -18,11 +18,14 @@ Deciding, after each model call, on the largest of the used fractions of
   ``budget_warning`` message asking the model to wrap up. The warning is
   pending in state until an `after_model` hook sees the call that carried
   it succeed: a call that fails and is retried carries it again.
-* at `hard_stop_threshold`, a reply that asks for tools has its tool calls
-  removed (`strip_tool_calls`: structured, raw provider and content-block
-  forms) and a ``[TOKEN BUDGET EXCEEDED]`` note appended, so it becomes the
-  run's final answer, and the stop reason ``token_capped`` is recorded. A
-  reply without tool calls already ends the run: it is left alone.
+* at `hard_stop_threshold`, the stop reason ``token_capped`` is recorded
+  whenever a reply crosses the cap, and a ``[TOKEN BUDGET EXCEEDED]`` notice is
+  appended to it, as DeerFlow does. A reply that asks for tools has its tool
+  calls removed first (`strip_tool_calls`: structured, raw provider and
+  content-block forms), so it becomes the run's final answer; a final answer
+  that itself crosses the cap keeps its text and its provider's finish reason,
+  with the notice after it. An error reply (llm_error_handling's) is left
+  alone: its run already records ``error_fallback``.
 
 Hooks: `before_agent`, `wrap_model_call`, `after_model` (and async forms).
 
@@ -174,12 +177,8 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any, Any]):
         fraction = self.fraction(used)
         reply = messages[-1] if messages else None
         if fraction >= self.config.hard_stop_threshold:
-            if (isinstance(reply, AIMessage) and has_tool_call_intent(reply)
-                    and not is_error_fallback(reply)):
-                note = (f"[TOKEN BUDGET EXCEEDED] This run used {self.describe(used)}, so its "
-                        "remaining tool calls were not run. This is the final answer with what "
-                        "was gathered so far.")
-                update["messages"] = [strip_tool_calls(reply, note=note)]
+            if isinstance(reply, AIMessage) and not is_error_fallback(reply):
+                update["messages"] = [self.capped(reply, used)]
                 update.update(record_stop_reason("token_capped", runtime,
                                                  detail=self.describe(used)))
         elif fraction >= self.config.warn_threshold and not ledger.get("warned"):
@@ -188,6 +187,19 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any, Any]):
             update[BUDGET_KEY] = new
         self._counted.keep(thread, update.get(BUDGET_KEY, ledger), messages)
         return update or None
+
+    def capped(self, reply: AIMessage, used: Mapping[str, int]) -> AIMessage:
+        """`reply` as the run's last word: its tool calls removed, the budget notice added."""
+        if has_tool_call_intent(reply):
+            return strip_tool_calls(reply, note=(
+                f"[TOKEN BUDGET EXCEEDED] This run used {self.describe(used)}, so its remaining "
+                "tool calls were not run. This is the final answer with what was gathered so "
+                "far."))
+        # Already a final answer: it stays whole, and keeps the provider's finish reason
+        # (model_length_finish_reason reads it).
+        return strip_tool_calls(reply, keep_finish_reason=True, note=(
+            f"[TOKEN BUDGET EXCEEDED] This run used {self.describe(used)}; this answer is its "
+            "last."))
 
     def fraction(self, used: Mapping[str, int]) -> float:
         """The largest used fraction among the configured caps."""

@@ -75,6 +75,7 @@ from antler.errors import AntlerError
 from antler.plugin_api.context import PATHS, BuildContext
 from antler.plugins._lib.historyfold import HistoryFold
 from antler.plugins._lib.messagememo import MessageMemo
+from antler.runtime import confined
 from antler.runtime.paths import VIRTUAL_ROOT, PathLayout
 from antler.runtime.runcontext import run_context, thread_id_of
 
@@ -196,10 +197,10 @@ class ToolOutputBudgetMiddleware(AgentMiddleware):
         virtual = (f"{VIRTUAL_ROOT}/outputs/{self.config.storage_subdir}/"
                    f"{name}-{digest}.{extension}")
         paths.ensure_directories()
-        host = paths.mapper.to_host(virtual)  # refuses a folder that leaves the thread
-        host.parent.mkdir(parents=True, exist_ok=True)
-        host = paths.mapper.to_host(virtual)  # again, now that a symlinked parent is real
-        fd = os.open(host, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        # Opened beneath the thread's root: a folder the model swapped for a symlink
+        # that leaves the thread is refused, however late the swap.
+        fd = confined.place(paths.mapper, virtual).open(
+            os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, make_parents=True)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         return virtual

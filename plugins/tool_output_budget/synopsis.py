@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from antler.plugin_api import jsonsource
+
 __all__ = ["LOG_TOOLS", "PARSE_LIMIT", "Shape", "cut", "describe", "head_and_tail", "joined_text",
            "synopsis"]
 
@@ -78,7 +80,7 @@ def _json_shape(text: str, lines: int) -> Shape | None:
     if not stripped or stripped[0] not in "{[":
         return None
     try:
-        data = json.loads(stripped)
+        data = jsonsource.loads(stripped)
     except ValueError:
         return None
     if isinstance(data, dict):

@@ -6,8 +6,9 @@ Hooks
     kinds of problem read from the result's ``antler_tool_meta``:
 
     * *errors* (status ``error`` or ``partial_success``);
-    * *refusals* (``error_type`` ``denied`` / ``blocked``: a gate refused the
-      call, the tool never ran);
+    * *refusals* (``error_type`` ``denied`` / ``blocked``) by a gate *inner*
+      of this layer (skill_tool_policy, deferred_tool_filter): the call
+      reached this wrapper and was refused further in;
     * *repeats*: a success whose words (3+ letters, first 8,192 characters)
       have a Jaccard similarity of at least ``jaccard_similarity_threshold``
       with one of the tool's last three successes (both with at least
@@ -22,15 +23,16 @@ Hooks
     ACTIVE, except from BLOCKED, which lasts the run: a blocked tool's calls
     are answered with a ``[TOOL_BLOCKED]`` error result stamped as a refusal
     (``blocked``, recoverable, next action ``summarize``) without running.
-    A call a gate outer of this layer refused never reaches it: such
-    refusals are counted from the next model request instead (each result
-    once). `Command` results (control flow, such as the sandbox recording
+    A call a gate *outer* of this layer refused (authorization, guardrail,
+    sandbox_audit, read_before_write) never reaches it and consumes no slot,
+    as the seed orders it: a write read_before_write refused does not count
+    against ``write_file``, so the model that then reads and writes is not
+    blocked. `Command` results (control flow, such as the sandbox recording
     its id) are not assessed; a result without metadata passes with a warning in the
     log (tool_error_handling stamps every result, so this plugin must be
     outer of it).
 
-    ``wrap_model_call`` / ``awrap_model_call``: first counts the gates'
-    refusals among the last turn's results; then the run's pending hints go
+    ``wrap_model_call`` / ``awrap_model_call``: the run's pending hints go
     at the end of the next model request as one `HumanMessage` named
     ``progress_hint`` and marked hidden, in the request only. They are
     removed only once the model call returned (`PendingQueue`), so a call
@@ -44,8 +46,8 @@ Where it sits and why
     Position 12 of the seed: ``outer_of: tool_error_handling``, whose stamps
     it reads (an exception arrives as a stamped error result), and inner of
     read_before_write, sandbox_audit and the authorization/guardrail gates,
-    so a gate decides before a blocked tool is refused here; the gates'
-    refusals are read from the history they leave.
+    so a gate decides before a blocked tool is refused here, and a call a
+    gate refused never counts here.
 
 Configuration
     ``tool_progress:`` (`ToolProgressConfig`): ``enabled`` (off by default),
@@ -219,21 +221,6 @@ class ToolProgressMiddleware(AgentMiddleware):
         if hint is not None and self.config.inject_assessment:
             self._hints.add(key, hint)
 
-    def _assess_refusals(self, key: RunKey, messages: list[Any]) -> None:
-        """Count the refusals of the last turn that gates outer of this layer answered.
-
-        A gate (authorization, guardrail, the shell audit, read-before-write)
-        answers a refused call itself, so the call never reaches this layer's
-        tool wrapper: its result is found here, in the next model request.
-        """
-        for message in reversed(messages):
-            if not isinstance(message, ToolMessage):
-                break
-            meta = tool_meta(message)
-            name = message.name or ""
-            if meta is not None and meta.is_refusal and name not in self.exempt:
-                self._assess(key, name, message)
-
     def _problem(self, state: ToolState, meta: ToolMeta, result: ToolMessage) -> _Problem | None:
         if meta.is_refusal:
             return _Problem("refusal", True, False, f"its calls are refused ({meta.error_type})")
@@ -320,7 +307,6 @@ class ToolProgressMiddleware(AgentMiddleware):
         key = run_key(request.runtime)
         if key == (None, None):
             return key, ()
-        self._assess_refusals(key, request.messages)
         return key, self._hints.peek(key)
 
     @staticmethod

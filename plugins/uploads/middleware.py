@@ -16,11 +16,12 @@ the disk, its path rebuilt from the name.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import logging
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from langchain.agents.middleware import AgentMiddleware, AgentState
@@ -28,7 +29,9 @@ from langchain.agents.middleware.types import OmitFromInput
 from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.runtime import Runtime
 
+from antler.errors import AntlerError
 from antler.plugin_api.context import BuildContext
+from antler.runtime import confined
 from antler.runtime.paths import VIRTUAL_ROOT
 from antler.runtime.uploads import UploadError, safe_upload_name, upload_names
 
@@ -108,13 +111,47 @@ def render_uploaded_files(
     return "\n".join(lines)
 
 
-def _regular_file_size(path: str) -> int | None:
-    """Size of ``path`` if it is a regular file itself (not a symlink), else None."""
+def _regular_file_size(uploads_fd: int, name: str) -> int | None:
+    """Size of ``name`` in the uploads directory if it is a regular file itself, else None."""
     try:
-        info = os.lstat(path)
+        info = os.stat(name, dir_fd=uploads_fd, follow_symlinks=False)
     except OSError:
         return None
     return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+
+def _listed_uploads(entries: Iterator[os.DirEntry[str]], exclude: set[str]) -> list[UploadedFile]:
+    """The regular files among ``entries`` (never followed) with upload-like names."""
+    files: list[UploadedFile] = []
+    for entry in entries:
+        if entry.name in exclude or not entry.is_file(follow_symlinks=False):
+            continue
+        try:
+            # Tools can write here too: hidden or odd names are not uploads.
+            safe_upload_name(entry.name)
+        except UploadError:
+            continue
+        files.append(_record(entry.name, entry.stat(follow_symlinks=False).st_size))
+    return files
+
+
+@contextlib.contextmanager
+def _uploads_directory(uploads_dir: str) -> Iterator[int | None]:
+    """A descriptor of the thread's uploads directory, opened beneath its ``user-data``.
+
+    None when there is none (nothing uploaded yet) or when the thread's commands
+    made ``uploads`` a symlink that leaves the thread: its listing is never read.
+    """
+    parent, name = os.path.split(os.path.normpath(uploads_dir))
+    try:
+        fd = confined.Root(parent, VIRTUAL_ROOT).open([name], os.O_RDONLY, directory=True)
+    except (AntlerError, OSError):
+        yield None
+        return
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _record(filename: str, size: int) -> UploadedFile:
@@ -203,34 +240,29 @@ class UploadsMiddleware(AgentMiddleware[UploadsState]):
     @staticmethod
     def _new_files(message: HumanMessage, uploads_dir: str) -> list[UploadedFile]:
         found: dict[str, UploadedFile] = {}
-        for filename in upload_names(message.additional_kwargs.get("files")):
-            size = _regular_file_size(os.path.join(uploads_dir, filename))
-            if size is None:
-                logger.warning(
-                    "upload %r listed in the message is not a file in the thread's uploads "
-                    "directory; leaving it out of the <uploaded_files> block", filename
-                )
-                continue
-            found.setdefault(filename, _record(filename, size))
+        names = upload_names(message.additional_kwargs.get("files"))
+        if not names:
+            return []
+        with _uploads_directory(uploads_dir) as directory:
+            for filename in names:
+                size = None if directory is None else _regular_file_size(directory, filename)
+                if size is None:
+                    logger.warning(
+                        "upload %r listed in the message is not a file in the thread's "
+                        "uploads directory; leaving it out of the <uploaded_files> block",
+                        filename)
+                    continue
+                found.setdefault(filename, _record(filename, size))
         return list(found.values())
 
     @staticmethod
     def _previous_files(uploads_dir: str, exclude: set[str]) -> tuple[list[UploadedFile], int]:
         files: list[UploadedFile] = []
-        try:
-            entries = os.scandir(uploads_dir)
-        except (FileNotFoundError, NotADirectoryError):
-            return [], 0  # nothing uploaded in this thread yet
-        with entries:
-            for entry in entries:
-                if entry.name in exclude or not entry.is_file(follow_symlinks=False):
-                    continue
-                try:
-                    # Tools can write here too: hidden or odd names are not uploads.
-                    safe_upload_name(entry.name)
-                except UploadError:
-                    continue
-                files.append(_record(entry.name, entry.stat(follow_symlinks=False).st_size))
+        with _uploads_directory(uploads_dir) as directory:
+            if directory is None:
+                return [], 0  # nothing uploaded in this thread yet
+            with os.scandir(directory) as entries:
+                files = _listed_uploads(entries, exclude)
         files.sort(key=lambda f: f["filename"])
         return files[:MAX_LISTED_FILES], max(0, len(files) - MAX_LISTED_FILES)
 

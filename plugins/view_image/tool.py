@@ -31,6 +31,7 @@ from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
 
 from antler.errors import AntlerError
+from antler.runtime import confined
 from antler.runtime.paths import PathEscapeError, ThreadPaths, VirtualPathMapper
 from antler.runtime.toolargs import without_runtime_dump
 
@@ -121,18 +122,23 @@ def load_image(mapper: VirtualPathMapper, image_path: Any,
     """
     if not isinstance(image_path, str) or not image_path.strip():
         raise ImageRefused("Pass image_path: the path of an image file under /mnt/user-data.")
+    # Opened beneath the thread's root (`confined`): no name is checked and then
+    # opened again, so a symlink swapped in meanwhile cannot lead outside.
     try:
-        host = mapper.to_host(image_path.strip())
+        where = confined.place(mapper, image_path.strip())
+        fd = where.open(os.O_RDONLY)
     except PathEscapeError as exc:
         raise ImageRefused(str(exc)) from None
-    virtual = mapper.to_virtual(host)
-    if not host.exists():
-        raise ImageRefused(f"No file at {virtual}.")
-    if not host.is_file():
-        raise ImageRefused(f"{virtual} is not a file.")
+    except FileNotFoundError:
+        raise ImageRefused(f"No file at {mapper.virtual_name(image_path.strip())}.") from None
+    except OSError as exc:
+        if exc.errno is not None:
+            raise
+        raise ImageRefused(str(exc)) from None  # a directory, FIFO or device
+    virtual = where.virtual
     # Read at most one byte past the cap: the size check must not trust a stat
     # that the file can outgrow before it is read.
-    with host.open("rb") as handle:
+    with os.fdopen(fd, "rb") as handle:
         data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise ImageRefused(f"{virtual} is larger than the {_size(max_bytes)} limit for images.")

@@ -26,6 +26,9 @@ BROKEN: dict[str, type[PluginConformance]] = {
         "manifest": "undeclared_hooks",
         "resume": "forgetful_counter",
         "history_work": "history_scanner",
+        "hooks_run": "raising_wrapper",
+        "request_mutation": "mutating_wrapper",
+        "state_writes": "title_writer",
     }.items()}
 """The check each broken sample must fail (and no other), to its conformance class."""
 

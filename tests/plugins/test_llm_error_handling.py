@@ -68,12 +68,18 @@ def anthropic_error(cls: type, status: int, kind: str, message: str,
     return cls(message, response=response, body=body)
 
 
+BURST_MESSAGE = ("Request rate increased too quickly. To ensure system stability, please "
+                 "adjust your client logic to scale requests more smoothly over time.")
+BURST = openai_error(openai.RateLimitError, 429, "limit_burst_rate", BURST_MESSAGE)
+"""A provider's burst-rate refusal (an OpenAI-compatible endpoint's `limit_burst_rate`)."""
+
+
 # -- classification ------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("error, reason", [
     (openai_error(openai.RateLimitError, 429, "rate_limit_exceeded",
-                  "Rate limit reached for gpt-4o on requests per min (RPM)"), "burst"),
+                  "Rate limit reached for gpt-4o on requests per min (RPM)"), "transient"),
     (openai_error(openai.RateLimitError, 429, "insufficient_quota",
                   "You exceeded your current quota"), "quota"),
     (openai_error(openai.AuthenticationError, 401, "invalid_api_key",
@@ -85,14 +91,14 @@ def anthropic_error(cls: type, status: int, kind: str, message: str,
     (openai.APITimeoutError(request=REQUEST), "transient"),
     (openai.APIConnectionError(request=REQUEST), "transient"),
     (anthropic_error(anthropic.RateLimitError, 429, "rate_limit_error",
-                     "Number of requests has exceeded your rate limit"), "burst"),
+                     "Number of requests has exceeded your rate limit"), "transient"),
     (anthropic_error(anthropic.InternalServerError, 529, "overloaded_error", "Overloaded"),
      "busy"),
     (anthropic_error(anthropic.AuthenticationError, 401, "authentication_error",
                      "invalid x-api-key"), "auth"),
     (anthropic_error(anthropic.BadRequestError, 400, "invalid_request_error",
                      "Your credit balance is too low to access the Anthropic API"), "quota"),
-    (ModelRateLimitError("slow down"), "burst"),
+    (ModelRateLimitError("slow down"), "transient"),
     (ModelAuthenticationError("no"), "auth"),
     (ModelPermissionDeniedError("no"), "auth"),
     (ModelTimeoutError("timed out"), "transient"),
@@ -113,6 +119,74 @@ def test_errors_are_sorted_by_reason(error, reason):
     assert classify(error) == reason
 
 
+def stream_error(message: str, kind: str | None = "server_error",
+                 code: str | None = None) -> Exception:
+    """The openai SDK's error for an ``error`` event inside a stream: no HTTP status."""
+    return openai.APIError(message, REQUEST, body={"message": message, "type": kind,
+                                                   "code": code})
+
+
+PROVIDER_BODIES = [
+    # busy, said in words only (no status, or a status that says something else)
+    (stream_error("The model is under high demand. Please retry."), "busy"),
+    (stream_error("Service temporarily unavailable"), "busy"),
+    (stream_error("当前模型负载较高\uff0c请稍后重试"), "busy"),
+    (stream_error("服务器负载过高\uff0c请稍后再试"), "busy"),
+    (stream_error("该模型当前访问量过大\uff0c请您稍后再试"), "busy"),
+    (stream_error("系统繁忙\uff0c请稍后再试"), "busy"),
+    (openai_error(openai.BadRequestError, 400, None,
+                  "The model is currently under heavy load, please retry later"), "busy"),
+    # busy, by code before status: an overloaded provider answering 429
+    (openai_error(openai.RateLimitError, 429, "ServerOverloaded",
+                  "The service is currently unable to handle additional requests due to "
+                  "server overload."), "busy"),
+    (openai_error(openai.InternalServerError, 503, "engine_overloaded_error",
+                  "The engine is currently overloaded, please try again later"), "busy"),
+    (openai_error(openai.InternalServerError, 503, None,
+                  "The model is overloaded. Please try again later."), "busy"),
+    # rate limits, English and Chinese: transient; a burst code: burst
+    (stream_error("您当前使用该API的并发数过高\uff0c请降低并发", kind=None), "transient"),
+    (stream_error("请求过于频繁\uff0c请稍后再试", kind=None), "transient"),
+    (openai_error(openai.RateLimitError, 429, "limit_requests",
+                  "Requests rate limit exceeded, please try again later."), "transient"),
+    (BURST, "burst"),
+    # quota and auth are never mistaken for busy
+    (stream_error("您的账户已欠费\uff0c请充值后重试", kind=None), "quota"),
+    (openai_error(openai.RateLimitError, 429, None,
+                  "You exceeded your current quota, please check your plan and billing "
+                  "details."), "quota"),
+    (openai_error(openai.AuthenticationError, 401, None,
+                  "Service temporarily unavailable for this key"), "auth"),
+    # an invalid request stays generic
+    (openai_error(openai.BadRequestError, 400, "invalid_request_error",
+                  "'messages' must contain at least one message"), "generic"),
+]
+
+
+@pytest.mark.parametrize("error, reason", PROVIDER_BODIES,
+                         ids=[f"{type(e).__name__}-{r}-{i}"
+                              for i, (e, r) in enumerate(PROVIDER_BODIES)])
+def test_provider_bodies_are_sorted_by_code_then_by_phrase(error, reason):
+    assert classify(error) == reason
+
+
+@pytest.mark.parametrize("fuse, use_async", MODES, ids=MODE_IDS)
+@pytest.mark.parametrize("message", ["The model is under high demand.",
+                                     "Service temporarily unavailable",
+                                     "当前服务负载较高\uff0c请稍后重试"])
+def test_a_busy_provider_is_retried_whatever_its_wording(tmp_path, registry, fuse, use_async,
+                                                          message):
+    sleeps: list[float] = []
+    agent, model = guarded_agent(tmp_path, registry, [
+        {"error": {"kind": "generic", "message": message}}, "Hello!"],
+        fuse=fuse, sleeps=sleeps)
+    with agent:
+        state = run(agent, "hi", use_async=use_async)
+    assert state["messages"][-1].content == "Hello!"
+    assert model.position == 2 and len(sleeps) == 1
+    assert stop_reason_of(state) is None
+
+
 def test_a_bare_status_code_is_enough():
     class ProviderError(Exception):
         def __init__(self, status_code: int) -> None:
@@ -121,7 +195,7 @@ def test_a_bare_status_code_is_enough():
 
     assert [classify(ProviderError(s)) for s in (408, 409, 425, 429, 500, 503, 529, 401, 402,
                                                   400, 404)] == [
-        "transient", "transient", "transient", "burst", "transient", "transient", "busy",
+        "transient", "transient", "transient", "transient", "transient", "transient", "busy",
         "auth", "quota", "generic", "generic"]
 
 
@@ -228,7 +302,7 @@ def test_the_first_burst_retry_is_jittered_too():
     for seed in range(5):
         sleeps: list[float] = []
         middleware = LlmErrorHandlingMiddleware(sleep=sleeps.append, rng=random.Random(seed))
-        handler, _ = failing(ModelRateLimitError("slow down"), "ok")
+        handler, _ = failing(BURST, "ok")
         middleware.wrap_model_call(request(), handler)
         [wait] = sleeps
         assert 5.0 <= wait <= 8.0
@@ -245,7 +319,7 @@ def test_each_retry_is_announced_on_the_custom_stream():
     [event] = events
     assert event["event"] == "llm_retry"
     assert (event["attempt"], event["max_attempts"], event["wait_ms"], event["reason"]) == (
-        1, 2, 2000, "burst")
+        1, 3, 2000, "transient")
     assert "RateLimitError" in event["message"] and "HTTP 429" in event["message"]
 
 
@@ -257,7 +331,7 @@ def test_a_retry_after_beyond_the_limit_gives_up_at_once():
     reply = reply_of(middleware.wrap_model_call(request(), handler))
     assert calls == [1] and sleeps == []
     assert "asked to wait 3600 s" in reply.content
-    assert error_fallback_of(reply)["error_type"] == "burst"
+    assert error_fallback_of(reply)["error_type"] == "transient"
 
 
 def test_interrupts_propagate_and_give_back_a_half_open_trial():
@@ -326,7 +400,7 @@ def test_a_success_resets_the_count_and_a_clean_breaker_stays_closed():
     assert breaker.state == "open" and not breaker.allow()
 
 
-def test_non_retried_errors_and_rate_limits_do_not_count_and_free_the_trial():
+def test_non_retried_errors_and_burst_limits_do_not_count_and_free_the_trial():
     clock = Clock()
     breaker = CircuitBreaker(failure_threshold=1, recovery_timeout=5, clock=clock)
     breaker.failure()
@@ -336,8 +410,7 @@ def test_non_retried_errors_and_rate_limits_do_not_count_and_free_the_trial():
     assert breaker.allow()                           # the next call may try
     middleware = LlmErrorHandlingMiddleware(
         LlmErrorHandlingConfig(circuit_breaker={"failure_threshold": 2}), sleep=lambda s: None)
-    for error in (ModelAuthenticationError("no"), ModelRateLimitError("slow"),
-                  ValueError("bad")):
+    for error in (ModelAuthenticationError("no"), BURST, ValueError("bad")):
         handler, _ = failing(error, error)
         middleware.wrap_model_call(request(), handler)
     assert middleware.breaker("m1").state == "closed"
@@ -457,16 +530,32 @@ def test_auth_quota_and_generic_errors_are_never_retried(tmp_path, registry, kin
     assert error_fallback_of(state["messages"][-1])["error_type"] == error_type
 
 
-def test_rate_limits_get_two_attempts(tmp_path, registry):
+@pytest.mark.parametrize("fuse, use_async", MODES, ids=MODE_IDS)
+def test_a_plain_rate_limit_is_transient_a_burst_limit_gets_two_slower_attempts(
+        tmp_path, registry, fuse, use_async):
+    """DeerFlow's split: a 429 is transient (3 attempts from 1 s); only the provider's
+    `limit_burst_rate` code is a burst (2 attempts from 5 s)."""
     sleeps: list[float] = []
     agent, model = guarded_agent(tmp_path, registry, [{"error": "rate_limit"}] * 3 + ["x"],
+                                 fuse=fuse, sleeps=sleeps)
+    with agent:
+        state = run(agent, "hi", use_async=use_async)
+    assert model.position == 3 and len(sleeps) == 2 and all(1 <= s <= 8 for s in sleeps)
+    reply = state["messages"][-1]
+    assert error_fallback_of(reply)["error_type"] == "transient"
+    assert "after 3 attempts" in reply.content
+
+    sleeps.clear()
+    burst = {"error": {"kind": "rate_limit", "code": "limit_burst_rate",
+                       "message": BURST_MESSAGE}}
+    agent, model = guarded_agent(tmp_path, registry, [burst] * 3 + ["x"], fuse=fuse,
                                  sleeps=sleeps)
     with agent:
-        state = agent.invoke("hi", thread_id="t1")
+        state = run(agent, "hi", use_async=use_async)
     assert model.position == 2 and len(sleeps) == 1 and 5 <= sleeps[0] <= 8
     reply = state["messages"][-1]
     assert error_fallback_of(reply)["error_type"] == "burst"
-    assert "rate-limiting the call after 2 attempts" in reply.content
+    assert "rate rose too fast, after 2 attempts" in reply.content
 
 
 def test_real_provider_exceptions_through_the_graph(tmp_path, registry):

@@ -397,6 +397,11 @@ def test_file_operations_are_audited_cheaply() -> None:
         "sensitive_file_access"
     assert classify_file_operation("write_file", "/mnt/user-data/outputs/a.md").rule == \
         "no_match"
+    # glob and grep search a directory: audited as reads of it.
+    assert classify_file_operation("grep", "/mnt/user-data/workspace").action is Action.PASS
+    assert classify_file_operation("grep", "/home/u/.aws/credentials").rule == \
+        "sensitive_file_access"
+    assert not classify_file_operation("glob", "/mnt/user-data/outputs").blocked
 
 
 # -- the middleware on its own ----------------------------------------------------------------

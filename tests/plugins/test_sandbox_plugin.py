@@ -23,7 +23,7 @@ from antler.runtime.sandbox import SandboxClosedError, UnknownSandboxProviderErr
 from antler.runtime.sandbox.local import LocalSandboxProvider
 from tests.plugins.support import make_agent
 
-SANDBOX_TOOLS = ["bash", "ls", "read_file", "write_file", "str_replace"]
+SANDBOX_TOOLS = ["bash", "ls", "read_file", "glob", "grep", "write_file", "str_replace"]
 
 
 class CountingProvider(LocalSandboxProvider):
@@ -374,4 +374,6 @@ def test_a_tool_call_does_not_copy_the_threads_state(tmp_path):
 def _sample_args(name: str) -> dict[str, Any]:
     return {"bash": {"command": "true"}, "ls": {}, "read_file": {"path": "a"},
             "write_file": {"path": "a", "content": "x"},
-            "str_replace": {"path": "a", "old": "x", "new": "y"}}[name]
+            "str_replace": {"path": "a", "old": "x", "new": "y"},
+            "glob": {"pattern": "*", "path": "/mnt/user-data"},
+            "grep": {"pattern": "x", "path": "/mnt/user-data"}}[name]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from langchain_core.messages import HumanMessage, ToolMessage
@@ -17,7 +18,7 @@ from .tail_support import MODES, Tools, call, make_agent, run
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "skills"
 TOOLS = ("task", "ask_clarification", "lookup")
 """Counted test tools; ls, read_file and bash are the sandbox's own."""
-SANDBOX = {"ls", "read_file", "bash", "write_file", "str_replace"}
+SANDBOX = {"ls", "read_file", "glob", "grep", "bash", "write_file", "str_replace"}
 
 
 def agent_for(tmp_path, script, *, skills: Any = None, mode="unfused", tools=None):
@@ -36,7 +37,8 @@ def test_an_activated_skill_limits_the_schemas_and_refuses_other_calls(
                                         call("ls", path="/mnt/user-data"), "done"],
                              mode=mode, tools=tools)
     state = run(agent, "/data-report summarize uploads", use_async=use_async)
-    assert all(set(r.tool_names) == {"ls", "read_file", "ask_clarification"}
+    # glob and grep are shown for the skills' own files (the file:read group).
+    assert all(set(r.tool_names) == {"ls", "read_file", "glob", "grep", "ask_clarification"}
                for r in model.requests)
     assert tools.count("task") == 0
     bash, task = refused(state)
@@ -81,7 +83,9 @@ def test_a_registry_that_fails_after_activation_fails_closed(tmp_path):
                                              "SKILL.md"), "done"],
                              skills=Flaky([FIXTURES]), tools=tools)
     state = run(agent, "/data-report go")
-    assert set(model.requests[0].tool_names) == {"ask_clarification", "read_file"}
+    # The skill readers stay, for /mnt/skills only: the ls of /mnt/user-data is refused.
+    assert set(model.requests[0].tool_names) == {"ask_clarification", "read_file", "ls",
+                                                 "glob", "grep"}
     (ls,) = refused(state)
     assert ls.name == "ls"
     read = [m for m in state["messages"] if isinstance(m, ToolMessage) and m.name == "read_file"]
@@ -96,3 +100,127 @@ def test_a_skill_without_allowed_tools_restricts_nothing(tmp_path):
     agent, model = agent_for(tmp_path, ["done"], skills=SkillsRegistry([root]))
     run(agent, "/free go")
     assert set(model.requests[0].tool_names) == set(TOOLS) | SANDBOX
+
+
+def test_the_read_only_file_tools_may_read_the_skills_but_nothing_else(tmp_path):
+    """With `allowed-tools: [read_file, ls]`, grep and glob run on /mnt/skills only."""
+    tools = Tools()
+    script = [{"tool_calls": [
+        {"name": "grep", "args": {"pattern": "Steps", "path": "/mnt/skills"}, "id": "g1"},
+        {"name": "glob", "args": {"pattern": "**/SKILL.md", "path": "/mnt/skills"}, "id": "g2"},
+        {"name": "grep", "args": {"pattern": "x", "path": "/mnt/user-data"}, "id": "g3"},
+        {"name": "glob", "args": {"pattern": "*", "path": "/mnt/skills/../user-data"},
+         "id": "g4"},
+    ]}, "done"]
+    agent, _ = agent_for(tmp_path, script, tools=tools)
+    state = run(agent, "/data-report summarize uploads")
+    results = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    assert "not allowed by the active skill policy" not in results["g1"].text
+    assert "not allowed by the active skill policy" not in results["g2"].text
+    assert "SKILL.md" in results["g2"].text
+    assert "not allowed by the active skill policy" in results["g3"].text
+    assert "not allowed by the active skill policy" in results["g4"].text
+
+
+def test_allowed_tools_may_name_a_tool_group():
+    from antler.plugins.skill_tool_policy.middleware import SkillToolPolicyMiddleware
+
+    class Registry:
+        def get(self, name):
+            return SimpleNamespace(enabled=True, allowed_tools=["file:write", "bash"])
+
+    policy = SkillToolPolicyMiddleware(Registry(), "token")
+    assert policy._allowed("any") == {"write_file", "str_replace", "bash",
+                                      "ask_clarification", "tool_search"}
+
+
+# -- skills the agent read itself (no slash activation) -------------------------------------
+
+DATA_REPORT = "/mnt/skills/public/data-report/SKILL.md"
+
+
+def skill_root(tmp_path: Path, **skills: str | None) -> Path:
+    """Skills under `custom/<name>`; the value is the `allowed-tools` line's list (None: no
+    such line)."""
+    root = tmp_path / "skills"
+    for name, tools in skills.items():
+        folder = root / "custom" / name
+        folder.mkdir(parents=True)
+        line = "" if tools is None else f"allowed-tools: [{tools}]\n"
+        (folder / "SKILL.md").write_text(
+            f"---\nname: {name}\ndescription: The {name} skill.\n{line}---\nDo it.\n")
+    return root
+
+
+def read_skill(name: str) -> dict[str, Any]:
+    return call("read_file", path=f"/mnt/skills/custom/{name}/SKILL.md")
+
+
+def test_a_skill_read_with_read_file_limits_the_tools_from_the_next_call(
+        tmp_path, mode, use_async):
+    """Seed 000 #16: without a slash activation, the skills read set the policy."""
+    tools = Tools()
+    agent, model = agent_for(tmp_path, [
+        call("read_file", path=DATA_REPORT), call("bash", command="touch /mnt/user-data/x"),
+        call("write_file", path="/mnt/user-data/workspace/out.md", content="x"),
+        call("ls", path="/mnt/user-data"), "done"], mode=mode, tools=tools)
+    state = run(agent, "summarize uploads", use_async=use_async)
+    assert set(model.requests[0].tool_names) == set(TOOLS) | SANDBOX
+    assert all(set(r.tool_names) == {"ls", "read_file", "glob", "grep", "ask_clarification"}
+               for r in model.requests[1:])
+    bash, write = refused(state)
+    assert (bash.name, write.name) == ("bash", "write_file")
+    assert ("not allowed by the active skill policy (the skills read (data-report) allows "
+            in bash.text)
+    meta = tool_meta(write)
+    assert meta is not None and meta.error_type == "denied"
+    assert meta.model_extra == {"skill": "data-report", "allowed": [
+        "ask_clarification", "ls", "read_file", "tool_search"]}
+    assert not (tmp_path / "x").exists()
+
+
+def test_the_skills_read_allow_the_union_of_their_tools(tmp_path, mode):
+    root = skill_root(tmp_path, lister="ls", shell="bash", free=None)
+    agent, model = agent_for(tmp_path, [read_skill("free"), read_skill("lister"),
+                                        read_skill("shell"), call("bash", command="echo hi"),
+                                        "done"],
+                             skills=SkillsRegistry([root]), mode=mode)
+    state = run(agent, "work")
+    after_free, after_lister, after_shell, _ = (set(r.tool_names) for r in model.requests[1:])
+    assert after_free == set(TOOLS) | SANDBOX   # no skill declares allowed-tools yet
+    # the free skill adds nothing
+    assert after_lister == {"ls", "read_file", "glob", "grep", "ask_clarification"}
+    assert after_shell == {"ls", "bash", "read_file", "glob", "grep", "ask_clarification"}
+    assert not refused(state)
+
+
+def test_a_slash_activation_is_not_widened_by_reading_another_skill(tmp_path, mode):
+    root = skill_root(tmp_path, lister="ls", shell="bash")
+    agent, model = agent_for(tmp_path, [read_skill("shell"), call("bash", command="echo hi"),
+                                        "done"], skills=SkillsRegistry([root]), mode=mode)
+    state = run(agent, "/lister list the workspace")
+    assert all(set(r.tool_names) == {"ls", "read_file", "glob", "grep", "ask_clarification"}
+               for r in model.requests)
+    (bash,) = refused(state)
+    assert bash.name == "bash" and "(/lister allows" in bash.text
+
+
+def test_read_skills_no_longer_enabled_fail_closed(tmp_path):
+    root = skill_root(tmp_path, lister="ls")
+    registry = SkillsRegistry([root])
+    agent, model = agent_for(tmp_path, [read_skill("lister"), call("ls", path="/mnt"),
+                                        "done"], skills=registry)
+
+    original = registry.skills
+
+    def gone_after_the_read() -> list[Any]:
+        found = original()
+        return found if not model.requests else []  # disabled once the first call is made
+
+    registry.skills = gone_after_the_read  # type: ignore[method-assign]
+    state = run(agent, "work")
+    # framework tools, and the file:read tools for the skills' own files only
+    assert set(model.requests[1].tool_names) == {"ask_clarification", "read_file", "ls",
+                                                 "glob", "grep"}
+    (ls,) = refused(state)
+    assert ls.name == "ls"

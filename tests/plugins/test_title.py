@@ -8,6 +8,7 @@ agent's model, where the title call consumes a script turn (marked).
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 import yaml
@@ -111,13 +112,55 @@ def _raise(_messages):
     raise RuntimeError("title provider is down")
 
 
-def test_failing_title_model_falls_back_to_50_characters(tmp_path, registry):
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_failing_title_model_falls_back_to_the_first_50_characters(tmp_path, registry, fuse):
+    """Seed 003: on a title-model failure, the first 50 characters of the user's message."""
     model = ScriptedChatModel(["Sure, here is a route."])
     titler = ScriptedChatModel([_raise])
-    with make_agent(tmp_path, registry, model, titler) as agent:
+    with make_agent(tmp_path, registry, model, titler, fuse=fuse) as agent:
         state = agent.invoke(LONG_QUESTION, thread_id="t1")
-    assert state["title"] == LONG_QUESTION[:47].rstrip() + "..."
-    assert len(state["title"]) <= 50
+    assert state["title"] == "Could you help me plan a two week cycling trip thr"
+    assert len(state["title"]) == 50 and LONG_QUESTION.startswith(state["title"])
+
+
+def _answered_before(agent: Any) -> None:
+    """A first exchange completed while the thread got no title (the plugin was off then)."""
+    agent.graph.update_state(agent.run_config("t1"), {"messages": [
+        HumanMessage("Plan a trip", id="q1"), AIMessage("Where to?", id="a1")]})
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_only_the_first_complete_exchange_is_titled(tmp_path, registry, fuse):
+    """Seed 003: the title follows the first complete exchange only, never a later one."""
+    model = ScriptedChatModel(["Here is a plan for Lisbon."])
+    titler = ScriptedChatModel(["Trip plan"])
+    with make_agent(tmp_path, registry, model, titler, fuse=fuse) as agent:
+        _answered_before(agent)
+        state = agent.invoke("Lisbon, for a week", thread_id="t1")
+    assert not state.get("title") and titler.calls == []
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_a_later_exchange_is_titled_when_configured(tmp_path, registry, fuse):
+    model = ScriptedChatModel(["Here is a plan for Lisbon."])
+    titler = ScriptedChatModel(["Trip plan"])
+    config = QUIET + "title: {first_exchange_only: false}\n"
+    with make_agent(tmp_path, registry, model, titler, text=config, fuse=fuse) as agent:
+        _answered_before(agent)
+        state = agent.invoke("Lisbon, for a week", thread_id="t1")
+    assert state["title"] == "Trip plan"
+    assert "Plan a trip" in titler.calls[0][-1].text  # from the thread's first message
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_a_failed_first_run_completes_no_exchange(tmp_path, registry, fuse):
+    """An error notice is not a reply (title ignores it): the next answer is the first."""
+    model = ScriptedChatModel([{"error": "generic"}, "Here is a plan."])
+    titler = ScriptedChatModel(["Trip plan"])
+    with make_agent(tmp_path, registry, model, titler, fuse=fuse) as agent:
+        first = agent.invoke("Plan a trip", thread_id="t1")
+        second = agent.invoke("Plan a trip, please", thread_id="t1")
+    assert not first.get("title") and second["title"] == "Trip plan"
 
 
 def test_empty_title_output_falls_back_to_the_whole_short_message(tmp_path, registry):
@@ -226,11 +269,12 @@ def test_clean_title_caps_length_at_a_word_boundary():
     assert clean_title("x" * 80, 60) == "x" * 60
 
 
-def test_fallback_title_never_exceeds_its_limit():
+def test_fallback_title_is_the_first_characters_and_never_exceeds_its_limit():
     assert fallback_title("short") == "short"
     assert fallback_title("a" * 50) == "a" * 50
-    assert fallback_title("a" * 51) == "a" * 47 + "..."
+    assert fallback_title("a" * 51) == "a" * 50
     assert fallback_title("  spaced\n\nout  ") == "spaced out"
+    assert fallback_title("x" * 49 + " tail") == "x" * 49  # no trailing space
     for limit in range(1, 60):
         assert len(fallback_title("word " * 40, limit)) <= limit
 

@@ -13,6 +13,7 @@ from langchain_core.tools import tool
 from pydantic import ValidationError
 
 from antler.chain.config import parse_config
+from antler.contracts.fallback import error_fallback_message
 from antler.contracts.messages import is_hidden
 from antler.contracts.stop_reason import stop_reason_of
 from antler.plugin_api.context import RuntimeOptions
@@ -129,12 +130,43 @@ def test_at_the_cap_tool_calls_are_stripped_and_the_stop_is_recorded():
     assert update["antler_stop_reason"]["reason"] == "token_capped"
 
 
-def test_a_final_answer_over_the_cap_is_left_alone():
+def test_a_final_answer_over_the_cap_gets_the_notice_and_the_stop_reason():
     middleware = TokenBudgetMiddleware(max_tokens=1000)
-    state = {"messages": [HumanMessage("q"), AIMessage("answer", id="a1",
-                                                       usage_metadata=usage(2000, 10))]}
+    state = {"messages": [HumanMessage("q"), AIMessage(
+        "answer", id="a1", usage_metadata=usage(2000, 10),
+        response_metadata={"finish_reason": "length"})]}
     update = middleware.after_model(state, FakeRuntime())
+    [capped] = update["messages"]
+    assert capped.id == "a1" and capped.content.startswith("answer\n\n[TOKEN BUDGET EXCEEDED]")
+    assert "2010 of 1000 total tokens" in capped.content
+    assert capped.response_metadata["finish_reason"] == "length"  # the provider's word kept
+    assert update["antler_stop_reason"]["reason"] == "token_capped"
+
+
+def test_an_error_reply_over_the_cap_is_left_alone():
+    middleware = TokenBudgetMiddleware(max_tokens=1000)
+    reply = error_fallback_message("The provider failed.", error_type="transient",
+                                   reason="failed")
+    state = {"messages": [HumanMessage("q"), reply.model_copy(
+        update={"usage_metadata": usage(2000, 10)})]}
+    update = middleware.after_model(state, FakeRuntime()) or {}
     assert "messages" not in update and "antler_stop_reason" not in update
+
+
+@pytest.mark.parametrize("fuse, use_async", MODES, ids=MODE_IDS)
+def test_a_final_answer_that_crosses_the_cap_records_token_capped(tmp_path, registry, ran,
+                                                                  lookup, fuse, use_async):
+    agent, _ = guarded_agent(tmp_path, registry, [
+        lookup_turn("one", 300, 100),
+        {"content": "The report.", "usage": {"input_tokens": 500, "output_tokens": 200}},
+    ], config="token_budget: {enabled: true, max_tokens: 1000}\n", fuse=fuse, tools=[lookup])
+    with agent:
+        state = run(agent, "research", use_async=use_async)
+    final = state["messages"][-1]
+    assert final.content.startswith("The report.\n\n[TOKEN BUDGET EXCEEDED] This run used "
+                                    "1100 of 1000 total tokens")
+    assert stop_reason_of(state)["reason"] == "token_capped"
+    assert ran == ["one"]
 
 
 @pytest.mark.parametrize("limits, tokens, capped", [

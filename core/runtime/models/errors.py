@@ -8,7 +8,12 @@ treatment and the command line shows one line instead of a traceback.
 
 from __future__ import annotations
 
-__all__ = ["describe_provider_error"]
+import errno
+import socket
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+__all__ = ["describe_provider_error", "unreachable"]
 
 # (class-name fragments, HTTP statuses) -> what the operator should do.
 _ADVICE: tuple[tuple[tuple[str, ...], tuple[int, ...], str], ...] = (
@@ -47,6 +52,56 @@ def _status(exc: BaseException) -> int | None:
     return value if isinstance(value, int) else None
 
 
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and the errors it was raised from, outermost first."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 16:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _connect_failure(error: BaseException) -> str | None:
+    """Why one error of the chain says the connection was never made, or None."""
+    name = type(error).__name__
+    if isinstance(error, socket.gaierror):
+        return "DNS: the host name does not resolve"
+    if isinstance(error, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(error, OSError) and error.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+        return "no route to the host"
+    if name.endswith("ConnectTimeout"):
+        return "timeout while connecting"
+    return None
+
+
+def unreachable(exc: BaseException) -> str | None:
+    """'cannot reach HOST:PORT (connection refused / DNS / timeout ...)' when `exc` is a
+    provider call that never connected, else None (the server answered, or failed later).
+
+    Provider SDKs wrap the socket's error (openai's `APIConnectionError` around
+    httpx's `ConnectError` around `ConnectionRefusedError`); the host is the
+    request's, which the HTTP client's errors carry.
+    """
+    chain = list(_chain(exc))
+    cause = next((why for why in map(_connect_failure, chain) if why is not None), None)
+    if cause is None:
+        if not any(type(error).__name__ == "ConnectError" for error in chain):
+            return None
+        innermost = str(chain[-1]).strip() or type(chain[-1]).__name__
+        cause = f"connection failed: {innermost}"
+    where = None
+    for error in chain:
+        url = getattr(getattr(error, "request", None), "url", None)
+        if url is not None:
+            parts = urlsplit(str(url))
+            if parts.hostname:
+                where = parts.hostname + (f":{parts.port}" if parts.port else "")
+                break
+    return f"cannot reach {where or 'the provider'} ({cause})"
+
+
 def describe_provider_error(exc: BaseException) -> str | None:
     """'<provider> <ErrorClass>: <first line>; <what to do>' for an error raised by a
     model provider's SDK or HTTP client, else None."""
@@ -67,4 +122,7 @@ def describe_provider_error(exc: BaseException) -> str | None:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else "(no message)"
     if len(text) > 300:
         text = text[:297] + "..."
+    cannot = unreachable(exc)
+    if cannot is not None:
+        text, advice = cannot, "check the network, a proxy and the model's `base_url`"
     return f"model provider error ({provider} {name}): {text}; {advice}"

@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
@@ -65,6 +64,7 @@ from pydantic import (
 )
 
 from antler.errors import AntlerError
+from antler.plugin_api.yamlsource import YamlSyntaxError, load_yaml_file
 
 __all__ = [
     "ERROR_KINDS",
@@ -420,12 +420,12 @@ class ScriptedChatModel(BaseChatModel):
     def from_yaml(cls, path: str | Path, **kwargs: Any) -> ScriptedChatModel:
         """Build a model from a YAML script file (a list of turns, or ``{turns: [...]}``)."""
         source = Path(path)
+        if not source.exists():
+            raise ScriptError(f"Script file {str(source)!r} does not exist.")
         try:
-            raw = yaml.safe_load(source.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ScriptError(f"Script file {str(source)!r} does not exist.") from None
-        except yaml.YAMLError as error:
-            raise ScriptError(f"Script file {str(source)!r} is not valid YAML: {error}") from None
+            raw = load_yaml_file(source).data
+        except YamlSyntaxError as error:
+            raise ScriptError(f"Script file {str(source)!r} cannot be loaded: {error}") from None
         try:
             turns = parse_script(raw)
         except ScriptError as error:

@@ -4,7 +4,8 @@ The interface lives in :mod:`antler.runtime.sandbox.provider`. The built-in
 providers share :mod:`~antler.runtime.sandbox.host` (files on the host,
 commands as child processes): :mod:`~antler.runtime.sandbox.bwrap` runs each
 command in bubblewrap namespaces, :mod:`~antler.runtime.sandbox.local` on the
-host. :mod:`~antler.runtime.sandbox.choice` picks one from the config
+host. :mod:`~antler.runtime.sandbox.search` is ``glob`` and ``grep`` over the
+thread's files. :mod:`~antler.runtime.sandbox.choice` picks one from the config
 (``auto``); providers are loaded by name with :func:`load_sandbox_provider`.
 """
 
@@ -22,17 +23,21 @@ from .provider import (
     available_sandbox_providers,
     load_sandbox_provider,
 )
+from .search import GlobResult, GrepResult, SearchPatternError
 
 __all__ = [
     "SANDBOX_PROVIDER_GROUP",
     "CommandInterrupted",
     "CommandResult",
+    "GlobResult",
+    "GrepResult",
     "Sandbox",
     "SandboxClosedError",
     "SandboxError",
     "SandboxNotFoundError",
     "SandboxProvider",
     "SandboxProviderLoadError",
+    "SearchPatternError",
     "UnknownSandboxProviderError",
     "available_sandbox_providers",
     "load_sandbox_provider",

@@ -1,31 +1,43 @@
-"""A sandbox provider that runs every command in a bubblewrap (``bwrap``) namespace.
+"""A sandbox provider that runs a thread's commands in its own bubblewrap (``bwrap``) namespace.
 
 The thread's files and tools are the same as under the local provider (both
 are `HostSandbox`es: the files live in the thread's host ``user-data``
 directory, and the file tools work on them there). What changes is the shell
-command: it runs in fresh user, mount, PID, IPC, UTS, cgroup and network
-namespaces that hold only
+command: it runs in the thread's user, mount, PID, IPC, UTS, cgroup and
+network namespaces, which hold only
 
 * the thread's ``workspace`` and ``outputs`` at ``/mnt/user-data/...``
   (read-write) and its ``uploads`` (read-only), so the virtual paths are real
   paths and the model's commands are the same as under the local provider;
 * the installed skills, read-only, at ``/mnt/skills/<category>/<name>``;
 * a read-only system: ``/usr``, and ``/bin``, ``/sbin``, ``/lib*`` as the host
-  has them (symlinks or directories); a generated ``/etc`` with a ``sandbox``
-  user and group only, the dynamic linker's cache and the alternatives, plus
-  name resolution and certificates when the network is allowed;
-* ``/proc`` of its own PID namespace, a minimal ``/dev``, and a ``/tmp`` that
-  is the thread's own (kept between its commands, invisible to other threads).
+  has them (symlinks or directories); an ``/etc`` with a ``sandbox`` user and
+  group only (written into the sandbox's own root from memory), the dynamic
+  linker's cache and the alternatives, plus name resolution and certificates
+  when the network is allowed;
+* ``/proc`` of its own PID namespace, a minimal ``/dev``, and a ``/tmp`` of its
+  own in memory (at most ``file_size_mb``), kept between the thread's commands
+  for as long as the namespace lives.
 
-The root is read-only; no other host path exists inside, nor is one named: bwrap
-(the sandbox's PID 1) reads its options from a memory file (``--args``), so its
-command line, ``/proc/1/cmdline`` to the sandbox, holds only the command. The network is
-unreachable (not even the host's loopback) unless ``network=True``. The
-command's session is new (``--new-session``: no terminal to inject keys into),
-and ``--die-with-parent`` ends the sandbox when the harness dies. When the
-command's shell exits, its PID namespace ends and the kernel kills whatever it
-left running, ``setsid`` or not. Resource limits (address space, processes,
-CPU seconds, file size) are hard rlimits the shell sets before the command.
+The root is read-only; no other host path exists inside. The network is
+unreachable (not even the host's loopback) unless ``network=True``. Resource
+limits (address space, processes, CPU seconds, file size) are hard rlimits set
+on each command before it starts; where a ``pids`` cgroup can be made
+(`antler.runtime.sandbox.cgroup`), the whole namespace is held to the process
+limit too, which holds when the harness runs as root (``RLIMIT_NPROC`` does
+not bind root's processes).
+
+One namespace per thread (`antler.runtime.sandbox.namespace`): started in the
+background when the thread's sandbox is acquired (or by its first command), its
+PID 1 an init that starts each command in a
+session of its own (no terminal to inject keys into), and answers the time
+limit and interrupts by killing the command's process group. When a command's
+shell exits, whatever it left running (``setsid`` or not) is killed; at the end
+of a run (`end_run`), everything but the init and the thread's still-running
+commands; after ``idle_seconds`` without a command, or when the sandbox is
+closed, the namespace itself ends and the kernel kills whatever is in it. It
+also ends with the harness (``--die-with-parent``, the init's control socket,
+and the reaper's watchdog). Two threads never share one.
 
 The probe (`bwrap_status`) runs once per process and is cached.
 """
@@ -34,19 +46,25 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import math
 import os
 import shutil
 import subprocess
-import tempfile
+import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from antler.runtime.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, ThreadPaths
 
-from .host import HostSandbox, HostSandboxProvider, Launch
+from . import cgroup
+from .host import HostSandbox, HostSandboxProvider, RunningCommand
+from .namespace import Namespace, NamespaceCommand, NamespaceGoneError
 from .provider import SandboxError
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["BwrapSandbox", "BwrapSandboxProvider", "BwrapStatus", "BwrapUnavailableError",
            "bwrap_status"]
@@ -54,8 +72,9 @@ __all__ = ["BwrapSandbox", "BwrapSandboxProvider", "BwrapStatus", "BwrapUnavaila
 SANDBOX_USER = "sandbox"
 SANDBOX_UID = 1000
 WORKSPACE = f"{VIRTUAL_ROOT}/workspace"
+DEFAULT_IDLE_SECONDS = 120.0
 _PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
-_LIMITS_FILE = "antler-limits.sh"
+_LIMITS_FILE = "/etc/antler-limits.sh"
 # Host entries every sandbox gets in its /etc: the dynamic linker's cache and
 # the Debian alternatives (`awk` and friends are symlinks into them).
 _ETC_ALWAYS = ("ld.so.cache", "alternatives", "localtime")
@@ -63,6 +82,8 @@ _ETC_ALWAYS = ("ld.so.cache", "alternatives", "localtime")
 _ETC_NETWORK = ("resolv.conf", "hosts", "nsswitch.conf", "host.conf", "gai.conf", "ssl",
                 "ca-certificates", "ca-certificates.conf")
 _SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# Where the harness's own Python is mounted when the system has none under /usr.
+_OWN_PYTHON_MOUNT = "/opt/antler-python"
 
 
 class BwrapUnavailableError(SandboxError, RuntimeError):
@@ -86,8 +107,11 @@ def bwrap_status() -> BwrapStatus:
         return BwrapStatus(False, "bubblewrap is not installed (no 'bwrap' on PATH; Debian "
                                   "and Ubuntu: apt-get install bubblewrap)")
     try:
+        # `--as-pid-1`: bwrap's own PID 1 would outlive the outer bwrap by a moment and,
+        # orphaned, be left to init to reap; a container's init may never do it.
         probe = subprocess.run(
-            [found, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"],
+            [found, "--unshare-all", "--die-with-parent", "--as-pid-1", "--ro-bind", "/", "/",
+             "true"],
             stdin=subprocess.DEVNULL, capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.SubprocessError) as error:
         return BwrapStatus(False, f"{found} could not be run: {error}", found)
@@ -111,30 +135,68 @@ def _system_arguments() -> list[str]:
     return arguments
 
 
-def _copy_entry(source: Path, target: Path) -> None:
-    """Copy one /etc entry; a symlink into /usr (mounted too) stays a symlink."""
-    with contextlib.suppress(OSError):
-        if source.is_symlink() and source.resolve().is_relative_to("/usr"):
-            target.symlink_to(os.readlink(source))
-        elif source.is_dir():
-            shutil.copytree(source, target, symlinks=True)
-        elif source.exists():
-            shutil.copyfile(source, target)
+def _etc_arguments(network: bool) -> list[str]:
+    """The host's /etc entries a sandbox needs, each at its own path (symlinks into /usr
+    stay symlinks); ``passwd`` and ``group`` are written from memory at start."""
+    arguments = ["--dir", "/etc"]
+    for name in (*_ETC_ALWAYS, *(_ETC_NETWORK if network else ())):
+        host = Path("/etc", name)
+        with contextlib.suppress(OSError):
+            if host.is_symlink() and host.resolve().is_relative_to("/usr"):
+                arguments += ["--symlink", os.readlink(host), str(host)]
+            elif host.exists():
+                arguments += ["--ro-bind", str(host), str(host)]
+    return arguments
+
+
+def _etc_files(limits: dict[str, int]) -> dict[str, bytes]:
+    """The files of the sandbox's /etc that are made up: one user and one group, and the
+    script that sets the limits (`ulimit` flags and values)."""
+    # Hard and soft limits at once; a command cannot raise a hard limit again.
+    script = "".join(f"ulimit -H -S {flag} {value} 2>/dev/null\n"
+                     for flag, value in limits.items())
+    return {
+        "/etc/passwd": f"{SANDBOX_USER}:x:{SANDBOX_UID}:{SANDBOX_UID}:{SANDBOX_USER}:"
+                       f"{WORKSPACE}:/bin/sh\n".encode(),
+        "/etc/group": f"{SANDBOX_USER}:x:{SANDBOX_UID}:\n".encode(),
+        _LIMITS_FILE: script.encode(),
+    }
+
+
+def _sandbox_python() -> tuple[str, list[str]]:
+    """The Python that runs the namespace's init, and the mounts it needs.
+
+    The system's own under ``/usr`` (mounted anyway); else this process's
+    installation, mounted read-only at a neutral path.
+    """
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        with contextlib.suppress(OSError):
+            if Path(candidate).resolve().is_relative_to("/usr") and os.access(candidate, os.X_OK):
+                return candidate, []
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    return (f"{_OWN_PYTHON_MOUNT}/bin/{version}",
+            ["--ro-bind", str(Path(sys.base_prefix).resolve()), _OWN_PYTHON_MOUNT])
 
 
 class BwrapSandbox(HostSandbox):
-    """One thread's sandbox whose commands run under bubblewrap. See the module docstring."""
+    """One thread's sandbox whose commands run in its bubblewrap namespace (module docstring)."""
 
-    # The command's PID namespace ends with its shell: nothing it started survives.
+    # A command's leftovers die with it, in the namespace (the init sees to it), before
+    # its exit is reported: then nothing can write its output any more.
     leaves_strays = False
+    output_ends_with_exit = True
 
     def __init__(self, sandbox_id: str, thread_paths: ThreadPaths, *, default_timeout: float,
-                 max_output_bytes: int, shell: str, fixed: list[str]) -> None:
+                 max_output_bytes: int, shell: str, settings: _Settings) -> None:
         super().__init__(sandbox_id, thread_paths, default_timeout=default_timeout,
                          max_output_bytes=max_output_bytes, shell=shell)
-        self._fixed = fixed
-        self._tmp = thread_paths.user_data.parent / "tmp"
+        self._settings = settings
         self._mounts = self._thread_arguments()
+        self._namespace: Namespace | None = None
+        self._workspace_identity: tuple[int, int] | None = None
+        self._idle_timer: threading.Timer | None = None
+        self._preparing = False
+        self._shell_path: str | None = None
 
     def _thread_arguments(self) -> list[str]:
         """This thread's mounts: its three directories, its /tmp and the skills."""
@@ -143,7 +205,7 @@ class BwrapSandbox(HostSandbox):
             "--bind", str(paths.workspace), WORKSPACE,
             "--ro-bind", str(paths.uploads), f"{VIRTUAL_ROOT}/uploads",
             "--bind", str(paths.outputs), f"{VIRTUAL_ROOT}/outputs",
-            "--bind", str(self._tmp), "/tmp",
+            "--size", str(self._settings.tmp_bytes), "--tmpfs", "/tmp",
             "--dir", SKILLS_VIRTUAL_ROOT,
         ]
         # The first root holding a skill wins (as for the file tools): mount the
@@ -154,37 +216,170 @@ class BwrapSandbox(HostSandbox):
                 arguments += ["--ro-bind", str(skill), f"{SKILLS_VIRTUAL_ROOT}/{relative}"]
         return arguments
 
-    def _launch(self, command: str) -> Launch:
-        # Bind sources must exist; directories removed between turns come back.
-        if not self._tmp.is_dir() or self.thread_paths.ensure_directories():
-            self._tmp.mkdir(parents=True, exist_ok=True)
-        if os.path.basename(self._shell) == "bash":
-            # bash reads BASH_ENV before the command: the limits cost no extra exec.
-            shell = [self._shell, "-c", command]
-        else:
-            shell = ["/bin/sh", "-c", f'. /etc/{_LIMITS_FILE}; exec "$0" -c "$1"',
-                     self._shell, command]
-        options = [*self._fixed[1:], *self._mounts,
+    # -- the namespace ------------------------------------------------------------------
+
+    def _current_namespace(self) -> Namespace:
+        """The thread's namespace, started (again) when there is none or its mounts went stale.
+
+        Called with the sandbox's lock held.
+        """
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        namespace = self._namespace
+        if namespace is not None and namespace.alive and self._mounts_current():
+            return namespace
+        if namespace is not None:
+            namespace.close()
+        self._namespace = None
+        self.thread_paths.ensure_directories()
+        self._workspace_identity = _identity(self.thread_paths.workspace)
+        settings = self._settings
+        files = _etc_files(settings.limits)
+        fds = [_memory_file(name, data) for name, data in files.items()]
+        options = [*settings.fixed, *(option for fd, name in zip(fds, files, strict=True)
+                                      for option in ("--file", str(fd), name)),
+                   *self._mounts,
                    # Last: the root (tmpfs) itself becomes read-only; the mounts stay as set.
                    "--remount-ro", "/", "--chdir", WORKSPACE]
-        # The options name host paths (the thread's directories, the generated /etc):
-        # they reach bwrap through a descriptor (`--args`), not its command line,
-        # which the sandbox could read as /proc/1/cmdline.
-        fd = _arguments_fd(options)
-        argv = [self._fixed[0], "--args", str(fd), "--", *shell]
+        namespace = Namespace(settings.bwrap, options, settings.python,
+                              self._environment(_PATH, WORKSPACE), fds=fds)
+        namespace.start()
+        if settings.cgroups is not None:
+            assert namespace.init_pid is not None
+            try:
+                group = settings.cgroups.hold(namespace.init_pid)
+            except OSError as error:
+                namespace.close()
+                raise SandboxError(f"The sandbox could not be held to its process limit: its "
+                                   f"cgroup could not be made ({error}).") from None
+            namespace.on_close(functools.partial(cgroup.release, group))
+        self._namespace = namespace
+        return namespace
+
+    def _mounts_current(self) -> bool:
+        """Whether the workspace mounted is still the thread's (directories removed between
+        turns come back as new ones, which a running namespace would not see)."""
+        return _identity(self.thread_paths.workspace) == self._workspace_identity
+
+    def _popen(self, command: str) -> RunningCommand:
+        if self._shell_path is None:
+            found = shutil.which(self._shell, path=_PATH)
+            if found is None:
+                raise SandboxError(f"The sandbox needs the {self._shell!r} shell, which is not "
+                                   "in the system's /usr; install it or configure another "
+                                   "shell for the provider.")
+            self._shell_path = found
+        if os.path.basename(self._shell_path) == "bash":
+            # bash reads BASH_ENV before the command: the limits cost no extra exec.
+            argv = [self._shell_path, "-c", command]
+        else:
+            argv = ["/bin/sh", "-c", f'. {_LIMITS_FILE}; exec "$0" -c "$1"', self._shell_path,
+                    command]
         env = self._environment(_PATH, WORKSPACE)
-        env["BASH_ENV"] = f"/etc/{_LIMITS_FILE}"
-        # --die-with-parent ends the sandbox with the harness; the watchdog covers a
-        # harness that dies before bwrap has asked for that.
-        return Launch(argv, "/", env, fds=(fd,))
+        env["BASH_ENV"] = _LIMITS_FILE
+        try:
+            return self._current_namespace().run(argv, env)
+        except NamespaceGoneError:
+            # The init died (killed from the host, say): start a new namespace, once.
+            if self._namespace is not None:
+                self._namespace.close()
+                self._namespace = None
+            return self._current_namespace().run(argv, env)
+
+    def _kill(self, process: RunningCommand) -> None:
+        if isinstance(process, NamespaceCommand):
+            process.kill_group()
+
+    def _exit_descriptor(self, process: RunningCommand) -> int | None:
+        return process.exit_descriptor() if isinstance(process, NamespaceCommand) else None
+
+    def prepare(self) -> None:
+        """Start the thread's namespace now, in the background, unless it runs already.
+
+        The provider calls it when the sandbox is acquired: with ``sandbox: {lazy:
+        false}`` that is when the run starts, so the namespace starts while the model
+        thinks, and the first command finds it running. Unused, it ends after
+        ``idle_seconds`` like any other; a start that fails is tried again (and its error
+        raised) by the next command.
+        """
+        with self._lock:
+            namespace = self._namespace
+            if self._closed or self._preparing or (namespace is not None and namespace.alive):
+                return
+            self._preparing = True
+        threading.Thread(target=self._prepare, name="antler-bwrap-prepare", daemon=True).start()
+
+    def _prepare(self) -> None:
+        try:
+            with self._lock:
+                if self._closed:
+                    return
+                namespace = self._current_namespace()
+                idle = not self._running
+            if idle:
+                self._close_when_idle(namespace)
+        except (SandboxError, OSError) as error:
+            logger.debug("sandbox %s: starting the namespace ahead failed: %s", self._id, error)
+        finally:
+            self._preparing = False
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def end_run(self) -> None:
+        """Kill every process in the namespace but its init and the thread's running
+        commands; the namespace itself ends after ``idle_seconds`` without a command."""
+        super().end_run()
+        with self._lock:
+            namespace = self._namespace
+            idle = not self._running
+        if namespace is None:
+            return
+        namespace.end()
+        if idle:
+            self._close_when_idle(namespace)
+
+    def _close_when_idle(self, namespace: Namespace) -> None:
+        with self._lock:
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
+            timer = threading.Timer(self._settings.idle_seconds, self._idle_close, (namespace,))
+            timer.daemon = True
+            self._idle_timer = timer
+        timer.start()
+
+    def _idle_close(self, namespace: Namespace) -> None:
+        with self._lock:
+            if self._namespace is not namespace or self._running:
+                return
+            self._namespace = None
+            self._idle_timer = None
+        namespace.close()
+
+    def close(self) -> None:
+        super().close()
+        with self._lock:
+            namespace, self._namespace = self._namespace, None
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
+                self._idle_timer = None
+        if namespace is not None:
+            namespace.close()
 
 
-def _arguments_fd(arguments: list[str]) -> int:
-    """A memory file holding `arguments`, each ended by NUL, read from the start."""
-    fd = os.memfd_create("bwrap-args", os.MFD_CLOEXEC)
+def _identity(path: Path) -> tuple[int, int] | None:
     try:
-        with open(fd, "wb", closefd=False) as memory:
-            memory.write(b"".join(argument.encode() + b"\0" for argument in arguments))
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _memory_file(name: str, data: bytes) -> int:
+    """A memory file holding `data`, read from the start."""
+    fd = os.memfd_create(name.rsplit("/", 1)[-1], os.MFD_CLOEXEC)
+    try:
+        os.write(fd, data)
         os.lseek(fd, 0, os.SEEK_SET)
     except BaseException:
         os.close(fd)
@@ -206,6 +401,21 @@ def _skill_folders(root: Path) -> list[Path]:
     return []
 
 
+@dataclass(frozen=True)
+class _Settings:
+    """What every sandbox of one provider shares, worked out once."""
+
+    bwrap: str
+    fixed: list[str]
+    python: str
+    limits: dict[str, int]
+    """`ulimit` flags and their values."""
+    tmp_bytes: int
+    idle_seconds: float
+    cgroups: cgroup.PidsLimit | None
+    """Where each namespace's ``pids`` cgroup is made; None where none can be."""
+
+
 class BwrapSandboxProvider(HostSandboxProvider):
     """Hands out one :class:`BwrapSandbox` per thread.
 
@@ -215,10 +425,13 @@ class BwrapSandboxProvider(HostSandboxProvider):
         network: let commands reach the network (``--share-net``; the host's name
             resolution and certificates are then mounted too).
         memory_mb: address-space limit of each process (``RLIMIT_AS``).
-        processes: processes the sandbox user may have (``RLIMIT_NPROC``).
+        processes: processes the sandbox may have (``RLIMIT_NPROC``, and the
+            namespace's ``pids`` cgroup where one can be made).
         cpu_seconds: CPU seconds of each process (``RLIMIT_CPU``); default: the
             command timeout, rounded up.
-        file_size_mb: largest file a command may write (``RLIMIT_FSIZE``).
+        file_size_mb: largest file a command may write (``RLIMIT_FSIZE``), and the
+            size of the sandbox's ``/tmp``.
+        idle_seconds: how long a thread's namespace is kept without a command.
 
     Raises:
         BwrapUnavailableError: when bubblewrap is not usable here (`bwrap_status`).
@@ -227,55 +440,52 @@ class BwrapSandboxProvider(HostSandboxProvider):
     name = "bwrap"
 
     def __init__(self, *, network: bool = False, memory_mb: int = 8192, processes: int = 1024,
-                 cpu_seconds: int | None = None, file_size_mb: int = 1024, **base: Any) -> None:
+                 cpu_seconds: int | None = None, file_size_mb: int = 1024,
+                 idle_seconds: float = DEFAULT_IDLE_SECONDS, **base: Any) -> None:
         super().__init__(**base)
         for label, value in (("memory_mb", memory_mb), ("processes", processes),
                              ("cpu_seconds", cpu_seconds or 1), ("file_size_mb", file_size_mb)):
             if value < 1:
                 raise ValueError(f"{label} must be at least 1, got {value!r}")
+        if idle_seconds <= 0:
+            raise ValueError(f"idle_seconds must be positive, got {idle_seconds!r}")
         status = bwrap_status()
         if not status.usable or status.path is None:
             raise BwrapUnavailableError(f"The bwrap sandbox provider cannot run: {status.reason}.")
         self.network = network
-        self.limits = {"-v": memory_mb * 1024, "-u": processes,
-                       "-t": cpu_seconds or math.ceil(self.default_timeout),
-                       "-f": file_size_mb * 1024}  # bash counts -v and -f in KiB
-        self._etc = Path(tempfile.mkdtemp(prefix="antler-bwrap-etc-"))
-        self._etc.chmod(0o755)
-        self._write_etc()
-        self._fixed = self._fixed_arguments(status.path)
+        self.processes = processes
+        python, python_mounts = _sandbox_python()
+        limits = {"-v": memory_mb * 1024, "-u": processes,
+                  "-t": cpu_seconds or math.ceil(self.default_timeout),
+                  "-f": file_size_mb * 1024}  # bash counts -v and -f in KiB
+        self._settings = _Settings(
+            bwrap=status.path, fixed=self._fixed_arguments(python_mounts), python=python,
+            limits=limits, tmp_bytes=file_size_mb << 20, idle_seconds=float(idle_seconds),
+            cgroups=cgroup.PidsLimit.find(processes))
+        if self._settings.cgroups is None and os.geteuid() == 0:
+            logger.warning(
+                "sandbox: limits.processes (%d) cannot hold here: the harness runs as root, "
+                "whose processes RLIMIT_NPROC does not count, and no pids cgroup can be made "
+                "(mount the cgroup tree writable, or run the harness as another user)",
+                processes)
 
-    def _write_etc(self) -> None:
-        """The sandboxes' /etc, made once: a ``sandbox`` user and group, the limits script,
-        and copies of the few host entries commands need (no users, no secrets).
-
-        One read-only bind of this directory costs each command less than a tmpfs
-        with a bind per entry; the copies are as fresh as the provider.
-        """
-        for name in (*_ETC_ALWAYS, *(_ETC_NETWORK if self.network else ())):
-            _copy_entry(Path("/etc", name), self._etc / name)
-        home = WORKSPACE
-        (self._etc / "passwd").write_text(
-            f"{SANDBOX_USER}:x:{SANDBOX_UID}:{SANDBOX_UID}:{SANDBOX_USER}:{home}:/bin/sh\n",
-            encoding="utf-8")
-        (self._etc / "group").write_text(f"{SANDBOX_USER}:x:{SANDBOX_UID}:\n", encoding="utf-8")
-        # Hard and soft limits at once; a command cannot raise a hard limit again.
-        lines = [f"ulimit -H -S {flag} {value} 2>/dev/null" for flag, value in self.limits.items()]
-        (self._etc / _LIMITS_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-    def _fixed_arguments(self, bwrap: str) -> list[str]:
-        """The arguments every command of this provider shares, worked out once."""
-        return [bwrap, "--unshare-all", *(["--share-net"] if self.network else []),
-                "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+    def _fixed_arguments(self, python_mounts: list[str]) -> list[str]:
+        """The options every namespace of this provider shares, worked out once."""
+        return ["--unshare-all", *(["--share-net"] if self.network else []),
+                "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL",
                 "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", SANDBOX_USER,
-                *_system_arguments(), "--proc", "/proc", "--dev", "/dev",
-                "--ro-bind", str(self._etc), "/etc"]
+                *_system_arguments(), *python_mounts, "--proc", "/proc", "--dev", "/dev",
+                *_etc_arguments(self.network)]
+
+    def acquire(self, thread_paths: ThreadPaths) -> str:
+        """The thread's sandbox id; its namespace starts now, in the background."""
+        sandbox_id = super().acquire(thread_paths)
+        sandbox = self.get(sandbox_id)
+        if isinstance(sandbox, BwrapSandbox):
+            sandbox.prepare()
+        return sandbox_id
 
     def _new_sandbox(self, sandbox_id: str, thread_paths: ThreadPaths) -> BwrapSandbox:
         return BwrapSandbox(sandbox_id, thread_paths, default_timeout=self.default_timeout,
                             max_output_bytes=self.max_output_bytes, shell=self.shell,
-                            fixed=self._fixed)
-
-    def shutdown(self) -> None:
-        super().shutdown()
-        shutil.rmtree(self._etc, ignore_errors=True)
+                            settings=self._settings)

@@ -1,14 +1,18 @@
 """What the host-backed sandbox providers share: threads' files on the host, commands as processes.
 
 Both the local and the bubblewrap provider keep a thread's files in its host
-``user-data`` directory and run each shell command as a child process of the
-harness. They differ only in how a command is launched (`HostSandbox._launch`):
-the local provider runs the shell on the host with virtual paths rewritten,
-the bubblewrap provider runs it in a fresh namespace where the virtual paths
-are real mounts. Everything else lives here, once:
+``user-data`` directory and run each shell command with pipes the harness
+reads. They differ only in how a command is started (`HostSandbox._popen`):
+the local provider runs the shell on the host as a child process, with virtual
+paths rewritten (`HostSandbox._launch`); the bubblewrap provider has the
+thread's namespace start it, where the virtual paths are real mounts.
+Everything else lives here, once:
 
 * file tools confined to the thread's files (``..``, outside absolute paths and
-  escaping symlinks are refused, skills are read-only);
+  escaping symlinks are refused, skills are read-only), each path opened
+  beneath a descriptor of its root with no window between check and use
+  (`antler.runtime.confined`), and ``glob``/``grep`` over those descriptors
+  (`search`);
 * the command runner: its own session and process group, a minimal
   environment, both output pipes drained in the calling thread with a
   selector, at most ``max_output_bytes`` kept per stream (the rest counted),
@@ -35,11 +39,12 @@ from abc import abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
-from antler.runtime.paths import VIRTUAL_ROOT, PathEscapeError, ThreadPaths
+from antler.runtime import confined
+from antler.runtime.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, PathEscapeError, ThreadPaths
 
-from . import reaper
+from . import reaper, search
 from .provider import (
     CommandInterrupted,
     CommandResult,
@@ -51,10 +56,12 @@ from .provider import (
 )
 
 __all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "DEFAULT_TIMEOUT_SECONDS", "HostSandbox",
-           "HostSandboxProvider", "Launch"]
+           "HostSandboxProvider", "Launch", "RunningCommand"]
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
 DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024
+MAX_FILE_BYTES = 64 * 1024 * 1024
+"""The largest file `read_bytes` (so read_file and str_replace) reads whole."""
 _FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin"
 _READ_CHUNK = 64 * 1024
 # After the shell exits, grandchildren it left in the background may still hold
@@ -92,6 +99,20 @@ class _CappedOutput:
         return b"".join(self._chunks)
 
 
+class RunningCommand(Protocol):
+    """A started command as the runner sees it: a `subprocess.Popen`, or what a
+    provider's `HostSandbox._popen` returns in its stead."""
+
+    pid: int
+    stdout: IO[bytes] | None
+    stderr: IO[bytes] | None
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 @dataclass(frozen=True)
 class Launch:
     """How to start one command: the argv, its working directory and its environment."""
@@ -107,12 +128,17 @@ class Launch:
 class HostSandbox(Sandbox):
     """One thread's sandbox whose files live on the host and whose commands are child processes.
 
-    Subclasses say how a command is launched (`_launch`) and may rewrite the
-    command text first (`_command_text`); everything else is shared.
+    Subclasses say how a command is launched as a host process (`_launch`), or
+    start it their own way (`_popen`, `_kill`, `_exit_descriptor`), and may
+    rewrite the command text first (`_command_text`); everything else is shared.
     """
 
     leaves_strays = True
     """Whether a finished command can leave processes behind, for `end_run` to find."""
+
+    output_ends_with_exit = False
+    """Whether a command's reported exit means nothing can write its output any more
+    (whatever it left is killed first), so the pipes are read up to that point only."""
 
     def __init__(
         self,
@@ -131,8 +157,8 @@ class HostSandbox(Sandbox):
         self._keep = self._raw_bytes_to_keep()
         self._shell = shell
         self._lock = threading.RLock()  # re-entered by a signal handler (interrupt)
-        self._running: set[subprocess.Popen[bytes]] = set()
-        self._interrupted: set[subprocess.Popen[bytes]] = set()
+        self._running: set[RunningCommand] = set()
+        self._interrupted: set[RunningCommand] = set()
         # Sessions of the commands started since the last `end_run`: what they left
         # in the background is stopped when the run ends.
         self._sessions: set[int] = set()
@@ -185,7 +211,7 @@ class HostSandbox(Sandbox):
             timed_out=timed_out,
         )
 
-    def _spawn(self, command: str) -> subprocess.Popen[bytes]:
+    def _spawn(self, command: str) -> RunningCommand:
         """Start ``command`` with the shell, in the thread's workspace.
 
         Filesystem calls are kept off the common path: while the agent's other
@@ -208,11 +234,13 @@ class HostSandbox(Sandbox):
         """The command as the shell receives it (the local provider rewrites virtual paths)."""
         return command
 
-    @abstractmethod
     def _launch(self, command: str) -> Launch:
-        """How to start ``command``; the shell must die with the harness (see `reaper`)."""
+        """How to start ``command`` as a host process (for `_popen`); the shell must die
+        with the harness (see `reaper`)."""
+        raise NotImplementedError
 
-    def _popen(self, command: str) -> subprocess.Popen[bytes]:
+    def _popen(self, command: str) -> RunningCommand:
+        """Start ``command`` in its own session and process group, its output on pipes."""
         # What the command starts dies with the harness: the watchdog sweeps its
         # token when the harness is gone.
         reaper.start_watchdog()
@@ -278,7 +306,7 @@ class HostSandbox(Sandbox):
         return self.max_output_bytes * expansion + host_root
 
     def _collect(
-        self, process: subprocess.Popen[bytes], limit: float
+        self, process: RunningCommand, limit: float
     ) -> tuple[_CappedOutput, _CappedOutput, bool, bool]:
         """Wait for ``process`` and its output, killing its group past ``limit`` seconds.
 
@@ -297,7 +325,7 @@ class HostSandbox(Sandbox):
         exited_at: float | None = None  # when the shell itself exited
         killed_at: float | None = None  # when the group was killed (timeout or reaping)
         timed_out = reaped = False
-        exit_fd = _exit_descriptor(process)
+        exit_fd = self._exit_descriptor(process)
         # poll(2), as `subprocess` itself uses: an epoll selector costs a descriptor and a
         # system call per registration, more than the few rounds a command takes.
         selector = _Selector()
@@ -316,15 +344,18 @@ class HostSandbox(Sandbox):
                         selector.unregister(exit_fd)
                         if not selector.get_map():
                             break  # the pipes were closed already
+                    if self.output_ends_with_exit:
+                        _drain(selector)  # what is in the pipes is all there will be
+                        break
                 if killed_at is None and now >= deadline:
                     timed_out, killed_at = True, now
-                    _kill_group(process)
+                    self._kill(process)
                 elif (killed_at is None and exited_at is not None
                         and now - exited_at >= _PIPE_DRAIN_GRACE_SECONDS):
                     # The shell is gone, but children it left in the background
                     # still hold the pipes open: kill them so the call returns.
                     reaped, killed_at = True, now
-                    _kill_group(process)
+                    self._kill(process)
                 if killed_at is not None and now - killed_at >= _PIPE_DRAIN_GRACE_SECONDS:
                     break  # something outside the group holds the pipes; stop reading
                 for key, _events in selector.select(self._wait(
@@ -349,7 +380,7 @@ class HostSandbox(Sandbox):
                 process.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 timed_out = True
-                _kill_group(process)
+                self._kill(process)
         process.wait()
         return stdout, stderr, timed_out, reaped and not timed_out
 
@@ -367,6 +398,21 @@ class HostSandbox(Sandbox):
         # Without an exit descriptor the shell's exit is only seen by polling.
         return wait if exit_watched or exited_at is not None else min(wait, _EXIT_POLL_SECONDS)
 
+    def _kill(self, process: RunningCommand) -> None:
+        """Kill the process group started for ``process`` (the command and its children)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+    def _exit_descriptor(self, process: RunningCommand) -> int | None:
+        """A descriptor that becomes readable when ``process`` exits (Linux pidfd), or None."""
+        pidfd_open = getattr(os, "pidfd_open", None)
+        if pidfd_open is None:
+            return None
+        try:
+            return int(pidfd_open(process.pid))
+        except OSError:  # an old kernel, or a seccomp filter that refuses it
+            return None
+
     def _environment(self, path: str, home: str) -> dict[str, str]:
         """A minimal environment: secrets in the harness's env must not reach the model."""
         return {
@@ -379,44 +425,41 @@ class HostSandbox(Sandbox):
         }
 
     # -- files --------------------------------------------------------------------
+    #
+    # Every file operation opens its path beneath a descriptor of the thread's
+    # `user-data` (or a skill root) with `antler.runtime.confined`, and reads,
+    # writes and lists through the descriptor it got: no path string is checked
+    # and then opened again, so a name swapped for a symlink meanwhile (by the
+    # model's own `bash`, or a parallel call) cannot lead outside.
 
     def read_file(self, virtual_path: str) -> str:
         return self.read_bytes(virtual_path).decode("utf-8", errors="replace")
 
     def read_bytes(self, virtual_path: str) -> bytes:
         self._check_open()
-        host = self.mapper.to_host(virtual_path)
-        with self._virtual_errors(virtual_path):
-            # O_NOFOLLOW: a symlink swapped in after the check above is not followed.
-            fd = os.open(os.path.realpath(host), os.O_RDONLY | os.O_NOFOLLOW)
-            with os.fdopen(fd, "rb") as handle:
-                return handle.read()
+        where = confined.place(self.mapper, virtual_path)
+        with self._virtual_errors(virtual_path), os.fdopen(where.open(os.O_RDONLY),
+                                                           "rb") as handle:
+            # Bounded: a sparse or growing file must not fill the harness's memory.
+            size = os.fstat(handle.fileno()).st_size
+            data = handle.read(MAX_FILE_BYTES + 1) if size <= MAX_FILE_BYTES else b""
+            if size > MAX_FILE_BYTES or len(data) > MAX_FILE_BYTES:
+                raise SandboxError(
+                    f"{where.virtual} is {max(size, len(data))} bytes, more than the "
+                    f"{MAX_FILE_BYTES // (1024 * 1024)} MiB the file tools read; look at part "
+                    "of it with bash (head, tail, sed -n) or grep.")
+            return data
 
     def write_file(self, virtual_path: str, content: str, append: bool = False) -> None:
         self._check_open()
         if self.mapper.is_read_only(virtual_path):
             raise PermissionError(f"{virtual_path} is read-only: skills cannot be changed from "
                                   "the sandbox. Write under /mnt/user-data/outputs instead.")
+        where = confined.place(self.mapper, virtual_path)
         self.thread_paths.ensure_directories()
-        host = self.mapper.to_host(virtual_path)
-        if host.is_dir():
-            raise IsADirectoryError(f"{self._shown(virtual_path)} is a directory, not a file.")
-        # The nearest existing ancestor must be a directory, or mkdir fails with
-        # a confusing "file exists" about the wrong path.
-        ancestor = next(parent for parent in host.parents if parent.exists())
-        if not ancestor.is_dir():
-            raise NotADirectoryError(
-                f"{self.mapper.to_virtual(ancestor)} is a file, so it cannot contain "
-                f"{self._shown(virtual_path)}."
-            )
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
         with self._virtual_errors(virtual_path):
-            host.parent.mkdir(parents=True, exist_ok=True)
-            # Check again now that the parents exist, so that any symlink among
-            # them is resolved for real.
-            host = self.mapper.to_host(virtual_path)
-            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
-            flags |= os.O_APPEND if append else os.O_TRUNC
-            fd = os.open(os.path.realpath(host), flags, 0o644)
+            fd = where.open(flags, 0o644, make_parents=True)
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(content)
 
@@ -424,18 +467,58 @@ class HostSandbox(Sandbox):
         self._check_open()
         if max_depth < 1:
             raise ValueError(f"max_depth must be at least 1, got {max_depth}")
-        host = self.mapper.to_host(virtual_path)
-        if not host.is_dir():
-            kind = "does not exist" if not host.exists() else "is not a directory"
-            raise NotADirectoryError(f"{self._shown(virtual_path)} {kind}.")
-        entries: list[str] = []
+        where = confined.place(self.mapper, virtual_path)
         with self._virtual_errors(virtual_path):
-            self._walk(host, max_depth, entries)
-        return sorted(entries)
+            fd = self._open_directory(where)
+            try:
+                # Symlinks are listed but never descended into (see `confined.walk`).
+                return sorted(f"{where.virtual}/{entry.relative}"
+                              + ("/" if entry.kind == "dir" else "")
+                              for entry in confined.walk(fd, max_depth))
+            finally:
+                os.close(fd)
+
+    def glob(self, pattern: str, virtual_path: str, *, include_dirs: bool = False,
+             max_results: int = search.DEFAULT_GLOB_RESULTS) -> search.GlobResult:
+        self._check_open()
+        where = confined.place(self.mapper, virtual_path)
+        with self._virtual_errors(virtual_path):
+            fd = self._open_directory(where)
+            try:
+                return search.glob(fd, where.virtual, pattern, include_dirs=include_dirs,
+                                   max_results=max_results)
+            finally:
+                os.close(fd)
+
+    def grep(self, pattern: str, virtual_path: str, *, glob: str | None = None,
+             literal: bool = False, case_sensitive: bool = False,
+             max_results: int = search.DEFAULT_GREP_RESULTS) -> search.GrepResult:
+        self._check_open()
+        where = confined.place(self.mapper, virtual_path)
+        with self._virtual_errors(virtual_path):
+            fd = self._open_directory(where)
+            try:
+                return search.grep(fd, where.virtual, pattern, glob=glob, literal=literal,
+                                   case_sensitive=case_sensitive, max_results=max_results)
+            finally:
+                os.close(fd)
+
+    def _open_directory(self, where: confined.Place) -> int:
+        """A readable descriptor of the directory at ``where``, or a clear NotADirectoryError."""
+        try:
+            return where.open(os.O_RDONLY, directory=True)
+        except FileNotFoundError:
+            raise NotADirectoryError(f"{where.virtual} does not exist.") from None
+        except NotADirectoryError:
+            raise NotADirectoryError(f"{where.virtual} is not a directory.") from None
 
     @contextlib.contextmanager
     def _virtual_errors(self, virtual_path: str) -> Iterator[None]:
-        """Re-raise OS errors naming the virtual path: their default text names the host path."""
+        """Re-raise OS errors naming a virtual path: their default text names the host path.
+
+        Errors from `confined` name the path already (by its virtual name, the
+        component that failed); others are given the path the call named.
+        """
         try:
             yield
         except PathEscapeError:
@@ -443,24 +526,16 @@ class HostSandbox(Sandbox):
         except OSError as error:
             if error.errno is None:
                 raise
+            if isinstance(error.filename, str) and error.filename.startswith(
+                    (VIRTUAL_ROOT, SKILLS_VIRTUAL_ROOT)):
+                raise
             # OSError(errno, ...) picks the matching subclass (FileNotFoundError...).
             raise OSError(error.errno, error.strerror, self._shown(virtual_path)) from None
-
-    def _walk(self, directory: Path, depth_left: int, entries: list[str]) -> None:
-        with os.scandir(directory) as scan:
-            for entry in scan:
-                path = Path(entry.path)
-                # Symlinks are listed but never descended into: their target may
-                # be outside the thread's files.
-                is_dir = entry.is_dir(follow_symlinks=False)
-                entries.append(self.mapper.to_virtual(path) + ("/" if is_dir else ""))
-                if is_dir and depth_left > 1:
-                    self._walk(path, depth_left - 1, entries)
 
     def _shown(self, virtual_path: str) -> str:
         """How to name a path in an error message without revealing host paths."""
         try:
-            return self.mapper.to_virtual(self.mapper.to_host(virtual_path))
+            return self.mapper.virtual_name(virtual_path)
         except PathEscapeError:
             return repr(virtual_path)
 
@@ -476,7 +551,7 @@ class HostSandbox(Sandbox):
             running = list(self._running)
             self._interrupted.update(running)
         for process in running:
-            _kill_group(process)
+            self._kill(process)
         self.end_run()
 
     def end_run(self) -> None:
@@ -505,7 +580,7 @@ class HostSandbox(Sandbox):
             self._closed = True
             running = list(self._running)
         for process in running:
-            _kill_group(process)
+            self._kill(process)
         self.end_run()
 
 
@@ -515,26 +590,24 @@ def _find_on_path(shell: str, path: str | None) -> str | None:
     return shutil.which(shell, path=path)
 
 
-def _exit_descriptor(process: subprocess.Popen[bytes]) -> int | None:
-    """A descriptor that becomes readable when ``process`` exits (Linux pidfd), or None."""
-    pidfd_open = getattr(os, "pidfd_open", None)
-    if pidfd_open is None:
-        return None
-    try:
-        return int(pidfd_open(process.pid))
-    except OSError:  # an old kernel, or a seccomp filter that refuses it
-        return None
+def _drain(selector: selectors.BaseSelector) -> None:
+    """Read the registered pipes until nothing more is waiting in them (no blocking)."""
+    while events := selector.select(0):
+        for key, _events in events:
+            if key.data is None:
+                continue
+            chunk = os.read(key.fd, _READ_CHUNK)
+            if chunk:
+                key.data.feed(chunk)
+            else:
+                selector.unregister(key.fileobj)
+        if not selector.get_map():
+            return
 
 
 def _close_quietly(stream: IO[bytes]) -> None:
     with contextlib.suppress(OSError):
         stream.close()
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    """Kill the process group started for ``process`` (the command and its children)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
 
 
 class HostSandboxProvider(SandboxProvider):

@@ -26,6 +26,8 @@ from stevedore.exception import NoMatches
 from antler.errors import AntlerError
 from antler.runtime.paths import ThreadPaths
 
+from .search import DEFAULT_GLOB_RESULTS, DEFAULT_GREP_RESULTS, GlobResult, GrepResult
+
 __all__ = [
     "SANDBOX_PROVIDER_GROUP",
     "CommandInterrupted",
@@ -95,6 +97,12 @@ class Sandbox(ABC):
     All paths are virtual. Relative paths are relative to
     ``/mnt/user-data/workspace``. Paths that would leave the thread's files raise
     :class:`antler.paths.PathEscapeError`.
+
+    The file operations must hold that however the files change while they
+    run (the thread's own commands can swap a name for a symlink at any
+    moment): a sandbox whose files live on the harness's host opens each path
+    beneath a descriptor of its root (`antler.runtime.confined`) and never
+    opens a checked path again by name.
     """
 
     @property
@@ -127,6 +135,32 @@ class Sandbox(ABC):
         """List entries below a directory as sorted virtual paths, up to ``max_depth`` levels.
 
         Directories end with ``/``. Depth 1 lists only the immediate children.
+        """
+
+
+    @abstractmethod
+    def glob(self, pattern: str, virtual_path: str, *, include_dirs: bool = False,
+             max_results: int = DEFAULT_GLOB_RESULTS) -> GlobResult:
+        """Paths below the directory ``virtual_path`` that match the glob ``pattern``.
+
+        ``pattern`` is relative to the directory (``**`` spans directories).
+        Symlinks are never followed; results are bounded and say so when cut.
+
+        Raises:
+            SearchPatternError: the pattern is empty, absolute or invalid.
+        """
+
+    @abstractmethod
+    def grep(self, pattern: str, virtual_path: str, *, glob: str | None = None,
+             literal: bool = False, case_sensitive: bool = False,
+             max_results: int = DEFAULT_GREP_RESULTS) -> GrepResult:
+        """Lines matching the regex ``pattern`` in the text files below ``virtual_path``.
+
+        ``glob`` filters the files (a name pattern matches at any depth);
+        binary files are skipped; results, bytes read and time are bounded.
+
+        Raises:
+            SearchPatternError: the regex is invalid or can backtrack exponentially.
         """
 
 

@@ -10,7 +10,8 @@ started. Three things escape a group kill, and each has its answer here:
 * the harness dying (`kill -9`, a crash): a small watchdog process, started
   with the first command and holding the read end of a pipe only the harness
   writes to, wakes on end-of-file and kills every process carrying one of the
-  harness's tokens, the shells included. (Setting the parent-death signal on
+  harness's tokens, the shells included. At a normal exit the harness closes
+  the pipe itself and reaps the watchdog once it has swept. (Setting the parent-death signal on
   each shell instead would cost every command an extra exec through a
   launcher, or a `preexec_fn` that forks the whole interpreter.)
 * children of an already-dead shell: found by the token like the rest.
@@ -36,6 +37,7 @@ Containment without those limits needs a cgroup (a container provider).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -391,3 +393,19 @@ def start_watchdog() -> None:
             return  # no /bin/sh, no watchdog: the end-of-run sweeps still run
         watchdog.antler_owner = os.getpid()  # type: ignore[attr-defined]
         _watchdog = watchdog
+        atexit.register(_stop_watchdog, watchdog)
+
+
+def _stop_watchdog(watchdog: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
+    """At a normal exit: let the watchdog sweep now, and reap it.
+
+    Left to outlive the harness, it would exit an orphan, and a container's init
+    may never reap it: a defunct process per run.
+    """
+    if getattr(watchdog, "antler_owner", None) != os.getpid():
+        return  # a forked child's copy: the parent's watchdog
+    with contextlib.suppress(OSError, ValueError):
+        if watchdog.stdin is not None:
+            watchdog.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        watchdog.wait(timeout=timeout)

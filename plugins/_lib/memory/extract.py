@@ -9,12 +9,13 @@ is read back into future prompts.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from antler.plugin_api import jsonsource
 
 __all__ = [
     "EXTRACTION_PROMPT",
@@ -132,7 +133,7 @@ def _decode(text: str) -> list[str] | None:
         candidates.append(text[start:end + 1])
     for candidate in candidates:
         try:
-            decoded = json.loads(candidate)
+            decoded = jsonsource.loads(candidate)
         except ValueError:
             continue
         facts = _from_json(decoded)

@@ -28,6 +28,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
+from antler.plugin_api import jsonsource
 from antler.runtime.paths import validate_id
 
 from .store import DEFAULT_MAX_FACTS, MemoryFact, merge_facts, now_text
@@ -131,7 +132,7 @@ class MemoryFile:
         except FileNotFoundError:
             return [], None
         try:
-            data = json.loads(raw.decode("utf-8"))
+            data = jsonsource.loads(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:
             return [], f"not UTF-8 text (byte {exc.start})"
         except ValueError as exc:

@@ -97,6 +97,46 @@ class CollidingKey(Sample):
         return None
 
 
+class RaisingWrapper(Sample):
+    """Its `wrap_model_call` always raises before calling the model (rule: hooks_run)."""
+
+    def _check(self, request: Any) -> None:
+        raise LookupError("the policy table acme.rules was not found")
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        self._check(request)
+        return handler(request)
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        self._check(request)
+        return await handler(request)
+
+
+class MutatingWrapper(Sample):
+    """Appends its hint to the request's own message list (rule: request_mutation)."""
+
+    def _request(self, request: Any) -> Any:
+        request.messages.append(HumanMessage("Answer briefly.", id="mutating-wrapper-hint",
+                                             additional_kwargs=hidden_marker("mutating")))
+        return request
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        return handler(self._request(request))
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        return await handler(self._request(request))
+
+
+class TitleWriter(Sample):
+    """Returns `{"title": ...}`, the title plugin's key (rule: state_writes)."""
+
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any]:
+        return {"title": "x"}
+
+    async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any]:
+        return {"title": "x"}
+
+
 class UndeclaredHooks(Sample):
     """Implements `before_model` only; its manifest says more (rule: manifest)."""
 
@@ -172,6 +212,9 @@ SPECS = [
     _spec("lossy_injection", LossyInjection, ["wrap_model_call"]),
     _spec("colliding_key", CollidingKey, ["before_model"]),
     _spec("undeclared_hooks", UndeclaredHooks, ["before_model", "after_model"]),
+    _spec("raising_wrapper", RaisingWrapper, ["wrap_model_call"]),
+    _spec("mutating_wrapper", MutatingWrapper, ["wrap_model_call"]),
+    _spec("title_writer", TitleWriter, ["before_model"]),
     _spec("forgetful_counter", ForgetfulCounter, ["before_model"]),
     _spec("history_scanner", HistoryScanner, ["wrap_model_call"]),
 ]

@@ -1,0 +1,1 @@
+"""acme_notes: an example Antler plugin distribution (the template a new author copies)."""

@@ -1,0 +1,362 @@
+"""A thread's long-lived bubblewrap namespace, and the commands started in it.
+
+Starting bubblewrap costs several plain process starts (namespaces, mounts, a
+pivot), so a thread's sandbox starts it once and keeps it: `Namespace` runs
+bubblewrap with `antler.runtime.sandbox.nsinit` as the namespace's PID 1 (under
+the sandbox's own system Python), and each command is a request to that init
+over a socket: the init forks it inside, with the pipes the harness made. A
+command there costs about what a plain `subprocess` start costs.
+
+Lifetime (see `BwrapSandbox` for when each step happens):
+
+* started on the thread's first command, or ahead of it (`Namespace.start`
+  returns once the init listens);
+* a command's leftovers die with it: when its shell exits, the init kills its
+  group and every process outside the other running commands' sessions;
+* `Namespace.end` (the end of a run) kills every process but the init outside
+  running commands' sessions;
+* `Namespace.close` ends the namespace: the init kills everything and exits,
+  and as PID 1 its exit makes the kernel kill whatever is left. It is closed
+  after an idle time, with its sandbox, and when it stops answering.
+
+Should the harness die, the init sees its control socket end and does the
+same; bubblewrap's ``--die-with-parent`` (bubblewrap is started from one
+long-lived thread, so the death that counts is the process's) and the
+reaper's watchdog (the init carries the sandbox's token) back that up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import json
+import marshal
+import os
+import select
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import IO, Any
+
+from . import reaper
+from .provider import SandboxError
+
+__all__ = ["Namespace", "NamespaceCommand", "NamespaceGoneError"]
+
+_INIT_SOURCE = Path(__file__).with_name("nsinit.py")
+_MARSHAL_VERSION = 2  # read by every Python 3 the sandbox's system may have
+_START_TIMEOUT = 30.0
+_END_TIMEOUT = 30.0
+# How long a killed command's exit may take to be reported before the namespace is ended.
+_KILL_GRACE = 5.0
+_ids = itertools.count(1)
+
+# bubblewrap's --die-with-parent follows the thread that started it: start every
+# namespace from one thread that lives as long as the process.
+_spawner: ThreadPoolExecutor | None = None
+_spawner_lock = threading.Lock()
+
+
+def _spawn(argv: list[str], **options: Any) -> subprocess.Popen[bytes]:
+    """`subprocess.Popen`, called from the spawning thread."""
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="antler-bwrap")
+        spawner = _spawner
+
+    def popen() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(argv, **options)
+
+    return spawner.submit(popen).result()
+
+
+class NamespaceGoneError(SandboxError, RuntimeError):
+    """The namespace's init no longer answers (it was closed, or died); start another."""
+
+
+class NamespaceCommand:
+    """One command running in a namespace, as the command runner sees a `subprocess.Popen`.
+
+    Its exit arrives on its channel, a socket of its own that the init answers
+    on; anything the harness sends there kills the command's process group.
+    """
+
+    def __init__(self, channel: socket.socket, stdout: int, stderr: int,
+                 end_namespace: Callable[[], None]) -> None:
+        self.pid = next(_ids)  # a label: the command's pid is the namespace's own
+        self._end_namespace = end_namespace
+        self._kill_asked: float | None = None
+        self.stdout: IO[bytes] | None = open(stdout, "rb", buffering=0)  # noqa: SIM115 - the runner
+        self.stderr: IO[bytes] | None = open(stderr, "rb", buffering=0)  # noqa: SIM115 - closes them
+        self.returncode: int | None = None
+        self._channel: socket.socket | None = channel
+
+    def poll(self) -> int | None:
+        channel = self._channel
+        if self.returncode is None and channel is not None:
+            try:
+                data = channel.recv(4096, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return None
+            except OSError:
+                data = b""
+            self._settle(data)
+        return self.returncode
+
+    def _settle(self, data: bytes) -> None:
+        message = marshal.loads(data) if data else None
+        # No answer: the namespace ended under the command, which was killed with it.
+        self.returncode = int(message[1]) if message and message[0] == "exit" \
+            else -signal.SIGKILL
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the exit; a command killed `_KILL_GRACE` seconds ago without an answer
+        ends the whole namespace (an init that does not answer is not waited for)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        poller = select.poll()
+        while (code := self.poll()) is None:
+            channel = self._channel
+            if channel is None:
+                break
+            now = time.monotonic()
+            if self._kill_asked is not None and now - self._kill_asked >= _KILL_GRACE:
+                self._end_namespace()  # the channel ends with it: the next poll settles
+                self._kill_asked = None
+                continue
+            left = None if deadline is None else deadline - now
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(f"command {self.pid}", timeout or 0.0)
+            if self._kill_asked is not None:
+                grace = self._kill_asked + _KILL_GRACE - now
+                left = grace if left is None else min(left, grace)
+            poller.register(channel, select.POLLIN)
+            poller.poll(None if left is None else max(0.0, left) * 1000)
+            poller.unregister(channel)
+        return code if code is not None else -signal.SIGKILL
+
+    def exit_descriptor(self) -> int | None:
+        """A descriptor that becomes readable when the command's exit is known (the caller
+        closes it)."""
+        channel = self._channel
+        return os.dup(channel.fileno()) if channel is not None else None
+
+    def kill_group(self) -> None:
+        """Kill the command's process group (the init does it)."""
+        channel = self._channel
+        if channel is not None:
+            if self._kill_asked is None:
+                self._kill_asked = time.monotonic()
+            with contextlib.suppress(OSError):
+                channel.send(b"kill")
+
+
+class Namespace:
+    """One running bubblewrap namespace whose PID 1 starts commands (see the module docstring).
+
+    Args:
+        bwrap: bubblewrap's path.
+        options: bubblewrap's options (mounts, namespaces, ...); they reach it through
+            a descriptor (``--args``), not its command line.
+        python: the Python inside the namespace that runs the init.
+        env: the init's environment (the commands get their own).
+        fds: descriptors the options refer to (``--file`` sources); closed once started.
+    """
+
+    def __init__(self, bwrap: str, options: Sequence[str], python: str, env: dict[str, str],
+                 fds: Sequence[int] = ()) -> None:
+        self._bwrap = bwrap
+        self._options = list(options)
+        self._python = python
+        self._env = env
+        self._fds = list(fds)
+        self._process: subprocess.Popen[bytes] | None = None
+        self._control: socket.socket | None = None
+        self._send_lock = threading.RLock()  # re-entered by a signal handler (interrupt)
+        self._devnull: int | None = None
+        self._on_close: list[Callable[[], None]] = []
+        self.init_pid: int | None = None
+        """The init's pid on the host (bubblewrap's ``child-pid``)."""
+
+    @property
+    def alive(self) -> bool:
+        return self._control is not None and self._process is not None \
+            and self._process.poll() is None
+
+    def start(self) -> None:
+        """Start bubblewrap and its init; return once the init runs.
+
+        Raises:
+            SandboxError: bubblewrap could not set the namespace up (its message).
+        """
+        reaper.start_watchdog()
+        control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        info_read, info_write = os.pipe()
+        code = _memory_file("antler-init", _INIT_SOURCE.read_bytes()
+                            + f"\nmain({theirs.fileno()})\n".encode())
+        arguments = _memory_file("bwrap-args", b"".join(
+            option.encode() + b"\0" for option in
+            [*self._options, "--info-fd", str(info_write)]))
+        boot = f"import posix;exec(posix.read({code},1<<20))"
+        passed = (arguments, code, info_write, theirs.fileno(), *self._fds)
+        try:
+            process = _spawn(
+                [self._bwrap, "--args", str(arguments), "--", self._python, "-I", "-S", "-c",
+                 boot],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                env=self._env, start_new_session=True, pass_fds=passed)
+        finally:
+            for fd in (arguments, code, info_write, *self._fds):
+                os.close(fd)
+            theirs.close()
+        try:
+            info = _read_all(info_read, _START_TIMEOUT)
+        finally:
+            os.close(info_read)
+        assert process.stderr is not None
+        # The init says it is ready once it listens: a command sent earlier would wait.
+        ready = _ready(control, _START_TIMEOUT) if info else False
+        if not ready:
+            process.kill()
+            _, said = process.communicate()
+            control.close()
+            detail = said.decode("utf-8", "replace").strip().splitlines()
+            who = "bubblewrap could not start the sandbox" if not info else \
+                "the sandbox's init did not start"
+            raise SandboxError(f"{who}: "
+                               + (detail[-1] if detail else f"exit code {process.returncode}"))
+        process.stderr.close()  # the init says nothing more; its failures show as a closed socket
+        self.init_pid = int(json.loads(info.decode())["child-pid"])
+        self._process, self._control = process, control
+
+    def run(self, argv: list[str], env: dict[str, str]) -> NamespaceCommand:
+        """Start one command in the namespace's working directory, its output on two new
+        pipes and nothing to read on its input.
+
+        Raises:
+            NamespaceGoneError: the init did not take the request (start another namespace).
+        """
+        control = self._control
+        if control is None:
+            raise NamespaceGoneError("the namespace is closed")
+        channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        out_read, out_write = os.pipe()
+        err_read, err_write = os.pipe()
+        request = marshal.dumps(("run", argv, env), _MARSHAL_VERSION)
+        try:
+            with self._send_lock:
+                socket.send_fds(control, [request],
+                                [theirs.fileno(), self._stdin(), out_write, err_write])
+        except OSError as error:
+            for fd in (out_read, err_read):
+                os.close(fd)
+            channel.close()
+            raise NamespaceGoneError(f"the namespace's init is gone ({error})") from None
+        finally:
+            for fd in (out_write, err_write):
+                os.close(fd)
+            theirs.close()
+        return NamespaceCommand(channel, out_read, err_read,
+                                functools.partial(self.close, grace=0.0))
+
+    def _stdin(self) -> int:
+        """``/dev/null``, opened once: every command's input."""
+        if self._devnull is None:
+            self._devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        return self._devnull
+
+    def end(self) -> None:
+        """Kill every process outside the running commands' sessions; wait until it is done."""
+        control = self._control
+        if control is None:
+            return
+        reply, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            with self._send_lock:
+                socket.send_fds(control, [marshal.dumps(("end",), _MARSHAL_VERSION)],
+                                [theirs.fileno()])
+            theirs.close()
+            reply.settimeout(_END_TIMEOUT)
+            reply.recv(64)
+        except OSError:
+            pass  # the init is gone: so is everything it started
+        finally:
+            theirs.close()
+            reply.close()
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once the namespace has ended (`close`)."""
+        self._on_close.append(callback)
+
+    def close(self, grace: float = 5.0) -> None:
+        """End the namespace and everything in it: the init is asked to, and bubblewrap is
+        killed (its child, the init, with it) unless it exits within `grace` seconds."""
+        control, self._control = self._control, None
+        process = self._process
+        if control is not None:
+            control.close()  # the init kills everything and exits
+        if self._devnull is not None:
+            os.close(self._devnull)
+            self._devnull = None
+        if process is not None:
+            try:
+                process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                # bubblewrap's child (the init) dies with it (--die-with-parent).
+                process.kill()
+                process.wait()
+        callbacks, self._on_close = self._on_close, []
+        for callback in callbacks:
+            callback()
+
+
+def _memory_file(name: str, data: bytes) -> int:
+    """A memory file holding `data`, read from the start (inheritable only when passed)."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    try:
+        os.write(fd, data)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _ready(control: socket.socket, timeout: float) -> bool:
+    """Whether the init said it is ready on `control` within `timeout` seconds."""
+    poller = select.poll()
+    poller.register(control, select.POLLIN)
+    if not poller.poll(timeout * 1000):
+        return False
+    try:
+        return control.recv(16) == b"ready"
+    except OSError:
+        return False
+
+
+def _read_all(fd: int, timeout: float) -> bytes:
+    """Everything written to pipe `fd` until its writer closes it, or until `timeout`."""
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    while (left := deadline - time.monotonic()) > 0:
+        if not poller.poll(left * 1000):
+            break
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        with contextlib.suppress(ValueError):
+            json.loads(b"".join(chunks))
+            break  # bubblewrap may keep the pipe open: a whole document is enough
+    return b"".join(chunks)

@@ -1,0 +1,87 @@
+"""The `task` result of a delegation: text and metadata from one source (seed 000 #13).
+
+A failed delegation reads ``Task failed. Error: <error>`` and carries the
+``antler_tool_meta`` classified from that same failure, beside
+``subagent_status: failed``; a completed one carries the answer and a success stamp.
+Through real lead and subagent graphs, fused and unfused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.messages import ToolMessage
+
+from antler.chain.config import parse_config
+from antler.contracts.toolmeta import TOOL_META_KEY
+from antler.plugin_api.context import MEMORY_MODEL, TITLE_MODEL, RuntimeOptions
+from antler.plugin_api.registry import discover
+from antler.runtime.agent import create_agent
+from antler.runtime.models import ScriptedChatModel
+
+FUSE = pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+DELEGATE = {"content": "", "tool_calls": [{"name": "task",
+                                           "args": {"description": "research", "prompt": "p"}}]}
+
+
+def delegate(tmp_path: Any, sub_script: list[Any], fuse: bool) -> ToolMessage:
+    lead = ScriptedChatModel([DELEGATE, "the lead goes on"])
+    sub = ScriptedChatModel(sub_script)
+    services = {TITLE_MODEL: ScriptedChatModel(["t"] * 5),
+                MEMORY_MODEL: ScriptedChatModel(["{}"] * 5)}
+    config = "llm_error_handling: {retry_base_delay_ms: 0, retry_cap_delay_ms: 0}\n"
+    with create_agent(parse_config(config, discover()), model=lead, subagent_model=sub,
+                      base_dir=tmp_path, checkpointer="memory", fuse=fuse, services=services,
+                      runtime=RuntimeOptions(subagents_enabled=True)) as agent:
+        state = agent.invoke("delegate", thread_id="t")
+    assert state["messages"][-1].content == "the lead goes on"
+    [result] = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    return result
+
+
+@FUSE
+@pytest.mark.parametrize(("failure", "error_type", "recoverable", "action", "says"), [
+    ({"error": "auth"}, "auth", False, "stop", "rejected the credentials"),
+    ({"error": "quota"}, "rate_limited", False, "summarize", "quota or billing limit"),
+    ({"error": "timeout"}, "transient", False, "try_alternative", "kept failing"),
+    ({"error": "generic"}, "unknown", True, "try_alternative", "was not retried"),
+])
+def test_a_failed_delegation_says_task_failed_and_is_classified(
+        tmp_path, fuse, failure, error_type, recoverable, action, says):
+    result = delegate(tmp_path, [failure] * 3, fuse)
+    assert result.status == "error"
+    assert result.content.startswith("Task failed. Error: The model ")
+    assert says in result.content
+    fields = result.additional_kwargs
+    assert fields["subagent_status"] == "failed"
+    assert fields["subagent_stop_reason"] == "error_fallback"
+    assert fields["subagent_result_brief"] == result.content
+    assert fields[TOOL_META_KEY] == {
+        "status": "error", "error_type": error_type, "recoverable_by_model": recoverable,
+        "recommended_next_action": action, "source": "task"}
+
+
+@FUSE
+def test_a_subagent_that_raises_fails_the_task_with_the_exception(tmp_path, fuse):
+    """The subagent's scripted model runs out of turns: an error of the program, raised."""
+    result = delegate(tmp_path, [DELEGATE], fuse)  # its one turn delegates; then nothing
+    assert result.content.startswith("Task failed. Error: ")
+    fields = result.additional_kwargs
+    assert fields["subagent_status"] == "failed"
+    assert fields[TOOL_META_KEY]["status"] == "error"
+    assert fields[TOOL_META_KEY]["source"] == "task"
+    assert fields["subagent_result_brief"] == result.content
+
+
+@FUSE
+def test_a_completed_delegation_carries_the_answer_and_a_success_stamp(tmp_path, fuse):
+    result = delegate(tmp_path, ["Error: none of the files were relevant"], fuse)
+    assert result.status == "success"
+    assert result.content == "Error: none of the files were relevant"
+    fields = result.additional_kwargs
+    assert fields["subagent_status"] == "completed"
+    # The answer's wording does not turn a completed task into an error.
+    assert fields[TOOL_META_KEY] == {
+        "status": "success", "error_type": None, "recoverable_by_model": True,
+        "recommended_next_action": "continue", "source": "task"}
