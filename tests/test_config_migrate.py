@@ -273,6 +273,8 @@ def test_mcp_settings_keep_routing_prefix_and_timeouts(tmp_path, registry):
     assert "mcpServers.my-sse-server.type: unmapped: Antler speaks stdio" in stderr
     assert "mcpServers.my-sse-server.oauth: unmapped:" in stderr
     assert "overleaf" not in servers  # a switched-off placeholder with no URL
+    # DeerFlow's default prefixes tool names with the server's name: the names are kept
+    assert servers["filesystem"].tool_name_prefix == "filesystem_"
     # notes carry the JSON file's lines
     assert f"{DATA / 'extensions_mcp.json'}:9:7: mcpServers.github.tool_name_prefix" in stderr
 

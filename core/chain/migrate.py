@@ -708,6 +708,14 @@ class _Migrator:
                               "`Authorization: Bearer ${TOKEN}`")
             else:
                 self.unmapped(here, f"Antler's MCP servers have no `{key}`")
+        if "tool_name_prefix" not in server:
+            # DeerFlow prefixes by default: keep the names guardrail and authorization
+            # rules (and the model's habits) know
+            out["tool_name_prefix"] = f"{name}_"
+            self.notes.append(MigrationNote(
+                self.where(path), _dotted((*path, "tool_name_prefix")), "mapped",
+                _target_text((*target, "tool_name_prefix")),
+                f"not set: DeerFlow's default `true` names the tools `{name}_<tool>`; kept"))
 
     def timeout(self, item: Any, target: tuple[str, ...], path: tuple[Any, ...]) -> None:
         if isinstance(item, (int, float)) and not isinstance(item, bool) and item > 0:
