@@ -307,3 +307,27 @@ def test_deerflow_sandbox_tools_are_built_in_glob_and_grep_included(registry):
     assert "`grep` is built into" in grep.why
     assert edit.outcome == "unmapped" and "glob, grep" in edit.why
     assert "`file:read` (ls, read_file, glob, grep)" in by_source["tool_groups"].why
+
+
+def test_comments_of_keys_that_map_over_are_kept(tmp_path, registry):
+    source = tmp_path / "config.yaml"
+    source.write_text(
+        "# Token usage: shown in the UI\ntoken_usage:\n  enabled: true   # keep for billing\n"
+        "sandbox:\n  use: deerflow.sandbox.local:LocalSandboxProvider\n"
+        "  # host bash stays off: no isolation boundary\n  allow_host_bash: false\n"
+        "  # ten minutes per command\n  bash_command_timeout: 600\n"
+        "models:\n  - name: gpt-4.1\n    use: langchain_openai:ChatOpenAI\n"
+        "    # the API model id\n    model: gpt-4.1\n")
+    out = tmp_path / "antler.yaml"
+    code, _, stderr = migrate(source, "-o", out)
+    assert code == 0, stderr
+    text = out.read_text()
+    assert "# Token usage: shown in the UI\ntoken_usage:\n  # keep for billing\n  enabled: true" \
+        in text
+    assert "  # host bash stays off: no isolation boundary\n  require_isolation: true" in text
+    assert "  # ten minutes per command\n  command_timeout: 600" in text
+    assert "      # the API model id\n      model: gpt-4.1" in text
+    # the data is what it was without the comments, and it loads
+    migration = migrate_deerflow(load_yaml_file(source), schema_sections(registry))
+    assert yaml.safe_load(text) == migration.config
+    assert CliRunner().invoke(cli, ["config", "check", str(out)]).exit_code == 0

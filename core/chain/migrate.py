@@ -32,8 +32,8 @@ from antler.contracts.toolgroups import SANDBOX_TOOLS, TOOL_GROUPS
 from antler.plugin_api import jsonsource
 from antler.plugin_api.yamlsource import Location, YamlDocument
 
-__all__ = ["DEERFLOW_KEYS", "Migration", "MigrationNote", "deerflow_hint", "deerflow_signs",
-           "migrate_deerflow"]
+__all__ = ["DEERFLOW_KEYS", "Migration", "MigrationNote", "carry_comments", "deerflow_hint",
+           "deerflow_signs", "migrate_deerflow"]
 
 Outcome = Literal["mapped", "dropped", "unmapped"]
 
@@ -781,6 +781,60 @@ def migrate_deerflow(doc: YamlDocument, sections: Mapping[str, type[BaseModel] |
     _withhold_unknown_sections(migration, sections)
     migration.notes.sort(key=_position)
     return migration
+
+
+def carry_comments(output: str, source_text: str, doc: YamlDocument,
+                   notes: Iterable[MigrationNote]) -> str:
+    """`output` (the migrated YAML) with the source's comments kept: the comment lines
+    written directly above a mapped key (and a comment at the end of its line) go above
+    its Antler key, and those above a section that keeps its name above that section.
+
+    Operators document their configs in comments; this keeps them where a setting maps
+    over. The data is unchanged (checked: `output` is returned as it was otherwise).
+    """
+    import yaml
+
+    from antler.plugin_api.yamlsource import load_yaml
+
+    lines = source_text.splitlines()
+    target_doc = load_yaml(output, "<migrated>")
+    above: dict[int, tuple[int, list[str]]] = {}
+
+    def comments_at(line: int) -> list[str]:
+        block, index = [], line - 2
+        while index >= 0 and lines[index].strip().startswith("#"):
+            block.insert(0, lines[index].strip())
+            index -= 1
+        own = lines[line - 1] if 0 < line <= len(lines) else ""
+        if " #" in own and own.count('"') % 2 == 0 and own.count("'") % 2 == 0:
+            block.append(own[own.index(" #") + 1:].strip())
+        return block
+
+    def place(target: tuple[Any, ...], source_line: int) -> None:
+        found = target_doc.marks.get(target)
+        block = comments_at(source_line)
+        if found is not None and block and found.line not in above:
+            above[found.line] = (found.column - 1, block)
+
+    for note in notes:
+        source, line, _ = _position(note)
+        if note.outcome != "mapped" or not note.target or "[" in note.target \
+                or source != doc.source or not line:
+            continue
+        parts = tuple(part.strip('"') for part in re.findall(r'"[^"]*"|[^.]+', note.target))
+        place(parts, line)
+        section = re.split(r"[.\[]", note.source)[0]
+        if section == parts[0] and (section,) in doc.marks:
+            place((section,), doc.marks[(section,)].line)
+    text = output.splitlines()
+    for line in sorted(above, reverse=True):
+        indent, block = above[line]
+        text[line - 1:line - 1] = [" " * indent + comment for comment in block]
+    kept = "\n".join(text) + "\n"
+    try:
+        return kept if yaml.safe_load(kept) == yaml.safe_load(output) else output
+    except yaml.YAMLError:
+        return output
 
 
 def _position(note: MigrationNote) -> tuple[str, int, int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
@@ -352,7 +353,7 @@ def migrate(ctx: click.Context, session: Session, file: str, output: str | None,
     import yaml
 
     from antler.chain.config import parse_config_document, schema_sections
-    from antler.chain.migrate import load_extensions, migrate_deerflow
+    from antler.chain.migrate import carry_comments, load_extensions, migrate_deerflow
     from antler.errors import ConfigError
     from antler.plugin_api.parselimits import read_bounded
     from antler.plugin_api.yamlsource import YamlDocument, YamlSyntaxError, load_yaml_file
@@ -379,9 +380,11 @@ def migrate(ctx: click.Context, session: Session, file: str, output: str | None,
     except ConfigError as exc:
         raise CliError(f"the migrated config does not validate (please report this): {exc}") \
             from None
+    body = yaml.safe_dump(migration.config, sort_keys=False, allow_unicode=True)
+    with contextlib.suppress(OSError, ValueError):  # a courtesy: written either way
+        body = carry_comments(body, read_bounded(Path(file)), doc, migration.notes)
     text = (f"# Antler operator config, migrated from {Path(file).name} by "
-            "`antler config migrate`.\n"
-            + yaml.safe_dump(migration.config, sort_keys=False, allow_unicode=True))
+            "`antler config migrate`.\n" + body)
     if output is not None:
         target = Path(output)
         if target.exists() and not force:
