@@ -801,7 +801,8 @@ def carry_comments(output: str, source_text: str, doc: YamlDocument,
     above: dict[int, tuple[int, list[str]]] = {}
 
     def comments_at(line: int) -> list[str]:
-        block, index = [], line - 2
+        block: list[str] = []
+        index = line - 2
         while index >= 0 and lines[index].strip().startswith("#"):
             block.insert(0, lines[index].strip())
             index -= 1
