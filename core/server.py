@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import atexit
 
-from antler.runtime.server import CONFIG_ENV, build_server_agent
+from antler.errors import AntlerError
+from antler.runtime.server import CONFIG_ENV, build_server_agent, fail_server_start
 from antler.runtime.serverapp import served_app
 
 __all__ = ["CONFIG_ENV", "agent", "app", "graph"]
 
-agent = build_server_agent()
+try:
+    agent = build_server_agent()
+except AntlerError as error:  # a bad $ANTLER_CONFIG: stop the server, do not serve nothing
+    fail_server_start(error)
+    raise
 graph = agent.graph
 # `"http": {"app": "antler.server:app"}`: run input checked before a run is queued,
 # another user's thread id answered as a missing thread (`antler.runtime.serverapp`).

@@ -235,7 +235,7 @@ def test_config_check_of_a_required_distribution_lists_every_problem(globex, tmp
 
     report = json.loads(antler("config", "check", config, "--json", code=1).stdout)
 
-    problems = report["problems"]
+    problems = [p["text"] for p in report["problems"]]
     [typo] = [p for p in problems if "did you mean 'summarization'" in p]
     assert typo.startswith(f"{config}: the lead chain cannot be planned (no runtime flags):\n")
     for chain in ("lead", "subagent"):

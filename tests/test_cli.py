@@ -273,7 +273,7 @@ def test_show_reports_broken_distributions_as_warnings(manifest: Path, monkeypat
                                                                       ("antler", True)]
     checked = run_json("--manifest", manifest, "config", "check", write("a.yaml", "{}\n"),
                        "--no-import", isolated=False, code=1)
-    assert [p.split(",")[0] for p in checked["problems"]] == ["distribution 'antler'"]
+    assert [p["text"].split(",")[0] for p in checked["problems"]] == ["distribution 'antler'"]
     assert [w.split(",")[0] for w in checked["warnings"]] == ["distribution 'acme-antler'"]
     assert checked["warnings"][0].endswith("(optional: skipped)")
     listed = run_json("plugins", "list", isolated=False)
@@ -476,8 +476,7 @@ def test_config_check_ok(manifest: Path, write) -> None:
 def test_config_typo_names_file_line_column_and_suggests(manifest: Path, write) -> None:
     config = write("antler.yaml", "fx_recap:\n  enabeld: true\n")
     result = run("--manifest", manifest, "config", "check", config, code=1)
-    assert result.stderr.startswith("error: invalid config")
-    assert f"{config}:2:3: fx_recap.enabeld: unknown key 'enabeld' (did you mean " \
+    assert f"error: {config}:2:3: fx_recap.enabeld: unknown key 'enabeld' (did you mean " \
            "'enabled'?)" in result.stderr
     shown = run("--manifest", manifest, "chain", "show", "--config", config, code=1)
     assert "did you mean 'enabled'?" in shown.stderr

@@ -148,3 +148,73 @@ def test_only_a_resume_command_passes_the_input_checks(tmp_path):
             agent.invoke(Command(update={"title": "forged"}), thread_id="t")
         with pytest.raises(InputError):
             agent.invoke(Command(goto="model"), thread_id="t")
+
+
+# -- the script continues, resume finds the interrupt, edits and approvals print as such -------
+
+
+def _one_script(tmp_path: Path) -> Path:
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump([
+        {"content": "", "tool_calls": [{"name": "bash", "args": {"command": WRITE}}]},
+        "Done: the file is written.", "A Title"]))
+    return script
+
+
+def test_the_scripted_model_continues_across_processes(tmp_path):
+    config, _, _ = files(tmp_path)
+    script, home = _one_script(tmp_path), tmp_path / "home"
+    # the README's way: resume with the same --model as the run that paused
+    paused = run("run", "write", "--config", config, "--model", f"scripted:{script}",
+                 "--home", home, "--thread", "s1")
+    assert paused.exit_code == PAUSED_EXIT_CODE, paused.stderr
+    resumed = run("resume", "s1", "--approve", "--config", config, "--model",
+                  f"scripted:{script}", "--home", home)
+    assert resumed.exit_code == 0, resumed.stderr  # not turn 1 again, so no second pause
+    assert "Done: the file is written." in resumed.stdout
+    assert "[approved] bash(" in resumed.stderr
+
+
+def test_resume_finds_the_pending_interrupt_whatever_the_flags(tmp_path):
+    config, _, _ = files(tmp_path)
+    script, home = _one_script(tmp_path), tmp_path / "home"
+    assert run("run", "write", "--config", config, "--model", f"scripted:{script}", "--home",
+               home, "--thread", "s2").exit_code == PAUSED_EXIT_CODE
+    wrong = run("resume", "s2", "--approve", "--model", f"scripted:{script}", "--home", home)
+    assert wrong.exit_code == 2
+    assert "waits for a decision (1 pending interrupt in its checkpoint)" in wrong.stderr
+    assert f"the paused run used --config {config.absolute()} (now (none))" in wrong.stderr
+    assert "is not waiting" not in wrong.stderr
+    right = run("resume", "s2", "--approve", "--config", config, "--model",
+                f"scripted:{script}", "--home", home)
+    assert right.exit_code == 0, right.stderr
+
+
+def test_edit_prints_the_edited_arguments_not_the_original(tmp_path):
+    config, _, _ = files(tmp_path)
+    script, home = _one_script(tmp_path), tmp_path / "home"
+    assert run("run", "write", "--config", config, "--model", f"scripted:{script}", "--home",
+               home, "--thread", "s3").exit_code == PAUSED_EXIT_CODE
+    edited = "echo edited > /mnt/user-data/outputs/b.txt"
+    resumed = run("resume", "s3", "--edit", f'{{"command": "{edited}"}}', "--config", config,
+                  "--model", f"scripted:{script}", "--home", home)
+    assert resumed.exit_code == 0, resumed.stderr
+    assert f"[edited] bash({{'command': '{edited}'}})" in resumed.stderr
+    assert WRITE not in resumed.stderr  # the original call is not printed as if it ran
+
+
+def test_the_approval_provider_pauses_with_a_readable_action(tmp_path):
+    config = tmp_path / "antler.yaml"
+    config.write_text("guardrails:\n  enabled: true\n  provider: approval\n"
+                      "  provider_options: {tools: [bash]}\n")
+    script, home = _one_script(tmp_path), tmp_path / "home"
+    paused = run("run", "write", "--config", config, "--model", f"scripted:{script}",
+                 "--home", home, "--thread", "s4")
+    assert paused.exit_code == PAUSED_EXIT_CODE, paused.stderr
+    assert f"  bash({{'command': '{WRITE}'}})  [approve/reject]" in paused.stderr
+    assert "interrupt(" not in paused.stderr
+    rejected = run("resume", "s4", "--reject", "--message", "not now", "--config", config,
+                   "--model", f"scripted:{script}", "--home", home)
+    assert rejected.exit_code == 0, rejected.stderr
+    assert "not now" in rejected.stderr
+    assert not (home / "users/default/threads/s4/user-data/outputs/a.txt").exists()

@@ -44,7 +44,8 @@ def test_a_full_deerflow_config_migrates_and_passes_config_check(tmp_path, regis
     check = CliRunner().invoke(cli, ["config", "check", str(out)])
     assert check.exit_code == 0, check.output
     migrated = yaml.safe_load(out.read_text())
-    assert migrated["sandbox"] == {"max_output_bytes": 20000, "command_timeout": 600}
+    assert migrated["sandbox"] == {"require_isolation": True, "max_output_bytes": 20000,
+                                   "command_timeout": 600}
     assert migrated["models"]["default"] == "main-model"
     assert migrated["models"]["named"]["helper"]["base_url"] == "https://api.example.com/v1"
     assert migrated["models"]["named"]["main-model"]["api_key"] == "$OPENAI_API_KEY"  # unexpanded
@@ -150,7 +151,8 @@ def test_deerflow_keys_in_an_antler_config_get_a_precise_hint(tmp_path):
             in result.stderr)
     assert "memory.mode: unknown key 'mode': `memory.mode` is a DeerFlow setting" in result.stderr
     # no did-you-mean toward a key the value could not go under either
-    assert "title.mode: unknown key 'mode'; valid keys: enabled, max_chars, model" in result.stderr
+    assert ("title.mode: unknown key 'mode'; valid keys: enabled, first_exchange_only, "
+            "max_chars, model") in result.stderr
     assert "title.enable: unknown key 'enable' (did you mean 'enabled'?)" in result.stderr
 
 
@@ -166,6 +168,127 @@ def test_wrong_shapes_say_what_is_expected_with_an_example(tmp_path):
     assert "got a string ('many')" in result.stderr
     assert "models.default: expects a string" in result.stderr
     assert "Input should be" not in result.stderr
+
+
+# -- protections, names as data, MCP settings, DeerFlow files under `config check` ----------
+
+
+def test_host_bash_off_becomes_require_isolation_and_refuses_an_unisolated_host(
+        tmp_path, registry, monkeypatch):
+    from types import SimpleNamespace
+
+    import antler.runtime.sandbox.choice as choice
+
+    out = tmp_path / "antler.yaml"
+    code, _, stderr = migrate(DATA / "example_shape.yaml", "-o", out)
+    assert code == 0, stderr
+    assert "sandbox.allow_host_bash -> sandbox.require_isolation" in stderr
+    config = load_config(out, registry)
+    sandbox = config.section("sandbox")
+    assert sandbox.require_isolation is True
+    # on a host without bubblewrap the migrated config refuses instead of running bash on it
+    monkeypatch.setattr(choice, "bwrap_status",
+                        lambda: SimpleNamespace(usable=False, reason="not installed"))
+    report = choice.describe_sandbox(sandbox)
+    assert report["provider"] is None and "require_isolation" in report["error"]
+
+
+@pytest.mark.parametrize(("sandbox", "isolated"), [
+    ("  use: deerflow.sandbox.local:LocalSandboxProvider\n", True),  # DeerFlow's default: off
+    ("  use: deerflow.sandbox.local:LocalSandboxProvider\n  allow_host_bash: false\n", True),
+    ("  use: deerflow.community.aio_sandbox:AioSandboxProvider\n", True),  # a container
+    ("  use: deerflow.sandbox.local:LocalSandboxProvider\n  allow_host_bash: true\n", False),
+])
+def test_every_sandbox_shape_keeps_its_isolation(tmp_path, registry, sandbox, isolated):
+    source = tmp_path / "config.yaml"
+    source.write_text("sandbox:\n" + sandbox)
+    migration = migrate_deerflow(load_yaml_file(source), schema_sections(registry))
+    assert migration.config.get("sandbox", {}).get("require_isolation", False) is isolated
+
+
+def test_model_names_with_dots_are_names(tmp_path, registry):
+    source = tmp_path / "config.yaml"
+    source.write_text(
+        "models:\n"
+        "  - name: doubao-seed-1.8\n    use: langchain_openai:ChatOpenAI\n"
+        "    model: doubao-seed-1-8\n    api_base: https://ark.example.com/v3\n"
+        "    supports_vision: true\n    reasoning: true\n"
+        "  - name: gpt-4.1\n    use: langchain_openai:ChatOpenAI\n    model: gpt-4.1\n"
+        "summarization:\n  enabled: true\n  model_name: gpt-4.1\n")
+    out = tmp_path / "antler.yaml"
+    code, _, stderr = migrate(source, "-o", out)
+    assert code == 0, stderr
+    assert 'models[0].use -> models.named."doubao-seed-1.8".use' in stderr
+    config = load_config(out, registry)
+    assert set(config.models.named) == {"doubao-seed-1.8", "gpt-4.1"}
+    assert config.models.default == "doubao-seed-1.8"
+    assert config.models.named["doubao-seed-1.8"].base_url == "https://ark.example.com/v3"
+    assert config.models.named["doubao-seed-1.8"].kwargs == {"reasoning": True}
+    assert config.section("summarization").model == "gpt-4.1"
+    assert CliRunner().invoke(cli, ["config", "check", str(out)]).exit_code == 0
+
+
+def test_a_model_that_was_not_migrated_is_not_referenced(tmp_path, registry):
+    source = tmp_path / "config.yaml"
+    source.write_text(
+        "models:\n  - name: main\n    use: langchain_openai:ChatOpenAI\n    model: gpt-4o\n"
+        "  - name: mimo\n    use: deerflow.models.patched_mimo:PatchedChatMiMo\n"
+        "title:\n  model_name: mimo\n")
+    migration = migrate_deerflow(load_yaml_file(source), schema_sections(registry))
+    assert "model" not in migration.config.get("title", {})
+    note = next(n for n in migration.notes if n.source == "title.model_name")
+    assert note.outcome == "unmapped" and "'mimo' was not migrated" in note.why
+
+
+def test_deerflows_example_shape_is_reported_truthfully(registry):
+    migration = migrate_deerflow(load_yaml_file(DATA / "example_shape.yaml"),
+                                 schema_sections(registry))
+    by_source = {n.source: n for n in migration.notes}
+    models = by_source["models"]
+    assert models.outcome == "dropped" and "every entry is commented out" in models.why
+    assert "expected" not in models.why
+    audit = by_source["plugins[0]"]
+    assert audit.outcome == "unmapped" and "`company-audit`" in audit.why
+    assert "expected a mapping" not in audit.why
+    assert by_source["plugins[1]"].outcome == "dropped"
+    assert "models" not in migration.config  # nothing invented
+
+
+def test_mcp_settings_keep_routing_prefix_and_timeouts(tmp_path, registry):
+    out = tmp_path / "antler.yaml"
+    code, _, stderr = migrate(DATA / "minimal.yaml", "--extensions",
+                              DATA / "extensions_mcp.json", "-o", out)
+    assert code == 0, stderr
+    servers = load_config(out, registry).mcp_servers
+    github = servers["github"]
+    assert github.tool_name_prefix == "github_"  # DeerFlow's `true`: server name and '_'
+    assert (github.start_timeout, github.call_timeout) == (20.0, 45.0)
+    assert github.routing.mode == "prefer"
+    assert github.routing.keywords == ["issue", "pull request"]
+    assert github.routing.priority == 0  # DeerFlow's default, not Antler's 50
+    assert github.routing_for("create_issue").mode == "off"  # per-tool routing kept
+    assert github.env == {"GITHUB_TOKEN": "${GITHUB_TOKEN}"}  # Antler's reference syntax
+    # an SSE server is written switched off, and the report says why; OAuth is reported lost
+    assert servers["my-sse-server"].enabled is False
+    assert "mcpServers.my-sse-server.type: unmapped: Antler speaks stdio" in stderr
+    assert "mcpServers.my-sse-server.oauth: unmapped:" in stderr
+    assert "overleaf" not in servers  # a switched-off placeholder with no URL
+    # DeerFlow's default prefixes tool names with the server's name: the names are kept
+    assert servers["filesystem"].tool_name_prefix == "filesystem_"
+    # notes carry the JSON file's lines
+    assert f"{DATA / 'extensions_mcp.json'}:9:7: mcpServers.github.tool_name_prefix" in stderr
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_config_check_on_a_deerflow_file_says_migrate_first(as_json):
+    args = ["config", "check", str(DATA / "full.yaml")] + (["--json"] if as_json else [])
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1
+    text = result.stdout if as_json else result.stderr
+    assert "this is a DeerFlow config" in text and "antler config migrate" in text
+    assert "unknown" not in text  # not one error per DeerFlow key
+    if as_json:
+        assert len(json.loads(result.stdout)["problems"]) == 1
 
 
 def test_deerflow_sandbox_tools_are_built_in_glob_and_grep_included(registry):
@@ -184,3 +307,27 @@ def test_deerflow_sandbox_tools_are_built_in_glob_and_grep_included(registry):
     assert "`grep` is built into" in grep.why
     assert edit.outcome == "unmapped" and "glob, grep" in edit.why
     assert "`file:read` (ls, read_file, glob, grep)" in by_source["tool_groups"].why
+
+
+def test_comments_of_keys_that_map_over_are_kept(tmp_path, registry):
+    source = tmp_path / "config.yaml"
+    source.write_text(
+        "# Token usage: shown in the UI\ntoken_usage:\n  enabled: true   # keep for billing\n"
+        "sandbox:\n  use: deerflow.sandbox.local:LocalSandboxProvider\n"
+        "  # host bash stays off: no isolation boundary\n  allow_host_bash: false\n"
+        "  # ten minutes per command\n  bash_command_timeout: 600\n"
+        "models:\n  - name: gpt-4.1\n    use: langchain_openai:ChatOpenAI\n"
+        "    # the API model id\n    model: gpt-4.1\n")
+    out = tmp_path / "antler.yaml"
+    code, _, stderr = migrate(source, "-o", out)
+    assert code == 0, stderr
+    text = out.read_text()
+    assert "# Token usage: shown in the UI\ntoken_usage:\n  # keep for billing\n  enabled: true" \
+        in text
+    assert "  # host bash stays off: no isolation boundary\n  require_isolation: true" in text
+    assert "  # ten minutes per command\n  command_timeout: 600" in text
+    assert "      # the API model id\n      model: gpt-4.1" in text
+    # the data is what it was without the comments, and it loads
+    migration = migrate_deerflow(load_yaml_file(source), schema_sections(registry))
+    assert yaml.safe_load(text) == migration.config
+    assert CliRunner().invoke(cli, ["config", "check", str(out)]).exit_code == 0

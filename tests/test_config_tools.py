@@ -90,3 +90,47 @@ def test_the_schema_describes_models_and_tools():
     text = result.stdout
     assert '"ToolEntry"' in text and '"ModelEntry"' in text
     assert '"enum": [\n' in text or '"enum": ["lead", "subagent"]' in text.replace("\n", "")
+
+
+# -- every problem at once, unknown model names, problems as objects ----------------------
+
+
+def test_config_check_reports_every_problem_at_once_as_objects(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from antler.cli import cli
+
+    config = tmp_path / "antler.yaml"
+    config.write_text("summarization:\n  enabled: true\n  model: nosuchmodel\n"
+                      "sandbox:\n  command_timeout: abc\ntitle:\n  enable: true\n"
+                      "extensions:\n  middlewares:\n    - nosuch_module_x.mod:Thing\n")
+    result = CliRunner().invoke(cli, ["config", "check", str(config), "--json"])
+    assert result.exit_code == 1
+    problems = json.loads(result.stdout)["problems"]
+    # a validation error, a typo, an unconfigured model and an extension that does not
+    # import: all four in one run, each located
+    assert [(p["line"], p["column"], p["key"]) for p in problems] == [
+        (5, 3, "sandbox.command_timeout"), (7, 3, "title.enable"),
+        (3, 3, "summarization.model"), (10, 7, "extensions.middlewares[0]")]
+    assert all(p["file"] == str(config) for p in problems)
+    assert "'nosuchmodel' is neither a model named under `models.named`" in problems[2]["message"]
+    text = CliRunner().invoke(cli, ["config", "check", str(config)]).stderr
+    assert text.startswith(f"error: {config}: 4 problems:")
+
+
+def test_an_unconfigured_model_name_stops_a_run_naming_the_key(tmp_path):
+    from click.testing import CliRunner
+
+    from antler.cli import cli
+
+    script = tmp_path / "script.yaml"
+    script.write_text("- hello\n")
+    config = tmp_path / "antler.yaml"
+    config.write_text("summarization:\n  enabled: true\n  model: nosuchmodel\n")
+    result = CliRunner().invoke(cli, ["run", "--config", str(config), "--model",
+                                      f"scripted:{script}", "hi"])
+    assert result.exit_code == 1, result.output
+    assert f"{config}:3:3: summarization.model: 'nosuchmodel'" in result.stderr
+    assert "Traceback" not in result.output

@@ -76,7 +76,7 @@ def test_skip_on_an_always_gate_is_refused(tmp_path, registry, key):
     assert ("{sandbox_audit: {on_error: fail}}" in message) == (key == "antler")
 
     code, report = check(tmp_path, text)
-    assert code == 1 and any("sandbox_audit" in p for p in report["problems"]), report
+    assert code == 1 and any("sandbox_audit" in p["text"] for p in report["problems"]), report
 
 
 def test_a_distribution_wide_skip_is_accepted_once_each_always_gate_fails_by_name(registry):

@@ -886,7 +886,8 @@ class McpServerSettings(BaseModel):
     routing: McpRouting = Field(default_factory=McpRouting,
                                 description="Auto-promotion of the server's tools.")
     tools: dict[str, McpToolSettings] = Field(
-        default_factory=dict, description="Per-tool settings, by the server's tool name.")
+        default_factory=dict, description="Per-tool settings, by the server's tool name "
+        "(with or without `tool_name_prefix`).")
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerSettings:
@@ -906,6 +907,8 @@ class McpServerSettings(BaseModel):
     def routing_for(self, tool: str) -> McpRouting:
         """The routing of the server's tool `tool` (its own, else the server's)."""
         own = self.tools.get(tool)
+        if own is None and self.tool_name_prefix:  # keyed by the name `mcp list` shows
+            own = self.tools.get(f"{self.tool_name_prefix}{tool}")
         return own.routing if own is not None and own.routing is not None else self.routing
 
     @property

@@ -21,6 +21,7 @@ mapping is Antler's own.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -31,7 +32,8 @@ from antler.contracts.toolgroups import SANDBOX_TOOLS, TOOL_GROUPS
 from antler.plugin_api import jsonsource
 from antler.plugin_api.yamlsource import Location, YamlDocument
 
-__all__ = ["DEERFLOW_KEYS", "Migration", "MigrationNote", "deerflow_hint", "migrate_deerflow"]
+__all__ = ["DEERFLOW_KEYS", "Migration", "MigrationNote", "carry_comments", "deerflow_hint",
+           "deerflow_signs", "migrate_deerflow"]
 
 Outcome = Literal["mapped", "dropped", "unmapped"]
 
@@ -107,9 +109,6 @@ _KEY_NOTES: dict[tuple[str, str], tuple[Outcome, str]] = {
     ("title", "max_words"): ("dropped", "Antler bounds titles by `title.max_chars`"),
     ("summarization", "skill_file_read_tool_names"):
         ("dropped", "Antler records skill files read through `read_file`"),
-    ("sandbox", "allow_host_bash"):
-        ("dropped", "Antler's `bash` always runs in the sandbox provider, audited by "
-                    "`sandbox_audit`; choose an isolating provider rather than a switch"),
     ("sandbox", "read_file_output_max_chars"):
         ("dropped", "the `tool_output` budget caps every tool's result, read_file's included"),
     ("sandbox", "ls_output_max_chars"):
@@ -142,6 +141,7 @@ DEERFLOW_KEYS: dict[tuple[str, str], str] = {
     ("sandbox", "bash_command_timeout"): "command_timeout",
     ("sandbox", "bash_output_max_chars"): "max_output_bytes",
     ("sandbox", "use"): "provider",
+    ("sandbox", "allow_host_bash"): "require_isolation (`true` where host bash was off)",
     ("title", "model_name"): "model",
     ("summarization", "model_name"): "model",
     ("skills", "path"): "paths",
@@ -159,6 +159,30 @@ def deerflow_hint(section: str, key: str) -> str | None:
     if note is not None:
         return f"`{section}.{key}` is a DeerFlow setting: {note[1]}"
     return None
+
+
+def deerflow_signs(data: Any) -> list[str]:
+    """What marks `data` (a parsed config) as DeerFlow's `config.yaml`; empty when nothing
+    does. `antler config check` then points at `antler config migrate` instead of listing
+    every DeerFlow key as an error."""
+    if not isinstance(data, Mapping):
+        return []
+    signs = []
+    if "config_version" in data:
+        signs.append("`config_version`")
+    if isinstance(data.get("models"), list) or ("models" in data and data["models"] is None):
+        signs.append("`models:` as a list")
+    for key in ("tool_groups", "max_recursion_limit", "checkpointer", "circuit_breaker",
+                "llm_call", "channels"):
+        if key in data:
+            signs.append(f"`{key}`")
+    sandbox = data.get("sandbox")
+    if isinstance(sandbox, Mapping) and ("use" in sandbox or "allow_host_bash" in sandbox):
+        signs.append("`sandbox.use`" if "use" in sandbox else "`sandbox.allow_host_bash`")
+    if "deerflow." in json.dumps(data, default=str):
+        signs.append("`deerflow.` class paths")
+    # one stray key is a typo in an Antler config; two marks are a DeerFlow file
+    return signs if len(signs) >= 2 else []
 
 
 # DeerFlow's own classes that have a plain LangChain equivalent.
@@ -197,6 +221,7 @@ class _Migrator:
         self.sections = sections
         self.out: dict[str, Any] = {}
         self.notes: list[MigrationNote] = []
+        self.model_references: list[tuple[str, str, tuple[Any, ...]]] = []
 
     # -- recording -------------------------------------------------------------------
     def where(self, path: tuple[Any, ...]) -> str:
@@ -207,13 +232,16 @@ class _Migrator:
              why: str = "") -> None:
         self.notes.append(MigrationNote(self.where(path), _dotted(path), outcome, target, why))
 
-    def put(self, target: str, value: Any, path: tuple[Any, ...], why: str = "") -> None:
+    def put(self, target: str | tuple[str, ...], value: Any, path: tuple[Any, ...],
+            why: str = "") -> None:
+        """Write `value` at `target`: a dotted path of Antler keys, or a tuple of parts
+        when a part is data (a model or server name may hold dots: `gpt-4.1`)."""
+        parts = tuple(target.split(".")) if isinstance(target, str) else target
         node = self.out
-        parts = target.split(".")
         for part in parts[:-1]:
             node = node.setdefault(part, {})
         node[parts[-1]] = value
-        self.note(path, "mapped", target, why)
+        self.note(path, "mapped", _target_text(parts), why)
 
     def drop(self, path: tuple[Any, ...], why: str) -> None:
         self.note(path, "dropped", why=why)
@@ -299,6 +327,7 @@ class _Migrator:
             "llm_call": lambda v: self.same("llm_call", v, target="llm_error_handling"),
             "safety_finish_reason": self.safety,
             "extensions": lambda v: self.same("extensions", v),
+            "plugins": self.plugins,
         }
         for key, value in data.items():
             path = (key,)
@@ -312,8 +341,14 @@ class _Migrator:
                 self.unmapped(path, "no Antler plugin installed here provides this section")
 
     def models(self, value: Any) -> None:
+        if value is None or value == []:
+            self.drop(("models",), "no model is configured (every entry is commented out): "
+                      "the migrated config runs the offline `scripted` model until you name "
+                      "one under `models.named` and set `models.default`")
+            return
         if not isinstance(value, list):
-            self.unmapped(("models",), "expected DeerFlow's list of models")
+            self.unmapped(("models",), "expected DeerFlow's list of models, found "
+                          f"{type(value).__name__}")
             return
         first: str | None = None
         for index, entry in enumerate(value):
@@ -330,7 +365,7 @@ class _Migrator:
                               "init_chat_model spec")
                 continue
             first = first or name
-            self.put(f"models.named.{name}.use", use, (*path, "use"))
+            self.put(("models", "named", name, "use"), use, (*path, "use"))
             kwargs: dict[str, Any] = {}
             for key, item in entry.items():
                 here = (*path, key)
@@ -339,10 +374,12 @@ class _Migrator:
                 if key in _MODEL_DROPPED:
                     self.drop(here, _MODEL_DROPPED[key])
                 elif key in _MODEL_FIELDS or key in _MODEL_RENAMES:
-                    self.put(f"models.named.{name}.{_MODEL_RENAMES.get(key, key)}", item, here)
+                    self.put(("models", "named", name, _MODEL_RENAMES.get(key, str(key))),
+                             item, here)
                 else:
                     kwargs[key] = item
-                    self.note(here, "mapped", f"models.named.{name}.kwargs.{key}",
+                    self.note(here, "mapped",
+                              _target_text(("models", "named", name, "kwargs", key)),
                               "passed to the model class unchanged")
             if kwargs:
                 self.out["models"]["named"][name]["kwargs"] = kwargs
@@ -404,8 +441,27 @@ class _Migrator:
             else:
                 self.drop(path, "Antler always caps output; 0 (no cap) has no equivalent")
 
+        def host_bash(item: Any, path: tuple[Any, ...]) -> None:
+            if item is True:
+                self.drop(path, "host bash was allowed; Antler's `auto` provider runs bash "
+                                "isolated under bwrap when it can, else on the host with a "
+                                "warning")
+            else:
+                self.put("sandbox.require_isolation", True, path,
+                         "host bash off: Antler refuses to run commands unless they are "
+                         "isolated (bwrap), instead of falling back to the host")
+
         self.same("sandbox", value, renames={"bash_command_timeout": "command_timeout"},
-                  special={"use": use, "bash_output_max_chars": output})
+                  special={"use": use, "bash_output_max_chars": output,
+                           "allow_host_bash": host_bash})
+        if isinstance(value, Mapping) and "allow_host_bash" not in value:
+            # DeerFlow's default is host bash off; a DeerFlow provider other than the local
+            # one isolates commands in a container. Either way commands never ran on the host.
+            self.out.setdefault("sandbox", {})["require_isolation"] = True
+            self.notes.append(MigrationNote(
+                self.where(("sandbox",)), "sandbox", "mapped", "sandbox.require_isolation",
+                "DeerFlow never runs bash on the host unless `allow_host_bash: true`; Antler "
+                "keeps that by refusing unisolated commands"))
 
     def subagents(self, value: Any) -> None:
         def budget(item: Any, path: tuple[Any, ...]) -> None:
@@ -431,7 +487,22 @@ class _Migrator:
                 self.drop(path, "null: the default applies")
             else:
                 self.put(f"{section}.model", item, path, "a name under `models.named`")
+                self.model_references.append((section, str(item), path))
         return model
+
+    def withhold_unmigrated_models(self) -> None:
+        """A section's `model` naming a DeerFlow model that was not migrated is withheld
+        (the default applies) rather than written to fail at run time."""
+        named = self.out.get("models", {}).get("named", {})
+        for section, name, path in self.model_references:
+            if name in named or section not in self.out:
+                continue
+            del self.out[section]["model"]
+            source = _dotted(path)
+            self.notes = [note for note in self.notes if note.source != source]
+            self.unmapped(path, f"model {name!r} was not migrated (see `models`), so the "
+                                "agent's model applies; name a model under `models.named` "
+                                f"and set `{section}.model`")
 
     def title(self, value: Any) -> None:
         self.same("title", value, special={"model_name": self._model_name("title")})
@@ -541,6 +612,28 @@ class _Migrator:
 
         self.same("safety_finish_reason", value, special={"detectors": detectors})
 
+    def plugins(self, value: Any) -> None:
+        """DeerFlow's plugin list: packages of DeerFlow code, with no Antler counterpart."""
+        if value is None or value == [] or value == {}:
+            self.drop(("plugins",), "no plugin is configured")
+            return
+        entries = (list(enumerate(value)) if isinstance(value, list)
+                   else list(value.items()) if isinstance(value, Mapping) else None)
+        if entries is None:
+            self.unmapped(("plugins",), f"expected a list of plugins, found "
+                          f"{type(value).__name__}")
+            return
+        for key, entry in entries:
+            path = ("plugins", key)
+            name = key if isinstance(key, str) else _entry_name(entry)
+            if isinstance(entry, Mapping) and entry.get("enabled") is False:
+                self.drop(path, f"plugin {name} is switched off")
+            else:
+                self.unmapped(path, f"DeerFlow plugin {name} is DeerFlow code; Antler plugins "
+                              "are Python distributions registered under the `antler.plugins` "
+                              "entry point group (`antler plugins list` shows them): port it "
+                              "as one, or list its middleware under `extensions.middlewares`")
+
     def mcp_servers(self, servers: Mapping[str, Any], path: tuple[Any, ...]) -> None:
         if "mcp_servers" not in self.sections:
             self.unmapped(path, "MCP servers: this installation has no `mcp_servers` section")
@@ -550,14 +643,105 @@ class _Migrator:
             if not isinstance(server, Mapping):
                 self.unmapped(here, "expected a mapping")
                 continue
-            keep = {k: v for k, v in server.items()
-                    if k in ("enabled", "command", "args", "env", "url", "headers")}
-            self.put(f"mcp_servers.{name}", keep, here,
-                     "transport taken from `command` or `url`")
+            self.mcp_server(str(name), server, here)
+
+    def mcp_server(self, name: str, server: Mapping[str, Any], path: tuple[Any, ...]) -> None:
+        """One DeerFlow MCP server, key by key, onto `mcp_servers.<name>`."""
+        if server.get("enabled") is False and not (server.get("command") or server.get("url")):
+            # a switched-off placeholder (DeerFlow's example has `url: ""`): nothing to start
+            self.drop(path, "switched off and names nothing to start")
+            return
+        out: dict[str, Any] = {}
+        self.out.setdefault("mcp_servers", {})[name] = out
+        target = ("mcp_servers", name)
+        kind = str(server.get("type") or server.get("transport") or
+                   ("http" if server.get("url") else "stdio"))
+        for key, item in server.items():
+            here = (*path, key)
+            if key == "enabled" and kind == "sse":
+                self.drop(here, "written as `enabled: false` (see `type`)")
+            elif key in ("enabled", "command", "args", "cwd"):
+                self.put((*target, key), item, here)
+            elif key in ("env", "headers") and isinstance(item, Mapping):
+                self.put((*target, key), {k: _env_reference(v) for k, v in item.items()}, here,
+                         "`$VAR` written as Antler's `${VAR}`"
+                         if any(_env_reference(v) != v for v in item.values()) else "")
+            elif key == "url":
+                if item:
+                    self.put((*target, key), item, here)
+                else:
+                    self.drop(here, "empty URL")
+            elif key in ("type", "transport"):
+                if kind == "sse":
+                    out["enabled"] = False
+                    self.unmapped(here, "Antler speaks stdio and streamable HTTP, not the "
+                                  "older SSE transport: the server is written switched off; "
+                                  "point `url` at its streamable-HTTP endpoint, if it has "
+                                  "one, and set `enabled: true`")
+                else:
+                    self.drop(here, "Antler takes the transport from `command` or `url`")
+            elif key == "tool_name_prefix":
+                if item is True:
+                    self.put((*target, key), f"{name}_", here,
+                             "DeerFlow's `true` prefixes the server name and '_'")
+                elif isinstance(item, str) and item:
+                    self.put((*target, key), item, here)
+                else:
+                    self.drop(here, "no prefix")
+            elif key == "session_init_timeout":
+                self.timeout(item, (*target, "start_timeout"), here)
+            elif key == "tool_call_timeout":
+                self.timeout(item, (*target, "call_timeout"), here)
+            elif key == "routing":
+                routing = _routing(item)
+                if routing is None:
+                    self.unmapped(here, "expected {mode, priority, keywords}")
+                else:
+                    self.put((*target, key), routing, here)
+            elif key == "tools" and isinstance(item, Mapping):
+                self.mcp_tools(item, target, here)
+            elif key == "description":
+                self.drop(here, "a label; Antler shows each tool's own description")
+            elif key == "oauth":
+                self.unmapped(here, "Antler has no OAuth token exchange for MCP servers: fetch "
+                              "the token outside and pass it in `headers` as "
+                              "`Authorization: Bearer ${TOKEN}`")
+            else:
+                self.unmapped(here, f"Antler's MCP servers have no `{key}`")
+        if "tool_name_prefix" not in server:
+            # DeerFlow prefixes by default: keep the names guardrail and authorization
+            # rules (and the model's habits) know
+            out["tool_name_prefix"] = f"{name}_"
+            self.notes.append(MigrationNote(
+                self.where(path), _dotted((*path, "tool_name_prefix")), "mapped",
+                _target_text((*target, "tool_name_prefix")),
+                f"not set: DeerFlow's default `true` names the tools `{name}_<tool>`; kept"))
+
+    def timeout(self, item: Any, target: tuple[str, ...], path: tuple[Any, ...]) -> None:
+        if isinstance(item, (int, float)) and not isinstance(item, bool) and item > 0:
+            self.put(target, float(item), path)
+        else:
+            self.drop(path, f"no limit given; Antler's `{target[-1]}` default applies "
+                            "(it always bounds the wait)")
+
+    def mcp_tools(self, tools: Mapping[str, Any], target: tuple[str, ...],
+                  path: tuple[Any, ...]) -> None:
+        for tool, settings in tools.items():
+            here = (*path, tool)
+            if not isinstance(settings, Mapping):
+                self.unmapped(here, "expected a mapping")
+                continue
+            for key, item in settings.items():
+                routing = _routing(item) if key == "routing" else None
+                if routing is not None:
+                    self.put((*target, "tools", str(tool), "routing"), routing, (*here, key))
+                else:
+                    self.unmapped((*here, key), f"Antler's per-tool MCP settings have only "
+                                  f"`routing`, not `{key}`")
 
 
 def migrate_deerflow(doc: YamlDocument, sections: Mapping[str, type[BaseModel] | None],
-                     *, extensions: Mapping[str, Any] | None = None,
+                     *, extensions: Mapping[str, Any] | YamlDocument | None = None,
                      extensions_source: str = "extensions_config.json") -> Migration:
     """Map a DeerFlow config (`doc`) onto the Antler `sections` installed here.
 
@@ -569,11 +753,18 @@ def migrate_deerflow(doc: YamlDocument, sections: Mapping[str, type[BaseModel] |
     migrator = _Migrator(doc, sections)
     data = doc.data if isinstance(doc.data, Mapping) else {}
     migrator.run(data)
-    if extensions:
+    migrator.withhold_unmigrated_models()
+    content: Mapping[str, Any] = {}
+    if isinstance(extensions, YamlDocument):  # parsed with its lines
+        json_doc = extensions
+        content = extensions.data if isinstance(extensions.data, Mapping) else {}
+    elif extensions:
         json_doc = YamlDocument(data=dict(extensions), source=extensions_source)
+        content = extensions
+    if content:
         json_migrator = _Migrator(json_doc, sections)
         json_migrator.out = migrator.out
-        for key, value in extensions.items():
+        for key, value in content.items():
             if key == "mcpServers" and isinstance(value, Mapping):
                 json_migrator.mcp_servers(value, (key,))
             elif key == "skills" and isinstance(value, Mapping):
@@ -590,6 +781,61 @@ def migrate_deerflow(doc: YamlDocument, sections: Mapping[str, type[BaseModel] |
     _withhold_unknown_sections(migration, sections)
     migration.notes.sort(key=_position)
     return migration
+
+
+def carry_comments(output: str, source_text: str, doc: YamlDocument,
+                   notes: Iterable[MigrationNote]) -> str:
+    """`output` (the migrated YAML) with the source's comments kept: the comment lines
+    written directly above a mapped key (and a comment at the end of its line) go above
+    its Antler key, and those above a section that keeps its name above that section.
+
+    Operators document their configs in comments; this keeps them where a setting maps
+    over. The data is unchanged (checked: `output` is returned as it was otherwise).
+    """
+    import yaml
+
+    from antler.plugin_api.yamlsource import load_yaml
+
+    lines = source_text.splitlines()
+    target_doc = load_yaml(output, "<migrated>")
+    above: dict[int, tuple[int, list[str]]] = {}
+
+    def comments_at(line: int) -> list[str]:
+        block: list[str] = []
+        index = line - 2
+        while index >= 0 and lines[index].strip().startswith("#"):
+            block.insert(0, lines[index].strip())
+            index -= 1
+        own = lines[line - 1] if 0 < line <= len(lines) else ""
+        if " #" in own and own.count('"') % 2 == 0 and own.count("'") % 2 == 0:
+            block.append(own[own.index(" #") + 1:].strip())
+        return block
+
+    def place(target: tuple[Any, ...], source_line: int) -> None:
+        found = target_doc.marks.get(target)
+        block = comments_at(source_line)
+        if found is not None and block and found.line not in above:
+            above[found.line] = (found.column - 1, block)
+
+    for note in notes:
+        source, line, _ = _position(note)
+        if note.outcome != "mapped" or not note.target or "[" in note.target \
+                or source != doc.source or not line:
+            continue
+        parts = tuple(part.strip('"') for part in re.findall(r'"[^"]*"|[^.]+', note.target))
+        place(parts, line)
+        section = re.split(r"[.\[]", note.source)[0]
+        if section == parts[0] and (section,) in doc.marks:
+            place((section,), doc.marks[(section,)].line)
+    text = output.splitlines()
+    for line in sorted(above, reverse=True):
+        indent, block = above[line]
+        text[line - 1:line - 1] = [" " * indent + comment for comment in block]
+    kept = "\n".join(text) + "\n"
+    try:
+        return kept if yaml.safe_load(kept) == yaml.safe_load(output) else output
+    except yaml.YAMLError:
+        return output
 
 
 def _position(note: MigrationNote) -> tuple[str, int, int]:
@@ -625,6 +871,35 @@ def _fields_at(model: type[BaseModel] | None, path: list[str]) -> set[str] | Non
         model = annotation if isinstance(annotation, type) and issubclass(
             annotation, BaseModel) else None
     return set(model.model_fields) if model is not None else None
+
+
+def _target_text(parts: Iterable[str]) -> str:
+    """Antler key parts as one dotted path; a part holding a dot is quoted."""
+    return ".".join(f'"{part}"' if "." in part else part for part in parts)
+
+
+def _entry_name(entry: Any) -> str:
+    if isinstance(entry, Mapping):
+        return f"`{entry.get('name') or entry.get('use') or '?'}`"
+    return f"`{entry}`"
+
+
+_BARE_REFERENCE = re.compile(r"^\$([A-Za-z_][A-Za-z0-9_]*)$")
+
+
+def _env_reference(value: Any) -> Any:
+    """DeerFlow's whole-value `$VAR` as Antler's `${VAR}`; anything else unchanged."""
+    if isinstance(value, str) and (match := _BARE_REFERENCE.match(value)):
+        return f"${{{match.group(1)}}}"
+    return value
+
+
+def _routing(value: Any) -> dict[str, Any] | None:
+    """DeerFlow's `routing:` (same keys as Antler's), or None when it is not one."""
+    if not isinstance(value, Mapping) or set(value) - {"mode", "priority", "keywords"}:
+        return None
+    # DeerFlow's default priority is 0, Antler's 50: written out so the ranking is kept
+    return {"priority": 0, **value} if value.get("mode") == "prefer" else dict(value)
 
 
 def _dotted(path: Iterable[Any]) -> str:

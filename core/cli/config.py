@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+
+from antler.chain.modelrefs import model_reference_problems
 
 from . import AntlerGroup, CliError
 from .output import print_json, warn
@@ -75,11 +79,20 @@ def check(ctx: click.Context, session: Session, file: str, no_import: bool, stri
       valid     true | false (exit code 1 when false)
       sections  [names of the sections FILE sets]
       error     the errors as one message, or null
-      problems  [errors, each a message starting with where it was declared]
+      problems  [{file, line, column, key, message, text}: one per error; line, column
+                 and key are null where the error has none (a chain that cannot be
+                 planned); text is the whole error as printed]
       warnings  [what an operator should know but does not stop a run]
     """
     from antler.errors import AntlerError
 
+    deerflow = _deerflow_file(file)
+    if deerflow is not None:
+        if as_json:
+            print_json({"file": file, "valid": False, "sections": [], "error": deerflow,
+                        "problems": [problem_object(deerflow, file)], "warnings": []})
+            ctx.exit(1)
+        raise CliError(deerflow)
     try:
         report = check_config(session, file, imports=not no_import)
     except AntlerError as exc:  # the file itself cannot be read or validated
@@ -88,7 +101,9 @@ def check(ctx: click.Context, session: Session, file: str, no_import: bool, stri
     error = report.error(file) if failed else None
     if as_json:
         print_json({"file": file, "valid": not failed, "sections": report.sections,
-                    "error": error, "problems": report.problems, "warnings": report.warnings})
+                    "error": error, "problems": [problem_object(p, file)
+                                                 for p in report.problems],
+                    "warnings": report.warnings})
         ctx.exit(1 if failed else 0)
     for warning in report.warnings:
         warn(warning)
@@ -117,9 +132,10 @@ class ConfigReport:
 
 def check_config(session: Session, file: str, *, imports: bool = True) -> ConfigReport:
     """Everything using `file` would run into; raises only when `file` cannot be loaded."""
-    config = session.config(file)
+    config, load_problems = _load_what_can_be_loaded(session, file)
     registry = session.registry()
-    report = ConfigReport(sections=sorted(config.sections))
+    report = ConfigReport(sections=sorted(config.sections), problems=load_problems)
+    report.problems += model_reference_problems(config)
     fatal = registry.required_failures(config.required_plugins())
     report.problems += [str(d) for d in fatal]
     report.warnings += [f"{d} (optional: skipped)" for d in registry.diagnostics
@@ -337,7 +353,7 @@ def migrate(ctx: click.Context, session: Session, file: str, output: str | None,
     import yaml
 
     from antler.chain.config import parse_config_document, schema_sections
-    from antler.chain.migrate import load_extensions, migrate_deerflow
+    from antler.chain.migrate import carry_comments, load_extensions, migrate_deerflow
     from antler.errors import ConfigError
     from antler.plugin_api.parselimits import read_bounded
     from antler.plugin_api.yamlsource import YamlDocument, YamlSyntaxError, load_yaml_file
@@ -351,10 +367,11 @@ def migrate(ctx: click.Context, session: Session, file: str, output: str | None,
     extensions = None
     if extensions_file is not None:
         try:
-            extensions = load_extensions(read_bounded(Path(extensions_file)),
-                                         extensions_file)
+            json_text = read_bounded(Path(extensions_file))
+            extensions = load_extensions(json_text, extensions_file)
         except (OSError, ValueError) as exc:
             raise CliError(str(exc)) from None
+        extensions = _with_lines(extensions, json_text, extensions_file)
     registry = session.registry()
     migration = migrate_deerflow(doc, schema_sections(registry), extensions=extensions,
                                  extensions_source=extensions_file or "extensions_config.json")
@@ -363,9 +380,11 @@ def migrate(ctx: click.Context, session: Session, file: str, output: str | None,
     except ConfigError as exc:
         raise CliError(f"the migrated config does not validate (please report this): {exc}") \
             from None
+    body = yaml.safe_dump(migration.config, sort_keys=False, allow_unicode=True)
+    with contextlib.suppress(OSError, ValueError):  # a courtesy: written either way
+        body = carry_comments(body, read_bounded(Path(file)), doc, migration.notes)
     text = (f"# Antler operator config, migrated from {Path(file).name} by "
-            "`antler config migrate`.\n"
-            + yaml.safe_dump(migration.config, sort_keys=False, allow_unicode=True))
+            "`antler config migrate`.\n" + body)
     if output is not None:
         target = Path(output)
         if target.exists() and not force:
@@ -384,3 +403,92 @@ def migrate(ctx: click.Context, session: Session, file: str, output: str | None,
                err=True)
     if output is None:
         click.echo(text, nl=False)
+
+
+def _with_lines(data: dict[str, Any], text: str, source: str) -> Any:
+    """The parsed JSON as a document with line numbers (JSON is YAML), else `data`."""
+    from antler.plugin_api.yamlsource import YamlSyntaxError, load_yaml
+
+    try:
+        doc = load_yaml(text, source)
+    except (YamlSyntaxError, ValueError):
+        return data
+    return doc if doc.data == data else data
+
+
+def _deerflow_file(file: str) -> str | None:
+    """One message when `file` is a DeerFlow config, not an Antler one; else None."""
+    from antler.chain.migrate import deerflow_signs
+    from antler.plugin_api.yamlsource import YamlSyntaxError, load_yaml_file
+
+    try:
+        data = load_yaml_file(file).data
+    except (OSError, YamlSyntaxError, ValueError):
+        return None  # the check itself reports an unreadable file
+    signs = deerflow_signs(data)
+    if not signs:
+        return None
+    return (f"{file}: this is a DeerFlow config ({', '.join(signs)}), not an Antler one; run "
+            f"`antler config migrate {file} -o antler.yaml` (add `--extensions "
+            "extensions_config.json` for its MCP servers and skills), then check the result")
+
+
+_LOCATED = re.compile(r"^(?P<file>[^\n]+?):(?P<line>\d+):(?P<column>\d+): "
+                      r"(?:(?P<key>[\w.\-\[\]\"]+): )?(?P<message>.*)$", re.DOTALL)
+_FILE_ONLY = re.compile(r"^(?P<file>[^\n:]+): (?P<message>.*)$", re.DOTALL)
+
+
+def problem_object(text: str, file: str) -> dict[str, Any]:
+    """One `config check` error as {file, line, column, key, message, text}."""
+    found = _LOCATED.match(text)
+    if found:
+        return {"file": found["file"], "line": int(found["line"]),
+                "column": int(found["column"]), "key": found["key"],
+                "message": found["message"], "text": text}
+    bare = _FILE_ONLY.match(text)
+    return {"file": bare["file"] if bare else file, "line": None, "column": None, "key": None,
+            "message": bare["message"] if bare else text, "text": text}
+
+
+def _load_what_can_be_loaded(session: Session, file: str) -> tuple[OperatorConfig, list[str]]:
+    """The config at `file`, and the load errors of the sections left out to get it.
+
+    A section that fails validation stops the load; to report every problem at
+    once, the sections the errors name are left out and the rest loaded again
+    (so their own problems, and the later checks, are found too). Raises the
+    first error when the file cannot be read or an error names no section.
+    """
+    from antler.chain.config import parse_config_document
+    from antler.errors import ConfigError
+    from antler.plugin_api.yamlsource import YamlDocument, load_yaml_file
+
+    try:
+        return session.config(file), []
+    except ConfigError as exc:
+        first = exc
+    try:
+        doc = load_yaml_file(file)
+    except Exception:
+        raise first from None
+    if not isinstance(doc.data, dict):
+        raise first
+    data = dict(doc.data)
+    problems: list[str] = []
+    error: ConfigError = first
+    for _ in range(len(data) + 1):
+        lines = [line.strip() for line in str(error).splitlines()[1:] if line.strip()]
+        keys = {found["key"].split(".")[0].split("[")[0] for line in lines
+                if (found := _LOCATED.match(line)) and found["key"]}
+        if not lines or not keys or not keys <= set(data):
+            raise first
+        problems += [line for line in lines if line not in problems]
+        for key in keys:
+            del data[key]
+        try:
+            config = parse_config_document(
+                YamlDocument(data=data, source=doc.source, marks=doc.marks), session.registry())
+        except ConfigError as exc:
+            error = exc
+            continue
+        return config, problems
+    raise first

@@ -140,8 +140,11 @@ def doctor(session: Session, config_path: str | None, as_json: bool) -> None:
     \b
     JSON (--json): an object with
       ok       false when any check failed
-      checks   [{name ("config" | "plugins" | "imports" | "sandbox"), status ("ok" | "warn" |
-               "fail"), detail}]
+      checks   [{name ("config" | "plugins" | "imports" | "sandbox" | "model" |
+               "storage" | "mcp" | "skills"), status ("ok" | "warn" | "fail"),
+               detail}]: besides the chain, one line per configured model (provider
+               package, API key), the checkpointer (Postgres reached within 3 s),
+               each MCP server (started), the skills
       sandbox  {requested, require_isolation, provider, reason, isolated,
                network, warning, error, command {ok, detail}} (null when the
                config did not load)
@@ -153,6 +156,9 @@ def doctor(session: Session, config_path: str | None, as_json: bool) -> None:
         checks.append(check_imports(session, config))
         sandbox_check, sandbox = check_sandbox(sandbox_section(session, config))
         checks.append(sandbox_check)
+        from .doctor_run import run_checks
+
+        checks += run_checks(config)
     ok = all(check["status"] != "fail" for check in checks)
     if as_json:
         print_json({"ok": ok, "checks": checks, "sandbox": sandbox})

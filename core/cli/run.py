@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from . import CliError
 from .session import Session, manifest_option, pass_session
 
 
@@ -143,6 +144,19 @@ class _Decision:
     def __init__(self, kind: str, message: str | None, edits: list[dict[str, Any]] | None):
         self.kind, self.message, self.edits = kind, message, edits
 
+    def echo(self, pending: list[Any]) -> None:
+        """Say what is decided, with the arguments that will run (the edited ones)."""
+        from antler.runtime.approvals import pending_actions
+
+        for index, action in enumerate(pending_actions(pending)):
+            if self.kind == "edit" and self.edits:
+                click.echo(f"[edited] {action['name']}({_short(self.edits[index])})", err=True)
+            else:
+                why = f": {self.message}" if self.message else ""
+                past = {"approve": "approved", "reject": "rejected"}.get(self.kind, self.kind)
+                click.echo(f"[{past}] {action['name']}({_short(action.get('args'))}){why}",
+                           err=True)
+
     def answer(self, pending: list[Any]) -> Any:
         """The `Command(resume=...)` value for the thread's pending interrupts."""
         from antler.runtime.approvals import resume_value
@@ -157,11 +171,14 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
     """Build the agent, run a prompt (or resume with a decision), stream, report."""
     import uuid
 
-    from antler.plugin_api.context import MODEL_CATALOG, RuntimeOptions
+    from antler.chain.conditions import runtime_for
+    from antler.chain.modelrefs import model_reference_problems
+    from antler.plugin_api.context import MODEL_CATALOG
     from antler.runtime.agent import create_agent
     from antler.runtime.approvals import pending_approvals
     from antler.runtime.models import ModelCatalog
     from antler.runtime.paths import validate_id
+    from antler.runtime.threadrecord import load_record, restore_script_position
     from antler.runtime.tracing import Tracer
     from antler.runtime.uploads import stage_upload
 
@@ -176,14 +193,16 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
             "the scripted model needs a script: pass --model scripted:FILE.yaml (a list of "
             "assistant turns) or a real provider such as --model openai:gpt-4o"
         )
+    unknown_models = model_reference_problems(config)
+    if unknown_models:  # would fail mid-run in a LangChain error that names no key
+        raise CliError("\n".join(unknown_models))
     catalog = ModelCatalog(config.models.named)
     for reference in (spec, config.models.subagent, config.models.title, config.models.memory):
         catalog.check(reference)  # a missing package or key fails here, before the run
     model = catalog.resolve(spec)
-    if vision is None:
-        vision = config.models.supports_vision or bool(catalog.supports_vision(spec))
-    runtime = RuntimeOptions(plan_mode=plan, subagents_enabled=subagents, user_id=user_id,
-                             supports_vision=vision)
+    runtime = runtime_for(config, {"plan_mode": plan, "subagents_enabled": subagents,
+                                   "user_id": user_id, "supports_vision": bool(vision)},
+                          model=spec, catalog=catalog)
     tracer = Tracer() if trace else None
     run_id = uuid.uuid4().hex
     outcome = _Outcome()
@@ -199,31 +218,41 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
             with _stops_commands(agent, thread_id):
                 if agent.storage is not None:
                     agent.storage.check_owner(thread_id, user_id)  # before staging any upload
+                thread_dir = agent.services.get("paths").thread(user_id, thread_id) \
+                    .user_data.parent
+                record = load_record(thread_dir)
+                restore_script_position(model, record)
                 if decision is not None:
                     pending = pending_approvals(agent, thread_id)
                     if not pending:
-                        raise click.UsageError(f"thread {thread_id!r} is not waiting for a "
-                                               "decision; nothing to resume")
+                        raise click.UsageError(_not_waiting(agent, thread_id, record, {
+                            "config": config_path, "model": spec}))
                     message: Any = decision.answer(pending)
+                    decision.echo(pending)
                     files: list[Any] = []
                 else:
                     paths = agent.services.get("paths").thread(user_id, thread_id)
                     files = [stage_upload(paths, upload) for upload in uploads]
                     message = text
                 streamed: set[str] = set()
-                shown: dict[Any, str] = {}
-                with _SavedResults.of(agent) as saved:
-                    for mode, payload in agent.stream(message, thread_id=thread_id,
-                                                      user_id=user_id, files=files, wait=wait,
-                                                      on_interrupted=_echo_interrupted,
-                                                      stream_mode=["messages", "updates"],
-                                                      run_id=run_id):
-                        if mode == "messages":
-                            chunk, metadata = payload
-                            _echo_tokens(chunk, metadata, streamed)
-                        else:
-                            _echo_update(payload, streamed, shown, saved)
-                            outcome.collect(payload)
+                shown: dict[Any, str] = _already_shown(agent, thread_id) \
+                    if decision is not None else {}
+                try:
+                    with _SavedResults.of(agent) as saved:
+                        for mode, payload in agent.stream(message, thread_id=thread_id,
+                                                          user_id=user_id, files=files,
+                                                          wait=wait,
+                                                          on_interrupted=_echo_interrupted,
+                                                          stream_mode=["messages", "updates"],
+                                                          run_id=run_id):
+                            if mode == "messages":
+                                chunk, metadata = payload
+                                _echo_tokens(chunk, metadata, streamed)
+                            else:
+                                _echo_update(payload, streamed, shown, saved)
+                                outcome.collect(payload)
+                finally:  # the script's position and the flags stay with the thread
+                    _remember(thread_dir, model, config_path, spec)
             waiting = pending_approvals(agent, thread_id) if agent.checkpointer else []
             state = agent.state(thread_id) if agent.checkpointer else {}
             if waiting:
@@ -242,6 +271,50 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
         raise click.exceptions.Exit(PAUSED_EXIT_CODE)
     if failed:
         raise click.exceptions.Exit(1)
+
+
+def _remember(thread_dir: Path, model: Any, config_path: str | None, spec: str) -> None:
+    """Store the flags and the scripted model's position with the thread."""
+    from antler.runtime.threadrecord import save_record, script_identity
+
+    record: dict[str, Any] = {"config": str(Path(config_path).absolute()) if config_path
+                              else None, "model": spec}
+    identity = script_identity(model)
+    if identity is not None:
+        record["script"] = {"identity": identity, "position": model.position}
+    with contextlib.suppress(OSError):
+        save_record(thread_dir, record)
+
+
+def _already_shown(agent: Any, thread_id: str) -> dict[Any, str]:
+    """The paused run printed its last message's tool calls: a resume does not again."""
+    shown: dict[Any, str] = {}
+    messages = (agent.state(thread_id) if agent.checkpointer else {}).get("messages") or []
+    for message in reversed(messages):
+        if type(message).__name__ == "AIMessage":
+            shown.update({("call", call.get("id")): "" for call in message.tool_calls or []})
+            shown[message.id] = str(message.content) if message.content else ""
+            break
+    return shown
+
+
+def _not_waiting(agent: Any, thread_id: str, record: dict[str, Any],
+                 now: dict[str, str | None]) -> str:
+    """Why there is nothing to resume, and which flags differ when that is the reason."""
+    from antler.runtime.approvals import checkpoint_interrupts
+
+    stored = checkpoint_interrupts(agent, thread_id)
+    if not stored:
+        return f"thread {thread_id!r} is not waiting for a decision; nothing to resume"
+    if now.get("config"):
+        now = {**now, "config": str(Path(str(now["config"])).absolute())}
+    differ = [f"--{flag} {record.get(flag) or '(none)'} (now {now.get(flag) or '(none)'})"
+              for flag in ("config", "model") if record and record.get(flag) != now.get(flag)]
+    hint = (f"the paused run used {', '.join(differ)}" if differ
+            else "resume with the --config of the run that paused")
+    return (f"thread {thread_id!r} waits for a decision ({len(stored)} pending interrupt"
+            f"{'s' * (len(stored) != 1)} in its checkpoint), but this chain does not have the "
+            f"step that asked for it: {hint}")
 
 
 def _echo_waiting(thread_id: str, pending: list[Any]) -> None:
@@ -465,7 +538,8 @@ def _echo_update(update: dict[str, Any], streamed: set[str], shown: dict[Any, st
                 if isinstance(artifact, dict) and "human_input" in artifact:
                     click.echo(f"[clarification] {message.content}{mark}")
                 else:
-                    click.echo(f"<- {message.name}: {_short(message.content)}{mark}", err=True)
+                    click.echo(f"<- {message.name}: "
+                               f"{_short(content_text(message.content))}{mark}", err=True)
 
 
 class _Outcome:
@@ -512,6 +586,22 @@ class _Outcome:
             click.echo(f"[error] {fallback.get('reason') or fallback.get('error_type')}",
                        err=True)
         return fallback is not None
+
+
+def content_text(content: Any) -> Any:
+    """A message's content as text where it is text: the text of its content blocks
+    (an MCP tool's result is a list of `{type: text, text}` blocks); else unchanged."""
+    if not isinstance(content, list):
+        return content
+    parts = [block if isinstance(block, str) else block.get("text")
+             for block in content
+             if isinstance(block, str) or (isinstance(block, dict)
+                                           and block.get("type") == "text")]
+    texts = [part for part in parts if isinstance(part, str)]
+    if len(texts) != len(content):  # images or other blocks: say what they are
+        texts += [f"[{block.get('type', 'block')}]" for block in content
+                  if isinstance(block, dict) and block.get("type") != "text"]
+    return "\n".join(texts)
 
 
 def _short(value: Any, limit: int = 120) -> str:

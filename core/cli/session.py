@@ -19,7 +19,6 @@ import click
 if TYPE_CHECKING:
     from antler.chain import ChainPlan
     from antler.chain.config import OperatorConfig
-    from antler.plugin_api.context import RuntimeOptions
     from antler.plugin_api.registry import PluginRegistry
 
 CHAIN_CHOICES = ("lead", "subagent")
@@ -82,23 +81,12 @@ class Session:
         `options` go to `plan_chain` (`load_extensions`, `keep_going`).
         """
         from antler.chain import plan_chain
+        from antler.chain.conditions import runtime_for
 
-        # `models.supports_vision: true` in the config means what --vision means, so
-        # `chain show` and `antler run` agree on whether view_image joins.
-        flags = {**runtime, "supports_vision": runtime.get("supports_vision")
-                 or config.models.supports_vision}
-        # Likewise mcp_routing joins when a configured MCP server routes by keywords
-        # (`antler run` decides from the tools the servers really list).
-        routed = any(server.routes_by_keywords for server in config.mcp_servers.values())
-        flags["conditions"] = {"mcp_routing": routed, **runtime.get("conditions", {})}
-        return plan_chain(config, chain, runtime_options(flags), registry=self.registry(),
-                          **options)
-
-
-def runtime_options(flags: dict[str, Any]) -> RuntimeOptions:
-    from antler.plugin_api.context import RuntimeOptions
-
-    return RuntimeOptions(**flags)
+        # the conditions a run derives from the config (one function), so the shown
+        # chain is the built one
+        return plan_chain(config, chain, runtime_for(config, runtime, estimate_mcp=True),
+                          registry=self.registry(), **options)
 
 
 def describe_runtime(flags: dict[str, Any]) -> str:

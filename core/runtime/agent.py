@@ -434,14 +434,6 @@ def is_resume(message: Any) -> bool:
     return True
 
 
-def model_supports_vision(config: OperatorConfig, catalog: Any, model: Any = None) -> bool:
-    """Whether the agent's model (`model`, else `models.default`) takes images:
-    `models.supports_vision`, or the model's entry in the catalog (`models.named`) says so."""
-    models = config.models
-    reference = model if isinstance(model, str) else models.default if model is None else None
-    return models.supports_vision or bool(catalog.supports_vision(reference))
-
-
 def compose_system_prompt(base: str | None, sections: Sequence[str]) -> str | None:
     """The base prompt followed by the plugins' sections, a blank line between each."""
     parts = [part for part in (base, *sections) if part]
@@ -512,6 +504,8 @@ def create_agent(
     """
     from langchain.agents import create_agent as langchain_create_agent
 
+    from antler.chain.conditions import runtime_for
+
     from .models import ModelCatalog
 
     registry = registry or discover()
@@ -524,7 +518,7 @@ def create_agent(
         services = Services(dict(services or {}))
     catalog = services.items.setdefault(MODEL_CATALOG, ModelCatalog(models.named))
     if runtime is None:
-        runtime = RuntimeOptions(supports_vision=model_supports_vision(config, catalog, model))
+        runtime = runtime_for(config, model=model, catalog=catalog)
     if model is None:
         model = models.default
     if subagent_model is None and models.subagent:

@@ -28,6 +28,26 @@ def pending_approvals(agent: Any, thread_id: str) -> list[Any]:
     return list(getattr(snapshot, "interrupts", ()) or ())
 
 
+_INTERRUPT_CHANNEL = "__interrupt__"
+"""The channel LangGraph stores a task's interrupts under in a checkpoint's pending writes."""
+
+
+def checkpoint_interrupts(agent: Any, thread_id: str) -> list[Any]:
+    """The interrupts stored in the thread's latest checkpoint, read from the saver
+    itself: found even when this agent's graph lacks the node that raised them (a
+    resume with other flags than the paused run)."""
+    saver = getattr(agent, "checkpointer", None)
+    if saver is None:
+        return []
+    stored = saver.get_tuple(agent.run_config(thread_id))
+    found: list[Any] = []
+    for write in getattr(stored, "pending_writes", None) or ():
+        if len(write) >= 3 and write[1] == _INTERRUPT_CHANNEL:
+            value = write[2]
+            found.extend(value if isinstance(value, (list, tuple)) else [value])
+    return found
+
+
 def pending_actions(pending: Sequence[Any]) -> list[dict[str, Any]]:
     """Each pending action as {name, args, allowed, interrupt}, in answer order."""
     actions: list[dict[str, Any]] = []
@@ -43,6 +63,10 @@ def pending_actions(pending: Sequence[Any]) -> list[dict[str, Any]]:
         elif isinstance(value, dict) and value.get("type") == "tool_approval":
             actions.append({"name": value.get("name"), "args": value.get("args"),
                             "allowed": [], "interrupt": item})
+        elif isinstance(value, dict) and value.get("type") == "approval" and value.get("tool"):
+            # a guardrail approval provider: {"type": "approval", "tool", "args", "options"}
+            actions.append({"name": value["tool"], "args": value.get("args"),
+                            "allowed": list(value.get("options") or ()), "interrupt": item})
         else:
             actions.append({"name": "interrupt", "args": value, "allowed": [],
                             "interrupt": item})
@@ -83,6 +107,8 @@ def resume_value(pending: Sequence[Any], kind: str, *, message: str | None = Non
             answers.setdefault(key, {"decisions": []})["decisions"].append(decision)
         elif isinstance(value, dict) and value.get("type") == "tool_approval":
             answers[key] = decision
+        elif isinstance(value, dict) and value.get("type") == "approval" and value.get("tool"):
+            answers[key] = {"decision": kind, **({"reason": message} if message else {})}
         else:
             answers[key] = kind if not edits else edits[index]
     if len(answers) == 1 and len(pending) == 1:

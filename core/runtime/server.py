@@ -44,18 +44,19 @@ import os
 from pathlib import Path
 from typing import Any
 
+from antler.chain.conditions import runtime_for
 from antler.chain.config import load_config
 from antler.contracts.serverkeys import server_owned_keys
 from antler.errors import ClientInputError, InputError
-from antler.plugin_api.context import DEPLOYMENT, RuntimeOptions
+from antler.plugin_api.context import DEPLOYMENT
 from antler.plugin_api.registry import PluginRegistry, discover
 
-from .agent import AntlerAgent, create_agent, is_resume, model_supports_vision
+from .agent import AntlerAgent, create_agent, is_resume
 from .models import ModelCatalog
 from .runcontext import RunContext, TrustingRunContext
 from .stateupdates import StateUpdateBoundary
 
-__all__ = ["CONFIG_ENV", "build_server_agent", "guard_served_graph"]
+__all__ = ["CONFIG_ENV", "build_server_agent", "fail_server_start", "guard_served_graph"]
 
 CONFIG_ENV = "ANTLER_CONFIG"
 """The environment variable naming the operator config the server builds from."""
@@ -75,10 +76,10 @@ def build_server_agent(config_path: str | Path | None = None, *,
     path = config_path if config_path is not None else os.environ.get(CONFIG_ENV) or None
     config = load_config(path, registry)
     settings = config.server
-    vision = model_supports_vision(config, ModelCatalog(config.models.named), options.get("model"))
-    runtime = RuntimeOptions(
-        plan_mode=settings.plan_mode, subagents_enabled=settings.subagents,
-        supports_vision=vision, agent_name=settings.agent_name)
+    runtime = runtime_for(
+        config, {"plan_mode": settings.plan_mode, "subagents_enabled": settings.subagents,
+                 "agent_name": settings.agent_name},
+        model=options.get("model"), catalog=ModelCatalog(config.models.named))
     # Plugins that would keep work running between runs in this process (memory's
     # debounce timer) keep it in the shared store instead under a server.
     options["services"] = {**dict(options.get("services") or {}), DEPLOYMENT: "server"}
@@ -92,6 +93,33 @@ def build_server_agent(config_path: str | Path | None = None, *,
                                    server_owned_keys(registry.specs.values()))
     agent.graph = guard_served_graph(agent.graph.copy(update={"store": None}), boundary)
     return agent
+
+
+def fail_server_start(error: Exception) -> None:
+    """Stop a LangGraph Server whose graph cannot be built (a bad $ANTLER_CONFIG).
+
+    The server imports the graph in a worker process; a failed import there is
+    logged and the supervisor (`langgraph dev`'s reloader) keeps running, serving
+    nothing, so `/ok` never answers. Under LangGraph Server (it sets
+    LANGSERVE_GRAPHS) this prints the error in one line, stops the supervisor
+    that started the worker, and ends the worker with exit code 3. Anywhere else
+    it returns and the caller raises as usual.
+    """
+    if not os.environ.get("LANGSERVE_GRAPHS"):
+        return
+    import signal
+    import sys
+
+    sys.stderr.write(f"antler: the server cannot start: {error}\n")
+    sys.stderr.flush()
+    parent = os.getppid()
+    try:
+        command = Path(f"/proc/{parent}/cmdline").read_bytes()
+    except OSError:
+        command = b""
+    if b"langgraph" in command:  # the reloader of `langgraph dev`, not an init process
+        os.kill(parent, signal.SIGTERM)
+    os._exit(3)
 
 
 def guard_served_graph(graph: Any, boundary: StateUpdateBoundary) -> Any:

@@ -9,7 +9,10 @@ Hooks: `before_model` (and async) only. It reads the latest genuine user
 message (not a hidden, server-injected one), in its original text when the
 server kept it, and matches each keyword as a case-folded substring, so any
 script works (``天气`` in ``明天天气怎么样``). Matching tools are ranked by
-priority (higher first), then name; those of the top
+priority (higher first), then by relevance to the message (how many of its
+words, three letters or more, occur in the tool's name or description: "read
+the report" ranks ``read_file`` before ``write_file`` when a whole server's
+tools share one keyword), then name; those of the top
 ``tool_search.auto_promote_top_k`` (default 3, clamped 1-5) not promoted yet
 under the current catalog are promoted with a minimal ``promoted`` update (only
 the new names; the channel's reducer unions them with earlier promotions). No
@@ -32,6 +35,7 @@ with the weather tools' schemas already loaded.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
@@ -47,11 +51,29 @@ from antler.contracts.deferred import (
 from antler.contracts.messages import latest_user_message, user_text
 from antler.plugin_api.context import BuildContext
 
-__all__ = ["McpRoutingMiddleware", "build", "matches"]
+__all__ = ["McpRoutingMiddleware", "build", "matches", "ranked", "relevance"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TOP_K = 3
+
+
+_WORD = re.compile(r"\w+")
+
+
+def relevance(entry: CatalogEntry, text: str) -> int:
+    """How many distinct words of `text` (three letters or more, case-folded) occur in
+    the tool's name (its `_`, `-` and `.` read as spaces) or description."""
+    about = f"{re.sub(r'[_.-]', ' ', entry.name)} {entry.description}".casefold()
+    words = {word for word in _WORD.findall(text.casefold()) if len(word) >= 3}
+    return sum(1 for word in words if word in about)
+
+
+def ranked(entries: list[CatalogEntry], text: str) -> list[CatalogEntry]:
+    """Matching tools, best first: priority (higher first), then relevance to the
+    message, then name."""
+    return sorted(entries, key=lambda e: (-int((e.routing or {}).get("priority", 0)),
+                                          -relevance(e, text), e.name))
 
 
 def matches(entry: CatalogEntry, text: str) -> bool:
@@ -90,8 +112,7 @@ class McpRoutingMiddleware(AgentMiddleware[PromotedState, Any]):
         promoted = promoted_names(state, catalog.hash)
         # The top k of all matches, promoted or not: a later step of the same turn
         # must not reach past k for matches the first step left out.
-        found = sorted((entry for entry in catalog.entries if matches(entry, text)),
-                       key=lambda e: (-int((e.routing or {}).get("priority", 0)), e.name))
+        found = ranked([entry for entry in catalog.entries if matches(entry, text)], text)
         chosen = [entry.name for entry in found[:self.top_k] if entry.name not in promoted]
         if not chosen:
             return None

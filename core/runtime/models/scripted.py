@@ -459,6 +459,12 @@ class ScriptedChatModel(BaseChatModel):
         """How many turns have been consumed."""
         return self._state.position
 
+    def continue_at(self, position: int) -> None:
+        """Continue the script at turn `position` (0-based): the turns before it count as
+        consumed, as when a thread resumes in a new process (`antler resume`)."""
+        with self._state.lock:
+            self._state.position = max(0, min(int(position), len(self.script)))
+
     @property
     def remaining(self) -> int:
         """How many turns are left."""

@@ -1,0 +1,40 @@
+"""Model references in plugin sections (`summarization.model`, `title.model`, ...).
+
+`models.default`, `models.title` and the other `models:` references are checked
+when the config loads. A plugin section's `model` key is free text to its own
+config model, so a name that is neither under `models.named` nor a model spec
+(`summarization.model: nosuchmodel`) would pass and fail only at run time, in a
+LangChain error that names no key. `model_reference_problems` finds them first,
+for `antler config check` and `antler run`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from antler.chain.config import OperatorConfig
+
+__all__ = ["model_reference_problems"]
+
+
+def model_reference_problems(config: OperatorConfig) -> list[str]:
+    """One line per plugin section whose `model` names no configured model and no spec:
+    'file:line:column: section.model: ...'."""
+    from antler.chain.config import _is_model_reference
+    from antler.plugin_api.diagnostics import did_you_mean
+
+    named = config.models.named
+    problems = []
+    for key in sorted(config.sections):
+        section = config.section(key)
+        reference = getattr(section, "model", None)
+        if not isinstance(reference, str) or _is_model_reference(reference, named):
+            continue
+        names = ", ".join(sorted(named)) or "none"
+        problems.append(
+            f"{config.locate(key, 'model')}: {key}.model: {reference!r} is neither a model "
+            f"named under `models.named` (named: {names}){did_you_mean(reference, named)} nor "
+            "a model spec ('provider:model', a known model name such as 'gpt-4o', or "
+            "'scripted:FILE'); name one under `models.named` or write a spec")
+    return problems
