@@ -112,6 +112,16 @@ def postgres_url() -> str:
     return url
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every PostgreSQL test runs on one xdist worker: some restart the shared server,
+    which would break a Postgres test running beside them on another worker."""
+    for item in items:
+        if item.get_closest_marker("postgres") or "postgres_url" in getattr(
+                item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("postgres"))
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if "postgres" not in report.keywords:
         return
