@@ -371,10 +371,13 @@ class _CodeReading:
       ``#import`` at the start of a line (the rest of the line is not exempt);
     * it is a spaced comparison or shift: ``<`` or ``<<`` with whitespace on
       both sides, after an operand (an identifier character, a digit or a
-      closing bracket), and the reserved name is one word, ended by code
-      punctuation (``if n < model:``) or neither
-      closed (``a < system >``, ``a < system/>``, across newlines too) nor
-      followed by an attribute (``a < system trust="full">``).
+      closing bracket), and the reserved name is ended by code punctuation
+      (``if n < model:``) or, after its last word, neither closed
+      (``a < system >``, ``a < system/>``, ``a < system reminder >``, across
+      newlines too) nor followed by an attribute (``a < system trust="full">``).
+      So words that only spell a name together stay code when they do not
+      close as a tag: ``x < user`` ending one line and ``memory = 2`` starting
+      the next.
 
     Everything else is a tag, closed or not, whatever precedes it: ``x<system>``,
     ``if a <b: <system>``, a generic whose type is a reserved name
@@ -410,21 +413,26 @@ class _CodeReading:
             return False
         if not text[first_word_end - 1].isalnum():
             return True     # code punctuation ends the word: `if n < model:`
+        name_end = first_word_end
         if _normalize(text[i + 1:first_word_end]) != name:
-            # a name spelled over several words is a tag (`< system reminder >`) unless
-            # code punctuation stands between them (`a < user ? memory : user`)
-            joined = ""
+            # A name spelled over several words (`< system reminder >`) is read like a
+            # one-word name, from where its last word ends: a tag when closed as a tag,
+            # code when not (`x < user` then `memory = n < memory` on the next line) or
+            # when code punctuation stands between the words (`a < user ? memory : user`).
+            joined, name_end = "", first_word_end - len(words[0])
             for word in words:
                 if not word.isalnum():
                     return True
+                name_end = text.index(word, name_end) + len(word)
                 joined += _normalize(word)
                 if joined == name:
-                    return False
-            return False
-        bracket = _TAG_BRACKET.search(text, first_word_end)
+                    break
+            else:
+                return False    # spelled only once references are decoded: a tag
+        bracket = _TAG_BRACKET.search(text, name_end)
         if bracket is None or bracket.group() in _TAG_OPENER_SET:
             return True     # never closed before the next opener: `if n < context:`
-        return not _tag_head(text[first_word_end:bracket.start()])
+        return not _tag_head(text[name_end:bracket.start()])
 
 
 def _tag_head(head: str) -> bool:
