@@ -66,6 +66,16 @@ def alive(pid: int) -> bool:
         return False
 
 
+def started_at(pid: int) -> int | None:
+    """The start time of process `pid`, zombie or not (None once reaped), to tell a reused
+    pid from the process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return int(stat.read().rsplit(b")", 1)[1].split()[19])
+    except OSError:
+        return None
+
+
 # -- one namespace per thread -----------------------------------------------------------------
 
 def test_a_threads_commands_share_one_namespace_and_threads_never_do(
@@ -272,13 +282,15 @@ def test_an_init_that_does_not_answer_a_kill_ends_with_its_namespace(
     assert sandbox.execute_command("true").ok
     pid = init_pid(sandbox)
     assert pid is not None
+    born = started_at(pid)
     stopper = threading.Timer(0.2, os.kill, (pid, signal.SIGSTOP))  # it hears nothing now
     stopper.start()
     started = time.monotonic()
     result = sandbox.execute_command("sleep 60", timeout=1)
     assert result.timed_out
     assert time.monotonic() - started < 30  # the grace, then the namespace is ended
-    assert not alive(pid)
+    # Gone and reaped by the time the call returns: not dying still, nor a zombie.
+    assert born is not None and started_at(pid) != born, pid  # None, or a reused pid
     assert sandbox.execute_command("echo back").stdout == "back\n"
 
 
