@@ -17,7 +17,10 @@ Lifetime (see `BwrapSandbox` for when each step happens):
   running commands' sessions;
 * `Namespace.close` ends the namespace: the init kills everything and exits,
   and as PID 1 its exit makes the kernel kill whatever is left. It is closed
-  after an idle time, with its sandbox, and when it stops answering.
+  after an idle time, with its sandbox, and when it stops answering. An init
+  that does not exit in time is killed from here, by a pidfd (never a reused
+  pid); bubblewrap reaps it and exits, so when `close` returns the namespace is
+  gone and its init reaped.
 
 Should the harness die, the init sees its control socket end and does the
 same; bubblewrap's ``--die-with-parent`` (bubblewrap is started from one
@@ -186,6 +189,7 @@ class Namespace:
         self._on_close: list[Callable[[], None]] = []
         self.init_pid: int | None = None
         """The init's pid on the host (bubblewrap's ``child-pid``)."""
+        self._init_fd: int | None = None  # a pidfd of the init, to kill it and see it end
 
     @property
     def alive(self) -> bool:
@@ -236,6 +240,9 @@ class Namespace:
                                + (detail[-1] if detail else f"exit code {process.returncode}"))
         process.stderr.close()  # the init says nothing more; its failures show as a closed socket
         self.init_pid = int(json.loads(info.decode())["child-pid"])
+        # The init just said it is ready, and only bubblewrap may reap it: the pid is its.
+        with contextlib.suppress(OSError):
+            self._init_fd = os.pidfd_open(self.init_pid)
         self._process, self._control = process, control
 
     def run(self, argv: list[str], env: dict[str, str]) -> NamespaceCommand:
@@ -298,8 +305,9 @@ class Namespace:
         self._on_close.append(callback)
 
     def close(self, grace: float = 5.0) -> None:
-        """End the namespace and everything in it: the init is asked to, and bubblewrap is
-        killed (its child, the init, with it) unless it exits within `grace` seconds."""
+        """End the namespace and everything in it, and return once it is gone and its init
+        reaped: the init is asked to end it, and killed unless it has within `grace`
+        seconds (an init that is stopped, or too busy, does not answer)."""
         control, self._control = self._control, None
         process = self._process
         if control is not None:
@@ -311,12 +319,38 @@ class Namespace:
             try:
                 process.wait(timeout=grace)
             except subprocess.TimeoutExpired:
-                # bubblewrap's child (the init) dies with it (--die-with-parent).
-                process.kill()
-                process.wait()
+                self._kill_init(process)
+        if self._init_fd is not None:
+            os.close(self._init_fd)
+            self._init_fd = None
         callbacks, self._on_close = self._on_close, []
         for callback in callbacks:
             callback()
+
+
+    def _kill_init(self, process: subprocess.Popen[bytes]) -> None:
+        """Kill the init, so that bubblewrap reaps it and exits; should bubblewrap not, kill
+        it too and wait for the init's end (it dies with bubblewrap, and its new parent
+        reaps it).
+
+        Killing bubblewrap alone is not enough: the init's death (``--die-with-parent``)
+        comes after bubblewrap's and, as PID 1, waits for every process of its namespace
+        to end first, so the init could still be there when bubblewrap is reaped.
+        """
+        if self._init_fd is not None:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self._init_fd, signal.SIGKILL)
+            try:
+                process.wait(timeout=_END_TIMEOUT)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+        process.kill()
+        process.wait()
+        if self._init_fd is not None:
+            poller = select.poll()
+            poller.register(self._init_fd, select.POLLIN)
+            poller.poll(_END_TIMEOUT * 1000)  # readable once the init has exited
 
 
 def _memory_file(name: str, data: bytes) -> int:

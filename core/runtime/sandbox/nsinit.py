@@ -16,7 +16,11 @@ attached (``SCM_RIGHTS``):
   with `posix_spawn` (a vfork: a Python `fork` would copy the interpreter and
   cost several times a command's start) in a session of its own, in the init's
   working directory (the workspace), the three descriptors as 0, 1 and 2 and
-  no other (every descriptor of the init is close-on-exec). A command that
+  no other (every descriptor of the init is close-on-exec), every signal at its
+  default disposition and none blocked: the interpreter ignores ``SIGPIPE`` and
+  ``SIGXFSZ``, and a command must not inherit that (``yes | head -1`` would
+  complain of a broken pipe, and a write past the file-size limit would fail
+  instead of killing the writer). A command that
   cannot start reports exit code 126 (127: not found) and why, on its stderr.
   Whatever arrives on the channel, or its end, kills the command's process
   group (a time limit, an interrupt, an abandoned call).
@@ -44,6 +48,22 @@ import sys
 
 _MAX_FDS = 16
 _KILL = 9
+
+
+def _ignored_signals():
+    """The signals this process ignores: the interpreter's own (``SIGPIPE``, ``SIGXFSZ``)
+    and any it inherited; its commands get them back at their default."""
+    ignored = {_signal.SIGPIPE, _signal.SIGXFSZ}
+    for signum in _signal.valid_signals():
+        try:
+            if _signal.getsignal(signum) == _signal.SIG_IGN:
+                ignored.add(signum)
+        except (OSError, ValueError):
+            continue
+    return tuple(sorted(ignored))
+
+
+_DEFAULT_SIGNALS = _ignored_signals()
 
 
 def _descriptors(ancillary):
@@ -154,9 +174,11 @@ class Init:
         channel_fd, stdin, stdout, stderr = fds
         channel = _socket.socket(fileno=channel_fd)
         try:
-            pid = posix.posix_spawn(argv[0], argv, env, setsid=True, file_actions=[
-                (posix.POSIX_SPAWN_DUP2, stdin, 0), (posix.POSIX_SPAWN_DUP2, stdout, 1),
-                (posix.POSIX_SPAWN_DUP2, stderr, 2)])
+            pid = posix.posix_spawn(
+                argv[0], argv, env, setsid=True, setsigdef=_DEFAULT_SIGNALS, setsigmask=(),
+                file_actions=[(posix.POSIX_SPAWN_DUP2, stdin, 0),
+                              (posix.POSIX_SPAWN_DUP2, stdout, 1),
+                              (posix.POSIX_SPAWN_DUP2, stderr, 2)])
         except OSError as error:  # not found, or the process limit reached
             try:
                 said = f"the sandbox could not start {argv[0]}: {error.strerror}\n"
