@@ -255,6 +255,7 @@ def texts(messages: list[Any]) -> list[str]:
     return [m.content for m in messages if m.type in ("human", "ai") and m.content]
 
 
+@pytest.mark.slow  # restarts the shared server: runs apart, in the serial `make test-slow`
 @pytest.mark.postgres
 @pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
 def test_a_restart_between_invokes_of_an_agent_built_once_goes_unnoticed(
@@ -274,6 +275,7 @@ def test_a_restart_between_invokes_of_an_agent_built_once_goes_unnoticed(
             text for n in range(4) for text in (f"question {n}", f"answer {n}")]
 
 
+@pytest.mark.slow  # restarts the shared server: runs apart, in the serial `make test-slow`
 @pytest.mark.postgres
 def test_a_restart_between_async_invokes_goes_unnoticed(tmp_path, postgres_url,
                                                         restart_postgres):
@@ -316,6 +318,7 @@ def bash_turn(command: str) -> dict[str, Any]:
     return {"content": "", "tool_calls": [{"name": "bash", "args": {"command": command}}]}
 
 
+@pytest.mark.slow  # restarts the shared server: runs apart, in the serial `make test-slow`
 @pytest.mark.postgres
 def test_a_restart_under_a_run_stops_it_before_it_writes_and_the_thread_stays_one_run(
         tmp_path, postgres_url, restart_postgres):
@@ -378,6 +381,7 @@ def restart_database(reason: str) -> str:
     return f"restarted: {reason}"
 
 
+@pytest.mark.slow  # restarts the shared server: runs apart, in the serial `make test-slow`
 @pytest.mark.postgres
 @pytest.mark.parametrize("mode", ["fused", "unfused", "async"])
 def test_a_run_whose_lock_ended_stops_before_its_next_write(tmp_path, postgres_url,
