@@ -386,11 +386,28 @@ def test_state_keys_in_raw_graph_input_never_land(tmp_path, registry, fuse, capl
     assert "dropped state keys ['title']" in caplog.text
 
 
-def test_an_internal_run_may_set_state_keys(tmp_path, registry):
-    with titled_agent(tmp_path, registry, True) as agent:
+@pytest.mark.parametrize("fuse", [True, False])
+def test_an_internal_run_may_set_state_keys(tmp_path, registry, fuse):
+    # The input step writes them as the trusted caller's own write, so the state
+    # ownership guard (no plugin may write `title` but its owner) is not in the way.
+    with titled_agent(tmp_path, registry, fuse) as agent:
         config = agent.run_config("t1")
-        agent.graph.invoke({"messages": [HumanMessage("hello")], "title": "Given"},
-                           config=config, context=RunContext(thread_id="t1", is_internal=True))
+        events = [chunk for mode, chunk in agent.graph.stream(
+            {"messages": [HumanMessage("hello")], "title": "Given"}, config=config,
+            context=RunContext(thread_id="t1", is_internal=True),
+            stream_mode=["custom", "values"]) if mode == "custom"]
+        state = agent.graph.get_state(config).values
+    assert state["title"] == "Given"
+    assert not [e for e in events if isinstance(e, dict) and e.get("type") == "input_boundary"]
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_an_internal_async_run_may_set_state_keys(tmp_path, registry, fuse):
+    with titled_agent(tmp_path, registry, fuse) as agent:
+        config = agent.run_config("t1")
+        asyncio.run(agent.graph.ainvoke(
+            {"messages": [HumanMessage("hello")], "title": "Given"}, config=config,
+            context=RunContext(thread_id="t1", is_internal=True)))
         assert agent.graph.get_state(config).values["title"] == "Given"
 
 

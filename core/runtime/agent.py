@@ -54,6 +54,7 @@ from .delegation import TASK_TOOL, make_task_tool
 from .inputs import (
     check_input,
     check_input_keys,
+    input_step_in_run_context,
     record_arrivals,
     record_message_writes,
 )
@@ -602,6 +603,7 @@ def create_agent(
     else:
         graph = langchain_create_agent(middleware=middlewares, **agent_kwargs)
         _record_writes(graph)
+    input_step_in_run_context(graph)
     if config.storage.messages_channel == "delta" and saver not in (None, False):
         use_delta_channels(graph, delta_channel_names(built.middlewares),
                            config.storage.snapshot_every)

@@ -15,10 +15,13 @@ Two checks guard what a caller sends (README, "Caller input"):
   the server seeds with ``update_state`` never pass the input step, so they
   are never mistaken for caller input.
 - Every state key but ``messages`` is the server's (``title``, ``todos``, ...):
-  `check_input_keys` refuses input holding one before the graph runs, and the
-  graph's input step never writes one: it holds the values in the record, and
-  the boundary guard applies them for an internal run (`RunContext.is_internal`)
-  and drops and reports them for any other.
+  `check_input_keys` refuses input holding one before the graph runs. The
+  graph's input step writes one only for an internal run
+  (`RunContext.is_internal`: the harness's own CLI, a resume), as the trusted
+  caller's own write; no plugin writes it on the caller's behalf, so the state
+  ownership guard (`antler.chain.stateowners`) has nothing to allow. For any
+  other run the step holds the values in the record, and the boundary guard
+  drops and reports them.
 
 The same wrapping lists every node's writes to ``messages`` (`record_message_writes`,
 the journal of `antler.contracts.writes`), so a hook that keeps per-message
@@ -28,6 +31,7 @@ the whole history.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
@@ -35,8 +39,10 @@ from typing import Any
 from antler.contracts.serverkeys import ARRIVALS_KEY
 from antler.contracts.writes import WRITES_KEY
 from antler.errors import InputError
+from antler.runtime.runcontext import run_context
 
-__all__ = ["INPUT_KEYS", "check_input", "check_input_keys", "message_role", "record_arrivals",
+__all__ = ["INPUT_KEYS", "check_input", "check_input_keys", "input_step_in_run_context",
+           "message_role", "record_arrivals",
            "record_message_writes", "refusal_text"]
 
 INPUT_KEYS = frozenset({"messages"})
@@ -136,7 +142,31 @@ def record_arrivals(graph: Any) -> bool:
     start = graph.nodes.get(START)
     if ARRIVALS_KEY not in graph.channels or start is None or not start.writers:
         return False
-    return _wrap_writes(start, _with_arrivals, first_only=True)
+    return _wrap_writes(start, _with_arrivals, first_only=True, in_run_context=True)
+
+
+def input_step_in_run_context(graph: Any) -> None:
+    """Make the writes of `graph`'s input step see the run's context, once it is built.
+
+    An input step that runs only writers (no hooks fused into it) gets them
+    combined into one writer here, as LangGraph would combine them into a plain
+    `ChannelWrite` when it first runs the node; combined here, the run-context
+    writer of `record_arrivals` stays the one that runs. A fused input step
+    runs its writes inside its hooks' node, in the run's context already.
+    """
+    from langgraph.constants import START
+    from langgraph.pregel._read import DEFAULT_BOUND
+    from langgraph.pregel._write import ChannelWrite
+
+    start = graph.nodes.get(START)
+    if start is None or start.bound is not DEFAULT_BOUND or len(start.writers) < 2 or \
+            not all(isinstance(writer, ChannelWrite) for writer in start.writers):
+        return
+    first = start.writers[0]
+    start.writers[:] = [type(first)([entry for writer in start.writers
+                                     for entry in writer.writes], tags=first.tags)]
+    for cached in ("flat_writers", "node"):
+        start.__dict__.pop(cached, None)
 
 
 def record_message_writes(graph: Any) -> bool:
@@ -155,8 +185,14 @@ def record_message_writes(graph: Any) -> bool:
 
 
 def _wrap_writes(node: Any, wrap: Callable[[Callable[[Any], Any]], Callable[[Any], Any]],
-                 *, first_only: bool) -> bool:
-    """Wrap the mappers of `node`'s state writes (the first one only with `first_only`)."""
+                 *, first_only: bool, in_run_context: bool = False) -> bool:
+    """Wrap the mappers of `node`'s state writes (the first one only with `first_only`).
+
+    `in_run_context`: the wrapped mappers run where `langgraph.config.get_config`
+    (and so the run's `RunContext`) answers, which LangGraph does not promise
+    for a node's writes. Where it still does not (a writer LangGraph combines
+    anew), the run counts as not internal: its state keys are dropped.
+    """
     from langgraph.pregel._write import ChannelWrite, ChannelWriteTupleEntry
 
     changed = False
@@ -170,7 +206,9 @@ def _wrap_writes(node: Any, wrap: Callable[[Callable[[Any], Any]], Callable[[Any
                                                static=entry.static)
                 changed = True
             writes.append(entry)
-        node.writers[position] = ChannelWrite(tuple(writes), tags=writer.tags)
+        # The writer's own class is kept: a later wrapping keeps `in_run_context`.
+        write_class = _write_in_run_context() if in_run_context and changed else type(writer)
+        node.writers[position] = write_class(tuple(writes), tags=writer.tags)
         if first_only and changed:
             break
     # The node caches its combined writers on first use: drop what was built from the old ones.
@@ -179,11 +217,36 @@ def _wrap_writes(node: Any, wrap: Callable[[Callable[[Any], Any]], Callable[[Any
     return changed
 
 
+@functools.cache
+def _write_in_run_context() -> type[Any]:
+    """A `ChannelWrite` whose mappers see the run's config through `get_config`."""
+    from langchain_core.runnables.config import RunnableConfig, var_child_runnable_config
+    from langgraph.pregel._write import ChannelWrite
+
+    class WriteInRunContext(ChannelWrite):
+        def _write(self, input: Any, config: RunnableConfig) -> Any:
+            token = var_child_runnable_config.set(config)
+            try:
+                return super()._write(input, config)
+            finally:
+                var_child_runnable_config.reset(token)
+
+        async def _awrite(self, input: Any, config: RunnableConfig) -> Any:
+            token = var_child_runnable_config.set(config)
+            try:
+                return await super()._awrite(input, config)
+            finally:
+                var_child_runnable_config.reset(token)
+
+    return WriteInRunContext
+
+
 def _with_arrivals(mapper: Callable[[Any], Any]) -> Callable[[Any], Any]:
     def mapped(value: Any) -> list[tuple[str, Any]]:
         ids: list[str] = []
         kept: list[tuple[str, Any]] = []
         held: dict[str, Any] = {}
+        internal: bool | None = None  # asked once, when the input holds a state key
         for key, written in mapper(value) or ():
             if key == "messages":
                 messages = _identified(written)
@@ -192,9 +255,14 @@ def _with_arrivals(mapper: Callable[[Any], Any]) -> Callable[[Any], Any]:
             elif key in INPUT_KEYS:
                 kept.append((key, written))
             else:
-                # Server-owned state: held in the record, for the boundary guard to
-                # apply (an internal run) or drop (any other run).
-                held[key] = written
+                if internal is None:
+                    internal = _internal_run()
+                if internal:
+                    kept.append((key, written))  # the trusted caller's own write
+                else:
+                    # Server-owned state: held in the record, for the boundary
+                    # guard to drop and report.
+                    held[key] = written
         record: dict[str, Any] = {"ids": ids}
         if held:
             record["held"] = held
@@ -202,6 +270,17 @@ def _with_arrivals(mapper: Callable[[Any], Any]) -> Callable[[Any], Any]:
         return kept
 
     return mapped
+
+
+def _internal_run() -> bool:
+    """Whether the running graph's run is internal (`RunContext.is_internal`)."""
+    from langgraph.runtime import get_runtime
+
+    try:
+        runtime = get_runtime()
+    except (RuntimeError, KeyError):  # no runtime: not a run a trusted caller started
+        return False
+    return run_context(runtime).is_internal is True
 
 
 def _journaled(mapper: Callable[[Any], Any]) -> Callable[[Any], Any]:

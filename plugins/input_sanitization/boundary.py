@@ -14,8 +14,8 @@ messages:
   ``input_refused`` and ends the run, so no model sees it;
 - state keys besides ``messages`` in the input (``title``, ``todos``, ...) are
   server-owned: the input step held them back in the record
-  (`antler.runtime.inputs`); they are dropped and reported (an internal run's
-  are written as sent, `held_state`).
+  (`antler.runtime.inputs`, `held_state`); they are dropped and reported (an
+  internal run's are written by the input step itself, never held).
 
 Both are logged to ``antler.audit.input`` and written to the run's custom
 stream as ``{"type": "input_boundary", ...}``.

@@ -53,7 +53,9 @@ Hooks
     reply marked as an error fallback ends the run (``jump_to: end``, stop
     reason ``input_refused``) before any model call. State keys besides
     ``messages`` the input set (held back by the input step) are dropped and
-    reported; an internal run's are written.
+    reported. An internal run's state keys are written by the input step itself
+    (`antler.runtime.inputs`), as its trusted caller's write: this hook never
+    writes a key another plugin owns.
 
 After the other ``before_agent`` hooks
     The companion plugin ``input_provenance`` (`provenance.middleware`) runs
@@ -373,9 +375,8 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
         messages = state.get("messages") or []
         ids = arrival_ids(state)
         verdict = Verdict() if internal or not ids else self.boundary.inspect(messages, ids)
-        held = held_state(state)
         if not internal:
-            verdict.dropped_keys = sorted(held)
+            verdict.dropped_keys = sorted(held_state(state))
         ledger = ledgers.take(state, PROVENANCE_KEY)
         if ledger is None or not ledger.reload(messages, state.get(WRITES_KEY), fingerprint):
             # The first run of this process on the thread (or a state the ledger
@@ -398,8 +399,7 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
             changed[message_id] = digest
         change = _change(changed, user, ledger.gone_ids())
         token = ledgers.new_token()
-        update: dict[str, Any] = {**held} if internal else {}
-        update.update(verdict.update(runtime))
+        update = verdict.update(runtime)
         verdict.report(runtime)
         if change:
             update[PROVENANCE_KEY] = {**change, "token": token}
