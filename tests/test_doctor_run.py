@@ -65,3 +65,24 @@ def test_doctor_says_ok_for_a_config_a_run_can_use(tmp_path):
     assert lines(report, "skills", "ok") == ["0 skill(s) parse"]
     assert all(check["status"] != "fail" for check in report["checks"]
                if check["name"] != "sandbox"), report
+
+
+def test_doctor_names_the_mcp_extra_when_the_client_is_not_installed(tmp_path, monkeypatch):
+    """Without the `mcp` extra, doctor says which extra to install (no crash), and a config
+    with no MCP servers does not need it at all."""
+    import sys
+
+    for name in [m for m in sys.modules if m == "mcp" or m.startswith("mcp.")
+                 or m.startswith("antler.runtime.mcp.sessions")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "mcp", None)  # `import mcp` raises ImportError
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("title: {enabled: false}\n")
+    code, report = doctor(plain)
+    assert lines(report, "mcp", "fail") == []
+    with_mcp = tmp_path / "mcp.yaml"
+    with_mcp.write_text("mcp_servers:\n  s:\n    command: server\n")
+    code, report = doctor(with_mcp)
+    assert code == 1
+    (detail,) = lines(report, "mcp", "fail")
+    assert "`mcp` extra" in detail

@@ -142,12 +142,15 @@ def _without_password(url: str) -> str:
 
 def check_mcp(config: OperatorConfig) -> list[dict[str, str]]:
     """Start every enabled MCP server, as a run does, and stop it again."""
-    from antler.runtime.mcp.sessions import McpSessions
+    from antler.errors import BuildError
+    from antler.runtime.mcp import start_sessions
 
-    servers = config.mcp_servers
-    if not servers:
+    if not config.mcp_servers:
         return []
-    sessions = McpSessions(servers).start(strict=False)
+    try:
+        sessions = start_sessions(config, strict=False)
+    except BuildError as error:  # the `mcp` extra is not installed
+        return [_line("mcp", "fail", str(error))]
     try:
         lines = []
         for name, status in sessions.status.items():
