@@ -61,6 +61,7 @@ from typing import Any
 
 from benchmarks.clock import CLOCKS
 from benchmarks.clock import clock as clock_of
+from benchmarks.interval import median_ratio_interval
 
 TIME_TARGET = 1.5
 CHECKPOINT_TARGET = 1.3
@@ -95,19 +96,7 @@ def ratio_interval(cell: Cell, base: Cell, rounds: int = 2000, seed: int = 0,
     so load that moved both alike does not widen the interval. None with fewer
     than five runs.
     """
-    import random
-
-    pairs = list(zip(cell.samples, base.samples, strict=False))
-    if len(pairs) < 5:
-        return None
-    rng = random.Random(seed)
-    ratios = []
-    for _ in range(rounds):
-        drawn = [pairs[rng.randrange(len(pairs))] for _ in pairs]
-        ratios.append(statistics.median(a for a, _ in drawn)
-                      / statistics.median(b for _, b in drawn))
-    ratios.sort()
-    return ratios[int(0.05 * rounds)], ratios[int(0.95 * rounds) - 1]
+    return median_ratio_interval(cell.samples, base.samples, rounds, seed)
 
 
 def scripted(turns: list[Any], **kwargs: Any) -> Any:

@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
-import random
 import statistics
 import subprocess
 import tempfile
@@ -47,6 +46,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from benchmarks.interval import median_ratio_interval
 
 TARGETS = {"bwrap": 2.0, "bwrap-run": 5.0, "bwrap-new": 5.0, "bwrap-eager": 5.0}
 
@@ -132,23 +133,6 @@ def measure(runs: int, command: str) -> dict[str, list[float]]:
     return samples
 
 
-def ratio_interval(cell: list[float], base: list[float], rounds: int = 2000,
-                   seed: int = 0) -> tuple[float, float] | None:
-    """A 90% bootstrap interval of `cell`'s median over `base`'s, rounds resampled whole
-    (None with fewer than five rounds)."""
-    pairs = list(zip(cell, base, strict=False))
-    if len(pairs) < 5:
-        return None
-    rng = random.Random(seed)
-    ratios = []
-    for _ in range(rounds):
-        drawn = [pairs[rng.randrange(len(pairs))] for _ in pairs]
-        ratios.append(statistics.median(a for a, _ in drawn)
-                      / statistics.median(b for _, b in drawn))
-    ratios.sort()
-    return ratios[int(0.05 * rounds)], ratios[int(0.95 * rounds) - 1]
-
-
 def report(samples: dict[str, list[float]], command: str, runs: int) -> str:
     """The table, with each target's verdict."""
     return verdicts(samples, command, runs)[0]
@@ -163,7 +147,7 @@ def verdicts(samples: dict[str, list[float]], command: str, runs: int) -> tuple[
     ok = True
     for name, values in samples.items():
         ms = statistics.median(values)
-        interval = ratio_interval(values, samples["plain"])
+        interval = median_ratio_interval(values, samples["plain"])
         spread = f"{interval[0]:5.2f}-{interval[1]:5.2f}x" if interval else " " * 12
         line = f"{name:<10} {ms:>8.2f} {ms / plain:>7.2f}x  {spread}"
         if name in TARGETS:

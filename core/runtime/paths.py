@@ -225,6 +225,16 @@ class PathLayout:
         return _thread_paths(self.base, user_id, thread_id, self.skill_roots)
 
 
+def _path_text(path: str | os.PathLike[str]) -> str:
+    """``path`` as text, refused when it is empty or holds a NUL character."""
+    text = os.fspath(path)
+    if "\x00" in text:
+        raise PathEscapeError(f"Refusing path {_preview(text)}: it contains a NUL character.")
+    if not text:
+        raise PathEscapeError("Refusing an empty path: name a file or directory.")
+    return text
+
+
 def _under(text: str, root: str) -> bool:
     return text == root or text.startswith(root + "/")
 
@@ -277,11 +287,7 @@ class VirtualPathMapper:
                 directory, via ``..``, as an absolute host path elsewhere, or
                 through a symlink whose target lies outside.
         """
-        text = os.fspath(path)
-        if "\x00" in text:
-            raise PathEscapeError(f"Refusing path {_preview(text)}: it contains a NUL character.")
-        if not text:
-            raise PathEscapeError("Refusing an empty path: name a file or directory.")
+        text = _path_text(path)
 
         if _under(text, SKILLS_VIRTUAL_ROOT) and self._skill_roots:
             return self._skill_host(text)
@@ -320,11 +326,7 @@ class VirtualPathMapper:
         Raises:
             PathEscapeError: as `to_host` does for lexical escapes.
         """
-        text = os.fspath(path)
-        if "\x00" in text:
-            raise PathEscapeError(f"Refusing path {_preview(text)}: it contains a NUL character.")
-        if not text:
-            raise PathEscapeError("Refusing an empty path: name a file or directory.")
+        text = _path_text(path)
         if _under(text, SKILLS_VIRTUAL_ROOT) and self._skill_roots:
             relative = os.path.normpath(text[len(SKILLS_VIRTUAL_ROOT):].lstrip("/") or ".")
             if relative == ".." or relative.startswith("../"):

@@ -61,7 +61,7 @@ from antler.runtime.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, ThreadPaths
 
 from . import cgroup
 from .host import HostSandbox, HostSandboxProvider, RunningCommand
-from .namespace import Namespace, NamespaceCommand, NamespaceGoneError
+from .namespace import Namespace, NamespaceCommand, NamespaceGoneError, memory_file
 from .provider import SandboxError
 
 logger = logging.getLogger(__name__)
@@ -236,7 +236,7 @@ class BwrapSandbox(HostSandbox):
         self._workspace_identity = _identity(self.thread_paths.workspace)
         settings = self._settings
         files = _etc_files(settings.limits)
-        fds = [_memory_file(name, data) for name, data in files.items()]
+        fds = [memory_file(name, data) for name, data in files.items()]
         options = [*settings.fixed, *(option for fd, name in zip(fds, files, strict=True)
                                       for option in ("--file", str(fd), name)),
                    *self._mounts,
@@ -373,18 +373,6 @@ def _identity(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return found.st_dev, found.st_ino
-
-
-def _memory_file(name: str, data: bytes) -> int:
-    """A memory file holding `data`, read from the start."""
-    fd = os.memfd_create(name.rsplit("/", 1)[-1], os.MFD_CLOEXEC)
-    try:
-        os.write(fd, data)
-        os.lseek(fd, 0, os.SEEK_SET)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 def _skill_folders(root: Path) -> list[Path]:

@@ -50,7 +50,7 @@ from typing import IO, Any
 from . import reaper
 from .provider import SandboxError
 
-__all__ = ["Namespace", "NamespaceCommand", "NamespaceGoneError"]
+__all__ = ["Namespace", "NamespaceCommand", "NamespaceGoneError", "memory_file"]
 
 _INIT_SOURCE = Path(__file__).with_name("nsinit.py")
 _MARSHAL_VERSION = 2  # read by every Python 3 the sandbox's system may have
@@ -205,9 +205,9 @@ class Namespace:
         reaper.start_watchdog()
         control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         info_read, info_write = os.pipe()
-        code = _memory_file("antler-init", _INIT_SOURCE.read_bytes()
+        code = memory_file("antler-init", _INIT_SOURCE.read_bytes()
                             + f"\nmain({theirs.fileno()})\n".encode())
-        arguments = _memory_file("bwrap-args", b"".join(
+        arguments = memory_file("bwrap-args", b"".join(
             option.encode() + b"\0" for option in
             [*self._options, "--info-fd", str(info_write)]))
         boot = f"import posix;exec(posix.read({code},1<<20))"
@@ -353,9 +353,11 @@ class Namespace:
             poller.poll(_END_TIMEOUT * 1000)  # readable once the init has exited
 
 
-def _memory_file(name: str, data: bytes) -> int:
-    """A memory file holding `data`, read from the start (inheritable only when passed)."""
-    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+def memory_file(name: str, data: bytes) -> int:
+    """A memory file holding `data`, read from the start (inheritable only when passed).
+
+    ``name`` is only the file's label (its last ``/`` component is used)."""
+    fd = os.memfd_create(name.rsplit("/", 1)[-1], os.MFD_CLOEXEC)
     try:
         os.write(fd, data)
         os.lseek(fd, 0, os.SEEK_SET)
