@@ -42,6 +42,7 @@ from antler.plugin_api.yamlsource import (
     load_yaml,
     load_yaml_file,
 )
+from antler.replay.settings import RecordSettings
 
 PLATFORM_SECTIONS = ("chain", "plugins", "extensions", "models", "tools", "storage", "skills",
                      "input", "mcp_servers", "server", "agent")
@@ -444,6 +445,10 @@ class OperatorConfig:
         return self.sections.get("agent") or AgentSettings()  # type: ignore[return-value]
 
     @property
+    def record(self) -> RecordSettings:
+        return self.sections.get("record") or RecordSettings()  # type: ignore[return-value]
+
+    @property
     def mcp_servers(self) -> dict[str, McpServerSettings]:
         section = self.sections.get("mcp_servers")
         return dict(section.root) if section is not None else {}  # type: ignore[attr-defined]
@@ -534,6 +539,7 @@ def schema_model(registry: PluginRegistry) -> type[BaseModel]:
                         Field(None, description=McpServersSection.__doc__)),
         "server": (ServerSettings | None, Field(None, description=ServerSettings.__doc__)),
         "agent": (AgentSettings | None, Field(None, description=AgentSettings.__doc__)),
+        "record": (RecordSettings | None, Field(None, description=RecordSettings.__doc__)),
         "plugins": (dict[str, PluginLoadSettings] | None,
                     Field(None, description="Per-plugin load settings, by plugin, entry "
                           "point or distribution name.")),

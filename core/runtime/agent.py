@@ -46,6 +46,7 @@ from antler.plugin_api.context import (
     Services,
 )
 from antler.plugin_api.registry import PluginRegistry, discover
+from antler.replay.attach import attach_graph, open_recorder
 
 from .channels import delta_channel_names, use_delta_channels
 from .configtools import load_config_tools
@@ -96,6 +97,8 @@ class AntlerAgent:
     base_dir: Path | None = None
     fusion: FusionPlan | None = None
     storage: Storage | None = None
+    recorder: Any = None
+    """The `antler.replay` recorder of this agent's runs (None: recording is off)."""
     max_model_calls: int = 50
     """The model calls one run may make (`agent.max_model_calls`)."""
     recursion_limit: int = 100
@@ -290,6 +293,9 @@ class AntlerAgent:
         config = self.run_config(thread_id)
         if expand and self.fusion is not None:
             config = asking_for_hook_events(config, self.fusion)
+        if self.recorder is not None:  # the recording says whose run it replays
+            config["metadata"] = {"antler_identity": {
+                "user_id": user_id, "roles": list(identity.get("roles") or ())}}
         return {"config": config, "context": self.context(thread_id, user_id, **identity)}
 
     def _held_storage(self, thread_id: str, user_id: str) -> Storage | None:
@@ -474,6 +480,7 @@ def create_agent(
     fuse_into_model: bool | None = None,
     durability: str = DEFAULT_DURABILITY,
     context_schema: type[RunContext] = RunContext,
+    record: Any = None,
 ) -> AntlerAgent:
     """Build `chain` from the installed plugins and compile it into an agent graph.
 
@@ -501,7 +508,9 @@ def create_agent(
     `antler_delta_channels` are checkpointed as deltas (see
     `antler.runtime.channels`). `context_schema` is `RunContext` or a subclass
     (`antler.server` passes `TrustingRunContext` when the operator trusts the
-    server's clients with the identity).
+    server's clients with the identity). `record` (None: the config's `record:`
+    section, off by default; False; True; a file path; a mapping or
+    `RecordSettings`) records every run of the agent (see `antler.replay`).
     """
     from langchain.agents import create_agent as langchain_create_agent
 
@@ -525,10 +534,15 @@ def create_agent(
     if subagent_model is None and models.subagent:
         subagent_model = catalog.resolve(models.subagent)
     chat_model = catalog.resolve(model) if not hasattr(model, "invoke") else model
-    services.items.setdefault(MODEL, chat_model)
     for service, reference in ((TITLE_MODEL, models.title), (MEMORY_MODEL, models.memory)):
         if reference is not None and services.items.get(service) is None:
             services.items[service] = reference  # resolved by the plugin that uses it
+    recorder = open_recorder(record, config, base, model, runtime, services)
+    if recorder is not None:
+        chat_model = recorder.watch(chat_model)
+        subagent_model = recorder.watch(subagent_model) if subagent_model is not None \
+            else None
+    services.items.setdefault(MODEL, chat_model)
     if SKILLS not in services.items:
         services.items[SKILLS] = SkillsRegistry.from_settings(config.skills)
     skill_roots = tuple(getattr(services.items[SKILLS], "roots", ()))
@@ -562,7 +576,7 @@ def create_agent(
                 config, chain="subagent", model=sub_model, tools=tools,
                 # A delegated task is one tool call of the lead: its inner steps are not
                 # persisted (nor written into the lead thread's checkpoints).
-                checkpointer=False,
+                checkpointer=False, record=False,  # the lead's recorder sees its calls
                 runtime=runtime.model_copy(update={"subagents_enabled": False}),
                 services=sub_services, registry=registry, system_prompt=system_prompt,
                 base_dir=base, tracer=tracer.child("subagent") if tracer else None,
@@ -613,8 +627,11 @@ def create_agent(
     graph = graph.with_config(recursion_limit=limit)
     if saver is not None and saver is not False:
         graph = graph.with_config(configurable={_DURABILITY_KEY: durability})
+    if recorder is not None:
+        graph = attach_graph(graph, recorder, built.names)
     agent = AntlerAgent(graph, built, services, config, saver, base, fusion=fusion,
-                        storage=storage, max_model_calls=max_calls, recursion_limit=limit)
+                        storage=storage, recorder=recorder, max_model_calls=max_calls,
+                        recursion_limit=limit)
     provider = services.items.get("sandbox_provider")
     if provider is not None:
         agent._closers.append(provider.shutdown)
