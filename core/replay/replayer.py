@@ -78,6 +78,8 @@ class ReplaySession:
         self.sides = dict.fromkeys(SIDE_PURPOSES, 0)
         self.log = _RunLog(-1)
         self.model_name = recording.model_name or recording.recording.model or "replay"
+        self.chain_tools: set[str] | None = None
+        """The tools the chain's tools node has (None: not known)."""
 
     def begin(self, index: int) -> _RunLog:
         with self.lock:
@@ -122,8 +124,9 @@ class ReplaySession:
             log.divergences.append(f"model call {call + 1} diverged: {difference}")
         turn = self.recording.turns[self.recording.start_of(log.index) + call]
         message = turn_message(turn, self.model_name)
+        tools = self.chain_tools if self.chain_tools is not None else set(bound)
         for tool_call in message.tool_calls:
-            if bound and tool_call["name"] not in bound and tool_call["name"] not in log.missing:
+            if tools and tool_call["name"] not in tools and tool_call["name"] not in log.missing:
                 log.missing.append(tool_call["name"])
         log.replies.append(message)
         return message
@@ -302,6 +305,8 @@ def _replay(recording: Recording, config: Any, scratch: Path, *, registry: Any, 
     with create_agent(config, model=model, subagent_model=model, runtime=runtime,
                       registry=registry, base_dir=scratch, services=services,
                       checkpointer="memory", record=False, fuse=fuse) as agent:
+        node = _tool_node(agent.graph)
+        session.chain_tools = set(node.tools_by_name) if node is not None else None
         if stub:
             stub_tools(agent.graph, session)
         plugin_of = _plugin_names(agent)
@@ -325,7 +330,7 @@ def _replay(recording: Recording, config: Any, scratch: Path, *, registry: Any, 
                     queue.flush()
             outcome = summarize_turn(state, log.replies, hidden=list(log.hidden.values()),
                                      previous_stop=previous_stop, stripped_by=stripped,
-                                     available_tools=log.bound or None, error=error)
+                                     available_tools=session.chain_tools, error=error)
             previous_stop = state.get("antler_stop_reason") or previous_stop
             outcomes.append(outcome.model_copy(update={
                 "divergences": log.divergences, "missing_tools": log.missing}))
