@@ -174,7 +174,7 @@ def record_with_cli(tmp_path: Path) -> Path:
         {"content": "", "tool_calls": [{"name": "bash", "args": {"command": WRITE}}]},
         "Wrote hi.txt for you."], "title": ["Writing hi"]})
     path = tmp_path / "conversation.yaml"
-    code, out, err = run("run", "write a file", "--model", f"scripted:{script}", "--home",
+    code, _out, err = run("run", "write a file", "--model", f"scripted:{script}", "--home",
                          tmp_path / "home", "--thread", "t1", "--record", path)
     assert code == 0, err
     assert f"[recorded] {path}" in err
@@ -282,14 +282,14 @@ def test_other_versions_and_damaged_files_are_refused_with_where_and_how(tmp_pat
     newer = dict(data, recording={**data["recording"], "format": 2,
                                   "antler_version": "9.0.0"})
     path = write(tmp_path / "newer.yaml", yaml.safe_dump(newer, sort_keys=False))
-    code, out, err = run("replay", path)
+    code, _out, err = run("replay", path)
     assert code == 2 and "Traceback" not in err
     assert f"{path}:2:3: recording.format is 2" in err
     assert "written by Antler 9.0.0" in err and "record the conversation again" in err
 
     cut = dict(data, turns=data["turns"][:3])
     path = write(tmp_path / "cut.yaml", yaml.safe_dump(cut, sort_keys=False))
-    with pytest.raises(RecordingError, match="account for 4 model call.* holds 3"):
+    with pytest.raises(RecordingError, match=r"account for 4 model call.* holds 3"):
         load_recording(path)
 
     bad_turn = json.loads(json.dumps(data))

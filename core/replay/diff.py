@@ -135,8 +135,9 @@ def _usage(outcome: TurnOutcome) -> str:
 
 
 def compare_run(index: int, text: str, a: TurnOutcome | None,
-                b: TurnOutcome | None) -> RunDiff:
-    """How run `index` differs between `a` and `b` (None: that side has no such run)."""
+                b: TurnOutcome | None, *, ignore: Sequence[str] = ()) -> RunDiff:
+    """How run `index` differs between `a` and `b` (None: that side has no such run),
+    leaving out the aspects named in `ignore`."""
     run = RunDiff(index, text, a, b)
     if a is None or b is None:
         run.differences.append(Difference("run", "ran" if a else "did not run",
@@ -164,17 +165,18 @@ def compare_run(index: int, text: str, a: TurnOutcome | None,
          _text("; ".join(b.divergences))),
     )
     run.differences.extend(Difference(what, left, right) for what, left, right in aspects
-                           if left != right)
+                           if left != right and what not in ignore)
     return run
 
 
 def compare(recording: str, a_label: str, a: Sequence[TurnOutcome | None], b_label: str,
             b: Sequence[TurnOutcome | None], inputs: Sequence[str], *,
             a_facts: Sequence[str] | None = None,
-            b_facts: Sequence[str] | None = None) -> BehaviourDiff:
+            b_facts: Sequence[str] | None = None,
+            ignore: Sequence[str] = ()) -> BehaviourDiff:
     """The diff of two sides of a recording's runs (facts compared when both have them)."""
     runs = [compare_run(index, text, a[index] if index < len(a) else None,
-                        b[index] if index < len(b) else None)
+                        b[index] if index < len(b) else None, ignore=ignore)
             for index, text in enumerate(inputs)]
     memory = None
     if a_facts is not None and b_facts is not None and sorted(a_facts) != sorted(b_facts):
