@@ -3,9 +3,10 @@
 A replayed chain answers each model call with the reply recorded at the same
 position. That reply is only the right answer if the chain asks what it asked
 when the conversation was recorded, so each recorded call keeps the *shape* of
-its request: one line per message the model saw, without the system prompt and
-the hidden messages plugins inject (those are reported on their own, and may
-hold the time of day):
+its request: one line per message of the current run the model saw (from the
+run's user message on; an earlier run that differed was reported with that
+run), without the system prompt and the hidden messages plugins inject (those
+are reported on their own, and may hold the time of day):
 
 * ``user <digest>`` for a user message (its original text, uploads block cut);
 * ``assistant <digest> calls name(id), ...`` for an earlier reply;
@@ -38,9 +39,15 @@ def _digest(text: str) -> str:
 
 
 def request_shape(messages: Sequence[Any], redactor: Redactor) -> list[str]:
-    """One line per message of a model request, as the module docstring describes."""
+    """One line per message of a model request's current run, as the module says."""
+    start = 0
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if getattr(message, "type", None) == "human" and not is_hidden(message):
+            start = index
+            break
     shape = []
-    for message in messages:
+    for message in messages[start:]:
         kind = getattr(message, "type", None)
         if kind == "system" or is_hidden(message):
             continue

@@ -39,6 +39,7 @@ from .recording import (
     Recording,
     RecordingError,
     RecordingHeader,
+    RecordingWriter,
     load_recording,
     save_recording,
 )
@@ -108,6 +109,7 @@ class _Thread:
         self.recording = recording
         self.path = path
         self.last_stop: Any = None
+        self.writer = RecordingWriter()
 
 
 class Recorder(BaseCallbackHandler):
@@ -343,7 +345,7 @@ class Recorder(BaseCallbackHandler):
 
     def _save(self, thread: _Thread) -> None:
         try:
-            save_recording(thread.recording, thread.path)
+            save_recording(thread.recording, thread.path, thread.writer)
         except OSError as error:
             message = f"the recording {thread.path} could not be written: {error}"
             if message not in self.problems:

@@ -46,8 +46,8 @@ from antler.runtime.models.scripted import TurnSpec
 
 __all__ = [
     "RECORDING_FORMAT", "HiddenNote", "RecordedInput", "RecordedToolResult", "Recording",
-    "RecordingError", "RecordingHeader", "ToolOutcome", "TurnOutcome", "dump_recording",
-    "load_recording", "save_recording",
+    "RecordingError", "RecordingHeader", "RecordingWriter", "ToolOutcome", "TurnOutcome",
+    "dump_recording", "load_recording", "save_recording",
 ]
 
 RECORDING_FORMAT = 1
@@ -183,26 +183,56 @@ def _turn_data(turn: TurnSpec) -> dict[str, Any]:
     return turn.model_dump(exclude_none=True, exclude_defaults=True) or {"content": ""}
 
 
+def _yaml(data: Any) -> str:
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's, where built
+    return yaml.dump(data, Dumper=dumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+def _indented(text: str, spaces: int) -> str:
+    pad = " " * spaces
+    return "".join(pad + line if line.strip() else line for line in text.splitlines(True))
+
+
+class RecordingWriter:
+    """Renders a recording that grows (runs and turns are only ever appended) again and
+    again, each run and turn once: a long conversation's recording is written after every
+    run without rendering its beginning each time."""
+
+    def __init__(self) -> None:
+        self._inputs: list[str] = []
+        self._turns: list[str] = []
+
+    def text(self, recording: Recording) -> str:
+        header = recording.recording.model_dump(exclude_none=True, exclude={"inputs"})
+        inputs = recording.recording.inputs
+        self._inputs += [_indented(_yaml([item.model_dump(exclude_none=True)]), 2)
+                         for item in inputs[len(self._inputs):]]
+        self._turns += [_yaml([_turn_data(turn)]) for turn in recording.turns[len(self._turns):]]
+        parts = [_yaml({"recording": header}),
+                 "  inputs:\n" + "".join(self._inputs) if inputs else "  inputs: []\n"]
+        if recording.model_name:
+            parts.append(_yaml({"model_name": recording.model_name}))
+        parts.append("turns:\n" + "".join(self._turns) if recording.turns else "turns: []\n")
+        for side in ("title", "memory", "tool_selector"):
+            turns = getattr(recording, side)
+            if turns:
+                parts.append(_yaml({side: [_turn_data(turn) for turn in turns]}))
+        return "".join(parts)
+
+
 def dump_recording(recording: Recording) -> str:
     """The YAML text of `recording`, header first."""
-    header = recording.recording.model_dump(exclude_none=True)
-    data: dict[str, Any] = {"recording": header}
-    if recording.model_name:
-        data["model_name"] = recording.model_name
-    data["turns"] = [_turn_data(turn) for turn in recording.turns]
-    for side in ("title", "memory", "tool_selector"):
-        turns = getattr(recording, side)
-        if turns:
-            data[side] = [_turn_data(turn) for turn in turns]
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+    return RecordingWriter().text(recording)
 
 
-def save_recording(recording: Recording, path: Path) -> None:
+def save_recording(recording: Recording, path: Path,
+                   writer: RecordingWriter | None = None) -> None:
     """Write `recording` to `path` atomically: a crash leaves the previous file whole."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    text = (writer or RecordingWriter()).text(recording)
     try:
-        temporary.write_text(dump_recording(recording), encoding="utf-8")
+        temporary.write_text(text, encoding="utf-8")
         os.replace(temporary, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
