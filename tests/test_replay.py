@@ -330,3 +330,85 @@ def test_a_directory_of_recordings_replays_as_a_suite(tmp_path, registry):
     rows = {Path(item["path"]).name: item for item in json.loads(out)["recordings"]}
     assert rows["one.yaml"]["diff"]["equal"] and rows["two.yaml"]["diff"]["equal"]
     assert "damaged recording" in rows["zz-damaged.yaml"]["error"]
+
+
+# -- the served graph and the Python API ----------------------------------------------------
+
+
+def test_the_served_graph_records_each_thread_only_when_the_config_says_so(tmp_path,
+                                                                           registry):
+    from antler.runtime.server import build_server_agent
+
+    def scripted() -> ScriptedChatModel:
+        return ScriptedChatModel(["Hello from the server.", "Hello again."])
+
+    plain = write(tmp_path / "plain.yaml", "agent: {max_model_calls: 50}\n")
+    agent = build_server_agent(plain, registry=registry, model=scripted(),
+                               base_dir=tmp_path / "home")
+    try:
+        assert agent.recorder is None  # off by default
+    finally:
+        agent.close()
+    directory = tmp_path / "recordings"
+    config_path = write(tmp_path / "served.yaml", {"record": {"enabled": True,
+                                                              "directory": str(directory)}})
+    agent = build_server_agent(config_path, registry=registry, model=scripted(),
+                               base_dir=tmp_path / "home")
+    try:  # as LangGraph Server runs it: the graph itself, thread id in the config
+        agent.graph.invoke({"messages": [{"role": "user", "content": "hi"}]},
+                           config={"configurable": {"thread_id": "s-1"}})
+        agent.graph.invoke({"messages": [{"role": "user", "content": "hi"}]},
+                           config={"configurable": {"thread_id": "s-2"}})
+    finally:
+        agent.close()
+    assert sorted(p.name for p in directory.iterdir()) == ["s-1.yaml", "s-2.yaml"]
+    second = load_recording(directory / "s-2.yaml")
+    assert second.inputs[0].observed.final == "Hello again."
+    config = load_config(config_path, registry)
+    assert check_recording(directory / "s-1.yaml", config, registry=registry).equal
+
+
+def test_memory_facts_are_recorded_and_compared(tmp_path, registry):
+    model = ScriptedChatModel(["Noted: you like tea."], side_scripts={
+        "memory": ['["The user likes green tea."]']})
+    path = tmp_path / "memory.yaml"
+    with create_agent(model=model, registry=registry, base_dir=tmp_path / "home",
+                      checkpointer="memory", record={"path": str(path)}) as agent:
+        agent.invoke("I like green tea", thread_id="m1")
+    recording = load_recording(path)
+    assert [turn.content for turn in recording.memory] == ['["The user likes green tea."]']
+    a = load_config(None, registry)
+    b = load_config(write(tmp_path / "b.yaml", "memory: {enabled: false}\n"), registry)
+    diff = check_recording(path, a, b, registry=registry)
+    assert diff.memory is not None and "The user likes green tea." in diff.memory.a
+    assert diff.memory.b == "-" and not diff.equal
+
+
+def test_a_later_run_continues_the_recording_and_a_saved_thread_exports(tmp_path):
+    script = write(tmp_path / "script.yaml", {"turns": [
+        {"content": "", "tool_calls": [{"name": "bash", "args": {"command": WRITE}}]},
+        "Wrote hi.txt for you.", "Still here."], "title": ["Writing hi"]})
+    path, home = tmp_path / "conversation.yaml", tmp_path / "home"
+    for prompt in ("write a file", "and now?"):
+        code, _, err = run("run", prompt, "--model", f"scripted:{script}", "--home", home,
+                           "--thread", "t1", "--record", path)
+        assert code == 0, err
+    recording = load_recording(path)
+    assert [item.text for item in recording.inputs] == ["write a file", "and now?"]
+    assert [item.calls for item in recording.inputs] == [2, 1]
+    code, out, err = run("replay", path)
+    assert code == 0, out + err
+
+    exported = tmp_path / "exported.yaml"
+    code, _, err = run("threads", "export", "t1", "--format", "script", "--home", home,
+                       "-o", exported)
+    assert code == 0, err
+    copy = load_recording(exported)
+    assert copy.recording.source == "thread-export"
+    assert [item.text for item in copy.inputs] == ["write a file", "and now?"]
+    assert [turn.content for turn in copy.turns] == [turn.content for turn in recording.turns]
+    assert [turn.content for turn in copy.title] == ["Writing hi"]
+    code, out, err = run("replay", exported, "--stub-tools")
+    assert code == 0, out + err
+    code, _, err = run("threads", "export", "nope", "--home", home)
+    assert code == 1 and "Traceback" not in err

@@ -332,6 +332,12 @@ class Recorder(BaseCallbackHandler):
             return RecordedInput(resume=self.redactor.data(_plain(resume)))
         messages = inputs.get("messages") if isinstance(inputs, Mapping) else None
         messages = messages if isinstance(messages, list) else [messages] if messages else []
+        try:  # a served run's input may be role/content mappings
+            from langchain_core.messages import convert_to_messages
+
+            messages = convert_to_messages(messages)
+        except (ValueError, TypeError, NotImplementedError):
+            pass
         human = next((m for m in reversed(messages) if getattr(m, "type", None) == "human"),
                      None)
         if human is None:
