@@ -103,8 +103,8 @@ def summarize_turn(state: Mapping[str, Any], replies: Sequence[Any], *,
 def _tool_outcome(call: Mapping[str, Any], result: Any, still_in_reply: bool,
                   reply_in_state: bool, stripped_by: Mapping[str, str],
                   available: Collection[str] | None) -> ToolOutcome:
-    base = {"id": str(call.get("id")), "name": str(call.get("name")),
-            "args": dict(call.get("args") or {})}
+    call_id, name = str(call.get("id")), str(call.get("name"))
+    base: dict[str, Any] = {"id": call_id, "name": name, "args": dict(call.get("args") or {})}
     if result is not None:
         meta = tool_meta(result)
         text = preview(result)
@@ -115,12 +115,12 @@ def _tool_outcome(call: Mapping[str, Any], result: Any, still_in_reply: bool,
             return ToolOutcome(**base, outcome="refused", status=meta.error_type,
                                by=meta.source, reason=f"{reason} (rule {rule})" if rule else
                                str(reason), result=text)
-        if available is not None and base["name"] not in available:
+        if available is not None and name not in available:
             return ToolOutcome(**base, outcome="missing", status="error", result=text,
-                               reason=f"the chain has no tool {base['name']!r}")
+                               reason=f"the chain has no tool {name!r}")
         status = (meta.error_type or meta.status) if meta is not None else \
             str(getattr(result, "status", None) or "success")
         return ToolOutcome(**base, outcome="executed", status=status, result=text)
     if reply_in_state and not still_in_reply:
-        return ToolOutcome(**base, outcome="stripped", by=stripped_by.get(base["id"]))
+        return ToolOutcome(**base, outcome="stripped", by=stripped_by.get(call_id))
     return ToolOutcome(**base, outcome="unanswered")

@@ -294,7 +294,7 @@ def _replay(recording: Recording, config: Any, scratch: Path, *, registry: Any, 
     identity = header.identity
     user_id = str(identity.get("user_id") or "default")
     roles = tuple(identity.get("roles") or ())
-    flags = {key: header.runtime[key] for key in
+    flags: dict[str, Any] = {key: header.runtime[key] for key in
              ("plan_mode", "subagents_enabled", "supports_vision", "agent_name")
              if key in header.runtime}
     runtime = runtime_for(config, {**flags, "user_id": user_id}, catalog=catalog)
@@ -357,18 +357,19 @@ def _note_stripped(update: Any, replies: list[AIMessage], stripped: dict[str, st
     """Attribute each call that an update removes from a model reply to the update's plugin."""
     if not isinstance(update, dict):
         return
-    asked = {reply.id: {call["id"] for call in reply.tool_calls} for reply in replies
-             if reply.id and reply.tool_calls}
+    asked: dict[str, set[str]] = {
+        reply.id: {str(call["id"]) for call in reply.tool_calls} for reply in replies
+        if reply.id and reply.tool_calls}
     if not asked:
         return
     for node, change in update.items():
         messages = change.get("messages") if isinstance(change, dict) else None
         for message in messages if isinstance(messages, list) else [messages] if messages \
                 else []:
-            wanted = asked.get(getattr(message, "id", None))
+            wanted = asked.get(str(getattr(message, "id", None)))
             if wanted is None or getattr(message, "type", None) != "ai":
                 continue
-            kept = {call.get("id") for call in getattr(message, "tool_calls", None) or []}
+            kept = {str(call.get("id")) for call in getattr(message, "tool_calls", None) or []}
             prefix = str(node).split(".")[0]
             for call_id in wanted - kept:
                 stripped.setdefault(call_id, plugin_of.get(prefix, prefix))

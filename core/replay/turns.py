@@ -69,9 +69,10 @@ def error_turn(error: BaseException, redactor: Redactor) -> TurnSpec:
     else:
         kind = "generic"
     headers = getattr(getattr(error, "response", None), "headers", None) or {}
-    retry_after = None
+    retry_after: float | None = None
     try:
-        retry_after = float(headers.get("retry-after")) if headers.get("retry-after") else None
+        value = headers.get("retry-after")
+        retry_after = float(value) if value else None
     except (TypeError, ValueError, AttributeError):
         retry_after = None
     spec = ErrorSpec(kind=kind, message=redactor.text(text) or None, status_code=status,
