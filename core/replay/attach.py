@@ -42,4 +42,5 @@ def open_recorder(record: Any, config: Any, base_dir: Path, model: Any, runtime:
 def attach_graph(graph: Any, recorder: Recorder, chain_names: list[str]) -> Any:
     """`graph`, whose runs report to `recorder`."""
     recorder.chain = list(chain_names)
+    recorder.graph_name = getattr(graph, "name", None)
     return graph.with_config(callbacks=[recorder])

@@ -129,6 +129,8 @@ class Recorder(BaseCallbackHandler):
                         ("plan_mode", "subagents_enabled", "supports_vision", "agent_name")
                         if runtime is not None and getattr(runtime, key, None) is not None}
         self.chain: list[str] = []
+        self.graph_name: str | None = None
+        """The name of the graph whose runs are recorded (other root runs are not)."""
         self._lock = threading.RLock()
         self._parents: dict[UUID, UUID | None] = {}
         self._runs: dict[UUID, _Run] = {}
@@ -166,6 +168,8 @@ class Recorder(BaseCallbackHandler):
             if parent_run_id is not None and parent_run_id in self._parents:
                 self._parents[run_id] = parent_run_id
                 return
+            if self.graph_name is not None and kwargs.get("name") != self.graph_name:
+                return  # a root run of something else (a state update's writers, say)
             metadata = metadata or {}
             thread_id = metadata.get("thread_id") or (metadata.get("configurable") or {}).get(
                 "thread_id")
