@@ -316,14 +316,20 @@ def _replay(recording: Recording, config: Any, scratch: Path, *, registry: Any, 
             message, files = _input(agent, item, header.thread_id, user_id, scratch, notes)
             stripped: dict[str, str] = {}
             error = None
+            state: dict[str, Any] | None = None
             try:
-                for update in agent.stream(message, thread_id=header.thread_id,
-                                           user_id=user_id, files=files, roles=roles,
-                                           stream_mode="updates"):
-                    _note_stripped(update, log.replies, stripped, plugin_of)
+                for mode, chunk in agent.stream(message, thread_id=header.thread_id,
+                                                user_id=user_id, files=files, roles=roles,
+                                                stream_mode=["updates", "values"]):
+                    if mode == "values":
+                        state = chunk  # the last one is the run's final state
+                    else:
+                        _note_stripped(chunk, log.replies, stripped, plugin_of)
             except Exception as exc:  # the run's failure is part of its behaviour
                 error = describe_error(exc)
-            state = agent.state(header.thread_id)
+                state = None
+            if state is None:  # read back what the failed run saved
+                state = agent.state(header.thread_id)
             queue = agent.services.items.get(MEMORY_QUEUE)
             if queue is not None and hasattr(queue, "flush"):
                 with contextlib.suppress(Exception):
