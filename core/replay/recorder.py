@@ -134,7 +134,7 @@ class Recorder(BaseCallbackHandler):
         self._lock = threading.RLock()
         self._parents: dict[UUID, UUID | None] = {}
         self._runs: dict[UUID, _Run] = {}
-        self._calls: dict[UUID, tuple[str, _Run | None, list[str], list[Any]]] = {}
+        self._calls: dict[UUID, tuple[str, _Run | None, list[str]]] = {}
         self._threads: dict[str, _Thread] = {}
         self._last: _Thread | None = None
         self.problems: list[str] = []
@@ -148,8 +148,8 @@ class Recorder(BaseCallbackHandler):
         callbacks = model.callbacks
         handlers = list(callbacks) if isinstance(callbacks, list) else \
             list(getattr(callbacks, "handlers", []) or [])
-        if self in handlers:
-            return model
+        if any(getattr(handler, "recorder", None) is self for handler in handlers):
+            return model  # watched already
         return model.model_copy(update={"callbacks": [*handlers, _ModelWatch(self)]})
 
     def path_for(self, thread_id: str) -> Path:
@@ -249,7 +249,7 @@ class Recorder(BaseCallbackHandler):
                 for note in hidden_notes(messages):
                     note = note.model_copy(update={"text": self.redactor.text(note.text)})
                     run.hidden.setdefault((note.source, note.text), note)
-            self._calls[run_id] = (purpose, run, shape, list(messages))
+            self._calls[run_id] = (purpose, run, shape)
 
     def model_ended(self, run_id: UUID, reply: Any, error: BaseException | None) -> None:
         with self._lock:
@@ -257,7 +257,7 @@ class Recorder(BaseCallbackHandler):
             entry = self._calls.pop(run_id, None)
             if entry is None:
                 return
-            purpose, run, shape, _ = entry
+            purpose, run, shape = entry
             turn = error_turn(error, self.redactor) if error is not None else \
                 reply_turn(reply, self.redactor)
             thread = run.thread if run is not None else self._last
