@@ -1,0 +1,70 @@
+"""docs/chain.md stays true: every plugin has its section, every citation of it resolves,
+and its order table is the order the resolver produces."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from antler.chain.plan import Exclusion
+from antler.chain.resolver import resolve
+from antler.plugin_api.registry import discover
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAIN_DOC = ROOT / "docs" / "chain.md"
+ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
+CITATION = re.compile(r"docs/chain\.md#([A-Za-z0-9_-]+)")
+TABLE_ROW = re.compile(r"^\| (\d+) \| `(\w+)` \| [^|]+ \| ([a-z, ]+) \|", re.MULTILINE)
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return discover()
+
+
+def anchors() -> set[str]:
+    return set(ANCHOR.findall(CHAIN_DOC.read_text(encoding="utf-8")))
+
+
+def test_every_plugin_antler_ships_has_its_section(registry):
+    missing = sorted(set(registry.specs) - anchors())
+    assert not missing, f"docs/chain.md has no <a id=...> section for {missing}"
+
+
+def test_every_citation_of_the_chain_doc_names_an_anchor():
+    known = anchors()
+    bad = []
+    sources = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for tree in ("core", "plugins", "contrib", "tests"):
+        sources += sorted((ROOT / tree).rglob("*.py")) + sorted((ROOT / tree).rglob("*.yaml"))
+    sources.append(ROOT / "plugin-manifest.yaml")
+    for path in sources:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            for anchor in CITATION.findall(line):
+                if anchor not in known:
+                    bad.append(f"{path.relative_to(ROOT)}:{number}: docs/chain.md#{anchor}")
+    in_doc = re.findall(r"\]\(#([A-Za-z0-9_-]+)\)", CHAIN_DOC.read_text(encoding="utf-8"))
+    bad += [f"docs/chain.md: link (#{anchor})" for anchor in in_doc if anchor not in known]
+    assert not bad, "citations of anchors docs/chain.md does not have:\n" + "\n".join(bad)
+
+
+def resolved_order(registry, chain: str) -> list[str]:
+    """The chain with every plugin Antler ships switched on, as the resolver orders it."""
+    specs = list(registry.specs.values())
+    present = [spec for spec in specs if chain in spec.chains]
+    absent = {spec.name: Exclusion(spec, "not_in_chain") for spec in specs
+              if chain not in spec.chains}
+    return resolve(present, chain=chain, absent=absent, points=registry.points.values(),
+                   slots=registry.slots.values(), default_slot=registry.default_slot).order
+
+
+@pytest.mark.parametrize("chain", ["lead", "subagent"])
+def test_the_order_table_is_the_resolved_order(registry, chain):
+    rows = TABLE_ROW.findall(CHAIN_DOC.read_text(encoding="utf-8"))
+    assert [int(number) for number, _, _ in rows] == list(range(1, len(rows) + 1))
+    documented = [name for _, name, chains in rows if chain in chains.split(", ")]
+    assert documented == resolved_order(registry, chain)
+    for _, name, chains in rows:
+        assert set(chains.split(", ")) == set(registry.specs[name].chains), name
