@@ -1,8 +1,9 @@
 """Every `antler.x.y` the prose names exists: docs stay true when modules move.
 
-Scanned: README.md, docs/*.md, pyproject.toml, the YAML files under core/, plugins/
-and contrib/, and the docstrings and comments of their Python files (code itself is
-checked by importing it). A name is `antler.a.b` (a module, or a module attribute such
+Scanned: README.md, docs/*.md, pyproject.toml, the YAML and Markdown files under core/,
+plugins/, contrib/, tests/, benchmarks/ and examples/, and the docstrings and comments of
+their Python files (code itself is checked by importing it; this file's own examples,
+such as `antler.a.b`, are left out). A name is `antler.a.b` (a module, or a module attribute such
 as `antler.runtime.paths.PathLayout`) or `antler.a.b:Name` (an entry-point style
 target). Each distinct name is checked once.
 
@@ -24,16 +25,17 @@ import ast
 import importlib
 import importlib.machinery
 import importlib.util
-import io
 import re
 import sys
-import tokenize
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE_TREES = ("core", "plugins", "contrib")
+SOURCE_TREES = ("core", "plugins", "contrib", "tests", "benchmarks", "examples")
+THIS_FILE = Path(__file__).resolve()
+CODE_TREES = ("core", "plugins", "contrib")
+"""Where a name used as a string (a logger, an entry-point group) counts as not a module."""
 
 NAME = re.compile(r"(?<![\w.])antler(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_][\w.]*)?")
 """`antler.a.b` or `antler.a.b:Name`, not preceded by a word character or a dot."""
@@ -53,49 +55,83 @@ class Mention:
 
 
 def _names_in(path: Path, text: str, first_line: int = 1) -> list[Mention]:
-    rel = path.relative_to(ROOT).as_posix()
+    rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
     found = []
     for offset, line in enumerate(text.splitlines()):
         for match in NAME.finditer(line):
             name = match.group().rstrip(".")
             found.append(Mention(rel, first_line + offset, name))
+        for match in FROM_IMPORT.finditer(line):  # `from antler.x import A, B` in an example
+            module, names = match.groups()
+            found += [Mention(rel, first_line + offset, f"{module}:{name.strip()}")
+                      for name in names.split(",")]
     return found
 
 
-IMPORT_LINE = re.compile(r"\s*(?:from|import)\s+antler\b")
-STATEMENT_START = {tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT,
-                   tokenize.ENCODING, tokenize.COMMENT}
+TOP_IMPORT = re.compile(r"(?:from|import)\s+antler\b")
+"""A module-level import in code: checked by importing the module, not here."""
+FROM_IMPORT = re.compile(r"\bfrom\s+(antler(?:\.\w+)*)\s+import\s+\(?\s*(\w+(?:\s*,\s*\w+)*)")
+QUOTED_NAME = re.compile(r"""["'](antler(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_][\w.]*)?)["']""")
+BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _docstring_lines(tree: ast.Module) -> list[tuple[int, int]]:
+    """The line spans of strings that stand as statements (docstrings), statements only."""
+    spans = []
+    pending: list[ast.AST] = [tree]
+    while pending:
+        node = pending.pop()
+        for field in BODIES:
+            for child in getattr(node, field, None) or ():
+                if (isinstance(child, ast.Expr) and isinstance(child.value, ast.Constant)
+                        and isinstance(child.value.value, str)):
+                    spans.append((child.lineno, child.end_lineno or child.lineno))
+                elif isinstance(child, ast.AST):
+                    pending.append(child)
+    return spans
+
+
+def _comment_start(line: str) -> int:
+    """Where a line's comment starts (-1: none), skipping `#` inside quotes."""
+    quote = ""
+    escaped = False
+    for index, char in enumerate(line):
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif quote:
+            if char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char == "#":
+            return index
+    return -1
 
 
 def _python_prose(path: Path) -> tuple[list[Mention], set[str]]:
     """The names in a Python file's docstrings and comments, and its `antler.*` string constants.
 
     A docstring is a string that stands as a statement of its own (module, class and
-    function docstrings, and the ones documenting a constant). Files where every name
-    sits on an import line are skipped without tokenizing them.
+    function docstrings, and the ones documenting a constant); a comment is what
+    follows a `#` outside quotes. Only lines that name something are looked at.
     """
     source = path.read_text(encoding="utf-8")
-    if not any(NAME.search(line) and not IMPORT_LINE.match(line)
-               for line in source.splitlines()):
-        return [], set()
+    lines = source.splitlines()
+    wanted = [number for number, line in enumerate(lines, 1)
+              if NAME.search(line) and not TOP_IMPORT.match(line)]
+    constants = {match.group(1) for match in QUOTED_NAME.finditer(source)}
+    if not wanted:
+        return [], constants
+    spans = _docstring_lines(ast.parse(source, str(path)))
     mentions: list[Mention] = []
-    constants: set[str] = set()
-    previous = tokenize.ENCODING
-    for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type == tokenize.COMMENT:
-            mentions += _names_in(path, token.string, token.start[0])
-        elif token.type == tokenize.STRING:
-            if previous in STATEMENT_START:
-                mentions += _names_in(path, token.string, token.start[0])
-            else:
-                try:
-                    value = ast.literal_eval(token.string)
-                except (ValueError, SyntaxError):
-                    value = None
-                if isinstance(value, str) and NAME.fullmatch(value):
-                    constants.add(value)
-        if token.type not in (tokenize.NL, tokenize.COMMENT):
-            previous = token.type
+    for number in wanted:
+        line = lines[number - 1]
+        if any(first <= number <= last for first, last in spans):
+            mentions += _names_in(path, line, number)
+        elif (start := _comment_start(line)) >= 0:
+            mentions += _names_in(path, line[start:], number)
     return mentions, constants
 
 
@@ -105,14 +141,17 @@ def _scan() -> tuple[tuple[Mention, ...], frozenset[str]]:
     constants: set[str] = set()
     texts = [ROOT / "README.md", ROOT / "pyproject.toml", *sorted((ROOT / "docs").glob("*.md"))]
     for tree in SOURCE_TREES:
-        texts += sorted((ROOT / tree).rglob("*.yaml"))
+        texts += sorted((ROOT / tree).rglob("*.yaml")) + sorted((ROOT / tree).rglob("*.md"))
     for path in texts:
         mentions += _names_in(path, path.read_text(encoding="utf-8"))
     for tree in SOURCE_TREES:
         for path in sorted((ROOT / tree).rglob("*.py")):
+            if path == THIS_FILE:
+                continue
             found, used = _python_prose(path)
             mentions += found
-            constants |= used
+            if tree in CODE_TREES:
+                constants |= used
     return tuple(mentions), frozenset(constants)
 
 
@@ -372,3 +411,20 @@ def test_the_check_rejects_what_does_not_import():
     assert not exists("antler.plugin_api.context:NoSuchContext")
     assert not exists("antler.nowhere:BuildContext")
     assert "antler.runtime.paths.PathLayout" in suggestions("antler.paths.PathLayout")
+
+
+def test_the_scan_reads_prose_and_examples_not_code(tmp_path):
+    """Docstrings, comments and the names an example imports are read; code is not."""
+    module = tmp_path / "sample.py"
+    module.write_text(
+        '"""Uses `antler.paths.PathLayout`.\n\n'
+        '    from antler.context import BuildContext, Gone\n"""\n'
+        "from antler.errors import BuildError\n"
+        "LOGGER = 'antler.audit.sample'  # see antler.tracing\n"
+        "text = 'antler.not_prose # antler.in_a_string'\n", encoding="utf-8")
+    mentions, constants = _python_prose(module)
+    assert [(m.line, m.name) for m in mentions] == [
+        (1, "antler.paths.PathLayout"), (3, "antler.context"),
+        (3, "antler.context:BuildContext"), (3, "antler.context:Gone"), (6, "antler.tracing")]
+    assert constants == {"antler.audit.sample"}
+    assert not exists("antler.context:Gone") and exists("antler.context:BuildContext")
