@@ -1,5 +1,6 @@
 """docs/chain.md stays true: every plugin has its section, every citation of it resolves,
-and its order table is the order the resolver produces."""
+its order table is the order the resolver produces, and nothing cites the documents the
+chain was first described in, which the repository does not hold."""
 
 from __future__ import annotations
 
@@ -16,6 +17,13 @@ ROOT = Path(__file__).resolve().parent.parent
 CHAIN_DOC = ROOT / "docs" / "chain.md"
 ANCHOR = re.compile(r'<a id="([^"]+)"></a>')
 CITATION = re.compile(r"docs/chain\.md#([A-Za-z0-9_-]+)")
+EXTERNAL_CITATION = re.compile(
+    r"\bseeds? ?0\d\d\b|\bseed #\d|\b000 #\d"
+    r"|\bseed.s (?:list|layer|linear|chain|sentences|exec|timeline|semantics|#)"
+    r"|\bthe seeds? (?:states?|orders?|fixes|glosses|says)|as (?:in )?the seed\b",
+    re.IGNORECASE)
+"""How the chain's first descriptions were cited ("seed 000 #3", "seed 003, 6.11"); random
+seeds ("the seed of the random order", `seed=0`) do not match."""
 TABLE_ROW = re.compile(r"^\| (\d+) \| `(\w+)` \| [^|]+ \| ([a-z, ]+) \|", re.MULTILINE)
 
 
@@ -48,6 +56,29 @@ def test_every_citation_of_the_chain_doc_names_an_anchor():
     in_doc = re.findall(r"\]\(#([A-Za-z0-9_-]+)\)", CHAIN_DOC.read_text(encoding="utf-8"))
     bad += [f"docs/chain.md: link (#{anchor})" for anchor in in_doc if anchor not in known]
     assert not bad, "citations of anchors docs/chain.md does not have:\n" + "\n".join(bad)
+
+
+def _prose_files() -> list[Path]:
+    files = [ROOT / "README.md", ROOT / "plugin-manifest.yaml", ROOT / "pyproject.toml",
+             *sorted((ROOT / "docs").glob("*.md"))]
+    for tree in ("core", "plugins", "contrib", "tests", "benchmarks", "examples"):
+        for suffix in ("*.py", "*.md", "*.yaml"):
+            files += [path for path in sorted((ROOT / tree).rglob(suffix))
+                      if not path.is_symlink() and path != Path(__file__).resolve()]
+    return files
+
+
+def test_nothing_cites_documents_the_repository_does_not_hold():
+    bad = []
+    for path in _prose_files():
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if EXTERNAL_CITATION.search(line):
+                bad.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not bad, (
+        "these lines cite a document outside the repository; cite docs/chain.md instead "
+        "(\"seed 000 #N\" -> \"position N (docs/chain.md#<plugin>)\"; \"seed 003, 6.11\" -> "
+        "docs/chain.md#layer-dependencies; \"seed 003, 6.12\" -> docs/chain.md#turn-timeline), "
+        "or drop the citation where the sentence stands alone:\n" + "\n".join(bad))
 
 
 def resolved_order(registry, chain: str) -> list[str]:
