@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from antler.chain.plan import Exclusion
-from antler.chain.resolver import resolve
 from antler.plugin_api.registry import discover
+from tests.test_builtin_order import order
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAIN_DOC = ROOT / "docs" / "chain.md"
@@ -83,12 +82,7 @@ def test_nothing_cites_documents_the_repository_does_not_hold():
 
 def resolved_order(registry, chain: str) -> list[str]:
     """The chain with every plugin Antler ships switched on, as the resolver orders it."""
-    specs = list(registry.specs.values())
-    present = [spec for spec in specs if chain in spec.chains]
-    absent = {spec.name: Exclusion(spec, "not_in_chain") for spec in specs
-              if chain not in spec.chains}
-    return resolve(present, chain=chain, absent=absent, points=registry.points.values(),
-                   slots=registry.slots.values(), default_slot=registry.default_slot).order
+    return order(registry, chain, frozenset(registry.specs), None)
 
 
 @pytest.mark.parametrize("chain", ["lead", "subagent"])
