@@ -412,3 +412,23 @@ def test_a_later_run_continues_the_recording_and_a_saved_thread_exports(tmp_path
     assert code == 0, out + err
     code, _, err = run("threads", "export", "nope", "--home", home)
     assert code == 1 and "Traceback" not in err
+
+
+def test_a_loop_guard_change_shows_stripped_calls_the_stop_reason_and_hidden_warnings(
+        tmp_path, registry):
+    same = {"content": "", "tool_calls": [{"name": "bash", "args": {"command": "echo again"}}]}
+    path = record_scripted(tmp_path, registry, turns=[
+        same, same, same, "Gave up repeating.", "bye"])
+    strict = load_config(write(tmp_path / "strict.yaml",
+                               "loop_detection: {warn_threshold: 1, hard_limit: 2}\n"), registry)
+    diff = check_recording(path, load_config(None, registry), strict, registry=registry,
+                           stub=True)
+    first = diff.runs[0]
+    assert not first.equal
+    stripped = [tool for tool in first.b.tools if tool.outcome == "stripped"]
+    assert stripped and stripped[0].by == "loop_detection", first.b.tools
+    assert first.a.stop_reason is None and first.b.stop_reason == "loop_capped"
+    aspects = {difference.what for difference in first.differences}
+    assert {"stop reason", f"tool bash ({stripped[0].id})"} <= aspects
+    assert "loop_detection" in " ".join(note.source for note in first.b.hidden), first.b.hidden
+    assert diff.runs[1].b.final == "bye"  # the next run still replays from its own calls
