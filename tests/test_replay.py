@@ -325,7 +325,7 @@ def test_a_directory_of_recordings_replays_as_a_suite(tmp_path, registry):
     assert "Replay suite" in out and "one.yaml" in out and "two.yaml" in out
     assert out.count("equal") >= 2
     write(suite / "zz-damaged.yaml", "recording: {format: 1}\n")
-    code, out, err = run("replay", suite, "--json")
+    code, out, err = run("replay", suite, "--json", "--jobs", "1")  # in process
     assert code == 2
     rows = {Path(item["path"]).name: item for item in json.loads(out)["recordings"]}
     assert rows["one.yaml"]["diff"]["equal"] and rows["two.yaml"]["diff"]["equal"]
