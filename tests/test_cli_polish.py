@@ -263,3 +263,59 @@ def test_a_signal_at_the_prompt_stops_with_its_exit_code(tmp_path, how):
     text = asking.seen.decode(errors="replace")
     assert "stopped" in text and "Traceback" not in text and "Aborted" not in text
     assert _listed(home) == ["t1"]
+
+
+# -- the demo: no leftovers, a legend for the timeline; make's progress ---------------------
+
+
+def _demo_env(tmp_path: Path) -> dict[str, str]:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir(exist_ok=True)
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    env.pop("ANTLER_HOME", None)
+    return env
+
+
+def test_the_demo_removes_its_temporary_directory_and_explains_its_timeline(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "antler", "demo"], capture_output=True,
+                            text=True, timeout=HANG_GUARD, env=_demo_env(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert list((tmp_path / "tmp").iterdir()) == []  # nothing left behind
+    assert "`antler demo --keep` or `--home DIR` keeps them" in result.stdout
+    out = result.stdout
+    assert "How to read a timeline" in out and out.index("How to read") < out.index("=== Turn 1")
+    wraps = [line for line in out.splitlines() if ".wrap_model_call " in line]
+    nodes = [line for line in out.splitlines() if ".before_agent " in line]
+    assert wraps and all(line.endswith("ms incl. inner)") for line in wraps)
+    assert nodes and not any("incl. inner" in line for line in nodes)
+
+
+def test_the_demo_keeps_its_directory_when_asked(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "antler", "demo", "--keep"],
+                            capture_output=True, text=True, timeout=HANG_GUARD,
+                            env=_demo_env(tmp_path))
+    assert result.returncode == 0, result.stderr
+    [kept] = list((tmp_path / "tmp").iterdir())
+    assert kept.name.startswith("antler-demo-")
+    assert f"Checkpoint:    {kept / 'checkpoints.sqlite'}" in result.stdout
+    assert (kept / "checkpoints.sqlite").is_file()
+
+
+def test_run_trace_prints_the_legend(tmp_path):
+    model = script(tmp_path / "s.yaml", ["hi there", "Greeting"])
+    result = antler("run", "hi", "--trace", "--model", model, "--home", tmp_path / "home")
+    assert result.returncode == 0, result.stderr
+    assert "How to read a timeline" in result.stderr and "incl. inner)" in result.stderr
+
+
+def test_make_says_what_it_installs_before_the_long_step(tmp_path):
+    root = Path(__file__).resolve().parent.parent
+    dry = subprocess.run(["make", "-n", "demo", f"VENV={tmp_path / 'venv'}"], cwd=root,
+                         capture_output=True, text=True, timeout=HANG_GUARD)
+    if dry.returncode != 0 and "No such file" in dry.stderr:
+        pytest.skip("no make on this machine")
+    lines = dry.stdout.splitlines()
+    install = next(i for i, line in enumerate(lines) if '-e ".[dev]"' in line)
+    assert any("Setting up" in line for line in lines[:install])
+    assert "--quiet" not in lines[install]  # pip names each package as it installs it
+    assert any("is ready" in line for line in lines[install:])

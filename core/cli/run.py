@@ -272,7 +272,9 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
                 queue.flush()
     finally:  # the timeline is most useful when the run failed
         if tracer is not None:
-            click.echo("\n" + tracer.render(), err=True)
+            from antler.runtime.tracing import TIMELINE_LEGEND
+
+            click.echo(f"\n{TIMELINE_LEGEND}\n\n{tracer.render()}", err=True)
     if waiting:
         raise click.exceptions.Exit(PAUSED_EXIT_CODE)
     if failed:
@@ -636,23 +638,33 @@ def _short(value: Any, limit: int = 120) -> str:
 
 @click.command("demo")
 @click.option("--home", type=click.Path(file_okay=False), default=None,
-              help="Base directory (default: $ANTLER_HOME, else a new temporary directory, "
-                   "kept so you can look at it).")
+              help="Base directory, kept (default: $ANTLER_HOME, else a temporary directory "
+                   "removed at the end unless --keep).")
+@click.option("--keep", is_flag=True,
+              help="Keep the temporary directory, to look at the thread's files afterwards.")
 @manifest_option
 @pass_session
-def demo_command(session: Session, home: str | None) -> None:
+def demo_command(session: Session, home: str | None, keep: bool) -> None:
     """Play a two-turn conversation through the real lead chain, with no API key.
 
-    Plugins from --manifest files join the chain like installed ones.
+    The timelines list each hook with its time; a wrap hook's time includes
+    everything it wraps (see the legend printed with them). Plugins from
+    --manifest files join the chain like installed ones.
     """
     import os
+    import shutil
     import tempfile
 
     from antler.runtime.demo import render_demo, run_demo
     from antler.runtime.paths import ANTLER_HOME_ENV
 
     chosen = home or os.environ.get(ANTLER_HOME_ENV)
-    base = Path(chosen) if chosen else Path(tempfile.mkdtemp(prefix="antler-demo-"))
-    result = run_demo(base, registry=session.registry())
-    click.echo(render_demo(result))
-
+    if chosen:
+        click.echo(render_demo(run_demo(Path(chosen), registry=session.registry())))
+        return
+    scratch = Path(tempfile.mkdtemp(prefix="antler-demo-"))
+    try:
+        click.echo(render_demo(run_demo(scratch, registry=session.registry()), kept=keep))
+    finally:
+        if not keep:
+            shutil.rmtree(scratch, ignore_errors=True)
