@@ -130,6 +130,9 @@ def test_a_run_with_the_migrated_config_keeps_the_protections(migrated, tmp_path
     # the guardrail's deny list: the write is refused and nothing is written
     assert "<- write_file: Error: the guardrail blocked this call to 'write_file'" in run.stderr
     assert not list((tmp_path / "home").rglob("notes.txt"))
+    # the audit record reads as one line, not as raw JSON
+    assert "[audit] guardrail denied write_file: tool 'write_file' is on the deny list" \
+        in run.stderr and '"event": "guardrail.decision"' not in run.stderr
     # host bash off: the command ran isolated, where the host's files are not
     assert "<- bash: host-hidden" in run.stderr
     assert run.stdout.strip() == "done"

@@ -16,6 +16,7 @@ and what to do; anything else its class and a pointer to `--debug`.
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 import traceback
 from collections.abc import Sequence
@@ -173,10 +174,41 @@ Antler's one-line `StorageError`."""
 
 def quiet_library_logs(debug: bool) -> None:
     """Keep `LIBRARY_LOGGERS` off the terminal, unless `--debug` asks for everything."""
-    import logging
-
     for name in LIBRARY_LOGGERS:
         logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.CRITICAL)
+
+
+AUDIT_LOGGER = "antler.audit"
+"""Parent of the loggers that record security decisions (guardrail, authorization, ...)."""
+
+
+class AuditLines(logging.Handler):
+    """Shows an audit warning on the terminal as one line a person reads (`[audit]
+    guardrail denied bash: ...`); with `--debug`, the whole JSON record. The command line
+    adds it; an embedding application routes the `antler.audit` loggers where it wants."""
+
+    def __init__(self, debug: bool) -> None:
+        super().__init__(logging.WARNING)
+        self.debug = debug
+
+    def emit(self, record: logging.LogRecord) -> None:
+        audit = getattr(record, "audit", None)
+        if self.debug or not isinstance(audit, dict):
+            text = record.getMessage()
+        else:
+            check = str(audit.get("event", "audit")).removesuffix(".decision")
+            verdict = "allowed" if audit.get("allowed") else "denied"
+            text = f"{check} {verdict} {audit.get('target')}: {audit.get('reason')}"
+        click.echo(f"[audit] {text}", err=True)
+
+
+def show_audit_lines(debug: bool) -> None:
+    """Audit warnings as `[audit] ...` lines instead of raw JSON on stderr (one handler,
+    however many times the command line runs in a process)."""
+    logger = logging.getLogger(AUDIT_LOGGER)
+    for handler in [h for h in logger.handlers if isinstance(h, AuditLines)]:
+        logger.removeHandler(handler)
+    logger.addHandler(AuditLines(debug))
 
 
 def _version() -> str:
@@ -227,6 +259,7 @@ def cli(ctx: click.Context, debug: bool, manifests: tuple[str, ...], isolated: b
 
     ctx.meta[DEBUG_KEY] = debug
     quiet_library_logs(debug)
+    show_audit_lines(debug)
     ctx.obj = Session(manifests=list(manifests), isolated=isolated)
 
 
