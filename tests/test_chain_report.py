@@ -264,6 +264,10 @@ def test_after_agent_is_shown_in_every_place_it_runs():
     assert {row["node"] for row in rows} >= {"model", "tools"}
     assert all(row["members"] == rows[0]["members"] for row in rows)
     assert any("any other way" in row["how"] for row in rows)
+    # `chain show`'s text says it too: the node is one of three places, not the only one
+    [line] = [line for line in report["fusion"]["text"].splitlines()
+              if line.strip().startswith("fused_") and ".after_agent:" in line]
+    assert line.endswith("(when the run ends any other way)")
 
 
 @pytest.mark.parametrize("width", [1400, 900])
