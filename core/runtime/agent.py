@@ -1,4 +1,4 @@
-"""Building a runnable agent from a plugin chain: `antler.create_agent`.
+"""Building a runnable agent from a plugin chain: `create_agent` (`antler.agent.create_agent`).
 
 This is the one place where the pieces meet: the operator config, the
 resolved chain, the embedded default services (thread paths, a sandbox
@@ -488,7 +488,7 @@ def create_agent(
     When `runtime.subagents_enabled`, the lead gets the `task` tool, whose
     subagent is built from the subagent chain of the same plugins, config and
     services (model: `subagent_model`, else the lead's). A `tracer` records
-    every hook invocation (see `antler.tracing`). Each plugin's hooks run
+    every hook invocation (see `antler.runtime.tracing`). Each plugin's hooks run
     under its error policy, `on_error` (see `antler.runtime.isolation`).
     `fuse` (None: the config's `chain.fuse`) runs consecutive node hooks of
     one kind in one graph node, and `fuse_into_model` (None:
