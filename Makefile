@@ -10,11 +10,14 @@ STAMP  := $(VENV)/.installed-stamp
 
 all: test
 
+# pip names each package as it goes: the first install takes a minute or two.
 $(STAMP): pyproject.toml
+	@echo "==> Setting up $(VENV): Antler (editable) and its dev tools; the first time takes a minute or two"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --progress-bar off -e ".[dev]"
 	touch $(STAMP)
+	@echo "==> $(VENV) is ready"
 
 install: $(STAMP)
 

@@ -109,9 +109,9 @@ def test_list_show_prune_and_delete(tmp_path, store):
     assert conversation(json.loads(out))[-4:] == [
         "question 2", "answer 2", "question 3", "answer 3"]
 
-    code, _out, err = run("threads", "delete", t2, *store.args, "--user", "alice")
+    code, _out, err = run("threads", "delete", t2, *store.args, "--user", "alice", "--yes")
     assert code == 1 and "belongs to another user" in err
-    code, _out, err = run("threads", "delete", t2, *store.args)
+    code, _out, err = run("threads", "delete", t2, *store.args, "--yes")
     assert code == 0, err
     assert store.count(t2) == 0
     code, out, _err = run("threads", "list", *store.args, "--json")

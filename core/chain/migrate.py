@@ -129,6 +129,9 @@ _KEY_NOTES: dict[tuple[str, str], tuple[Outcome, str]] = {
     ("subagents", "custom_agents"): ("unmapped", "Antler has one built-in subagent type"),
     ("memory", "manager_class"):
         ("dropped", "Antler has one memory store (facts per user under the base directory)"),
+    ("memory", "storage_path"):
+        ("dropped", "Antler keeps each user's facts in the shared store (`storage.store`), "
+                    "not in a file of its own"),
     ("memory", "shutdown_flush_timeout_seconds"):
         ("dropped", "`antler run` flushes pending memory updates before it exits"),
     ("memory", "mode"):
@@ -209,6 +212,9 @@ _SANDBOX_PROVIDERS = {"deerflow.sandbox.local:LocalSandboxProvider"}
 _GUARDRAIL_PROVIDERS = {"deerflow.guardrails.builtin:AllowlistProvider": "allowlist"}
 _AUTHZ_PROVIDERS = {"deerflow.authz.rbac:RbacAuthorizationProvider": "rbac"}
 # The built-in providers' option names where Antler's differ.
+_ALLOW_ALL_BY_DEFAULT = {"deerflow.guardrails.builtin:AllowlistProvider"}
+"""DeerFlow guardrail providers that allow every tool when `allowed_tools` is not set."""
+
 _PROVIDER_OPTIONS = {
     "deerflow.guardrails.builtin:AllowlistProvider": {"allowed_tools": "allow",
                                                       "denied_tools": "deny"},
@@ -300,12 +306,21 @@ class _Migrator:
                          "name an entry point of the provider group, or register this class "
                          "under one")
             options = dict(item.get("config") or {})
+            notes = []
+            if use in _ALLOW_ALL_BY_DEFAULT and options.get("allowed_tools") is None \
+                    and options.get("allow") is None:
+                # DeerFlow allows every tool its deny list does not name; Antler's
+                # allowlist allows only what `allow` names.
+                options["allowed_tools"] = ["*"]
+                notes.append("no allowed_tools: every tool not denied may run, as in "
+                             "DeerFlow (allow: ['*'])")
             if options:
                 renames = _PROVIDER_OPTIONS.get(use, {})
                 options = {renames.get(key, key): value for key, value in options.items()}
-                renamed = [f"{a} -> {b}" for a, b in renames.items() if a in item["config"]]
+                notes[:0] = [f"{a} -> {b}" for a, b in renames.items()
+                             if a in (item.get("config") or {})]
                 self.put(f"{section}.provider_options", options, (*path, "config"),
-                         ", ".join(renamed))
+                         "; ".join(notes))
 
         self.same(section, value, special={"provider": reshape,
                                            **{key: self._skip for key in extra}})
@@ -539,7 +554,8 @@ class _Migrator:
                     self.drop(here, "a setting of DeerFlow's memory backend")
 
         self.same("memory", value, special={"injection_enabled": injection, "mode": mode,
-                                            "backend_config": backend})
+                                            "backend_config": backend,
+                                            "model_name": self._model_name("memory")})
 
     def memory_model(self, setting: Mapping[str, Any], path: tuple[Any, ...]) -> None:
         if not setting.get("provider") or not setting.get("model"):

@@ -16,6 +16,7 @@ and what to do; anything else its class and a pointer to `--debug`.
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 import traceback
 from collections.abc import Sequence
@@ -118,12 +119,38 @@ class AntlerGroup(click.Group):
             if ctx.meta.get(DEBUG_KEY):
                 traceback.print_exc(file=sys.stderr)
             raise CliError(str(exc)) from exc
-        except (click.ClickException, click.exceptions.Exit, click.Abort, KeyboardInterrupt):
+        except (click.ClickException, click.exceptions.Exit):
             raise
+        except (KeyboardInterrupt, click.Abort) as exc:  # Ctrl-C (a prompt's: click.Abort)
+            raise click.exceptions.Exit(_stopped(exc)) from None
         except Exception as exc:
             if ctx.meta.get(DEBUG_KEY):
                 traceback.print_exc(file=sys.stderr)
             raise CliError(_one_line(exc)) from exc
+
+
+INTERRUPTED_EXIT_CODE = 130
+"""Exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it."""
+
+TERMINATED_EXIT_CODE = 143
+"""Exit code of a command stopped by SIGTERM (128 + SIGTERM)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM reached the command: it stops as on Ctrl-C, with `TERMINATED_EXIT_CODE`."""
+
+
+def _stopped(exc: BaseException) -> int:
+    """Say that the command stopped, without a traceback; its exit code."""
+    signalled = exc.__cause__ or exc.__context__ if isinstance(exc, click.Abort) else exc
+    code = TERMINATED_EXIT_CODE if isinstance(signalled, Terminated) else INTERRUPTED_EXIT_CODE
+    click.echo(f"\nstopped ({'SIGTERM' if code == TERMINATED_EXIT_CODE else 'Ctrl-C'})",
+               err=True)
+    return code
+
+
+def _raise_terminated(_signum: int, _frame: Any) -> None:
+    raise Terminated()
 
 
 def _one_line(exc: BaseException) -> str:
@@ -148,10 +175,41 @@ Antler's one-line `StorageError`."""
 
 def quiet_library_logs(debug: bool) -> None:
     """Keep `LIBRARY_LOGGERS` off the terminal, unless `--debug` asks for everything."""
-    import logging
-
     for name in LIBRARY_LOGGERS:
         logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.CRITICAL)
+
+
+AUDIT_LOGGER = "antler.audit"
+"""Parent of the loggers that record security decisions (guardrail, authorization, ...)."""
+
+
+class AuditLines(logging.Handler):
+    """Shows an audit warning on the terminal as one line a person reads (`[audit]
+    guardrail denied bash: ...`); with `--debug`, the whole JSON record. The command line
+    adds it; an embedding application routes the `antler.audit` loggers where it wants."""
+
+    def __init__(self, debug: bool) -> None:
+        super().__init__(logging.WARNING)
+        self.debug = debug
+
+    def emit(self, record: logging.LogRecord) -> None:
+        audit = getattr(record, "audit", None)
+        if self.debug or not isinstance(audit, dict):
+            text = record.getMessage()
+        else:
+            check = str(audit.get("event", "audit")).removesuffix(".decision")
+            verdict = "allowed" if audit.get("allowed") else "denied"
+            text = f"{check} {verdict} {audit.get('target')}: {audit.get('reason')}"
+        click.echo(f"[audit] {text}", err=True)
+
+
+def show_audit_lines(debug: bool) -> None:
+    """Audit warnings as `[audit] ...` lines instead of raw JSON on stderr (one handler,
+    however many times the command line runs in a process)."""
+    logger = logging.getLogger(AUDIT_LOGGER)
+    for handler in [h for h in logger.handlers if isinstance(h, AuditLines)]:
+        logger.removeHandler(handler)
+    logger.addHandler(AuditLines(debug))
 
 
 def _version() -> str:
@@ -184,24 +242,46 @@ def cli(ctx: click.Context, debug: bool, manifests: tuple[str, ...], isolated: b
     `antler chain explain NAME` (why NAME is where it is). Read commands take
     --json for machine-readable output; each command's --help documents the keys.
 
-    Exit codes: 0 ok, 1 invalid input (bad config or manifest, unsatisfiable
-    constraints of a required plugin), 2 usage error (unknown option, command or
-    plugin name). An optional plugin that cannot load or be ordered is left out
-    with a warning on stderr naming its distribution; the exit code stays 0
-    (`config check --strict` makes it 1).
+    \b
+    Exit codes:
+      0    ok
+      1    invalid input (bad config or manifest, unsatisfiable constraints of
+           a required plugin), a failed run, a declined confirmation
+      2    usage error (unknown option, command or plugin name; a missing --yes)
+      3    `antler run`/`resume` paused: a person must decide (`antler resume`)
+      130  stopped by Ctrl-C (SIGINT)
+      143  stopped by SIGTERM
+
+    A stopped run keeps what its thread saved. An optional plugin that cannot
+    load or be ordered is left out with a warning on stderr naming its
+    distribution; the exit code stays 0 (`config check --strict` makes it 1).
     """
     from .session import Session
 
     ctx.meta[DEBUG_KEY] = debug
     quiet_library_logs(debug)
+    show_audit_lines(debug)
     ctx.obj = Session(manifests=list(manifests), isolated=isolated)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console-script entry point (`antler`) and `python -m antler`; returns the exit code."""
+    """Console-script entry point (`antler`) and `python -m antler`; returns the exit code.
+
+    SIGTERM stops a command as Ctrl-C does (exit codes 143 and 130, no traceback).
+    """
+    import signal
+    import threading
+
+    handles = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if handles else None
     try:
         cli.main(args=list(argv) if argv is not None else None, prog_name="antler")
     except SystemExit as exc:  # click ends standalone runs with sys.exit
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
+    except KeyboardInterrupt as exc:  # before or after a command's own handling
+        return _stopped(exc)
+    finally:
+        if handles:
+            signal.signal(signal.SIGTERM, previous)
     return 0

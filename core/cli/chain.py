@@ -631,11 +631,12 @@ def report(session: Session, html_path: str, config_path: str | None,
            runtime: dict[str, Any]) -> None:
     """One self-contained HTML page of the lead and subagent chains, side by side.
 
-    For each chain: the plugins in order with their hooks (open one to see why
-    it sits where it sits), per hook phase the order in which the hooks run
-    (wrap hooks outermost first, after hooks in LangChain's reverse order),
-    the fused graph nodes, and what is off and why. The page needs no network
-    to be viewed.
+    The header names every problem that left plugins out and explains the hook
+    columns. For each chain: those problems, the plugins in order with their
+    hooks (open one to see why it sits where it sits), per hook phase the order
+    in which the hooks run (wrap hooks outermost first, after hooks in
+    LangChain's reverse order), the graph nodes the hooks run in, and what is
+    off, grouped by why. The page needs no network to be viewed.
     """
     from .graph import chain_graph
     from .report import render_report

@@ -55,24 +55,40 @@ def list_plugins(session: Session, as_json: bool) -> None:
         return
     from rich.text import Text
 
-    listing = table("plugin", "source", "entry point", "status", "enabled", "chains")
-    listing.columns[0].no_wrap = True
-    listing.columns[3].min_width = listing.columns[4].min_width = 6
-    for row in rows:
-        failed = row["status"] == "failed"
-        status = Text(f"failed: {row['cause']}" if failed else "ok",
-                      style="red" if failed else "green")
-        if row["distribution"]:
-            origin = " ".join(filter(None, (row["distribution"], row["version"])))
-        else:
-            origin = row["declared_at"] or "-"
-        listing.add_row(Text(row["name"] or "?", style="bold"), Text(origin),
-                        Text(row["entry_point"] or "-"), status, Text(enablement(row)),
-                        Text(" ".join(row["chains"]) or "-"))
     out = console()
-    out.print(listing)
+    headers = ("plugin", "source", "status", "enabled · chains")
+    cells = [[Text(row["name"] or "?", style="bold"), Text(source_text(row)),
+              Text(f"failed: {row['cause']}" if row["status"] == "failed" else "ok",
+                   style="red" if row["status"] == "failed" else "green"),
+              Text(f"{enablement(row)} · {', '.join(row['chains']) or '-'}")] for row in rows]
+    widths = [max([len(word) for line in cells for word in line[index].plain.split()]
+                  + [len(header)]) for index, header in enumerate(headers)]
+    if sum(widths) + 2 * len(widths) <= out.width:  # a space each side of every column
+        listing = table(*headers)
+        spare = out.width - sum(widths) - 2 * len(widths)
+        for index, column in enumerate(listing.columns):  # break between words, not in one
+            whole = max([len(line[index].plain) for line in cells] + [widths[index]])
+            share = spare // 3 if index else 0  # the columns that may wrap
+            column.width = min(whole, widths[index] + share)
+        for line in cells:
+            listing.add_row(*line)
+        out.print(listing)
+    else:  # too narrow for the columns: one block per plugin
+        for name, origin, status, enabled in cells:
+            out.print(Text.assemble(name, "  ", status))
+            out.print(Text.assemble("    ", origin, "; ", enabled))
     ok = sum(row["status"] == "ok" for row in rows)
     out.print(Text(f"{ok} plugin{'s' * (ok != 1)} ok, {len(rows) - ok} failed", style="dim"))
+
+
+def source_text(row: dict[str, Any]) -> str:
+    """'antler 0.1.0', plus the entry point when its name is not the plugin's; a --manifest
+    plugin's file:line."""
+    if not row["distribution"]:
+        return str(row["declared_at"] or "-")
+    origin = " ".join(filter(None, (row["distribution"], row["version"])))
+    entry = row["entry_point"]
+    return origin if not entry or entry == row["name"] else f"{origin}, entry point {entry}"
 
 
 def enablement(row: dict[str, Any]) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -243,6 +244,7 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
                 streamed: set[str] = set()
                 shown: dict[Any, str] = _already_shown(agent, thread_id) \
                     if decision is not None else {}
+                waiting_since = _announce_wait(agent, thread_id) if wait else None
                 try:
                     with _SavedResults.of(agent) as saved:
                         for mode, payload in agent.stream(message, thread_id=thread_id,
@@ -251,6 +253,10 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
                                                           on_interrupted=_echo_interrupted,
                                                           stream_mode=["messages", "updates"],
                                                           run_id=run_id):
+                            if waiting_since is not None:
+                                click.echo(f"[waited {time.monotonic() - waiting_since:.1f} s] "
+                                           "the other run finished; this one starts", err=True)
+                                waiting_since = None
                             if mode == "messages":
                                 chunk, metadata = payload
                                 _echo_tokens(chunk, metadata, streamed)
@@ -276,11 +282,33 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
                 click.echo(f"[recorded] {agent.recorder.path_for(thread_id)}", err=True)
     finally:  # the timeline is most useful when the run failed
         if tracer is not None:
-            click.echo("\n" + tracer.render(), err=True)
+            from antler.runtime.tracing import TIMELINE_LEGEND
+
+            click.echo(f"\n{TIMELINE_LEGEND}\n\n{tracer.render()}", err=True)
     if waiting:
         raise click.exceptions.Exit(PAUSED_EXIT_CODE)
     if failed:
         raise click.exceptions.Exit(1)
+
+
+def _announce_wait(agent: Any, thread_id: str) -> float | None:
+    """With --wait on a busy thread, say so before waiting; when the wait began, else None.
+
+    The thread's lock is tried once and let go (a run that takes it in between is
+    still waited for, only not announced)."""
+    from antler.runtime.storage import ThreadBusyError
+
+    locks = agent.storage.locks if agent.storage is not None else None
+    if locks is None:
+        return None
+    try:
+        with locks.hold(thread_id, wait=False):
+            return None
+    except ThreadBusyError:
+        click.echo(f"[waiting] thread {thread_id!r} is busy: another run is working on it. "
+                   "Waiting for it to finish (Ctrl-C stops waiting; the thread keeps what it "
+                   "saved)...", err=True)
+        return time.monotonic()
 
 
 def _remember(thread_dir: Path, model: Any, config_path: str | None, spec: str) -> None:
@@ -528,16 +556,15 @@ def _echo_update(update: dict[str, Any], streamed: set[str], shown: dict[Any, st
         for message in messages if isinstance(messages, list) else [messages]:
             kind = type(message).__name__
             if kind == "AIMessage":
+                text = str(message.content) if message.content else ""
+                before = shown.get(message.id)
+                if message.id in streamed and before is None:
+                    click.echo()  # end the streamed line before a tool line follows it
                 for call in getattr(message, "tool_calls", []) or []:
                     if ("call", call.get("id")) not in shown:
                         shown[("call", call.get("id"))] = ""
                         click.echo(f"-> {call['name']}({_short(call.get('args'))})", err=True)
-                text = str(message.content) if message.content else ""
-                before = shown.get(message.id)
-                if message.id in streamed:
-                    if before is None:
-                        click.echo()  # end the streamed line
-                elif text and text != before:
+                if message.id not in streamed and text and text != before:  # not streamed
                     grown = bool(before) and text.startswith(before or "")
                     click.echo(text[len(before or ""):].lstrip("\n") if grown else text)
                 shown[message.id] = text
@@ -621,23 +648,33 @@ def _short(value: Any, limit: int = 120) -> str:
 
 @click.command("demo")
 @click.option("--home", type=click.Path(file_okay=False), default=None,
-              help="Base directory (default: $ANTLER_HOME, else a new temporary directory, "
-                   "kept so you can look at it).")
+              help="Base directory, kept (default: $ANTLER_HOME, else a temporary directory "
+                   "removed at the end unless --keep).")
+@click.option("--keep", is_flag=True,
+              help="Keep the temporary directory, to look at the thread's files afterwards.")
 @manifest_option
 @pass_session
-def demo_command(session: Session, home: str | None) -> None:
+def demo_command(session: Session, home: str | None, keep: bool) -> None:
     """Play a two-turn conversation through the real lead chain, with no API key.
 
-    Plugins from --manifest files join the chain like installed ones.
+    The timelines list each hook with its time; a wrap hook's time includes
+    everything it wraps (see the legend printed with them). Plugins from
+    --manifest files join the chain like installed ones.
     """
     import os
+    import shutil
     import tempfile
 
     from antler.runtime.demo import render_demo, run_demo
     from antler.runtime.paths import ANTLER_HOME_ENV
 
     chosen = home or os.environ.get(ANTLER_HOME_ENV)
-    base = Path(chosen) if chosen else Path(tempfile.mkdtemp(prefix="antler-demo-"))
-    result = run_demo(base, registry=session.registry())
-    click.echo(render_demo(result))
-
+    if chosen:
+        click.echo(render_demo(run_demo(Path(chosen), registry=session.registry())))
+        return
+    scratch = Path(tempfile.mkdtemp(prefix="antler-demo-"))
+    try:
+        click.echo(render_demo(run_demo(scratch, registry=session.registry()), kept=keep))
+    finally:
+        if not keep:
+            shutil.rmtree(scratch, ignore_errors=True)

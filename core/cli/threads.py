@@ -168,19 +168,40 @@ def prune_threads(thread_ids: tuple[str, ...], keep: int, home: str | None,
 @click.argument("thread_id")
 @store_options
 @user_option
+@click.option("--yes", "-y", is_flag=True,
+              help="Delete without asking (needed when standard input is not a terminal).")
 @json_option
 def delete_thread(thread_id: str, home: str | None, config_path: str | None,
-                  user_id: str | None, as_json: bool) -> None:
+                  user_id: str | None, yes: bool, as_json: bool) -> None:
     """Delete a thread: its checkpoints, its owner record and its files.
+
+    Asks first, naming the thread's owner and size; --yes does not ask. Without
+    a terminal to ask on (a script, a pipe) --yes is required. Answering no
+    deletes nothing and exits 1.
 
     \b
     JSON (--json): {deleted: thread id}
     """
+    import sys
+
     from antler.runtime.storage import StorageError
+
+    from . import CliUsageError
 
     with _admin(home, config_path) as admin:
         if admin is None:
             raise StorageError(f"there is no thread {thread_id!r} to delete")
+        info = admin.info(thread_id, user_id)  # a missing or foreign thread: said first
+        if not yes:
+            if not sys.stdin.isatty():
+                raise CliUsageError(f"deleting thread {thread_id!r} cannot be undone, and "
+                                    "there is no terminal to ask on: pass --yes to delete it")
+            owner = f"owner {info.owner}" if info.owner else "no owner"
+            if not click.confirm(f"Delete thread {thread_id!r} ({owner}, {info.checkpoints} "
+                                 f"checkpoints, {_size(info.bytes)}) and its files? This "
+                                 "cannot be undone", default=False, err=True):
+                click.echo(f"kept thread {thread_id}: nothing was deleted", err=True)
+                raise click.exceptions.Exit(1)
         admin.delete(thread_id, user_id)
     if as_json:
         print_json({"deleted": thread_id})

@@ -194,15 +194,22 @@ class FusionPlan:
             return f"node fusion: off{' (' + self.note + ')' if self.note else ''}"
         lines = [f"node fusion: {self.unfused_node_count} hook nodes -> {self.node_count}"
                  + (f" ({self.note})" if self.note else "")]
+
+        def other_end(node: HookNode) -> str:
+            """After_agent hooks run in one place per run: say when it is this node."""
+            ends_elsewhere = node.kind == "after_agent" and (self.ends_in_model
+                                                              or self.ends_in_tools)
+            return " (when the run ends any other way)" if ends_elsewhere else ""
+
         for node in self.nodes:
             if node.absorbed:
                 where = "the input step" if node.node == START_NODE else "the model node"
                 lines.append(f"  {node.node} ({node.kind}, inside {where}): "
                              f"{' -> '.join(node.members)}")
             elif node.fused:
-                lines.append(f"  {node.node}: {' -> '.join(node.members)}")
+                lines.append(f"  {node.node}: {' -> '.join(node.members)}{other_end(node)}")
             elif node.alone:
-                lines.append(f"  {node.node}: alone ({node.alone})")
+                lines.append(f"  {node.node}: alone ({node.alone}){other_end(node)}")
         if self.ends_in_model:
             lines.append(f"  {MODEL_NODE} (after_agent, inside the model node when the model "
                          f"ends the run): {' -> '.join(self.ends_in_model)}")

@@ -172,10 +172,13 @@ def _snapshot(tracer: Tracer) -> Tracer:
     return copy
 
 
-def render_demo(result: DemoResult) -> str:
-    """The demo's printed report: the chain, both timelines, and where things are."""
+def render_demo(result: DemoResult, *, kept: bool = True) -> str:
+    """The demo's printed report: the chain, both timelines, and where things are
+    (`kept` False: the base directory was temporary and is removed)."""
+    from .tracing import TIMELINE_LEGEND
+
     lines = ["Antler demo: one thread, two turns, played through the real lead chain", "",
-             "Lead chain: " + " -> ".join(result.chain), ""]
+             "Lead chain: " + " -> ".join(result.chain), "", TIMELINE_LEGEND, ""]
     for number, (state, tracer) in enumerate(zip(result.turns, result.tracers, strict=True), 1):
         lines.append(f"=== Turn {number} timeline ===")
         lines.append(tracer.render())
@@ -184,9 +187,15 @@ def render_demo(result: DemoResult) -> str:
         if state.get("title"):
             lines.append(f"--- thread title: {state['title']}")
         lines.append("")
-    lines.append(f"Thread files:  {result.thread_dir}")
-    lines.append(f"Checkpoint:    {result.checkpoint}")
+    if kept:
+        lines.append(f"Thread files:  {result.thread_dir}")
+        lines.append(f"Checkpoint:    {result.checkpoint}")
     if result.memory:
-        lines.append(f"Memory:        {len(result.memory)} fact(s) about {USER_ID} in the "
-                     f"store {result.store}: " + "; ".join(result.memory))
+        where = f" in the store {result.store}" if kept else ""
+        lines.append(f"Memory:        {len(result.memory)} fact(s) about {USER_ID}{where}: "
+                     + "; ".join(result.memory))
+    if not kept:
+        lines.append(f"The thread's files and checkpoints were in a temporary directory, now "
+                     f"removed ({result.base_dir}); `antler demo --keep` or `--home DIR` "
+                     "keeps them.")
     return "\n".join(lines)

@@ -30,6 +30,16 @@ _NODE_HOOKS = ("before_agent", "before_model", "after_model", "after_agent")
 _WRAP_HOOKS = ("wrap_model_call", "wrap_tool_call")
 
 
+TIMELINE_LEGEND = (
+    "How to read a timeline: [phase] heads each hook phase in the order the run reaches it;\n"
+    "  plugin.hook -> what the hook changed  (its time)\n"
+    "  ** the model call or tool execution itself (the innermost step)\n"
+    "Times are wall-clock milliseconds. A node hook's time is its own. A wrap hook's\n"
+    "time (\"incl. inner\") includes everything it wraps: the wrap hooks after it and the\n"
+    "model call or tool, so along a phase they add up and the outermost is the largest.")
+"""Printed before the timelines (`antler demo`, `antler run --trace`)."""
+
+
 @dataclass
 class TraceEvent:
     """One hook invocation (or a model call / tool execution seen by the probe)."""
@@ -87,7 +97,9 @@ class Tracer:
                              f"({event.duration_ms:.1f} ms)")
             else:
                 where = f"{event.plugin}.{event.hook}"
-                lines.append(f"  {where:<44} -> {event.summary}  ({event.duration_ms:.1f} ms)")
+                inner = " incl. inner" if event.hook in _WRAP_HOOKS else ""
+                lines.append(f"  {where:<44} -> {event.summary}  "
+                             f"({event.duration_ms:.1f} ms{inner})")
         return "\n".join(lines)
 
 

@@ -60,4 +60,9 @@ class GuardrailsConfig(BaseModel):
                 "example `provider: allowlist` with `provider_options: {allow: [...]}`) or "
                 "set `enabled: false`"
             )
+        if self.enabled and self.provider == "allowlist" and "allow" not in self.provider_options:
+            raise ValueError(  # else the run would fail to build it, after `config check`
+                "the allowlist provider needs `provider_options.allow`: the tool names or "
+                "globs that may run (`allow: ['*']` with a `deny` list allows all the others)"
+            )
         return self

@@ -120,7 +120,6 @@ def show_memory(session: Session, user_id: str, home: str | None, config_path: s
     """
     from dataclasses import asdict
 
-
     store, _base = _store(session, config_path, home)
     try:
         facts = MemoryStore(store).facts(user_id)
@@ -129,8 +128,11 @@ def show_memory(session: Session, user_id: str, home: str | None, config_path: s
     if as_json:
         print_json([asdict(fact) for fact in facts])
         return
-    for fact in facts:
-        console().print(f"- {fact.content}  [dim]({fact.source_thread or '?'}, "
-                        f"{fact.updated_at})[/dim]")
+    from rich.text import Text
+
+    out = console()
+    for fact in facts:  # Text, not markup: a fact may hold square brackets
+        out.print(Text.assemble(f"- {fact.content}  ", (
+            f"({fact.source_thread or '?'}, {fact.updated_at})", "dim")))
     if not facts:
-        console().print(f"nothing remembered about user {user_id!r}")
+        out.print(f"nothing remembered about user {user_id!r}")
