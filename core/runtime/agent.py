@@ -47,7 +47,6 @@ from antler.plugin_api.context import (
 )
 from antler.plugin_api.registry import PluginRegistry, discover
 
-from .channels import delta_channel_names, use_delta_channels
 from .configtools import load_config_tools
 from .deferred import defer_tools
 from .delegation import TASK_TOOL, make_task_tool
@@ -64,7 +63,13 @@ from .paths import PathLayout, resolve_base, validate_id
 from .runcontext import RunContext
 from .skills import SkillsRegistry
 from .storage import CHECKPOINT_FILENAME as CHECKPOINT_FILENAME
-from .storage import Storage, StorageError, open_storage
+from .storage import (
+    Storage,
+    StorageError,
+    delta_channel_names,
+    open_storage,
+    use_delta_channels,
+)
 from .toolargs import with_resolved_signatures
 from .tracing import Tracer, instrument
 from .uploads import upload_names
@@ -499,7 +504,7 @@ def create_agent(
     'async' or 'exit' trade that for speed). With `storage.messages_channel:
     delta` and a saver, `messages` and the channels middlewares name in
     `antler_delta_channels` are checkpointed as deltas (see
-    `antler.runtime.channels`). `context_schema` is `RunContext` or a subclass
+    `antler.runtime.storage.deltas`). `context_schema` is `RunContext` or a subclass
     (`antler.server` passes `TrustingRunContext` when the operator trusts the
     server's clients with the identity).
     """
