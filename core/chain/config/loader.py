@@ -13,7 +13,6 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from antler.chain.migrate import deerflow_hint
 from antler.chain.policy import gate_problems
 from antler.errors import ConfigError
 from antler.plugin_api.diagnostics import describe_validation_error
@@ -137,6 +136,13 @@ def _choose_distributions(doc: YamlDocument, data: dict[str, Any],
 
 
 def _deerflow_hint(loc: tuple[Any, ...]) -> str | None:
+    """A hint to `antler config migrate` when the key at `loc` is a DeerFlow one.
+
+    Imported here, on the error path: a valid config never needs the DeerFlow
+    key table (and `antler.deerflow` imports nothing of the config).
+    """
+    from antler.deerflow import deerflow_hint
+
     return deerflow_hint(str(loc[0]), str(loc[1])) if len(loc) == 2 else None
 
 
