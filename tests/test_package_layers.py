@@ -1,16 +1,20 @@
-"""The storage package imports one way: each module only from those above it.
+"""The split packages import one way: each module only from those above it.
 
 `antler.runtime.storage` was five modules that imported each other in a
-circle, hidden by imports inside functions. The package's order is written
-down here (and in its `__init__` docstring); a module importing one below it,
-or importing a sibling inside a function or class, fails with the module and
-line named.
+circle, hidden by imports inside functions; `antler.chain.config` and
+`antler.testing.conformance` were one long module each. Each package's order
+is written down here (and in its `__init__` docstring); a module importing one
+below it, or importing a sibling inside a function or class, fails with the
+module and line named.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
+
+import pytest
 
 import antler.runtime.storage as storage_package
 
@@ -18,6 +22,16 @@ PACKAGE = "antler.runtime.storage"
 ORDER = ["base", "savers", "deltas", "postgres", "failures", "owners", "locks", "sqlite",
          "store", "opening", "admin", "__init__"]
 """The storage modules, lowest first: a module may import only those before it."""
+
+ORDERS = {
+    PACKAGE: ORDER,
+    "antler.chain.config": ["storage", "models", "mcp", "plugins", "agent", "operatorconfig",
+                            "schema", "checks", "loader", "__init__"],
+    "antler.testing.conformance": ["rules", "plain", "recording", "plugin", "scenario",
+                                   "statekeys", "blocking", "worker", "runs", "checks",
+                                   "suite", "__init__"],
+}
+"""Each split package's modules, lowest first."""
 
 
 def _sibling(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
@@ -41,7 +55,7 @@ def layer_violations(directory: Path, order: list[str], package: str = PACKAGE) 
     """Every import in `directory` against `order`, as 'module.py:line: what is wrong'."""
     problems = []
     modules = sorted(path.stem for path in directory.glob("*.py"))
-    problems += [f"{name}.py: not placed in the storage order; add it to ORDER (and to "
+    problems += [f"{name}.py: not placed in the package order; add it to the order (and to "
                  "the package docstring) where its imports put it"
                  for name in modules if name not in order]
     for name in modules:
@@ -64,18 +78,20 @@ def layer_violations(directory: Path, order: list[str], package: str = PACKAGE) 
                     problems.append(f"{where}: imports {target}, which is not in the order")
                 elif order.index(target) >= order.index(name):
                     problems.append(f"{where}: imports {target}, which comes after {name} "
-                                    "in the storage order (a backward import makes a circle)")
+                                    "in the package order (a backward import makes a circle)")
     return problems
 
 
-def test_the_storage_package_imports_one_way():
-    directory = Path(storage_package.__file__).parent
-    assert layer_violations(directory, ORDER) == []
+@pytest.mark.parametrize("package", sorted(ORDERS))
+def test_the_package_imports_one_way(package):
+    directory = Path(importlib.import_module(package).__file__ or "").parent
+    assert layer_violations(directory, ORDERS[package], package) == []
 
 
-def test_every_storage_module_is_in_the_order():
-    directory = Path(storage_package.__file__).parent
-    assert sorted(ORDER) == sorted(path.stem for path in directory.glob("*.py"))
+@pytest.mark.parametrize("package", sorted(ORDERS))
+def test_every_module_of_the_package_is_in_its_order(package):
+    directory = Path(importlib.import_module(package).__file__ or "").parent
+    assert sorted(ORDERS[package]) == sorted(path.stem for path in directory.glob("*.py"))
 
 
 def test_a_backward_or_hidden_import_is_named_with_its_line(tmp_path):
@@ -89,13 +105,13 @@ def test_a_backward_or_hidden_import_is_named_with_its_line(tmp_path):
     (tmp_path / "extra.py").write_text("", encoding="utf-8")
     problems = layer_violations(tmp_path, ["base", "sqlite", "store"])
     assert problems == [
-        "extra.py: not placed in the storage order; add it to ORDER (and to the package "
-        "docstring) where its imports put it",
-        "base.py:1: imports store, which comes after base in the storage order (a backward "
+        "extra.py: not placed in the package order; add it to the order (and to the "
+        "package docstring) where its imports put it",
+        "base.py:1: imports store, which comes after base in the package order (a backward "
         "import makes a circle)",
         "base.py:3: imports sqlite inside a function or class; import it at the top of the "
         "module",
-        "base.py:3: imports sqlite, which comes after base in the storage order (a backward "
+        "base.py:3: imports sqlite, which comes after base in the package order (a backward "
         "import makes a circle)",
         "store.py:2: imports extra, which is not in the order",
     ]
@@ -110,7 +126,10 @@ def test_the_package_face_exports_what_its_users_import():
         for path in (root / folder).rglob("*.py"):
             if "storage" in path.parts and path.parent.name == "storage":
                 continue
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            text = path.read_text(encoding="utf-8")
+            if PACKAGE not in text:
+                continue
+            for node in ast.walk(ast.parse(text)):
                 if isinstance(node, ast.ImportFrom) and node.module == PACKAGE:
                     outside += [f"{path.relative_to(root)}:{node.lineno}: {alias.name}"
                                 for alias in node.names
