@@ -33,8 +33,8 @@ from antler.contracts.toolgroups import SANDBOX_TOOLS, TOOL_GROUPS
 from antler.plugin_api import jsonsource
 from antler.plugin_api.yamlsource import Location, YamlDocument, load_yaml
 
-__all__ = ["DEERFLOW_KEYS", "Migration", "MigrationNote", "carry_comments", "deerflow_hint",
-           "deerflow_signs", "load_extensions", "migrate_deerflow"]
+__all__ = ["DEERFLOW_KEYS", "Migration", "MigrationNote", "Outcome", "carry_comments",
+           "deerflow_hint", "deerflow_signs", "load_extensions", "migrate_deerflow"]
 
 Outcome = Literal["mapped", "dropped", "unmapped"]
 

@@ -11,7 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["CHECKPOINTER_KINDS", "PoolSettings", "StorageSettings"]
+__all__ = ["CHECKPOINTER_KINDS", "ENV_REFERENCE", "POSTGRES_SCHEMES", "PoolSettings",
+           "StorageSettings"]
 
 
 CHECKPOINTER_KINDS = ("sqlite", "memory", "none")

@@ -40,12 +40,13 @@ from .base import (
 from .savers import AsyncSide
 
 __all__ = [
+    "CONNECT_TIMEOUT_SECONDS",
+    "POSTGRES_SCHEMES",
     "PostgresOwners",
     "PostgresPool",
     "PostgresThreadLocks",
     "describe_url",
     "is_postgres_url",
-    "open_postgres_pool",
     "postgres_error",
 ]
 
@@ -199,10 +200,6 @@ class PostgresPool:
         with self.errors(), self.setup_lock():
             store.setup()
         return store
-
-
-def open_postgres_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> PostgresPool:
-    return PostgresPool(url, min_size=min_size, max_size=max_size).open()
 
 
 @contextlib.contextmanager
