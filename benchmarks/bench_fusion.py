@@ -14,7 +14,7 @@ LangChain `create_agent` with no middleware runs the same conversation as the
 baseline. Every variant runs with no checkpointer, LangGraph's `InMemorySaver`
 and a `SqliteSaver` on a temporary file.
 
-One run is the demo's two turns on a fresh thread (`antler.demo`): turn one
+One run is the demo's two turns on a fresh thread (`antler.runtime.demo`): turn one
 carries an earlier exchange whose tool call never returned, two uploaded
 files, a `bash` call and a delegated `task` (a subagent run) in parallel, then
 the final answer (and the title); turn two asks for clarification. The bare

@@ -7,7 +7,7 @@ measured in the same process:
 
 * a turn through 35 do-nothing middlewares that each have `before_model`,
   `after_model`, `wrap_model_call` and `wrap_tool_call` (two model calls and one
-  tool call: 210 hook calls per turn), compiled as `antler.create_agent` does
+  tool call: 210 hook calls per turn), compiled as `antler.agent.create_agent` does
   by default (hook nodes fused, model-call hooks inside the model node) and as
   LangChain's own graph, with the hooks under `fail`, under `skip` and bare.
   Runs are interleaved, and timed in CPU time of this process, so that other

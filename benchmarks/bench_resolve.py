@@ -1,4 +1,4 @@
-"""How long `antler.resolver.resolve` takes for 1,000 and 10,000 plugins.
+"""How long `antler.chain.resolver.resolve` takes for 1,000 and 10,000 plugins.
 
 Run from the repository root: `python -m benchmarks.bench_resolve`.
 

@@ -3,7 +3,7 @@
 Every entry of `plugin-manifest.yaml` names only its real neighbours; a neighbour
 that is off stays in the graph as a zero-width node. So for every combination of
 optional built-ins on and off (sampled with a fixed seed once there are too many
-to enumerate), with the ranks shuffled, each chain is seed 000's relative order
+to enumerate), with the ranks shuffled, each chain is the relative order of docs/chain.md#order
 with the absent plugins left out.
 """
 
@@ -20,57 +20,57 @@ from antler.chain.resolver import resolve
 from antler.plugin_api.registry import discover
 from antler.plugin_api.spec import PluginSpec
 
-SEED_ORDER = [
-    "input_sanitization",          # 000 #1
+CHAIN_ORDER = [
+    "input_sanitization",          # #1
     "pii",                         # contrib: LangChain's PII redaction, with the input guards
-    "tool_output_budget",          # 000 #2
-    "tool_result_sanitization",    # 000 #3
-    "thread_data",                 # 000 #4
-    "uploads",                     # 000 #5 (lead only)
-    "sandbox",                     # 000 #6
-    "dangling_tool_call",          # 000 #7
-    "llm_error_handling",          # 000 #8
+    "tool_output_budget",          # #2
+    "tool_result_sanitization",    # #3
+    "thread_data",                 # #4
+    "uploads",                     # #5 (lead only)
+    "sandbox",                     # #6
+    "dangling_tool_call",          # #7
+    "llm_error_handling",          # #8
     "model_fallback",              # contrib: inside llm_error_handling
     "model_retry",                 # contrib: inside the fallback
-    "authorization",               # 000 #9
-    "guardrail",                   # 000 #9, inside authorization
-    "sandbox_audit",               # 000 #10
-    "read_before_write",           # 000 #11
-    "tool_progress",               # 000 #12
-    "tool_error_handling",         # 000 #13
+    "authorization",               # #9
+    "guardrail",                   # #9, inside authorization
+    "sandbox_audit",               # #10
+    "read_before_write",           # #11
+    "tool_progress",               # #12
+    "tool_error_handling",         # #13
     "tool_retry",                  # contrib: innermost tool wrapper
-    "dynamic_context",             # 000 #14 (lead only)
-    "skill_activation",            # 000 #15
-    "skill_tool_policy",           # 000 #16
-    "durable_context",             # 000 #17
-    "summarization",               # 000 #18
+    "dynamic_context",             # #14 (lead only)
+    "skill_activation",            # #15
+    "skill_tool_policy",           # #16
+    "durable_context",             # #17
+    "summarization",               # #18
     "context_editing",             # contrib: clears old tool results after summarization
     "llm_tool_selector",           # contrib: picks tools among those the skill policy left
-    "todo",                        # 000 #19 (lead only)
-    "token_usage",                 # 000 #20 (lead only)
-    "title",                       # 000 #21 (lead only)
-    "memory",                      # 000 #22 (lead only)
-    "view_image",                  # 000 #23
-    "mcp_routing",                 # 000 #24
-    "deferred_tool_filter",        # 000 #25
-    "subagent_limit",              # 000 #27 (lead only)
-    "loop_detection",              # 000 #28
-    "token_budget",                # 000 #29 (lead only, for now)
+    "todo",                        # #19 (lead only)
+    "token_usage",                 # #20 (lead only)
+    "title",                       # #21 (lead only)
+    "memory",                      # #22 (lead only)
+    "view_image",                  # #23
+    "mcp_routing",                 # #24
+    "deferred_tool_filter",        # #25
+    "subagent_limit",              # #27 (lead only)
+    "loop_detection",              # #28
+    "token_budget",                # #29 (lead only, for now)
     "model_call_limit",            # contrib: beside the guards
     "tool_call_limit",             # contrib: beside the guards
-    "subagent_date_context",       # subagent only: right before the coalescer, as 000 says
-    "system_message_coalescing",   # 000 #26, moved innermost of the guards on purpose: it
+    "subagent_date_context",       # subagent only: right before the coalescer, as position 26 says
+    "system_message_coalescing",   # #26, moved innermost of the guards on purpose: it
                                    # merges what every outer wrapper (loop hints too) added
-    "tool_call_log",               # 000 #31: a contrib extension without ordering
+    "tool_call_log",               # #31: a contrib extension without ordering
     "human_in_the_loop",           # contrib: before the terminal tail (lead only)
-    "terminal_response",           # 000 #32 (lead only)
-    "model_length_finish_reason",  # 000 #33 (lead only)
-    "safety_finish_reason",        # 000 #34
+    "terminal_response",           # #32 (lead only)
+    "model_length_finish_reason",  # #33 (lead only)
+    "safety_finish_reason",        # #34
     "input_provenance",            # Antler's own: after every other before_agent hook
-    "clarification",               # 000 #35 (lead only)
+    "clarification",               # #35 (lead only)
 ]
-"""Seed 000's lead order restricted to the plugins Antler ships. Antler's subagent
-chain keeps the same relative order (it ships no plugin that seed 000's subagent
+"""The 35-position lead order (docs/chain.md) with the plugins Antler ships. Antler's subagent
+chain keeps the same relative order (it ships no plugin that the subagent
 builder moves)."""
 
 MAX_SUBSETS = 1024
@@ -112,16 +112,16 @@ def order(registry, chain: str, on: frozenset[str], rng: random.Random | None) -
                    slots=registry.slots.values(), default_slot=registry.default_slot).order
 
 
-def test_the_seed_order_names_every_built_in(registry):
-    assert sorted(SEED_ORDER) == sorted(registry.specs)
+def test_the_chain_order_names_every_built_in(registry):
+    assert sorted(CHAIN_ORDER) == sorted(registry.specs)
 
 
 @pytest.mark.parametrize("chain", ["lead", "subagent"])
-def test_every_subset_of_optional_plugins_keeps_the_seed_order(registry, chain):
+def test_every_subset_of_optional_plugins_keeps_the_chain_order(registry, chain):
     rng = random.Random(f"{chain}-ranks")
     checked = 0
     for on in subsets(optional(registry)):
-        expected = [n for n in SEED_ORDER if chain in registry.specs[n].chains
+        expected = [n for n in CHAIN_ORDER if chain in registry.specs[n].chains
                     and (registry.specs[n].enabled == "always" or n in on)]
         for shuffle in (None, rng):
             assert order(registry, chain, on, shuffle) == expected, (sorted(on), shuffle)

@@ -1,7 +1,7 @@
-"""Acceptance: the DeerFlow chain of seed 000, derived from constraints alone.
+"""Acceptance: the 35-position chain of docs/chain.md, derived from constraints alone.
 
 `fixtures/deerflow_chain.yaml` declares every lead position and the subagent
-chain with the ordering the seeds state (plus the weakest constraints where
+chain with the ordering its description states (plus the weakest constraints where
 only the list fixes a position). These tests plan chains from it with the real
 operator-config parser and runtime options, and compare against the documented
 orders, written out literally for the default and the fully enabled chains.
@@ -32,7 +32,7 @@ from tests.fixtures import (
 )
 from tests.fixtures.noop import NoopMiddleware
 
-# Which optional items are on by default: seed 000 states a default only for
+# Which optional items are on by default: the chain states a default only for
 # read_before_write (#11, "default on"). Every other config-gated item reads
 # "optional, if X.enabled" and is off until enabled; the runtime-gated ones
 # (todo, view_image, subagent_limit) follow RuntimeOptions, whose flags
@@ -230,7 +230,8 @@ def test_plan_mode_adds_the_todo_list_in_its_place(registry, plan_mode, everythi
         base = DEFAULT_LEAD
     expected = [n for n in base if n != "todo"]
     if plan_mode:
-        # After summarization when it is on (seed 003), else after durable_context.
+        # After summarization when it is on (docs/chain.md#layer-dependencies), else after
+        # durable_context.
         anchor = "summarization" if everything else "durable_context"
         expected.insert(expected.index(anchor) + 1, "todo")
     assert result.order == expected
@@ -274,7 +275,7 @@ def test_custom_middlewares_and_extensions_keep_their_given_order(registry):
         extensions=[EXTENSION_NAME, "second_extension"])
 
 
-def test_explanations_carry_the_seed_reasons(registry):
+def test_explanations_carry_the_stated_reasons(registry):
     result = plan_everything(registry)
     safety = result.explain("safety_finish_reason")
     assert "safety_finish_reason is at position 35 of 36 in the lead chain" in safety

@@ -30,7 +30,7 @@ def answer(state) -> str:
     return next(m for m in reversed(state["messages"]) if isinstance(m, AIMessage)).text
 
 
-def test_every_builtin_has_its_seed_placement(registry):
+def test_every_builtin_has_its_documented_placement(registry):
     from antler.chain import plan_chain
     from antler.plugin_api.context import RuntimeOptions
 

@@ -1,6 +1,6 @@
 """Run-time isolation: a plugin's hook that raises, under `on_error: skip` and `fail`.
 
-Every test runs the real `antler.create_agent` graph over a scripted model, for
+Every test runs the real `antler.agent.create_agent` graph over a scripted model, for
 every hook kind, sync and async, unfused, fused, and fused into the model node.
 The plugins under test are third-party-style specs (a registry built from
 manifests, stamped with a distribution that is not Antler's) or configured

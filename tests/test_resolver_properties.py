@@ -290,45 +290,45 @@ def test_partial_constraints_keep_a_plugin_in_its_slot(extra, data):
 
 # -- the DeerFlow fixture under shuffled ranks --------------------------------------------------
 
-# Ordering facts the seeds state, as (earlier, later) in list order, checked
-# whenever both plugins take part. The comment says which statement each is.
+# Ordering facts the chain's description states (docs/chain.md), as (earlier, later) in
+# list order, checked whenever both plugins take part. The comment says which statement each is.
 STATED_BEFORE = [
-    ("tool_output_budget", "tool_result_sanitization"),   # 000 #3: sanitization inner of budget
-    ("authorization", "guardrail"),                       # 000 #9: authorization outermost
-    ("read_before_write", "tool_progress"),               # 000 #11: outside ToolProgress
-    ("read_before_write", "tool_error_handling"),         # 000 #11: outside ToolErrorHandling
-    ("tool_progress", "tool_error_handling"),             # 000 #12: outer wrapper around it
-    ("thread_data", "uploads"),                           # 003: ThreadData -> Uploads
-    ("uploads", "sandbox"),                               # 003: -> Sandbox
-    ("thread_data", "sandbox"),                           # 003: sandbox needs the thread id
-    ("sandbox", "dangling_tool_call"),                    # 003: -> Dangling
-    ("uploads", "dangling_tool_call"),                    # 003: after uploads rewrote messages
-    ("tool_error_handling", "dynamic_context"),           # 000: lead-only after the base
-    ("tool_error_handling", "skill_activation"),          # 000: lead-only after the base
-    ("durable_context", "summarization"),                 # 000 #17
-    ("dangling_tool_call", "summarization"),              # 003
-    ("summarization", "todo"),                            # 003
-    ("summarization", "title"),                           # 003
-    ("title", "memory"),                                  # 003
-    ("mcp_routing", "deferred_tool_filter"),              # 000 #24
-    ("durable_context", "system_message_coalescing"),     # 000 #17/#26: coalescer sees its
+    ("tool_output_budget", "tool_result_sanitization"),   # #3: sanitization inner of budget
+    ("authorization", "guardrail"),                       # #9: authorization outermost
+    ("read_before_write", "tool_progress"),               # #11: outside ToolProgress
+    ("read_before_write", "tool_error_handling"),         # #11: outside ToolErrorHandling
+    ("tool_progress", "tool_error_handling"),             # #12: outer wrapper around it
+    ("thread_data", "uploads"),                           # layers: ThreadData -> Uploads
+    ("uploads", "sandbox"),                               # layers: -> Sandbox
+    ("thread_data", "sandbox"),                           # layers: sandbox needs the thread id
+    ("sandbox", "dangling_tool_call"),                    # layers: -> Dangling
+    ("uploads", "dangling_tool_call"),                    # layers: after uploads rewrote messages
+    ("tool_error_handling", "dynamic_context"),           # lead-only after the base
+    ("tool_error_handling", "skill_activation"),          # lead-only after the base
+    ("durable_context", "summarization"),                 # #17
+    ("dangling_tool_call", "summarization"),              # layers
+    ("summarization", "todo"),                            # layers
+    ("summarization", "title"),                           # layers
+    ("title", "memory"),                                  # layers
+    ("mcp_routing", "deferred_tool_filter"),              # #24
+    ("durable_context", "system_message_coalescing"),     # #17/#26: coalescer sees its
 ]                                                         # system message
 ADJACENT = {
-    "lead": [("skill_activation", "skill_tool_policy"),              # 000 #16
-             ("skill_tool_policy", "durable_context")],              # 000 #16
-    "subagent": [("skill_activation", "skill_tool_policy"),          # 000 #16
-                 ("durable_context", "summarization"),               # 000 #17 (subagent)
-                 ("subagent_date_context", "system_message_coalescing")],  # 000 #26
+    "lead": [("skill_activation", "skill_tool_policy"),              # #16
+             ("skill_tool_policy", "durable_context")],              # #16
+    "subagent": [("skill_activation", "skill_tool_policy"),          # #16
+                 ("durable_context", "summarization"),               # #17 (subagent)
+                 ("subagent_date_context", "system_message_coalescing")],  # #26
 }
-LAST = {"lead": "clarification"}                                     # 000 #35
+LAST = {"lead": "clarification"}                                     # #35
 
 
 def stated_invariants(chain: str, order: list[str], custom: list[str],
                       extensions: list[str]) -> None:
-    """Assert every ordering statement of the seeds that applies to `order`."""
+    """Assert every ordering statement of docs/chain.md that applies to `order`."""
     index = {name: i for i, name in enumerate(order)}
     present = set(order)
-    # First and last (000 #1, #35).
+    # First and last (#1, #35).
     assert order[0] == "input_sanitization"
     if chain in LAST:
         assert order[-1] == LAST[chain]
@@ -338,7 +338,7 @@ def stated_invariants(chain: str, order: list[str], custom: list[str],
     for a, b in ADJACENT[chain]:
         if a in present and b in present:
             assert index[b] == index[a] + 1, f"{b} must sit immediately after {a}"
-    # after_model order (000 #34): safety's after_model runs before the terminal
+    # after_model order (#34): safety's after_model runs before the terminal
     # response's and every custom or configured extension's; LangChain runs
     # after_model in reverse list order.
     if "safety_finish_reason" in present:
@@ -346,7 +346,7 @@ def stated_invariants(chain: str, order: list[str], custom: list[str],
         for other in ["terminal_response", *custom, *extensions]:
             if other in present:
                 assert dispatch.index("safety_finish_reason") < dispatch.index(other)
-    # The slots (000 #30, #31): custom middlewares after the built-in guards, then
+    # The slots (#30, #31): custom middlewares after the built-in guards, then
     # configured extensions, then the tail.
     documented = DOCUMENTED[chain]
     guards = [n for n in documented[:documented.index(CUSTOM)] if n in present]

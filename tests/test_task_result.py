@@ -1,4 +1,5 @@
-"""The `task` result of a delegation: text and metadata from one source (seed 000 #13).
+"""The `task` result of a delegation: text and metadata from one source
+(docs/chain.md#tool_error_handling).
 
 A failed delegation reads ``Task failed. Error: <error>`` and carries the
 ``antler_tool_meta`` classified from that same failure, beside

@@ -1,7 +1,7 @@
-"""The per-turn timeline of seed 003 section 6.12, asserted on the real lead chain.
+"""The per-turn timeline of docs/chain.md#turn-timeline, asserted on the real lead chain.
 
-The seed's timeline is reproduced with LangChain's actual dispatch rules, which
-the seed glosses over in two places: `before_model` nodes run before the model
+The timeline is reproduced with LangChain's actual dispatch rules, which a
+layer-by-layer account glosses over in two places: `before_model` nodes run before the model
 node, inside which the `wrap_model_call` chain runs (so ViewImage's
 before_model precedes DanglingToolCall's wrapper), and `after_*` hooks run in
 reverse list order (so Memory's after_agent runs before Sandbox's).
@@ -21,7 +21,7 @@ def demo(tmp_path_factory):
     return run_demo(tmp_path_factory.mktemp("demo"))
 
 
-# Seed 003's eleven layers. Other plugins of the chain (the sanitizers of seed 000)
+# The eleven core layers (docs/chain.md#eleven-layers). Other plugins (the sanitizers, ...)
 # run too; they have their own tests, and are filtered out of the comparison here.
 ELEVEN_LAYERS = {"thread_data", "uploads", "sandbox", "dangling_tool_call", "summarization",
                  "todo", "title", "memory", "view_image", "subagent_limit", "clarification"}

@@ -3,7 +3,7 @@
 LangChain ships middlewares an operator often wants beside Antler's chain: a
 model retry and fallback, call limits, a tool retry, PII redaction, human
 approval, context editing and an LLM tool selector. Each is a plugin here, off
-by default, with its place from seed 000 (retry and fallback inside
+by default, with its place from docs/chain.md#contrib (retry and fallback inside
 `llm_error_handling`, the limits beside the model guards, human approval
 before `clarification`) and a config section that is checked like any other.
 Switch one on in the operator config::

@@ -30,6 +30,7 @@ COMMANDS = {
     "run": "antler.cli.run:run_command",
     "resume": "antler.cli.run:resume_command",
     "demo": "antler.cli.run:demo_command",
+    "replay": "antler.cli.replay:replay_command",
     "threads": "antler.cli.threads:threads",
     "skills": "antler.cli.skills:skills",
     "mcp": "antler.cli.mcp:mcp",

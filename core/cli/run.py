@@ -42,6 +42,11 @@ def agent_options(command: Any) -> Any:
         click.option("--fuse/--no-fuse", default=None,
                      help="Fuse consecutive node hooks into one graph node (default: the "
                           "config's chain.fuse, which defaults to on)."),
+        click.option("--record", "record_path", type=click.Path(dir_okay=False),
+                     default=None,
+                     help="Record the conversation to this file (secrets redacted); a later "
+                          "run of the same thread with the same file continues it. Replay "
+                          "it with `antler replay FILE`."),
         manifest_option,
     ]
     for option in reversed(options):
@@ -167,7 +172,8 @@ class _Decision:
 def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tuple[str, ...] = (),
              decision: _Decision | None = None, wait: bool, user_id: str,
              model_spec: str | None, config_path: str | None, plan: bool, vision: bool | None,
-             subagents: bool, home: str | None, trace: bool, fuse: bool | None) -> None:
+             subagents: bool, home: str | None, trace: bool, fuse: bool | None,
+             record_path: str | None = None) -> None:
     """Build the agent, run a prompt (or resume with a decision), stream, report."""
     import uuid
 
@@ -212,7 +218,7 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
         with create_agent(config, model=model, runtime=runtime, registry=registry, base_dir=base,
                           services={MODEL_CATALOG: catalog},
                           checkpointer=None if checkpointer == "none" else checkpointer,
-                          tracer=tracer, fuse=fuse) as agent:
+                          tracer=tracer, fuse=fuse, record=record_path) as agent:
             print_plan_warnings(agent.chain.plan)
             click.echo(f"thread: {thread_id}", err=True)
             with _stops_commands(agent, thread_id):
@@ -264,6 +270,10 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
             queue = agent.services.items.get("memory_queue")
             if queue is not None:
                 queue.flush()
+            if agent.recorder is not None:
+                for problem in agent.recorder.problems:
+                    click.echo(f"[record] {problem}", err=True)
+                click.echo(f"[recorded] {agent.recorder.path_for(thread_id)}", err=True)
     finally:  # the timeline is most useful when the run failed
         if tracer is not None:
             click.echo("\n" + tracer.render(), err=True)

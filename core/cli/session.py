@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from antler.plugin_api.registry import PluginRegistry
 
 CHAIN_CHOICES = ("lead", "subagent")
-"""`antler.spec.CHAIN_NAMES`, spelt out so parsing options does not import pydantic."""
+"""`antler.plugin_api.spec.CHAIN_NAMES`, spelt out so parsing options does not import pydantic."""
 
 CONDITION_FLAGS = {
     "plan_mode": "--plan",

@@ -188,6 +188,50 @@ def delete_thread(thread_id: str, home: str | None, config_path: str | None,
         click.echo(f"deleted thread {thread_id}")
 
 
+@threads.command("export")
+@click.argument("thread_id", metavar="THREAD")
+@click.option("--format", "fmt", type=click.Choice(["script"]), default="script",
+              show_default=True, help="What to write: a recording in the scripted format.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
+              help="Write to this file (default: standard output).")
+@store_options
+@click.option("--user", "user_id", default="default", show_default=True,
+              help="The user who owns the thread.")
+def export_thread(thread_id: str, fmt: str, output: str | None, home: str | None,
+                  config_path: str | None, user_id: str) -> None:
+    """Write THREAD's conversation, from its checkpoint history, as a recording that
+    `antler replay` plays (secrets redacted as `record.redact` says).
+
+    Give the --config the thread ran with: its chain reads the history.
+    """
+    from pathlib import Path
+
+    from antler.replay.export import export_thread as export
+    from antler.replay.recording import dump_recording, save_recording
+    from antler.runtime.agent import create_agent
+    from antler.runtime.paths import validate_id
+    from antler.runtime.storage import StorageError
+
+    validate_id("thread id", thread_id)
+    with _admin(home, config_path) as admin:
+        if admin is None:
+            raise StorageError(f"there is no thread {thread_id!r} to export")
+        admin.info(thread_id, user_id)
+    session = Session()
+    config = session.config(config_path)
+    with create_agent(config, registry=session.registry(),
+                      base_dir=home or config.storage.base_dir, record=False) as agent:
+        recording = export(agent, thread_id, user_id=user_id)
+    if not recording.inputs:
+        raise StorageError(f"thread {thread_id!r} has no saved conversation to export")
+    if output is None:
+        click.echo(dump_recording(recording), nl=False)
+    else:
+        save_recording(recording, Path(output))
+        click.echo(f"wrote {output}: {len(recording.inputs)} run(s), "
+                   f"{len(recording.turns)} model call(s)", err=True)
+
+
 def _size(count: int) -> str:
     if count < 1024:
         return f"{count} B"

@@ -31,7 +31,7 @@ one node with the same result:
   destinations, and LangChain's edge routes the jump.
 
 The model-call hooks inside the model node (`into_model`, on by default in
-`antler.create_agent`; `chain.fuse_into_model` in the operator config). Even
+`antler.agent.create_agent`; `chain.fuse_into_model` in the operator config). Even
 fused, `before_model` and `after_model` hooks cost two supersteps (and two
 checkpoints) on every model call. `create_fused_agent` takes them out of
 their nodes and makes LangChain's model node run them (`ModelHooks`): the
@@ -101,7 +101,7 @@ write is dropped rather than shown to the next node. A hook returning
 `Command(goto=...)` has its `goto` scheduled when the fused node ends.
 
 Observability: the fused node calls each member's own hook methods, so the
-`--trace` timeline (`antler.tracing`, instrumented before fusion) still lists
+`--trace` timeline (`antler.runtime.tracing`, instrumented before fusion) still lists
 every plugin's hook with its own time. When a callback handler listens (a
 tracer, LangGraph's `messages` stream), each member runs as a run of its own
 named as its unfused node, with that name as `langgraph_node` in its

@@ -57,8 +57,8 @@ class RuntimeOptions(BaseModel):
 
 # Well-known service names. Plugins ask for these; `antler.agent` provides the
 # embedded defaults, and an embedding application may pass its own.
-PATHS = "paths"                        # antler.paths.PathLayout
-SANDBOX_PROVIDER = "sandbox_provider"  # antler.sandbox.SandboxProvider
+PATHS = "paths"                        # antler.runtime.paths.PathLayout
+SANDBOX_PROVIDER = "sandbox_provider"  # antler.runtime.sandbox.SandboxProvider
 MODEL = "model"                        # the agent's chat model (BaseChatModel)
 TITLE_MODEL = "title_model"            # lightweight model for titles
 MEMORY_MODEL = "memory_model"          # model that extracts memory facts

@@ -1,4 +1,4 @@
-"""Building a runnable agent from a plugin chain: `antler.create_agent`.
+"""Building a runnable agent from a plugin chain: `create_agent` (`antler.agent.create_agent`).
 
 This is the one place where the pieces meet: the operator config, the
 resolved chain, the embedded default services (thread paths, a sandbox
@@ -46,6 +46,7 @@ from antler.plugin_api.context import (
     Services,
 )
 from antler.plugin_api.registry import PluginRegistry, discover
+from antler.replay.attach import attach_graph, open_recorder
 
 from .configtools import load_config_tools
 from .deferred import defer_tools
@@ -101,6 +102,8 @@ class AntlerAgent:
     base_dir: Path | None = None
     fusion: FusionPlan | None = None
     storage: Storage | None = None
+    recorder: Any = None
+    """The `antler.replay` recorder of this agent's runs (None: recording is off)."""
     max_model_calls: int = 50
     """The model calls one run may make (`agent.max_model_calls`)."""
     recursion_limit: int = 100
@@ -295,6 +298,9 @@ class AntlerAgent:
         config = self.run_config(thread_id)
         if expand and self.fusion is not None:
             config = asking_for_hook_events(config, self.fusion)
+        if self.recorder is not None:  # the recording says whose run it replays
+            config["metadata"] = {"antler_identity": {
+                "user_id": user_id, "roles": list(identity.get("roles") or ())}}
         return {"config": config, "context": self.context(thread_id, user_id, **identity)}
 
     def _held_storage(self, thread_id: str, user_id: str) -> Storage | None:
@@ -479,6 +485,7 @@ def create_agent(
     fuse_into_model: bool | None = None,
     durability: str = DEFAULT_DURABILITY,
     context_schema: type[RunContext] = RunContext,
+    record: Any = None,
 ) -> AntlerAgent:
     """Build `chain` from the installed plugins and compile it into an agent graph.
 
@@ -493,7 +500,7 @@ def create_agent(
     When `runtime.subagents_enabled`, the lead gets the `task` tool, whose
     subagent is built from the subagent chain of the same plugins, config and
     services (model: `subagent_model`, else the lead's). A `tracer` records
-    every hook invocation (see `antler.tracing`). Each plugin's hooks run
+    every hook invocation (see `antler.runtime.tracing`). Each plugin's hooks run
     under its error policy, `on_error` (see `antler.runtime.isolation`).
     `fuse` (None: the config's `chain.fuse`) runs consecutive node hooks of
     one kind in one graph node, and `fuse_into_model` (None:
@@ -506,7 +513,9 @@ def create_agent(
     `antler_delta_channels` are checkpointed as deltas (see
     `antler.runtime.storage.deltas`). `context_schema` is `RunContext` or a subclass
     (`antler.server` passes `TrustingRunContext` when the operator trusts the
-    server's clients with the identity).
+    server's clients with the identity). `record` (None: the config's `record:`
+    section, off by default; False; True; a file path; a mapping or
+    `RecordSettings`) records every run of the agent (see `antler.replay`).
     """
     registry = registry or discover()
     config = config or OperatorConfig()
@@ -516,22 +525,22 @@ def create_agent(
     if not isinstance(services, Services):
         services = Services(dict(services or {}))
     provided_queue = services.items.get(MEMORY_QUEUE)
-    chat_model, subagent_model, runtime = _default_services(config, services, base, model,
-                                                            subagent_model, runtime)
+    models = _models(config, services, base, model, subagent_model, runtime, record)
+    _default_services(config, services, base)
     storage, mcp_loaded, close_mcp = _open_backends(config, services, checkpointer, base)
     with _closing_on_error(storage.close), _closing_on_error(close_mcp):
-        built = build_chain(config, chain, _deferred_setup(runtime, services, mcp_loaded),
+        built = build_chain(config, chain, _deferred_setup(models.runtime, services, mcp_loaded),
                             services, registry=registry, custom_middlewares=custom_middlewares)
 
         def build_subagent() -> AntlerAgent:
             # Same services (paths, sandbox provider, memory queue) but its own model, so
             # plugins that read services[MODEL] (summarization) measure the right one.
-            sub_model = subagent_model or chat_model
+            sub_model = models.subagent or models.chat
             return create_agent(
                 config, chain="subagent", model=sub_model, tools=tools,
                 # A delegated task is one tool call of the lead: its inner steps are not
                 # persisted (nor written into the lead thread's checkpoints).
-                checkpointer=False,
+                checkpointer=False, record=False,  # the lead's recorder sees its calls
                 runtime=built.plan.runtime.model_copy(update={"subagents_enabled": False}),
                 services=Services({**services.items, MODEL: sub_model}), registry=registry,
                 system_prompt=system_prompt, base_dir=base,
@@ -541,30 +550,44 @@ def create_agent(
         agent_tools = _agent_tools(config, built, chain, tools, mcp_loaded, services,
                                    build_subagent)
         graph, fusion, limit = _compile_graph(
-            config, built, chat_model, agent_tools, storage.saver, tracer=tracer,
+            config, built, models.chat, agent_tools, storage.saver, tracer=tracer,
             system_prompt=system_prompt, context_schema=context_schema,
             store=services.items.get(STORE), durability=durability,
             fuse=config.chain.fuse if fuse is None else fuse,
             into_model=config.chain.fuse_into_model if fuse_into_model is None
             else fuse_into_model)
+        if models.recorder is not None:
+            graph = attach_graph(graph, models.recorder, built.names)
     agent = AntlerAgent(graph, built, services, config, storage.saver, base, fusion=fusion,
-                        storage=storage, max_model_calls=config.agent.max_model_calls,
-                        recursion_limit=limit)
+                        storage=storage, recorder=models.recorder,
+                        max_model_calls=config.agent.max_model_calls, recursion_limit=limit)
     agent._closers.extend(_closers(services, storage, close_mcp, provided_queue))
     return agent
 
 
-def _default_services(config: OperatorConfig, services: Services, base: Path, model: Any,
-                      subagent_model: Any, runtime: RuntimeOptions | None,
-                      ) -> tuple[Any, Any, RuntimeOptions]:
-    """Fill in the services a build needs and the caller did not provide; returns the
-    chat model, the subagents' model (None: the chat model) and the runtime options.
+@dataclass
+class _Models:
+    """The chat models one build uses, resolved, and the recorder that watches them."""
 
-    The model catalog (`models.named`), the chat model (`model`, else
-    `models.default`), the title and memory model references, the skills
-    registry (`skills:`) and the thread path layout under `base`. A provided
-    service is used as it is. The runtime options default to the config's
-    model capabilities.
+    chat: Any
+    subagent: Any
+    """The subagents' model (None: the chat model)."""
+    runtime: RuntimeOptions
+    recorder: Any
+    """The `antler.replay` recorder of the agent's runs (None: recording is off)."""
+
+
+def _models(config: OperatorConfig, services: Services, base: Path, model: Any,
+            subagent_model: Any, runtime: RuntimeOptions | None, record: Any) -> _Models:
+    """Resolve the build's models through the model catalog (`models.named`) and open
+    the recorder `record` asks for.
+
+    The chat model is `model`, else `models.default`; the title and memory
+    model references become services for the plugins that resolve them. The
+    recorder (`record`, else the config's `record:` section) watches the chat
+    and subagent models; the chat model it hands back is the `model` service.
+    The runtime options default to the config's model capabilities. A
+    provided service is used as it is.
     """
     from antler.chain.conditions import runtime_for
 
@@ -579,15 +602,25 @@ def _default_services(config: OperatorConfig, services: Services, base: Path, mo
     if subagent_model is None and models.subagent:
         subagent_model = catalog.resolve(models.subagent)
     chat_model = catalog.resolve(model) if not hasattr(model, "invoke") else model
-    services.items.setdefault(MODEL, chat_model)
     for service, reference in ((TITLE_MODEL, models.title), (MEMORY_MODEL, models.memory)):
         if reference is not None and services.items.get(service) is None:
             services.items[service] = reference  # resolved by the plugin that uses it
+    recorder = open_recorder(record, config, base, model, runtime, services)
+    if recorder is not None:
+        chat_model = recorder.watch(chat_model)
+        subagent_model = recorder.watch(subagent_model) if subagent_model is not None \
+            else None
+    services.items.setdefault(MODEL, chat_model)
+    return _Models(chat_model, subagent_model, runtime, recorder)
+
+
+def _default_services(config: OperatorConfig, services: Services, base: Path) -> None:
+    """The skills registry (`skills:`) and the thread path layout under `base`, unless
+    the caller provided them."""
     if SKILLS not in services.items:
         services.items[SKILLS] = SkillsRegistry.from_settings(config.skills)
     skill_roots = tuple(getattr(services.items[SKILLS], "roots", ()))
     services.items.setdefault(PATHS, PathLayout(base, skill_roots=skill_roots))
-    return chat_model, subagent_model, runtime
 
 
 def _open_backends(config: OperatorConfig, services: Services, checkpointer: Any,

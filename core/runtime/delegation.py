@@ -15,7 +15,7 @@ total tokens of the subagent's model calls) and ``task_description``. Plugins
 read these fields, never the result's text.
 
 The text and the fields come from one `TaskOutcome`, so they cannot disagree
-(seed 000 #13): a completed task's text is the subagent's answer; a failed
+(docs/chain.md#tool_error_handling): a completed task's text is the subagent's answer; a failed
 one's is ``Task failed. Error: <error>``, where the error is the exception the
 subagent raised or the error reply it ended with, and its ``antler_tool_meta``
 (``error_type``, ``recoverable_by_model``, ``recommended_next_action``, source

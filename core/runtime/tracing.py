@@ -1,7 +1,7 @@
 """The hook timeline: which middleware ran which hook, what it changed, how long it took.
 
 `antler run --trace` and `antler demo` print it, in the spirit of the per-turn
-timeline of seed 003 section 6.12. Tracing works on the real chain: each
+timeline of docs/chain.md#turn-timeline. Tracing works on the real chain: each
 middleware instance is given a subclass of its own class that overrides
 exactly the hooks the class overrides (LangChain decides which graph nodes to
 create by looking at the class), times the call and summarizes the result.

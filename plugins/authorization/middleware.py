@@ -28,12 +28,12 @@ of this build (`DeferredTools.is_tool_search`); an ordinary tool that is
 merely named ``tool_search`` is checked like any other, and a guardrail still
 checks every call.
 
-Identity comes only from the run's `RunContext` (`antler.authz.principal_from_context`),
-never from messages or tool arguments. A provider that raises or answers
-nonsense is treated per ``fail_closed``. Every decision is written to the
-``antler.audit.authorization`` logger (layer-1 allows at DEBUG, the rest at
-INFO/WARNING). Sync and async hooks share one implementation each and give the
-same answers.
+Identity comes only from the run's `RunContext`
+(`antler.plugins._lib.authz.principal_from_context`), never from messages or tool
+arguments. A provider that raises or answers nonsense is treated per ``fail_closed``.
+Every decision is written to the ``antler.audit.authorization`` logger (layer-1
+allows at DEBUG, the rest at INFO/WARNING). Sync and async hooks share one
+implementation each and give the same answers.
 
 How the instance is shared: :func:`shared_provider` takes the build's
 ``authorization_provider`` service, or resolves the configured provider and

@@ -20,8 +20,8 @@ Hooks:
 It also owns the ``promoted`` channel (`PromotedState`), which ``tool_search``
 writes, and contributes the prompt section (`prompt_section`).
 
-Where it sits: seed 000 #25, after mcp_routing (whose ``before_model``
-promotion this step's request already reflects) and before the
+Where it sits: position 25 (docs/chain.md#deferred_tool_filter), after mcp_routing
+(whose ``before_model`` promotion this step's request already reflects) and before the
 system-message coalescer; on both chains.
 
 Configuration: the ``tool_search:`` section (`ToolSearchConfig`): ``enabled:

@@ -38,8 +38,8 @@ Hooks:
   the previous call's reuses that call's two messages instead of rendering
   them again.
 
-Where it sits: both chains, immediately after skill_tool_policy (seed 000
-#17) and before summarization, so it captures before the history is
+Where it sits: both chains, immediately after skill_tool_policy
+(docs/chain.md#durable_context) and before summarization, so it captures before the history is
 compacted; its model wrapper is outer of system_message_coalescing's, which
 merges the contract into the one leading system message. subagent_limit
 counts a run's delegations from the ``delegations`` channel. The data block's

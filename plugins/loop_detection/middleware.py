@@ -35,7 +35,7 @@ the turn), hold across processes, and counting the same response again (a
 graph node re-run after a failure) changes nothing.
 
 Where it sits: with the guards, after `subagent_limit` and before
-`@guards_end`, as seed 000's position 28. `after_model` hooks run in reverse
+`@guards_end`, position 28 (docs/chain.md#loop_detection). `after_model` hooks run in reverse
 chain order, so it judges the response after the tail (`safety_finish_reason`
 removes calls from a filtered reply first) and before `subagent_limit` and
 the plugins placed before it, which see what is actually dispatched. As a

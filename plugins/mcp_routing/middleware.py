@@ -19,7 +19,7 @@ the new names; the channel's reducer unions them with earlier promotions). No
 match, no catalog, or nothing new: no update. It never runs or hides a tool,
 and its log lines carry counts, not tool names or keywords.
 
-Where it sits: seed 000 #24, right before deferred_tool_filter, whose
+Where it sits: position 24 (docs/chain.md#mcp_routing), right before deferred_tool_filter, whose
 ``wrap_model_call`` then sees this step's promotion.
 
 Configuration: on when ``tool_search.enabled`` and some MCP tool has

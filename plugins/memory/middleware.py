@@ -13,7 +13,7 @@ so every process and replica sees them. With `memory.queue: store` the
 debounce is a record in that store and due updates are processed by the next
 run's `after_agent` (see `antler.plugins._lib.memory.pending`).
 
-Where it sits: after `title` (seed 003, 6.11), so the thread's title exists
+Where it sits: after `title` (docs/chain.md#layer-dependencies), so the thread's title exists
 and travels with the submission. `after_agent` runs once per run, after the
 last model call.
 

@@ -25,9 +25,9 @@ Hooks:
   `terminal_response`. A detector that fails on odd metadata counts as no
   match.
 
-Where it sits: in the tail, after `terminal_response` and `@tail_start`, as
-seed 000's position 33. `after_model` hooks run in reverse chain order, so it
-sees the reply after `safety_finish_reason` and before `terminal_response`.
+Where it sits: in the tail, after `terminal_response` and `@tail_start`, as position 33
+(docs/chain.md#model_length_finish_reason). `after_model` hooks run in reverse chain
+order, so it sees the reply after `safety_finish_reason` and before `terminal_response`.
 
 Configuration: none; the plugin is always on (lead chain).
 

@@ -10,7 +10,7 @@ edit) drops its mark; a mark without a valid signature (a caller's forgery, a
 mark copied from another thread or tool call) grants nothing.
 
 Files are inspected on the host, through the thread's directories
-(`antler.paths`): that is where the local sandbox keeps them and where a
+(`antler.runtime.paths`): that is where the local sandbox keeps them and where a
 mounting sandbox exposes them. They are opened beneath the thread's root
 (`antler.runtime.confined`), as the sandbox's own file tools open them.
 """

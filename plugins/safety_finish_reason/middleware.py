@@ -29,7 +29,7 @@ Hooks:
   flow exceptions (interrupts) pass through.
 
 Where it sits: in the tail, after `model_length_finish_reason` and
-`@tail_start`, as seed 000's position 34. `after_model` hooks run in reverse
+`@tail_start`, position 34 (docs/chain.md#safety_finish_reason). `after_model` hooks run in reverse
 chain order and it is the last of them in the chain, so its `after_model`
 runs first: `model_length_finish_reason`, `terminal_response` (which would
 otherwise retry a safety-stopped empty reply), the extensions,

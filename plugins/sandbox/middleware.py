@@ -148,10 +148,10 @@ class SandboxMiddleware(AgentMiddleware[SandboxState]):
     The async forms run provider calls in a worker thread: a provider may
     block on a container or a remote service.
 
-    Why here: after thread_data (the sandbox belongs to the thread whose id and
-    paths it validated) and after uploads, as in the seed's layer order. As the
-    environment layer's only ``after_agent`` hook it runs once the run is over,
-    whatever other plugins did.
+    Why here: after thread_data (the sandbox belongs to the thread whose id and paths it
+    validated) and after uploads, as in the layer order of
+    docs/chain.md#layer-dependencies. As the environment layer's only ``after_agent``
+    hook it runs once the run is over, whatever other plugins did.
     """
 
     state_schema = SandboxState

@@ -27,8 +27,8 @@ The async form classifies in a worker thread, so a long command never holds
 the event loop; bashlex itself runs in a worker process bounded in time and
 memory (`parse_worker.py`), started when the middleware is built.
 
-Where it sits: always on, in both chains (as in the seed: appended
-unconditionally to the shared runtime base). After the authorization and
+Where it sits: always on, in both chains (docs/chain.md#sandbox_audit: part
+of the shared runtime base). After the authorization and
 guardrail plugins, so a call they refuse is never audited as if it ran, and
 before read_before_write and the tail, so a blocked command never reaches
 anything that would act on it.

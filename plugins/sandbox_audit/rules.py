@@ -449,7 +449,7 @@ def _w(takes_arg: str = "", positional: int = 0, assignments: bool = False) -> W
 
 
 WRAPPERS: dict[str, Wrapper] = {
-    # the seed's exec wrappers
+    # exec wrappers: the command they run is still in command position
     "env": _w("-u --unset -C --chdir -S --split-string", assignments=True),
     "command": _w(),
     "builtin": _w(),

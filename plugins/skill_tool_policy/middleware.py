@@ -9,7 +9,7 @@ always read its own files. ``allowed-tools`` may name a tool group
 (``file:read``, ``file:write``, ``bash``; `antler.contracts.toolgroups`).
 Without a slash activation, the skills the agent loaded itself by reading their
 ``SKILL.md`` (durable_context's ``skill_context`` record) set the policy
-instead: the union of their ``allowed-tools`` (seed 000 #16). A skill without
+instead: the union of their ``allowed-tools`` (docs/chain.md#skill_tool_policy). A skill without
 the field adds nothing once another declares it; when none declares it, nothing
 is restricted. A slash activation is authoritative: reading another skill in
 that run cannot widen it. ``task`` is not exempt, so a restricted skill cannot
@@ -38,8 +38,8 @@ Hooks:
   promotes a deferred tool the skill does not allow.
 
 Where it sits: immediately after skill_activation (it reads the activation
-that wrapper adds to the request) and immediately before durable_context, as
-seed 000 #16 has it.
+that wrapper adds to the request) and immediately before durable_context
+(docs/chain.md#skill_tool_policy).
 
 Configuration: none; skills declare their own ``allowed-tools``.
 

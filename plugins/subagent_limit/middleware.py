@@ -28,8 +28,8 @@ which is what the message now is. The edited message keeps its id, so the
 calls (`additional_kwargs["tool_calls"]` and tool-use content blocks) are
 removed too, so a later request does not replay calls that never ran.
 
-Where it sits: after `view_image` and before `@guards_end`, as seed 003's
-layer 10 and seed 000's position 27. It only has an `after_model` hook, and
+Where it sits: after `view_image` and before `@guards_end`, position 27
+(docs/chain.md#subagent_limit). It only has an `after_model` hook, and
 those run in reverse chain order: the guards and the tail placed after it
 (loop detection, token budget, safety) judge the response as the model wrote
 it, and the plugins placed before it (title, memory, durable_context) see the

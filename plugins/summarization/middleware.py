@@ -8,7 +8,7 @@ state's `messages` as [summary, *kept]. AI/tool message pairs are never split.
 
 Where it sits: after `dangling_tool_call`, so that a summary is only ever made
 of a well-formed history, and before `todo`, which decides from what
-summarization left whether the todo list must be re-injected (seed 003, 6.11).
+summarization left whether the todo list must be re-injected (docs/chain.md#layer-dependencies).
 """
 
 from __future__ import annotations

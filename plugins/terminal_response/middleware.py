@@ -30,7 +30,7 @@ Hooks:
 
 Where it sits: in the tail, after `@tail_start` (after the custom and
 extension middlewares) and before `input_provenance` and `clarification`, as
-seed 000's position 32. `after_model` hooks run in reverse chain order, so it
+position 32 (docs/chain.md#terminal_response). `after_model` hooks run in reverse chain order, so it
 judges the reply after `safety_finish_reason` (which fills in an empty reply
 the provider stopped for safety: such a reply is not retried) and after
 `model_length_finish_reason`. Its jump back to the model is declared

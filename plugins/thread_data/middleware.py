@@ -60,7 +60,7 @@ def thread_paths_for(layout: PathLayout, runtime: Any) -> ThreadPaths:
 
     Raises:
         MissingThreadIdError: when the run has no thread id at all.
-        antler.paths.InvalidIdentifierError: when the user or thread id cannot
+        antler.runtime.paths.InvalidIdentifierError: when the user or thread id cannot
             be a directory name (``..``, separators, control characters, ...).
     """
     context = run_context(runtime)

@@ -27,7 +27,7 @@ class TitleConfig(BaseModel):
     )
     first_exchange_only: bool = Field(
         default=True,
-        description="Title a thread after its first complete exchange only (seed 003); "
+        description="Title a thread after its first complete exchange only; "
         "false also titles a thread left untitled then (the plugin was off) at its next "
         "complete exchange.",
     )

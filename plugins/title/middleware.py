@@ -3,22 +3,21 @@
 Once the first user message has been answered by an assistant message that
 calls no tools, `after_model` asks a lightweight model for a short title and
 writes it to the state's `title`. It runs once per thread: a thread that has a
-title is never titled again. As seed 003 has it, only the first complete
+title is never titled again. As docs/chain.md#title has it, only the first complete
 exchange is titled (a user message answered by a final reply that is not an
 error notice; a run that was interrupted or failed completed none): a thread
 whose first complete exchange got no title (the plugin was off then) stays
 untitled, unless ``title.first_exchange_only`` is false, which titles it at
 its next complete exchange (from its first user message). When the title model fails or
 answers nothing usable, the title is the first 50 characters of the user's
-message (seed 003: "the first 50 characters of the user's message"; no
-ellipsis is added, and a shorter ``max_chars`` cuts it further), so a thread
+message (no ellipsis is added, and a shorter ``max_chars`` cuts it further), so a thread
 never stays untitled because a provider hiccupped.
 
 The title call is internal: its answer goes to `title`, never to `messages`,
 it is tagged so LangGraph does not stream it, and the declared
 `InternalCallTransformer` keeps it out of `run.messages`.
 
-Where it sits: after `summarization` and `todo` (seed 003, 6.11), which only
+Where it sits: after `summarization` and `todo` (docs/chain.md#layer-dependencies), which only
 touch messages before model calls, so the first exchange it reads is stable;
 before `memory`, whose `after_agent` runs once the title exists.
 """
@@ -199,7 +198,7 @@ class TitleMiddleware(AgentMiddleware[TitleState, Any]):
             return None
         messages = state.get("messages") or []
         if self.first_exchange_only and _completed_before(messages):
-            return None  # past the first complete exchange: seed 003 titles that one only
+            return None  # past the first complete exchange: only that one is titled
         return first_exchange(messages)
 
     def _prompt(self, user: str, reply: str) -> str:

@@ -8,7 +8,7 @@ cut the `write_todos` call out of the conversation, the model no longer sees
 its plan, although `todos` still holds it. The hook then appends a
 `todo_reminder` message listing the todos and their statuses, once.
 
-Where it sits: after `summarization` (seed 003, 6.11), because its decision
+Where it sits: after `summarization` (docs/chain.md#layer-dependencies), because its decision
 depends on what summarization left of the history. `before_model` hooks run in
 chain order, so this one always sees the messages summarization just wrote.
 Plan mode only: the manifest joins it to the chain when `plan_mode` is true.

@@ -19,7 +19,7 @@ Hooks
       `Command` is otherwise passed on as it is.
 
 Where it sits and why
-    Position 13 of the seed: the innermost of the base tool wrappers, inside
+    Position 13 (docs/chain.md#tool_error_handling): the innermost of the base tool wrappers, inside
     tool_progress (which reads the metadata stamped here), read_before_write,
     sandbox_audit and the authorization/guardrail gates (whose refusals arrive
     already stamped and are left so). Only clarification's wrapper (last in

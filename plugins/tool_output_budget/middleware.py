@@ -29,7 +29,7 @@ Hooks
     artifacts: listings of the outputs skip the folder.
 
 Where it sits and why
-    Position 2 of the seed: the outermost tool wrapper (``outer_of:
+    Position 2 (docs/chain.md#tool_output_budget): the outermost tool wrapper (``outer_of:
     tool_result_sanitization``), so it budgets the result every inner layer
     has finished with: fetched text already neutralized (a cut can never
     split an escape and leave a raw tag), errors already stamped. Its model

@@ -25,7 +25,7 @@ Hooks
     (``blocked``, recoverable, next action ``summarize``) without running.
     A call a gate *outer* of this layer refused (authorization, guardrail,
     sandbox_audit, read_before_write) never reaches it and consumes no slot,
-    as the seed orders it: a write read_before_write refused does not count
+    as docs/chain.md#read_before_write orders it: a write read_before_write refused does not count
     against ``write_file``, so the model that then reads and writes is not
     blocked. `Command` results (control flow, such as the sandbox recording
     its id) are not assessed; a result without metadata passes with a warning in the
@@ -43,7 +43,7 @@ Hooks
     pending hints each), so memory is bounded on a long-lived server.
 
 Where it sits and why
-    Position 12 of the seed: ``outer_of: tool_error_handling``, whose stamps
+    Position 12 (docs/chain.md#tool_progress): ``outer_of: tool_error_handling``, whose stamps
     it reads (an exception arrives as a stamped error result), and inner of
     read_before_write, sandbox_audit and the authorization/guardrail gates,
     so a gate decides before a blocked tool is refused here, and a call a

@@ -22,7 +22,7 @@ channel, and this middleware shows it:
 between injection and `after_model` (a model error), so a stale payload is
 not carried into later requests.
 
-Where it sits: after `memory` and before `@guards_end` (seed 003, layer 9). Its
+Where it sits: after `memory` and before `@guards_end` (docs/chain.md#view_image). Its
 `before_model` runs after summarization and todo have rewritten the history,
 so the image message is appended to the history the model will actually get
 and is never summarized. `after_model` hooks run in reverse chain order, so

@@ -221,7 +221,7 @@ def test_a_printed_failure_is_classified(text, expected):
     assert classify_error_text(text)[0] == expected
 
 
-def test_each_class_carries_the_seeds_recovery_and_next_action():
+def test_each_class_carries_its_recovery_and_next_action():
     expected = {
         "auth": (False, "stop"), "config": (False, "stop"), "internal": (False, "stop"),
         "rate_limited": (False, "summarize"), "transient": (False, "try_alternative"),

@@ -431,7 +431,7 @@ def test_subagent_chain_sanitizes_its_task_prompt(tmp_path, registry):
 
 
 def test_real_todo_reminder_passes_and_the_users_messages_do_not(tmp_path, registry):
-    """Plan mode with summarization: todo's actual reminder, from seed 003's chain."""
+    """Plan mode with summarization: todo's actual reminder, in the chain's layer order."""
     todos = [{"content": "Collect <system_reminder>data</system_reminder>",
               "status": "in_progress"}]
     model = ScriptedChatModel([

@@ -1,4 +1,4 @@
-"""sandbox_audit: the tokenizer's seed semantics, the verdict, the middleware, a real agent.
+"""sandbox_audit: the tokenizer's semantics, the verdict, the middleware, a real agent.
 
 The corpus of commands and verdicts lives in `test_sandbox_audit_corpus.py`;
 the fuzz and linearity checks in `test_sandbox_audit_fuzz.py`. Here: the
@@ -60,7 +60,7 @@ def verdict(command: str) -> tuple[str, str]:
     return str(result.action), result.rule
 
 
-# -- the splitter: the seed's sentences, one by one -------------------------------------------
+# -- the splitter: its rules, one by one ----------------------------------------------------
 
 def test_an_unquoted_newline_splits_like_a_semicolon() -> None:
     assert commands_of("echo hi\nls") == commands_of("echo hi; ls") == [["echo", "hi"], ["ls"]]

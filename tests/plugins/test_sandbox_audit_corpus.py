@@ -17,7 +17,7 @@ from antler.plugins.sandbox_audit.rules import RULES
 B, W, P = "block", "warn", "pass"
 
 CASES: list[tuple[str, str, str]] = [
-    # -- value position: deliberate passes (the seed's #4611) ---------------------------
+    # -- value position: deliberate passes ----------------------------------------------
     ("x=$(curl url)", P, "value_position_substitution"),
     ("x=`curl url`", P, "value_position_substitution"),
     ("x=$(wget -qO- https://example.com/a)", P, "value_position_substitution"),

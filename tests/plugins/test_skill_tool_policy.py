@@ -158,7 +158,7 @@ def read_skill(name: str) -> dict[str, Any]:
 
 def test_a_skill_read_with_read_file_limits_the_tools_from_the_next_call(
         tmp_path, mode, use_async):
-    """Seed 000 #16: without a slash activation, the skills read set the policy."""
+    """Position 16: without a slash activation, the skills read set the policy."""
     tools = Tools()
     agent, model = agent_for(tmp_path, [
         call("read_file", path=DATA_REPORT), call("bash", command="touch /mnt/user-data/x"),

@@ -114,7 +114,7 @@ def _raise(_messages):
 
 @pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
 def test_failing_title_model_falls_back_to_the_first_50_characters(tmp_path, registry, fuse):
-    """Seed 003: on a title-model failure, the first 50 characters of the user's message."""
+    """On a title-model failure, the first 50 characters of the user's message."""
     model = ScriptedChatModel(["Sure, here is a route."])
     titler = ScriptedChatModel([_raise])
     with make_agent(tmp_path, registry, model, titler, fuse=fuse) as agent:
@@ -131,7 +131,7 @@ def _answered_before(agent: Any) -> None:
 
 @pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
 def test_only_the_first_complete_exchange_is_titled(tmp_path, registry, fuse):
-    """Seed 003: the title follows the first complete exchange only, never a later one."""
+    """The title follows the first complete exchange only, never a later one."""
     model = ScriptedChatModel(["Here is a plan for Lisbon."])
     titler = ScriptedChatModel(["Trip plan"])
     with make_agent(tmp_path, registry, model, titler, fuse=fuse) as agent:

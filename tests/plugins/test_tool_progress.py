@@ -186,7 +186,10 @@ GUARD_LAUNCH = ("guardrails:\n  enabled: true\n  provider: allowlist\n"
 @pytest.mark.parametrize("gate", ["authorization", "guardrail"])
 @pytest.mark.parametrize(("fuse", "mode"), MODES)
 def test_a_gate_outside_the_guard_consumes_no_slot(home, gate, fuse, mode):
-    """Seed #11/#12: a call refused outside tool_progress returns without consuming a slot."""
+    """A call refused outside tool_progress returns without consuming a slot.
+
+    Positions 11 and 12, docs/chain.md#read_before_write.
+    """
     tools = Tools()
     config = ON + (DENY_LAUNCH if gate == "authorization" else GUARD_LAUNCH)
     agent, model = make_agent(home, [*repeat(call("launch"), 6), "done"], config,

@@ -27,7 +27,7 @@ from antler.plugins._lib.tagguard import USER_INPUT_END, ReservedTags, find_rese
 from antler.plugins.tool_result_sanitization.config import ToolResultSanitizationConfig
 from antler.plugins.tool_result_sanitization.middleware import (
     AUDIT_KEY,
-    SEED_REMOTE_TOOLS,
+    REMOTE_TOOL_NAMES,
     ToolResultSanitizationMiddleware,
     build,
     is_mcp_tool,
@@ -258,9 +258,9 @@ def _context(config: Any) -> BuildContext:
 def test_build_reads_its_config():
     middleware = build(_context(ToolResultSanitizationConfig(remote_tools=[" lookup "],
                                                              extra_tags=["acme_note"])))
-    assert middleware.remote_tools == {"lookup", *SEED_REMOTE_TOOLS}
+    assert middleware.remote_tools == {"lookup", *REMOTE_TOOL_NAMES}
     assert "acme-note" in middleware.tags
-    assert build(_context(None)).remote_tools == frozenset(SEED_REMOTE_TOOLS)
+    assert build(_context(None)).remote_tools == frozenset(REMOTE_TOOL_NAMES)
 
 
 def test_config_rejects_blank_names():
@@ -286,7 +286,7 @@ def test_user_message_sanitized_alongside(tmp_path, registry):
 
 
 @pytest.mark.parametrize("name", ["web_fetch", "web_search", "image_search", "web_capture"])
-def test_seed_remote_tools_are_covered_by_name_without_metadata(tmp_path, registry, name):
+def test_remote_tool_names_are_covered_by_name_without_metadata(tmp_path, registry, name):
     agent, _ = make_agent(tmp_path, registry, [call(name, url="u"), "ok"],
                           [remote_tool(name, metadata=None)])
     with agent:

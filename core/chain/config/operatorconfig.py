@@ -8,6 +8,7 @@ from pydantic import BaseModel
 
 from antler.plugin_api.registry import canonical_name
 from antler.plugin_api.yamlsource import Location, YamlDocument
+from antler.replay.settings import RecordSettings
 
 from .agent import (
     AgentSettings,
@@ -69,6 +70,10 @@ class OperatorConfig:
     @property
     def agent(self) -> AgentSettings:
         return self.sections.get("agent") or AgentSettings()  # type: ignore[return-value]
+
+    @property
+    def record(self) -> RecordSettings:
+        return self.sections.get("record") or RecordSettings()  # type: ignore[return-value]
 
     @property
     def mcp_servers(self) -> dict[str, McpServerSettings]:

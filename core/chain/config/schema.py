@@ -16,6 +16,7 @@ from antler.errors import ConfigError, ReflectionError
 from antler.plugin_api.reflection import resolve_object
 from antler.plugin_api.registry import LoadDiagnostic, PluginRegistry
 from antler.plugin_api.spec import PluginSpec
+from antler.replay.settings import RecordSettings
 
 from .agent import (
     AgentSettings,
@@ -81,6 +82,7 @@ def schema_model(registry: PluginRegistry) -> type[BaseModel]:
                         Field(None, description=McpServersSection.__doc__)),
         "server": (ServerSettings | None, Field(None, description=ServerSettings.__doc__)),
         "agent": (AgentSettings | None, Field(None, description=AgentSettings.__doc__)),
+        "record": (RecordSettings | None, Field(None, description=RecordSettings.__doc__)),
         "plugins": (dict[str, PluginLoadSettings] | None,
                     Field(None, description="Per-plugin load settings, by plugin, entry "
                           "point or distribution name.")),

@@ -83,8 +83,9 @@ __all__ = [
 SIDE_PURPOSES = ("title", "memory", "tool_selector")
 """Side calls a scripted model answers from their own script (see `side_model`)."""
 
-SCRIPT_KEYS = ("model_name", *SIDE_PURPOSES)
-"""Keys a YAML script mapping may have besides `turns`."""
+SCRIPT_KEYS = ("model_name", *SIDE_PURPOSES, "recording")
+"""Keys a YAML script mapping may have besides `turns` (`recording`: the header of a
+recording, `antler.replay.recording`, which a script ignores)."""
 
 CHARS_PER_TOKEN = 4
 """Rough characters-per-token ratio used when a turn does not state its usage."""
@@ -263,7 +264,8 @@ def parse_script(script: Any) -> list[ScriptTurn]:
         if unknown or "turns" not in script:
             raise ScriptError(
                 "A script mapping must have a 'turns' list (and optionally 'model_name', "
-                f"'title', 'memory' and 'tool_selector' lists); got keys {sorted(script)!r}."
+                "'title', 'memory' and 'tool_selector' lists, and a recording's 'recording' "
+                f"header); got keys {sorted(script)!r}."
             )
         script = script["turns"]
     if isinstance(script, (str, bytes)) or not isinstance(script, Sequence):
@@ -409,7 +411,7 @@ class ScriptedChatModel(BaseChatModel):
         script, replying empty once that runs out, so the agent's turns stay its own."""
         return ScriptedChatModel(list(self.side_scripts.get(purpose, [])),
                                  model_name=f"{self.model_name}-{purpose}",
-                                 when_exhausted="empty")
+                                 when_exhausted="empty", callbacks=self.callbacks)
 
     @classmethod
     def from_turns(cls, turns: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:
