@@ -20,7 +20,7 @@ default Antler's `sync`). Savers:
 LangGraph's `InMemorySaver` and a `SqliteSaver` on a temporary file. Channel
 modes: `full` (every checkpoint stores the message list) and `delta`
 (`storage.messages_channel: delta`; the bare agent gets the same channel
-through `antler.runtime.channels.use_delta_channels`).
+through `antler.runtime.storage.deltas.use_delta_channels`).
 
 Reported per cell: the median ms per turn on both clocks (`benchmarks.clock`:
 `cpu` is the CPU time of the process, its threads and its child processes,
@@ -159,7 +159,7 @@ class Runner:
         from langchain.agents import create_agent
         from langchain_core.tools import tool
 
-        from antler.runtime.channels import use_delta_channels
+        from antler.runtime.storage.deltas import use_delta_channels
 
         @tool
         def ls(path: str) -> str:

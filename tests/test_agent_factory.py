@@ -221,3 +221,39 @@ def test_a_refused_upload_fails_before_anything_is_saved_to_the_thread(tmp_path,
         with pytest.raises(UploadError, match=r"additional_kwargs\['files'\]"):
             agent.invoke(message, thread_id="t1")
         assert agent.state("t1") == {}  # the question was not saved without an answer
+
+
+class DeclaresNoSuchDeltaChannel(AgentMiddleware):
+    """Names a channel the graph does not have: delta mode refuses it after compiling."""
+
+    antler_delta_channels = ("no_such_channel",)
+
+
+def _open_descriptors(path: Any) -> int:
+    """How many of this process's file descriptors are open on `path`."""
+    import os
+
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}") == str(path)
+        except OSError:
+            continue
+    return count
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_a_build_that_fails_after_the_storage_opened_closes_it(tmp_path, fuse):
+    """The graph step fails (a delta channel that is no reducer channel) after the
+    checkpoint database was opened: the database is closed again, not left open."""
+    from antler.errors import BuildError
+
+    config = parse_config("storage: {messages_channel: delta}\n", platform_only())
+    with pytest.raises(BuildError, match="no_such_channel") as failed:
+        create_agent(config, model=ScriptedChatModel(["ok"]), registry=platform_only(),
+                     base_dir=tmp_path, checkpointer="sqlite", fuse=fuse,
+                     custom_middlewares=[DeclaresNoSuchDeltaChannel()])
+    # `failed` holds the traceback, and with it every frame of the build: what was
+    # left open would still be open here.
+    assert failed.traceback
+    assert _open_descriptors(tmp_path / "checkpoints.sqlite") == 0

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from antler.chain.plan import Exclusion
+from antler.chain.chainplan import Exclusion
 from antler.chain.resolver import resolve
 from antler.plugin_api.registry import discover
 from antler.plugin_api.spec import PluginSpec

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from antler.chain import plan_chain
 from antler.chain.config import load_config, schema_sections
-from antler.chain.migrate import migrate_deerflow
 from antler.cli import cli
+from antler.deerflow import migrate_deerflow
 from antler.plugin_api.context import RuntimeOptions
 from antler.plugin_api.registry import discover
 from antler.plugin_api.yamlsource import load_yaml_file

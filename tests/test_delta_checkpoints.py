@@ -22,8 +22,8 @@ from antler.errors import BuildError
 from antler.plugin_api.context import RuntimeOptions
 from antler.plugin_api.registry import discover
 from antler.runtime.agent import CHECKPOINT_FILENAME, create_agent
-from antler.runtime.channels import folding, use_delta_channels
 from antler.runtime.models import ScriptedChatModel
+from antler.runtime.storage.deltas import folding, use_delta_channels
 
 QUIET = ("title: {enabled: false}\nmemory: {enabled: false}\n"
          # The script places the summary call by message count; the date reminder is one more.

@@ -23,11 +23,11 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from antler.cli import cli
 from antler.plugin_api.context import MEMORY_QUEUE, TITLE_MODEL
 from antler.plugins._lib.memory import MemoryFile
-from antler.runtime import storage as storage_module
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
 from antler.runtime.paths import InvalidIdentifierError
 from antler.runtime.storage import StorageError, ThreadBusyError, ThreadOwnershipError
+from antler.runtime.storage import sqlite as sqlite_storage
 from tests.plugins.support import visible
 
 FUSE = pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
@@ -250,7 +250,7 @@ def test_a_home_that_is_a_file_is_named_with_what_to_do(tmp_path):
 
 
 def test_a_locked_database_is_named_with_what_to_do(tmp_path, monkeypatch):
-    monkeypatch.setattr(storage_module, "SQLITE_TIMEOUT_SECONDS", 0.1)
+    monkeypatch.setattr(sqlite_storage, "SQLITE_TIMEOUT_SECONDS", 0.1)
     home = tmp_path / "home"
     first = script(tmp_path / "a.yaml", ["ok", "A title"])
     assert run_cli("run", "hi", "--model", f"scripted:{first}", "--home", home)[0] == 0

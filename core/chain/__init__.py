@@ -3,7 +3,7 @@
 A chain goes through this layer in order: the operator config
 (`antler.chain.config`) says which plugins are on, the resolver
 (`antler.chain.resolver`) orders the participants by their declared
-constraints, `plan_chain` (`antler.chain.plan`) records who takes part and why
+constraints, `plan_chain` (`antler.chain.chainplan`) records who takes part and why
 the others do not, and `build_chain` (`antler.chain.build`) instantiates the
 middlewares for `create_agent`.
 """
@@ -17,7 +17,7 @@ from .build import (
     prompt_sections,
     select_tools,
 )
-from .plan import (
+from .chainplan import (
     EXCLUSION_KINDS,
     ChainPlan,
     Exclusion,

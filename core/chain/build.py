@@ -1,6 +1,6 @@
 """Chain building: instantiate a planned chain's middlewares for `create_agent`.
 
-`build_chain` plans the chain (`antler.chain.plan`), then imports and calls the
+`build_chain` plans the chain (`antler.chain.chainplan`), then imports and calls the
 participants' factories and returns middleware instances in order, together
 with the explanation of every placement and the tools the participants
 contribute.
@@ -21,8 +21,8 @@ from antler.plugin_api.reflection import resolve_object
 from antler.plugin_api.registry import ImportTiming, PluginRegistry, discover, record_import
 from antler.plugin_api.spec import HOOK_NAMES, PluginSpec
 
+from .chainplan import ChainPlan, plan_chain
 from .config import OperatorConfig, section_model, silenced_entry_points
-from .plan import ChainPlan, plan_chain
 from .policy import gate_warnings
 from .stateowners import StateClaim, check_owners, claim
 

@@ -10,10 +10,8 @@ for `antler config check` and `antler run`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from antler.chain.config import OperatorConfig
+from antler.chain.config import OperatorConfig, is_model_reference
+from antler.plugin_api.diagnostics import did_you_mean
 
 __all__ = ["model_reference_problems"]
 
@@ -21,15 +19,12 @@ __all__ = ["model_reference_problems"]
 def model_reference_problems(config: OperatorConfig) -> list[str]:
     """One line per plugin section whose `model` names no configured model and no spec:
     'file:line:column: section.model: ...'."""
-    from antler.chain.config import _is_model_reference
-    from antler.plugin_api.diagnostics import did_you_mean
-
     named = config.models.named
     problems = []
     for key in sorted(config.sections):
         section = config.section(key)
         reference = getattr(section, "model", None)
-        if not isinstance(reference, str) or _is_model_reference(reference, named):
+        if not isinstance(reference, str) or is_model_reference(reference, named):
             continue
         names = ", ".join(sorted(named)) or "none"
         problems.append(

@@ -353,7 +353,7 @@ def migrate(ctx: click.Context, session: Session, file: str, output: str | None,
     import yaml
 
     from antler.chain.config import parse_config_document, schema_sections
-    from antler.chain.migrate import carry_comments, load_extensions, migrate_deerflow
+    from antler.deerflow import carry_comments, load_extensions, migrate_deerflow
     from antler.errors import ConfigError
     from antler.plugin_api.parselimits import read_bounded
     from antler.plugin_api.yamlsource import YamlDocument, YamlSyntaxError, load_yaml_file
@@ -418,7 +418,7 @@ def _with_lines(data: dict[str, Any], text: str, source: str) -> Any:
 
 def _deerflow_file(file: str) -> str | None:
     """One message when `file` is a DeerFlow config, not an Antler one; else None."""
-    from antler.chain.migrate import deerflow_signs
+    from antler.deerflow import deerflow_signs
     from antler.plugin_api.yamlsource import YamlSyntaxError, load_yaml_file
 
     try:

@@ -507,7 +507,7 @@ class _SavedResults:
     def of(cls, agent: Any) -> Iterator[_SavedResults | None]:
         """The saved results of `agent`'s runs while the block runs; None when its
         checkpointer keeps nothing beyond the process (memory, none)."""
-        from antler.runtime.savers import DualSaver
+        from antler.runtime.storage import DualSaver
 
         saver = agent.storage.saver if agent.storage is not None else None
         if not isinstance(saver, DualSaver):

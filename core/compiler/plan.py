@@ -13,11 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    pass
-
+from typing import Any
 
 NODE_HOOKS = ("before_agent", "before_model", "after_model", "after_agent")
 """The hooks LangChain turns into graph nodes, in the order one turn reaches them."""

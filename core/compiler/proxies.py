@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import types
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .plan import NODE_HOOKS, UNFUSABLE_ATTRIBUTE, WRAP_HOOKS, Member
-
-if TYPE_CHECKING:
-    pass
 
 
 def _interrupting_wrap(middlewares: Sequence[Any], members: Sequence[Member]) -> str:

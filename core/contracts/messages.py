@@ -25,7 +25,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 HIDDEN_KEY = "antler_hidden"
@@ -211,9 +211,3 @@ def provider_text(message: Any, key: str) -> str | None:
     name = getattr(value, "name", None)
     return name if isinstance(name, str) else str(value)
 
-
-def tool_results_after(messages: Sequence[Any], start: int) -> Iterable[Any]:
-    """The `ToolMessage`s at or after index `start`."""
-    from langchain_core.messages import ToolMessage
-
-    return (m for m in messages[start:] if isinstance(m, ToolMessage))

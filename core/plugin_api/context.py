@@ -69,7 +69,7 @@ MEMORY_STORE = "memory_store"          # per-user memory facts, read with `.fact
 SKILLS = "skills"                      # antler.runtime.skills.SkillsRegistry
 CLOCK = "clock"                        # zero-argument callable returning the current datetime
 DEPLOYMENT = "deployment"              # "server" when built for LangGraph Server, else absent
-STORE = "store"                        # the shared LangGraph BaseStore (antler.runtime.store)
+STORE = "store"                        # the shared BaseStore (antler.runtime.storage.store)
 
 
 @dataclass

@@ -3,5 +3,6 @@
 The agent factory (`agent`), the server-owned run context (`runcontext`),
 delegation to subagents (`delegation`), hook tracing (`tracing`), thread paths
 and uploads (`paths`, `uploads`), sandbox providers (`sandbox`), chat models
-(`models`) and the demo scenario (`demo`).
+(`models`), where threads and shared data are kept (`storage`) and the demo
+scenario (`demo`).
 """

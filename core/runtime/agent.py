@@ -48,7 +48,6 @@ from antler.plugin_api.context import (
 from antler.plugin_api.registry import PluginRegistry, discover
 from antler.replay.attach import attach_graph, open_recorder
 
-from .channels import delta_channel_names, use_delta_channels
 from .configtools import load_config_tools
 from .deferred import defer_tools
 from .delegation import TASK_TOOL, make_task_tool
@@ -65,7 +64,13 @@ from .paths import PathLayout, resolve_base, validate_id
 from .runcontext import RunContext
 from .skills import SkillsRegistry
 from .storage import CHECKPOINT_FILENAME as CHECKPOINT_FILENAME
-from .storage import Storage, StorageError, open_storage
+from .storage import (
+    Storage,
+    StorageError,
+    delta_channel_names,
+    open_storage,
+    use_delta_channels,
+)
 from .toolargs import with_resolved_signatures
 from .tracing import Tracer, instrument
 from .uploads import upload_names
@@ -506,26 +511,89 @@ def create_agent(
     'async' or 'exit' trade that for speed). With `storage.messages_channel:
     delta` and a saver, `messages` and the channels middlewares name in
     `antler_delta_channels` are checkpointed as deltas (see
-    `antler.runtime.channels`). `context_schema` is `RunContext` or a subclass
+    `antler.runtime.storage.deltas`). `context_schema` is `RunContext` or a subclass
     (`antler.server` passes `TrustingRunContext` when the operator trusts the
     server's clients with the identity). `record` (None: the config's `record:`
     section, off by default; False; True; a file path; a mapping or
     `RecordSettings`) records every run of the agent (see `antler.replay`).
     """
-    from langchain.agents import create_agent as langchain_create_agent
-
-    from antler.chain.conditions import runtime_for
-
-    from .models import ModelCatalog
-
     registry = registry or discover()
     config = config or OperatorConfig()
     base = resolve_base(base_dir or config.storage.base_dir)
     if checkpointer == FROM_CONFIG:
         checkpointer = config.storage.checkpointer
-    models = config.models
     if not isinstance(services, Services):
         services = Services(dict(services or {}))
+    provided_queue = services.items.get(MEMORY_QUEUE)
+    models = _models(config, services, base, model, subagent_model, runtime, record)
+    _default_services(config, services, base)
+    storage, mcp_loaded, close_mcp = _open_backends(config, services, checkpointer, base)
+    with _closing_on_error(storage.close), _closing_on_error(close_mcp):
+        built = build_chain(config, chain, _deferred_setup(models.runtime, services, mcp_loaded),
+                            services, registry=registry, custom_middlewares=custom_middlewares)
+
+        def build_subagent() -> AntlerAgent:
+            # Same services (paths, sandbox provider, memory queue) but its own model, so
+            # plugins that read services[MODEL] (summarization) measure the right one.
+            sub_model = models.subagent or models.chat
+            return create_agent(
+                config, chain="subagent", model=sub_model, tools=tools,
+                # A delegated task is one tool call of the lead: its inner steps are not
+                # persisted (nor written into the lead thread's checkpoints).
+                checkpointer=False, record=False,  # the lead's recorder sees its calls
+                runtime=built.plan.runtime.model_copy(update={"subagents_enabled": False}),
+                services=Services({**services.items, MODEL: sub_model}), registry=registry,
+                system_prompt=system_prompt, base_dir=base,
+                tracer=tracer.child("subagent") if tracer else None,
+                fuse=fuse, fuse_into_model=fuse_into_model)
+
+        agent_tools = _agent_tools(config, built, chain, tools, mcp_loaded, services,
+                                   build_subagent)
+        graph, fusion, limit = _compile_graph(
+            config, built, models.chat, agent_tools, storage.saver, tracer=tracer,
+            system_prompt=system_prompt, context_schema=context_schema,
+            store=services.items.get(STORE), durability=durability,
+            fuse=config.chain.fuse if fuse is None else fuse,
+            into_model=config.chain.fuse_into_model if fuse_into_model is None
+            else fuse_into_model)
+        if models.recorder is not None:
+            graph = attach_graph(graph, models.recorder, built.names)
+    agent = AntlerAgent(graph, built, services, config, storage.saver, base, fusion=fusion,
+                        storage=storage, recorder=models.recorder,
+                        max_model_calls=config.agent.max_model_calls, recursion_limit=limit)
+    agent._closers.extend(_closers(services, storage, close_mcp, provided_queue))
+    return agent
+
+
+@dataclass
+class _Models:
+    """The chat models one build uses, resolved, and the recorder that watches them."""
+
+    chat: Any
+    subagent: Any
+    """The subagents' model (None: the chat model)."""
+    runtime: RuntimeOptions
+    recorder: Any
+    """The `antler.replay` recorder of the agent's runs (None: recording is off)."""
+
+
+def _models(config: OperatorConfig, services: Services, base: Path, model: Any,
+            subagent_model: Any, runtime: RuntimeOptions | None, record: Any) -> _Models:
+    """Resolve the build's models through the model catalog (`models.named`) and open
+    the recorder `record` asks for.
+
+    The chat model is `model`, else `models.default`; the title and memory
+    model references become services for the plugins that resolve them. The
+    recorder (`record`, else the config's `record:` section) watches the chat
+    and subagent models; the chat model it hands back is the `model` service.
+    The runtime options default to the config's model capabilities. A
+    provided service is used as it is.
+    """
+    from antler.chain.conditions import runtime_for
+
+    from .models import ModelCatalog
+
+    models = config.models
     catalog = services.items.setdefault(MODEL_CATALOG, ModelCatalog(models.named))
     if runtime is None:
         runtime = runtime_for(config, model=model, catalog=catalog)
@@ -543,74 +611,93 @@ def create_agent(
         subagent_model = recorder.watch(subagent_model) if subagent_model is not None \
             else None
     services.items.setdefault(MODEL, chat_model)
+    return _Models(chat_model, subagent_model, runtime, recorder)
+
+
+def _default_services(config: OperatorConfig, services: Services, base: Path) -> None:
+    """The skills registry (`skills:`) and the thread path layout under `base`, unless
+    the caller provided them."""
     if SKILLS not in services.items:
         services.items[SKILLS] = SkillsRegistry.from_settings(config.skills)
     skill_roots = tuple(getattr(services.items[SKILLS], "roots", ()))
     services.items.setdefault(PATHS, PathLayout(base, skill_roots=skill_roots))
-    provided_queue = services.items.get(MEMORY_QUEUE)
-    # The storage opens before the chain is built: plugins take the shared store
-    # (`services[STORE]`) at build time. A provided store is used as it is.
+
+
+def _open_backends(config: OperatorConfig, services: Services, checkpointer: Any,
+                   base: Path) -> tuple[Storage, list[Any], Callable[[], None] | None]:
+    """Open the storage (checkpointer, owners, locks, shared store) and the MCP sessions:
+    (storage, the MCP tools, the closer of the sessions).
+
+    The storage opens before the chain is built: plugins take the shared store
+    (`services[STORE]`) at build time. A provided store is used as it is. When
+    the MCP servers fail to start, the storage is closed again.
+    """
     storage = open_storage(checkpointer, base, pool=config.storage.pool,
                            store=None if STORE in services.items else config.storage.store)
     if storage.store is not None:
         services.items[STORE] = storage.store
     with _closing_on_error(storage.close):
         mcp_loaded, close_mcp = mcp_tools(config, services)
-    with _closing_on_error(storage.close), _closing_on_error(close_mcp):
-        runtime = _deferred_setup(runtime, services, mcp_loaded)
-        built = build_chain(config, chain, runtime, services, registry=registry,
-                            custom_middlewares=custom_middlewares)
-        given = [*tools, *load_config_tools(config.tools, chain)]
-    runtime = built.plan.runtime
-    extra_tools = [*given, *_unclaimed(mcp_loaded, [*given, *built.tools])]
-    # A `task` tool passed by the caller replaces the built-in one: with both, the
-    # model would be offered two tools of one name and the tools node keep the last.
-    caller_task = any(getattr(t, "name", None) == TASK_TOOL for t in tools)
-    if chain == "lead" and runtime.subagents_enabled and not caller_task:
-        def build_subagent() -> Any:
-            # Same services (paths, sandbox provider, memory queue) but its own model, so
-            # plugins that read services[MODEL] (summarization) measure the right one.
-            sub_model = subagent_model or chat_model
-            sub_services = Services({**services.items, MODEL: sub_model})
-            sub = create_agent(
-                config, chain="subagent", model=sub_model, tools=tools,
-                # A delegated task is one tool call of the lead: its inner steps are not
-                # persisted (nor written into the lead thread's checkpoints).
-                checkpointer=False, record=False,  # the lead's recorder sees its calls
-                runtime=runtime.model_copy(update={"subagents_enabled": False}),
-                services=sub_services, registry=registry, system_prompt=system_prompt,
-                base_dir=base, tracer=tracer.child("subagent") if tracer else None,
-                fuse=fuse, fuse_into_model=fuse_into_model,
-            )
-            return sub
+    return storage, list(mcp_loaded), close_mcp
 
+
+def _agent_tools(config: OperatorConfig, built: BuiltChain, chain: str, tools: Sequence[Any],
+                 mcp_loaded: Sequence[Any], services: Services,
+                 build_subagent: Callable[[], AntlerAgent]) -> list[Any]:
+    """The tools the agent's model is offered: the caller's, the config's (`tools:`), the
+    MCP servers' whose names are free, the `task` tool and the plugins', selected by the
+    chain, the MCP ones deferred behind tool_search when the chain defers.
+
+    A `task` tool passed by the caller replaces the built-in one: with both, the
+    model would be offered two tools of one name and the tools node keep the last.
+    """
+    given = [*tools, *load_config_tools(config.tools, chain)]
+    extra_tools = [*given, *_unclaimed(mcp_loaded, [*given, *built.tools])]
+    caller_task = any(getattr(t, "name", None) == TASK_TOOL for t in tools)
+    if chain == "lead" and built.plan.runtime.subagents_enabled and not caller_task:
         extra_tools.append(make_task_tool(build_subagent))
-    saver = storage.saver
-    # Isolation inside tracing: a skipped failure shows in the timeline as skipped.
+    return with_resolved_signatures(_defer(
+        built, select_tools(built, [*extra_tools, *built.tools]), services.items[DEFERRED_TOOLS]))
+
+
+def _compile_graph(config: OperatorConfig, built: BuiltChain, chat_model: Any,
+                   agent_tools: list[Any], saver: Any, *, tracer: Tracer | None,
+                   system_prompt: str | None, context_schema: type[RunContext], store: Any,
+                   durability: str, fuse: bool, into_model: bool,
+                   ) -> tuple[Any, FusionPlan | None, int]:
+    """The agent graph of the built chain: (graph, the fusion plan when `fuse`, its step
+    limit).
+
+    `system_prompt` is the base prompt, followed here by the plugins' sections.
+    Each middleware runs under its error policy and, with a `tracer`, is
+    recorded (isolation inside tracing: a skipped failure shows in the
+    timeline as skipped). With `fuse` the chain compiler builds the graph,
+    else LangChain's `create_agent`; either way the input step records what
+    each run receives, and with `storage.messages_channel: delta` and a saver
+    the growing channels are checkpointed as deltas. The graph's defaults are
+    the step limit of `agent.max_model_calls` and, with a saver, `durability`.
+    """
+    from langchain.agents import create_agent as langchain_create_agent
+
     middlewares = isolate(built.middlewares, [error_policy(entry.spec, config.plugin_settings)
                                               for entry in built.entries], built.names,
                           [entry.state.writable if entry.state else None
                            for entry in built.entries], built.state_owners)
     if tracer is not None:
         middlewares = instrument(middlewares, tracer, built.names)
-    with _closing_on_error(close_mcp):
-        agent_tools = with_resolved_signatures(_defer(
-            built, select_tools(built, [*extra_tools, *built.tools]),
-            services.items[DEFERRED_TOOLS]))
     agent_kwargs: dict[str, Any] = {
         "model": chat_model, "tools": agent_tools,
-        # after the deferral: the deferred tools' prompt section lists the catalog
+        # After the tools' deferral (`_agent_tools`): the deferred tools' section lists
+        # the catalog.
         "system_prompt": compose_system_prompt(system_prompt, prompt_sections(built)),
-        "context_schema": context_schema, "checkpointer": saver,
-        "store": services.items.get(STORE),
+        "context_schema": context_schema, "checkpointer": saver, "store": store,
     }
     fusion = None
-    if config.chain.fuse if fuse is None else fuse:
+    if fuse:
         graph, fusion = create_fused_agent(
             middlewares, labels=built.names,
             unfusable={entry.name for entry in built.entries if not entry.spec.fusable},
-            into_model=config.chain.fuse_into_model if fuse_into_model is None
-            else fuse_into_model,
+            into_model=into_model,
             # Before the before_agent hooks move into the input step, so that they
             # read there what the step records.
             prepare_input=_record_writes, **agent_kwargs)
@@ -621,30 +708,34 @@ def create_agent(
     if config.storage.messages_channel == "delta" and saver not in (None, False):
         use_delta_channels(graph, delta_channel_names(built.middlewares),
                            config.storage.snapshot_every)
-    max_calls = config.agent.max_model_calls
-    limit = steps_for_model_calls(graph, max_calls)
+    limit = steps_for_model_calls(graph, config.agent.max_model_calls)
     # The graph's own default too, for runs started on it directly (LangGraph Server).
     graph = graph.with_config(recursion_limit=limit)
     if saver is not None and saver is not False:
         graph = graph.with_config(configurable={_DURABILITY_KEY: durability})
-    if recorder is not None:
-        graph = attach_graph(graph, recorder, built.names)
-    agent = AntlerAgent(graph, built, services, config, saver, base, fusion=fusion,
-                        storage=storage, recorder=recorder, max_model_calls=max_calls,
-                        recursion_limit=limit)
+    return graph, fusion, limit
+
+
+def _closers(services: Services, storage: Storage, close_mcp: Callable[[], None] | None,
+             provided_queue: Any) -> list[Callable[[], None]]:
+    """What `AntlerAgent.close` closes, in order: the sandbox provider, the MCP sessions,
+    the storage, and a memory queue this build created.
+
+    A memory queue the memory plugin created (when none was provided) is
+    flushed and stopped with the agent; a provided one belongs to whoever
+    provided it.
+    """
+    closers: list[Callable[[], None]] = []
     provider = services.items.get("sandbox_provider")
     if provider is not None:
-        agent._closers.append(provider.shutdown)
+        closers.append(provider.shutdown)
     if close_mcp is not None:
-        agent._closers.append(close_mcp)
-    agent._closers.append(storage.close)
-    # A memory queue this build created (the memory plugin does when none was
-    # provided) is flushed and stopped with the agent; a provided one belongs to
-    # whoever provided it.
+        closers.append(close_mcp)
+    closers.append(storage.close)
     queue = services.items.get(MEMORY_QUEUE)
     if queue is not None and queue is not provided_queue:
-        agent._closers.append(queue.close)
-    return agent
+        closers.append(queue.close)
+    return closers
 
 
 def _record_writes(graph: Any) -> None:

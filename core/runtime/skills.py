@@ -43,8 +43,13 @@ from antler.runtime.paths import SKILLS_VIRTUAL_ROOT
 
 __all__ = [
     "DEFAULT_CATEGORY",
+    "MAX_DESCRIPTION_CHARS",
+    "MAX_FILE_BYTES_SETTING",
+    "NAME_PATTERN",
     "SKILLS_VIRTUAL_ROOT",
+    "SKILL_FILENAME",
     "Skill",
+    "SkillError",
     "SkillProblem",
     "SkillsRegistry",
     "SkillsSettings",
@@ -187,10 +192,6 @@ class SkillsRegistry:
 
     def problems(self) -> list[SkillProblem]:
         return list(self._load()[1])
-
-    def root_of(self, skill: Skill) -> Path:
-        """The root `skill` was loaded from."""
-        return next(root for root in self.roots if skill.file.is_relative_to(root))
 
     def reload(self) -> None:
         with self._lock:

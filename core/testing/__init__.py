@@ -130,11 +130,9 @@ def forget_config_models() -> None:
     A test that writes a distribution afresh must not validate against the
     class an earlier test imported under the same path.
     """
-    from antler.chain import config
+    from antler.chain.config import forget_config_models as forget
 
-    cached = getattr(config, "_config_model_cached", None)
-    if cached is not None and hasattr(cached, "cache_clear"):
-        cached.cache_clear()
+    forget()
 
 
 @pytest.fixture

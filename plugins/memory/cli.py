@@ -32,8 +32,7 @@ def _store(session: Session, config_path: str | None, home: str | None) -> tuple
     base = resolve_base(home or settings.base_dir)
     kind = settings.store
     if kind == "auto":
-        from antler.runtime.postgres import is_postgres_url
-        from antler.runtime.storage import resolve_backend
+        from antler.runtime.storage import is_postgres_url, resolve_backend
 
         checkpointer = resolve_backend(settings.checkpointer)
         kind = checkpointer if is_postgres_url(checkpointer) else "sqlite"

@@ -629,7 +629,7 @@ def test_a_failing_subagent_reports_failure_and_its_stop_reason_to_the_lead(tmp_
 @pytest.mark.parametrize("chain", ["lead", "subagent"])
 def test_it_encloses_every_model_wrapper_of_the_request_it_retries(registry, chain):
     """Only the input sanitizer, the history budget and the repair run once per model step."""
-    from antler.chain.plan import plan_chain
+    from antler.chain.chainplan import plan_chain
     from antler.plugin_api.context import RuntimeOptions as Options
     from antler.runtime.demo import all_optional_config
 

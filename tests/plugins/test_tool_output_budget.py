@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
-from antler.chain.config import ConfigError
 from antler.contracts.toolmeta import TOOL_META_KEY
 from antler.contracts.tooloutput import TOOL_OUTPUT_KEY, TOOL_RESULTS_DIRNAME
+from antler.errors import ConfigError
 from antler.plugins.tool_output_budget.config import ToolOutputConfig
 from antler.plugins.tool_output_budget.middleware import ToolOutputBudgetMiddleware
 from antler.plugins.tool_output_budget.synopsis import (

@@ -22,6 +22,8 @@ from typing import Any
 
 from antler.errors import BuildError
 
+__all__ = ["DELTA_ATTRIBUTE", "delta_channel_names", "folding", "use_delta_channels"]
+
 DELTA_ATTRIBUTE = "antler_delta_channels"
 """A middleware's class attribute: names of its growing reducer channels to store as deltas."""
 

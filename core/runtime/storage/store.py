@@ -29,7 +29,12 @@ from typing import Any
 
 from langgraph.store.base import BaseStore, GetOp, ListNamespacesOp, Op, Result, SearchOp
 
-__all__ = ["STORE_FILENAME", "LazyStore", "open_sqlite_store"]
+from .base import SHARED_STORE, resolve_backend
+from .failures import storage_errors
+from .postgres import PostgresPool, is_postgres_url
+from .sqlite import open_sqlite
+
+__all__ = ["STORE_FILENAME", "LazyStore", "open_sqlite_store", "open_store"]
 
 STORE_FILENAME = "store.sqlite"
 
@@ -37,8 +42,6 @@ STORE_FILENAME = "store.sqlite"
 def open_sqlite_store(path: Path) -> tuple[Any, Callable[[], None]]:
     """LangGraph's `SqliteStore` on `path`, migrated, usable from async code too."""
     from langgraph.store.sqlite import SqliteStore
-
-    from .storage import SHARED_STORE, open_sqlite, storage_errors
 
     class ThreadedSqliteStore(SqliteStore):
         """`SqliteStore` whose errors name the store, and whose async calls run the sync
@@ -112,3 +115,26 @@ class LazyStore(BaseStore):
 
     def __repr__(self) -> str:
         return f"LazyStore({self.description})"
+
+
+def open_store(kind: Any, base_dir: Path, pool_settings: Any = None) -> LazyStore:
+    """The shared store for `storage.store` `kind`: 'sqlite' (`{base}/store.sqlite`),
+    'memory', or a Postgres URL (its own pool); opened on first use."""
+    kind = resolve_backend(kind, "storage.store")
+    if kind == "memory":
+        from langgraph.store.memory import InMemoryStore
+
+        return LazyStore(lambda: (InMemoryStore(), None), "memory")
+    if is_postgres_url(kind):
+        def open_postgres() -> tuple[Any, Callable[[], None]]:
+            pool = PostgresPool(kind, min_size=getattr(pool_settings, "min", 1),
+                                max_size=getattr(pool_settings, "max", 10)).open()
+            try:
+                return pool.store(), pool.close
+            except BaseException:
+                pool.close()
+                raise
+
+        return LazyStore(open_postgres, "postgres")
+    path = base_dir / STORE_FILENAME if kind in ("sqlite", "auto") else Path(kind)
+    return LazyStore(lambda: open_sqlite_store(path), str(path), exists=path.exists)

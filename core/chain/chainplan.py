@@ -1,4 +1,4 @@
-"""Chain planning: who takes part in one chain, and in what order.
+"""The chain plan (`ChainPlan`): who takes part in one chain, and in what order.
 
 `plan_chain` decides participants and order from specs alone (no middleware
 module is imported), which is all `antler chain show` needs. Programmatic

@@ -4,7 +4,7 @@ Needs the `postgres` extra (`pip install 'antler[postgres]'`):
 `langgraph-checkpoint-postgres` with psycopg and its pool. Each process keeps
 one connection pool (`storage.pool: {min, max}`) shared by the sync saver, the
 owner records, the run locks and the store; an async run opens an async pool
-on its event loop (see `antler.runtime.savers`).
+on its event loop (see `antler.runtime.storage.savers`).
 
 * The schema is migrated on first use (the savers' and the store's `setup()`),
   under an advisory lock so two processes starting together do not race.
@@ -26,29 +26,38 @@ import contextlib
 import hashlib
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any
 
 from antler.errors import AntlerError
 
+from .base import (
+    LOCK_POLL_SECONDS,
+    RunLockLostError,
+    StorageError,
+    created_at_now,
+    thread_busy,
+)
+from .savers import AsyncSide
+
 __all__ = [
+    "CONNECT_TIMEOUT_SECONDS",
+    "POSTGRES_SCHEMES",
     "PostgresOwners",
     "PostgresPool",
     "PostgresThreadLocks",
     "describe_url",
     "is_postgres_url",
-    "open_postgres_pool",
     "postgres_error",
 ]
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 CONNECT_TIMEOUT_SECONDS = 10
-_LOCK_POLL_SECONDS = 0.05
 _SETUP_LOCK = "antler:setup"
 _EXTRA_HINT = "install the Postgres extra: pip install 'antler[postgres]'"
 
 
 def is_postgres_url(value: Any) -> bool:
+    """Whether a `storage.*` setting names a PostgreSQL database."""
     return isinstance(value, str) and value.startswith(POSTGRES_SCHEMES)
 
 
@@ -80,10 +89,8 @@ def _without_secrets(text: str, url: str) -> str:
     return " ".join(text.split())
 
 
-def postgres_error(error: BaseException, url: str) -> Any:
+def postgres_error(error: BaseException, url: str) -> StorageError | None:
     """The `StorageError` for a psycopg error met on `url`, or None if it is not one."""
-    from .storage import StorageError
-
     module = type(error).__module__ or ""
     if not (module.startswith("psycopg") or module.startswith("psycopg_pool")):
         return None
@@ -176,8 +183,6 @@ class PostgresPool:
         from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
         from psycopg_pool import AsyncConnectionPool
 
-        from .savers import AsyncSide
-
         with self.errors():
             pool: Any = AsyncConnectionPool(self.url, min_size=self.min_size,
                                             max_size=self.max_size,
@@ -197,10 +202,6 @@ class PostgresPool:
         return store
 
 
-def open_postgres_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> PostgresPool:
-    return PostgresPool(url, min_size=min_size, max_size=max_size).open()
-
-
 @contextlib.contextmanager
 def _translated(url: str) -> Iterator[None]:
     try:
@@ -216,10 +217,6 @@ def _lock_key(name: str) -> int:
     """A signed 64-bit advisory lock key for `name` (stable across processes)."""
     digest = hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 class PostgresOwners:
@@ -246,7 +243,7 @@ class PostgresOwners:
             "ON CONFLICT (thread_id) DO NOTHING RETURNING user_id) "
             "SELECT user_id FROM inserted UNION ALL "
             "SELECT user_id FROM antler_threads WHERE thread_id = %s LIMIT 1",
-            (thread_id, user_id, _now(), thread_id))
+            (thread_id, user_id, created_at_now(), thread_id))
         return str(row["user_id"])
 
     def forget(self, thread_id: str) -> None:
@@ -277,15 +274,13 @@ class PostgresThreadLocks:
 
     @contextlib.contextmanager
     def hold(self, thread_id: str, *, wait: bool = False) -> Iterator[None]:
-        from .storage import _busy
-
         key = _lock_key(f"antler:thread:{thread_id}")
         with self._pool.errors(), self._pool.connection() as conn:
             while not conn.execute("SELECT pg_try_advisory_lock(%s) AS held",
                                    (key,)).fetchone()["held"]:
                 if not wait:
-                    raise _busy(thread_id)
-                time.sleep(_LOCK_POLL_SECONDS)
+                    raise thread_busy(thread_id)
+                time.sleep(LOCK_POLL_SECONDS)
             self._held[thread_id] = conn
             try:
                 yield
@@ -308,8 +303,6 @@ class PostgresThreadLocks:
         try:
             conn.execute("")
         except psycopg.Error as exc:
-            from .storage import RunLockLostError
-
             reason = _without_secrets(str(exc) or type(exc).__name__, self._pool.url)
             raise RunLockLostError(
                 f"thread {thread_id!r} lost its run lock: the connection to "

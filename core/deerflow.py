@@ -26,14 +26,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import yaml
 from pydantic import BaseModel
 
 from antler.contracts.toolgroups import SANDBOX_TOOLS, TOOL_GROUPS
 from antler.plugin_api import jsonsource
-from antler.plugin_api.yamlsource import Location, YamlDocument
+from antler.plugin_api.yamlsource import Location, YamlDocument, load_yaml
 
-__all__ = ["DEERFLOW_KEYS", "Migration", "MigrationNote", "carry_comments", "deerflow_hint",
-           "deerflow_signs", "migrate_deerflow"]
+__all__ = ["DEERFLOW_KEYS", "Migration", "MigrationNote", "Outcome", "carry_comments",
+           "deerflow_hint", "deerflow_signs", "load_extensions", "migrate_deerflow"]
 
 Outcome = Literal["mapped", "dropped", "unmapped"]
 
@@ -808,10 +809,6 @@ def carry_comments(output: str, source_text: str, doc: YamlDocument,
     Operators document their configs in comments; this keeps them where a setting maps
     over. The data is unchanged (checked: `output` is returned as it was otherwise).
     """
-    import yaml
-
-    from antler.plugin_api.yamlsource import load_yaml
-
     lines = source_text.splitlines()
     target_doc = load_yaml(output, "<migrated>")
     above: dict[int, tuple[int, list[str]]] = {}
