@@ -1,10 +1,10 @@
 """The server-owned run context: identity and ids of one run.
 
 A stable import path for plugin authors and applications; the code lives in
-`antler.runtime.runcontext`.
+`antler.contracts.runcontext`.
 """
 
-from antler.runtime.runcontext import (
+from antler.contracts.runcontext import (
     DEFAULT_USER,
     RunContext,
     run_context,

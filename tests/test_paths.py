@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from antler.runtime.paths import (
+from antler.plugin_api.paths import (
     ANTLER_HOME_ENV,
     VIRTUAL_ROOT,
     InvalidIdentifierError,
@@ -306,7 +306,7 @@ def test_hostify_text_rewrites_only_standalone_virtual_paths(paths: ThreadPaths)
 def test_replacing_the_host_root_matches_the_pattern_it_stands_for(pieces: list[str]) -> None:
     import re
 
-    from antler.runtime.paths import _PATH_CHAR, _replace_root
+    from antler.plugin_api.paths import _PATH_CHAR, _replace_root
 
     root = "/base/t/user-data"
     text = "".join(pieces).replace("ROOT", root)

@@ -21,8 +21,7 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 
-from antler.plugin_api.context import PATHS, BuildContext
-from antler.runtime.runcontext import run_context, thread_id_of
+from antler.plugin_api import PATHS, BuildContext, run_context, thread_id_of
 
 from .config import ToolCallLogConfig
 
@@ -88,5 +87,5 @@ def _status(result: Any) -> str:
 
 
 def build(ctx: BuildContext) -> ToolCallLogMiddleware:
-    config = ctx.config if isinstance(ctx.config, ToolCallLogConfig) else ToolCallLogConfig()
+    config = ctx.plugin_config(ToolCallLogConfig)
     return ToolCallLogMiddleware(ctx.services.get(PATHS), config)

@@ -56,19 +56,6 @@ def _both_chains() -> list[Chain]:
 def _lead_chain() -> list[Chain]:
     return ["lead"]
 
-def _model_spec_text(value: str | None) -> str | None:
-    if value is None:
-        return None
-    if not value.strip():
-        raise ValueError("is empty; leave it out to use the default model")
-    return value.strip()
-
-
-ModelSpec = Annotated[str | None, AfterValidator(_model_spec_text)]
-"""A config field naming a chat model (`init_chat_model` string or 'scripted:FILE');
-blank is refused, None means "the default model". For plugin config models."""
-
-
 class ChainSettings(BaseModel):
     """`chain:` — how chains are compiled."""
 

@@ -28,8 +28,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from antler import jsonsource
 from antler.contracts.toolgroups import SANDBOX_TOOLS, TOOL_GROUPS
-from antler.plugin_api import jsonsource
 from antler.plugin_api.yamlsource import Location, YamlDocument
 
 __all__ = ["DEERFLOW_KEYS", "Migration", "MigrationNote", "carry_comments", "deerflow_hint",

@@ -15,9 +15,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from antler.errors import ManifestError
+from antler.parselimits import SourceLimitError, read_bounded
 
 from .diagnostics import describe_validation_error
-from .parselimits import SourceLimitError, read_bounded
 from .spec import API_VERSION, PluginSpec, PointSpec, Provenance, SlotSpec
 from .yamlsource import YamlDocument, YamlSyntaxError, load_yaml, load_yaml_file
 

@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from antler.errors import AntlerError
+from antler.plugin_api.paths import validate_id
 
-from .paths import validate_id
 from .postgres import (
     PostgresOwners,
     PostgresPool,

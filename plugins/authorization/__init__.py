@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from antler.plugin_api.hookspecs import hookimpl
-from antler.plugin_api.manifest import builtin_plugin_hook
+from antler.plugin_api import builtin_plugin_hook, hookimpl
 
 if TYPE_CHECKING:
-    from antler.plugin_api.context import BuildContext
+    from antler.plugin_api import BuildContext
 
 antler_plugin_specs = builtin_plugin_hook("authorization")
 

@@ -2,8 +2,7 @@
 
 from typing import Any
 
-from antler.plugin_api.hookspecs import hookimpl
-from antler.plugin_api.manifest import builtin_plugin_hook
+from antler.plugin_api import builtin_plugin_hook, hookimpl
 
 antler_plugin_specs = builtin_plugin_hook("clarification")
 

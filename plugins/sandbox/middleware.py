@@ -23,12 +23,20 @@ from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import OmitFromInput
 from langgraph.runtime import Runtime
 
-from antler.errors import AntlerError
-from antler.plugin_api.context import PATHS, SANDBOX_PROVIDER, BuildContext, Services
-from antler.runtime.paths import PathLayout, ThreadPaths
-from antler.runtime.runcontext import run_context, thread_id_of
-from antler.runtime.sandbox import SandboxNotFoundError, SandboxProvider
-from antler.runtime.sandbox.choice import load_configured_provider
+from antler.plugin_api import (
+    PATHS,
+    SANDBOX_LOADER,
+    SANDBOX_PROVIDER,
+    AntlerError,
+    BuildContext,
+    PathLayout,
+    SandboxNotFoundError,
+    SandboxProvider,
+    Services,
+    ThreadPaths,
+    run_context,
+    thread_id_of,
+)
 
 from .config import SandboxConfig
 
@@ -96,7 +104,7 @@ def sandbox_provider(services: Services, config: SandboxConfig) -> SandboxProvid
     """
     provider = services.items.get(SANDBOX_PROVIDER)
     if provider is None:
-        provider = load_configured_provider(config)
+        provider = services.get(SANDBOX_LOADER)(config)
         provider = services.items.setdefault(SANDBOX_PROVIDER, provider)
     if not isinstance(provider, SandboxProvider):
         raise TypeError(

@@ -10,6 +10,6 @@ front ends
 built.
 """
 
-from antler.plugin_api.manifest import builtin_plugin_hook
+from antler.plugin_api import builtin_plugin_hook
 
 antler_plugin_specs = builtin_plugin_hook("sandbox_audit")

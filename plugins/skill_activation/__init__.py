@@ -6,9 +6,7 @@ It also puts the index of the enabled skills into the system prompt, from the
 
 from typing import Any
 
-from antler.plugin_api.context import SKILLS
-from antler.plugin_api.hookspecs import hookimpl
-from antler.plugin_api.manifest import builtin_plugin_hook
+from antler.plugin_api import SKILLS, builtin_plugin_hook, hookimpl
 
 antler_plugin_specs = builtin_plugin_hook("skill_activation")
 

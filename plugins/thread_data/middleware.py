@@ -19,10 +19,15 @@ from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import OmitFromInput
 from langgraph.runtime import Runtime
 
-from antler.errors import AntlerError
-from antler.plugin_api.context import PATHS, BuildContext
-from antler.runtime.paths import PathLayout, ThreadPaths
-from antler.runtime.runcontext import run_context, thread_id_of
+from antler.plugin_api import (
+    PATHS,
+    AntlerError,
+    BuildContext,
+    PathLayout,
+    ThreadPaths,
+    run_context,
+    thread_id_of,
+)
 
 __all__ = [
     "MissingThreadIdError",

@@ -3,6 +3,6 @@
 See middleware.py.
 """
 
-from antler.plugin_api.manifest import builtin_plugin_hook
+from antler.plugin_api import builtin_plugin_hook
 
 antler_plugin_specs = builtin_plugin_hook("tool_result_sanitization")

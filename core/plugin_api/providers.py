@@ -42,9 +42,9 @@ from typing import Any
 
 from langgraph.errors import GraphBubbleUp
 
+from antler.contracts.runcontext import DEFAULT_USER, RunContext
 from antler.contracts.toolmeta import TOOL_META_KEY, refusal
 from antler.errors import AntlerError
-from antler.runtime.runcontext import DEFAULT_USER, RunContext
 
 __all__ = [
     "AUTHORIZATION_AUDIT_LOGGER",
@@ -410,7 +410,7 @@ def _load(group: str, kind: str, name: str, options: Mapping[str, Any], base: ty
     if not isinstance(provider, base):
         raise ProviderLoadError(
             f"{kind} provider {name!r} built a {type(provider).__name__}, which is not an "
-            f"antler.plugins._lib.authz.{base.__name__}; its entry point must name a subclass"
+            f"antler.plugin_api.providers.{base.__name__}; its entry point must name a subclass"
         )
     return provider
 

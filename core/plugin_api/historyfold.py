@@ -29,7 +29,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
-from antler.runtime.runcontext import thread_id_of
+from antler.contracts.runcontext import thread_id_of
 
 T = TypeVar("T")
 

@@ -24,7 +24,9 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from antler.contracts.runcontext import run_context, thread_id_of
 from antler.errors import AntlerError
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "SKILLS_VIRTUAL_ROOT",
     "VIRTUAL_ROOT",
     "InvalidIdentifierError",
+    "MissingThreadIdError",
     "PathEscapeError",
     "PathLayout",
     "ThreadPaths",
@@ -51,7 +54,7 @@ VIRTUAL_ROOT = "/mnt/user-data"
 """Root of the virtual tree seen by the model; its children mirror ``user-data/``."""
 
 SKILLS_VIRTUAL_ROOT = "/mnt/skills"
-"""Where the installed skill roots appear, read-only (see `antler.runtime.skills`)."""
+"""Where the installed skill roots appear, read-only (see the `skills` service)."""
 
 USER_DATA_DIRNAME = "user-data"
 THREAD_SUBDIRS = ("workspace", "uploads", "outputs")
@@ -67,6 +70,10 @@ _PREVIEW_CHARS = 40
 
 class InvalidIdentifierError(AntlerError, ValueError):
     """A user or thread id cannot be used as a directory name."""
+
+
+class MissingThreadIdError(AntlerError, ValueError):
+    """A run has no thread id, so its files have nowhere to live."""
 
 
 class PathEscapeError(AntlerError, PermissionError):
@@ -202,6 +209,28 @@ class ThreadPaths:
         """
         return VirtualPathMapper(self)
 
+    @classmethod
+    def for_run(cls, layout: PathLayout, runtime: Any) -> ThreadPaths:
+        """The paths of the thread `runtime` runs in, owned by its user.
+
+        The one way a plugin finds a run's files: the user comes from the
+        server-owned `RunContext`, the thread id from the run context or, failing
+        that, the checkpointer's ``configurable`` (`thread_id_of`).
+
+        Raises:
+            MissingThreadIdError: the run has no thread id at all.
+            InvalidIdentifierError: the user or thread id cannot be a directory
+                name (``..``, separators, control characters, ...).
+        """
+        thread_id = thread_id_of(runtime)
+        if not thread_id:
+            raise MissingThreadIdError(
+                "This run has no thread id, so the thread's workspace, uploads and outputs "
+                "directories cannot be located. Pass one: agent.invoke(..., thread_id='t1'), "
+                "RunContext(thread_id=...) as the graph context, or "
+                "config={'configurable': {'thread_id': ...}}.")
+        return layout.thread(run_context(runtime).user_id, thread_id)
+
 
 @dataclass(frozen=True)
 class PathLayout:
@@ -223,6 +252,10 @@ class PathLayout:
         resolves symlinks on the way to ``user-data``) is then made once.
         """
         return _thread_paths(self.base, user_id, thread_id, self.skill_roots)
+
+    def for_run(self, runtime: Any) -> ThreadPaths:
+        """The paths of the thread `runtime` runs in (`ThreadPaths.for_run`)."""
+        return ThreadPaths.for_run(self, runtime)
 
 
 def _path_text(path: str | os.PathLike[str]) -> str:
@@ -321,7 +354,7 @@ class VirtualPathMapper:
         between this and a use): the path is normalized, and ``..`` that would
         climb above the thread's ``user-data`` (or above ``/mnt/skills``) is
         refused. Symlinks are for whoever opens the path to handle (see
-        `antler.runtime.confined`, which resolves them beneath the root).
+        `antler.plugin_api.confined`, which resolves them beneath the root).
 
         Raises:
             PathEscapeError: as `to_host` does for lexical escapes.
