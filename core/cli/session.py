@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from antler.plugin_api.commands import config_option
+from antler.plugin_api.commands import config_option as config_option
+from antler.plugin_api.commands import json_option as json_option
 
 if TYPE_CHECKING:
     from antler.chain import ChainPlan

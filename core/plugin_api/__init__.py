@@ -444,6 +444,9 @@ if TYPE_CHECKING:
         load_package_manifest as load_package_manifest,
     )
     from antler.plugin_api.manifest import (
+        manifest_plugin_hook as manifest_plugin_hook,
+    )
+    from antler.plugin_api.manifest import (
         parse_manifest as parse_manifest,
     )
     from antler.plugin_api.modelerrors import (
@@ -686,7 +689,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     ),
     "antler.plugin_api.manifest": (
         "Manifest", "load_manifest", "load_manifest_text", "load_package_manifest",
-        "parse_manifest", "builtin_plugin_hook"
+        "parse_manifest", "manifest_plugin_hook", "builtin_plugin_hook"
     ),
     # Build context and services
     "antler.plugin_api.context": (
@@ -992,6 +995,7 @@ __all__ = [
     "load_sandbox_provider",
     "load_yaml",
     "load_yaml_file",
+    "manifest_plugin_hook",
     "max_file_bytes",
     "merge_delegations",
     "merge_writes",

@@ -211,12 +211,12 @@ def make_registry(*items: Any, platform: bool = True, builtins: bool = False) ->
     keep the order given as their tie-break rank. `platform` adds Antler's
     points and slots; `builtins` adds Antler's built-in plugins as well.
     """
-    from antler.plugin_api.manifest import Manifest, builtin_manifest
+    from antler.plugin_api.manifest import Manifest, builtin_manifest, builtin_plugins_manifest
     from antler.plugin_api.registry import PluginRegistry
 
     manifests: list[Manifest] = []
     if builtins:
-        manifests.append(builtin_manifest())
+        manifests += [builtin_manifest(), builtin_plugins_manifest()]
     elif platform:
         own = builtin_manifest()
         manifests.append(Manifest(source=own.source, points=own.points, slots=own.slots,

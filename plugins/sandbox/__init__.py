@@ -1,4 +1,4 @@
-"""The sandbox plugin: its spec comes from Antler's manifest (see middleware.py).
+"""The sandbox plugin: its spec is in its plugin-manifest.yaml (see middleware.py).
 
 It also contributes the sandbox tools (bash, ls, read_file, glob,
 grep, write_file, str_replace) through the `antler_tools` hook. Importing this package stays
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from antler.plugin_api import builtin_plugin_hook, hookimpl
+from antler.plugin_api import hookimpl, manifest_plugin_hook
 
 if TYPE_CHECKING:
     from antler.plugin_api import BuildContext
 
-antler_plugin_specs = builtin_plugin_hook("sandbox")
+antler_plugin_specs = manifest_plugin_hook(__name__)
 
 
 @hookimpl

@@ -1,4 +1,4 @@
-"""The skill_activation plugin: its spec comes from Antler's manifest (see middleware.py).
+"""The skill_activation plugin: its spec is in its plugin-manifest.yaml (see middleware.py).
 
 It also puts the index of the enabled skills into the system prompt, from the
 `skills` registry service.
@@ -6,9 +6,9 @@ It also puts the index of the enabled skills into the system prompt, from the
 
 from typing import Any
 
-from antler.plugin_api import SKILLS, builtin_plugin_hook, hookimpl
+from antler.plugin_api import SKILLS, hookimpl, manifest_plugin_hook
 
-antler_plugin_specs = builtin_plugin_hook("skill_activation")
+antler_plugin_specs = manifest_plugin_hook(__name__)
 
 
 @hookimpl

@@ -21,7 +21,7 @@ from antler.chain.config import parse_config
 from antler.contracts.fallback import is_error_fallback
 from antler.plugin_api.context import BuildContext, ChainSecrets, RuntimeOptions, Services
 from antler.plugin_api.hookspecs import hookimpl
-from antler.plugin_api.manifest import builtin_manifest
+from antler.plugin_api.manifest import builtin_plugins_manifest
 from antler.plugin_api.paths import PathLayout
 from antler.plugin_api.registry import discover
 from antler.plugin_api.spec import PluginSpec
@@ -460,7 +460,7 @@ def test_real_todo_reminder_passes_and_the_users_messages_do_not(tmp_path, regis
 
 
 def _context(config: Any) -> BuildContext:
-    spec = builtin_manifest().plugin("input_sanitization")
+    spec = builtin_plugins_manifest().plugin("input_sanitization")
     return BuildContext("lead", spec, config, RuntimeOptions(), Services(), ChainSecrets())
 
 
