@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCES = {"core": "antler", "plugins": "antler.plugins", "contrib": "antler.contrib"}
 
 CORE_LAYERS: tuple[tuple[str, ...], ...] = (
-    ("antler", "antler.errors", "antler.compat", "antler.parselimits", "antler.jsonsource"),
+    ("antler", "antler.errors", "antler.compat", "antler.deprecation", "antler.parselimits",
+     "antler.jsonsource"),
     ("antler.contracts",),
     ("antler.plugin_api",),
     ("antler.compiler",),

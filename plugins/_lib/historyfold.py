@@ -1,0 +1,22 @@
+"""Deprecated: these names are on the plugin SDK, `antler.plugin_api`.
+
+Kept until antler 0.2; each name warns (`DeprecationWarning`) with the import to write.
+"""
+
+import warnings
+from typing import Any
+
+import antler.plugin_api
+
+_MOVED = frozenset([
+        "HistoryFold"
+])
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"{__name__}.{name} is deprecated and will be removed in antler 0.2: "
+                  f"use `from antler.plugin_api import {name}`", DeprecationWarning,
+                  stacklevel=2)
+    return getattr(antler.plugin_api, name)
