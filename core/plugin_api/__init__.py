@@ -26,8 +26,8 @@ The groups (docs/plugins.md has a section for each):
 - Contracts: what plugins agree on without importing each other: tool-result metadata,
   stop reasons, hidden markers, the write journal, tool groups, usage, deferred tools,
   durable context, fallbacks, server-owned keys, store names.
-- History folding: work that follows the new messages, not the thread's length
-  (conformance rule `history_work`).
+- History work: per-message memos and history folds, so a hook's work follows the new
+  messages, not the thread's length (conformance rule `history_work`).
 - Skills: reading a skill's `SKILL.md` (the registry is the `skills` service).
 - Commands: a plugin's own `antler` command (entry point group `antler.commands`).
 - Errors: the errors a plugin raises or catches (an `AntlerError` reaches the user as
@@ -449,6 +449,9 @@ if TYPE_CHECKING:
     from antler.plugin_api.manifest import (
         parse_manifest as parse_manifest,
     )
+    from antler.plugin_api.messagememo import (
+        MessageMemo as MessageMemo,
+    )
     from antler.plugin_api.modelerrors import (
         describe_provider_error as describe_provider_error,
     )
@@ -794,6 +797,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "antler.plugin_api.historyfold": (
         "HistoryFold",
     ),
+    "antler.plugin_api.messagememo": (
+        "MessageMemo",
+    ),
     # Skills
     "antler.plugin_api.skills": (
         "SKILL_FILENAME", "SkillError", "parse_skill"
@@ -910,6 +916,7 @@ __all__ = [
     "HistoryFold",
     "InvalidIdentifierError",
     "Manifest",
+    "MessageMemo",
     "MessageWrites",
     "MissingThreadIdError",
     "ModelSpec",

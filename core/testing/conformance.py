@@ -1354,7 +1354,9 @@ class Battery:
                       f"{HISTORY_TURNS} turns, CPU time of the hook itself):\n    "
                       + "\n    ".join(grown) + "\n  keep what a pass over the history finds "
                       "per thread or per message id, so a call looks only at the messages "
-                      "added since the previous one")
+                      "added since the previous one: `antler.plugin_api.HistoryFold` folds "
+                      "a value over the history, `antler.plugin_api.MessageMemo` keeps a "
+                      "result per message")
 
     def history_timings(self) -> dict[int, dict[tuple[str, str], float]] | str:
         """Per history length: each (plugin, hook)'s median CPU ms per turn, or what failed.

@@ -29,8 +29,7 @@ from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
-from antler.plugin_api import BuildContext, HistoryFold, jsonsource
-from antler.plugins._lib.messagememo import MessageMemo
+from antler.plugin_api import BuildContext, HistoryFold, MessageMemo, jsonsource
 
 __all__ = [
     "INTERRUPTED_PLACEHOLDER",

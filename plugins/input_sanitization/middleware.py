@@ -105,13 +105,13 @@ from antler.plugin_api import (
     ARRIVALS_KEY,
     WRITES_KEY,
     BuildContext,
+    MessageMemo,
     MessageWrites,
     StopReasonState,
     merge_writes,
     run_context,
     server_owned_keys,
 )
-from antler.plugins._lib.messagememo import MessageMemo
 from antler.plugins._lib.tagguard import (
     USER_INPUT_BEGIN,
     USER_INPUT_END,

@@ -77,6 +77,7 @@ from antler.plugin_api import (
     AntlerError,
     BuildContext,
     HistoryFold,
+    MessageMemo,
     PathLayout,
     budgeted_output,
     confined,
@@ -84,7 +85,6 @@ from antler.plugin_api import (
     run_context,
     thread_id_of,
 )
-from antler.plugins._lib.messagememo import MessageMemo
 
 from .config import ToolOutputConfig
 from .synopsis import cut, describe, joined_text, synopsis
