@@ -27,7 +27,7 @@ from typing import Any, Literal
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
-from antler.plugin_api import AntlerError, PathLayout, confined, run_context, thread_id_of
+from antler.plugin_api import AntlerError, PathLayout, confined, thread_id_of
 
 from .signing import MarkSigner
 
@@ -71,7 +71,7 @@ def locate(layout: PathLayout, runtime: Any, path: Any) -> Target | None:
     if not thread_id or not isinstance(path, str) or not path:
         return None
     try:
-        paths = layout.thread(run_context(runtime).user_id, thread_id)
+        paths = layout.for_run(runtime)
         mapper = paths.mapper
         where = confined.place(mapper, path)
         host = mapper.to_host(path)

@@ -29,13 +29,12 @@ from antler.plugin_api import (
     SANDBOX_PROVIDER,
     AntlerError,
     BuildContext,
+    MissingThreadIdError,
     PathLayout,
     SandboxNotFoundError,
     SandboxProvider,
     Services,
     ThreadPaths,
-    run_context,
-    thread_id_of,
 )
 
 from .config import SandboxConfig
@@ -125,14 +124,15 @@ def path_layout(services: Services) -> PathLayout:
 
 
 def thread_paths(layout: PathLayout, runtime: Any) -> ThreadPaths:
-    """The run's thread paths (user from the `RunContext`); ids are validated."""
-    thread_id = thread_id_of(runtime)
-    if not thread_id:
+    """The run's thread paths (`ThreadPaths.for_run`: user from the `RunContext`); ids are
+    validated."""
+    try:
+        return ThreadPaths.for_run(layout, runtime)
+    except MissingThreadIdError:
         raise SandboxThreadError(
             "This run has no thread id, so it has no sandbox or files. Pass one: "
             "agent.invoke(..., thread_id='t1') or RunContext(thread_id=...)."
-        )
-    return layout.thread(run_context(runtime).user_id, thread_id)
+        ) from None
 
 
 class SandboxMiddleware(AgentMiddleware[SandboxState]):

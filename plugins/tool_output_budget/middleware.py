@@ -82,7 +82,6 @@ from antler.plugin_api import (
     budgeted_output,
     confined,
     message_text,
-    run_context,
     thread_id_of,
 )
 
@@ -197,7 +196,7 @@ class ToolOutputBudgetMiddleware(AgentMiddleware):
         thread_id = thread_id_of(request.runtime)
         if not thread_id:
             raise ValueError("the run has no thread id, so it has no outputs folder")
-        paths = self.layout.thread(run_context(request.runtime).user_id, thread_id)
+        paths = self.layout.for_run(request.runtime)
         digest = (hashlib.sha256(f"{thread_id}\0{call_id}".encode()).hexdigest()[:12]
                   if call_id else uuid.uuid4().hex[:12])
         name = (_UNSAFE.sub("_", tool).strip("._") or "tool")[:64]
