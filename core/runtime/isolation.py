@@ -406,7 +406,7 @@ def _failing_wrap_wrapper(original: Callable[..., Any], failure: _Failure, is_as
 
             try:
                 result = await original(self, request, watched)
-                if check is not None:
+                if check is not None and result is not handled:
                     check(result, handled, hook)
                 return result
             except Exception as error:
@@ -429,7 +429,7 @@ def _failing_wrap_wrapper(original: Callable[..., Any], failure: _Failure, is_as
 
         try:
             result = original(self, request, watched)
-            if check is not None:
+            if check is not None and result is not handled:
                 check(result, handled, hook)
             return result
         except Exception as error:
