@@ -183,3 +183,16 @@ def test_every_builtin_is_its_folder_and_one_entry_point():
     for manifest in sorted((ROOT / "plugins").glob("*/plugin-manifest.yaml")):
         names = {entry["name"] for entry in yaml.safe_load(manifest.read_text())["plugins"]}
         assert found.get(manifest.parent.name) == names, manifest
+
+
+def test_a_build_through_antler_testing_has_the_runtime_defaults():
+    """A third party's test that builds with `antler.testing` gets the services a plugin asks
+    for by name, without importing the runtime itself."""
+    code = ("from antler.plugin_api import SANDBOX_LOADER, Services\n"
+            "from antler.testing import make_chain, make_registry\n"
+            "before = SANDBOX_LOADER in Services()\n"
+            "make_chain(make_registry())\n"
+            "print(before, callable(Services().get(SANDBOX_LOADER)))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=False)
+    assert result.stdout.split() == ["False", "True"], result.stderr

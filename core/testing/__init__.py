@@ -334,7 +334,12 @@ def make_chain(registry: PluginRegistry, config: Any = None, chain: str = "lead"
           runtime: RuntimeOptions | Mapping[str, Any] | None = None,
           services: Any = None, *, custom_middlewares: Sequence[Any] = (),
           source: str = "<test config>") -> BuiltChain:
-    """`build_chain` for `registry` with config given as text, path, mapping or object."""
+    """`build_chain` for `registry` with config given as text, path, mapping or object.
+
+    The build has the runtime's default services (the model catalog, the sandbox and
+    skills loaders, the store opener), as under `create_agent`.
+    """
+    import antler.runtime  # noqa: F401 - registers the default services
     from antler.chain import build_chain
 
     return build_chain(load_test_config(config, registry, source), chain, _runtime(runtime),
