@@ -14,7 +14,7 @@ Providers are drivers, found by name in the entry point groups
 deployment can replace the shipped RBAC provider or allowlist guardrail
 without touching a middleware.
 
-Identity comes only from the server-owned `antler.runcontext.RunContext`,
+Identity comes only from the server-owned `RunContext` (`antler.plugin_api.run_context(runtime)`),
 through one builder, :func:`principal_from_context`. Nothing here ever looks
 at message text, tool arguments or ``additional_kwargs``: a user or a model can
 write those. Attributes are copied when the principal is built and again on
@@ -84,7 +84,7 @@ GUARDRAIL_PROVIDER_GROUP = "antler.guardrail_providers"
 """Entry point group in which guardrail providers register by name."""
 
 AUTHORIZATION_PROVIDER = "authorization_provider"
-"""Service name of the build's one authorization provider instance (see `antler.context`)."""
+"""Service name of the build's one authorization provider instance (a `Services` entry)."""
 
 GUARDRAIL_PROVIDER = "guardrail_provider"
 """Service name of the build's one guardrail provider instance."""
@@ -183,7 +183,7 @@ def principal_from_context(context: RunContext, default_role: str | None = None)
     Raises:
         TypeError: when given anything but a `RunContext` (a dict of message
             kwargs, tool arguments, a runtime): identity has one source. Use
-            ``principal_from_context(antler.runcontext.run_context(runtime))``.
+            ``principal_from_context(antler.plugin_api.run_context(runtime))``.
     """
     if not isinstance(context, RunContext):
         raise TypeError(

@@ -140,7 +140,7 @@ class Sandbox(ABC):
 
     All paths are virtual. Relative paths are relative to
     ``/mnt/user-data/workspace``. Paths that would leave the thread's files raise
-    :class:`antler.paths.PathEscapeError`.
+    :class:`antler.plugin_api.PathEscapeError`.
 
     The file operations must hold that however the files change while they
     run (the thread's own commands can swap a name for a symlink at any
