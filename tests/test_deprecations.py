@@ -92,7 +92,8 @@ def test_antler_itself_uses_no_deprecated_path():
             if path == Path(__file__) or path.name == "test_import_layers.py":
                 continue
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.ImportFrom) and node.module in stubs:
+                if isinstance(node, ast.ImportFrom) and (node.module in stubs or any(
+                        f"{node.module}.{alias.name}" in stubs for alias in node.names)):
                     used.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.module}")
                 elif isinstance(node, ast.Import):
                     used += [f"{path.relative_to(ROOT)}:{node.lineno}: {alias.name}"

@@ -326,7 +326,7 @@ _TREE_LINKS = {"up": "..", "abs": "{root}/d1", "rel": "d1/d2", "chain": "rel", "
                 min_size=0, max_size=6))
 def test_a_directory_resolved_by_the_kernel_is_its_realpath(tmp_path_factory: Any,
                                                             parts: list[str]) -> None:
-    from antler.runtime import paths as paths_module
+    from antler.plugin_api import paths as paths_module
 
     root = tmp_path_factory.getbasetemp() / "resolve-tree"
     if not root.exists():
