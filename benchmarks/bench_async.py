@@ -30,12 +30,12 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
+from antler.contracts.runcontext import AUTH_USER_KEY
 from antler.plugin_api.context import MEMORY_MODEL, TITLE_MODEL, RuntimeOptions
 from antler.plugin_api.registry import discover
 from antler.runtime.agent import create_agent
 from antler.runtime.demo import all_optional_config
 from antler.runtime.models import ScriptedChatModel
-from antler.runtime.runcontext import AUTH_USER_KEY
 
 TURN: list[Any] = [
     {"content": "", "tool_calls": [

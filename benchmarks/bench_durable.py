@@ -21,8 +21,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from antler.contracts.durable import merge_delegations
+from antler.contracts.runcontext import RunContext
 from antler.plugins.durable_context.middleware import CURSOR_KEY, DurableContextMiddleware
-from antler.runtime.runcontext import RunContext
 from benchmarks.clock import best_of
 
 SIZES = (1_000, 10_000, 100_000)

@@ -3,7 +3,7 @@
     python -m benchmarks.bench_file_tools [--runs N]
 
 Each file operation of the sandbox opens its path beneath a descriptor of the
-thread's root (`antler.runtime.confined`). Measured, interleaved so that load
+thread's root (`antler.plugin_api.confined`). Measured, interleaved so that load
 affects them alike, for a file three directories below the workspace:
 
 * ``plain read``: ``open(host_path, "rb").read()``, no confinement at all (the
@@ -33,8 +33,8 @@ from pathlib import Path
 
 def operations(base: Path) -> tuple[dict[str, Callable[[], object]], Callable[[], None]]:
     """The operations to time, by name, and what shuts the provider down."""
-    from antler.runtime import confined
-    from antler.runtime.paths import PathLayout
+    from antler.plugin_api import confined
+    from antler.plugin_api.paths import PathLayout
     from antler.runtime.sandbox.local import LocalSandboxProvider
 
     provider = LocalSandboxProvider()

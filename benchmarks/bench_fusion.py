@@ -243,7 +243,7 @@ class AntlerRunner:
         return _hook_nodes(self.agent.graph)
 
     def prepare(self) -> Callable[[], None]:
-        from antler.runtime.uploads import stage_upload
+        from antler.plugin_api.uploads import stage_upload
 
         self.count += 1
         thread = f"bench-{self.count}"

@@ -27,6 +27,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
+from antler.contracts.runcontext import RunContext
 from antler.contracts.serverkeys import ARRIVALS_KEY, server_owned_keys
 from antler.plugins._lib.tagguard import ReservedTags
 from antler.plugins.input_sanitization.boundary import InputBoundary
@@ -36,7 +37,6 @@ from antler.plugins.input_sanitization.middleware import (
     merge_provenance,
 )
 from antler.runtime.inputs import _with_arrivals
-from antler.runtime.runcontext import RunContext
 from benchmarks.bench_dangling import best_of, history
 
 SIZES = (0, 2_000, 20_000)

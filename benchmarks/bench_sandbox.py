@@ -55,7 +55,7 @@ TARGETS = {"bwrap": 2.0, "bwrap-run": 5.0, "bwrap-new": 5.0, "bwrap-eager": 5.0}
 def runners(base: Path, command: str) -> tuple[dict[str, Callable[[], float]], list[Any]]:
     """The ways to run ``command``, by name (each returns its wall ms), and the providers
     to shut down afterwards."""
-    from antler.runtime.paths import PathLayout
+    from antler.plugin_api.paths import PathLayout
     from antler.runtime.sandbox import load_sandbox_provider
     from antler.runtime.sandbox.bwrap import bwrap_status
 

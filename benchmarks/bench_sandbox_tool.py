@@ -40,12 +40,12 @@ class Scenario:
     """The bare tool and the sandbox tool and middleware over one local provider."""
 
     def __init__(self, base: Path, command: str) -> None:
+        from antler.plugin_api.paths import PathLayout
+        from antler.plugin_api.toolargs import with_resolved_signatures
         from antler.plugins.sandbox.config import SandboxConfig
         from antler.plugins.sandbox.middleware import SandboxMiddleware
         from antler.plugins.sandbox.tools import build_tools
-        from antler.runtime.paths import PathLayout
         from antler.runtime.sandbox.local import LocalSandboxProvider
-        from antler.runtime.toolargs import with_resolved_signatures
 
         self.command = command
         self.layout = PathLayout(base / "antler")
@@ -62,7 +62,7 @@ class Scenario:
         from langchain.tools import ToolRuntime
         from langgraph.runtime import Runtime
 
-        from antler.runtime.runcontext import RunContext
+        from antler.contracts.runcontext import RunContext
 
         self.count += 1
         context = RunContext(thread_id=f"bench-{self.count}", user_id="bench")

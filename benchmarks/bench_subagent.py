@@ -103,7 +103,7 @@ class Subagents:
     def antler_graph(self) -> None:
         from langchain_core.messages import HumanMessage
 
-        from antler.runtime.runcontext import RunContext
+        from antler.contracts.runcontext import RunContext
 
         context = RunContext(thread_id="bench", user_id="bench", run_id=uuid.uuid4().hex)
         self.sub.graph.invoke({"messages": [HumanMessage(content=PROMPT)]}, context=context,
@@ -115,7 +115,7 @@ class Subagents:
     def antler_delegation(self) -> None:
         from langchain.tools import ToolRuntime
 
-        from antler.runtime.runcontext import RunContext
+        from antler.contracts.runcontext import RunContext
 
         parent = RunContext(thread_id="bench", user_id="bench", run_id="lead-run")
         runtime = ToolRuntime(state={"messages": []}, context=parent, config={},

@@ -10,7 +10,7 @@ or the mapping itself::
     s3cret-admin: {user: root, roles: [agent, admin]}
 
 The authenticated user (`identity`, `roles`) is what the served graph sees as
-the run's identity (`antler.runtime.runcontext.authenticated`): user id and
+the run's identity (`antler.contracts.runcontext.authenticated`): user id and
 roles for the thread directories, memory and the authorization plugin.
 
 Authorization: threads, runs and crons carry their creator in metadata
@@ -43,9 +43,15 @@ from typing import Any
 
 from langgraph_sdk import Auth
 
-from antler.contracts.storenames import MEMORY_NAMESPACE, owner_of
-from antler.plugin_api.parselimits import SourceLimitError, max_file_bytes, read_bounded
-from antler.plugin_api.yamlsource import YamlSyntaxError, load_yaml
+from antler.plugin_api import (
+    MEMORY_NAMESPACE,
+    SourceLimitError,
+    YamlSyntaxError,
+    load_yaml,
+    max_file_bytes,
+    owner_of,
+    read_bounded,
+)
 
 __all__ = ["TOKENS_ENV", "TokenTable", "TokenTableError", "auth", "load_token_table"]
 

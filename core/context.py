@@ -1,35 +1,17 @@
-"""What a plugin factory receives: `BuildContext`, `Services`, runtime options and service names.
+"""Deprecated: BuildContext, Services and the service names, now imported from `antler.plugin_api`.
 
-A stable import path for plugin authors and applications; the code lives in
-`antler.plugin_api.context`.
+`from antler.context import X` keeps working until antler 0.2, with a
+`DeprecationWarning` naming the new import (docs/plugins.md, "Versions and
+deprecations").
 """
 
-from antler.plugin_api.context import (
-    MEMORY_MODEL,
-    MEMORY_QUEUE,
-    MODEL,
-    PATHS,
-    SANDBOX_PROVIDER,
-    STORE,
-    SUBAGENT_RUNNER,
-    TITLE_MODEL,
-    BuildContext,
-    ChainSecrets,
-    RuntimeOptions,
-    Services,
-)
+from antler.deprecation import moved_names
 
-__all__ = [
-    "MEMORY_MODEL",
-    "MEMORY_QUEUE",
-    "MODEL",
-    "PATHS",
-    "SANDBOX_PROVIDER",
-    "STORE",
-    "SUBAGENT_RUNNER",
-    "TITLE_MODEL",
-    "BuildContext",
-    "ChainSecrets",
-    "RuntimeOptions",
-    "Services",
-]
+__getattr__ = moved_names(
+    "antler.context", "antler.plugin_api",
+    [
+        "MEMORY_MODEL", "MEMORY_QUEUE", "MODEL", "PATHS", "SANDBOX_PROVIDER", "STORE",
+        "SUBAGENT_RUNNER", "TITLE_MODEL", "BuildContext", "ChainSecrets",
+        "RuntimeOptions", "Services"
+    ],
+)

@@ -29,8 +29,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel
 
+from antler import jsonsource
 from antler.contracts.toolgroups import SANDBOX_TOOLS, TOOL_GROUPS
-from antler.plugin_api import jsonsource
 from antler.plugin_api.yamlsource import Location, YamlDocument, load_yaml
 
 __all__ = ["DEERFLOW_KEYS", "Migration", "MigrationNote", "Outcome", "carry_comments",

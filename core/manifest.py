@@ -1,27 +1,19 @@
-"""Plugin manifests: loading and parsing the YAML that declares plugins.
+"""Deprecated: manifest loading, now imported from `antler.plugin_api`.
 
-A stable import path for plugin authors and applications; the code lives in
-`antler.plugin_api.manifest`.
+`from antler.manifest import X` keeps working until antler 0.2, with a
+`DeprecationWarning` naming the new import (docs/plugins.md, "Versions and
+deprecations").
 """
 
-from antler.plugin_api.manifest import (
-    BUILTIN_MANIFEST,
-    Manifest,
-    builtin_manifest,
-    builtin_plugin_hook,
-    load_manifest,
-    load_manifest_text,
-    load_package_manifest,
-    parse_manifest,
-)
+from antler.deprecation import moved_names
 
-__all__ = [
-    "BUILTIN_MANIFEST",
-    "Manifest",
-    "builtin_manifest",
-    "builtin_plugin_hook",
-    "load_manifest",
-    "load_manifest_text",
-    "load_package_manifest",
-    "parse_manifest",
-]
+__getattr__ = moved_names(
+    "antler.manifest", "antler.plugin_api",
+    [
+        "Manifest", "builtin_plugin_hook", "load_manifest", "load_manifest_text",
+        "load_package_manifest", "parse_manifest"
+    ],
+    elsewhere=dict.fromkeys([
+        "BUILTIN_MANIFEST", "builtin_manifest"
+    ], "antler.plugin_api.manifest"),
+)

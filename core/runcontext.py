@@ -1,21 +1,16 @@
-"""The server-owned run context: identity and ids of one run.
+"""Deprecated: the run context and run keys, now imported from `antler.plugin_api`.
 
-A stable import path for plugin authors and applications; the code lives in
-`antler.runtime.runcontext`.
+`from antler.runcontext import X` keeps working until antler 0.2, with a
+`DeprecationWarning` naming the new import (docs/plugins.md, "Versions and
+deprecations").
 """
 
-from antler.runtime.runcontext import (
-    DEFAULT_USER,
-    RunContext,
-    run_context,
-    run_id_of,
-    thread_id_of,
-)
+from antler.deprecation import moved_names
 
-__all__ = [
-    "DEFAULT_USER",
-    "RunContext",
-    "run_context",
-    "run_id_of",
-    "thread_id_of",
-]
+__getattr__ = moved_names(
+    "antler.runcontext", "antler.plugin_api",
+    ["DEFAULT_USER", "RunContext", "run_context", "run_id_of", "thread_id_of", "run_key_of"],
+    elsewhere=dict.fromkeys([
+        "TrustingRunContext"
+    ], "antler.contracts.runcontext"),
+)

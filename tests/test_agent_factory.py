@@ -137,7 +137,7 @@ def test_unknown_checkpointer_kind_is_treated_as_a_path(tmp_path):
 
 @pytest.mark.parametrize("bad", ["../escape", "a/b", ""])
 def test_hostile_thread_ids_are_refused_before_anything_is_written(tmp_path, bad):
-    from antler.runtime.paths import PathLayout
+    from antler.plugin_api.paths import PathLayout
 
     with pytest.raises(ValueError):
         PathLayout(tmp_path).thread("default", bad)
@@ -150,7 +150,7 @@ class IdentityProbe(AgentMiddleware):
     seen: list[tuple[bool, tuple[str, ...]]] = []
 
     def before_model(self, state: Any, runtime: Any) -> None:
-        from antler.runtime.runcontext import run_context
+        from antler.contracts.runcontext import run_context
 
         context = run_context(runtime)
         IdentityProbe.seen.append((context.is_internal, context.roles))
@@ -175,7 +175,7 @@ def test_a_subagent_inherits_the_callers_identity_and_cannot_widen_it(tmp_path):
 
 
 def test_roles_given_as_one_string_are_refused():
-    from antler.runtime.runcontext import RunContext
+    from antler.contracts.runcontext import RunContext
 
     with pytest.raises(TypeError, match=r"roles=\['admin'\]"):
         RunContext(roles="admin")  # type: ignore[arg-type]
@@ -213,7 +213,7 @@ def test_the_config_supplies_model_storage_and_capability_defaults(tmp_path):
 @pytest.mark.parametrize("files", [[{"filename": ".secret"}], [{"filename": "a/b.txt"}],
                                    "notes.txt"])
 def test_a_refused_upload_fails_before_anything_is_saved_to_the_thread(tmp_path, files):
-    from antler.runtime.uploads import UploadError
+    from antler.plugin_api.uploads import UploadError
 
     with create_agent(model=ScriptedChatModel(["never"]), base_dir=tmp_path,
                       checkpointer="memory") as agent:

@@ -29,13 +29,13 @@ from antler.plugin_api.context import (
     RuntimeOptions,
 )
 from antler.plugin_api.registry import discover
+from antler.plugin_api.uploads import stage_upload
 from antler.runtime.agent import AntlerAgent, create_agent
 from antler.runtime.demo import all_optional_config
 from antler.runtime.models import ScriptedChatModel
 from antler.runtime.sandbox.local import LocalSandboxProvider
 from antler.runtime.storage import StorageError, ThreadBusyError, ThreadOwnershipError
 from antler.runtime.tracing import Tracer
-from antler.runtime.uploads import stage_upload
 
 THREAD = "t-async"
 LANGCHAIN_BUILTINS = "antler.contrib.langchain_builtins"

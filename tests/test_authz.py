@@ -1,4 +1,4 @@
-"""antler.plugins._lib.authz: the principal builder, decisions, fail_closed, audit records
+"""antler.plugin_api.providers: the principal builder, decisions, fail_closed, audit records
 and provider loading by name, plus the shipped RBAC provider and allowlist guardrail."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pickle
 
 import pytest
 
-from antler.plugins._lib.authz import (
+from antler.contracts.runcontext import RunContext
+from antler.plugin_api.providers import (
     AUTHORIZATION_PROVIDER_GROUP,
     GUARDRAIL_PROVIDER_GROUP,
     TOOL_META_KEY,
@@ -36,7 +37,6 @@ from antler.plugins._lib.authz import (
 )
 from antler.plugins.authorization.rbac import RBACProvider
 from antler.plugins.guardrail.allowlist import AllowlistGuardrail
-from antler.runtime.runcontext import RunContext
 from tests.plugins.guard_support import ClearanceProvider, register_providers
 
 ROLES = {"admin": ["*"], "user": ["read_file", "ls", "web_*"], "auditor": ["ls"]}

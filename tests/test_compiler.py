@@ -1136,10 +1136,10 @@ def deterministic_trace(hooks: list[tuple[str, str]]) -> list[Any]:
 def play_demo(base: Any, chain: str, fused: bool, into_model: bool = True) -> dict[str, Any]:
     """The demo's two turns through the real chain; everything observable, normalized."""
     from antler.plugin_api.context import MEMORY_MODEL, MEMORY_QUEUE, TITLE_MODEL
+    from antler.plugin_api.uploads import stage_upload
     from antler.runtime.agent import create_agent
     from antler.runtime.demo import LEAD_SCRIPT, MEMORY_SCRIPT, SUBAGENT_SCRIPT, TITLE_SCRIPT
     from antler.runtime.tracing import Tracer
-    from antler.runtime.uploads import stage_upload
 
     config, runtime = builtin_chain(chain)
     queue = RecordingQueue()

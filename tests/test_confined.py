@@ -1,4 +1,4 @@
-"""antler.runtime.confined: opening beneath a root, with openat2 and with the descriptor walk.
+"""antler.plugin_api.confined: opening beneath a root, with openat2 and with the descriptor walk.
 
 Every case runs twice: with the kernel's ``openat2`` fast path (where it
 exists) and with it switched off, so the component walk that interprets
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from antler.runtime import confined
-from antler.runtime.paths import PathEscapeError, PathLayout, ThreadPaths
+from antler.plugin_api import confined
+from antler.plugin_api.paths import PathEscapeError, PathLayout, ThreadPaths
 
 
 @pytest.fixture(params=["openat2", "walk"])

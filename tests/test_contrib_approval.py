@@ -14,7 +14,7 @@ import pytest
 from langgraph.types import Command
 
 from antler.contrib.approval.provider import ApprovalGuardrail
-from antler.plugins._lib.authz import GUARDRAIL_PROVIDER, TOOL_META_KEY, ProviderConfigError
+from antler.plugin_api.providers import GUARDRAIL_PROVIDER, TOOL_META_KEY, ProviderConfigError
 from tests.plugins.guard_support import Counter, call, make_agent, tool_results
 
 APPROVAL = """

@@ -30,9 +30,9 @@ from antler.chain.config import parse_config
 from antler.contracts.fallback import error_fallback_message
 from antler.contracts.messages import hidden_marker
 from antler.plugin_api.context import MEMORY_QUEUE
+from antler.plugin_api.historyfold import HistoryFold
 from antler.plugin_api.registry import discover
 from antler.plugins._lib import skillproof
-from antler.plugins._lib.historyfold import HistoryFold
 from antler.plugins.dangling_tool_call import middleware as dangling
 from antler.plugins.memory import middleware as memory
 from antler.plugins.system_message_coalescing import middleware as coalescing

@@ -21,8 +21,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from antler.chain.config import parse_config
 from antler.plugin_api.context import MEMORY_QUEUE
+from antler.plugin_api.messagememo import MessageMemo
 from antler.plugin_api.registry import discover
-from antler.plugins._lib.messagememo import MessageMemo
 from antler.plugins._lib.tagguard import ReservedTags
 from antler.plugins.input_sanitization import middleware as sanitization
 from antler.plugins.input_sanitization.middleware import (
@@ -87,7 +87,7 @@ def test_a_memo_tells_a_replaced_message_from_the_one_it_kept():
 def test_a_memo_compares_a_reloaded_message_once_per_run(monkeypatch):
     """A run reloads the thread: the first pass compares each message with the kept one,
     the run's later passes (several hooks, several model calls) find it by identity."""
-    from antler.plugins._lib import messagememo
+    from antler.plugin_api import messagememo
 
     compared: list[str] = []
     same = messagememo._same

@@ -23,19 +23,19 @@ from pydantic import ValidationError
 from antler.chain.config import parse_config
 from antler.cli import cli
 from antler.contracts.fallback import error_fallback_of
+from antler.contracts.runcontext import RunContext
 from antler.contracts.serverkeys import CORE_SERVER_OWNED_KEYS
 from antler.contracts.stop_reason import stop_reason_of
 from antler.errors import BuildError, ConfigError, InputError
+from antler.plugin_api.paths import PathLayout
 from antler.plugin_api.registry import discover
 from antler.plugin_api.spec import PluginSpec
+from antler.plugin_api.uploads import stage_upload
 from antler.plugins._lib.tagguard import USER_INPUT_BEGIN, USER_INPUT_END
 from antler.plugins.read_before_write.marks import MARK_KEY
 from antler.plugins.read_before_write.signing import KEY_PATH
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
-from antler.runtime.paths import PathLayout
-from antler.runtime.runcontext import RunContext
-from antler.runtime.uploads import stage_upload
 
 QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"
 NOTES = "/mnt/user-data/workspace/notes.md"

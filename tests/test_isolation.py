@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from antler.chain.config import PluginLoadSettings
 from antler.chain.policy import error_policy
 from antler.errors import AntlerError, PluginHookError
-from antler.plugin_api.manifest import builtin_manifest
+from antler.plugin_api.manifest import builtin_plugins_manifest
 from antler.plugin_api.spec import PluginSpec, Provenance
 from antler.runtime.agent import create_agent
 from antler.runtime.isolation import AUDIT_LOGGER
@@ -485,7 +485,7 @@ def test_the_trace_shows_a_failed_hook_as_raised(tmp_path):
 
 
 def test_antlers_own_plugins_fail_by_default():
-    own = builtin_manifest().plugins
+    own = builtin_plugins_manifest().plugins
     assert own and {error_policy(s) for s in own} == {"fail"}
 
 

@@ -10,11 +10,11 @@ from antler.chain.config import parse_config
 from antler.cli import cli
 from antler.errors import ConfigError
 from antler.plugin_api.context import MODEL
+from antler.plugin_api.modelerrors import describe_provider_error
 from antler.plugin_api.registry import discover
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ModelCatalog, ModelConfigError, check_provider
 from antler.runtime.models import factory as model_factory
-from antler.runtime.models.errors import describe_provider_error
 
 MODEL_CLASS = "tests.fixtures.chat_models:ConfiguredScriptedModel"
 

@@ -21,11 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from antler import jsonsource
 from antler.contracts.toolmeta import is_error_payload, result_meta
 from antler.errors import ManifestError
-from antler.plugin_api import jsonsource
-from antler.plugin_api.manifest import load_manifest
-from antler.plugin_api.parselimits import (
+from antler.parselimits import (
     DEFAULT_MAX_FILE_BYTES,
     MAX_ALIAS_NODES,
     MAX_DEPTH,
@@ -33,6 +32,7 @@ from antler.plugin_api.parselimits import (
     SourceLimitError,
     read_bounded,
 )
+from antler.plugin_api.manifest import load_manifest
 from antler.plugin_api.yamlsource import YamlSyntaxError, load_yaml, load_yaml_file
 from antler.plugins.loop_detection.middleware import call_signature
 from antler.plugins.tool_output_budget.synopsis import describe

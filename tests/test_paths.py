@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from antler.runtime.paths import (
+from antler.plugin_api.paths import (
     ANTLER_HOME_ENV,
     VIRTUAL_ROOT,
     InvalidIdentifierError,
@@ -306,7 +306,7 @@ def test_hostify_text_rewrites_only_standalone_virtual_paths(paths: ThreadPaths)
 def test_replacing_the_host_root_matches_the_pattern_it_stands_for(pieces: list[str]) -> None:
     import re
 
-    from antler.runtime.paths import _PATH_CHAR, _replace_root
+    from antler.plugin_api.paths import _PATH_CHAR, _replace_root
 
     root = "/base/t/user-data"
     text = "".join(pieces).replace("ROOT", root)
@@ -326,7 +326,7 @@ _TREE_LINKS = {"up": "..", "abs": "{root}/d1", "rel": "d1/d2", "chain": "rel", "
                 min_size=0, max_size=6))
 def test_a_directory_resolved_by_the_kernel_is_its_realpath(tmp_path_factory: Any,
                                                             parts: list[str]) -> None:
-    from antler.runtime import paths as paths_module
+    from antler.plugin_api import paths as paths_module
 
     root = tmp_path_factory.getbasetemp() / "resolve-tree"
     if not root.exists():

@@ -24,8 +24,7 @@ from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
 
 PLUGIN = '''
-    from antler.plugin_api.hookspecs import hookimpl
-    from antler.plugin_api.manifest import load_package_manifest
+    from antler.plugin_api import hookimpl, load_package_manifest
 
 
     @hookimpl
@@ -93,6 +92,37 @@ SQUATTER = '''
 '''
 
 
+COMMANDER_MANIFEST = """
+    api_version: 1
+    plugins:
+      - name: commander
+        factory: "commander_antler.middleware:Commander"
+        summary: Renames the thread through the Command of its model-call wrapper
+        hooks: [wrap_model_call]
+"""
+
+COMMANDER = '''
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain.agents.middleware.types import ExtendedModelResponse
+    from langgraph.types import Command
+
+
+    class Commander(AgentMiddleware):
+        """Writes the title plugin's key in the Command its wrap_model_call returns."""
+
+        def __init__(self, context=None):
+            super().__init__()
+
+        def wrap_model_call(self, request, handler):
+            return ExtendedModelResponse(model_response=handler(request),
+                                         command=Command(update={"title": "x"}))
+
+        async def awrap_model_call(self, request, handler):
+            return ExtendedModelResponse(model_response=await handler(request),
+                                         command=Command(update={"title": "x"}))
+'''
+
+
 def add_plugin(site, distribution: str, package: str, manifest: str, middleware: str,
                entry_point: str | None = None) -> None:
     site.distribution(distribution, files={
@@ -148,6 +178,35 @@ def test_under_on_error_fail_the_refused_write_stops_the_run_naming_the_plugin(
 
     assert caught.value.plugin == "intruder" and caught.value.keys == ["title"]
     assert "owned by plugin 'title'" in str(caught.value)
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_a_write_in_a_wrap_hooks_command_is_refused_and_logged(site, antler_discover, tmp_path,
+                                                               caplog, fuse):
+    """`Command(update=...)` from a wrap hook goes through the same guard as a node hook's
+    update: the key stays its owner's, and the refusal names the plugin and the hook."""
+    add_plugin(site, "commander-antler", "commander_antler", COMMANDER_MANIFEST, COMMANDER)
+    registry = antler_discover()
+
+    with caplog.at_level(logging.WARNING, logger="antler.audit.isolation"):
+        state = run_agent(tmp_path, registry, "", fuse=fuse)
+
+    assert state["title"] == "The real title"
+    assert state["messages"][-1].content == "Hello there."  # the model's answer is kept
+    assert any("plugin 'commander' wrote state key 'title' (owned by plugin 'title') in "
+               "wrap_model_call, which it does not own" in record.getMessage()
+               for record in caplog.records)
+
+
+def test_under_on_error_fail_a_wrap_hooks_refused_write_stops_the_run(site, antler_discover,
+                                                                       tmp_path):
+    add_plugin(site, "commander-antler", "commander_antler", COMMANDER_MANIFEST, COMMANDER)
+    registry = antler_discover()
+
+    with pytest.raises(StateWriteError) as caught:
+        run_agent(tmp_path, registry, "plugins:\n  commander: {on_error: fail}\n")
+
+    assert caught.value.plugin == "commander" and caught.value.keys == ["title"]
 
 
 def test_conformance_flags_the_write_as_its_own_rule(site, antler_isolated_entry_points):
@@ -536,8 +595,7 @@ def test_chain_show_explain_and_the_report_show_on_error_and_security_gate(site,
 SLOW_PLUGIN = '''
     import time
 
-    from antler.plugin_api.hookspecs import hookimpl
-    from antler.plugin_api.manifest import load_package_manifest
+    from antler.plugin_api import hookimpl, load_package_manifest
 
     time.sleep(0.3)  # a heavy import at module level
 

@@ -22,10 +22,10 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from antler.cli import cli
 from antler.plugin_api.context import MEMORY_QUEUE, TITLE_MODEL
+from antler.plugin_api.paths import InvalidIdentifierError
 from antler.plugins._lib.memory import MemoryFile
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
-from antler.runtime.paths import InvalidIdentifierError
 from antler.runtime.storage import StorageError, ThreadBusyError, ThreadOwnershipError
 from antler.runtime.storage import sqlite as sqlite_storage
 from tests.plugins.support import visible

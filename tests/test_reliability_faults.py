@@ -24,8 +24,8 @@ import pytest
 import yaml
 from langchain.tools import tool
 
+from antler.plugin_api.paths import PathLayout
 from antler.plugins._lib.memory import MemoryStore
-from antler.runtime.paths import PathLayout
 from antler.runtime.storage import StorageError, open_store
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -521,7 +521,7 @@ def test_a_provider_that_cannot_be_reached_is_named_with_its_host(tmp_path):
 
 def test_an_escaping_provider_error_names_the_host_it_could_not_reach():
     pytest.importorskip("openai")
-    from antler.runtime.models.errors import describe_provider_error
+    from antler.plugin_api.modelerrors import describe_provider_error
     from tests.fixtures.chat_models import OpenAICompatibleModel
 
     port = closed_port()

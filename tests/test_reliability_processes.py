@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
+from antler.plugin_api.paths import PathLayout
 from antler.plugins._lib.memory import MemoryFile, MemoryStore
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
-from antler.runtime.paths import PathLayout
 from antler.runtime.sandbox import reaper
 from antler.runtime.sandbox.local import LocalSandboxProvider
 

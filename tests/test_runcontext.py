@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from langchain_core.runnables.config import var_child_runnable_config
 
-from antler.runtime.runcontext import (
+from antler.contracts.runcontext import (
     AUTH_USER_KEY,
     RunContext,
     run_context,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from antler.runtime.paths import PathLayout
+from antler.plugin_api.paths import PathLayout
 from antler.runtime.sandbox import CommandResult
 from antler.runtime.sandbox.bwrap import BwrapSandbox, BwrapSandboxProvider
 from tests.test_sandbox_bwrap import needs_bwrap

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from antler.runtime.paths import VIRTUAL_ROOT, PathEscapeError, PathLayout, ThreadPaths
+from antler.plugin_api.paths import VIRTUAL_ROOT, PathEscapeError, PathLayout, ThreadPaths
 from antler.runtime.sandbox import (
     CommandResult,
     Sandbox,

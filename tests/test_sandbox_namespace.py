@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from antler.runtime.paths import PathLayout
+from antler.plugin_api.paths import PathLayout
 from antler.runtime.sandbox import CommandInterrupted, CommandResult
 from antler.runtime.sandbox.bwrap import BwrapSandbox, BwrapSandboxProvider
 from tests.test_reliability_processes import running
@@ -309,7 +309,7 @@ def test_closing_leaves_no_process_and_nothing_for_init_to_reap() -> None:
     needs_bwrap()
     code = """
 import tempfile
-from antler.runtime.paths import PathLayout
+from antler.plugin_api.paths import PathLayout
 from antler.runtime.sandbox.bwrap import BwrapSandboxProvider
 provider = BwrapSandboxProvider()
 sandbox = provider.get(provider.acquire(PathLayout(tempfile.mkdtemp()).thread("u", "t")))

@@ -38,11 +38,11 @@ import pytest
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
+from antler.contracts.runcontext import RunContext
 from antler.plugin_api.context import SANDBOX_PROVIDER
+from antler.plugin_api.paths import PathLayout, ThreadPaths
 from antler.plugins.sandbox.config import SandboxConfig
 from antler.plugins.sandbox.tools import build_tools
-from antler.runtime.paths import PathLayout, ThreadPaths
-from antler.runtime.runcontext import RunContext
 from antler.runtime.sandbox import load_sandbox_provider
 from antler.runtime.sandbox.host import HostSandboxProvider
 from tests.plugins.support import make_agent

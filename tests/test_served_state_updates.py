@@ -16,9 +16,9 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage
 from langgraph.types import Command, StateUpdate
 
+from antler.contracts.runcontext import AUTH_USER_KEY
 from antler.errors import ClientInputError, InputError
 from antler.runtime.models import ScriptedChatModel
-from antler.runtime.runcontext import AUTH_USER_KEY
 from antler.runtime.server import build_server_agent
 from antler.runtime.serverapp import check_run_request
 from tests.test_server_identity import served

@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
 
-from antler.errors import ConfigError
-from antler.plugin_api.context import MEMORY_MODEL, SANDBOX_PROVIDER, TITLE_MODEL
-from antler.runtime.models import ScriptedChatModel
-from antler.runtime.runcontext import (
+from antler.contracts.runcontext import (
     AUTH_USER_KEY,
     RunContext,
     TrustingRunContext,
     authenticated,
 )
+from antler.errors import ConfigError
+from antler.plugin_api.context import MEMORY_MODEL, SANDBOX_PROVIDER, TITLE_MODEL
+from antler.runtime.models import ScriptedChatModel
 from antler.runtime.server import CONFIG_ENV, build_server_agent
 from tests.test_async_agent import ReleaseLog
 

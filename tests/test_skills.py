@@ -117,7 +117,7 @@ def test_a_bad_skills_section_is_a_config_error(tmp_path):
 
 
 def test_the_sandbox_shows_the_skills_read_only(tmp_path):
-    from antler.runtime.paths import PathEscapeError, PathLayout
+    from antler.plugin_api.paths import PathEscapeError, PathLayout
     from antler.runtime.sandbox.local import LocalSandboxProvider
 
     other = tmp_path / "other"

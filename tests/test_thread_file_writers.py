@@ -1,7 +1,7 @@
 """The harness's other readers and writers of a thread's files never follow a link out.
 
 Uploads staging, the uploads listing, `view_image` and the tool-output budget's
-saved results open the thread's files beneath its root (`antler.runtime.confined`)
+saved results open the thread's files beneath its root (`antler.plugin_api.confined`)
 like the file tools do. Each case plants what the thread's own commands could
 plant (a symlink where a file or folder should be) and checks nothing outside
 is read, listed or written.
@@ -17,10 +17,10 @@ import pytest
 from langchain_core.messages import ToolMessage
 
 from antler.contracts.tooloutput import budgeted_output
+from antler.plugin_api.paths import PathEscapeError, PathLayout, ThreadPaths
+from antler.plugin_api.uploads import stage_upload
 from antler.plugins.uploads.middleware import UploadsMiddleware
 from antler.plugins.view_image.tool import ImageRefused, load_image
-from antler.runtime.paths import PathEscapeError, PathLayout, ThreadPaths
-from antler.runtime.uploads import stage_upload
 from tests.plugins.support import make_agent
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32

@@ -15,7 +15,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import StructuredTool, tool
 
-from antler.runtime.toolargs import with_resolved_signatures
+from antler.plugin_api.toolargs import with_resolved_signatures
 
 SEEN: list[str] = []
 

@@ -31,12 +31,7 @@ from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
-from antler.plugins._lib.authz import (
-    Decision,
-    GuardrailProvider,
-    GuardrailRequest,
-    ProviderConfigError,
-)
+from antler.plugin_api import Decision, GuardrailProvider, GuardrailRequest, ProviderConfigError
 
 __all__ = ["APPROVE", "REJECT", "ApprovalGuardrail"]
 

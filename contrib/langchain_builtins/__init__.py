@@ -19,8 +19,7 @@ The package is built like a third party's: its own manifest next to this file
 and its own entry point.
 """
 
-from antler.plugin_api.hookspecs import hookimpl
-from antler.plugin_api.manifest import Manifest, load_package_manifest
+from antler.plugin_api import Manifest, hookimpl, load_package_manifest
 
 
 @hookimpl

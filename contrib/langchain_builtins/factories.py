@@ -6,15 +6,13 @@ from typing import Any
 
 from langchain.agents import middleware as lc
 
-from antler.errors import BuildError
-from antler.plugin_api.context import MODEL, BuildContext
-from antler.runtime.models import resolve_reference, side_call_model
+from antler.plugin_api import MODEL, BuildContext, BuildError, resolve_model, side_call_model
 
 from . import config as cfg
 
 
 def _section(ctx: BuildContext, model: type[Any]) -> Any:
-    return ctx.config if isinstance(ctx.config, model) else model()
+    return ctx.plugin_config(model)
 
 
 def _arguments(section: Any, *drop: str) -> dict[str, Any]:
@@ -34,7 +32,7 @@ def model_fallback(ctx: BuildContext) -> lc.ModelFallbackMiddleware:
     if not section.models:
         raise BuildError("model_fallback needs `models`: the fallback models, in order (names "
                          "under models.named or model specs)")
-    models = [resolve_reference(ctx.services.items, ref) for ref in section.models]
+    models = [resolve_model(ctx.services, ref) for ref in section.models]
     return lc.ModelFallbackMiddleware(models[0], *models[1:])
 
 
@@ -79,7 +77,7 @@ def llm_tool_selector(ctx: BuildContext) -> lc.LLMToolSelectorMiddleware:
     section = _section(ctx, cfg.LlmToolSelectorConfig)
     # Without a model of its own it asks the agent's, through a scripted model's side
     # script, so a selection never spends the agent's scripted turns.
-    model = (resolve_reference(ctx.services.items, section.model) if section.model
+    model = (resolve_model(ctx.services, section.model) if section.model
              else side_call_model(ctx.services.items.get(MODEL), "tool_selector"))
     return lc.LLMToolSelectorMiddleware(
         model=model, max_tools=section.max_tools,

@@ -9,8 +9,7 @@ resolver puts it in the extension slot of both chains. Off by default:
       enabled: true
 """
 
-from antler.plugin_api.hookspecs import hookimpl
-from antler.plugin_api.manifest import Manifest, load_package_manifest
+from antler.plugin_api import Manifest, hookimpl, load_package_manifest
 
 
 @hookimpl

@@ -21,8 +21,7 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 
-from antler.plugin_api.context import PATHS, BuildContext
-from antler.runtime.runcontext import run_context, thread_id_of
+from antler.plugin_api import PATHS, BuildContext, thread_id_of
 
 from .config import ToolCallLogConfig
 
@@ -65,11 +64,9 @@ class ToolCallLogMiddleware(AgentMiddleware):
         if self.config.include_args:
             record["args"] = call.get("args")
         try:
-            context = run_context(request.runtime)
-            thread = thread_id_of(request.runtime)
-            if thread is None:
+            if thread_id_of(request.runtime) is None:
                 return
-            paths = self.layout.thread(context.user_id, thread)
+            paths = self.layout.for_run(request.runtime)
             target = paths.user_data.parent / self.config.filename
             target.parent.mkdir(parents=True, exist_ok=True)
             line = json.dumps(record, default=str, ensure_ascii=False)
@@ -88,5 +85,5 @@ def _status(result: Any) -> str:
 
 
 def build(ctx: BuildContext) -> ToolCallLogMiddleware:
-    config = ctx.config if isinstance(ctx.config, ToolCallLogConfig) else ToolCallLogConfig()
+    config = ctx.plugin_config(ToolCallLogConfig)
     return ToolCallLogMiddleware(ctx.services.get(PATHS), config)

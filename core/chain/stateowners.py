@@ -18,8 +18,9 @@ class added twice); other owners of one key (two distributions, a configured
 extension and anything else) are refused when the chain is built
 (`check_owners`), naming both and where each declared it. At run time a
 hook's update that writes any other key is refused with the plugin's name
-(`antler.runtime.isolation` applies `refused_keys` to every node hook, so
-fused and unfused graphs alike).
+(`antler.runtime.isolation` applies `refused_keys` to every node hook's update
+and to the `Command` a wrap hook returns of its own, in fused and unfused
+graphs alike).
 """
 
 from __future__ import annotations

@@ -20,9 +20,11 @@ import logging
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import Any
 
 import click
+
+from antler.plugin_api.commands import CommandError
 
 COMMANDS = {
     "chain": "antler.cli.chain:chain",
@@ -54,17 +56,9 @@ DEBUG_KEY = "antler.debug"
 """`click.Context.meta` key: print tracebacks (set by the global `--debug`)."""
 
 
-class CliError(click.ClickException):
-    """A failure to report as `error: <message>`, with no usage banner and no traceback."""
-
-    exit_code = 1
-
-    def show(self, file: IO[Any] | None = None) -> None:
-        line = click.style("error:", fg="red", bold=True) + " " + self.message
-        if file is None:
-            click.echo(line, err=True)
-        else:
-            click.echo(line, file=file)
+class CliError(CommandError):
+    """A failure to report as `error: <message>`, with no usage banner and no traceback
+    (the CLI's name for the SDK's `CommandError`, which plugin commands raise)."""
 
 
 class CliUsageError(CliError):
@@ -156,7 +150,7 @@ def _raise_terminated(_signum: int, _frame: Any) -> None:
 def _one_line(exc: BaseException) -> str:
     """An unexpected error as one line: a provider failure with what to do, anything
     else with its class and `--debug` for the traceback."""
-    from antler.runtime.models.errors import describe_provider_error
+    from antler.plugin_api.modelerrors import describe_provider_error
 
     described = describe_provider_error(exc)
     if described is not None:

@@ -355,7 +355,7 @@ def migrate(ctx: click.Context, session: Session, file: str, output: str | None,
     from antler.chain.config import parse_config_document, schema_sections
     from antler.deerflow import carry_comments, load_extensions, migrate_deerflow
     from antler.errors import ConfigError
-    from antler.plugin_api.parselimits import read_bounded
+    from antler.parselimits import read_bounded
     from antler.plugin_api.yamlsource import YamlDocument, YamlSyntaxError, load_yaml_file
 
     try:

@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from antler.plugin_api.commands import config_option, json_option
+
 from .output import console, print_json
-from .session import Session, config_option, json_option, manifest_option, pass_session
+from .session import Session, manifest_option, pass_session
 
 if TYPE_CHECKING:
     from antler.chain.config import OperatorConfig
@@ -108,7 +110,7 @@ def check_sandbox(section: Any) -> tuple[dict[str, str], dict[str, Any]]:
 def _try_command(section: Any) -> dict[str, Any]:
     """Run `echo` in a throwaway thread of the chosen provider."""
     from antler.errors import AntlerError
-    from antler.runtime.paths import PathLayout
+    from antler.plugin_api.paths import PathLayout
     from antler.runtime.sandbox.choice import load_configured_provider
 
     with tempfile.TemporaryDirectory(prefix="antler-doctor-") as base:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import click
 
+from antler.plugin_api.commands import config_option, json_option
+
 from . import AntlerGroup
 from .output import console, print_json, table
-from .session import Session, config_option, json_option, manifest_option, pass_session
+from .session import Session, manifest_option, pass_session
 
 
 @click.group(cls=AntlerGroup)

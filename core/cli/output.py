@@ -6,20 +6,15 @@ plugin names, reasons and provenance contain square brackets.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from antler.plugin_api.commands import console as console
+from antler.plugin_api.commands import print_json as print_json
+
 if TYPE_CHECKING:
-    from rich.console import Console
     from rich.table import Table
-
-
-def console(*, stderr: bool = False) -> Console:
-    from rich.console import Console
-
-    return Console(stderr=stderr, markup=False, highlight=False, emoji=False)
 
 
 def table(*columns: str, title: str | None = None, **options: Any) -> Table:
@@ -33,10 +28,6 @@ def table(*columns: str, title: str | None = None, **options: Any) -> Table:
     for column in columns:
         result.add_column(column, overflow="fold")
     return result
-
-
-def print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
 def warn(message: str, *, label: str = "warning") -> None:

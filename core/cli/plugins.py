@@ -7,9 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from antler.plugin_api.commands import json_option
+
 from . import AntlerGroup
 from .output import console, print_json, table
-from .session import Session, json_option, manifest_option, pass_session
+from .session import Session, manifest_option, pass_session
 
 if TYPE_CHECKING:
     from antler.plugin_api.registry import PluginRegistry

@@ -87,7 +87,7 @@ def run_command(session: Session, prompt: str | None, prompt_file: str | None,
     """
     import uuid
 
-    from antler.runtime.paths import validate_id
+    from antler.plugin_api.paths import validate_id
 
     text = _read_prompt(prompt, prompt_file)
     if thread_id is not None:  # '' is refused, not taken for "a new thread"
@@ -116,7 +116,7 @@ def resume_command(session: Session, thread_id: str, decision: str | None,
     decision applies to every pending action (--edit needs one set of
     arguments per action). Exits 0 when the run finishes, 3 if it pauses again.
     """
-    from antler.runtime.paths import validate_id
+    from antler.plugin_api.paths import validate_id
 
     validate_id("thread id", thread_id)
     if (decision is None) == (edited is None):
@@ -128,7 +128,7 @@ def resume_command(session: Session, thread_id: str, decision: str | None,
 
 
 def _edited_args(edited: str | None) -> list[dict[str, Any]] | None:
-    from antler.plugin_api import jsonsource
+    from antler import jsonsource
 
     if edited is None:
         return None
@@ -181,13 +181,13 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
     from antler.chain.conditions import runtime_for
     from antler.chain.modelrefs import model_reference_problems
     from antler.plugin_api.context import MODEL_CATALOG
+    from antler.plugin_api.paths import validate_id
+    from antler.plugin_api.uploads import stage_upload
     from antler.runtime.agent import create_agent
     from antler.runtime.approvals import pending_approvals
     from antler.runtime.models import ModelCatalog
-    from antler.runtime.paths import validate_id
     from antler.runtime.threadrecord import load_record, restore_script_position
     from antler.runtime.tracing import Tracer
-    from antler.runtime.uploads import stage_upload
 
     from .chain import print_plan_warnings
 
@@ -665,8 +665,8 @@ def demo_command(session: Session, home: str | None, keep: bool) -> None:
     import shutil
     import tempfile
 
+    from antler.plugin_api.paths import ANTLER_HOME_ENV
     from antler.runtime.demo import render_demo, run_demo
-    from antler.runtime.paths import ANTLER_HOME_ENV
 
     chosen = home or os.environ.get(ANTLER_HOME_ENV)
     if chosen:

@@ -12,9 +12,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+
+from antler.plugin_api.commands import config_option as config_option
+from antler.plugin_api.commands import json_option as json_option
 
 if TYPE_CHECKING:
     from antler.chain import ChainPlan
@@ -74,6 +78,21 @@ class Session:
 
         return load_config(path, self.registry())
 
+    def open_store(self, config_path: str | None, home: str | None) -> tuple[Any, Path]:
+        """(the shared store the operator config's `storage:` names, the base directory);
+        the caller closes the store."""
+        from antler.plugin_api.paths import resolve_base
+        from antler.runtime.postgres import is_postgres_url
+        from antler.runtime.storage import open_store, resolve_backend
+
+        settings = self.config(config_path).storage
+        base = resolve_base(home or settings.base_dir)
+        kind = settings.store
+        if kind == "auto":
+            checkpointer = resolve_backend(settings.checkpointer)
+            kind = checkpointer if is_postgres_url(checkpointer) else "sqlite"
+        return open_store(kind, base, settings.pool), base
+
     def plan(self, config: OperatorConfig, chain: str, runtime: dict[str, Any],
              **options: Any) -> ChainPlan:
         """Who takes part in `chain` and in what order, from specs alone.
@@ -114,23 +133,10 @@ def manifest_option(f: F) -> F:
     )(f)
 
 
-def json_option(f: F) -> F:
-    return click.option("--json", "as_json", is_flag=True,
-                        help="Print JSON instead of a table (keys documented above).")(f)
-
-
 def chain_option(f: F) -> F:
     return click.option("--chain", "chain_name", type=click.Choice(CHAIN_CHOICES),
                         default="lead",
                         show_default=True, help="The lead agent's chain or a subagent's.")(f)
-
-
-def config_option(f: F) -> F:
-    return click.option(
-        "--config", "config_path", metavar="FILE", envvar="ANTLER_CONFIG",
-        type=click.Path(dir_okay=False),
-        help="Operator config YAML (default: $ANTLER_CONFIG, else all defaults).",
-    )(f)
 
 
 def runtime_options_flags(f: F) -> F:

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from antler.plugin_api.commands import config_option, home_option, json_option
+
 from . import AntlerGroup
 from .output import console, print_json, table
-from .session import Session, config_option, json_option
+from .session import Session
 
 if TYPE_CHECKING:
     from antler.runtime.storage import ThreadAdmin
@@ -19,12 +21,6 @@ if TYPE_CHECKING:
 def user_option(f: Any) -> Any:
     return click.option("--user", "user_id", default=None,
                         help="Only this user's threads (and refuse another user's).")(f)
-
-
-def home_option(f: Any) -> Any:
-    return click.option("--home", type=click.Path(file_okay=False), default=None,
-                        help="Base directory (default: the config's storage.base_dir when "
-                             "--config gives one, else $ANTLER_HOME, else ./.antler).")(f)
 
 
 def store_options(f: Any) -> Any:
@@ -36,7 +32,7 @@ def store_options(f: Any) -> Any:
 def _admin(home: str | None, config_path: str | None) -> Iterator[ThreadAdmin | None]:
     """The thread admin of the checkpoint database `storage.checkpointer` names (the
     SQLite file under the base directory unless configured); None when there is none."""
-    from antler.runtime.paths import resolve_base
+    from antler.plugin_api.paths import resolve_base
     from antler.runtime.storage import (
         CHECKPOINT_FILENAME,
         ThreadAdmin,

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterator
 from typing import Any, Generic, TypeVar
 
-from antler.runtime.runcontext import run_key_of
+from antler.contracts.runcontext import run_key_of
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -24,7 +24,7 @@ from typing import Annotated, Any, NotRequired
 from langchain.agents.middleware import AgentState
 from langchain.agents.middleware.types import OmitFromInput
 
-from antler.runtime.runcontext import run_id_of
+from antler.contracts.runcontext import run_id_of
 
 STOP_REASON_KEY = "antler_stop_reason"
 

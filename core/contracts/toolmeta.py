@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from antler.plugin_api import jsonsource
+from antler import jsonsource
 
 TOOL_META_KEY = "antler_tool_meta"
 """The `ToolMessage.additional_kwargs` key holding the metadata."""

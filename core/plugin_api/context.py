@@ -8,8 +8,9 @@ agent and its subagent, or two tenants) cannot leak into each other.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, get_args
+from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -55,21 +56,40 @@ class RuntimeOptions(BaseModel):
         return name in get_args(RuntimeCondition) or name in self.conditions
 
 
-# Well-known service names. Plugins ask for these; `antler.agent` provides the
+# Well-known service names. Plugins ask for these; `create_agent` provides the
 # embedded defaults, and an embedding application may pass its own.
-PATHS = "paths"                        # antler.runtime.paths.PathLayout
-SANDBOX_PROVIDER = "sandbox_provider"  # antler.runtime.sandbox.SandboxProvider
+PATHS = "paths"                        # antler.plugin_api.PathLayout
+SANDBOX_PROVIDER = "sandbox_provider"  # antler.plugin_api.SandboxProvider
+SANDBOX_LOADER = "sandbox_loader"      # callable: a `sandbox:` section -> its SandboxProvider
 MODEL = "model"                        # the agent's chat model (BaseChatModel)
 TITLE_MODEL = "title_model"            # lightweight model for titles
 MEMORY_MODEL = "memory_model"          # model that extracts memory facts
-MODEL_CATALOG = "model_catalog"        # antler.runtime.models.ModelCatalog: `models.named`
+MODEL_CATALOG = "model_catalog"        # `.resolve(reference)`: `models.named` and model specs
 MEMORY_QUEUE = "memory_queue"          # per-thread debounced memory update queue
 SUBAGENT_RUNNER = "subagent_runner"    # callable running one delegated task
 MEMORY_STORE = "memory_store"          # per-user memory facts, read with `.facts(user_id)`
-SKILLS = "skills"                      # antler.runtime.skills.SkillsRegistry
+SKILLS = "skills"                      # the skills registry (`.get(name)`, `.all()`, `.roots`)
+SKILLS_LOADER = "skills_loader"        # callable: a `skills:` section -> a skills registry
 CLOCK = "clock"                        # zero-argument callable returning the current datetime
 DEPLOYMENT = "deployment"              # "server" when built for LangGraph Server, else absent
-STORE = "store"                        # the shared BaseStore (antler.runtime.storage.store)
+STORE = "store"                        # the shared LangGraph BaseStore
+STORE_OPENER = "store_opener"          # callable: (kind, base directory) -> a BaseStore
+
+_DEFAULT_SERVICES: dict[str, Callable[[], Any]] = {}
+"""Factories of services every build has unless it passes its own, by name."""
+
+
+def provide_default_service(name: str, factory: Callable[[], Any]) -> None:
+    """Give every build the service `name`, made by `factory()` on first use.
+
+    The runtime registers its defaults here (the model catalog, the sandbox and
+    skills loaders, the store opener), so a plugin asks for them by name and
+    never imports the runtime; a build's own `services` win over a default.
+    """
+    _DEFAULT_SERVICES[name] = factory
+
+
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
 
 @dataclass
@@ -79,6 +99,9 @@ class Services:
     items: dict[str, Any] = field(default_factory=dict)
 
     def get(self, name: str) -> Any:
+        """The service `name` (a runtime default is made and kept on first use)."""
+        if name not in self.items and name in _DEFAULT_SERVICES:
+            self.items[name] = _DEFAULT_SERVICES[name]()
         try:
             return self.items[name]
         except KeyError:
@@ -88,8 +111,12 @@ class Services:
                 f"in services=... or enable the plugin that provides it"
             ) from None
 
+    def find(self, name: str) -> Any:
+        """The service `name`, or None when the build has none (nor a default)."""
+        return self.get(name) if name in self else None
+
     def __contains__(self, name: str) -> bool:
-        return name in self.items
+        return name in self.items or name in _DEFAULT_SERVICES
 
 
 class ChainSecrets:
@@ -123,6 +150,22 @@ class BuildContext:
     plan: Any = None
     """The `ChainPlan` being built: lets a plugin see the whole resolved chain
     (for example the framework tags every participant declares it emits)."""
+
+    def plugin_config(self, model: type[ConfigT]) -> ConfigT:
+        """This plugin's config section as `model` (the plugin's own config class).
+
+        The build hands a factory its validated section; a build without one (a
+        chain built outside an operator config, or a plugin whose section is
+        absent) gets `model()`, the defaults. A section of another class (an
+        operator's subclass is kept as is) is validated into `model`.
+        """
+        config = self.config
+        if isinstance(config, model):
+            return config
+        if config is None:
+            return model()
+        data = config.model_dump(exclude={"enabled"}) if isinstance(config, BaseModel) else config
+        return model.model_validate(data)
 
     def chain_specs(self) -> list[PluginSpec]:
         """Specs of every plugin in this chain, in order (empty outside a build)."""

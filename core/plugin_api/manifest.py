@@ -15,9 +15,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from antler.errors import ManifestError
+from antler.parselimits import SourceLimitError, read_bounded
 
 from .diagnostics import describe_validation_error
-from .parselimits import SourceLimitError, read_bounded
 from .spec import API_VERSION, PluginSpec, PointSpec, Provenance, SlotSpec
 from .yamlsource import YamlDocument, YamlSyntaxError, load_yaml, load_yaml_file
 
@@ -150,28 +150,89 @@ def load_package_manifest(package: str, filename: str = BUILTIN_MANIFEST,
 
 @functools.cache
 def builtin_manifest() -> Manifest:
-    """Antler's own manifest: the built-in plugins, points and slots.
+    """Antler's platform manifest: the points and slots of the chain (no plugins).
 
     Shipped inside the wheel as package data; in a source checkout the
-    top-level file is the same file (the package copy is a link to it).
+    top-level file is the same file (the package copy is a link to it). Each
+    built-in plugin's entry is in its own folder (`builtin_plugins_manifest`).
     """
     from antler import __version__
 
     return load_package_manifest("antler", distribution="antler", version=__version__)
 
 
-def builtin_plugin_hook(name: str) -> Any:
-    """The `antler_plugin_specs` hook of one built-in plugin package.
+def package_manifest_of(module: str, filename: str = BUILTIN_MANIFEST) -> str:
+    """The package holding the manifest of `module`: `module` itself or the nearest
+    package above it that ships `filename` (a plugin's subpackage shares its folder's)."""
+    parts = module.split(".")
+    while parts:
+        package = ".".join(parts)
+        try:
+            if resources.files(package).joinpath(filename).is_file():
+                return package
+        except (ModuleNotFoundError, TypeError):  # TypeError: a module, not a package
+            pass
+        parts.pop()
+    raise ManifestError(f"no {filename!r} in {module!r} or a package above it; ship it as "
+                        "package data beside the plugin's __init__.py")
 
-    Each built-in package's `__init__` is its entry point target and does only
-    `antler_plugin_specs = builtin_plugin_hook("<name>")`: the spec comes from
-    Antler's manifest, and the middleware module stays unimported until the
-    plugin is enabled.
+
+def manifest_plugin_hook(module: str, name: str | None = None) -> Any:
+    """The `antler_plugin_specs` hook of a plugin package: its manifest's plugins, read
+    from the `plugin-manifest.yaml` of `module` (or the nearest package above it);
+    with `name`, only that plugin (a manifest declaring two plugins, each its own
+    entry point).
+
+    A package's `__init__` then holds only
+    ``antler_plugin_specs = manifest_plugin_hook(__name__)``, and its middleware
+    module stays unimported until the plugin is enabled. The built-ins use it.
     """
     from .hookspecs import hookimpl
 
     @hookimpl
+    def antler_plugin_specs() -> Manifest | PluginSpec:
+        manifest = load_package_manifest(package_manifest_of(module))
+        return manifest if name is None else manifest.plugin(name)
+
+    return antler_plugin_specs
+
+
+BUILTIN_PLUGIN_PACKAGES = "antler.plugins."
+"""The prefix of the built-in plugins' entry points (contrib's are extensions)."""
+
+
+@functools.cache
+def builtin_plugins_manifest() -> Manifest:
+    """Every built-in plugin, from each one's own manifest, found through Antler's entry
+    points as discovery finds them (without registering anything). For tests and
+    tools that want the built-ins without discovering the installed distributions."""
+    from importlib.metadata import distribution
+
+    from antler import __version__
+
+    modules = sorted(ep.module for ep in distribution("antler").entry_points
+                     if ep.group == "antler.plugins" and ep.module.startswith(
+                         BUILTIN_PLUGIN_PACKAGES))
+    plugins: dict[str, PluginSpec] = {}
+    for package in dict.fromkeys(package_manifest_of(module) for module in modules):
+        for spec in load_package_manifest(package, distribution="antler",
+                                          version=__version__).plugins:
+            plugins.setdefault(spec.name, spec)
+    specs = sorted(plugins.values(), key=lambda spec: (spec.rank is None, spec.rank or 0))
+    return Manifest(source="antler built-in plugins", plugins=specs)
+
+
+def builtin_plugin_hook(name: str) -> Any:
+    """Deprecated: `manifest_plugin_hook(__name__)` (the spec is in the plugin's folder)."""
+    import warnings
+
+    warnings.warn("antler.plugin_api.builtin_plugin_hook is deprecated and will be removed "
+                  "in the next minor version; use manifest_plugin_hook(__name__) with the "
+                  "plugin's own plugin-manifest.yaml", DeprecationWarning, stacklevel=2)
+    from .hookspecs import hookimpl
+
+    @hookimpl
     def antler_plugin_specs() -> list[PluginSpec]:
-        return [builtin_manifest().plugin(name)]
+        return [builtin_plugins_manifest().plugin(name)]
 
     return antler_plugin_specs

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from .parselimits import (
+from antler.parselimits import (
     MAX_ALIAS_NODES,
     MAX_DEPTH,
     MAX_NODES,

@@ -1,8 +1,13 @@
 """The runtime: what a built chain runs with.
 
-The agent factory (`agent`), the server-owned run context (`runcontext`),
-delegation to subagents (`delegation`), hook tracing (`tracing`), thread paths
-and uploads (`paths`, `uploads`), sandbox providers (`sandbox`), chat models
-(`models`), where threads and shared data are kept (`storage`) and the demo
-scenario (`demo`).
+The agent factory (`agent`), delegation to subagents (`delegation`), hook
+tracing (`tracing`), storage (`storage`), sandbox providers (`sandbox`), chat
+models (`models`) and the demo scenario (`demo`). The plugin-facing parts (the
+run context, thread paths, uploads, the sandbox provider interface) live
+below, in `antler.contracts` and `antler.plugin_api`.
+
+Importing the runtime gives every build its default services (`_defaults`):
+plugins ask for them by name and never import the runtime.
 """
+
+from . import _defaults as _defaults

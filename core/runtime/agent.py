@@ -32,6 +32,7 @@ from antler.compiler import (
 )
 from antler.contracts.deferred import DEFERRED_TOOLS, PROMOTED_KEY, DeferredTools
 from antler.contracts.mcp import mcp_routing_of
+from antler.contracts.runcontext import RunContext
 from antler.errors import InputError, ModelCallBudgetError
 from antler.plugin_api.context import (
     MEMORY_MODEL,
@@ -45,7 +46,10 @@ from antler.plugin_api.context import (
     RuntimeOptions,
     Services,
 )
+from antler.plugin_api.paths import PathLayout, resolve_base, validate_id
 from antler.plugin_api.registry import PluginRegistry, discover
+from antler.plugin_api.toolargs import with_resolved_signatures
+from antler.plugin_api.uploads import upload_names
 from antler.replay.attach import attach_graph, open_recorder
 
 from .configtools import load_config_tools
@@ -60,8 +64,6 @@ from .inputs import (
 )
 from .isolation import isolate
 from .mcp import mcp_tools
-from .paths import PathLayout, resolve_base, validate_id
-from .runcontext import RunContext
 from .skills import SkillsRegistry
 from .storage import CHECKPOINT_FILENAME as CHECKPOINT_FILENAME
 from .storage import (
@@ -71,9 +73,7 @@ from .storage import (
     open_storage,
     use_delta_channels,
 )
-from .toolargs import with_resolved_signatures
 from .tracing import Tracer, instrument
-from .uploads import upload_names
 
 DEFAULT_DURABILITY = "sync"
 """LangGraph's checkpoint durability for Antler agents: each step's checkpoint is

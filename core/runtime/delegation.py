@@ -36,11 +36,10 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from antler.compat import CONFIG_KEY_DURABILITY
 from antler.contracts.fallback import error_fallback_of
+from antler.contracts.runcontext import RunContext, run_context
 from antler.contracts.stop_reason import stop_reason_of
 from antler.contracts.toolmeta import TOOL_META_KEY, ToolMeta, classify_error_text
-
-from .runcontext import RunContext, run_context
-from .toolargs import without_runtime_dump
+from antler.plugin_api.toolargs import without_runtime_dump
 
 TASK_TOOL = "task"
 BRIEF_CHARS = 2000

@@ -23,11 +23,11 @@ from typing import Any
 from antler.chain.config import OperatorConfig
 from antler.plugin_api.context import MEMORY_MODEL, STORE, TITLE_MODEL, RuntimeOptions
 from antler.plugin_api.registry import PluginRegistry
+from antler.plugin_api.uploads import stage_upload
 
 from .agent import AntlerAgent, create_agent
 from .models import ScriptedChatModel
 from .tracing import Tracer
-from .uploads import stage_upload
 
 THREAD_ID = "demo-thread"
 USER_ID = "demo-user"

@@ -36,10 +36,11 @@ import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
+from antler.contracts.messages import message_role, refusal_text
+from antler.contracts.runcontext import run_context
 from antler.contracts.serverkeys import ARRIVALS_KEY
 from antler.contracts.writes import WRITES_KEY
 from antler.errors import InputError
-from antler.runtime.runcontext import run_context
 
 __all__ = ["INPUT_KEYS", "check_input", "check_input_keys", "input_step_in_run_context",
            "message_role", "record_arrivals",
@@ -47,40 +48,6 @@ __all__ = ["INPUT_KEYS", "check_input", "check_input_keys", "input_step_in_run_c
 
 INPUT_KEYS = frozenset({"messages"})
 """The state keys a caller's input may write; every other key is the server's."""
-
-_CLASS_OF_ROLE = {"human": "HumanMessage", "ai": "AIMessage", "tool": "ToolMessage",
-                  "system": "SystemMessage"}
-
-
-def message_role(message: Any) -> str:
-    """The role of a message as `input.allow_roles` names it (``human``, ``ai``, ...)."""
-    return str(getattr(message, "type", None) or type(message).__name__)
-
-
-def refusal_text(position: int, message: Any, allowed: Collection[str], *,
-                 served: bool = False) -> str:
-    """Why message number `position` (1-based) of an input is refused, and how to allow it.
-
-    `served`: the input came over LangGraph Server's API, where no client may
-    seed history, so the text does not point at `graph.update_state`.
-    """
-    role = message_role(message)
-    kind = type(message).__name__
-    ident = f", id {message.id!r}" if getattr(message, "id", None) else ""
-    allowed_text = ", ".join(sorted(allowed))
-    if role in _CLASS_OF_ROLE:
-        fix = (f"an operator who trusts its callers allows it with `input: {{allow_roles: "
-               f"[{allowed_text}, {role}]}}`")
-        if not served:
-            fix += "; a server that seeds history uses `graph.update_state`"
-    elif role == "remove":
-        fix = "input adds messages and never deletes one" + (
-            "" if served else " (a server edits history with `graph.update_state`)")
-    else:
-        fix = f"send it as a {' or '.join(_CLASS_OF_ROLE[r] for r in sorted(allowed))}"
-    return (f"input message {position} ({kind}{ident}) has role {role!r}, which callers may "
-            f"not send (allowed: {allowed_text}): {fix}")
-
 
 def check_input(messages: Sequence[Any], allowed: Collection[str],
                 history_ids: Callable[[], Collection[str]], *,

@@ -24,7 +24,11 @@ A node hook's update is also checked against the state keys its plugin may
 write (`antler.chain.stateowners`): one that writes another plugin's key fails
 the hook with `StateWriteError` (naming plugin, key and owner), handled under
 the policy like any exception of its own (`fail` stops the run, `skip` drops
-the whole update and logs it).
+the whole update and logs it). So is the `Command` a wrap hook returns of its
+own (`Command(update=...)` from `wrap_tool_call`, `ExtendedModelResponse`'s
+command from `wrap_model_call`); under `skip` the handler's result is kept and
+the command dropped. A result the handler returned, and the keys of an inner
+command the hook carries over, are not the hook's writes.
 
 Either way, an exception that came out of the handler (the model's, a tool's,
 an inner plugin's) is not the wrapping plugin's failure and propagates
@@ -132,6 +136,32 @@ class _WriteGuard:
                                   plugin=self.label, keys=refused)
         return update
 
+    def check_wrap(self, result: Any, handled: Any, hook: str) -> None:
+        """Refuse the state update a wrap hook returns in a `Command` of its own
+        (`Command(update=...)` from `wrap_tool_call`, `ExtendedModelResponse(...,
+        command)` from `wrap_model_call`) where it writes a key the plugin does not own.
+
+        `handled` is what the handler returned: a result passed on unchanged, and the keys
+        of an inner update the hook carries over (a tool's `Command`), are not the hook's.
+        """
+        if result is handled:
+            return
+        update = _command_update(result)
+        if not update:
+            return
+        inner = _command_update(handled) or {}
+        refused = [key for key in refused_keys(update, self.writable) if key not in inner]
+        if refused:
+            raise StateWriteError(describe_refusal(self.label, hook, refused, self.owners),
+                                  plugin=self.label, keys=refused)
+
+
+def _command_update(result: Any) -> Mapping[str, Any] | None:
+    """The state update a wrap hook's result carries in a `Command`, if any."""
+    command = getattr(result, "command", result)  # an ExtendedModelResponse's, or itself
+    update = getattr(command, "update", None)
+    return update if isinstance(update, Mapping) else None
+
 
 def _wrappers(label: str, policy: OnError, passes: type[BaseException],
               guard: _WriteGuard | None = None,
@@ -142,8 +172,8 @@ def _wrappers(label: str, policy: OnError, passes: type[BaseException],
             return _node_wrapper(_guarded(original, guard, hook, is_async), failure, is_async,
                                  passes)
         if failure.skip:
-            return _wrap_wrapper(original, failure, is_async, passes)
-        return _failing_wrap_wrapper(original, failure, is_async, passes)
+            return _wrap_wrapper(original, failure, is_async, passes, guard, hook)
+        return _failing_wrap_wrapper(original, failure, is_async, passes, guard, hook)
     return wrapper
 
 
@@ -275,7 +305,8 @@ class _Calls:
 
 
 def _wrap_wrapper(original: Callable[..., Any], failure: _Failure, is_async: bool,
-                  passes: type[BaseException]) -> Callable[..., Any]:
+                  passes: type[BaseException], guard: _WriteGuard | None = None,
+                  hook: str = "") -> Callable[..., Any]:
     def instead(request: Any, calls: _Calls, error: Exception) -> tuple[bool, Any]:
         """(call the handler with `request`?, else the result) in place of the hook."""
         if not calls.called:
@@ -305,7 +336,10 @@ def _wrap_wrapper(original: Callable[..., Any], failure: _Failure, is_async: boo
                 return calls.result
 
             try:
-                return await original(self, request, watched, *args, **kwargs)
+                result = await original(self, request, watched, *args, **kwargs)
+                if guard is not None:
+                    guard.check_wrap(result, calls.result, hook)
+                return result
             except passes:
                 raise
             except Exception as error:
@@ -330,7 +364,10 @@ def _wrap_wrapper(original: Callable[..., Any], failure: _Failure, is_async: boo
             return calls.result
 
         try:
-            return original(self, request, watched, *args, **kwargs)
+            result = original(self, request, watched, *args, **kwargs)
+            if guard is not None:
+                guard.check_wrap(result, calls.result, hook)
+            return result
         except passes:
             raise
         except Exception as error:
@@ -342,7 +379,8 @@ def _wrap_wrapper(original: Callable[..., Any], failure: _Failure, is_async: boo
 
 
 def _failing_wrap_wrapper(original: Callable[..., Any], failure: _Failure, is_async: bool,
-                          passes: type[BaseException]) -> Callable[..., Any]:
+                          passes: type[BaseException], guard: _WriteGuard | None = None,
+                          hook: str = "") -> Callable[..., Any]:
     """`_wrap_wrapper` for the `fail` policy, which needs less from the handler's watch.
 
     Under `fail` every exception of the plugin's own stops the run, so all the
@@ -350,22 +388,27 @@ def _failing_wrap_wrapper(original: Callable[..., Any], failure: _Failure, is_as
     unchanged), not whether the handler ran or what it returned.
     """
     if not _plain(original, "self", "request", "handler"):
-        return _wrap_wrapper(original, failure, is_async, passes)
+        return _wrap_wrapper(original, failure, is_async, passes, guard, hook)
+    check = guard.check_wrap if guard is not None else None
 
     if is_async:
         async def awrap(self: Any, request: Any, handler: Callable[..., Any]) -> Any:
-            raised = None
+            raised = handled = None
 
             async def watched(inner: Any) -> Any:
-                nonlocal raised
+                nonlocal raised, handled
                 try:
-                    return await handler(inner)
+                    handled = await handler(inner)
                 except BaseException as error:
                     raised = error
                     raise
+                return handled
 
             try:
-                return await original(self, request, watched)
+                result = await original(self, request, watched)
+                if check is not None and result is not handled:
+                    check(result, handled, hook)
+                return result
             except Exception as error:
                 if error is not raised and not isinstance(error, passes):
                     failure.handle(error, "")  # raises, under `fail`
@@ -373,18 +416,22 @@ def _failing_wrap_wrapper(original: Callable[..., Any], failure: _Failure, is_as
         return awrap
 
     def wrap(self: Any, request: Any, handler: Callable[..., Any]) -> Any:
-        raised = None
+        raised = handled = None
 
         def watched(inner: Any) -> Any:
-            nonlocal raised
+            nonlocal raised, handled
             try:
-                return handler(inner)
+                handled = handler(inner)
             except BaseException as error:
                 raised = error
                 raise
+            return handled
 
         try:
-            return original(self, request, watched)
+            result = original(self, request, watched)
+            if check is not None and result is not handled:
+                check(result, handled, hook)
+            return result
         except Exception as error:
             if error is not raised and not isinstance(error, passes):
                 failure.handle(error, "")  # raises, under `fail`

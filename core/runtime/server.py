@@ -46,6 +46,7 @@ from typing import Any
 
 from antler.chain.conditions import runtime_for
 from antler.chain.config import load_config
+from antler.contracts.runcontext import RunContext, TrustingRunContext
 from antler.contracts.serverkeys import server_owned_keys
 from antler.errors import ClientInputError, InputError
 from antler.plugin_api.context import DEPLOYMENT
@@ -53,7 +54,6 @@ from antler.plugin_api.registry import PluginRegistry, discover
 
 from .agent import AntlerAgent, create_agent, is_resume
 from .models import ModelCatalog
-from .runcontext import RunContext, TrustingRunContext
 from .stateupdates import StateUpdateBoundary
 
 __all__ = ["CONFIG_ENV", "build_server_agent", "fail_server_start", "guard_served_graph"]

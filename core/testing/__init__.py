@@ -209,12 +209,12 @@ def make_registry(*items: Any, platform: bool = True, builtins: bool = False) ->
     keep the order given as their tie-break rank. `platform` adds Antler's
     points and slots; `builtins` adds Antler's built-in plugins as well.
     """
-    from antler.plugin_api.manifest import Manifest, builtin_manifest
+    from antler.plugin_api.manifest import Manifest, builtin_manifest, builtin_plugins_manifest
     from antler.plugin_api.registry import PluginRegistry
 
     manifests: list[Manifest] = []
     if builtins:
-        manifests.append(builtin_manifest())
+        manifests += [builtin_manifest(), builtin_plugins_manifest()]
     elif platform:
         own = builtin_manifest()
         manifests.append(Manifest(source=own.source, points=own.points, slots=own.slots,
@@ -332,7 +332,12 @@ def make_chain(registry: PluginRegistry, config: Any = None, chain: str = "lead"
           runtime: RuntimeOptions | Mapping[str, Any] | None = None,
           services: Any = None, *, custom_middlewares: Sequence[Any] = (),
           source: str = "<test config>") -> BuiltChain:
-    """`build_chain` for `registry` with config given as text, path, mapping or object."""
+    """`build_chain` for `registry` with config given as text, path, mapping or object.
+
+    The build has the runtime's default services (the model catalog, the sandbox and
+    skills loaders, the store opener), as under `create_agent`.
+    """
+    import antler.runtime  # noqa: F401 - registers the default services
     from antler.chain import build_chain
 
     return build_chain(load_test_config(config, registry, source), chain, _runtime(runtime),

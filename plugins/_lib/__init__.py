@@ -1,8 +1,10 @@
 """Libraries shared by several built-in plugins, and by no part of the core.
 
-`tagguard` (reserved framework tags, for the sanitization plugins), `authz`
-(principals, decisions and provider protocols, for authorization and
-guardrail), `memory` (the per-user fact store and its update queue),
-and `messagememo` (per-message results kept by id). A plugin may import
-these; plugins never import each other.
+`tagguard` (reserved framework tags, for the sanitization plugins), `memory`
+(the per-user fact store and its update queue) and `skillproof` (how
+skill_activation proves an activation to skill_tool_policy). Built-in plugins
+may import these; plugins never import each other. What a third-party plugin
+needs as well lives on the SDK, `antler.plugin_api` (the provider interfaces,
+`HistoryFold`, `MessageMemo`); `authz` and `historyfold` here are deprecated
+stubs pointing there.
 """

@@ -17,7 +17,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from antler.contracts.messages import is_hidden
+from antler.plugin_api import SKILLS, SKILLS_LOADER, is_hidden
 
 ACTIVATION_KEY = "skill_activation"
 """`additional_kwargs` key of the activation message: ``{"skill", "target", "proof", ...}``."""
@@ -27,12 +27,10 @@ SECRET_NAME = "skill_activation"
 
 def skills_registry(ctx: Any) -> Any:
     """The build's `skills` service, or a registry from the config's `skills:` section."""
-    from antler.plugin_api.context import SKILLS
-    from antler.runtime.skills import SkillsRegistry
-
     registry = ctx.services.items.get(SKILLS)
     if registry is None:
-        registry = SkillsRegistry.from_settings(getattr(ctx.operator_config, "skills", None))
+        load = ctx.services.get(SKILLS_LOADER)
+        registry = load(getattr(ctx.operator_config, "skills", None))
         ctx.services.items[SKILLS] = registry
     return registry
 

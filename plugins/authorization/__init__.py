@@ -1,4 +1,4 @@
-"""The authorization plugin: its spec comes from Antler's manifest (see middleware.py).
+"""The authorization plugin: its spec is in its plugin-manifest.yaml (see middleware.py).
 
 It also implements layer 1 at build time, `antler_select_tools`: the agent is
 compiled only with the tools the build principal may use. Importing this
@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from antler.plugin_api.hookspecs import hookimpl
-from antler.plugin_api.manifest import builtin_plugin_hook
+from antler.plugin_api import hookimpl, manifest_plugin_hook
 
 if TYPE_CHECKING:
-    from antler.plugin_api.context import BuildContext
+    from antler.plugin_api import BuildContext
 
-antler_plugin_specs = builtin_plugin_hook("authorization")
+antler_plugin_specs = manifest_plugin_hook(__name__)
 
 
 @hookimpl

@@ -59,25 +59,31 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from antler.contracts.deferred import DEFERRED_TOOLS, DeferredTools
-from antler.contracts.runstore import RunStore
-from antler.plugin_api.context import BuildContext, RuntimeOptions, Services
-from antler.plugins._lib.authz import (
+from antler.plugin_api import (
     AUTHORIZATION_AUDIT_LOGGER,
     AUTHORIZATION_PROVIDER,
+    DEFERRED_TOOLS,
     Action,
     AuthorizationProvider,
+    BuildContext,
     Decision,
+    DeferredTools,
     Principal,
+    RunContext,
+    RunStore,
+    RuntimeOptions,
+    Services,
     aevaluate,
     audit_decision,
     denied_tool_message,
     evaluate,
     principal_from_context,
     resolve_authorization_provider,
+    run_context,
+    run_id_of,
+    thread_id_of,
     tool_name,
 )
-from antler.runtime.runcontext import RunContext, run_context, run_id_of, thread_id_of
 
 from .config import AuthorizationConfig
 

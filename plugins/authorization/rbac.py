@@ -20,14 +20,14 @@ from collections.abc import Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
-from antler.contracts.toolgroups import expand
-from antler.plugin_api.diagnostics import did_you_mean
-from antler.plugins._lib.authz import (
+from antler.plugin_api import (
     Action,
     AuthorizationProvider,
     Decision,
     Principal,
     ProviderConfigError,
+    did_you_mean,
+    expand_tool_groups,
 )
 
 __all__ = ["RBACProvider"]
@@ -97,5 +97,5 @@ def _checked_roles(roles: Any) -> dict[str, tuple[str, ...]]:
         if bad:
             raise ProviderConfigError(f"{where}.{role}: tool patterns must be non-empty "
                                       f"strings, got {bad!r}")
-        checked[role] = tuple(expand(patterns))
+        checked[role] = tuple(expand_tool_groups(patterns))
     return checked

@@ -38,8 +38,7 @@ from langgraph.graph import END
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from antler.plugin_api.context import BuildContext
-from antler.runtime.runcontext import run_id_of
+from antler.plugin_api import BuildContext, run_id_of
 
 from .request import build_request, render_text
 from .tool import TOOL_NAME

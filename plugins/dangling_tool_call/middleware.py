@@ -29,10 +29,7 @@ from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
-from antler.plugin_api import jsonsource
-from antler.plugin_api.context import BuildContext
-from antler.plugins._lib.historyfold import HistoryFold
-from antler.plugins._lib.messagememo import MessageMemo
+from antler.plugin_api import BuildContext, HistoryFold, MessageMemo, jsonsource
 
 __all__ = [
     "INTERRUPTED_PLACEHOLDER",
@@ -279,7 +276,7 @@ class DanglingToolCallMiddleware(AgentMiddleware[AgentState]):
     see the repaired request.
 
     Cost: the scan that tells a well-formed history is kept per thread
-    (`antler.plugins._lib.historyfold`), so a model call scans only the
+    (`antler.plugin_api.historyfold`), so a model call scans only the
     messages added since the previous call of the thread; only a history that
     needs repair is rebuilt in full, reusing the checks of its unchanged
     messages and the placeholders of the calls still unanswered (`Reuse`).

@@ -1,4 +1,4 @@
-"""The deferred_tool_filter plugin: its spec comes from Antler's manifest (see middleware.py).
+"""The deferred_tool_filter plugin: its spec is in its plugin-manifest.yaml (see middleware.py).
 
 It also contributes the system-prompt section that lists the deferred tools by
 name (`antler_prompt_sections`), so the model knows what `tool_search` can load.
@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from antler.plugin_api.hookspecs import hookimpl
-from antler.plugin_api.manifest import builtin_plugin_hook
+from antler.plugin_api import hookimpl, manifest_plugin_hook
 
-antler_plugin_specs = builtin_plugin_hook("deferred_tool_filter")
+antler_plugin_specs = manifest_plugin_hook(__name__)
 
 
 @hookimpl

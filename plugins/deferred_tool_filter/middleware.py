@@ -45,15 +45,16 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import ToolMessage
 
-from antler.contracts.deferred import (
+from antler.plugin_api import (
     DEFERRED_TOOLS,
+    TOOL_META_KEY,
     TOOL_SEARCH,
+    BuildContext,
     DeferredTools,
     PromotedState,
+    refusal,
+    tool_name,
 )
-from antler.contracts.toolmeta import TOOL_META_KEY, refusal
-from antler.plugin_api.context import BuildContext
-from antler.plugins._lib.authz import tool_name
 
 __all__ = ["SECTION_TAG", "DeferredToolFilterMiddleware", "build", "prompt_section"]
 

@@ -19,11 +19,18 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from antler.contracts.durable import IN_PROGRESS, TERMINAL_STATUSES, merge_delegations
-from antler.contracts.messages import is_hidden, message_text
-from antler.contracts.toolmeta import tool_meta
-from antler.runtime.paths import SKILLS_VIRTUAL_ROOT
-from antler.runtime.skills import SKILL_FILENAME, SkillError, parse_skill
+from antler.plugin_api import (
+    IN_PROGRESS,
+    SKILL_FILENAME,
+    SKILLS_VIRTUAL_ROOT,
+    TERMINAL_STATUSES,
+    SkillError,
+    is_hidden,
+    merge_delegations,
+    message_text,
+    parse_skill,
+    tool_meta,
+)
 
 __all__ = ["TASK_TOOL", "Capture", "capture", "skill_path", "unseen"]
 

@@ -65,15 +65,16 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ModelRequest, ModelResponse, PrivateStateAttr
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from antler.contracts.durable import (
+from antler.plugin_api import (
+    CLOCK,
     DELEGATIONS_KEY,
     IN_PROGRESS,
     SKILL_CONTEXT_KEY,
+    BuildContext,
     DurableState,
+    hidden_marker,
+    run_id_of,
 )
-from antler.contracts.messages import hidden_marker
-from antler.plugin_api.context import CLOCK, BuildContext
-from antler.runtime.runcontext import run_id_of
 
 from .config import DurableContextConfig
 from .ledger import capture, unseen
@@ -266,8 +267,7 @@ class DurableContextMiddleware(AgentMiddleware[DurableContextState, Any, Any]):
 
 def build(ctx: BuildContext) -> DurableContextMiddleware:
     """The middleware from the `durable_context:` section, on the build's `clock` service."""
-    config = ctx.config if isinstance(ctx.config, DurableContextConfig) \
-        else DurableContextConfig()
+    config = ctx.plugin_config(DurableContextConfig)
     clock = ctx.services.items.get(CLOCK)
     return DurableContextMiddleware(skill_read_tools=config.skill_read_tools,
                                     ledger_chars=config.ledger_chars,

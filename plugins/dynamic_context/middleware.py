@@ -72,10 +72,16 @@ from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, SystemMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from antler.contracts.messages import hidden_marker, is_hidden, reinserted_from, reinserted_id
-from antler.plugin_api.context import CLOCK, BuildContext
+from antler.plugin_api import (
+    CLOCK,
+    BuildContext,
+    hidden_marker,
+    is_hidden,
+    reinserted_from,
+    reinserted_id,
+    run_context,
+)
 from antler.plugins._lib.memory.service import memory_store
-from antler.runtime.runcontext import run_context
 
 from .config import DynamicContextConfig
 
@@ -263,7 +269,7 @@ def clock_service(ctx: BuildContext) -> Clock | None:
 
 def build(ctx: BuildContext) -> DynamicContextMiddleware:
     """The middleware on the `clock` and `memory_store` services (store created if absent)."""
-    config = ctx.config if isinstance(ctx.config, DynamicContextConfig) else DynamicContextConfig()
+    config = ctx.plugin_config(DynamicContextConfig)
     store = None
     if config.memory:
         store = memory_store(ctx.services.items)

@@ -20,12 +20,12 @@ from collections.abc import Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
-from antler.contracts.toolgroups import expand
-from antler.plugins._lib.authz import (
+from antler.plugin_api import (
     Decision,
     GuardrailProvider,
     GuardrailRequest,
     ProviderConfigError,
+    expand_tool_groups,
 )
 
 __all__ = ["AllowlistGuardrail"]
@@ -67,4 +67,4 @@ def _patterns(value: Any, key: str) -> tuple[str, ...]:
     bad = [p for p in value if not isinstance(p, str) or not p.strip()]
     if bad:
         raise ProviderConfigError(f"{where}: patterns must be non-empty strings, got {bad!r}")
-    return tuple(expand(value))
+    return tuple(expand_tool_groups(value))

@@ -33,22 +33,25 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from antler.errors import BuildError
-from antler.plugin_api.context import BuildContext, Services
-from antler.plugins._lib.authz import (
+from antler.plugin_api import (
     GUARDRAIL_AUDIT_LOGGER,
     GUARDRAIL_PROVIDER,
+    BuildContext,
+    BuildError,
     Decision,
     GuardrailProvider,
     GuardrailRequest,
+    Services,
     aevaluate,
     audit_decision,
     denied_tool_message,
     evaluate,
     load_guardrail_provider,
     principal_from_context,
+    run_context,
+    run_id_of,
+    thread_id_of,
 )
-from antler.runtime.runcontext import run_context, run_id_of, thread_id_of
 
 from .config import GuardrailsConfig
 

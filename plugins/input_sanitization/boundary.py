@@ -34,10 +34,14 @@ from typing import Any
 
 from langchain_core.messages import AnyMessage, RemoveMessage
 
-from antler.contracts.fallback import error_fallback_message
-from antler.contracts.serverkeys import ARRIVALS_KEY, strip_server_owned
-from antler.contracts.stop_reason import record_stop_reason
-from antler.runtime.inputs import message_role, refusal_text
+from antler.plugin_api import (
+    ARRIVALS_KEY,
+    error_fallback_message,
+    message_role,
+    record_stop_reason,
+    refusal_text,
+    strip_server_owned,
+)
 
 __all__ = ["AUDIT_LOGGER", "REFUSED_REASON", "InputBoundary", "Verdict", "arrival_ids",
            "held_state"]

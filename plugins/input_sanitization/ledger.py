@@ -37,8 +37,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from antler.contracts.messages import REINSERTED_SUFFIX, reinserted_from, reinserted_id
-from antler.contracts.writes import WRITES_KEY
+from antler.plugin_api import REINSERTED_SUFFIX, WRITES_KEY, reinserted_from, reinserted_id
 
 __all__ = ["Ledger", "common_prefix", "keep", "new_token", "take"]
 

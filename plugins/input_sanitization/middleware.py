@@ -101,11 +101,17 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMes
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from antler.contracts.serverkeys import ARRIVALS_KEY, server_owned_keys
-from antler.contracts.stop_reason import StopReasonState
-from antler.contracts.writes import WRITES_KEY, MessageWrites, merge_writes
-from antler.plugin_api.context import BuildContext
-from antler.plugins._lib.messagememo import MessageMemo
+from antler.plugin_api import (
+    ARRIVALS_KEY,
+    WRITES_KEY,
+    BuildContext,
+    MessageMemo,
+    MessageWrites,
+    StopReasonState,
+    merge_writes,
+    run_context,
+    server_owned_keys,
+)
 from antler.plugins._lib.tagguard import (
     USER_INPUT_BEGIN,
     USER_INPUT_END,
@@ -114,7 +120,6 @@ from antler.plugins._lib.tagguard import (
     neutralize,
     neutralize_blocks,
 )
-from antler.runtime.runcontext import run_context
 
 from . import ledger as ledgers
 from .boundary import InputBoundary, Verdict, arrival_ids, held_state
@@ -518,8 +523,7 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
 
 def build(ctx: BuildContext) -> InputSanitizationMiddleware:
     """Factory named in the manifest: the reserved tags come from the resolved chain."""
-    config = (ctx.config if isinstance(ctx.config, InputSanitizationConfig)
-              else InputSanitizationConfig())
+    config = ctx.plugin_config(InputSanitizationConfig)
     specs = list(ctx.chain_specs())
     registry = getattr(ctx.plan, "registry", None)
     if registry is not None:  # a key any installed plugin trusts is never the caller's

@@ -74,11 +74,15 @@ from langchain_core.messages import AIMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.types import Command
 
-from antler.contracts.fallback import error_fallback_message, error_fallback_of
-from antler.contracts.stop_reason import StopReasonState, record_stop_reason
-from antler.errors import AntlerError
-from antler.plugin_api.context import BuildContext
-from antler.runtime.models.errors import unreachable
+from antler.plugin_api import (
+    AntlerError,
+    BuildContext,
+    StopReasonState,
+    error_fallback_message,
+    error_fallback_of,
+    record_stop_reason,
+    unreachable,
+)
 
 from .breaker import CircuitBreaker, process_limiter
 from .classify import RETRIED, classify, describe, retry_after_seconds, status_of
@@ -293,5 +297,5 @@ def _detail(error: BaseException) -> str:
 
 def build(ctx: BuildContext) -> LlmErrorHandlingMiddleware:
     """Factory named in the manifest: the `llm_error_handling:` section, and the sleep service."""
-    config = ctx.config if isinstance(ctx.config, LlmErrorHandlingConfig) else None
+    config = ctx.plugin_config(LlmErrorHandlingConfig)
     return LlmErrorHandlingMiddleware(config, sleep=ctx.services.items.get(SLEEP_SERVICE))

@@ -68,12 +68,16 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import AIMessage
 
-from antler.contracts.messages import strip_tool_calls
-from antler.contracts.runstore import PendingQueue, run_key
-from antler.contracts.stop_reason import StopReasonState, record_stop_reason
-from antler.contracts.toolgroups import FILE_WRITE_TOOLS
-from antler.plugin_api import jsonsource
-from antler.plugin_api.context import BuildContext
+from antler.plugin_api import (
+    FILE_WRITE_TOOLS,
+    BuildContext,
+    PendingQueue,
+    StopReasonState,
+    jsonsource,
+    record_stop_reason,
+    run_key_of,
+    strip_tool_calls,
+)
 
 from .config import LoopDetectionConfig
 
@@ -209,12 +213,12 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any, Any]):
     # With no hint pending in any run (the usual case) there is nothing to drop.
     def _forget_other_runs(self, runtime: Any) -> None:
         if self.pending:
-            thread, run = run_key(runtime)
+            thread, run = run_key_of(runtime)
             self.pending.discard_thread(thread, keep_run=run)
 
     def _forget_this_run(self, runtime: Any) -> None:
         if self.pending:
-            self.pending.clear(run_key(runtime))
+            self.pending.clear(run_key_of(runtime))
 
     # -- detection
 
@@ -273,7 +277,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any, Any]):
 
         if repeats >= config.warn_threshold and digest not in new_window["warned_sets"]:
             new_window["warned_sets"].append(digest)
-            self.pending.add(run_key(runtime), (
+            self.pending.add(run_key_of(runtime), (
                 f"[LOOP DETECTED] You have made the same tool calls ({_describe(calls)}) "
                 f"{repeats} times. They will not give a different result. Use what you have "
                 "learned, try a different approach, or give your final answer now; at "
@@ -282,7 +286,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any, Any]):
             warn, hard = config.tool_limits(name)
             if counts[name] >= warn and name not in new_window["warned_tools"]:
                 new_window["warned_tools"].append(name)
-                self.pending.add(run_key(runtime), (
+                self.pending.add(run_key_of(runtime), (
                     f"[LOOP DETECTED] You have called `{name}` {counts[name]} times recently. "
                     f"Make sure each call makes progress; at {hard} calls the tool is "
                     "stopped."))
@@ -317,5 +321,5 @@ def _window(value: Any) -> LoopWindow:
 
 def build(ctx: BuildContext) -> LoopDetectionMiddleware:
     """Factory named in the manifest: thresholds from the `loop_detection:` section."""
-    config = ctx.config if isinstance(ctx.config, LoopDetectionConfig) else None
+    config = ctx.plugin_config(LoopDetectionConfig)
     return LoopDetectionMiddleware(config)

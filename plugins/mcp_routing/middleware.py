@@ -40,16 +40,17 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 
-from antler.contracts.deferred import (
+from antler.plugin_api import (
     DEFERRED_TOOLS,
+    BuildContext,
     CatalogEntry,
     DeferredTools,
     PromotedState,
+    latest_user_message,
     promoted_names,
     promotion,
+    user_text,
 )
-from antler.contracts.messages import latest_user_message, user_text
-from antler.plugin_api.context import BuildContext
 
 __all__ = ["McpRoutingMiddleware", "build", "matches", "ranked", "relevance"]
 

@@ -7,36 +7,26 @@ entry point group, so the core CLI lists it without importing the plugin.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
-from antler.cli import AntlerGroup, CliError
-from antler.cli.output import console, print_json
-from antler.cli.session import Session, config_option, json_option, pass_session
-from antler.cli.threads import home_option
+from antler.plugin_api import (
+    CommandError,
+    CommandSession,
+    config_option,
+    console,
+    home_option,
+    json_option,
+    jsonsource,
+    pass_session,
+    print_json,
+)
 from antler.plugins._lib.memory import MEMORY_FILENAME, MemoryFile, MemoryStore
 
 
-@click.group(cls=AntlerGroup)
+@click.group()
 def memory() -> None:
     """What agents remember about each user, kept in the shared store."""
-
-
-def _store(session: Session, config_path: str | None, home: str | None) -> tuple[Any, Path]:
-    from antler.runtime.paths import resolve_base
-    from antler.runtime.storage import open_store
-
-    config = session.config(config_path)
-    settings = config.storage
-    base = resolve_base(home or settings.base_dir)
-    kind = settings.store
-    if kind == "auto":
-        from antler.runtime.storage import is_postgres_url, resolve_backend
-
-        checkpointer = resolve_backend(settings.checkpointer)
-        kind = checkpointer if is_postgres_url(checkpointer) else "sqlite"
-    return open_store(kind, base, settings.pool), base
 
 
 def _json_files(source: str, base: Path) -> list[tuple[Path, str]]:
@@ -48,10 +38,8 @@ def _json_files(source: str, base: Path) -> list[tuple[Path, str]]:
                 for path in sorted((base / "users").glob(f"*/{MEMORY_FILENAME}"))]
     path = Path(source)
     if not path.is_file():
-        raise CliError(f"{path} is not a file: give a memory.json of an earlier version, or "
+        raise CommandError(f"{path} is not a file: give a memory.json of an earlier version, or "
                        "'auto' for every users/*/memory.json under the base directory")
-    from antler.plugin_api import jsonsource
-
     try:
         user = jsonsource.loads(path.read_text(encoding="utf-8")).get("user_id")
     except (ValueError, UnicodeDecodeError, AttributeError):
@@ -65,7 +53,7 @@ def _json_files(source: str, base: Path) -> list[tuple[Path, str]]:
 @config_option
 @json_option
 @pass_session
-def import_memory(session: Session, source: str, home: str | None, config_path: str | None,
+def import_memory(session: CommandSession, source: str, home: str | None, config_path: str | None,
                   as_json: bool) -> None:
     """Copy the memory.json files of earlier versions into the shared store.
 
@@ -82,7 +70,7 @@ def import_memory(session: Session, source: str, home: str | None, config_path: 
       imported  facts that were new to the store
     """
 
-    store, base = _store(session, config_path, home)
+    store, base = session.open_store(config_path, home)
     try:
         memory_store = MemoryStore(store, max_facts=10_000)
         report = []
@@ -109,7 +97,7 @@ def import_memory(session: Session, source: str, home: str | None, config_path: 
 @config_option
 @json_option
 @pass_session
-def show_memory(session: Session, user_id: str, home: str | None, config_path: str | None,
+def show_memory(session: CommandSession, user_id: str, home: str | None, config_path: str | None,
                 as_json: bool) -> None:
     """The facts remembered about one user, oldest first.
 
@@ -119,7 +107,8 @@ def show_memory(session: Session, user_id: str, home: str | None, config_path: s
     """
     from dataclasses import asdict
 
-    store, _base = _store(session, config_path, home)
+
+    store, _base = session.open_store(config_path, home)
     try:
         facts = MemoryStore(store).facts(user_id)
     finally:

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from antler.chain.config import ModelSpec
+from antler.plugin_api import ModelSpec
 
 
 class MemoryConfig(BaseModel):

@@ -23,7 +23,7 @@ left out of every later submission: nothing the boundary refused becomes a
 fact.
 
 Each message is filtered once: what is kept is remembered per thread
-(`antler.plugins._lib.historyfold`), so a run on a long thread filters only
+(`antler.plugin_api.historyfold`), so a run on a long thread filters only
 the messages added since the previous submission, also when each run reloads
 the thread as new objects; a history that summarization shortened or
 `update_state` rewrote is filtered again from its start.
@@ -39,16 +39,26 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from antler.contracts.fallback import error_fallback_of, is_error_fallback
-from antler.contracts.messages import is_hidden, message_text
-from antler.contracts.stop_reason import stop_reason_of
-from antler.errors import BuildError
-from antler.plugin_api.context import DEPLOYMENT, MEMORY_MODEL, MEMORY_QUEUE, MODEL, BuildContext
-from antler.plugins._lib.historyfold import HistoryFold
+from antler.plugin_api import (
+    DEPLOYMENT,
+    MEMORY_MODEL,
+    MEMORY_QUEUE,
+    MODEL,
+    BuildContext,
+    BuildError,
+    HistoryFold,
+    error_fallback_of,
+    is_error_fallback,
+    is_hidden,
+    message_text,
+    resolve_model,
+    run_context,
+    run_key_of,
+    side_call_model,
+    stop_reason_of,
+)
 from antler.plugins._lib.memory import create_memory_queue
 from antler.plugins._lib.memory.service import shared_store
-from antler.runtime.models import resolve_reference, side_call_model
-from antler.runtime.runcontext import run_context, run_key_of
 
 from .config import MemoryConfig
 
@@ -203,7 +213,7 @@ def build(ctx: BuildContext) -> MemoryMiddleware:
     (`services[STORE]`). It is registered in the services, so the application
     can `flush()` it and `close()` it at shutdown.
     """
-    config = ctx.config if isinstance(ctx.config, MemoryConfig) else MemoryConfig()
+    config = ctx.plugin_config(MemoryConfig)
     services = ctx.services.items
     queue = services.get(MEMORY_QUEUE)
     if queue is None:
@@ -228,5 +238,5 @@ def _memory_model(config: MemoryConfig, services: dict[str, Any]) -> Any:
             "memory needs a model: provide services[MEMORY_MODEL] or services[MODEL], or set "
             "`memory.model`"
         )
-    return model if hasattr(model, "invoke") else resolve_reference(services, model)
+    return model if hasattr(model, "invoke") else resolve_model(services, model)
 

@@ -1,5 +1,5 @@
-"""The model_length_finish_reason plugin: its spec comes from the manifest (see middleware.py)."""
+"""The model_length_finish_reason plugin: its spec is in plugin-manifest.yaml beside this file."""
 
-from antler.plugin_api.manifest import builtin_plugin_hook
+from antler.plugin_api import manifest_plugin_hook
 
-antler_plugin_specs = builtin_plugin_hook("model_length_finish_reason")
+antler_plugin_specs = manifest_plugin_hook(__name__)

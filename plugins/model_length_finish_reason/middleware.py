@@ -45,14 +45,15 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage
 
-from antler.contracts.messages import (
+from antler.plugin_api import (
+    BuildContext,
+    StopReasonState,
     has_tool_call_intent,
     message_text,
     provider_field,
     provider_text,
+    record_stop_reason,
 )
-from antler.contracts.stop_reason import StopReasonState, record_stop_reason
-from antler.plugin_api.context import BuildContext
 
 __all__ = ["DETECTORS", "ModelLengthFinishReasonMiddleware", "build", "length_stop"]
 

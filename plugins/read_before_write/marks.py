@@ -12,7 +12,7 @@ mark copied from another thread or tool call) grants nothing.
 Files are inspected on the host, through the thread's directories
 (`antler.runtime.paths`): that is where the local sandbox keeps them and where a
 mounting sandbox exposes them. They are opened beneath the thread's root
-(`antler.runtime.confined`), as the sandbox's own file tools open them.
+(`antler.plugin_api.confined`), as the sandbox's own file tools open them.
 """
 
 from __future__ import annotations
@@ -27,10 +27,7 @@ from typing import Any, Literal
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
-from antler.errors import AntlerError
-from antler.runtime import confined
-from antler.runtime.paths import PathLayout
-from antler.runtime.runcontext import run_context, thread_id_of
+from antler.plugin_api import AntlerError, PathLayout, confined, thread_id_of
 
 from .signing import MarkSigner
 
@@ -74,7 +71,7 @@ def locate(layout: PathLayout, runtime: Any, path: Any) -> Target | None:
     if not thread_id or not isinstance(path, str) or not path:
         return None
     try:
-        paths = layout.thread(run_context(runtime).user_id, thread_id)
+        paths = layout.for_run(runtime)
         mapper = paths.mapper
         where = confined.place(mapper, path)
         host = mapper.to_host(path)
@@ -87,7 +84,7 @@ def file_state(target: Target) -> tuple[FileState, str | None]:
     """The file's state and, for a regular readable file, the SHA-256 of its content.
 
     The file is opened beneath the thread's root as the sandbox opens it
-    (`antler.runtime.confined`): a symlink swapped in meanwhile cannot make
+    (`antler.plugin_api.confined`): a symlink swapped in meanwhile cannot make
     this hash a file outside the thread.
     """
     try:

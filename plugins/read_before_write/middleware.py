@@ -58,10 +58,14 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from antler.contracts.toolgroups import FILE_WRITE_TOOLS
-from antler.contracts.toolmeta import TOOL_META_KEY, refusal
-from antler.plugin_api.context import PATHS, BuildContext
-from antler.runtime.paths import PathLayout
+from antler.plugin_api import (
+    FILE_WRITE_TOOLS,
+    PATHS,
+    TOOL_META_KEY,
+    BuildContext,
+    PathLayout,
+    refusal,
+)
 
 from .locks import KeyedLocks
 from .marks import Target, file_state, latest_mark, locate, stamp

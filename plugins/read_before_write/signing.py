@@ -23,7 +23,7 @@ import stat
 import threading
 from pathlib import Path
 
-from antler.errors import BuildError
+from antler.plugin_api import BuildError
 
 __all__ = ["KEY_PATH", "MarkSigner", "load_key"]
 

@@ -6,8 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from antler.errors import ReflectionError
-from antler.plugin_api.reflection import split_path
+from antler.plugin_api import ReflectionError, split_path
 
 __all__ = ["DetectorEntry", "SafetyFinishReasonConfig"]
 

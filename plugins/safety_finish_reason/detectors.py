@@ -26,7 +26,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from antler.contracts.messages import provider_field, provider_text
+from antler.plugin_api import provider_field, provider_text
 
 __all__ = [
     "AnthropicRefusalDetector",

@@ -59,11 +59,17 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage
 from langgraph.errors import GraphBubbleUp
 
-from antler.contracts.messages import has_tool_call_intent, message_text, strip_tool_calls
-from antler.contracts.stop_reason import StopReasonState, record_stop_reason
-from antler.errors import BuildError
-from antler.plugin_api.context import BuildContext
-from antler.plugin_api.reflection import instantiate, resolve_object
+from antler.plugin_api import (
+    BuildContext,
+    BuildError,
+    StopReasonState,
+    has_tool_call_intent,
+    instantiate,
+    message_text,
+    record_stop_reason,
+    resolve_object,
+    strip_tool_calls,
+)
 
 from .config import DetectorEntry, SafetyFinishReasonConfig
 from .detectors import SafetyTermination, default_detectors
@@ -182,7 +188,7 @@ def load_detectors(entries: Sequence[DetectorEntry]) -> list[Any]:
 
 def build(ctx: BuildContext) -> SafetyFinishReasonMiddleware:
     """Factory named in the manifest: the configured detectors, or the built-ins."""
-    config = ctx.config if isinstance(ctx.config, SafetyFinishReasonConfig) else None
-    if config is None or config.detectors is None:
+    config = ctx.plugin_config(SafetyFinishReasonConfig)
+    if config.detectors is None:
         return SafetyFinishReasonMiddleware()
     return SafetyFinishReasonMiddleware(load_detectors(config.detectors))

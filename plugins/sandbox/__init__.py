@@ -1,4 +1,4 @@
-"""The sandbox plugin: its spec comes from Antler's manifest (see middleware.py).
+"""The sandbox plugin: its spec is in its plugin-manifest.yaml (see middleware.py).
 
 It also contributes the sandbox tools (bash, ls, read_file, glob,
 grep, write_file, str_replace) through the `antler_tools` hook. Importing this package stays
@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from antler.plugin_api.hookspecs import hookimpl
-from antler.plugin_api.manifest import builtin_plugin_hook
+from antler.plugin_api import hookimpl, manifest_plugin_hook
 
 if TYPE_CHECKING:
-    from antler.plugin_api.context import BuildContext
+    from antler.plugin_api import BuildContext
 
-antler_plugin_specs = builtin_plugin_hook("sandbox")
+antler_plugin_specs = manifest_plugin_hook(__name__)
 
 
 @hookimpl
@@ -26,7 +25,7 @@ def antler_tools(context: BuildContext) -> list[Any]:
     While a tool-output budget is among the services, bash hands it a command's
     whole captured output; otherwise bash cuts it at ``max_output_bytes``.
     """
-    from antler.contracts.tooloutput import OUTPUT_BUDGET_SERVICE
+    from antler.plugin_api import OUTPUT_BUDGET_SERVICE
 
     from .middleware import path_layout, sandbox_config, sandbox_provider
     from .tools import build_tools

@@ -23,12 +23,19 @@ from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import OmitFromInput
 from langgraph.runtime import Runtime
 
-from antler.errors import AntlerError
-from antler.plugin_api.context import PATHS, SANDBOX_PROVIDER, BuildContext, Services
-from antler.runtime.paths import PathLayout, ThreadPaths
-from antler.runtime.runcontext import run_context, thread_id_of
-from antler.runtime.sandbox import SandboxNotFoundError, SandboxProvider
-from antler.runtime.sandbox.choice import load_configured_provider
+from antler.plugin_api import (
+    PATHS,
+    SANDBOX_LOADER,
+    SANDBOX_PROVIDER,
+    AntlerError,
+    BuildContext,
+    MissingThreadIdError,
+    PathLayout,
+    SandboxNotFoundError,
+    SandboxProvider,
+    Services,
+    ThreadPaths,
+)
 
 from .config import SandboxConfig
 
@@ -96,7 +103,7 @@ def sandbox_provider(services: Services, config: SandboxConfig) -> SandboxProvid
     """
     provider = services.items.get(SANDBOX_PROVIDER)
     if provider is None:
-        provider = load_configured_provider(config)
+        provider = services.get(SANDBOX_LOADER)(config)
         provider = services.items.setdefault(SANDBOX_PROVIDER, provider)
     if not isinstance(provider, SandboxProvider):
         raise TypeError(
@@ -117,14 +124,15 @@ def path_layout(services: Services) -> PathLayout:
 
 
 def thread_paths(layout: PathLayout, runtime: Any) -> ThreadPaths:
-    """The run's thread paths (user from the `RunContext`); ids are validated."""
-    thread_id = thread_id_of(runtime)
-    if not thread_id:
+    """The run's thread paths (`ThreadPaths.for_run`: user from the `RunContext`); ids are
+    validated."""
+    try:
+        return ThreadPaths.for_run(layout, runtime)
+    except MissingThreadIdError:
         raise SandboxThreadError(
             "This run has no thread id, so it has no sandbox or files. Pass one: "
             "agent.invoke(..., thread_id='t1') or RunContext(thread_id=...)."
-        )
-    return layout.thread(run_context(runtime).user_id, thread_id)
+        ) from None
 
 
 class SandboxMiddleware(AgentMiddleware[SandboxState]):

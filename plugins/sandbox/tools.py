@@ -25,7 +25,7 @@ over the same way. ``ls``, ``glob`` and ``grep`` do not show saved tool results
 (``outputs/.tool-results``) unless asked for that folder.
 
 Confinement: the sandbox opens every path beneath a descriptor of the thread's
-root (`antler.runtime.confined`), so a parallel call or the model's own
+root (`antler.plugin_api.confined`), so a parallel call or the model's own
 ``bash`` swapping a name for a symlink cannot lead a file tool outside.
 """
 
@@ -42,11 +42,17 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.types import Command
 
-from antler.contracts.tooloutput import is_tool_result_path
-from antler.errors import AntlerError
-from antler.runtime.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, PathLayout, ThreadPaths
-from antler.runtime.sandbox import Sandbox, SandboxProvider
-from antler.runtime.toolargs import without_runtime_dump
+from antler.plugin_api import (
+    SKILLS_VIRTUAL_ROOT,
+    VIRTUAL_ROOT,
+    AntlerError,
+    PathLayout,
+    Sandbox,
+    SandboxProvider,
+    ThreadPaths,
+    is_tool_result_path,
+    without_runtime_dump,
+)
 
 from .config import SandboxConfig
 from .middleware import SandboxThreadError, recorded_sandbox_id, thread_paths

@@ -1,4 +1,4 @@
-"""The sandbox_audit plugin: its spec comes from Antler's manifest (see middleware.py).
+"""The sandbox_audit plugin: its spec is in its plugin-manifest.yaml (see middleware.py).
 
 It classifies every shell command (block / warn / pass) before the sandbox runs
 it. Importing this package stays cheap: the middleware, the classifier
@@ -10,6 +10,6 @@ front ends
 built.
 """
 
-from antler.plugin_api.manifest import builtin_plugin_hook
+from antler.plugin_api import manifest_plugin_hook
 
-antler_plugin_specs = builtin_plugin_hook("sandbox_audit")
+antler_plugin_specs = manifest_plugin_hook(__name__)

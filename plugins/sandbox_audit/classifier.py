@@ -86,7 +86,7 @@ import contextlib
 import gc
 from collections.abc import Iterator
 
-from antler.contracts.toolgroups import FILE_WRITE_TOOLS
+from antler.plugin_api import FILE_WRITE_TOOLS
 
 from .commands import CommandRules, credential, sensitive
 from .frontend import Parser

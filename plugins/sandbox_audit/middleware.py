@@ -59,9 +59,14 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from antler.contracts.toolmeta import TOOL_META_KEY, refusal
-from antler.plugin_api.context import BuildContext
-from antler.runtime.runcontext import run_context, run_id_of, thread_id_of
+from antler.plugin_api import (
+    TOOL_META_KEY,
+    BuildContext,
+    refusal,
+    run_context,
+    run_id_of,
+    thread_id_of,
+)
 
 from . import parse_worker
 from .classifier import Verdict, classify, classify_file_operation

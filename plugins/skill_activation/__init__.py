@@ -1,4 +1,4 @@
-"""The skill_activation plugin: its spec comes from Antler's manifest (see middleware.py).
+"""The skill_activation plugin: its spec is in its plugin-manifest.yaml (see middleware.py).
 
 It also puts the index of the enabled skills into the system prompt, from the
 `skills` registry service.
@@ -6,11 +6,9 @@ It also puts the index of the enabled skills into the system prompt, from the
 
 from typing import Any
 
-from antler.plugin_api.context import SKILLS
-from antler.plugin_api.hookspecs import hookimpl
-from antler.plugin_api.manifest import builtin_plugin_hook
+from antler.plugin_api import SKILLS, hookimpl, manifest_plugin_hook
 
-antler_plugin_specs = builtin_plugin_hook("skill_activation")
+antler_plugin_specs = manifest_plugin_hook(__name__)
 
 
 @hookimpl

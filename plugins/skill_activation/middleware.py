@@ -52,18 +52,27 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, HumanMessage
 
-from antler.contracts.messages import hidden_marker, is_hidden, latest_user_message, user_text
-from antler.contracts.runstore import RunStore, acall_then_commit, call_then_commit, run_key
-from antler.plugin_api.context import BuildContext
-from antler.plugin_api.parselimits import SourceLimitError
+from antler.plugin_api import (
+    BuildContext,
+    RunStore,
+    SkillError,
+    SourceLimitError,
+    acall_then_commit,
+    call_then_commit,
+    hidden_marker,
+    is_hidden,
+    latest_user_message,
+    parse_skill,
+    run_context,
+    run_key_of,
+    user_text,
+)
 from antler.plugins._lib.skillproof import (
     ACTIVATION_KEY,
     SECRET_NAME,
     activation_proof,
     skills_registry,
 )
-from antler.runtime.runcontext import run_context
-from antler.runtime.skills import SkillError, parse_skill
 
 __all__ = ["ACTIVATION_KEY", "AUDIT_LOGGER", "SkillActivationMiddleware", "build", "parse_slash"]
 
@@ -124,7 +133,7 @@ class SkillActivationMiddleware(AgentMiddleware[Any, Any]):
         """None (no slash message), a direct reply, or (request with the skill, commit)."""
         target = latest_user_message(request.messages)
         # Most runs activate nothing: with no activation on record, no run key is needed.
-        key = run_key(request.runtime) if len(self._done) else None
+        key = run_key_of(request.runtime) if len(self._done) else None
         done = self._done.get(key) if key is not None else None
         if done is not None and (target is None or done.target == target.id):
             # Activated earlier in this run; summarization may have folded the
@@ -158,7 +167,7 @@ class SkillActivationMiddleware(AgentMiddleware[Any, Any]):
         activation = _Activation(target.id, note)
 
         def commit() -> None:
-            self._done.set(run_key(request.runtime) if key is None else key, activation)
+            self._done.set(run_key_of(request.runtime) if key is None else key, activation)
             context = run_context(request.runtime)
             record = {"skill": skill.name, "category": skill.category,
                       "path": skill.container_path, "sha256": digest,

@@ -60,15 +60,22 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import ToolMessage
 
-from antler.contracts.deferred import TOOL_SEARCH, limit_discovery
-from antler.contracts.durable import SKILL_CONTEXT_KEY, DurableState
-from antler.contracts.runstore import RunStore, run_key
-from antler.contracts.toolgroups import FILE_READ_TOOLS, expand
-from antler.contracts.toolmeta import TOOL_META_KEY, refusal
-from antler.plugin_api.context import BuildContext
+from antler.plugin_api import (
+    FILE_READ_TOOLS,
+    SKILL_CONTEXT_KEY,
+    SKILLS_VIRTUAL_ROOT,
+    TOOL_META_KEY,
+    TOOL_SEARCH,
+    BuildContext,
+    DurableState,
+    RunStore,
+    expand_tool_groups,
+    limit_discovery,
+    refusal,
+    run_context,
+    run_key_of,
+)
 from antler.plugins._lib.skillproof import SECRET_NAME, proven_activation, skills_registry
-from antler.runtime.paths import SKILLS_VIRTUAL_ROOT
-from antler.runtime.runcontext import run_context
 
 __all__ = ["FRAMEWORK_TOOLS", "SkillToolPolicyMiddleware", "build"]
 
@@ -134,9 +141,9 @@ class SkillToolPolicyMiddleware(AgentMiddleware[Any, Any]):
                                else (_Source("", ()), None))
         if allowed is None:
             if len(self._decisions):  # none kept for any run: nothing to drop
-                self._decisions.pop(run_key(request.runtime))
+                self._decisions.pop(run_key_of(request.runtime))
             return request
-        self._decisions.set(run_key(request.runtime), (source, allowed))
+        self._decisions.set(run_key_of(request.runtime), (source, allowed))
         tools = [t for t in request.tools if _tool_name(t) in allowed
                  or _tool_name(t) in SKILL_READERS]
         return request.override(tools=tools)
@@ -153,7 +160,7 @@ class SkillToolPolicyMiddleware(AgentMiddleware[Any, Any]):
             return FRAMEWORK_TOOLS
         if skill.allowed_tools is None:
             return None
-        return FRAMEWORK_TOOLS | frozenset(expand(skill.allowed_tools))
+        return FRAMEWORK_TOOLS | frozenset(expand_tool_groups(skill.allowed_tools))
 
     def _allowed_by_reads(self, paths: list[str]) -> tuple[_Source, frozenset[str] | None]:
         """(source, allowed tools) for the skills read at `paths`: the union of their policies.
@@ -209,7 +216,7 @@ class SkillToolPolicyMiddleware(AgentMiddleware[Any, Any]):
         """
         if not len(self._decisions):  # no run has a policy: no run key to look up
             return None
-        return self._decisions.get(run_key(request.runtime))
+        return self._decisions.get(run_key_of(request.runtime))
 
     def _refusal(self, request: Any, decision: _Decision) -> ToolMessage | None:
         source, allowed = decision

@@ -54,11 +54,16 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage
 
-from antler.contracts.durable import DurableState, run_delegations
-from antler.contracts.messages import strip_tool_calls
-from antler.contracts.stop_reason import StopReasonState, record_stop_reason
-from antler.plugin_api.context import BuildContext
-from antler.runtime.runcontext import run_context, run_id_of
+from antler.plugin_api import (
+    BuildContext,
+    DurableState,
+    StopReasonState,
+    record_stop_reason,
+    run_context,
+    run_delegations,
+    run_id_of,
+    strip_tool_calls,
+)
 
 from .config import MAX_TOTAL_RANGE, SubagentsConfig, clamp
 
@@ -166,5 +171,5 @@ def _call_id(message: AIMessage, position: int, call: Mapping[str, Any]) -> str:
 
 def build(ctx: BuildContext) -> SubagentLimitMiddleware:
     """Factory named in the manifest: limits from the `subagents:` section (clamped)."""
-    config = ctx.config if isinstance(ctx.config, SubagentsConfig) else SubagentsConfig()
+    config = ctx.plugin_config(SubagentsConfig)
     return SubagentLimitMiddleware(config.max_concurrent, config.max_total_per_run)

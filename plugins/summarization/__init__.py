@@ -1,5 +1,5 @@
-"""The summarization plugin: its spec comes from Antler's manifest (see middleware.py)."""
+"""The summarization plugin: its spec is in its plugin-manifest.yaml (see middleware.py)."""
 
-from antler.plugin_api.manifest import builtin_plugin_hook
+from antler.plugin_api import manifest_plugin_hook
 
-antler_plugin_specs = builtin_plugin_hook("summarization")
+antler_plugin_specs = manifest_plugin_hook(__name__)

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from antler.chain.config import ModelSpec
+from antler.plugin_api import ModelSpec
 
 ContextSizeType = Literal["tokens", "messages", "fraction"]
 

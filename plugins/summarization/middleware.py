@@ -19,11 +19,8 @@ from langchain.agents.middleware import SummarizationMiddleware
 from langchain.agents.middleware.internal_call_transformer import InternalCallTransformer
 from langchain_core.language_models import BaseChatModel
 
-from antler.contracts.messages import hidden_marker
-from antler.errors import BuildError
-from antler.plugin_api.context import MODEL, BuildContext
+from antler.plugin_api import MODEL, BuildContext, BuildError, hidden_marker, resolve_model
 from antler.plugins._lib.tagguard import ReservedTags, neutralize
-from antler.runtime.models import resolve_reference
 
 from .config import SummarizationConfig
 
@@ -79,8 +76,8 @@ def build(ctx: BuildContext) -> AntlerSummarizationMiddleware:
     managed: tokens are counted with it and `fraction` limits read its profile.
     `summarization.model`, when set, only writes the summaries.
     """
-    config = ctx.config if isinstance(ctx.config, SummarizationConfig) else SummarizationConfig()
-    summarizer = resolve_reference(ctx.services.items, config.model) if config.model else None
+    config = ctx.plugin_config(SummarizationConfig)
+    summarizer = resolve_model(ctx.services, config.model) if config.model else None
     managed: Any = ctx.services.items.get(MODEL)
     if managed is None:
         managed = summarizer
@@ -90,7 +87,7 @@ def build(ctx: BuildContext) -> AntlerSummarizationMiddleware:
             "does) or set `summarization.model`"
         )
     if isinstance(managed, str):
-        managed = resolve_reference(ctx.services.items, managed)
+        managed = resolve_model(ctx.services, managed)
     _check_profile(config, managed)
     kwargs: dict[str, Any] = {
         "trigger": [size.as_tuple() for size in config.trigger],

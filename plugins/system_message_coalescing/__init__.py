@@ -1,5 +1,5 @@
-"""The system_message_coalescing plugin: its spec comes from the manifest (see middleware.py)."""
+"""The system_message_coalescing plugin: its spec is in plugin-manifest.yaml beside this file."""
 
-from antler.plugin_api.manifest import builtin_plugin_hook
+from antler.plugin_api import manifest_plugin_hook
 
-antler_plugin_specs = builtin_plugin_hook("system_message_coalescing")
+antler_plugin_specs = manifest_plugin_hook(__name__)

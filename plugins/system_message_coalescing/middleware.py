@@ -39,9 +39,7 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import SystemMessage
 
-from antler.contracts.messages import message_text
-from antler.plugin_api.context import BuildContext
-from antler.plugins._lib.historyfold import HistoryFold
+from antler.plugin_api import BuildContext, HistoryFold, message_text
 
 __all__ = ["SystemMessageCoalescingMiddleware", "build", "coalesce", "merge", "merged_parts"]
 

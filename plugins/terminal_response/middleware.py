@@ -54,11 +54,19 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, hook_config
 from langchain_core.messages import AIMessage, RemoveMessage, ToolMessage
 
-from antler.contracts.fallback import error_fallback_message, is_error_fallback
-from antler.contracts.messages import has_tool_call_intent, latest_user_message, message_text
-from antler.contracts.runstore import PendingQueue, RunStore, run_key
-from antler.contracts.stop_reason import StopReasonState, record_stop_reason
-from antler.plugin_api.context import BuildContext
+from antler.plugin_api import (
+    BuildContext,
+    PendingQueue,
+    RunStore,
+    StopReasonState,
+    error_fallback_message,
+    has_tool_call_intent,
+    is_error_fallback,
+    latest_user_message,
+    message_text,
+    record_stop_reason,
+    run_key_of,
+)
 
 __all__ = [
     "FALLBACK_TEXT",
@@ -136,7 +144,7 @@ class TerminalResponseMiddleware(AgentMiddleware[StopReasonState, Any, Any]):
     def _reset(self, runtime: Any, *, others: bool = False) -> None:
         if not self.retried and not self.pending:
             return  # no run retried anything (the usual case): nothing to forget
-        key = run_key(runtime)
+        key = run_key_of(runtime)
         self.retried.pop(key)
         self.pending.clear(key)
         if others:
@@ -163,7 +171,7 @@ class TerminalResponseMiddleware(AgentMiddleware[StopReasonState, Any, Any]):
         if not _tool_work_this_turn(messages):
             return None
         reply = messages[-1]
-        key = run_key(runtime)
+        key = run_key_of(runtime)
         spent_on = self.retried.get(key)
         if reply.id is not None and spent_on in (None, reply.id):
             self.retried.set(key, reply.id)

@@ -19,10 +19,13 @@ from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import OmitFromInput
 from langgraph.runtime import Runtime
 
-from antler.errors import AntlerError
-from antler.plugin_api.context import PATHS, BuildContext
-from antler.runtime.paths import PathLayout, ThreadPaths
-from antler.runtime.runcontext import run_context, thread_id_of
+from antler.plugin_api import (
+    PATHS,
+    BuildContext,
+    MissingThreadIdError,
+    PathLayout,
+    ThreadPaths,
+)
 
 __all__ = [
     "MissingThreadIdError",
@@ -32,10 +35,6 @@ __all__ = [
     "build",
     "thread_paths_for",
 ]
-
-
-class MissingThreadIdError(AntlerError, ValueError):
-    """A run has no thread id, so its files have nowhere to live."""
 
 
 class ThreadDataRecord(TypedDict):
@@ -53,26 +52,14 @@ class ThreadDataState(AgentState):
 
 
 def thread_paths_for(layout: PathLayout, runtime: Any) -> ThreadPaths:
-    """The `ThreadPaths` of the run's user and thread.
-
-    The user comes from the server-owned `RunContext`, the thread id from the
-    run context or, failing that, the checkpointer's ``configurable``.
+    """The `ThreadPaths` of the run's user and thread (`ThreadPaths.for_run`).
 
     Raises:
         MissingThreadIdError: when the run has no thread id at all.
-        antler.runtime.paths.InvalidIdentifierError: when the user or thread id cannot
-            be a directory name (``..``, separators, control characters, ...).
+        InvalidIdentifierError: when the user or thread id cannot be a directory
+            name (``..``, separators, control characters, ...).
     """
-    context = run_context(runtime)
-    thread_id = context.thread_id or thread_id_of(runtime)
-    if not thread_id:
-        raise MissingThreadIdError(
-            "This run has no thread id, so the thread's workspace, uploads and outputs "
-            "directories cannot be located. Pass one: agent.invoke(..., thread_id='t1'), "
-            "RunContext(thread_id=...) as the graph context, or "
-            "config={'configurable': {'thread_id': ...}}."
-        )
-    return layout.thread(context.user_id, thread_id)
+    return ThreadPaths.for_run(layout, runtime)
 
 
 class ThreadDataMiddleware(AgentMiddleware[ThreadDataState]):

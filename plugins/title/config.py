@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from antler.chain.config import ModelSpec
+from antler.plugin_api import ModelSpec
 
 
 class TitleConfig(BaseModel):

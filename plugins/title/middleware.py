@@ -39,12 +39,17 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.constants import TAG_NOSTREAM
 
-from antler.contracts.fallback import is_error_fallback
-from antler.contracts.messages import is_hidden
-from antler.contracts.messages import message_text as contract_text
-from antler.errors import BuildError
-from antler.plugin_api.context import MODEL, TITLE_MODEL, BuildContext
-from antler.runtime.models import resolve_reference, side_call_model
+from antler.plugin_api import (
+    MODEL,
+    TITLE_MODEL,
+    BuildContext,
+    BuildError,
+    is_error_fallback,
+    is_hidden,
+    resolve_model,
+    side_call_model,
+)
+from antler.plugin_api import message_text as contract_text
 
 from .config import TitleConfig
 
@@ -247,7 +252,7 @@ class TitleMiddleware(AgentMiddleware[TitleState, Any]):
 
 def build(ctx: BuildContext) -> TitleMiddleware:
     """Pick the title model: `services[TITLE_MODEL]`, else `title.model`, else the agent's."""
-    config = ctx.config if isinstance(ctx.config, TitleConfig) else TitleConfig()
+    config = ctx.plugin_config(TitleConfig)
     services = ctx.services.items
     model: Any
     if services.get(TITLE_MODEL) is not None:
@@ -262,6 +267,6 @@ def build(ctx: BuildContext) -> TitleMiddleware:
             "`title.model`"
         )
     if not isinstance(model, BaseChatModel):
-        model = resolve_reference(services, model)
+        model = resolve_model(services, model)
     return TitleMiddleware(model, max_chars=config.max_chars,
                            first_exchange_only=config.first_exchange_only)

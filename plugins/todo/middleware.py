@@ -22,8 +22,7 @@ from typing import Any
 from langchain.agents.middleware import TodoListMiddleware
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from antler.contracts.messages import hidden_marker, hidden_source
-from antler.plugin_api.context import BuildContext
+from antler.plugin_api import BuildContext, hidden_marker, hidden_source
 
 __all__ = [
     "REMINDER_NAME",

@@ -59,12 +59,20 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ModelRequest, ModelResponse, PrivateStateAttr
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
-from antler.contracts.fallback import is_error_fallback
-from antler.contracts.messages import has_tool_call_intent, hidden_marker, strip_tool_calls
-from antler.contracts.stop_reason import StopReasonState, record_stop_reason
-from antler.contracts.usage import FIELDS, add_usage, usage_of
-from antler.plugin_api.context import BuildContext
-from antler.runtime.runcontext import run_id_of, run_key_of
+from antler.plugin_api import (
+    USAGE_FIELDS,
+    BuildContext,
+    StopReasonState,
+    add_usage,
+    has_tool_call_intent,
+    hidden_marker,
+    is_error_fallback,
+    record_stop_reason,
+    run_id_of,
+    run_key_of,
+    strip_tool_calls,
+    usage_of,
+)
 
 from .config import TokenBudgetConfig
 
@@ -169,7 +177,7 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any, Any]):
             if usage is None or seen.get(key) == usage:
                 continue
             before = seen.get(key) or {}
-            for field in FIELDS:
+            for field in USAGE_FIELDS:
                 used[field] += max(usage[field] - before.get(field, 0), 0)
             seen[key] = usage
         new = {**ledger, "seen": seen, "used": used, "warning_pending": False}
@@ -290,10 +298,9 @@ def build(ctx: BuildContext) -> TokenBudgetMiddleware:
     what that section does not set comes from `TokenBudgetConfig.for_subagent`: 1M
     tokens when summarization takes part in the chain, 2M when it does not.
     """
-    config = ctx.config if isinstance(ctx.config, TokenBudgetConfig) else None
+    config = ctx.plugin_config(TokenBudgetConfig)
     if ctx.chain == "subagent":
-        explicit = ({name: getattr(config, name) for name in config.model_fields_set}
-                    if config is not None else {})
+        explicit = {name: getattr(config, name) for name in config.model_fields_set}
         explicit = {name: value for name, value in explicit.items() if value is not None}
         summarizing = any(spec.name == "summarization" for spec in ctx.chain_specs())
         config = TokenBudgetConfig.for_subagent(summarization=summarizing, **explicit)

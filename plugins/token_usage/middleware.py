@@ -45,16 +45,16 @@ from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import OmitFromInput
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
-from antler.contracts.usage import (
+from antler.plugin_api import (
     ATTRIBUTED_KEY,
     SUBAGENT_USAGE_KEY,
     USAGE_KEY,
+    BuildContext,
     add_usage,
     normalize_usage,
+    run_id_of,
     usage_of,
 )
-from antler.plugin_api.context import BuildContext
-from antler.runtime.runcontext import run_id_of
 
 __all__ = ["SubagentMerge", "TokenUsageMiddleware", "TokenUsageState", "build",
            "merge_subagent_usage"]

@@ -51,16 +51,16 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from antler.contracts.messages import message_text
-from antler.contracts.toolmeta import (
+from antler.plugin_api import (
     TOOL_META_KEY,
+    BuildContext,
+    PluginHookError,
     ToolMeta,
     classify_error_text,
+    message_text,
     result_meta,
     with_tool_meta,
 )
-from antler.errors import PluginHookError
-from antler.plugin_api.context import BuildContext
 
 __all__ = ["MAX_DETAIL_CHARS", "ToolErrorHandlingMiddleware", "build", "error_message"]
 

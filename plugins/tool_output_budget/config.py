@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from antler.contracts.tooloutput import TOOL_RESULTS_DIRNAME
+from antler.plugin_api import TOOL_RESULTS_DIRNAME
 
 __all__ = ["ToolOutputConfig"]
 

@@ -19,7 +19,7 @@ Hooks
     history (from before the budget was on, or from another layer) that are
     longer than the threshold are shown to the model as a synopsis without a
     file, in the request only: the state keeps them as they are. Where they
-    are is kept per thread (`antler.plugins._lib.historyfold`) and each
+    are is kept per thread (`antler.plugin_api.historyfold`) and each
     synopsis per message, so a call looks only at the messages added since
     the thread's previous call.
 
@@ -69,15 +69,21 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from antler.contracts.messages import message_text
-from antler.contracts.tooloutput import OUTPUT_BUDGET_SERVICE, TOOL_OUTPUT_KEY, budgeted_output
-from antler.errors import AntlerError
-from antler.plugin_api.context import PATHS, BuildContext
-from antler.plugins._lib.historyfold import HistoryFold
-from antler.plugins._lib.messagememo import MessageMemo
-from antler.runtime import confined
-from antler.runtime.paths import VIRTUAL_ROOT, PathLayout
-from antler.runtime.runcontext import run_context, thread_id_of
+from antler.plugin_api import (
+    OUTPUT_BUDGET_SERVICE,
+    PATHS,
+    TOOL_OUTPUT_KEY,
+    VIRTUAL_ROOT,
+    AntlerError,
+    BuildContext,
+    HistoryFold,
+    MessageMemo,
+    PathLayout,
+    budgeted_output,
+    confined,
+    message_text,
+    thread_id_of,
+)
 
 from .config import ToolOutputConfig
 from .synopsis import cut, describe, joined_text, synopsis
@@ -190,7 +196,7 @@ class ToolOutputBudgetMiddleware(AgentMiddleware):
         thread_id = thread_id_of(request.runtime)
         if not thread_id:
             raise ValueError("the run has no thread id, so it has no outputs folder")
-        paths = self.layout.thread(run_context(request.runtime).user_id, thread_id)
+        paths = self.layout.for_run(request.runtime)
         digest = (hashlib.sha256(f"{thread_id}\0{call_id}".encode()).hexdigest()[:12]
                   if call_id else uuid.uuid4().hex[:12])
         name = (_UNSAFE.sub("_", tool).strip("._") or "tool")[:64]
@@ -271,7 +277,7 @@ def build(ctx: BuildContext) -> ToolOutputBudgetMiddleware:
     It registers itself as the build's `OUTPUT_BUDGET_SERVICE`, so the sandbox
     hands it a command's whole output instead of cutting it first.
     """
-    config = ctx.config if isinstance(ctx.config, ToolOutputConfig) else ToolOutputConfig()
+    config = ctx.plugin_config(ToolOutputConfig)
     layout = ctx.services.items.get(PATHS)
     if layout is not None and not isinstance(layout, PathLayout):
         raise TypeError(f"service {PATHS!r} must be an antler.paths.PathLayout, got "

@@ -78,17 +78,21 @@ from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from antler.contracts.messages import hidden_marker, message_text
-from antler.contracts.runstore import (
+from antler.plugin_api import (
+    TOOL_META_KEY,
+    BuildContext,
     PendingQueue,
     RunKey,
     RunStore,
+    ToolMeta,
     acall_then_commit,
     call_then_commit,
-    run_key,
+    hidden_marker,
+    message_text,
+    refusal,
+    run_key_of,
+    tool_meta,
 )
-from antler.contracts.toolmeta import TOOL_META_KEY, ToolMeta, refusal, tool_meta
-from antler.plugin_api.context import BuildContext
 
 from .config import ToolProgressConfig
 
@@ -179,7 +183,7 @@ class ToolProgressMiddleware(AgentMiddleware):
         tool = str(request.tool_call.get("name") or "")
         if tool in self.exempt or request.runtime is None:
             return None, tool
-        key = run_key(request.runtime)
+        key = run_key_of(request.runtime)
         return (None if key == (None, None) else key), tool
 
     def state(self, key: RunKey, tool: str) -> ToolState | None:
@@ -304,7 +308,7 @@ class ToolProgressMiddleware(AgentMiddleware):
                                        lambda: self._hints.commit(key, hints))
 
     def _pending(self, request: ModelRequest) -> tuple[RunKey, tuple[str, ...]]:
-        key = run_key(request.runtime)
+        key = run_key_of(request.runtime)
         if key == (None, None):
             return key, ()
         return key, self._hints.peek(key)
@@ -318,5 +322,5 @@ class ToolProgressMiddleware(AgentMiddleware):
 
 def build(ctx: BuildContext) -> ToolProgressMiddleware:
     """Factory named in the manifest."""
-    config = ctx.config if isinstance(ctx.config, ToolProgressConfig) else ToolProgressConfig()
+    config = ctx.plugin_config(ToolProgressConfig)
     return ToolProgressMiddleware(config)

@@ -1,8 +1,8 @@
-"""The tool_result_sanitization plugin: its spec comes from Antler's manifest.
+"""The tool_result_sanitization plugin: its spec is in its plugin-manifest.yaml.
 
 See middleware.py.
 """
 
-from antler.plugin_api.manifest import builtin_plugin_hook
+from antler.plugin_api import manifest_plugin_hook
 
-antler_plugin_specs = builtin_plugin_hook("tool_result_sanitization")
+antler_plugin_specs = manifest_plugin_hook(__name__)

@@ -61,8 +61,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from antler.contracts.mcp import MCP_ADAPTER_PACKAGE, is_mcp_tool
-from antler.plugin_api.context import BuildContext
+from antler.plugin_api import MCP_ADAPTER_PACKAGE, BuildContext, is_mcp_tool
 from antler.plugins._lib.tagguard import Finding, ReservedTags, neutralize, neutralize_blocks
 
 from .config import ToolResultSanitizationConfig
@@ -168,7 +167,6 @@ class ToolResultSanitizationMiddleware(AgentMiddleware):
 
 def build(ctx: BuildContext) -> ToolResultSanitizationMiddleware:
     """Factory named in the manifest: reserved tags from the chain, fallback names from config."""
-    config = (ctx.config if isinstance(ctx.config, ToolResultSanitizationConfig)
-              else ToolResultSanitizationConfig())
+    config = ctx.plugin_config(ToolResultSanitizationConfig)
     return ToolResultSanitizationMiddleware(ReservedTags.for_build(ctx, config.extra_tags),
                                             config.remote_tools)

@@ -29,11 +29,15 @@ from langchain.agents.middleware.types import OmitFromInput
 from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.runtime import Runtime
 
-from antler.errors import AntlerError
-from antler.plugin_api.context import BuildContext
-from antler.runtime import confined
-from antler.runtime.paths import VIRTUAL_ROOT
-from antler.runtime.uploads import UploadError, safe_upload_name, upload_names
+from antler.plugin_api import (
+    VIRTUAL_ROOT,
+    AntlerError,
+    BuildContext,
+    UploadError,
+    confined,
+    safe_upload_name,
+    upload_names,
+)
 
 __all__ = [
     "INJECTED_MARKER",

@@ -1,11 +1,10 @@
-"""The view_image plugin: its spec comes from Antler's manifest (see middleware.py)."""
+"""The view_image plugin: its spec is in its plugin-manifest.yaml (see middleware.py)."""
 
 from typing import Any
 
-from antler.plugin_api.hookspecs import hookimpl
-from antler.plugin_api.manifest import builtin_plugin_hook
+from antler.plugin_api import hookimpl, manifest_plugin_hook
 
-antler_plugin_specs = builtin_plugin_hook("view_image")
+antler_plugin_specs = manifest_plugin_hook(__name__)
 
 
 @hookimpl

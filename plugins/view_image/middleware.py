@@ -48,8 +48,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from antler.contracts.messages import hidden_marker
-from antler.plugin_api.context import BuildContext
+from antler.plugin_api import BuildContext, hidden_marker
 
 from .tool import STATE_KEY, TOOL_NAME
 

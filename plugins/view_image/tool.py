@@ -30,10 +30,14 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
 
-from antler.errors import AntlerError
-from antler.runtime import confined
-from antler.runtime.paths import PathEscapeError, ThreadPaths, VirtualPathMapper
-from antler.runtime.toolargs import without_runtime_dump
+from antler.plugin_api import (
+    AntlerError,
+    PathEscapeError,
+    ThreadPaths,
+    VirtualPathMapper,
+    confined,
+    without_runtime_dump,
+)
 
 from .config import DEFAULT_MAX_IMAGE_BYTES
 

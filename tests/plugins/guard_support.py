@@ -22,8 +22,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import StructuredTool
 
 from antler.chain.config import parse_config
-from antler.plugin_api.registry import PluginRegistry, discover
-from antler.plugins._lib.authz import (
+from antler.plugin_api.providers import (
     AUTHORIZATION_PROVIDER_GROUP,
     GUARDRAIL_PROVIDER_GROUP,
     Action,
@@ -33,6 +32,7 @@ from antler.plugins._lib.authz import (
     GuardrailRequest,
     Principal,
 )
+from antler.plugin_api.registry import PluginRegistry, discover
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
 

@@ -21,13 +21,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import StructuredTool
 
 from antler.chain.config import parse_config
+from antler.contracts.runcontext import RunContext
 from antler.contracts.stop_reason import stop_reason_of
 from antler.plugin_api.hookspecs import hookimpl
 from antler.plugin_api.registry import PluginRegistry, discover
 from antler.plugin_api.spec import PluginSpec
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
-from antler.runtime.runcontext import RunContext
 from tests.plugins.support import RetryOnce
 
 QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"

@@ -13,7 +13,7 @@ from langchain_core.messages import HumanMessage
 
 from antler.errors import ConfigError
 from antler.plugin_api.context import RuntimeOptions
-from antler.plugins._lib.authz import (
+from antler.plugin_api.providers import (
     AUTHORIZATION_AUDIT_LOGGER,
     AUTHORIZATION_PROVIDER,
     GUARDRAIL_PROVIDER,

@@ -16,6 +16,7 @@ from langgraph.graph import END
 from langgraph.types import Command
 
 from antler.chain.config import parse_config
+from antler.contracts.runcontext import RunContext
 from antler.plugin_api.context import RuntimeOptions
 from antler.plugin_api.registry import discover
 from antler.plugins.clarification.form import (
@@ -41,7 +42,6 @@ from antler.plugins.clarification.request import (
 from antler.plugins.clarification.tool import TOOL_NAME, make_tool
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
-from antler.runtime.runcontext import RunContext
 
 # Title and memory would also call the scripted model; they have their own tests.
 QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"

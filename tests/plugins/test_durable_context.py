@@ -22,6 +22,7 @@ from antler.contracts.durable import (
     merge_delegations,
     merge_skill_context,
 )
+from antler.contracts.runcontext import RunContext
 from antler.contracts.toolmeta import TOOL_META_KEY
 from antler.errors import ConfigError
 from antler.plugin_api.context import CLOCK, SKILLS
@@ -30,7 +31,6 @@ from antler.plugins.durable_context.ledger import capture
 from antler.plugins.durable_context.middleware import AUTHORITY_CONTRACT, DATA_TAG, render
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
-from antler.runtime.runcontext import RunContext
 from antler.runtime.skills import SkillsRegistry
 
 from .tail_support import MODES, QUIET, call, run, tail_registry

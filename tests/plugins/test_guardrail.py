@@ -11,7 +11,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 
 from antler.errors import ConfigError
-from antler.plugins._lib.authz import GUARDRAIL_AUDIT_LOGGER, GUARDRAIL_PROVIDER, TOOL_META_KEY
+from antler.plugin_api.providers import GUARDRAIL_AUDIT_LOGGER, GUARDRAIL_PROVIDER, TOOL_META_KEY
 from antler.plugins.guardrail.allowlist import AllowlistGuardrail
 from antler.plugins.guardrail.middleware import GuardrailMiddleware
 from antler.testing import assert_before

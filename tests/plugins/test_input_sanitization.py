@@ -21,9 +21,11 @@ from antler.chain.config import parse_config
 from antler.contracts.fallback import is_error_fallback
 from antler.plugin_api.context import BuildContext, ChainSecrets, RuntimeOptions, Services
 from antler.plugin_api.hookspecs import hookimpl
-from antler.plugin_api.manifest import builtin_manifest
+from antler.plugin_api.manifest import builtin_plugins_manifest
+from antler.plugin_api.paths import PathLayout
 from antler.plugin_api.registry import discover
 from antler.plugin_api.spec import PluginSpec
+from antler.plugin_api.uploads import stage_upload
 from antler.plugins._lib.tagguard import (
     USER_INPUT_BEGIN,
     USER_INPUT_END,
@@ -40,8 +42,6 @@ from antler.plugins.input_sanitization.middleware import (
 )
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
-from antler.runtime.paths import PathLayout
-from antler.runtime.uploads import stage_upload
 
 QUIET = ("title: {enabled: false}\nmemory: {enabled: false}\n"
          # These tests follow the user's message by id and position; dynamic_context's ID
@@ -460,7 +460,7 @@ def test_real_todo_reminder_passes_and_the_users_messages_do_not(tmp_path, regis
 
 
 def _context(config: Any) -> BuildContext:
-    spec = builtin_manifest().plugin("input_sanitization")
+    spec = builtin_plugins_manifest().plugin("input_sanitization")
     return BuildContext("lead", spec, config, RuntimeOptions(), Services(), ChainSecrets())
 
 

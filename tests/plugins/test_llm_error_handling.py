@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from antler.chain.config import parse_config
 from antler.contracts.fallback import error_fallback_of
+from antler.contracts.runcontext import RunContext
 from antler.contracts.stop_reason import stop_reason_of
 from antler.errors import ConfigError
 from antler.plugin_api.context import RuntimeOptions
@@ -46,7 +47,6 @@ from antler.plugins.llm_error_handling.config import LlmErrorHandlingConfig
 from antler.plugins.llm_error_handling.middleware import LlmErrorHandlingMiddleware
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
-from antler.runtime.runcontext import RunContext
 
 from .model_guard_support import MODE_IDS, MODES, QUIET, guarded_agent, run
 

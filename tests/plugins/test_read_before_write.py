@@ -15,10 +15,10 @@ import pytest
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import HumanMessage, RemoveMessage
 
+from antler.plugin_api.paths import PathLayout
 from antler.plugins.read_before_write.locks import KeyedLocks
 from antler.plugins.read_before_write.marks import MARK_KEY
 from antler.plugins.read_before_write.middleware import TOOL_META_KEY
-from antler.runtime.paths import PathLayout
 from antler.testing import assert_before
 from tests.plugins.guard_support import (
     ainvoke,

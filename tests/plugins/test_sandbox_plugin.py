@@ -13,12 +13,12 @@ from langchain_core.messages import ToolMessage
 from pydantic import ValidationError
 
 from antler.chain.config import parse_config
+from antler.contracts.runcontext import RunContext
 from antler.plugin_api.context import SANDBOX_PROVIDER
+from antler.plugin_api.paths import PathLayout
 from antler.plugin_api.registry import discover
 from antler.plugins.sandbox.config import SandboxConfig
 from antler.plugins.sandbox.tools import TOOL_METADATA, build_tools
-from antler.runtime.paths import PathLayout
-from antler.runtime.runcontext import RunContext
 from antler.runtime.sandbox import SandboxClosedError, UnknownSandboxProviderError
 from antler.runtime.sandbox.local import LocalSandboxProvider
 from tests.plugins.support import make_agent

@@ -11,7 +11,7 @@ from langchain_core.messages import ToolMessage
 
 from antler.contracts.toolmeta import tool_meta
 from antler.contracts.tooloutput import budgeted_output
-from antler.runtime.paths import PathLayout, ThreadPaths
+from antler.plugin_api.paths import PathLayout, ThreadPaths
 from tests.plugins.support import make_agent
 
 WS = "/mnt/user-data/workspace"

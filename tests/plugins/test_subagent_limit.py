@@ -13,6 +13,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from pydantic import ValidationError
 
 from antler.chain.config import parse_config
+from antler.contracts.runcontext import RunContext
 from antler.errors import ConfigError
 from antler.plugin_api.context import RuntimeOptions
 from antler.plugin_api.registry import discover
@@ -24,7 +25,6 @@ from antler.plugins.subagent_limit.middleware import (
 )
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
-from antler.runtime.runcontext import RunContext
 
 QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"
 

@@ -10,16 +10,16 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 
+from antler.contracts.runcontext import RunContext
 from antler.errors import BuildError
 from antler.plugin_api.context import MODEL, PATHS
+from antler.plugin_api.paths import InvalidIdentifierError, PathLayout
 from antler.plugins.thread_data.middleware import (
     MissingThreadIdError,
     ThreadDataMiddleware,
     build,
 )
 from antler.runtime.models import ScriptedChatModel
-from antler.runtime.paths import InvalidIdentifierError, PathLayout
-from antler.runtime.runcontext import RunContext
 from tests.plugins.support import make_agent
 
 

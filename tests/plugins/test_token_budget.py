@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from antler.chain.config import parse_config
 from antler.contracts.fallback import error_fallback_message
 from antler.contracts.messages import is_hidden
+from antler.contracts.runcontext import RunContext
 from antler.contracts.stop_reason import stop_reason_of
 from antler.plugin_api.context import RuntimeOptions
 from antler.plugin_api.registry import discover
@@ -26,7 +27,6 @@ from antler.plugins.token_budget.middleware import (
 )
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
-from antler.runtime.runcontext import RunContext
 
 from .model_guard_support import MODE_IDS, MODES, QUIET, guarded_agent, run
 
@@ -418,7 +418,7 @@ def test_a_reply_grown_by_its_subagents_usage_counts_at_the_next_call(tmp_path, 
 def _budget(tmp_path: Any, registry: Any, config_text: str, chain: str = "subagent") -> Any:
     from antler.chain import build_chain
     from antler.plugin_api.context import MODEL, PATHS
-    from antler.runtime.paths import PathLayout
+    from antler.plugin_api.paths import PathLayout
 
     built = build_chain(parse_config(QUIET + config_text, registry), chain, registry=registry,
                         services={PATHS: PathLayout(tmp_path), MODEL: ScriptedChatModel(["x"])})

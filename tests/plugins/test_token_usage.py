@@ -9,6 +9,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from antler.chain.config import parse_config
+from antler.contracts.runcontext import RunContext
 from antler.contracts.usage import (
     ATTRIBUTED_KEY,
     SUBAGENT_USAGE_KEY,
@@ -22,7 +23,6 @@ from antler.plugin_api.registry import discover
 from antler.plugins.token_usage.middleware import TokenUsageMiddleware
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
-from antler.runtime.runcontext import RunContext
 
 from .model_guard_support import MODE_IDS, MODES, QUIET, guarded_agent, run
 

@@ -19,6 +19,7 @@ from langchain_core.tools import StructuredTool
 from antler.contracts.toolmeta import TOOL_META_KEY
 from antler.contracts.tooloutput import TOOL_OUTPUT_KEY, TOOL_RESULTS_DIRNAME
 from antler.errors import ConfigError
+from antler.plugin_api.paths import PathLayout
 from antler.plugins.tool_output_budget.config import ToolOutputConfig
 from antler.plugins.tool_output_budget.middleware import ToolOutputBudgetMiddleware
 from antler.plugins.tool_output_budget.synopsis import (
@@ -27,7 +28,6 @@ from antler.plugins.tool_output_budget.synopsis import (
     describe,
     head_and_tail,
 )
-from antler.runtime.paths import PathLayout
 from antler.testing import assert_before
 from tests.plugins.guard_support import ainvoke, call, calls, make_agent, tool_results
 

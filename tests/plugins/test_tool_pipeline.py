@@ -13,7 +13,7 @@ from langchain_core.tools import StructuredTool
 
 from antler.contracts.toolmeta import TOOL_META_KEY
 from antler.contracts.tooloutput import TOOL_OUTPUT_KEY
-from antler.runtime.paths import PathLayout
+from antler.plugin_api.paths import PathLayout
 from tests.plugins.guard_support import ainvoke, call, make_agent, tool_results
 
 LINES = 50_000

@@ -217,7 +217,7 @@ def test_refused_commands_do_not_block_the_shell(home, fuse, mode):
 @pytest.mark.parametrize(("fuse", "mode"), MODES)
 def test_writes_refused_until_read_then_the_write_after_a_read_succeeds(home, fuse, mode):
     """The model overwrites a file it has not read, is refused five times, reads, writes."""
-    from antler.runtime.paths import PathLayout
+    from antler.plugin_api.paths import PathLayout
 
     paths = PathLayout(home).thread("default", "t1")
     paths.ensure_directories()

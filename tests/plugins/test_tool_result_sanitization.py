@@ -21,7 +21,7 @@ from langgraph.types import Command
 
 from antler.chain.config import parse_config
 from antler.plugin_api.context import BuildContext, ChainSecrets, RuntimeOptions, Services
-from antler.plugin_api.manifest import builtin_manifest
+from antler.plugin_api.manifest import builtin_plugins_manifest
 from antler.plugin_api.registry import discover
 from antler.plugins._lib.tagguard import USER_INPUT_END, ReservedTags, find_reserved
 from antler.plugins.tool_result_sanitization.config import ToolResultSanitizationConfig
@@ -251,7 +251,7 @@ def test_remote_results_without_findings_still_carry_the_audit_record():
 
 
 def _context(config: Any) -> BuildContext:
-    spec = builtin_manifest().plugin("tool_result_sanitization")
+    spec = builtin_plugins_manifest().plugin("tool_result_sanitization")
     return BuildContext("lead", spec, config, RuntimeOptions(), Services(), ChainSecrets())
 
 

@@ -12,6 +12,9 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
+from antler.contracts.runcontext import RunContext
+from antler.plugin_api.paths import PathLayout, ThreadPaths
+from antler.plugin_api.uploads import UploadError, stage_upload
 from antler.plugins.uploads.middleware import (
     INJECTED_MARKER,
     MAX_LISTED_FILES,
@@ -19,9 +22,6 @@ from antler.plugins.uploads.middleware import (
     render_uploaded_files,
 )
 from antler.runtime.models import ScriptedChatModel
-from antler.runtime.paths import PathLayout, ThreadPaths
-from antler.runtime.runcontext import RunContext
-from antler.runtime.uploads import UploadError, stage_upload
 from tests.plugins.support import make_agent, visible
 
 

@@ -22,6 +22,7 @@ from langgraph.types import Command
 from antler.chain.config import parse_config
 from antler.contracts.messages import HIDDEN_KEY, is_hidden
 from antler.plugin_api.context import RuntimeOptions
+from antler.plugin_api.paths import PathLayout
 from antler.plugin_api.registry import discover
 from antler.plugins.view_image.config import ViewImageConfig
 from antler.plugins.view_image.middleware import (
@@ -45,7 +46,6 @@ from antler.plugins.view_image.tool import (
 )
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
-from antler.runtime.paths import PathLayout
 
 QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"
 

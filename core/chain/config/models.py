@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from antler.chain.modelspec import provider_of
 from antler.plugin_api.diagnostics import did_you_mean
+from antler.plugin_api.models import ModelSpec
 
 __all__ = ["ModelEntry", "ModelSpec", "ModelsSettings", "is_model_reference"]
-
-
-def _model_spec_text(value: str | None) -> str | None:
-    if value is None:
-        return None
-    if not value.strip():
-        raise ValueError("is empty; leave it out to use the default model")
-    return value.strip()
-
-
-ModelSpec = Annotated[str | None, AfterValidator(_model_spec_text)]
-"""A config field naming a chat model (`init_chat_model` string or 'scripted:FILE');
-blank is refused, None means "the default model". For plugin config models."""
 
 
 class ModelEntry(BaseModel):

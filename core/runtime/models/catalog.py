@@ -35,6 +35,7 @@ from langchain_core.language_models import BaseChatModel
 
 from antler.errors import ReflectionError
 from antler.plugin_api.context import MODEL_CATALOG
+from antler.plugin_api.models import side_call_model
 from antler.plugin_api.reflection import resolve_object
 
 from .factory import (
@@ -163,11 +164,3 @@ def resolve_reference(services: Mapping[str, Any], reference: Any) -> BaseChatMo
     if isinstance(catalog, ModelCatalog):
         return catalog.resolve(reference)
     return resolve_chat_model(reference)
-
-
-def side_call_model(model: Any, purpose: str) -> Any:
-    """The model a plugin should use for a side call (`purpose`: 'title', 'memory') when
-    it falls back to the agent's own model: the same model, except that a scripted model
-    answers side calls from its own side script, so they never spend the agent's turns."""
-    side = getattr(model, "side_model", None)
-    return side(purpose) if callable(side) else model

@@ -1,6 +1,7 @@
 """Sandboxes: where a thread's tools run commands and read or write files.
 
-The interface lives in :mod:`antler.runtime.sandbox.provider`. The built-in
+The interface lives in :mod:`antler.plugin_api.sandbox` (on the plugin SDK,
+`antler.plugin_api`). The built-in
 providers share :mod:`~antler.runtime.sandbox.host` (files on the host,
 commands as child processes): :mod:`~antler.runtime.sandbox.bwrap` runs each
 command in bubblewrap namespaces, :mod:`~antler.runtime.sandbox.local` on the
@@ -9,21 +10,23 @@ thread's files. :mod:`~antler.runtime.sandbox.choice` picks one from the config
 (``auto``); providers are loaded by name with :func:`load_sandbox_provider`.
 """
 
-from .provider import (
+from antler.plugin_api.sandbox import (
     SANDBOX_PROVIDER_GROUP,
     CommandInterrupted,
     CommandResult,
+    GlobResult,
+    GrepResult,
     Sandbox,
     SandboxClosedError,
     SandboxError,
     SandboxNotFoundError,
     SandboxProvider,
     SandboxProviderLoadError,
+    SearchPatternError,
     UnknownSandboxProviderError,
     available_sandbox_providers,
     load_sandbox_provider,
 )
-from .search import GlobResult, GrepResult, SearchPatternError
 
 __all__ = [
     "SANDBOX_PROVIDER_GROUP",

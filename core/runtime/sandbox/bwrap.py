@@ -57,12 +57,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from antler.runtime.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, ThreadPaths
+from antler.plugin_api.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, ThreadPaths
+from antler.plugin_api.sandbox import SandboxError
 
 from . import cgroup
 from .host import HostSandbox, HostSandboxProvider, RunningCommand
 from .namespace import Namespace, NamespaceCommand, NamespaceGoneError, memory_file
-from .provider import SandboxError
 
 logger = logging.getLogger(__name__)
 

@@ -14,8 +14,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from antler.plugin_api.sandbox import SandboxError, SandboxProvider, load_sandbox_provider
+
 from .bwrap import bwrap_status
-from .provider import SandboxError, SandboxProvider, load_sandbox_provider
 
 logger = logging.getLogger(__name__)
 

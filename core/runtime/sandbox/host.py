@@ -11,7 +11,7 @@ Everything else lives here, once:
 * file tools confined to the thread's files (``..``, outside absolute paths and
   escaping symlinks are refused, skills are read-only), each path opened
   beneath a descriptor of its root with no window between check and use
-  (`antler.runtime.confined`), and ``glob``/``grep`` over those descriptors
+  (`antler.plugin_api.confined`), and ``glob``/``grep`` over those descriptors
   (`search`);
 * the command runner: its own session and process group, a minimal
   environment, both output pipes drained in the calling thread with a
@@ -41,11 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
-from antler.runtime import confined
-from antler.runtime.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, PathEscapeError, ThreadPaths
-
-from . import reaper, search
-from .provider import (
+from antler.plugin_api import confined
+from antler.plugin_api.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, PathEscapeError, ThreadPaths
+from antler.plugin_api.sandbox import (
     CommandInterrupted,
     CommandResult,
     Sandbox,
@@ -54,6 +52,8 @@ from .provider import (
     SandboxNotFoundError,
     SandboxProvider,
 )
+
+from . import reaper, search
 
 __all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "DEFAULT_TIMEOUT_SECONDS", "HostSandbox",
            "HostSandboxProvider", "Launch", "RunningCommand"]
@@ -427,7 +427,7 @@ class HostSandbox(Sandbox):
     # -- files --------------------------------------------------------------------
     #
     # Every file operation opens its path beneath a descriptor of the thread's
-    # `user-data` (or a skill root) with `antler.runtime.confined`, and reads,
+    # `user-data` (or a skill root) with `antler.plugin_api.confined`, and reads,
     # writes and lists through the descriptor it got: no path string is checked
     # and then opened again, so a name swapped for a symlink meanwhile (by the
     # model's own `bash`, or a parallel call) cannot lead outside.

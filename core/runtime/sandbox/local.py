@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from antler.runtime.paths import ThreadPaths
+from antler.plugin_api.paths import ThreadPaths
 
 from .host import _FALLBACK_PATH, HostSandbox, HostSandboxProvider, Launch
 

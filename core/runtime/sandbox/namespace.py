@@ -47,8 +47,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
+from antler.plugin_api.sandbox import SandboxError
+
 from . import reaper
-from .provider import SandboxError
 
 __all__ = ["Namespace", "NamespaceCommand", "NamespaceGoneError", "memory_file"]
 

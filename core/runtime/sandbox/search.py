@@ -1,7 +1,7 @@
 """``glob`` and ``grep`` over a directory descriptor: bounded, confined, by virtual path.
 
 Both walk the tree below a directory the caller opened beneath its root
-(`antler.runtime.confined`), with `confined.walk`: each subdirectory is opened
+(`antler.plugin_api.confined`), with `confined.walk`: each subdirectory is opened
 relative to its parent's descriptor with ``O_NOFOLLOW``, so a symlink is never
 followed, whatever the tree does meanwhile, and every file ``grep`` reads is
 opened the same way (and must be a regular file). Matches are named by virtual
@@ -33,13 +33,20 @@ import re
 import stat
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import regex
 
 from antler.contracts.tooloutput import TOOL_RESULTS_DIRNAME
-from antler.runtime import confined
+from antler.plugin_api import confined
+from antler.plugin_api.sandbox import CUT_NOTE as _CUT
+from antler.plugin_api.sandbox import (
+    DEFAULT_GLOB_RESULTS,
+    DEFAULT_GREP_RESULTS,
+    GlobResult,
+    GrepResult,
+    SearchPatternError,
+)
 
 __all__ = [
     "DEFAULT_GLOB_RESULTS",
@@ -51,8 +58,6 @@ __all__ = [
     "grep",
 ]
 
-DEFAULT_GLOB_RESULTS = 200
-DEFAULT_GREP_RESULTS = 100
 MAX_RESULTS_CAP = 1000
 MAX_RESULT_BYTES = 64 * 1024
 MAX_SHOWN_LINE_CHARS = 300
@@ -67,39 +72,6 @@ _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
     os, "O_CLOEXEC", 0)
 
 
-_CUT = "[output truncated: "
-
-
-class SearchPatternError(ValueError):
-    """A glob or regex pattern cannot be used; the message says why and how to fix it."""
-
-
-@dataclass
-class GlobResult:
-    """What `glob` found: virtual paths (directories end with ``/``) and notes on any cut."""
-
-    matches: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def truncated(self) -> bool:
-        """Whether matches may be missing (a bound stopped the search)."""
-        return any(note.startswith(_CUT) for note in self.notes)
-
-
-@dataclass
-class GrepResult:
-    """What `grep` found: ``path:line: text`` lines, and notes on any cut or skip."""
-
-    matches: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    files_searched: int = 0
-    binary_skipped: int = 0
-
-    @property
-    def truncated(self) -> bool:
-        """Whether matches may be missing (a bound stopped the search)."""
-        return any(note.startswith(_CUT) for note in self.notes)
 
 
 # -- glob patterns --------------------------------------------------------------------------

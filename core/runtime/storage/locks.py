@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from antler.runtime.paths import validate_id
+from antler.plugin_api.paths import validate_id
 
 from .base import LOCK_POLL_SECONDS, thread_busy
 from .failures import ensure_directory, storage_errors

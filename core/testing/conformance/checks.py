@@ -445,7 +445,9 @@ class Battery(Runs):
                       f"{HISTORY_TURNS} turns, CPU time of the hook itself):\n    "
                       + "\n    ".join(grown) + "\n  keep what a pass over the history finds "
                       "per thread or per message id, so a call looks only at the messages "
-                      "added since the previous one")
+                      "added since the previous one: `antler.plugin_api.HistoryFold` folds "
+                      "a value over the history, `antler.plugin_api.MessageMemo` keeps a "
+                      "result per message")
 
 
 _INJECTED = frozenset({"ConformanceFault", "ConformanceTransientError", "ConformanceCrash",

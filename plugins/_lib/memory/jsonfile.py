@@ -28,8 +28,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
-from antler.plugin_api import jsonsource
-from antler.runtime.paths import validate_id
+from antler.plugin_api import jsonsource, validate_id
 
 from .store import DEFAULT_MAX_FACTS, MemoryFact, merge_facts, now_text
 

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from antler.contracts.storenames import PENDING_NAMESPACE
+from antler.plugin_api import PENDING_NAMESPACE
 
 from .queue import MemoryUpdate, Processor, QueueClosedError, apply_update
 from .store import search_all

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from antler.plugin_api.context import MEMORY_STORE, PATHS, STORE
-from antler.runtime.paths import resolve_base
+from antler.plugin_api import MEMORY_STORE, PATHS, STORE, STORE_OPENER, Services, resolve_base
 
 from .store import DEFAULT_MAX_FACTS, MemoryStore
 
@@ -17,9 +16,8 @@ def shared_store(services: dict[str, Any]) -> Any:
     `create_agent`) gets the default SQLite store under the base directory."""
     store = services.get(STORE)
     if store is None:
-        from antler.runtime.storage import open_store
-
         paths = services.get(PATHS)
+        open_store = Services(services).get(STORE_OPENER)
         store = open_store("sqlite", paths.base if paths is not None else resolve_base())
         services[STORE] = store
     return store

@@ -23,8 +23,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from antler.contracts.storenames import MEMORY_NAMESPACE
-from antler.runtime.paths import validate_id
+from antler.plugin_api import MEMORY_NAMESPACE, validate_id
 
 __all__ = [
     "DEFAULT_MAX_FACTS",

@@ -29,7 +29,7 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import SystemMessage
 
-from antler.plugin_api.context import BuildContext
+from antler.plugin_api import BuildContext
 
 from ..middleware import Clock, clock_service, date_reminder, day_of, latest_reminder_date
 

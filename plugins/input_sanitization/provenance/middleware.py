@@ -31,7 +31,7 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware
 from langgraph.runtime import Runtime
 
-from antler.plugin_api.context import BuildContext
+from antler.plugin_api import BuildContext
 from antler.plugins.input_sanitization.middleware import InputSanitizationState, record_current_form
 
 __all__ = ["InputProvenanceMiddleware", "build"]

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from antler.manifest import load_package_manifest
-from antler.plugin_api.hookspecs import hookimpl
+from antler.plugin_api import hookimpl, load_package_manifest
 
 
 @hookimpl

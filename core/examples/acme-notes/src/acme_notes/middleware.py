@@ -24,7 +24,7 @@ from typing import Any, NotRequired
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain_core.messages import HumanMessage, ToolMessage
 
-from antler.contracts.messages import hidden_marker
+from antler.plugin_api import hidden_marker
 
 
 class NotesState(AgentState[Any]):

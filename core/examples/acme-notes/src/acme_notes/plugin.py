@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from antler.plugin_api.hookspecs import hookimpl
-from antler.plugin_api.manifest import load_package_manifest
+from antler.plugin_api import hookimpl, load_package_manifest
 
 
 @hookimpl

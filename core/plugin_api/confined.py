@@ -52,7 +52,7 @@ import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from antler.runtime.paths import (
+from antler.plugin_api.paths import (
     SKILLS_VIRTUAL_ROOT,
     VIRTUAL_ROOT,
     PathEscapeError,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import difflib
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -24,24 +24,68 @@ from stevedore.driver import DriverManager
 from stevedore.exception import NoMatches
 
 from antler.errors import AntlerError
-from antler.runtime.paths import ThreadPaths
-
-from .search import DEFAULT_GLOB_RESULTS, DEFAULT_GREP_RESULTS, GlobResult, GrepResult
+from antler.plugin_api.paths import ThreadPaths
 
 __all__ = [
+    "CUT_NOTE",
+    "DEFAULT_GLOB_RESULTS",
+    "DEFAULT_GREP_RESULTS",
     "SANDBOX_PROVIDER_GROUP",
     "CommandInterrupted",
     "CommandResult",
+    "GlobResult",
+    "GrepResult",
     "Sandbox",
     "SandboxClosedError",
     "SandboxError",
     "SandboxNotFoundError",
     "SandboxProvider",
     "SandboxProviderLoadError",
+    "SearchPatternError",
     "UnknownSandboxProviderError",
     "available_sandbox_providers",
     "load_sandbox_provider",
 ]
+
+DEFAULT_GLOB_RESULTS = 200
+"""How many matches `Sandbox.glob` returns unless asked for fewer or more."""
+DEFAULT_GREP_RESULTS = 100
+"""How many matching lines `Sandbox.grep` returns unless asked for fewer or more."""
+CUT_NOTE = "[output truncated: "
+"""How a note on a cut search result begins."""
+
+
+class SearchPatternError(ValueError):
+    """A glob or regex pattern cannot be used; the message says why and how to fix it."""
+
+
+@dataclass
+class GlobResult:
+    """What `glob` found: virtual paths (directories end with ``/``) and notes on any cut."""
+
+    matches: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def truncated(self) -> bool:
+        """Whether matches may be missing (a bound stopped the search)."""
+        return any(note.startswith(CUT_NOTE) for note in self.notes)
+
+
+@dataclass
+class GrepResult:
+    """What `grep` found: ``path:line: text`` lines, and notes on any cut or skip."""
+
+    matches: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    files_searched: int = 0
+    binary_skipped: int = 0
+
+    @property
+    def truncated(self) -> bool:
+        """Whether matches may be missing (a bound stopped the search)."""
+        return any(note.startswith(CUT_NOTE) for note in self.notes)
+
 
 SANDBOX_PROVIDER_GROUP = "antler.sandbox_providers"
 """Entry point group in which sandbox providers register themselves by name."""
@@ -96,12 +140,12 @@ class Sandbox(ABC):
 
     All paths are virtual. Relative paths are relative to
     ``/mnt/user-data/workspace``. Paths that would leave the thread's files raise
-    :class:`antler.runtime.paths.PathEscapeError`.
+    :class:`antler.plugin_api.PathEscapeError`.
 
     The file operations must hold that however the files change while they
     run (the thread's own commands can swap a name for a symlink at any
     moment): a sandbox whose files live on the harness's host opens each path
-    beneath a descriptor of its root (`antler.runtime.confined`) and never
+    beneath a descriptor of its root (`antler.plugin_api.confined`) and never
     opens a checked path again by name.
     """
 

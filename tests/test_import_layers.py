@@ -1,0 +1,195 @@
+"""The import layers: plugins see only the SDK, and the core's layers import downwards.
+
+Two rules, checked over the source (every import statement, including those inside
+functions, so a late import cannot hide a dependency):
+
+1. A built-in plugin (`plugins/`) or an extension (`contrib/`) imports from Antler
+   only `antler.plugin_api` (the SDK, never one of its submodules), its own
+   package, and, for built-ins, the shared helpers under `antler.plugins._lib`.
+2. The core imports downwards through its layers, lowest first:
+   errors/compat (and the parse limits) < contracts < plugin_api < compiler <
+   chain < runtime < cli/testing (with the top-level modules). A module may import
+   its own layer and the layers below it. Imports under `if TYPE_CHECKING:` are
+   annotations only and are not counted for the core (they are for plugins).
+
+A failure names the file, the line, the importing module and the import.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = {"core": "antler", "plugins": "antler.plugins", "contrib": "antler.contrib"}
+
+CORE_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("antler", "antler.errors", "antler.compat", "antler.deprecation", "antler.parselimits",
+     "antler.jsonsource"),
+    ("antler.contracts",),
+    ("antler.plugin_api",),
+    ("antler.compiler",),
+    ("antler.chain",),
+    ("antler.runtime",),
+    ("antler.cli", "antler.testing", "antler.server", "antler.agent", "antler.models",
+     "antler.context", "antler.hookspecs", "antler.manifest", "antler.runcontext",
+     "antler.__main__", "antler.examples"),
+)
+"""The core's layers, lowest first; a module belongs to the layer of its longest prefix."""
+
+SDK = "antler.plugin_api"
+SHARED_HELPERS = "antler.plugins._lib"
+
+
+@dataclass(frozen=True)
+class Import:
+    """One `import`/`from ... import` of an Antler module."""
+
+    file: Path
+    line: int
+    importer: str
+    imported: str
+    text: str
+    type_only: bool
+
+    def __str__(self) -> str:
+        return (f"{self.file.relative_to(ROOT)}:{self.line}: {self.importer} imports "
+                f"{self.imported}: {self.text.strip()}")
+
+
+def module_name(path: Path) -> str:
+    """The dotted name of a source file, as installed (`core/x.py` is `antler.x`)."""
+    top, *rest = path.relative_to(ROOT).with_suffix("").parts
+    parts = [SOURCES[top], *rest]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _type_checking_lines(tree: ast.Module) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def imports_of(path: Path) -> Iterator[Import]:
+    """Every import of an `antler` module in `path` (relative imports resolved)."""
+    source = path.read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    importer = module_name(path)
+    package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
+    type_only = _type_checking_lines(tree)
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            # `from antler import x` imports the module antler.x; `from pkg import name`
+            # imports pkg (its __init__ runs), whatever name is
+            targets = ([f"antler.{alias.name}" for alias in node.names] if module == "antler"
+                       else [module])
+        for target in dict.fromkeys(targets):
+            if target == "antler" or target.startswith("antler."):
+                yield Import(path, node.lineno, importer, target,
+                             "\n".join(lines[node.lineno - 1:node.end_lineno]),
+                             node.lineno in type_only)
+
+
+def sources(top: str) -> list[Path]:
+    return sorted((ROOT / top).rglob("*.py"))
+
+
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def own_package(module: str) -> str:
+    """`antler.plugins.title` for any module of the title plugin (`antler.plugins._lib`
+    for the shared helpers)."""
+    return ".".join(module.split(".")[:3])
+
+
+def plugin_violations(top: str) -> list[Import]:
+    bad = []
+    for path in sources(top):
+        for found in imports_of(path):
+            own = own_package(found.importer)
+            allowed = (found.imported == SDK or _within(found.imported, own)
+                       or (top == "plugins" and _within(found.imported, SHARED_HELPERS)))
+            if not allowed:
+                bad.append(found)
+    return bad
+
+
+def layer_of(module: str) -> int:
+    best, layer = -1, -1
+    for index, prefixes in enumerate(CORE_LAYERS):
+        for prefix in prefixes:
+            if _within(module, prefix) and len(prefix) > best:
+                best, layer = len(prefix), index
+    if layer < 0:
+        raise AssertionError(f"{module} is in no layer of CORE_LAYERS: add it to one")
+    return layer
+
+
+def core_violations() -> list[Import]:
+    bad = []
+    for path in sources("core"):
+        for found in imports_of(path):
+            if found.type_only:
+                continue
+            if _within(found.imported, "antler.plugins") or _within(found.imported,
+                                                                     "antler.contrib"):
+                bad.append(found)  # the core never imports a plugin
+            elif layer_of(found.imported) > layer_of(found.importer):
+                bad.append(found)
+    return bad
+
+
+@pytest.mark.parametrize("top", ["plugins", "contrib"])
+def test_plugins_import_only_the_sdk(top):
+    bad = plugin_violations(top)
+    assert not bad, (f"{top}/ may import from Antler only `antler.plugin_api` (not its "
+                     "submodules), its own package" + (" and antler.plugins._lib"
+                     if top == "plugins" else "") + ":\n" + "\n".join(map(str, bad)))
+
+
+def test_core_imports_follow_the_layers():
+    bad = core_violations()
+    names = " < ".join("/".join(p.removeprefix("antler.") for p in layer[:2])
+                       for layer in CORE_LAYERS)
+    assert not bad, (f"the core's layers import only downwards ({names}); these import "
+                     "upwards (move the shared part down):\n"
+                     + "\n".join(f"{found} [layer {layer_of(found.imported)} > "
+                                 f"{layer_of(found.importer)}]" for found in bad))
+
+
+def test_the_check_sees_a_violation(tmp_path, monkeypatch):
+    """The checks find a late (function-level) import and name its file and line."""
+    plugin = ROOT / "plugins" / "title" / "middleware.py"
+    text = plugin.read_text(encoding="utf-8")
+    fake = tmp_path / "plugins" / "title" / "middleware.py"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(text + "\n\ndef _late():\n    from antler.runtime.models import x\n",
+                    encoding="utf-8")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    found = [str(i) for i in imports_of(fake) if i.imported.startswith("antler.runtime")]
+    assert found == [f"plugins/title/middleware.py:{len(text.splitlines()) + 4}: "
+                     "antler.plugins.title.middleware imports antler.runtime.models: "
+                     "from antler.runtime.models import x"]
+    assert layer_of("antler.runtime.storage.sqlite") > layer_of("antler.plugin_api.context")
