@@ -146,8 +146,8 @@ def _scan() -> tuple[tuple[Mention, ...], frozenset[str]]:
         mentions += _names_in(path, path.read_text(encoding="utf-8"))
     for tree in SOURCE_TREES:
         for path in sorted((ROOT / tree).rglob("*.py")):
-            if path == THIS_FILE:
-                continue
+            if path == THIS_FILE or _is_deprecation_stub(ast.parse(path.read_bytes())):
+                continue  # a deprecated facade names itself, and the place it moved to
             found, used = _python_prose(path)
             mentions += found
             if tree in CODE_TREES:
@@ -259,6 +259,16 @@ def _find_in_body(body: list[ast.stmt], module: str, parts: list[str]) -> bool:
     return False
 
 
+def _is_deprecation_stub(tree: ast.Module) -> bool:
+    """Whether a module only forwards moved names: its docstring opens "Deprecated", or
+    its `__getattr__` is bound by `antler.deprecation.moved_names`."""
+    doc = ast.get_docstring(tree) or ""
+    return doc.startswith("Deprecated") or any(
+        isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "__getattr__" for t in node.targets)
+        for node in tree.body)
+
+
 def _resolve_attribute(module: str, parts: list[str]) -> bool:
     """Whether `module` has attribute path `parts` (a submodule counts, as for `import`)."""
     if not module.startswith("antler"):
@@ -268,6 +278,8 @@ def _resolve_attribute(module: str, parts: list[str]) -> bool:
     tree = _module_tree(module)
     if tree is None:
         return False
+    if _is_deprecation_stub(tree):
+        return False  # a deprecated path still imports, but prose names the new one
     if any(isinstance(node, ast.FunctionDef) and node.name == "__getattr__" for node in tree.body):
         raise _Dynamic
     return _find_in_body(tree.body, module, parts)
@@ -375,6 +387,8 @@ def suggestions(name: str) -> list[str]:
 
 
 def _not_a_module(name: str, constants: frozenset[str]) -> bool:
+    if name.replace(":", ".").rsplit(".", 1)[-1] in ("x", "X"):
+        return True  # a placeholder, as in `from antler.x import X`
     if name.rsplit(".", 1)[-1] in FILE_SUFFIXES:
         return True
     return any(constant == name or constant.startswith(name + ".") for constant in constants)
@@ -402,15 +416,16 @@ def test_every_antler_path_named_in_prose_imports():
 
 def test_the_check_rejects_what_does_not_import():
     """The resolver can fail: moved modules, missing attributes and members, bad targets."""
-    assert exists("antler.runtime.paths.PathLayout")
+    assert exists("antler.plugin_api.paths.PathLayout")
     assert exists("antler.plugin_api.context:BuildContext")
+    assert not exists("antler.runtime.paths.PathLayout"), "a deprecated path is not named"
     assert exists("antler.errors")
     assert not exists("antler.paths.PathLayout")
-    assert not exists("antler.runtime.paths.NoSuchLayout")
-    assert not exists("antler.runtime.paths.PathLayout.no_such_member")
+    assert not exists("antler.plugin_api.paths.NoSuchLayout")
+    assert not exists("antler.plugin_api.paths.PathLayout.no_such_member")
     assert not exists("antler.plugin_api.context:NoSuchContext")
     assert not exists("antler.nowhere:BuildContext")
-    assert "antler.runtime.paths.PathLayout" in suggestions("antler.paths.PathLayout")
+    assert "antler.plugin_api.paths.PathLayout" in suggestions("antler.paths.PathLayout")
 
 
 def test_the_scan_reads_prose_and_examples_not_code(tmp_path):
@@ -427,4 +442,4 @@ def test_the_scan_reads_prose_and_examples_not_code(tmp_path):
         (1, "antler.paths.PathLayout"), (3, "antler.context"),
         (3, "antler.context:BuildContext"), (3, "antler.context:Gone"), (6, "antler.tracing")]
     assert constants == {"antler.audit.sample"}
-    assert not exists("antler.context:Gone") and exists("antler.context:BuildContext")
+    assert not exists("antler.plugin_api:Gone") and exists("antler.plugin_api:BuildContext")

@@ -8,7 +8,9 @@ functions, so a late import cannot hide a dependency):
    package, and, for built-ins, the shared helpers under `antler.plugins._lib`.
 2. The core imports downwards through its layers, lowest first:
    errors/compat (and the parse limits) < contracts < plugin_api < compiler <
-   chain < runtime < cli/testing (with the top-level modules). A module may import
+   chain (with the DeerFlow importer and the `record:` settings) < runtime (with
+   record and replay) < cli/testing (with the top-level modules and the replay
+   suite, which drives the CLI's session). A module may import
    its own layer and the layers below it. Imports under `if TYPE_CHECKING:` are
    annotations only and are not counted for the core (they are for plugins).
 
@@ -34,10 +36,10 @@ CORE_LAYERS: tuple[tuple[str, ...], ...] = (
     ("antler.contracts",),
     ("antler.plugin_api",),
     ("antler.compiler",),
-    ("antler.chain",),
-    ("antler.runtime",),
-    ("antler.cli", "antler.testing", "antler.server", "antler.agent", "antler.models",
-     "antler.context", "antler.hookspecs", "antler.manifest", "antler.runcontext",
+    ("antler.chain", "antler.deerflow", "antler.replay.settings"),
+    ("antler.runtime", "antler.replay"),
+    ("antler.cli", "antler.testing", "antler.replay.suite", "antler.server", "antler.agent",
+     "antler.models", "antler.context", "antler.hookspecs", "antler.manifest", "antler.runcontext",
      "antler.__main__", "antler.examples"),
 )
 """The core's layers, lowest first; a module belongs to the layer of its longest prefix."""

@@ -82,8 +82,7 @@ class Session:
         """(the shared store the operator config's `storage:` names, the base directory);
         the caller closes the store."""
         from antler.plugin_api.paths import resolve_base
-        from antler.runtime.postgres import is_postgres_url
-        from antler.runtime.storage import open_store, resolve_backend
+        from antler.runtime.storage import is_postgres_url, open_store, resolve_backend
 
         settings = self.config(config_path).storage
         base = resolve_base(home or settings.base_dir)

@@ -223,10 +223,10 @@ def export_thread(thread_id: str, fmt: str, output: str | None, home: str | None
     """
     from pathlib import Path
 
+    from antler.plugin_api.paths import validate_id
     from antler.replay.export import export_thread as export
     from antler.replay.recording import dump_recording, save_recording
     from antler.runtime.agent import create_agent
-    from antler.runtime.paths import validate_id
     from antler.runtime.storage import StorageError
 
     validate_id("thread id", thread_id)

@@ -2,7 +2,7 @@
 
 A plugin distribution registers an entry point in the `antler.plugins` group
 whose target is a module (or object) implementing some of these hooks with
-`@hookimpl` (`antler.hookspecs.hookimpl`). Built-ins use exactly the same hooks; every built-in
+`@hookimpl` (`antler.plugin_api.hookimpl`). Built-ins use exactly the same hooks; every built-in
 package's `__init__` is such a module.
 
 Every hook is called through pluggy, one entry point at a time

@@ -178,9 +178,9 @@ class ReplayChatModel(BaseChatModel):
 
     def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None,
                    **kwargs: Any) -> ReplayChatModel:
-        from antler.runtime.models.scripted import _tool_name
+        from antler.runtime.models.scripted import bound_tool_name
 
-        return self.model_copy(update={"bound_tools": tuple(_tool_name(t) for t in tools)})
+        return self.model_copy(update={"bound_tools": tuple(bound_tool_name(t) for t in tools)})
 
     def side_model(self, purpose: str) -> ReplayChatModel:
         return self.model_copy(update={"purpose": purpose})
@@ -388,7 +388,7 @@ def _input(agent: Any, item: Any, thread_id: str, user_id: str, scratch: Path,
         from langgraph.types import Command
 
         return Command(resume=item.resume), []
-    from antler.runtime.uploads import stage_upload
+    from antler.plugin_api.uploads import stage_upload
 
     files = []
     if item.uploads:

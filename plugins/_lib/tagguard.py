@@ -219,7 +219,7 @@ class ReservedTags:
 
     @classmethod
     def for_build(cls, context: Any, extra: Iterable[str] = ()) -> ReservedTags:
-        """What a sanitizing plugin covers, from its `antler.context.BuildContext`.
+        """What a sanitizing plugin covers, from its `antler.plugin_api.BuildContext`.
 
         The tags of every plugin in the chain being built (`chain_specs()`) and,
         when the build has a registry, of every installed plugin: text crosses

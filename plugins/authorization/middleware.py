@@ -29,7 +29,7 @@ merely named ``tool_search`` is checked like any other, and a guardrail still
 checks every call.
 
 Identity comes only from the run's `RunContext`
-(`antler.plugins._lib.authz.principal_from_context`), never from messages or tool
+(`antler.plugin_api.principal_from_context`), never from messages or tool
 arguments. A provider that raises or answers nonsense is treated per ``fail_closed``.
 Every decision is written to the ``antler.audit.authorization`` logger (layer-1
 allows at DEBUG, the rest at INFO/WARNING). Sync and async hooks share one

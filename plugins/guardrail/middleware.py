@@ -1,6 +1,6 @@
 """GuardrailMiddleware: an explicitly configured provider evaluates every tool call.
 
-``wrap_tool_call`` maps each call into an `antler.plugins._lib.authz.GuardrailRequest` (tool
+``wrap_tool_call`` maps each call into an `antler.plugin_api.GuardrailRequest` (tool
 name, a deep copy of the arguments, the run's principal built from its
 `RunContext` only, call/thread/run ids) and asks the provider. A denial
 answers with an error `ToolMessage` carrying

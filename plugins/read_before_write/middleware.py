@@ -76,7 +76,8 @@ __all__ = ["TOOL_META_KEY", "ReadBeforeWriteMiddleware", "build"]
 logger = logging.getLogger(__name__)
 
 SOURCE = "read_before_write"
-"""Same key and shape as every other refused call's metadata (see `antler.plugins._lib.authz`)."""
+"""Same key and shape as every other refused call's metadata (see
+`antler.plugin_api.denied_tool_message`)."""
 
 READ_TOOL = "read_file"
 WRITE_TOOLS = FILE_WRITE_TOOLS

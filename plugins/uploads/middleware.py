@@ -1,14 +1,14 @@
 """UploadsMiddleware: tells the model which uploaded files it can read, and where.
 
 A client stages uploads into the thread's uploads directory
-(`antler.runtime.uploads.stage_upload`) and lists them in the user message's
+(`antler.plugin_api.uploads.stage_upload`) and lists them in the user message's
 ``additional_kwargs["files"]`` as ``{"filename", "size", "path"}`` records. At
 the start of the run this middleware prepends an ``<uploaded_files>`` block to
 that message naming the files uploaded with it and the ones uploaded earlier in
 the thread, with their virtual paths (``/mnt/user-data/uploads/...``) and sizes.
 
 Nothing a client claims is taken on trust: every name must be a plain file name
-(`antler.runtime.uploads.safe_upload_name`), and a file counts only if it really is a
+(`antler.plugin_api.safe_upload_name`), and a file counts only if it really is a
 regular file in this user's thread's uploads directory; its size is read from
 the disk, its path rebuilt from the name.
 """

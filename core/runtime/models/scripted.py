@@ -357,7 +357,7 @@ def _chunks(message: BaseMessage) -> Iterator[ChatGenerationChunk]:
         response_metadata=dict(message.response_metadata), chunk_position="last"))
 
 
-def _tool_name(tool: Any) -> str:
+def bound_tool_name(tool: Any) -> str:
     """The name under which a tool is bound, for any form ``bind_tools`` accepts."""
     if isinstance(tool, BaseTool):
         return tool.name
@@ -495,7 +495,7 @@ class ScriptedChatModel(BaseChatModel):
         The scripted replies are fixed, so ``tool_choice`` and other options are
         accepted and ignored.
         """
-        return self.model_copy(update={"bound_tools": tuple(_tool_name(t) for t in tools)})
+        return self.model_copy(update={"bound_tools": tuple(bound_tool_name(t) for t in tools)})
 
     def _generate(
         self,
