@@ -414,16 +414,19 @@ def _hook_nodes(graph: Any) -> int:
 
 
 def measure(saver_kind: str, chains: tuple[str, ...], runs: int, warmup: int,
-            durability: str | None = None, clock: str = "cpu") -> list[Cell]:
-    """Every variant of every chain with one kind of saver.
+            durability: str | None = None, clock: str = "cpu",
+            variants: tuple[str, ...] = VARIANTS, slowdown: float = 0.0) -> list[Cell]:
+    """Every variant (of `variants`) of every chain with one kind of saver.
 
     Runs are interleaved (one run of each variant in turn), so a load change on
-    the machine affects every variant alike.
+    the machine affects every variant alike. `slowdown` (for checking a
+    regression check) makes every Antler run spin that fraction of the bare
+    run's time longer.
     """
     with contextlib.ExitStack() as stack:
         runners: list[tuple[str, str, Any, list[int]]] = []
         total = runs + warmup
-        cells = [("-", "bare")] + [(c, v) for c in chains for v in VARIANTS
+        cells = [("-", "bare")] + [(c, v) for c in chains for v in variants
                                    if v == "fused" or c not in FUSED_ONLY]
         for chain, variant in cells:
             base = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="antler-bench-")))
@@ -448,16 +451,28 @@ def measure(saver_kind: str, chains: tuple[str, ...], runs: int, warmup: int,
             counter[0] = 0
         gc.collect()
         for _ in range(runs):
-            for index, (_chain, _variant, runner, _counter) in enumerate(runners):
+            bare_ms = 0.0
+            for index, (_chain, variant, runner, _counter) in enumerate(runners):
                 run = runner.prepare()
                 started, started_other = main(), other()
                 run()
+                if variant == "bare":
+                    bare_ms = (main() - started) * 1000
+                elif slowdown:
+                    _spin(bare_ms * slowdown / 1000, main)
                 timings[index].append((main() - started) * 1000)
                 others[index].append((other() - started_other) * 1000)
         return [Cell(chain, variant, saver_kind, statistics.median(times), counter[0] / runs,
                      runner.hook_nodes, statistics.median(other_times), tuple(times))
                 for (chain, variant, runner, counter), times, other_times
                 in zip(runners, timings, others, strict=True)]
+
+
+def _spin(seconds: float, clock: Callable[[], float]) -> None:
+    """Keep the CPU busy for `seconds` on `clock` (a regression made to order)."""
+    until = clock() + seconds
+    while clock() < until:
+        pass
 
 
 def report(cells: list[Cell], clock: str = "cpu") -> tuple[str, bool]:
