@@ -87,25 +87,41 @@ def _is_plain_add_messages(operator: Any) -> bool:
     return operator is add_messages
 
 
+@functools.cache
+def _message_types() -> tuple[type, type]:
+    """(BaseMessage, BaseMessageChunk), imported once (no langchain import at load)."""
+    from langchain_core.messages import BaseMessage, BaseMessageChunk
+
+    return BaseMessage, BaseMessageChunk
+
+
+@functools.cache
+def _overwrite_type() -> type:
+    from langgraph.types import Overwrite
+
+    return Overwrite
+
+
 def _as_messages(value: Any) -> Any:
     """An `add_messages` write as message objects, so the view and the graph share ids."""
-    from langchain_core.messages import BaseMessage, BaseMessageChunk, convert_to_messages
-    from langchain_core.messages.utils import message_chunk_to_message
-
     if _is_overwrite(value):
         return value
+    message, chunk = _message_types()
     items = value if isinstance(value, list) else [value]
-    if all(isinstance(m, BaseMessage) and not isinstance(m, BaseMessageChunk) for m in items):
+    if all(isinstance(m, message) and not isinstance(m, chunk) for m in items):
         return value
+    from langchain_core.messages import convert_to_messages
+    from langchain_core.messages.utils import message_chunk_to_message
+
     # `add_messages` turns a chunk into a new message (and gives an id-less one a
     # fresh id): done once here, the view and the graph hold the same message.
     return [message_chunk_to_message(m) for m in convert_to_messages(items)]
 
 
 def _is_overwrite(value: Any) -> bool:
-    from langgraph.types import Overwrite
-
-    return isinstance(value, Overwrite) or (isinstance(value, dict) and (
+    if type(value) is list:
+        return False  # the usual write: never an Overwrite
+    return isinstance(value, _overwrite_type()) or (isinstance(value, dict) and (
         "__overwrite__" in value or value.get("type") == "__overwrite__"))
 
 
@@ -594,12 +610,12 @@ def _jump_error(step: _Step, target: str) -> Exception:
 
 def _updates_of(result: Any, label: str) -> tuple[list[tuple[str, Any]], list[Any], bool]:
     """(state writes, Commands to pass on, whether the group ends) from a hook's result."""
-    from langgraph.types import Command
-
     if result is None:
         return [], [], False
     if isinstance(result, dict):
         return list(result.items()), [], False
+    from langgraph.types import Command
+
     if isinstance(result, Command):
         if result.graph == Command.PARENT:
             return [], [result], True
