@@ -96,6 +96,13 @@ def _message_types() -> tuple[type, type]:
 
 
 @functools.cache
+def _remove_message_type() -> type:
+    from langchain_core.messages import RemoveMessage
+
+    return RemoveMessage
+
+
+@functools.cache
 def _overwrite_type() -> type:
     from langgraph.types import Overwrite
 
@@ -295,8 +302,9 @@ def _run_steps(run: _Run, steps: Iterable[_Step], runtime: Any, config: Runnable
     what each member would be given as a node of its own.
     """
     direct = runtime is not None and not _listened(config)
+    timed = run.events is not None  # a step's duration is only reported in its event
     for step in steps:
-        started = time.perf_counter()
+        started = time.perf_counter() if timed else 0.0
         if run.absorb(step, _invoke(step, run.member_state(), runtime if direct else None,
                                     config), started):
             break
@@ -305,8 +313,9 @@ def _run_steps(run: _Run, steps: Iterable[_Step], runtime: Any, config: Runnable
 async def _arun_steps(run: _Run, steps: Iterable[_Step], runtime: Any, config: RunnableConfig,
                       ) -> None:
     direct = runtime is not None and not _listened(config)
+    timed = run.events is not None
     for step in steps:
-        started = time.perf_counter()
+        started = time.perf_counter() if timed else 0.0
         if run.absorb(step, await _ainvoke(step, run.member_state(),
                                            runtime if direct else None, config), started):
             break
@@ -532,15 +541,14 @@ class _Run:
 
         The result is a new list, as `add_messages` returns (a hook may hold the old one).
         """
-        from langchain_core.messages import RemoveMessage
-
         current = self.view[key]
         if type(current) is not list:
             return False
+        remove = _remove_message_type()
         written: list[Any] = []
         for value in values:
             batch = value if isinstance(value, list) else [value]
-            if any(m.id is None or isinstance(m, RemoveMessage) for m in batch):
+            if any(m.id is None or isinstance(m, remove) for m in batch):
                 return False
             written.extend(batch)
         indexed = self.indexed.get(key)
