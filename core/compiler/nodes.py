@@ -30,6 +30,9 @@ class _Channel:
     kind: str  # "reduce" | "last" | "ephemeral"
     template: Any
     messages: bool = False
+    merged_by_id: bool = False
+    """The reducer is `add_messages` itself (no `format`): `_Run` merges a write that only
+    adds or replaces messages by id without calling it (`_Run._merge_messages`)."""
 
 
 def _state_channels(middlewares: Sequence[Any], base: type
@@ -56,7 +59,8 @@ def _state_channels(middlewares: Sequence[Any], base: type
     channels: dict[str, _Channel] = {}
     for key, channel in graph.channels.items():
         if isinstance(channel, BinaryOperatorAggregate):
-            channels[key] = _Channel("reduce", channel, _is_add_messages(channel.operator))
+            channels[key] = _Channel("reduce", channel, _is_add_messages(channel.operator),
+                                     _is_plain_add_messages(channel.operator))
         elif isinstance(channel, EphemeralValue):
             channels[key] = _Channel("ephemeral", channel)
         elif type(channel) in (LastValue, UntrackedValue):
@@ -77,25 +81,54 @@ def _is_add_messages(operator: Any) -> bool:
         getattr(inner, "__module__", "") == "langgraph.graph.message"
 
 
+def _is_plain_add_messages(operator: Any) -> bool:
+    from langgraph.graph.message import add_messages
+
+    return operator is add_messages
+
+
+@functools.cache
+def _message_types() -> tuple[type, type]:
+    """(BaseMessage, BaseMessageChunk), imported once (no langchain import at load)."""
+    from langchain_core.messages import BaseMessage, BaseMessageChunk
+
+    return BaseMessage, BaseMessageChunk
+
+
+@functools.cache
+def _remove_message_type() -> type:
+    from langchain_core.messages import RemoveMessage
+
+    return RemoveMessage
+
+
+@functools.cache
+def _overwrite_type() -> type:
+    from langgraph.types import Overwrite
+
+    return Overwrite
+
+
 def _as_messages(value: Any) -> Any:
     """An `add_messages` write as message objects, so the view and the graph share ids."""
-    from langchain_core.messages import BaseMessage, BaseMessageChunk, convert_to_messages
-    from langchain_core.messages.utils import message_chunk_to_message
-
     if _is_overwrite(value):
         return value
+    message, chunk = _message_types()
     items = value if isinstance(value, list) else [value]
-    if all(isinstance(m, BaseMessage) and not isinstance(m, BaseMessageChunk) for m in items):
+    if all(isinstance(m, message) and not isinstance(m, chunk) for m in items):
         return value
+    from langchain_core.messages import convert_to_messages
+    from langchain_core.messages.utils import message_chunk_to_message
+
     # `add_messages` turns a chunk into a new message (and gives an id-less one a
     # fresh id): done once here, the view and the graph hold the same message.
     return [message_chunk_to_message(m) for m in convert_to_messages(items)]
 
 
 def _is_overwrite(value: Any) -> bool:
-    from langgraph.types import Overwrite
-
-    return isinstance(value, Overwrite) or (isinstance(value, dict) and (
+    if type(value) is list:
+        return False  # the usual write: never an Overwrite
+    return isinstance(value, _overwrite_type()) or (isinstance(value, dict) and (
         "__overwrite__" in value or value.get("type") == "__overwrite__"))
 
 
@@ -246,10 +279,10 @@ class _StepRunner:
         raise NotImplementedError
 
     def run(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
-        return self._continue(_Run(self, state), runtime, config)
+        return self._continue(_Run(self, state, config), runtime, config)
 
     async def arun(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
-        return await self._acontinue(_Run(self, state), runtime, config)
+        return await self._acontinue(_Run(self, state, config), runtime, config)
 
     def _continue(self, run: _Run, runtime: Any, config: RunnableConfig) -> Any:
         """Run the steps on `run`'s view; the node's writes."""
@@ -269,8 +302,9 @@ def _run_steps(run: _Run, steps: Iterable[_Step], runtime: Any, config: Runnable
     what each member would be given as a node of its own.
     """
     direct = runtime is not None and not _listened(config)
+    timed = run.events is not None  # a step's duration is only reported in its event
     for step in steps:
-        started = time.perf_counter()
+        started = time.perf_counter() if timed else 0.0
         if run.absorb(step, _invoke(step, run.member_state(), runtime if direct else None,
                                     config), started):
             break
@@ -279,8 +313,9 @@ def _run_steps(run: _Run, steps: Iterable[_Step], runtime: Any, config: Runnable
 async def _arun_steps(run: _Run, steps: Iterable[_Step], runtime: Any, config: RunnableConfig,
                       ) -> None:
     direct = runtime is not None and not _listened(config)
+    timed = run.events is not None
     for step in steps:
-        started = time.perf_counter()
+        started = time.perf_counter() if timed else 0.0
         if run.absorb(step, await _ainvoke(step, run.member_state(),
                                            runtime if direct else None, config), started):
             break
@@ -395,20 +430,31 @@ def _is_runnable(result: Any) -> bool:
 
 
 class _Run:
-    """One execution of a fused node: the members' view of the state and their writes."""
+    """One execution of a fused node: the members' view of the state and their writes.
 
-    __slots__ = ("events", "extra", "jumped", "last_writer", "node", "reducers", "step", "view",
+    Writes reach the view as LangGraph's channels would apply them. Two common
+    cases skip building a channel: a reducer key already in the view takes its
+    operator directly, and an `add_messages` write that only adds or replaces
+    messages is merged by id against an index of the view's list kept for the
+    whole run (`_merge_messages`), where `add_messages` would index the whole
+    list again on every write.
+    """
+
+    __slots__ = ("events", "extra", "indexed", "jumped", "last_writer", "node", "step", "view",
                  "writes")
 
-    def __init__(self, node: _StepRunner, state: Any) -> None:
+    def __init__(self, node: _StepRunner, state: Any, config: RunnableConfig | None = None,
+                 ) -> None:
         self.node = node
         self.view: dict[str, Any] = dict(state)
         self.writes: dict[str, list[Any]] = {}
-        self.reducers: dict[str, Any] = {}
-        """Live channels of the reducer keys written so far (one per key and run)."""
+        self.indexed: dict[str, tuple[list[Any], dict[Any, int]]] = {}
+        """Per messages key: the view's list and where each message id is in it."""
         self.last_writer: dict[str, int] = {}
         self.extra: list[Any] = []
-        self.events: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] | None = (
+            [] if config is not None and hook_events_asked(config, node.token) else None)
+        """The hook events (`FUSED_EVENT`), kept only when the run asked for them."""
         self.step = -1
         self.jumped = False
 
@@ -419,19 +465,21 @@ class _Run:
     def absorb(self, step: _Step, result: Any, started: float) -> bool:
         """Apply one member's result to the view; True when the group ends here."""
         self.step += 1
-        took = (time.perf_counter() - started) * 1000
+        events = self.events
         if result is None:  # the common case: nothing to apply, a superstep passes
-            self.events.append({"plugin": step.label, "node": step.node, "update": None,
-                                "duration_ms": took})
+            if events is not None:
+                events.append({"plugin": step.label, "node": step.node, "update": None,
+                               "duration_ms": (time.perf_counter() - started) * 1000})
             for key in self.node.ephemeral:
                 self.view.pop(key, None)
             return False
         pairs, extra, stop = _updates_of(result, step.label)
         channels = self.node.channels
-        # As LangGraph's `updates` stream shows a node's write: keys the state has.
-        self.events.append({"plugin": step.label, "node": step.node,
-                            "update": _shown([p for p in pairs if p[0] in channels]),
-                            "duration_ms": took})
+        if events is not None:
+            # As LangGraph's `updates` stream shows a node's write: keys the state has.
+            events.append({"plugin": step.label, "node": step.node,
+                           "update": _shown([p for p in pairs if p[0] in channels]),
+                           "duration_ms": (time.perf_counter() - started) * 1000})
         self.extra.extend(extra)
         grouped = self._apply(pairs)
         view = self.view
@@ -466,16 +514,17 @@ class _Run:
             channel = channels[key]
             if channel.kind == "last" and len(values) == 1:
                 view[key] = values[0]  # what LastValue.update does with one value
+            elif channel.kind == "reduce" and key in view and \
+                    not any(_is_overwrite(v) for v in values):
+                if not (channel.merged_by_id and self._merge_messages(key, values)):
+                    # What BinaryOperatorAggregate.update does with a value and no Overwrite.
+                    operator, value = channel.template.operator, view[key]
+                    for each in values:
+                        value = operator(value, each)
+                    view[key] = value
             else:
-                live = self.reducers.get(key) if channel.kind == "reduce" else None
-                if live is None:
-                    template = channel.template
-                    live = template.from_checkpoint(view[key]) if key in view \
-                        else template.copy()
-                    if channel.kind == "reduce":
-                        # Only this method changes a reducer's value in the view, so
-                        # the channel stays in step with it for the rest of the run.
-                        self.reducers[key] = live
+                template = channel.template
+                live = template.from_checkpoint(view[key]) if key in view else template.copy()
                 live.update(values)
                 if live.is_available():
                     view[key] = live.get()
@@ -484,6 +533,42 @@ class _Run:
             self.writes.setdefault(key, []).extend(values)
             self.last_writer[key] = self.step
         return grouped
+
+    def _merge_messages(self, key: str, values: list[Any]) -> bool:
+        """`add_messages` of `values` onto the view's list, when they only add or replace
+        messages that have ids (False, nothing done, otherwise: a removal, or a message
+        without an id, which `add_messages` gives one).
+
+        The result is a new list, as `add_messages` returns (a hook may hold the old one).
+        """
+        current = self.view[key]
+        if type(current) is not list:
+            return False
+        remove = _remove_message_type()
+        written: list[Any] = []
+        for value in values:
+            batch = value if isinstance(value, list) else [value]
+            if any(m.id is None or isinstance(m, remove) for m in batch):
+                return False
+            written.extend(batch)
+        indexed = self.indexed.get(key)
+        if indexed is not None and indexed[0] is current:
+            positions = indexed[1]
+        else:
+            positions = {m.id: i for i, m in enumerate(current)}
+            if None in positions:
+                return False  # add_messages gives those ids; let it
+        merged = current.copy()
+        for message in written:
+            at = positions.get(message.id)
+            if at is None:
+                positions[message.id] = len(merged)
+                merged.append(message)
+            else:
+                merged[at] = message
+        self.view[key] = merged
+        self.indexed[key] = (merged, positions)
+        return True
 
     def finish(self, runtime: Any, config: RunnableConfig | None) -> Any:
         node, view = self.node, self.view
@@ -501,7 +586,7 @@ class _Run:
                     continue  # see the module docs: an undeclared jump is not routed
                 emitted[key] = [view[key]]
         writer = getattr(runtime, "stream_writer", None)
-        if writer is not None and hook_events_asked(config, node.token):
+        if writer is not None and self.events is not None:
             writer({FUSED_EVENT: node.node, "token": node.token, "hooks": self.events})
         if not self.extra and all(len(values) == 1 for values in emitted.values()):
             return {key: values[0] for key, values in emitted.items()} or None
@@ -533,12 +618,12 @@ def _jump_error(step: _Step, target: str) -> Exception:
 
 def _updates_of(result: Any, label: str) -> tuple[list[tuple[str, Any]], list[Any], bool]:
     """(state writes, Commands to pass on, whether the group ends) from a hook's result."""
-    from langgraph.types import Command
-
     if result is None:
         return [], [], False
     if isinstance(result, dict):
         return list(result.items()), [], False
+    from langgraph.types import Command
+
     if isinstance(result, Command):
         if result.graph == Command.PARENT:
             return [], [result], True

@@ -105,17 +105,17 @@ class AgentStart(_StepRunner):
         })
 
     def run(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
-        run = self._start(state)
+        run = self._start(state, config)
         return self._route(run, super()._continue(run, runtime, config))
 
     async def arun(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
-        run = self._start(state)
+        run = self._start(state, config)
         return self._route(run, await super()._acontinue(run, runtime, config))
 
-    def _start(self, state: dict[str, Any]) -> _Run:
+    def _start(self, state: dict[str, Any], config: RunnableConfig) -> _Run:
         state = dict(state)
         value = state.pop(START_NODE)
-        run = _Run(self, state)
+        run = _Run(self, state, config)
         pairs: list[tuple[str, Any]] = []
         for entry in self.input_writes:
             mapped = entry.mapper(value) if entry.mapper is not None else None

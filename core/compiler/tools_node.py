@@ -115,7 +115,7 @@ class ToolsEnd(_StepRunner):
         state = read(list(self.channels), False)  # as the superstep started
         if _pending_calls(state) != 1:
             return None  # other calls of the reply run beside this one
-        run = _Run(self, state)
+        run = _Run(self, state, config)
         run.absorb(self.step, result, time.perf_counter())
         if self.route.invoke(dict(run.view), config) not in (self.exit_node, [self.exit_node]):
             return None

@@ -88,9 +88,15 @@ class FusedWraps:
 def _tracing() -> bool:
     # LangChain's `traceable` around the fused layer decided already: it runs the
     # layer under a run tree when it traces, and under none when it does not.
+    return _run_tree_reader()() is not None
+
+
+@functools.cache
+def _run_tree_reader() -> Any:
+    """LangSmith's `get_current_run_tree`, imported once (no langsmith import at load)."""
     from langsmith.run_helpers import get_current_run_tree
 
-    return get_current_run_tree() is not None
+    return get_current_run_tree
 
 
 @functools.cache
