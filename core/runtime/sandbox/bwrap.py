@@ -319,6 +319,9 @@ class BwrapSandbox(HostSandbox):
                     command]
         env = self._environment(_PATH, WORKSPACE)
         env["BASH_ENV"] = _LIMITS_FILE
+        # Not needed inside (the namespace ends with its init, which carries one), and it
+        # names the harness's pid.
+        del env[reaper.TOKEN_VARIABLE]
         try:
             return self._current_namespace().run(argv, env)
         except NamespaceGoneError:
