@@ -442,6 +442,13 @@ def test_an_adopted_namespace_shows_no_other_thread_and_no_privilege(
     assert any(line.endswith(":pids:/") for line in lines) or "0::/" in lines, lines
     assert not any("antler-" in line for line in lines if "pids" in line), lines
     assert "mount-refused" in lines and "unshare-refused" in lines, result
+    # In a user and mount namespace of its own, the thread's mounts stay locked as set.
+    nested = sandbox.execute_command(
+        "unshare -rm sh -c 'mount -o remount,bind,rw /mnt/user-data/uploads;"
+        " touch /mnt/user-data/uploads/x && echo wrote;"
+        " umount /mnt/user-data/workspace && echo unmounted'")
+    assert "wrote" not in nested.stdout and "unmounted" not in nested.stdout, nested
+    assert "Read-only" in nested.stderr, nested
 
 
 def test_spares_end_with_the_provider_and_leave_nothing() -> None:
