@@ -161,15 +161,22 @@ class _Libc:
         class Library:
             _handle = _ctypes.dlopen("libc.so.6")
 
-        self._ctypes, self._function, self._library = _ctypes, Function, Library
+        self._ctypes = _ctypes
         self._functions = {}
         self.Int, self.Long = Int, Long
+        try:
+            fd = posix.open("/proc/sys/kernel/cap_last_cap", posix.O_RDONLY)
+            try:
+                self.last_capability = int(posix.read(fd, 16))
+            finally:
+                posix.close(fd)
+        except (OSError, ValueError):
+            self.last_capability = 63
+        for name in ("mount", "umount2", "unshare", "prctl", "capset"):
+            self._functions[name] = Function((name, Library))
 
     def __call__(self, name, *arguments):
-        function = self._functions.get(name)
-        if function is None:
-            function = self._functions[name] = self._function((name, self._library))
-        result = function(*arguments)
+        result = self._functions[name](*arguments)
         if result == -1:
             errno = self._ctypes.get_errno()
             raise OSError(errno, f"{name}: {posix.strerror(errno)}")
@@ -184,10 +191,9 @@ def _write(path, text):
         posix.close(fd)
 
 
-def _adopt(view, binds, workdir):
+def _adopt(libc, view, binds, workdir):
     """Make a spare namespace its thread's (see the module docstring): mount the thread's
     directories from the view, drop the view, then become the unprivileged sandbox user."""
-    libc = _Libc()
     long = libc.Long
     for source, target, read_only in binds:
         libc("mount", source.encode(), target.encode(), None, long(_MS_BIND), None)
@@ -209,12 +215,8 @@ def _adopt(view, binds, workdir):
     _write("/proc/self/uid_map", f"{_SANDBOX_ID} 0 1")
     _write("/proc/self/gid_map", f"{_SANDBOX_ID} 0 1")
     # The new user namespace gave every capability back: drop them all, for good.
-    for capability in range(64):
-        try:
-            libc("prctl", libc.Int(_PR_CAPBSET_DROP), long(capability), long(0), long(0),
-                 long(0))
-        except OSError:
-            break  # past the last capability the kernel knows
+    for capability in range(libc.last_capability + 1):
+        libc("prctl", libc.Int(_PR_CAPBSET_DROP), long(capability), long(0), long(0), long(0))
     libc("prctl", libc.Int(_PR_CAP_AMBIENT), long(_PR_CAP_AMBIENT_CLEAR_ALL), long(0),
          long(0), long(0))
     header = _CAPABILITY_VERSION_3.to_bytes(4, sys.byteorder) + bytes(4)
@@ -242,6 +244,7 @@ class Init:
 
     def __init__(self, control_fd, spare=False):
         self.spare = spare  # no command until adopted
+        self.libc = None  # a spare's, ready for its adoption
         self.control = _socket.socket(fileno=control_fd)
         self.running = {}  # pid of a command's shell -> its channel (None once let go)
         self.by_fd = {}  # channel descriptor -> pid
@@ -285,8 +288,8 @@ class Init:
             if message[0] != "adopt":
                 return False  # a spare takes nothing before it is adopted
             try:
-                _adopt(*message[1:])
-            except (OSError, TypeError, ValueError) as error:
+                _adopt(self.libc, *message[1:])
+            except (OSError, TypeError, ValueError, AttributeError) as error:
                 _send(self.control, ("failed", str(error)))
                 return False
             _undumpable()  # again: changing credentials made it dumpable
@@ -436,7 +439,11 @@ def main(control_fd, spare=False):
     posix.closerange(control_fd + 1, 1 << 16)
     posix.set_inheritable(control_fd, False)
     init = Init(control_fd, spare)
-    if spare:
+    if spare:  # nobody waits for a spare: do now what would hold its first command up
+        try:  # noqa: SIM105 - contextlib costs the init milliseconds of imports
+            init.libc = _Libc()
+        except (ImportError, OSError, AttributeError):
+            pass  # its adoption fails, and namespaces are started whole
         _warm_up()
     init.control.send(b"ready")
     init.serve()
