@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from antler.runtime.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, ThreadPaths
+from antler.runtime.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, PathLayout, ThreadPaths
 
 from . import cgroup, reaper
 from .host import HostSandbox, HostSandboxProvider, RunningCommand
@@ -597,6 +597,12 @@ class BwrapSandboxProvider(HostSandboxProvider):
         if isinstance(sandbox, BwrapSandbox):
             sandbox.prepare()
         return sandbox_id
+
+    def warm(self, layout: PathLayout) -> None:
+        """Start a spare namespace for the threads of `layout`, unless one is there."""
+        spares = self._settings.spares
+        if spares is not None:
+            spares.fill((layout.base / "users", layout.skill_roots))
 
     def shutdown(self) -> None:
         super().shutdown()

@@ -24,7 +24,7 @@ from stevedore.driver import DriverManager
 from stevedore.exception import NoMatches
 
 from antler.errors import AntlerError
-from antler.runtime.paths import ThreadPaths
+from antler.runtime.paths import PathLayout, ThreadPaths
 
 from .search import DEFAULT_GLOB_RESULTS, DEFAULT_GREP_RESULTS, GlobResult, GrepResult
 
@@ -204,6 +204,10 @@ class SandboxProvider(ABC):
     @abstractmethod
     def shutdown(self) -> None:
         """Tear down every sandbox. The provider cannot be used afterwards."""
+
+    def warm(self, layout: PathLayout) -> None:  # noqa: B027 - optional, a no-op by default
+        """A run of a thread under `layout` has started: get ready, in the background, for
+        its first tool call. Must not block, nor create the thread's files."""
 
     def interrupt(self) -> None:  # noqa: B027 - optional for providers, a no-op by default
         """Stop every running command now (the run is being stopped).
