@@ -34,6 +34,7 @@ class _Slot:
     def __init__(self) -> None:
         self.done = threading.Event()
         self.namespace: Namespace | None = None
+        self.starter: threading.Timer | None = None
         self.timer: threading.Timer | None = None
 
 
@@ -60,7 +61,7 @@ class SparePool:
             if self._closed or key in self._slots:
                 return
             slot = self._slots[key] = _Slot()
-        starter = threading.Timer(delay, self._fill, (key, slot))
+            starter = slot.starter = threading.Timer(delay, self._fill, (key, slot))
         starter.name, starter.daemon = "antler-bwrap-spare", True
         starter.start()
 
@@ -85,13 +86,15 @@ class SparePool:
         return namespace if namespace is not None and namespace.alive else None
 
     def close(self) -> None:
-        """End every spare, waiting for those still starting."""
+        """End every spare: one still to start never starts; one starting is waited for."""
         with self._lock:
             self._closed = True
             slots = list(self._slots.values())
             self._slots.clear()
         for slot in slots:
-            slot.done.wait(_WAIT_SECONDS)
+            if slot.starter is not None:
+                slot.starter.cancel()
+                slot.starter.join(_WAIT_SECONDS)
             self._end(slot)
 
     def _fill(self, key: Hashable, slot: _Slot) -> None:
