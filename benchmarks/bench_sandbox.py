@@ -84,11 +84,12 @@ def runners(base: Path, command: str) -> tuple[dict[str, Callable[[], float]], l
         provider = providers[-1]
 
         def spare_ready() -> None:
-            """Wait (untimed) until the spare namespace taken by the last new thread has been
-            replaced, as it is while the model is called: no runner is timed while one
-            starts in the background."""
+            """Untimed: start a spare namespace as a run's start does (`warm`), if the last
+            new thread took it, and wait until it runs, as it does while the model is
+            called: no runner is timed while one starts in the background."""
             spares = provider._settings.spares
             key = (base / "users", ())
+            provider.warm(layout)
             for _ in range(1000):
                 if spares is None or spares.ready(key):
                     return

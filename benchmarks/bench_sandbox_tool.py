@@ -71,6 +71,7 @@ class Scenario:
             sandbox_id = self.provider.existing_sandbox_id(self._paths)
             if sandbox_id is not None and self.provider.name != "local":
                 self.provider.get(sandbox_id).close()
+        self.provider.warm(self.layout)  # as the next run's start does
         settings = getattr(self.provider, "_settings", None)
         spares = getattr(settings, "spares", None)
         for _ in range(1000):

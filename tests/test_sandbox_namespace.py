@@ -400,8 +400,11 @@ def wait_for_spare(provider: BwrapSandboxProvider, layout: PathLayout) -> None:
 def test_a_new_thread_adopts_the_spare_started_before_it(
         provider: BwrapSandboxProvider, layout: PathLayout) -> None:
     first = sandbox_for(provider, layout, "t1")
-    assert first.execute_command("true").ok
-    wait_for_spare(provider, layout)  # replaced, once the first thread took the first one
+    assert first.execute_command("true").ok  # it took the spare its acquisition started
+    spares = provider._settings.spares
+    assert spares is not None and not spares.ready(spare_key(layout))
+    first.end_run()  # the end of its run starts the next one
+    wait_for_spare(provider, layout)
     spares = provider._settings.spares
     assert spares is not None
     spare = spares._slots[spare_key(layout)].namespace
@@ -421,7 +424,7 @@ def test_an_adopted_namespace_shows_no_other_thread_and_no_privilege(
     theirs = layout.thread("someone-else", "their-thread")
     theirs.ensure_directories()
     (theirs.workspace / "their-secret-name").write_text("their-secret-content")
-    sandbox_for(provider, layout, "t1").execute_command("true")
+    provider.warm(layout)  # as a run's start does
     wait_for_spare(provider, layout)
     sandbox = sandbox_for(provider, layout, "t2")
     result = sandbox.execute_command(
@@ -461,6 +464,7 @@ layout = PathLayout(tempfile.mkdtemp())
 provider = BwrapSandboxProvider()
 sandbox = provider.get(provider.acquire(layout.thread("u", "t")))
 assert sandbox.execute_command("echo ok").ok
+sandbox.end_run()
 spares = provider._settings.spares
 for _ in range(400):
     if spares.ready((layout.base / "users", ())):
@@ -476,7 +480,7 @@ def test_an_unused_spare_ends_after_the_idle_time(layout: PathLayout) -> None:
     needs_bwrap()
     provider = BwrapSandboxProvider(idle_seconds=0.5)
     try:
-        sandbox_for(provider, layout).execute_command("true")
+        provider.warm(layout)
         wait_for_spare(provider, layout)
         spares = provider._settings.spares
         assert spares is not None
@@ -509,3 +513,18 @@ def test_where_an_init_cannot_mount_namespaces_start_whole(
         assert again.stdout == "/mnt/user-data/workspace\n"
     finally:
         provider.shutdown()
+
+
+def test_a_spare_whose_view_was_removed_is_replaced_not_given_up(
+        provider: BwrapSandboxProvider, layout: PathLayout,
+        caplog: pytest.LogCaptureFixture) -> None:
+    import shutil
+
+    provider.warm(layout)
+    wait_for_spare(provider, layout)
+    shutil.rmtree(layout.base / "users")  # the spare's view now shows a removed folder
+    with caplog.at_level("WARNING"):
+        result = sandbox_for(provider, layout, "t2").execute_command("echo fine > note; pwd")
+    assert result.stdout == "/mnt/user-data/workspace\n", result
+    assert (layout.thread("u", "t2").workspace / "note").read_text() == "fine\n"
+    assert provider._settings.spares is not None and "started whole" not in caplog.text

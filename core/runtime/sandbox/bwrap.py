@@ -88,8 +88,6 @@ _OWN_PYTHON_MOUNT = "/opt/antler-python"
 # Where a spare namespace sees the base directory's `users` tree until a thread adopts it.
 _SPARE_VIEW = "/tmp/.antler-view"
 _THREAD_DIRS = (("workspace", False), ("uploads", True), ("outputs", False))
-# How long after a spare is taken the next one starts.
-_SPARE_DELAY = 0.25
 
 
 class BwrapUnavailableError(SandboxError, RuntimeError):
@@ -274,29 +272,33 @@ class BwrapSandbox(HostSandbox):
         """A spare namespace made this thread's: the pool's (started ahead), else one
         started now; None when spares do not work here (the caller starts the namespace
         with the thread's mounts, as bubblewrap's options)."""
-        namespace = spares.take(key)
-        if namespace is None:
-            try:
-                namespace = self._settings.start_spare(key)
-            except SandboxError as error:
-                logger.debug("sandbox %s: no spare namespace: %s", self._id, error)
-                return None
         relative = self.thread_paths.user_data.relative_to(key[0]).as_posix()
         binds = [(f"{_SPARE_VIEW}/{relative}/{name}", f"{VIRTUAL_ROOT}/{name}", read_only)
                  for name, read_only in _THREAD_DIRS]
-        try:
-            namespace.adopt(_SPARE_VIEW, binds, WORKSPACE)
-        except SandboxError as error:
-            # Closed by `adopt`. Not the thread's fault: its directories exist (made just
-            # before); the system does not let the init mount. Start namespaces whole.
-            logger.warning("sandbox: namespaces are started whole from now on (%s)", error)
-            spares.close()
-            self._settings.start_spare.disable()
-            return None
-        # The next thread's, once this one's first command has run (while its model is
-        # called, not in this command's way).
-        spares.fill(key, delay=_SPARE_DELAY)
-        return namespace
+        # The pool's spare may be stale (its view of a `users` folder removed since): if it
+        # cannot adopt, one started now decides whether spares work here.
+        namespace = spares.take(key)
+        for fresh in ((False, True) if namespace is not None else (True,)):
+            if fresh:
+                try:
+                    namespace = self._settings.start_spare(key)
+                except SandboxError as error:
+                    logger.debug("sandbox %s: no spare namespace: %s", self._id, error)
+                    return None
+            assert namespace is not None
+            try:
+                namespace.adopt(_SPARE_VIEW, binds, WORKSPACE)
+            except SandboxError as error:  # `adopt` closed it
+                if not fresh:
+                    continue
+                # Not the thread's fault: its directories exist (made just before); the
+                # system does not let the init mount. Start namespaces whole.
+                logger.warning("sandbox: namespaces are started whole from now on (%s)", error)
+                spares.close()
+                self._settings.start_spare.disable()
+                return None
+            return namespace  # the next thread's spare starts when this run ends
+        return None
 
     def _mounts_current(self) -> bool:
         """Whether the workspace mounted is still the thread's (directories removed between
@@ -352,7 +354,14 @@ class BwrapSandbox(HostSandbox):
             if self._closed or self._preparing or (namespace is not None and namespace.alive):
                 return
             self._preparing = True
+        self._fill_spares()  # here, not in the background (`Namespace.launch` says why)
         threading.Thread(target=self._prepare, name="antler-bwrap-prepare", daemon=True).start()
+
+    def _fill_spares(self) -> None:
+        """Start a spare this thread (or the next new one) can adopt, unless there is one."""
+        spares, key = self._settings.spares, self._spare_key()
+        if spares is not None and key is not None:
+            spares.fill(key)
 
     def _prepare(self) -> None:
         try:
@@ -374,6 +383,7 @@ class BwrapSandbox(HostSandbox):
         """Kill every process in the namespace but its init and the thread's running
         commands; the namespace itself ends after ``idle_seconds`` without a command."""
         super().end_run()
+        self._fill_spares()  # for the next new thread (or this one after its idle time)
         with self._lock:
             namespace = self._namespace
             idle = not self._running
@@ -481,11 +491,18 @@ class _SpareStarter:
         self.pool = None
 
     def __call__(self, key: Any) -> Namespace:
-        """Start a spare namespace for ``key`` (a ``users`` tree and skill roots).
+        """Start a spare namespace for ``key`` (a ``users`` tree and skill roots); return
+        once it runs.
 
         Raises:
             SandboxError: bubblewrap or the init could not start.
         """
+        namespace = self.launch(key)
+        self.finish(namespace)
+        return namespace
+
+    def launch(self, key: Any) -> Namespace:
+        """Start bubblewrap for a spare namespace of ``key`` (`Namespace.launch`)."""
         users, skill_roots = key
         users.mkdir(parents=True, exist_ok=True)
         files = _etc_files(self._limits)
@@ -503,7 +520,12 @@ class _SpareStarter:
                        reaper.TOKEN_VARIABLE: reaper.new_token()}
         namespace = Namespace(self._bwrap, options, self._python, environment, fds=fds,
                               spare=True)
-        namespace.start()
+        namespace.launch()
+        return namespace
+
+    def finish(self, namespace: Namespace) -> None:
+        """Wait until a launched spare runs, and make its ``pids`` cgroup."""
+        namespace.wait_ready()
         if self._cgroups is not None:
             assert namespace.init_pid is not None
             try:
@@ -513,7 +535,6 @@ class _SpareStarter:
                 raise SandboxError(f"The sandbox could not be held to its process limit: its "
                                    f"cgroup could not be made ({error}).") from None
             namespace.on_close(functools.partial(cgroup.release, group))
-        return namespace
 
 
 class BwrapSandboxProvider(HostSandboxProvider):

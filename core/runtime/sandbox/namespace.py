@@ -193,6 +193,7 @@ class Namespace:
         self.init_pid: int | None = None
         """The init's pid on the host (bubblewrap's ``child-pid``)."""
         self._init_fd: int | None = None  # a pidfd of the init, to kill it and see it end
+        self._launched: tuple[subprocess.Popen[bytes], socket.socket, int] | None = None
 
     @property
     def alive(self) -> bool:
@@ -204,6 +205,18 @@ class Namespace:
 
         Raises:
             SandboxError: bubblewrap could not set the namespace up (its message).
+        """
+        self.launch()
+        self.wait_ready()
+
+    def launch(self) -> None:
+        """Start bubblewrap (the first half of `start`); return once it runs.
+
+        Starting a process copies every descriptor of this one until the process execs:
+        a lock held through a descriptor (a thread's run lock) is held by the copy
+        meanwhile. So a run starts namespaces only while it holds its own lock (in its
+        hooks and tool calls): the copy is gone before the run lets its lock go. The
+        rest, the namespace's setup, may be waited for in the background (`wait_ready`).
         """
         reaper.start_watchdog()
         control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -225,6 +238,16 @@ class Namespace:
             for fd in (arguments, code, info_write, *self._fds):
                 os.close(fd)
             theirs.close()
+        self._launched = (process, control, info_read)
+
+    def wait_ready(self) -> None:
+        """Wait until the init that `launch` started runs (the second half of `start`).
+
+        Raises:
+            SandboxError: bubblewrap could not set the namespace up (its message).
+        """
+        assert self._launched is not None, "launch() first"
+        (process, control, info_read), self._launched = self._launched, None
         try:
             info = _read_all(info_read, _START_TIMEOUT)
         finally:
