@@ -136,8 +136,9 @@ class SandboxMiddleware(AgentMiddleware[SandboxState]):
     Hooks:
 
     ``before_agent`` / ``abefore_agent``
-        Lazy (the default): tells the provider a run started (``warm``, which
-        returns at once); the first sandbox tool call of the thread creates the
+        Lazy (the default): tells the provider a run started (``warm``: the
+        bwrap provider starts a spare namespace when it has none, a few
+        milliseconds); the first sandbox tool call of the thread creates the
         directories and acquires the sandbox. With
         ``lazy: false``: creates the thread's directories, acquires its
         sandbox and records ``{"sandbox_id": ...}`` in state ``sandbox``.
@@ -176,7 +177,7 @@ class SandboxMiddleware(AgentMiddleware[SandboxState]):
         self, state: SandboxState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         if self.lazy:
-            self.provider.warm(self.layout)  # returns at once
+            self.provider.warm(self.layout)  # a few milliseconds at most
             return None
         return await asyncio.to_thread(self._acquire, state, runtime)
 

@@ -27,8 +27,10 @@ on each command before it starts; where a ``pids`` cgroup can be made
 limit too, which holds when the harness runs as root (``RLIMIT_NPROC`` does
 not bind root's processes).
 
-One namespace per thread (`antler.runtime.sandbox.namespace`): started in the
-background when the thread's sandbox is acquired (or by its first command), its
+One namespace per thread (`antler.runtime.sandbox.namespace`): a spare started
+ahead (`antler.runtime.sandbox.spares`), adopted when the thread's sandbox is
+acquired (or by its first command; started whole, with the thread's mounts as
+bubblewrap's options, where an init cannot adopt), its
 PID 1 an init that starts each command in a
 session of its own (no terminal to inject keys into), and answers the time
 limit and interrupts by killing the command's process group. When a command's
@@ -620,7 +622,8 @@ class BwrapSandboxProvider(HostSandboxProvider):
         return sandbox_id
 
     def warm(self, layout: PathLayout) -> None:
-        """Start a spare namespace for the threads of `layout`, unless one is there."""
+        """Start a spare namespace for the threads of `layout`, unless one is there (its
+        bubblewrap now, its setup in the background)."""
         spares = self._settings.spares
         if spares is not None:
             spares.fill((layout.base / "users", layout.skill_roots))

@@ -206,8 +206,10 @@ class SandboxProvider(ABC):
         """Tear down every sandbox. The provider cannot be used afterwards."""
 
     def warm(self, layout: PathLayout) -> None:  # noqa: B027 - optional, a no-op by default
-        """A run of a thread under `layout` has started: get ready, in the background, for
-        its first tool call. Must not block, nor create the thread's files."""
+        """A run of a thread under `layout` has started: get ready for its first tool call.
+
+        Called in the run's thread: it must return within milliseconds (wait in the
+        background), and create none of the thread's files."""
 
     def interrupt(self) -> None:  # noqa: B027 - optional for providers, a no-op by default
         """Stop every running command now (the run is being stopped).
