@@ -480,6 +480,7 @@ def test_an_unused_spare_ends_after_the_idle_time(layout: PathLayout) -> None:
     needs_bwrap()
     provider = BwrapSandboxProvider(idle_seconds=0.5)
     try:
+        (layout.base / "users").mkdir(parents=True)  # some thread has files here
         provider.warm(layout)
         wait_for_spare(provider, layout)
         spares = provider._settings.spares
@@ -520,6 +521,7 @@ def test_a_spare_whose_view_was_removed_is_replaced_not_given_up(
         caplog: pytest.LogCaptureFixture) -> None:
     import shutil
 
+    layout.thread("u", "t1").ensure_directories()
     provider.warm(layout)
     wait_for_spare(provider, layout)
     shutil.rmtree(layout.base / "users")  # the spare's view now shows a removed folder

@@ -4,10 +4,10 @@ The sandbox itself is acquired by the sandbox tools (``bash``, ``ls``,
 ``read_file``, ``glob``, ``grep``, ``write_file``, ``str_replace``; see `tools.py`) on their first
 use in a thread: that is when the thread's three directories are created and
 the provider hands out the thread's sandbox, whose id the tool records in state
-``sandbox``. A chat turn that calls no tool creates no thread directory and no
-sandbox; its start only lets the provider get ready in the background (`warm`:
-the bwrap provider starts a spare namespace, if it has none, for the thread's
-first command to adopt). This middleware releases the sandbox when the run ends,
+``sandbox``. A chat turn that calls no tool writes nothing and acquires no
+sandbox; its start only lets the provider get ready (`warm`: the bwrap provider
+starts a spare namespace, if it has none and a thread of the base directory has
+files, for the next first command to adopt). This middleware releases the sandbox when the run ends,
 and, when the operator sets ``sandbox: {lazy: false}``, acquires it eagerly when a
 run starts.
 

@@ -384,7 +384,9 @@ def _sample_args(name: str) -> dict[str, Any]:
 def test_a_lazy_runs_start_readies_a_bwrap_namespace_for_the_first_command(home, run, fuse):
     # The run's start (before the model is called) starts a spare namespace in the
     # background; the chat turn creates no thread directory and no sandbox, and a new
-    # thread's first command adopts the spare instead of starting bubblewrap.
+    # thread's first command adopts the spare instead of starting bubblewrap. (Under a
+    # base directory no thread has used, a chat turn starts nothing and writes nothing:
+    # tests/plugins/test_uploads.py, whose agents use bwrap where it works.)
     from antler.runtime.sandbox.bwrap import BwrapSandboxProvider
     from tests.test_sandbox_bwrap import needs_bwrap
 
@@ -394,6 +396,7 @@ def test_a_lazy_runs_start_readies_a_bwrap_namespace_for_the_first_command(home,
                           services={SANDBOX_PROVIDER: provider}, fuse=fuse)
     layout = agent.services.items[PATHS]
     key = (home / "users", layout.skill_roots)
+    (home / "users").mkdir(parents=True)  # a base directory some thread has used before
     spares = provider._settings.spares
     assert spares is not None
     with agent:

@@ -506,7 +506,6 @@ class _SpareStarter:
     def launch(self, key: Any) -> Namespace:
         """Start bubblewrap for a spare namespace of ``key`` (`Namespace.launch`)."""
         users, skill_roots = key
-        users.mkdir(parents=True, exist_ok=True)
         files = _etc_files(self._limits)
         fds = [memory_file(name, data) for name, data in files.items()]
         options = [*self._fixed, *(option for fd, name in zip(fds, files, strict=True)
@@ -623,10 +622,12 @@ class BwrapSandboxProvider(HostSandboxProvider):
 
     def warm(self, layout: PathLayout) -> None:
         """Start a spare namespace for the threads of `layout`, unless one is there (its
-        bubblewrap now, its setup in the background)."""
+        bubblewrap now, its setup in the background). Not under a base directory that
+        has no thread with files yet: a chat turn writes nothing."""
         spares = self._settings.spares
-        if spares is not None:
-            spares.fill((layout.base / "users", layout.skill_roots))
+        users = layout.base / "users"
+        if spares is not None and users.is_dir():
+            spares.fill((users, layout.skill_roots))
 
     def shutdown(self) -> None:
         super().shutdown()
