@@ -372,8 +372,9 @@ def test_nothing_inside_names_a_host_path_but_the_thread_mounts_root_field(
             assert root.startswith(("/", "/etc/")) and tmp_path.as_posix() not in root, line
 
 
-@pytest.mark.xfail(strict=True, reason="the kernel shows a bind mount's source path within its "
-                   "file system in mountinfo's root field, from a path or a descriptor alike")
+@pytest.mark.xfail(strict=True, reason="the kernel shows a bind mount's root as its path within "
+                   "its file system (mountinfo's root field), mounted from a path, a descriptor "
+                   "or a spare's view alike; see the README's bwrap guarantees")
 def test_mountinfo_names_no_host_path_at_all(provider: BwrapSandboxProvider,
                                              layout: PathLayout, tmp_path: Path) -> None:
     sandbox = sandbox_for(provider, layout)
