@@ -82,6 +82,26 @@ def runners(base: Path, command: str) -> tuple[dict[str, Callable[[], float]], l
         found[name] = in_sandbox(provider.get(provider.acquire(layout.thread("bench", name))))
     if bwrap_status().usable:
         provider = providers[-1]
+
+        def spare_ready() -> None:
+            """Untimed: start a spare namespace as a run's start does (`warm`), if the last
+            new thread took it, and wait until it runs, as it does while the model is
+            called: no runner is timed while one starts in the background."""
+            spares = provider._settings.spares
+            key = (base / "users", ())
+            provider.warm(layout)
+            for _ in range(1000):
+                if spares is None or spares.ready(key):
+                    return
+                time.sleep(0.005)
+
+        def quiet(run: Callable[[], float]) -> Callable[[], float]:
+            def once() -> float:
+                spare_ready()
+                return run()
+            return once
+
+        found = {name: quiet(run) for name, run in found.items()}
         kept = provider.get(provider.acquire(layout.thread("bench", "runs")))
         kept.execute_command(command)  # its namespace runs from here on
 
@@ -110,9 +130,9 @@ def runners(base: Path, command: str) -> tuple[dict[str, Callable[[], float]], l
             finally:
                 fresh.close()
 
-        found["bwrap-run"] = first_of_run
-        found["bwrap-new"] = first_of_thread
-        found["bwrap-eager"] = first_of_eager_thread
+        found["bwrap-run"] = quiet(first_of_run)
+        found["bwrap-new"] = quiet(first_of_thread)
+        found["bwrap-eager"] = quiet(first_of_eager_thread)
     return found, providers
 
 

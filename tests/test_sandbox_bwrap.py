@@ -39,6 +39,7 @@ from antler.runtime.sandbox.bwrap import BwrapSandboxProvider, BwrapStatus, bwra
 from antler.runtime.sandbox.choice import IsolationRequiredError, choose_provider
 from antler.runtime.sandbox.host import HostSandbox, HostSandboxProvider
 from antler.runtime.sandbox.local import LocalSandboxProvider
+from tests.machine import require
 from tests.plugins.support import make_agent
 from tests.test_reliability_processes import running
 
@@ -52,11 +53,9 @@ UNUSABLE = BwrapStatus(False, "bubblewrap is not installed (test)")
 def needs_bwrap() -> None:
     """Skip with the reason when bubblewrap is not usable; under CI, fail instead."""
     status = bwrap_status()
-    if status.usable:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI must run the bwrap tests, but {status.reason}")
-    pytest.skip(f"bubblewrap is not usable here: {status.reason}")
+    if not status.usable:
+        require(f"bubblewrap is not usable here: {status.reason}",
+                "the bwrap provider's tests need it")
 
 
 @pytest.fixture(params=PROVIDERS)

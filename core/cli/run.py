@@ -432,10 +432,13 @@ def _stops_commands(agent: Any, thread_id: str) -> Iterator[None]:
         while not done.is_set():
             info = signal.sigtimedwait(signals, 0.2)
             if info is not None and not done.is_set():
+                # The stop first: the main thread, waiting for a command, takes it as soon
+                # as the command's kill wakes it, before the command's call can raise
+                # `CommandInterrupted` (which would leave the stop to arrive during cleanup).
+                _thread.interrupt_main(signal.Signals(info.si_signo))
                 provider = agent.services.items.get("sandbox_provider")
                 if provider is not None:
                     provider.interrupt()
-                _thread.interrupt_main(signal.Signals(info.si_signo))
 
     def stop(signum: int, _frame: Any) -> None:
         raise _Stopped(signum)

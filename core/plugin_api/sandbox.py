@@ -24,7 +24,7 @@ from stevedore.driver import DriverManager
 from stevedore.exception import NoMatches
 
 from antler.errors import AntlerError
-from antler.plugin_api.paths import ThreadPaths
+from antler.plugin_api.paths import PathLayout, ThreadPaths
 
 __all__ = [
     "CUT_NOTE",
@@ -248,6 +248,12 @@ class SandboxProvider(ABC):
     @abstractmethod
     def shutdown(self) -> None:
         """Tear down every sandbox. The provider cannot be used afterwards."""
+
+    def warm(self, layout: PathLayout) -> None:  # noqa: B027 - optional, a no-op by default
+        """A run of a thread under `layout` has started: get ready for its first tool call.
+
+        Called in the run's thread: it must return within milliseconds (wait in the
+        background), and create none of the thread's files."""
 
     def interrupt(self) -> None:  # noqa: B027 - optional for providers, a no-op by default
         """Stop every running command now (the run is being stopped).

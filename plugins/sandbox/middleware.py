@@ -4,9 +4,12 @@ The sandbox itself is acquired by the sandbox tools (``bash``, ``ls``,
 ``read_file``, ``glob``, ``grep``, ``write_file``, ``str_replace``; see `tools.py`) on their first
 use in a thread: that is when the thread's three directories are created and
 the provider hands out the thread's sandbox, whose id the tool records in state
-``sandbox``. A chat turn that calls no tool touches neither the disk nor the
-provider. This middleware releases the sandbox when the run ends, and, when the
-operator sets ``sandbox: {lazy: false}``, acquires it eagerly when a run starts.
+``sandbox``. A chat turn that calls no tool writes nothing and acquires no
+sandbox; its start only lets the provider get ready (`warm`: the bwrap provider
+starts a spare namespace, if it has none and a thread of the base directory has
+files, for the next first command to adopt). This middleware releases the sandbox when the run ends,
+and, when the operator sets ``sandbox: {lazy: false}``, acquires it eagerly when a
+run starts.
 
 One provider instance serves the whole agent: the factory takes it from the
 build's services (``SANDBOX_PROVIDER``) or loads it by name and registers it
@@ -141,8 +144,10 @@ class SandboxMiddleware(AgentMiddleware[SandboxState]):
     Hooks:
 
     ``before_agent`` / ``abefore_agent``
-        Lazy (the default): does nothing; the first sandbox tool call of the
-        thread creates the directories and acquires the sandbox. With
+        Lazy (the default): tells the provider a run started (``warm``: the
+        bwrap provider starts a spare namespace when it has none, a few
+        milliseconds); the first sandbox tool call of the thread creates the
+        directories and acquires the sandbox. With
         ``lazy: false``: creates the thread's directories, acquires its
         sandbox and records ``{"sandbox_id": ...}`` in state ``sandbox``.
 
@@ -171,12 +176,18 @@ class SandboxMiddleware(AgentMiddleware[SandboxState]):
         self.lazy = lazy
 
     def before_agent(self, state: SandboxState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        return None if self.lazy else self._acquire(state, runtime)
+        if self.lazy:
+            self.provider.warm(self.layout)
+            return None
+        return self._acquire(state, runtime)
 
     async def abefore_agent(
         self, state: SandboxState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
-        return None if self.lazy else await asyncio.to_thread(self._acquire, state, runtime)
+        if self.lazy:
+            self.provider.warm(self.layout)  # a few milliseconds at most
+            return None
+        return await asyncio.to_thread(self._acquire, state, runtime)
 
     def after_agent(self, state: SandboxState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         if recorded_sandbox_id(state) is not None:

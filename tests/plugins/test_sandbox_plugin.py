@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -14,7 +15,7 @@ from pydantic import ValidationError
 
 from antler.chain.config import parse_config
 from antler.contracts.runcontext import RunContext
-from antler.plugin_api.context import SANDBOX_PROVIDER
+from antler.plugin_api.context import PATHS, SANDBOX_PROVIDER
 from antler.plugin_api.paths import PathLayout
 from antler.plugin_api.registry import discover
 from antler.plugins.sandbox.config import SandboxConfig
@@ -377,3 +378,43 @@ def _sample_args(name: str) -> dict[str, Any]:
             "str_replace": {"path": "a", "old": "x", "new": "y"},
             "glob": {"pattern": "*", "path": "/mnt/user-data"},
             "grep": {"pattern": "x", "path": "/mnt/user-data"}}[name]
+
+
+@pytest.mark.parametrize(("run", "fuse"), [("invoke", True), ("ainvoke", False)])
+def test_a_lazy_runs_start_readies_a_bwrap_namespace_for_the_first_command(home, run, fuse):
+    # The run's start (before the model is called) starts a spare namespace in the
+    # background; the chat turn creates no thread directory and no sandbox, and a new
+    # thread's first command adopts the spare instead of starting bubblewrap. (Under a
+    # base directory no thread has used, a chat turn starts nothing and writes nothing:
+    # tests/plugins/test_uploads.py, whose agents use bwrap where it works.)
+    from antler.runtime.sandbox.bwrap import BwrapSandboxProvider
+    from tests.test_sandbox_bwrap import needs_bwrap
+
+    needs_bwrap()
+    provider = BwrapSandboxProvider(default_timeout=20)
+    agent, _ = make_agent(home, ["hello", call("bash", command="id -un; pwd"), "done"],
+                          services={SANDBOX_PROVIDER: provider}, fuse=fuse)
+    layout = agent.services.items[PATHS]
+    key = (home / "users", layout.skill_roots)
+    (home / "users").mkdir(parents=True)  # a base directory some thread has used before
+    spares = provider._settings.spares
+    assert spares is not None
+    with agent:
+        if run == "invoke":
+            state = agent.invoke("hi", thread_id="t1")
+        else:
+            state = asyncio.run(agent.graph.ainvoke(
+                agent.input("hi"), config=agent.run_config("t1"), context=agent.context("t1")))
+        assert state.get("sandbox") is None
+        for _ in range(800):
+            if spares.ready(key):
+                break
+            time.sleep(0.025)
+        assert spares.ready(key)
+        assert list((home / "users").iterdir()) == []  # no thread's directory
+        spare = spares._slots[key].namespace
+        state = agent.invoke("run it", thread_id="t2")
+        assert tool_results(state)[0].content.splitlines() == [
+            "sandbox", "/mnt/user-data/workspace"]
+        sandbox = provider.get(state["sandbox"]["sandbox_id"])
+        assert sandbox._namespace is spare  # adopted, not started anew

@@ -27,8 +27,10 @@ on each command before it starts; where a ``pids`` cgroup can be made
 limit too, which holds when the harness runs as root (``RLIMIT_NPROC`` does
 not bind root's processes).
 
-One namespace per thread (`antler.runtime.sandbox.namespace`): started in the
-background when the thread's sandbox is acquired (or by its first command), its
+One namespace per thread (`antler.runtime.sandbox.namespace`): a spare started
+ahead (`antler.runtime.sandbox.spares`), adopted when the thread's sandbox is
+acquired (or by its first command; started whole, with the thread's mounts as
+bubblewrap's options, where an init cannot adopt), its
 PID 1 an init that starts each command in a
 session of its own (no terminal to inject keys into), and answers the time
 limit and interrupts by killing the command's process group. When a command's
@@ -57,12 +59,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from antler.plugin_api.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, ThreadPaths
+from antler.plugin_api.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, PathLayout, ThreadPaths
 from antler.plugin_api.sandbox import SandboxError
 
-from . import cgroup
+from . import cgroup, reaper
 from .host import HostSandbox, HostSandboxProvider, RunningCommand
 from .namespace import Namespace, NamespaceCommand, NamespaceGoneError, memory_file
+from .spares import SparePool
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +87,9 @@ _ETC_NETWORK = ("resolv.conf", "hosts", "nsswitch.conf", "host.conf", "gai.conf"
 _SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 # Where the harness's own Python is mounted when the system has none under /usr.
 _OWN_PYTHON_MOUNT = "/opt/antler-python"
+# Where a spare namespace sees the base directory's `users` tree until a thread adopts it.
+_SPARE_VIEW = "/tmp/.antler-view"
+_THREAD_DIRS = (("workspace", False), ("uploads", True), ("outputs", False))
 
 
 class BwrapUnavailableError(SandboxError, RuntimeError):
@@ -201,20 +207,20 @@ class BwrapSandbox(HostSandbox):
     def _thread_arguments(self) -> list[str]:
         """This thread's mounts: its three directories, its /tmp and the skills."""
         paths = self.thread_paths
-        arguments = [
+        return [
             "--bind", str(paths.workspace), WORKSPACE,
             "--ro-bind", str(paths.uploads), f"{VIRTUAL_ROOT}/uploads",
             "--bind", str(paths.outputs), f"{VIRTUAL_ROOT}/outputs",
             "--size", str(self._settings.tmp_bytes), "--tmpfs", "/tmp",
-            "--dir", SKILLS_VIRTUAL_ROOT,
+            *_skill_arguments(paths.skill_roots),
         ]
-        # The first root holding a skill wins (as for the file tools): mount the
-        # later roots first, so the earlier ones land on top.
-        for root in reversed(paths.skill_roots):
-            for skill in _skill_folders(root):
-                relative = skill.relative_to(root).as_posix()
-                arguments += ["--ro-bind", str(skill), f"{SKILLS_VIRTUAL_ROOT}/{relative}"]
-        return arguments
+
+    def _spare_key(self) -> tuple[Path, tuple[Path, ...]] | None:
+        """Which spares fit this thread (its base directory's ``users`` tree and its skill
+        roots), or None when its directories are not laid out below that tree."""
+        paths = self.thread_paths
+        users = paths.base / "users"
+        return (users, paths.skill_roots) if paths.user_data.is_relative_to(users) else None
 
     # -- the namespace ------------------------------------------------------------------
 
@@ -235,6 +241,12 @@ class BwrapSandbox(HostSandbox):
         self.thread_paths.ensure_directories()
         self._workspace_identity = _identity(self.thread_paths.workspace)
         settings = self._settings
+        key = self._spare_key() if settings.spares is not None else None
+        if settings.spares is not None and key is not None:
+            namespace = self._adopted_spare(settings.spares, key)
+            if namespace is not None:
+                self._namespace = namespace
+                return namespace
         files = _etc_files(settings.limits)
         fds = [memory_file(name, data) for name, data in files.items()]
         options = [*settings.fixed, *(option for fd, name in zip(fds, files, strict=True)
@@ -257,6 +269,39 @@ class BwrapSandbox(HostSandbox):
         self._namespace = namespace
         return namespace
 
+    def _adopted_spare(self, spares: SparePool, key: tuple[Path, tuple[Path, ...]]
+                       ) -> Namespace | None:
+        """A spare namespace made this thread's: the pool's (started ahead), else one
+        started now; None when spares do not work here (the caller starts the namespace
+        with the thread's mounts, as bubblewrap's options)."""
+        relative = self.thread_paths.user_data.relative_to(key[0]).as_posix()
+        binds = [(f"{_SPARE_VIEW}/{relative}/{name}", f"{VIRTUAL_ROOT}/{name}", read_only)
+                 for name, read_only in _THREAD_DIRS]
+        # The pool's spare may be stale (its view of a `users` folder removed since): if it
+        # cannot adopt, one started now decides whether spares work here.
+        namespace = spares.take(key)
+        for fresh in ((False, True) if namespace is not None else (True,)):
+            if fresh:
+                try:
+                    namespace = self._settings.start_spare(key)
+                except SandboxError as error:
+                    logger.debug("sandbox %s: no spare namespace: %s", self._id, error)
+                    return None
+            assert namespace is not None
+            try:
+                namespace.adopt(_SPARE_VIEW, binds, WORKSPACE)
+            except SandboxError as error:  # `adopt` closed it
+                if not fresh:
+                    continue
+                # Not the thread's fault: its directories exist (made just before); the
+                # system does not let the init mount. Start namespaces whole.
+                logger.warning("sandbox: namespaces are started whole from now on (%s)", error)
+                spares.close()
+                self._settings.start_spare.disable()
+                return None
+            return namespace  # the next thread's spare starts when this run ends
+        return None
+
     def _mounts_current(self) -> bool:
         """Whether the workspace mounted is still the thread's (directories removed between
         turns come back as new ones, which a running namespace would not see)."""
@@ -278,6 +323,9 @@ class BwrapSandbox(HostSandbox):
                     command]
         env = self._environment(_PATH, WORKSPACE)
         env["BASH_ENV"] = _LIMITS_FILE
+        # Not needed inside (the namespace ends with its init, which carries one), and it
+        # names the harness's pid.
+        del env[reaper.TOKEN_VARIABLE]
         try:
             return self._current_namespace().run(argv, env)
         except NamespaceGoneError:
@@ -308,7 +356,14 @@ class BwrapSandbox(HostSandbox):
             if self._closed or self._preparing or (namespace is not None and namespace.alive):
                 return
             self._preparing = True
+        self._fill_spares()  # here, not in the background (`Namespace.launch` says why)
         threading.Thread(target=self._prepare, name="antler-bwrap-prepare", daemon=True).start()
+
+    def _fill_spares(self) -> None:
+        """Start a spare this thread (or the next new one) can adopt, unless there is one."""
+        spares, key = self._settings.spares, self._spare_key()
+        if spares is not None and key is not None:
+            spares.fill(key)
 
     def _prepare(self) -> None:
         try:
@@ -330,6 +385,7 @@ class BwrapSandbox(HostSandbox):
         """Kill every process in the namespace but its init and the thread's running
         commands; the namespace itself ends after ``idle_seconds`` without a command."""
         super().end_run()
+        self._fill_spares()  # for the next new thread (or this one after its idle time)
         with self._lock:
             namespace = self._namespace
             idle = not self._running
@@ -375,6 +431,18 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return found.st_dev, found.st_ino
 
 
+def _skill_arguments(skill_roots: tuple[Path, ...]) -> list[str]:
+    """The read-only mounts of the skills under ``/mnt/skills``."""
+    arguments = ["--dir", SKILLS_VIRTUAL_ROOT]
+    # The first root holding a skill wins (as for the file tools): mount the
+    # later roots first, so the earlier ones land on top.
+    for root in reversed(skill_roots):
+        for skill in _skill_folders(root):
+            relative = skill.relative_to(root).as_posix()
+            arguments += ["--ro-bind", str(skill), f"{SKILLS_VIRTUAL_ROOT}/{relative}"]
+    return arguments
+
+
 def _skill_folders(root: Path) -> list[Path]:
     """``<root>/<category>/<name>`` folders, the unit the skills are mounted in.
 
@@ -402,6 +470,72 @@ class _Settings:
     idle_seconds: float
     cgroups: cgroup.PidsLimit | None
     """Where each namespace's ``pids`` cgroup is made; None where none can be."""
+    start_spare: _SpareStarter
+    """Starts a spare namespace (for the pool, or for a thread that found none)."""
+
+    @property
+    def spares(self) -> SparePool | None:
+        """The spare namespaces; None once they proved not to work here."""
+        return self.start_spare.pool
+
+
+class _SpareStarter:
+    """Starts spare namespaces for one provider (its settings), and owns their pool."""
+
+    def __init__(self, bwrap: str, fixed: list[str], python: str, limits: dict[str, int],
+                 tmp_bytes: int, idle_seconds: float,
+                 cgroups: cgroup.PidsLimit | None) -> None:
+        self._bwrap, self._fixed, self._python = bwrap, fixed, python
+        self._limits, self._tmp_bytes, self._cgroups = limits, tmp_bytes, cgroups
+        self.pool: SparePool | None = SparePool(self, idle_seconds)
+
+    def disable(self) -> None:
+        self.pool = None
+
+    def __call__(self, key: Any) -> Namespace:
+        """Start a spare namespace for ``key`` (a ``users`` tree and skill roots); return
+        once it runs.
+
+        Raises:
+            SandboxError: bubblewrap or the init could not start.
+        """
+        namespace = self.launch(key)
+        self.finish(namespace)
+        return namespace
+
+    def launch(self, key: Any) -> Namespace:
+        """Start bubblewrap for a spare namespace of ``key`` (`Namespace.launch`)."""
+        users, skill_roots = key
+        files = _etc_files(self._limits)
+        fds = [memory_file(name, data) for name, data in files.items()]
+        options = [*self._fixed, *(option for fd, name in zip(fds, files, strict=True)
+                                   for option in ("--file", str(fd), name)),
+                   "--size", str(self._tmp_bytes), "--tmpfs", "/tmp",
+                   "--bind", str(users), _SPARE_VIEW,
+                   *(option for name, _ in _THREAD_DIRS
+                     for option in ("--dir", f"{VIRTUAL_ROOT}/{name}")),
+                   *_skill_arguments(skill_roots),
+                   "--remount-ro", "/", "--chdir", "/"]
+        environment = {"PATH": _PATH, "HOME": WORKSPACE,
+                       "LANG": os.environ.get("LANG") or "C.UTF-8",
+                       reaper.TOKEN_VARIABLE: reaper.new_token()}
+        namespace = Namespace(self._bwrap, options, self._python, environment, fds=fds,
+                              spare=True)
+        namespace.launch()
+        return namespace
+
+    def finish(self, namespace: Namespace) -> None:
+        """Wait until a launched spare runs, and make its ``pids`` cgroup."""
+        namespace.wait_ready()
+        if self._cgroups is not None:
+            assert namespace.init_pid is not None
+            try:
+                group = self._cgroups.hold(namespace.init_pid)
+            except OSError as error:
+                namespace.close()
+                raise SandboxError(f"The sandbox could not be held to its process limit: its "
+                                   f"cgroup could not be made ({error}).") from None
+            namespace.on_close(functools.partial(cgroup.release, group))
 
 
 class BwrapSandboxProvider(HostSandboxProvider):
@@ -446,10 +580,13 @@ class BwrapSandboxProvider(HostSandboxProvider):
         limits = {"-v": memory_mb * 1024, "-u": processes,
                   "-t": cpu_seconds or math.ceil(self.default_timeout),
                   "-f": file_size_mb * 1024}  # bash counts -v and -f in KiB
+        cgroups = cgroup.PidsLimit.find(processes)
         self._settings = _Settings(
             bwrap=status.path, fixed=self._fixed_arguments(python_mounts), python=python,
             limits=limits, tmp_bytes=file_size_mb << 20, idle_seconds=float(idle_seconds),
-            cgroups=cgroup.PidsLimit.find(processes))
+            cgroups=cgroups, start_spare=_SpareStarter(
+                status.path, self._fixed_arguments(python_mounts, spare=True), python, limits,
+                file_size_mb << 20, float(idle_seconds), cgroups))
         if self._settings.cgroups is None and os.geteuid() == 0:
             logger.warning(
                 "sandbox: limits.processes (%d) cannot hold here: the harness runs as root, "
@@ -457,11 +594,21 @@ class BwrapSandboxProvider(HostSandboxProvider):
                 "(mount the cgroup tree writable, or run the harness as another user)",
                 processes)
 
-    def _fixed_arguments(self, python_mounts: list[str]) -> list[str]:
-        """The options every namespace of this provider shares, worked out once."""
+    def _fixed_arguments(self, python_mounts: list[str], *, spare: bool = False) -> list[str]:
+        """The options every namespace of this provider shares, worked out once.
+
+        ``spare``: the init runs as the namespace's root with the two capabilities it
+        needs to mount the thread's directories (``CAP_SYS_ADMIN``) and then map itself
+        to the sandbox user in a user namespace of its own (``CAP_SETFCAP``: the kernel
+        asks for it to map the parent's root), dropping them all (`nsinit`); otherwise
+        bubblewrap starts it as that user, without any.
+        """
+        user = ["--uid", "0", "--gid", "0", "--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN",
+                "--cap-add", "CAP_SETFCAP"] if spare else \
+            ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--cap-drop", "ALL"]
         return ["--unshare-all", *(["--share-net"] if self.network else []),
-                "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL",
-                "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", SANDBOX_USER,
+                "--die-with-parent", "--new-session", "--as-pid-1", *user,
+                "--hostname", SANDBOX_USER,
                 *_system_arguments(), *python_mounts, "--proc", "/proc", "--dev", "/dev",
                 *_etc_arguments(self.network)]
 
@@ -472,6 +619,21 @@ class BwrapSandboxProvider(HostSandboxProvider):
         if isinstance(sandbox, BwrapSandbox):
             sandbox.prepare()
         return sandbox_id
+
+    def warm(self, layout: PathLayout) -> None:
+        """Start a spare namespace for the threads of `layout`, unless one is there (its
+        bubblewrap now, its setup in the background). Not under a base directory that
+        has no thread with files yet: a chat turn writes nothing."""
+        spares = self._settings.spares
+        users = layout.base / "users"
+        if spares is not None and users.is_dir():
+            spares.fill((users, layout.skill_roots))
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        spares = self._settings.spares
+        if spares is not None:
+            spares.close()
 
     def _new_sandbox(self, sandbox_id: str, thread_paths: ThreadPaths) -> BwrapSandbox:
         return BwrapSandbox(sandbox_id, thread_paths, default_timeout=self.default_timeout,

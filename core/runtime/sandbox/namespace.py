@@ -174,10 +174,13 @@ class Namespace:
         python: the Python inside the namespace that runs the init.
         env: the init's environment (the commands get their own).
         fds: descriptors the options refer to (``--file`` sources); closed once started.
+        spare: start the init as a spare, to be made a thread's by `adopt` (the options
+            must run it as the namespace's root, with the capabilities it needs for that).
     """
 
     def __init__(self, bwrap: str, options: Sequence[str], python: str, env: dict[str, str],
-                 fds: Sequence[int] = ()) -> None:
+                 fds: Sequence[int] = (), *, spare: bool = False) -> None:
+        self.spare = spare
         self._bwrap = bwrap
         self._options = list(options)
         self._python = python
@@ -191,6 +194,7 @@ class Namespace:
         self.init_pid: int | None = None
         """The init's pid on the host (bubblewrap's ``child-pid``)."""
         self._init_fd: int | None = None  # a pidfd of the init, to kill it and see it end
+        self._launched: tuple[subprocess.Popen[bytes], socket.socket, int] | None = None
 
     @property
     def alive(self) -> bool:
@@ -203,11 +207,23 @@ class Namespace:
         Raises:
             SandboxError: bubblewrap could not set the namespace up (its message).
         """
+        self.launch()
+        self.wait_ready()
+
+    def launch(self) -> None:
+        """Start bubblewrap (the first half of `start`); return once it runs.
+
+        Starting a process copies every descriptor of this one until the process execs:
+        a lock held through a descriptor (a thread's run lock) is held by the copy
+        meanwhile. So a run starts namespaces only while it holds its own lock (in its
+        hooks and tool calls): the copy is gone before the run lets its lock go. The
+        rest, the namespace's setup, may be waited for in the background (`wait_ready`).
+        """
         reaper.start_watchdog()
         control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         info_read, info_write = os.pipe()
         code = memory_file("antler-init", _INIT_SOURCE.read_bytes()
-                            + f"\nmain({theirs.fileno()})\n".encode())
+                            + f"\nmain({theirs.fileno()}, {self.spare})\n".encode())
         arguments = memory_file("bwrap-args", b"".join(
             option.encode() + b"\0" for option in
             [*self._options, "--info-fd", str(info_write)]))
@@ -223,6 +239,16 @@ class Namespace:
             for fd in (arguments, code, info_write, *self._fds):
                 os.close(fd)
             theirs.close()
+        self._launched = (process, control, info_read)
+
+    def wait_ready(self) -> None:
+        """Wait until the init that `launch` started runs (the second half of `start`).
+
+        Raises:
+            SandboxError: bubblewrap could not set the namespace up (its message).
+        """
+        assert self._launched is not None, "launch() first"
+        (process, control, info_read), self._launched = self._launched, None
         try:
             info = _read_all(info_read, _START_TIMEOUT)
         finally:
@@ -246,6 +272,33 @@ class Namespace:
             self._init_fd = os.pidfd_open(self.init_pid)
         self._process, self._control = process, control
 
+    def adopt(self, view: str, binds: Sequence[tuple[str, str, bool]], workdir: str) -> None:
+        """Make a spare namespace a thread's: its init mounts each ``(source, target,
+        read_only)`` of `binds` from `view` (a mount inside), detaches `view`, moves to
+        `workdir` and drops to the unprivileged sandbox user (see `nsinit`).
+
+        Raises:
+            SandboxError: the init could not (the namespace is closed).
+        """
+        control = self._control
+        if control is None or not self.spare:
+            raise NamespaceGoneError("the namespace is closed, or not a spare")
+        try:
+            with self._send_lock:
+                control.send(marshal.dumps(("adopt", view, [list(bind) for bind in binds],
+                                            workdir), _MARSHAL_VERSION))
+            poller = select.poll()
+            poller.register(control, select.POLLIN)
+            data = control.recv(4096) if poller.poll(_START_TIMEOUT * 1000) else b""
+        except OSError:
+            data = b""
+        answer = marshal.loads(data) if data else ("failed", "no answer")
+        if answer[0] != "adopted":
+            self.close(grace=0.0)
+            raise SandboxError(f"the sandbox's init could not take the thread's directories: "
+                               f"{answer[-1]}")
+        self.spare = False
+
     def run(self, argv: list[str], env: dict[str, str]) -> NamespaceCommand:
         """Start one command in the namespace's working directory, its output on two new
         pipes and nothing to read on its input.
@@ -254,8 +307,8 @@ class Namespace:
             NamespaceGoneError: the init did not take the request (start another namespace).
         """
         control = self._control
-        if control is None:
-            raise NamespaceGoneError("the namespace is closed")
+        if control is None or self.spare:
+            raise NamespaceGoneError("the namespace is closed, or a spare not yet adopted")
         channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         out_read, out_write = os.pipe()
         err_read, err_write = os.pipe()

@@ -32,6 +32,20 @@ attached (``SCM_RIGHTS``):
 * ``("end",)`` with one descriptor, a reply socket: kill every process outside
   the running commands' sessions, then reply ``("ended",)``.
 
+A *spare* init (``main(fd, spare=True)``) is started before its thread is
+known: bubblewrap runs it as the namespace's root, with only the capabilities
+to mount (``CAP_SYS_ADMIN``) and to map the root to its own user namespace's
+sandbox user (``CAP_SETFCAP``), and a
+view of the base directory's ``users`` tree mounted in its ``/tmp``. It takes
+no command until its first request, ``("adopt", view, binds, workdir)``, has
+made it the thread's: it bind-mounts each ``(source, target, read_only)`` of
+``binds`` (sources inside the view), detaches the view and removes its mount
+point, moves to ``workdir``, enters a cgroup namespace of its own (its pids
+cgroup becomes ``/``) and a user namespace in which it is the ``sandbox``
+user (uid 1000) with every capability dropped, bounding set included, as
+bubblewrap leaves its commands; then it answers ``("adopted",)``, or
+``("failed", reason)`` and exits. From then on it is like any other init.
+
 The init says ``ready`` on the control socket once it listens. When the
 control socket ends (the harness closed it, or died), the init kills
 every other process and exits; as PID 1, its exit ends the namespace, and the
@@ -48,6 +62,15 @@ import sys
 
 _MAX_FDS = 16
 _KILL = 9
+_SANDBOX_ID = 1000  # the sandbox user's uid and gid
+# mount(2), umount2(2), unshare(2), prctl(2) and capset(2) numbers (Linux).
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REMOUNT, _MS_BIND, _MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 32, 4096, 1024, 2048, 1 << 21
+_ST_NOEXEC, _ST_NOATIME, _ST_NODIRATIME, _ST_RELATIME = 8, 1024, 2048, 4096
+_MNT_DETACH = 2
+_CLONE_NEWCGROUP, _CLONE_NEWUSER = 0x02000000, 0x10000000
+_PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 4, 24, 47, 4
+_CAPABILITY_VERSION_3 = 0x20080522
 
 
 def _ignored_signals():
@@ -117,10 +140,111 @@ def _send(channel, message):
         pass  # the harness gave the command up; nobody to tell
 
 
+class _Libc:
+    """The C library's calls the standard `posix` module lacks, through `_ctypes` alone
+    (the `ctypes` package costs milliseconds of imports); each raises `OSError` with the
+    call's errno when it fails."""
+
+    def __init__(self):
+        import _ctypes
+
+        class Int(_ctypes._SimpleCData):
+            _type_ = "i"
+
+        class Long(_ctypes._SimpleCData):
+            _type_ = "l"
+
+        class Function(_ctypes.CFuncPtr):
+            _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+            _restype_ = Int
+
+        class Library:
+            _handle = _ctypes.dlopen("libc.so.6")
+
+        self._ctypes = _ctypes
+        self._functions = {}
+        self.Int, self.Long = Int, Long
+        try:
+            fd = posix.open("/proc/sys/kernel/cap_last_cap", posix.O_RDONLY)
+            try:
+                self.last_capability = int(posix.read(fd, 16))
+            finally:
+                posix.close(fd)
+        except (OSError, ValueError):
+            self.last_capability = 63
+        for name in ("mount", "umount2", "unshare", "prctl", "capset"):
+            self._functions[name] = Function((name, Library))
+
+    def __call__(self, name, *arguments):
+        result = self._functions[name](*arguments)
+        if result == -1:
+            errno = self._ctypes.get_errno()
+            raise OSError(errno, f"{name}: {posix.strerror(errno)}")
+        return result
+
+
+def _write(path, text):
+    fd = posix.open(path, posix.O_WRONLY)
+    try:
+        posix.write(fd, text.encode())
+    finally:
+        posix.close(fd)
+
+
+def _adopt(libc, view, binds, workdir):
+    """Make a spare namespace its thread's (see the module docstring): mount the thread's
+    directories from the view, drop the view, then become the unprivileged sandbox user."""
+    long = libc.Long
+    for source, target, read_only in binds:
+        libc("mount", source.encode(), target.encode(), None, long(_MS_BIND), None)
+        if read_only:
+            # A bind remount keeps the atime settings the mount has (they may be locked).
+            found = posix.statvfs(target).f_flag
+            flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+            for have, need in ((_ST_NOEXEC, _MS_NOEXEC), (_ST_NOATIME, _MS_NOATIME),
+                               (_ST_NODIRATIME, _MS_NODIRATIME), (_ST_RELATIME, _MS_RELATIME)):
+                if found & have:
+                    flags |= need
+            libc("mount", None, target.encode(), None, long(flags), None)
+    libc("umount2", view.encode(), libc.Int(_MNT_DETACH))
+    posix.rmdir(view)
+    posix.chdir(workdir)
+    libc("unshare", libc.Int(_CLONE_NEWCGROUP))
+    libc("unshare", libc.Int(_CLONE_NEWUSER))
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{_SANDBOX_ID} 0 1")
+    _write("/proc/self/gid_map", f"{_SANDBOX_ID} 0 1")
+    # The new user namespace gave every capability back: drop them all, for good.
+    for capability in range(libc.last_capability + 1):
+        libc("prctl", libc.Int(_PR_CAPBSET_DROP), long(capability), long(0), long(0), long(0))
+    libc("prctl", libc.Int(_PR_CAP_AMBIENT), long(_PR_CAP_AMBIENT_CLEAR_ALL), long(0),
+         long(0), long(0))
+    header = _CAPABILITY_VERSION_3.to_bytes(4, sys.byteorder) + bytes(4)
+    libc("capset", header, bytes(24))  # effective, permitted, inheritable: none
+    if posix.getuid() != _SANDBOX_ID or _capabilities() != 0:
+        raise OSError(1, "the capabilities or the user did not change")
+
+
+def _capabilities():
+    """This process's permitted, effective and bounding capabilities, or-ed together."""
+    fd = posix.open("/proc/self/status", posix.O_RDONLY)
+    try:
+        status = posix.read(fd, 1 << 16)
+    finally:
+        posix.close(fd)
+    found = 0
+    for line in status.splitlines():
+        if line.startswith((b"CapPrm:", b"CapEff:", b"CapBnd:", b"CapAmb:")):
+            found |= int(line.split()[1], 16)
+    return found
+
+
 class Init:
     """The loop: requests on the control socket, the commands' channels, their exits."""
 
-    def __init__(self, control_fd):
+    def __init__(self, control_fd, spare=False):
+        self.spare = spare  # no command until adopted
+        self.libc = None  # a spare's, ready for its adoption
         self.control = _socket.socket(fileno=control_fd)
         self.running = {}  # pid of a command's shell -> its channel (None once let go)
         self.by_fd = {}  # channel descriptor -> pid
@@ -158,7 +282,20 @@ class Init:
                 _close(fd)
             return False
         message = marshal.loads(data)
-        if message[0] == "run" and len(fds) == 4:
+        if self.spare:
+            for fd in fds:
+                _close(fd)
+            if message[0] != "adopt":
+                return False  # a spare takes nothing before it is adopted
+            try:
+                _adopt(self.libc, *message[1:])
+            except (OSError, TypeError, ValueError, AttributeError) as error:
+                _send(self.control, ("failed", str(error)))
+                return False
+            _undumpable()  # again: changing credentials made it dumpable
+            self.spare = False
+            _send(self.control, ("adopted",))
+        elif message[0] == "run" and len(fds) == 4:
             self.run(message[1], message[2], fds)
         elif message[0] == "end" and len(fds) == 1:
             reply = _socket.socket(fileno=fds[0])
@@ -282,13 +419,32 @@ def _undumpable():
         pass
 
 
-def main(control_fd):
-    """Serve the harness on `control_fd` until it ends; every other descriptor is closed."""
+def _warm_up():
+    """Start and reap one short process, so that the first command does not pay for the
+    code paths' first use (a spare has the time: nobody waits for it)."""
+    try:
+        pid = posix.posix_spawn("/bin/sh", ["/bin/sh", "-c", ":"], {},
+                                setsid=True, setsigdef=_DEFAULT_SIGNALS, setsigmask=())
+        posix.waitpid(pid, 0)
+    except OSError:
+        pass
+
+
+def main(control_fd, spare=False):
+    """Serve the harness on `control_fd` until it ends; every other descriptor is closed.
+
+    ``spare``: wait to be adopted by a thread before taking commands."""
     _undumpable()
     posix.closerange(3, control_fd)
     posix.closerange(control_fd + 1, 1 << 16)
     posix.set_inheritable(control_fd, False)
-    init = Init(control_fd)
+    init = Init(control_fd, spare)
+    if spare:  # nobody waits for a spare: do now what would hold its first command up
+        try:  # noqa: SIM105 - contextlib costs the init milliseconds of imports
+            init.libc = _Libc()
+        except (ImportError, OSError, AttributeError):
+            pass  # its adoption fails, and namespaces are started whole
+        _warm_up()
     init.control.send(b"ready")
     init.serve()
     posix._exit(0)
