@@ -40,13 +40,19 @@ typecheck: $(STAMP)
 # in a random order whose seed is printed first; tests that share a server or a port
 # carry one `xdist_group` mark and so run on one worker. PYTEST_ARGS adds options,
 # e.g. PYTEST_ARGS=--randomly-seed=1234 to repeat an order.
+# The sources are compiled first (half a CPU-second, once), so neither the workers nor
+# the interpreters the tests start (`antler run`, the conformance worker, ...) compile
+# them again each, as they would where PYTHONDONTWRITEBYTECODE is set.
 PYTEST_WORKERS ?= auto
 PYTEST_ARGS    ?=
 test: lint typecheck
+	$(PY) -m compileall -q core plugins contrib
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --maxprocesses 8 --dist loadgroup $(PYTEST_ARGS)
 
-# The long checks `make test` leaves out (100,000-input fuzzing); CI runs them too.
+# The long checks `make test` leaves out (100,000-input fuzzing, the twenty-process
+# store race, the PostgreSQL restarts); CI runs them too.
 test-slow: $(STAMP)
+	$(PY) -m compileall -q core plugins contrib
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
 demo: $(STAMP)

@@ -365,11 +365,21 @@ class SandboxTools:
             # Sandbox calls block (processes, disk, maybe a remote provider).
             return await asyncio.to_thread(func, **kwargs)
 
+        name = func.__name__
         tool = StructuredTool.from_function(
-            func=func, coroutine=coroutine, name=func.__name__, description=description,
+            func=func, coroutine=coroutine, name=name, description=description,
+            args_schema=_ARGS_SCHEMAS.get(name),
         )
         tool.metadata = {key: dict(value) for key, value in TOOL_METADATA.items()}
-        return without_runtime_dump(tool)
+        if name not in _ARGS_SCHEMAS:
+            _ARGS_SCHEMAS[name] = without_runtime_dump(tool).args_schema
+        return tool
+
+
+_ARGS_SCHEMAS: dict[str, Any] = {}
+"""Each tool's argument schema, by name, as `without_runtime_dump` leaves it. The seven
+signatures never change, so their schemas are worked out once a process: inferring one
+(a pydantic model per tool) was more than half the cost of building an agent."""
 
 
 def build_tools(provider: SandboxProvider, layout: PathLayout, config: SandboxConfig,
