@@ -185,7 +185,9 @@ class SandboxMiddleware(AgentMiddleware[SandboxState]):
         self, state: SandboxState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         if self.lazy:
-            self.provider.warm(self.layout)  # a few milliseconds at most
+            # A few milliseconds at most, but it looks at the base directory and may
+            # start a process: never on the event loop.
+            await asyncio.to_thread(self.provider.warm, self.layout)
             return None
         return await asyncio.to_thread(self._acquire, state, runtime)
 
