@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from antler.compat import runnable_callable
+from antler.compat import channel_writes, runnable_callable
 
 from .plan import DESTINATIONS, START_NODE
 from .steps import Channel, Run, Step, StepRunner
@@ -65,8 +65,7 @@ class AgentStart(StepRunner):
 
     def problem_with(self, graph: Any) -> str:
         """Why the hooks cannot run in `graph`'s input step ("" when they can)."""
-        from langgraph.pregel._write import ChannelWrite, ChannelWriteEntry
-
+        ChannelWrite, ChannelWriteEntry, _ = channel_writes()
         node = getattr(graph, "nodes", {}).get(START_NODE)
         if node is None or len(node.writers) != 2 or not all(
                 isinstance(w, ChannelWrite) for w in node.writers):
@@ -82,9 +81,9 @@ class AgentStart(StepRunner):
 
     def install(self, graph: Any) -> None:
         """Make `graph`'s input step run the hooks after writing the input."""
-        from langgraph.pregel._write import ChannelWrite
-
         from antler.errors import FusionError
+
+        ChannelWrite = channel_writes()[0]
 
         problem = self.problem_with(graph)
         if problem:

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_type_hints
 
-from antler.compat import runnable_callable, task_config_keys, update_fields
+from antler.compat import branch_spec, runnable_callable, task_config_keys, update_fields
 
 from .plan import DESTINATIONS, FUSED_EVENT, JUMP_KEY, MODEL_NODE, Member, hook_events_asked
 from .proxies import overrides
@@ -568,8 +568,7 @@ def _shown(pairs: list[tuple[str, Any]]) -> Any:
 
 def edge_writer(graph: Any, node: str = MODEL_NODE) -> Any:
     """The writer of LangChain's conditional edge after `node`, if it has one."""
-    from langgraph.graph._branch import BranchSpec
-
+    BranchSpec = branch_spec()
     for writer in graph.nodes[node].writers:
         owner = getattr(getattr(writer, "func", None), "__self__", None)
         if isinstance(owner, BranchSpec):
