@@ -108,7 +108,7 @@ def test_the_detector_catches_each_form():
         "from antler.compiler.nodes import _Step\n"
         "from .. import _one_line\n"
         "def late():\n"
-        "    from antler.compiler.plan import _DESTINATIONS\n"
+        "    from antler.compiler.fusionplan import _DESTINATIONS\n"
         "import antler.runtime._defaults\n"
     )
     found = private_imports(source, "antler.compiler.tools_node")
@@ -116,7 +116,7 @@ def test_the_detector_catches_each_form():
         (1, "antler.compiler.model_node._task_key"),
         (2, "antler.compiler.nodes._Step"),
         (3, "antler._one_line"),
-        (5, "antler.compiler.plan._DESTINATIONS"),
+        (5, "antler.compiler.fusionplan._DESTINATIONS"),
         (6, "antler.runtime._defaults"),
     ]
 

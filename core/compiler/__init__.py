@@ -115,7 +115,7 @@ turns the node's `updates`
 chunk back into one chunk per member hook, named as the unfused graph names
 its nodes (`AntlerAgent.stream` does this).
 
-Layout: `plan` (which hooks share which node), `proxies` (hiding fused hooks
+Layout: `fusionplan` (which hooks share which node), `proxies` (hiding fused hooks
 from `create_agent`), `steps` (running hooks inside a node, shared by every node
 that does), `nodes` (the fused node), `model_node` (the
 model-call hooks inside the model node), `start_node` (the `before_agent` hooks
@@ -131,9 +131,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .model_node import ModelHooks
-from .nodes import FusedHooks, agent_end_class, fused_middleware, model_edge_class
-from .plan import (
+from .fusionplan import (
     END_HOOKS,
     FUSED_EVENT,
     MODEL_HOOKS,
@@ -158,6 +156,8 @@ from .plan import (
     plan_wraps,
     wrap_layers,
 )
+from .model_node import ModelHooks
+from .nodes import FusedHooks, agent_end_class, fused_middleware, model_edge_class
 from .proxies import first_member, interrupting_wrap, make_member, make_proxy, overrides
 from .start_node import AgentStart
 from .steps import Step, make_step, state_channels

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from antler.compat import runnable_callable
 from antler.errors import FusionError
 
-from .plan import DESTINATIONS, MODEL_NODE
+from .fusionplan import DESTINATIONS, MODEL_NODE
 from .steps import (
     END_MARK,
     Channel,

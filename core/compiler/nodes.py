@@ -13,7 +13,7 @@ import functools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .plan import DESTINATIONS
+from .fusionplan import DESTINATIONS
 from .steps import END_MARK, Channel, Step, StepRunner
 
 if TYPE_CHECKING:

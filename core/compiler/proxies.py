@@ -13,7 +13,7 @@ import types
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from .plan import NODE_HOOKS, UNFUSABLE_ATTRIBUTE, WRAP_HOOKS, Member
+from .fusionplan import NODE_HOOKS, UNFUSABLE_ATTRIBUTE, WRAP_HOOKS, Member
 
 
 def interrupting_wrap(middlewares: Sequence[Any], members: Sequence[Member]) -> str:

@@ -23,7 +23,7 @@ What changes by construction:
   the end), `model` to the loop's entry, `tools` to the tools node.
 
 Hooks that may interrupt, or are declared `fusable: false`, keep every
-`before_agent` hook in its own nodes (`plan.absorbable`).
+`before_agent` hook in its own nodes (`fusionplan.absorbable`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from antler.compat import channel_writes, runnable_callable
 
-from .plan import DESTINATIONS, START_NODE
+from .fusionplan import DESTINATIONS, START_NODE
 from .steps import Channel, Run, Step, StepRunner
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 
 from antler.compat import branch_spec, runnable_callable, task_config_keys, update_fields
 
-from .plan import DESTINATIONS, FUSED_EVENT, JUMP_KEY, MODEL_NODE, Member, hook_events_asked
+from .fusionplan import DESTINATIONS, FUSED_EVENT, JUMP_KEY, MODEL_NODE, Member, hook_events_asked
 from .proxies import overrides
 
 if TYPE_CHECKING:

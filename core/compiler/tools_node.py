@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from antler.compat import runnable_callable, task_state_reader
 
-from .plan import TOOLS_NODE
+from .fusionplan import TOOLS_NODE
 from .steps import (
     END_MARK,
     Channel,

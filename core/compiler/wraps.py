@@ -7,7 +7,7 @@ a millisecond per layer and call (it works out whether to trace, copies the
 context and reads the hook's signature), so a chain of a dozen wrappers pays
 it a dozen times on every model call and every tool call.
 
-`plan.plan_wraps` finds the runs of consecutive wrappers of one kind that can
+`fusionplan.plan_wraps` finds the runs of consecutive wrappers of one kind that can
 share a layer, and `fused_wraps` makes one middleware per run that composes its
 members exactly as LangChain does (its own composition functions, so retries,
 short circuits and the commands an `ExtendedModelResponse` carries behave the

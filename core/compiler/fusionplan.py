@@ -1,4 +1,4 @@
-"""The compiler's plan: which hooks of a chain share which graph node.
+"""The fusion plan (`FusionPlan`): which hooks of a chain share which graph node.
 
 From the hooks each member implements (or its manifest declares), in chain
 order, `plan_members` groups consecutive node hooks of one kind into runs that
