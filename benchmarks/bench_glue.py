@@ -77,10 +77,10 @@ class GlueClock:
         return timed
 
     def install(self) -> None:
-        from antler.compiler import model_node, nodes, start_node
+        from antler.compiler import model_node, start_node, steps
 
-        nodes._invoke = self.around_step(nodes._invoke)
-        for cls in (nodes._StepRunner, start_node.AgentStart, model_node.ModelHooks):
+        steps._invoke = self.around_step(steps._invoke)
+        for cls in (steps.StepRunner, start_node.AgentStart, model_node.ModelHooks):
             cls.run = self.around_runner(cls.run)  # type: ignore[method-assign]
 
     @property

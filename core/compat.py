@@ -1,12 +1,14 @@
 """Every private name Antler takes from its dependencies, in one place.
 
-LangGraph and stevedore keep some of what Antler needs in private modules
-(`langgraph._internal`, `stevedore._cache`) or private configurable keys
-(`__pregel_durability`). They may move in any release, so nothing else in
-Antler imports them: it imports them from here, and `tests/test_compat.py`
-fails, naming the name, as soon as an installed version no longer has one.
-The dependency pins in pyproject.toml (below the next minor) keep such a
-change from reaching users before that test has run against it.
+LangGraph, LangChain and stevedore keep some of what Antler needs in private
+modules (`langgraph._internal`, `langgraph.pregel._write`, `stevedore._cache`),
+private names of public modules (`langchain.agents.factory`'s composition of
+wrap hooks) or private configurable keys (`__pregel_durability`). They may move
+in any release, so nothing else in Antler imports them: it imports them from
+here, and `tests/test_compat.py` fails, naming the name, as soon as an installed
+version no longer has one. The dependency pins in pyproject.toml (below the
+next minor) keep such a change from reaching users before that test has run
+against it.
 
 Imports are lazy (functions), so `import antler` stays free of LangGraph.
 """
@@ -19,13 +21,22 @@ from typing import Any
 
 __all__ = [
     "CONFIG_KEY_DURABILITY",
+    "LANGCHAIN_PRIVATE_NAMES",
     "LANGGRAPH_PRIVATE_NAMES",
+    "branch_spec",
+    "channel_writes",
     "clear_stevedore_path_cache",
+    "default_bound",
     "isolate_stevedore_path_cache",
     "langchain_chat_providers",
+    "langchain_private",
     "langgraph_private",
     "runnable_callable",
+    "task_config_keys",
     "task_state_reader",
+    "update_fields",
+    "wrap_composers",
+    "wrap_trace_kwargs",
 ]
 
 CONFIG_KEY_DURABILITY = "__pregel_durability"
@@ -38,19 +49,79 @@ LANGGRAPH_PRIVATE_NAMES: dict[str, tuple[str, ...]] = {
         "CONFIG_KEY_CHECKPOINT_NS", "CONFIG_KEY_TASK_ID", "CONFIG_KEY_THREAD_ID",
         "CONFIG_KEY_DURABILITY", "CONFIG_KEY_READ"),
     "langgraph._internal._fields": ("get_cached_annotated_keys", "get_update_as_tuples"),
+    "langgraph.pregel._write": ("ChannelWrite", "ChannelWriteEntry", "ChannelWriteTupleEntry"),
+    "langgraph.pregel._read": ("DEFAULT_BOUND",),
+    "langgraph.graph._branch": ("BranchSpec",),
 }
 """The private LangGraph names Antler uses, by module (checked by tests/test_compat.py)."""
+
+LANGCHAIN_PRIVATE_NAMES: dict[str, tuple[str, ...]] = {
+    "langchain.agents.factory": (
+        "_chain_model_call_handlers", "_chain_async_model_call_handlers",
+        "_chain_tool_call_wrappers", "_chain_async_tool_call_wrappers", "_wrap_trace_kwargs"),
+    "langchain.chat_models.base": ("_BUILTIN_PROVIDERS",),
+}
+"""The private LangChain names Antler uses, by module (checked by tests/test_compat.py)."""
+
+
+def _vouched(registry: dict[str, tuple[str, ...]], registry_name: str, module: str,
+             name: str) -> Any:
+    import importlib
+
+    if name not in registry.get(module, ()):
+        raise KeyError(f"{module}.{name} is not a private name antler.compat vouches for; "
+                       f"add it to {registry_name} (and so to its test)")
+    return getattr(importlib.import_module(module), name)
 
 
 @functools.cache
 def langgraph_private(module: str, name: str) -> Any:
     """`name` from LangGraph's private `module` (one of `LANGGRAPH_PRIVATE_NAMES`)."""
-    import importlib
+    return _vouched(LANGGRAPH_PRIVATE_NAMES, "LANGGRAPH_PRIVATE_NAMES", module, name)
 
-    if name not in LANGGRAPH_PRIVATE_NAMES.get(module, ()):
-        raise KeyError(f"{module}.{name} is not a private name antler.compat vouches for; "
-                       "add it to LANGGRAPH_PRIVATE_NAMES (and so to its test)")
-    return getattr(importlib.import_module(module), name)
+
+@functools.cache
+def langchain_private(module: str, name: str) -> Any:
+    """LangChain's private `name` of `module` (one of `LANGCHAIN_PRIVATE_NAMES`)."""
+    return _vouched(LANGCHAIN_PRIVATE_NAMES, "LANGCHAIN_PRIVATE_NAMES", module, name)
+
+
+def channel_writes() -> tuple[Any, Any, Any]:
+    """LangGraph's (ChannelWrite, ChannelWriteEntry, ChannelWriteTupleEntry): a node's
+    writers and the entries they write."""
+    module = "langgraph.pregel._write"
+    return (langgraph_private(module, "ChannelWrite"),
+            langgraph_private(module, "ChannelWriteEntry"),
+            langgraph_private(module, "ChannelWriteTupleEntry"))
+
+
+def default_bound() -> Any:
+    """The runnable LangGraph binds to a node that only writes (its input step's)."""
+    return langgraph_private("langgraph.pregel._read", "DEFAULT_BOUND")
+
+
+def branch_spec() -> Any:
+    """LangGraph's `BranchSpec`, the owner of a conditional edge's writer."""
+    return langgraph_private("langgraph.graph._branch", "BranchSpec")
+
+
+def wrap_composers() -> dict[str, tuple[Any, Any]]:
+    """LangChain's own composition of sync and async wrap layers, per wrap hook kind
+    (what `create_agent` nests `wrap_model_call` and `wrap_tool_call` hooks with)."""
+    module = "langchain.agents.factory"
+    return {
+        "wrap_model_call": (langchain_private(module, "_chain_model_call_handlers"),
+                            langchain_private(module, "_chain_async_model_call_handlers")),
+        "wrap_tool_call": (langchain_private(module, "_chain_tool_call_wrappers"),
+                           langchain_private(module, "_chain_async_tool_call_wrappers")),
+    }
+
+
+def wrap_trace_kwargs(middleware: Any) -> dict[str, Any]:
+    """The `traceable` arguments `create_agent` puts a middleware's wrap hook under."""
+    kwargs: dict[str, Any] = langchain_private("langchain.agents.factory",
+                                               "_wrap_trace_kwargs")(middleware)
+    return kwargs
 
 
 def runnable_callable() -> Any:
@@ -76,9 +147,8 @@ def task_state_reader(config: Any) -> Any:
 def langchain_chat_providers() -> dict[str, str]:
     """Provider key -> module of its chat model, from LangChain's private registry
     behind `init_chat_model` (`langchain.chat_models.base._BUILTIN_PROVIDERS`)."""
-    from langchain.chat_models import base
-
-    return {str(key): str(value[0]) for key, value in base._BUILTIN_PROVIDERS.items()}
+    providers = langchain_private("langchain.chat_models.base", "_BUILTIN_PROVIDERS")
+    return {str(key): str(value[0]) for key, value in providers.items()}
 
 
 def update_fields() -> tuple[Any, Any]:

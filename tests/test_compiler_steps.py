@@ -1,7 +1,7 @@
 """How a fused node calls its members' hooks: directly when nothing listens, else as runnables.
 
 A hook of the usual form (`state, runtime`) is called directly by the fused node
-when no callback handler listens (`_Step.direct`); any other form, and every hook
+when no callback handler listens (`Step.direct`); any other form, and every hook
 when a tracer or LangGraph's `messages` stream listens, goes through LangGraph's
 `RunnableCallable` as in an unfused graph. Either way a hook must see what it
 would see as a node of its own: the same runtime, the config a runnable it calls
@@ -24,7 +24,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from antler.compat import runnable_callable
 from antler.compiler import create_fused_agent
-from antler.compiler.nodes import _direct
+from antler.compiler.steps import _direct
 from antler.runtime.models import ScriptedChatModel
 from tests.test_compiler_model_node import Named
 

@@ -120,7 +120,7 @@ class AntlerGroup(click.Group):
         except Exception as exc:
             if ctx.meta.get(DEBUG_KEY):
                 traceback.print_exc(file=sys.stderr)
-            raise CliError(_one_line(exc)) from exc
+            raise CliError(one_line(exc)) from exc
 
 
 INTERRUPTED_EXIT_CODE = 130
@@ -147,7 +147,7 @@ def _raise_terminated(_signum: int, _frame: Any) -> None:
     raise Terminated()
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     """An unexpected error as one line: a provider failure with what to do, anything
     else with its class and `--debug` for the traceback."""
     from antler.plugin_api.modelerrors import describe_provider_error

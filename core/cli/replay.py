@@ -77,9 +77,9 @@ def replay_command(session: Session, path: str, config_path: str | None,
     except (click.ClickException, click.exceptions.Exit):
         raise
     except Exception as error:
-        from . import _one_line
+        from . import one_line
 
-        raise ReplayError(_one_line(error)) from error
+        raise ReplayError(one_line(error)) from error
     if html_path is not None:
         from antler.replay.html import render_diff_page
 

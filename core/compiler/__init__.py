@@ -85,7 +85,7 @@ hooks stand alone for exactly this reason.
 Inside the model node the model call is one of those members: when it or a
 model-call hook fails, resuming runs the node again. The model's answer of a
 node that failed after the model call is kept for the retry of the same task
-(`_SavedAnswers`), so in one process a failing `after_model` hook costs no
+(`SavedAnswers`), so in one process a failing `after_model` hook costs no
 second model call, as in LangChain's graph, which checkpointed the answer; a
 resume in another process calls the model again. Declare a plugin `fusable:
 false` if its model-call hooks must not share that fate.
@@ -115,8 +115,9 @@ turns the node's `updates`
 chunk back into one chunk per member hook, named as the unfused graph names
 its nodes (`AntlerAgent.stream` does this).
 
-Layout: `plan` (which hooks share which node), `proxies` (hiding fused hooks
-from `create_agent`), `nodes` (the fused node at run time), `model_node` (the
+Layout: `fusionplan` (which hooks share which node), `proxies` (hiding fused hooks
+from `create_agent`), `steps` (running hooks inside a node, shared by every node
+that does), `nodes` (the fused node), `model_node` (the
 model-call hooks inside the model node), `start_node` (the `before_agent` hooks
 inside the input step), `wraps` (wrap hooks in one layer),
 `streams` (per-hook `updates`), and
@@ -130,17 +131,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .model_node import ModelHooks
-from .nodes import (
-    FusedHooks,
-    _agent_end_class,
-    _fused_middleware,
-    _model_edge_class,
-    _state_channels,
-    _Step,
-    _step,
-)
-from .plan import (
+from .fusionplan import (
     END_HOOKS,
     FUSED_EVENT,
     MODEL_HOOKS,
@@ -154,19 +145,22 @@ from .plan import (
     HookNode,
     Member,
     WrapLayer,
-    _fused_names,
-    _plan,
-    _wrap_layers,
     absorbable,
     end_members,
+    fused_names,
+    make_plan,
     plan_entries,
     plan_for_specs,
     plan_from_hooks,
     plan_members,
     plan_wraps,
+    wrap_layers,
 )
-from .proxies import _first, _interrupting_wrap, _member, _overrides, _proxy
+from .model_node import ModelHooks
+from .nodes import FusedHooks, agent_end_class, fused_middleware, model_edge_class
+from .proxies import first_member, interrupting_wrap, make_member, make_proxy, overrides
 from .start_node import AgentStart
+from .steps import Step, make_step, state_channels
 from .streams import (
     aexpand_fused_updates,
     asking_for_hook_events,
@@ -261,31 +255,31 @@ def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
     from langchain.agents.middleware import AgentMiddleware, AgentState
 
     middlewares = list(middlewares)
-    members = [_member(m, labels[i] if labels and i < len(labels) else m.name,
+    members = [make_member(m, labels[i] if labels and i < len(labels) else m.name,
                        unfusable) for i, m in enumerate(middlewares)]
     groups = plan_members(members)
-    channels, problem = _state_channels(middlewares, state_schema or AgentState)
+    channels, problem = state_channels(middlewares, state_schema or AgentState)
     if problem:
         single: list[Entry] = [(kind, [i], False) for kind, group in groups for i in group]
-        plan = _plan(members, single, [""] * len(single), note=problem)
+        plan = make_plan(members, single, [""] * len(single), note=problem)
         return FusedChain(middlewares, plan)
-    kinds, note = (absorbable(members, groups, _interrupting_wrap(middlewares, members))
+    kinds, note = (absorbable(members, groups, interrupting_wrap(middlewares, members))
                    if into_model else (set(), ""))
     if not end_inside:
         kinds.discard(END_HOOKS[0])
     ends = end_members(groups, kinds)
     if ends:
         # The model node tells its edge that it ran them through a channel of its own.
-        middlewares.append(_agent_end_class()())
-        members.append(_member(middlewares[-1], middlewares[-1].name, unfusable))
-        channels, _ = _state_channels(middlewares, state_schema or AgentState)
+        middlewares.append(agent_end_class()())
+        members.append(make_member(middlewares[-1], middlewares[-1].name, unfusable))
+        channels, _ = state_channels(middlewares, state_schema or AgentState)
     entries = plan_entries(groups, kinds)
     taken_names = {m.name for m in middlewares}
-    names = _fused_names(entries, taken_names)
-    plan = _plan(members, entries, names, note=note)
+    names = fused_names(entries, taken_names)
+    plan = make_plan(members, entries, names, note=note)
     plan.ends_in_model = tuple(members[i].label for i in ends)
     wraps = plan_wraps(members)
-    plan.wraps = _wrap_layers(members, wraps, taken_names)
+    plan.wraps = wrap_layers(members, wraps, taken_names)
 
     taken_kinds: dict[int, set[str]] = {}
     for kind, group, absorbed in entries:
@@ -295,16 +289,16 @@ def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
     for kind, group in wraps:
         for index in group:
             taken_kinds.setdefault(index, set()).add(kind)
-    proxies = {index: _proxy(middlewares[index], frozenset(kinds))
+    proxies = {index: make_proxy(middlewares[index], frozenset(kinds))
                for index, kinds in taken_kinds.items()}
     result: list[Any] = [proxies.get(i, m) for i, m in enumerate(middlewares)]
 
-    loop_exit = _first(members, "after_model")
+    loop_exit = first_member(members, "after_model")
     inserts: dict[int, list[Any]] = {}
-    steps_inside: dict[str, list[_Step]] = {}
+    steps_inside: dict[str, list[Step]] = {}
     for (kind, group, absorbed), name, node in zip(entries, names, plan.nodes, strict=True):
         if absorbed:
-            steps_inside[kind] = [_step(middlewares[i], proxies[i], members[i], kind)
+            steps_inside[kind] = [make_step(middlewares[i], proxies[i], members[i], kind)
                                   for i in group]
             if kind == "after_model":
                 last = steps_inside[kind][-1]
@@ -312,11 +306,11 @@ def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
             continue
         if len(group) < 2:
             continue
-        steps = [_step(middlewares[i], proxies[i], members[i], kind) for i in group]
+        steps = [make_step(middlewares[i], proxies[i], members[i], kind) for i in group]
         exits = kind == "after_model" and loop_exit in group
         if exits:  # the loop exit runs last among the after_model hooks
             steps[-1] = dataclasses.replace(steps[-1], loop_exit=True)
-        fused = _fused_middleware(
+        fused = fused_middleware(
             AgentMiddleware, name, kind, steps, channels, plan.token,
             loop_exit=exits, node=node.node)
         fused.trace_policy = members[group[0]].trace_policy  # the group shares one
@@ -330,18 +324,18 @@ def compile_fusion(middlewares: Sequence[AgentMiddleware], *,
         ordered.extend(inserts.get(index, ()))
         ordered.append(middleware)
     if "after_model" in steps_inside and not any(
-            _overrides(type(m), v) for m in middlewares
+            overrides(type(m), v) for m in middlewares
             for v in ("wrap_model_call", "awrap_model_call")):
         # LangChain gives the edge after the model node a way back to the model only
         # when something wraps the model call; the after_model nodes it replaces had one.
-        ordered.append(_model_edge_class()())
+        ordered.append(model_edge_class()())
     model_hooks = agent_start = None
     from langgraph.graph import END
 
     # Where LangChain's edges send a jump to `end`: the first after_agent node.
     exit_node = next((n.node for n in plan.nodes if n.kind == "after_agent"), END)
-    end_steps = [_step(middlewares[i], proxies.get(i, middlewares[i]), members[i], "after_agent")
-                 for i in ends]
+    end_steps = [make_step(middlewares[i], proxies.get(i, middlewares[i]), members[i],
+                           "after_agent") for i in ends]
     if steps_inside.keys() & set(MODEL_HOOKS) or end_steps:
         entry = next((n.node for n in plan.nodes if n.kind == "before_model"), MODEL_NODE)
         model_hooks = ModelHooks(steps_inside.get("before_model", []),

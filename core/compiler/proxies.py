@@ -13,34 +13,34 @@ import types
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from .plan import NODE_HOOKS, UNFUSABLE_ATTRIBUTE, WRAP_HOOKS, Member
+from .fusionplan import NODE_HOOKS, UNFUSABLE_ATTRIBUTE, WRAP_HOOKS, Member
 
 
-def _interrupting_wrap(middlewares: Sequence[Any], members: Sequence[Member]) -> str:
+def interrupting_wrap(middlewares: Sequence[Any], members: Sequence[Member]) -> str:
     """The label of a middleware whose model-call wrapper may interrupt ("" if none)."""
     for middleware, member in zip(middlewares, members, strict=True):
         cls = type(middleware)
         if any(_mentions_interrupt(getattr(cls, variant)) for variant in
-               ("wrap_model_call", "awrap_model_call") if _overrides(cls, variant)):
+               ("wrap_model_call", "awrap_model_call") if overrides(cls, variant)):
             return member.label
     return ""
 
 
-def _first(members: Sequence[Member], kind: str) -> int | None:
+def first_member(members: Sequence[Member], kind: str) -> int | None:
     return next((i for i, m in enumerate(members) if kind in m.hooks), None)
 
 
-def _overrides(cls: type, variant: str) -> bool:
+def overrides(cls: type, variant: str) -> bool:
     from langchain.agents.middleware import AgentMiddleware
 
     mine = getattr(cls, variant, None)
     return mine is not None and mine is not getattr(AgentMiddleware, variant)
 
 
-def _member(middleware: Any, label: str, unfusable: Collection[str]) -> Member:
+def make_member(middleware: Any, label: str, unfusable: Collection[str]) -> Member:
     cls = type(middleware)
     hooks = frozenset(kind for kind in (*NODE_HOOKS, *WRAP_HOOKS)
-                      if _overrides(cls, kind) or _overrides(cls, "a" + kind))
+                      if overrides(cls, kind) or overrides(cls, "a" + kind))
     alone: dict[str, str] = {}
     can_jump: dict[str, tuple[str, ...]] = {}
     for kind in hooks:
@@ -53,7 +53,7 @@ def _member(middleware: Any, label: str, unfusable: Collection[str]) -> Member:
         elif kind in WRAP_HOOKS:
             continue  # a wrapper's interrupt works the same in a shared layer; it jumps nowhere
         elif any(_mentions_interrupt(getattr(cls, v)) for v in (kind, "a" + kind)
-                 if _overrides(cls, v)):
+                 if overrides(cls, v)):
             alone[kind] = "may call interrupt()"
         can_jump[kind] = _declared_jumps(cls, kind)
     return Member(label, middleware.name, hooks, alone, can_jump,
@@ -64,7 +64,7 @@ def _declared_jumps(cls: type, kind: str) -> tuple[str, ...]:
     # LangChain's rule (factory._get_can_jump_to): the sync hook's declaration if it
     # is overridden, else the async one's.
     for variant in (kind, "a" + kind):
-        if _overrides(cls, variant):
+        if overrides(cls, variant):
             declared = getattr(getattr(cls, variant), "__can_jump_to__", None)
             if declared:
                 return tuple(declared)
@@ -130,7 +130,7 @@ class _HiddenHook:
         return bind(instance, owner) if bind is not None else self.function
 
 
-def _proxy(middleware: Any, kinds: frozenset[str]) -> Any:
+def make_proxy(middleware: Any, kinds: frozenset[str]) -> Any:
     """The middleware under a class that no longer shows `create_agent` the given hooks.
 
     The proxy shares the middleware's instance dictionary, so the two are one
@@ -150,7 +150,7 @@ def _proxy(middleware: Any, kinds: frozenset[str]) -> Any:
             for variant in (kind, "a" + kind):
                 base = getattr(AgentMiddleware, variant)
                 body[variant] = (_HiddenHook(getattr(cls, variant), base)
-                                 if _overrides(cls, variant) else base)
+                                 if overrides(cls, variant) else base)
         proxy_class = type(cls.__name__, (cls,), body)
         _PROXY_CLASSES[key] = proxy_class
     proxy: Any = object.__new__(proxy_class)

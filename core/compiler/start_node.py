@@ -23,7 +23,7 @@ What changes by construction:
   the end), `model` to the loop's entry, `tools` to the tools node.
 
 Hooks that may interrupt, or are declared `fusable: false`, keep every
-`before_agent` hook in its own nodes (`plan.absorbable`).
+`before_agent` hook in its own nodes (`fusionplan.absorbable`).
 """
 
 from __future__ import annotations
@@ -31,16 +31,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from antler.compat import runnable_callable
+from antler.compat import channel_writes, runnable_callable
 
-from .nodes import _Channel, _Run, _Step, _StepRunner
-from .plan import _DESTINATIONS, START_NODE
+from .fusionplan import DESTINATIONS, START_NODE
+from .steps import Channel, Run, Step, StepRunner
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
 
 
-class AgentStart(_StepRunner):
+class AgentStart(StepRunner):
     """LangGraph's input step with the `before_agent` hooks run inside it.
 
     `install` rewires the compiled graph's `__start__` node: it reads the state
@@ -50,23 +50,22 @@ class AgentStart(_StepRunner):
     LangChain's edge from the input step led to, or where a hook jumped.
     """
 
-    def __init__(self, steps: list[_Step], channels: dict[str, _Channel], token: str, *,
+    def __init__(self, steps: list[Step], channels: dict[str, Channel], token: str, *,
                  exit_node: str) -> None:
         targets = {t for step in steps for t in step.can_jump}
         super().__init__(channels, token, node=START_NODE, loop_exit=False,
-                         can_jump=tuple(t for t in _DESTINATIONS if t in targets))
+                         can_jump=tuple(t for t in DESTINATIONS if t in targets))
         self.steps = steps
         self.exit_node = exit_node
         self.entry = ""
         self.input_writes: list[Any] = []
 
-    def _steps(self) -> Iterable[_Step]:
+    def _steps(self) -> Iterable[Step]:
         return self.steps
 
     def problem_with(self, graph: Any) -> str:
         """Why the hooks cannot run in `graph`'s input step ("" when they can)."""
-        from langgraph.pregel._write import ChannelWrite, ChannelWriteEntry
-
+        ChannelWrite, ChannelWriteEntry, _ = channel_writes()
         node = getattr(graph, "nodes", {}).get(START_NODE)
         if node is None or len(node.writers) != 2 or not all(
                 isinstance(w, ChannelWrite) for w in node.writers):
@@ -82,9 +81,9 @@ class AgentStart(_StepRunner):
 
     def install(self, graph: Any) -> None:
         """Make `graph`'s input step run the hooks after writing the input."""
-        from langgraph.pregel._write import ChannelWrite
-
         from antler.errors import FusionError
+
+        ChannelWrite = channel_writes()[0]
 
         problem = self.problem_with(graph)
         if problem:
@@ -112,10 +111,10 @@ class AgentStart(_StepRunner):
         run = self._start(state, config)
         return self._route(run, await super()._acontinue(run, runtime, config))
 
-    def _start(self, state: dict[str, Any], config: RunnableConfig) -> _Run:
+    def _start(self, state: dict[str, Any], config: RunnableConfig) -> Run:
         state = dict(state)
         value = state.pop(START_NODE)
-        run = _Run(self, state, config)
+        run = Run(self, state, config)
         pairs: list[tuple[str, Any]] = []
         for entry in self.input_writes:
             mapped = entry.mapper(value) if entry.mapper is not None else None
@@ -123,7 +122,7 @@ class AgentStart(_StepRunner):
         run.write(pairs)
         return run
 
-    def _route(self, run: _Run, result: Any) -> Any:
+    def _route(self, run: Run, result: Any) -> Any:
         """The node's writes and the goto LangChain's edge would have taken."""
         from langgraph.types import Command
 

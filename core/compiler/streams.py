@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from typing import Any
 
-from .plan import FUSED_EVENT, HOOK_EVENTS_KEY, START_NODE, FusionPlan
+from .fusionplan import FUSED_EVENT, HOOK_EVENTS_KEY, START_NODE, FusionPlan
 
 
 def expand_fused_updates(chunks: Iterable[Any], plan: FusionPlan, stream_mode: Any,

@@ -17,7 +17,7 @@ does a hook that may jump: LangChain's edge after the tools node does not read
 The hooks see what their node would have seen: the state the superstep started
 with and the tool's writes applied through the channels. When a hook fails,
 the tools node fails as a whole and nothing of it is checkpointed; the tool's
-result is kept for the retry of the same task (`_SavedAnswers`, this process
+result is kept for the retry of the same task (`SavedAnswers`, this process
 only), so the tool does not run twice in one process.
 """
 
@@ -28,19 +28,30 @@ from typing import TYPE_CHECKING, Any
 
 from antler.compat import runnable_callable, task_state_reader
 
-from .model_node import _edge_writer, _SavedAnswers, _task_key, ending_edge
-from .nodes import END_MARK, _arun_steps, _Channel, _Run, _run_steps, _Step, _StepRunner
-from .plan import TOOLS_NODE
+from .fusionplan import TOOLS_NODE
+from .steps import (
+    END_MARK,
+    Channel,
+    Run,
+    SavedAnswers,
+    Step,
+    StepRunner,
+    arun_steps,
+    edge_writer,
+    ending_edge,
+    run_steps,
+    task_key,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from langchain_core.runnables import RunnableConfig
 
-class ToolsEnd(_StepRunner):
+class ToolsEnd(StepRunner):
     """LangChain's tools node, running the `after_agent` hooks when a lone call ends the run."""
 
-    def __init__(self, end: list[_Step], channels: dict[str, _Channel], token: str, *,
+    def __init__(self, end: list[Step], channels: dict[str, Channel], token: str, *,
                  exit_node: str) -> None:
         super().__init__(channels, token, node=TOOLS_NODE, loop_exit=False, can_jump=())
         self.end = end
@@ -49,10 +60,10 @@ class ToolsEnd(_StepRunner):
         """LangChain's tools node (a `ToolNode`), once installed."""
         self.route: Any = None
         """LangChain's edge after the tools node (its path)."""
-        self.step = _Step(TOOLS_NODE, TOOLS_NODE, None, ())
-        self.results = _SavedAnswers()
+        self.step = Step(TOOLS_NODE, TOOLS_NODE, None, ())
+        self.results = SavedAnswers()
 
-    def _steps(self) -> Iterable[_Step]:
+    def _steps(self) -> Iterable[Step]:
         return self.end
 
     def problem_with(self, graph: Any) -> str:
@@ -64,7 +75,7 @@ class ToolsEnd(_StepRunner):
             return "the hooks already run inside a tools node"
         if not hasattr(nodes[TOOLS_NODE].bound, "tools_by_name"):
             return "the tools node is not the one LangChain's create_agent builds"
-        if _edge_writer(graph, TOOLS_NODE) is None:
+        if edge_writer(graph, TOOLS_NODE) is None:
             return "the tools node has no conditional edge to end the run by"
         missing = ({END_MARK} | set(self.channels)) - set(graph.channels)
         if missing:
@@ -80,28 +91,28 @@ class ToolsEnd(_StepRunner):
             "bound": RunnableCallable(self.run, self.arun, trace=False), "writers": writers})
 
     def run(self, input: Any, runtime: Any, config: RunnableConfig) -> Any:
-        key = _task_key(config)
+        key = task_key(config)
         result = self.results.take(key)
         if result is None:
             result = self.tools.invoke(input, config)
         run = self._ending(input, result, key, config)
         if run is None:
             return result
-        _run_steps(run, self.end, runtime, config)
+        run_steps(run, self.end, runtime, config)
         return self._finish(run, runtime, key, config)
 
     async def arun(self, input: Any, runtime: Any, config: RunnableConfig) -> Any:
-        key = _task_key(config)
+        key = task_key(config)
         result = self.results.take(key)
         if result is None:
             result = await self.tools.ainvoke(input, config)
         run = self._ending(input, result, key, config)
         if run is None:
             return result
-        await _arun_steps(run, self.end, runtime, config)
+        await arun_steps(run, self.end, runtime, config)
         return self._finish(run, runtime, key, config)
 
-    def _ending(self, input: Any, result: Any, key: Any, config: RunnableConfig) -> _Run | None:
+    def _ending(self, input: Any, result: Any, key: Any, config: RunnableConfig) -> Run | None:
         """The view the hooks run on when the edge will end the run after this call; else None."""
         calls = _calls_of(input)
         if calls is None or len(calls) != 1:
@@ -115,14 +126,14 @@ class ToolsEnd(_StepRunner):
         state = read(list(self.channels), False)  # as the superstep started
         if _pending_calls(state) != 1:
             return None  # other calls of the reply run beside this one
-        run = _Run(self, state, config)
+        run = Run(self, state, config)
         run.absorb(self.step, result, time.perf_counter())
         if self.route.invoke(dict(run.view), config) not in (self.exit_node, [self.exit_node]):
             return None
         self.results.put(key, result)  # for a retry, should a hook fail
         return run
 
-    def _finish(self, run: _Run, runtime: Any, key: Any, config: RunnableConfig) -> Any:
+    def _finish(self, run: Run, runtime: Any, key: Any, config: RunnableConfig) -> Any:
         run.write([(END_MARK, True)])
         writes = run.finish(runtime, config)
         self.results.discard(key)  # the node succeeded: nothing to retry

@@ -7,7 +7,7 @@ a millisecond per layer and call (it works out whether to trace, copies the
 context and reads the hook's signature), so a chain of a dozen wrappers pays
 it a dozen times on every model call and every tool call.
 
-`plan.plan_wraps` finds the runs of consecutive wrappers of one kind that can
+`fusionplan.plan_wraps` finds the runs of consecutive wrappers of one kind that can
 share a layer, and `fused_wraps` makes one middleware per run that composes its
 members exactly as LangChain does (its own composition functions, so retries,
 short circuits and the commands an `ExtendedModelResponse` carries behave the
@@ -29,26 +29,14 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-
-@functools.cache
-def _composers() -> dict[str, tuple[Any, Any]]:
-    """LangChain's own composition of sync and async layers, per wrap kind."""
-    from langchain.agents import factory
-
-    return {
-        "wrap_model_call": (factory._chain_model_call_handlers,
-                            factory._chain_async_model_call_handlers),
-        "wrap_tool_call": (factory._chain_tool_call_wrappers,
-                           factory._chain_async_tool_call_wrappers),
-    }
+from antler.compat import wrap_composers, wrap_trace_kwargs
 
 
 def _traced(middleware: Any, hook: str) -> Any:
     """The member's hook under `traceable`, exactly as LangChain's `create_agent` puts it."""
-    from langchain.agents.factory import _wrap_trace_kwargs
     from langsmith import traceable
 
-    return traceable(name=f"{middleware.name}.{hook}", **_wrap_trace_kwargs(middleware))(
+    return traceable(name=f"{middleware.name}.{hook}", **wrap_trace_kwargs(middleware))(
         getattr(middleware, hook))
 
 
@@ -61,7 +49,7 @@ class FusedWraps:
     tools: Sequence[Any] = ()
 
     def __init__(self, name: str, kind: str, labels: list[str], proxies: list[Any]) -> None:
-        sync_compose, async_compose = _composers()[kind]
+        sync_compose, async_compose = wrap_composers()[kind]
         self._name = name
         self.kind = kind
         self.labels = labels

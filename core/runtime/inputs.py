@@ -36,6 +36,7 @@ import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
+from antler.compat import channel_writes, default_bound
 from antler.contracts.messages import message_role, refusal_text
 from antler.contracts.runcontext import run_context
 from antler.contracts.serverkeys import ARRIVALS_KEY
@@ -122,11 +123,9 @@ def input_step_in_run_context(graph: Any) -> None:
     runs its writes inside its hooks' node, in the run's context already.
     """
     from langgraph.constants import START
-    from langgraph.pregel._read import DEFAULT_BOUND
-    from langgraph.pregel._write import ChannelWrite
-
+    ChannelWrite = channel_writes()[0]
     start = graph.nodes.get(START)
-    if start is None or start.bound is not DEFAULT_BOUND or len(start.writers) < 2 or \
+    if start is None or start.bound is not default_bound() or len(start.writers) < 2 or \
             not all(isinstance(writer, ChannelWrite) for writer in start.writers):
         return
     first = start.writers[0]
@@ -160,8 +159,7 @@ def _wrap_writes(node: Any, wrap: Callable[[Callable[[Any], Any]], Callable[[Any
     for a node's writes. Where it still does not (a writer LangGraph combines
     anew), the run counts as not internal: its state keys are dropped.
     """
-    from langgraph.pregel._write import ChannelWrite, ChannelWriteTupleEntry
-
+    ChannelWrite, _, ChannelWriteTupleEntry = channel_writes()
     changed = False
     for position, writer in enumerate(node.writers):
         if not isinstance(writer, ChannelWrite):
@@ -188,9 +186,9 @@ def _wrap_writes(node: Any, wrap: Callable[[Callable[[Any], Any]], Callable[[Any
 def _write_in_run_context() -> type[Any]:
     """A `ChannelWrite` whose mappers see the run's config through `get_config`."""
     from langchain_core.runnables.config import RunnableConfig, var_child_runnable_config
-    from langgraph.pregel._write import ChannelWrite
+    ChannelWrite = channel_writes()[0]
 
-    class WriteInRunContext(ChannelWrite):
+    class WriteInRunContext(ChannelWrite):  # type: ignore[misc,valid-type]
         def _write(self, input: Any, config: RunnableConfig) -> Any:
             token = var_child_runnable_config.set(config)
             try:

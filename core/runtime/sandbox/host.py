@@ -62,7 +62,7 @@ DEFAULT_TIMEOUT_SECONDS = 60.0
 DEFAULT_MAX_OUTPUT_BYTES = 64 * 1024
 MAX_FILE_BYTES = 64 * 1024 * 1024
 """The largest file `read_bytes` (so read_file and str_replace) reads whole."""
-_FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin"
+FALLBACK_PATH = "/usr/local/bin:/usr/bin:/bin"
 _READ_CHUNK = 64 * 1024
 # After the shell exits, grandchildren it left in the background may still hold
 # the output pipes open; wait this long for them before killing the group.

@@ -18,7 +18,7 @@ import os
 
 from antler.plugin_api.paths import ThreadPaths
 
-from .host import _FALLBACK_PATH, HostSandbox, HostSandboxProvider, Launch
+from .host import FALLBACK_PATH, HostSandbox, HostSandboxProvider, Launch
 
 __all__ = ["LocalSandbox", "LocalSandboxProvider"]
 
@@ -32,7 +32,7 @@ class LocalSandbox(HostSandbox):
     def _launch(self, command: str) -> Launch:
         workspace = self.thread_paths.workspace
         return Launch([self._resolved_shell(), "-c", command], workspace, self._environment(
-            os.environ.get("PATH") or _FALLBACK_PATH, str(workspace)))
+            os.environ.get("PATH") or FALLBACK_PATH, str(workspace)))
 
 
 class LocalSandboxProvider(HostSandboxProvider):

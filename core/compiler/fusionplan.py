@@ -1,4 +1,4 @@
-"""The compiler's plan: which hooks of a chain share which graph node.
+"""The fusion plan (`FusionPlan`): which hooks of a chain share which graph node.
 
 From the hooks each member implements (or its manifest declares), in chain
 order, `plan_members` groups consecutive node hooks of one kind into runs that
@@ -26,10 +26,10 @@ WRAP_HOOKS = ("wrap_model_call", "wrap_tool_call")
 _REVERSED = frozenset({"after_model", "after_agent"})
 
 
-_JUMP_KEY = "jump_to"
+JUMP_KEY = "jump_to"
 
 
-_DESTINATIONS = ("model", "tools", "end")
+DESTINATIONS = ("model", "tools", "end")
 
 
 FUSED_EVENT = "antler_fused_node"
@@ -296,7 +296,7 @@ def plan_wraps(members: Sequence[Member]) -> list[tuple[str, list[int]]]:
     return groups
 
 
-def _wrap_layers(members: Sequence[Member], groups: list[tuple[str, list[int]]],
+def wrap_layers(members: Sequence[Member], groups: list[tuple[str, list[int]]],
                  taken: Collection[str]) -> list[WrapLayer]:
     layers = []
     for number, (kind, group) in enumerate(groups, start=1):
@@ -392,10 +392,10 @@ def plan_from_hooks(rows: Iterable[tuple[str, Sequence[str] | None, bool]], *,
     groups = plan_members(members)
     kinds, note = absorbable(members, groups) if into_model else (set(), "")
     entries = plan_entries(groups, kinds)
-    plan = _plan(members, entries, _fused_names(entries, ()), note=note)
+    plan = make_plan(members, entries, fused_names(entries, ()), note=note)
     plan.ends_in_model = tuple(members[i].label for i in end_members(groups, kinds))
     plan.ends_in_tools = plan.ends_in_model  # unless a hook turns out to jump (at build)
-    plan.wraps = _wrap_layers(members, plan_wraps(members), ())
+    plan.wraps = wrap_layers(members, plan_wraps(members), ())
     return plan
 
 
@@ -413,7 +413,7 @@ def plan_for_specs(specs: Iterable[Any], *, enabled: bool = True, into_model: bo
                             for spec in specs), into_model=into_model)
 
 
-def _fused_names(entries: list[Entry], taken: Collection[str]) -> list[str]:
+def fused_names(entries: list[Entry], taken: Collection[str]) -> list[str]:
     names, number = [], 0
     for _kind, group, absorbed in entries:
         if len(group) < 2 or absorbed:
@@ -427,7 +427,7 @@ def _fused_names(entries: list[Entry], taken: Collection[str]) -> list[str]:
     return names
 
 
-def _plan(members: Sequence[Member], entries: list[Entry],
+def make_plan(members: Sequence[Member], entries: list[Entry],
           names: list[str], *, note: str = "") -> FusionPlan:
     nodes = []
     for (kind, group, absorbed), name in zip(entries, names, strict=True):

@@ -1,0 +1,673 @@
+"""Running hooks inside a graph node: what every node that does so shares.
+
+A node that runs members' hooks one after another (a fused node, the model
+node, the input step, the tools node) is a `StepRunner`: each member is a
+`Step`, and one execution (`Run`) keeps the members' view of the state, applying
+each update through the channel's real LangGraph channel (`state_channels`), so
+reducers behave as in the graph; `jump_to` ends the run where the unfused graph
+would skip nodes, and the node returns writes equal to the members' updates
+applied in sequence. The nodes that take over one of LangChain's own (model,
+tools) keep its result for the retry of the same task (`SavedAnswers`, keyed by
+`task_key`) and end the run through its edge when they ran the `after_agent`
+hooks themselves (`ending_edge`, `END_MARK`).
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, get_type_hints
+
+from antler.compat import branch_spec, runnable_callable, task_config_keys, update_fields
+
+from .fusionplan import DESTINATIONS, FUSED_EVENT, JUMP_KEY, MODEL_NODE, Member, hook_events_asked
+from .proxies import overrides
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+
+
+@dataclass(frozen=True)
+class Channel:
+    kind: str  # "reduce" | "last" | "ephemeral"
+    template: Any
+    messages: bool = False
+    merged_by_id: bool = False
+    """The reducer is `add_messages` itself (no `format`): `Run` merges a write that only
+    adds or replaces messages by id without calling it (`Run._merge_messages`)."""
+
+
+def state_channels(middlewares: Sequence[Any], base: type
+                    ) -> tuple[dict[str, Channel], str]:
+    """The merged state's channels, as `create_agent` merges the schemas; or why not."""
+    from typing import TypedDict
+
+    from langgraph.channels import (
+        BinaryOperatorAggregate,
+        EphemeralValue,
+        LastValue,
+        UntrackedValue,
+    )
+    from langgraph.graph import StateGraph
+
+    hints: dict[type, dict[str, Any]] = {}
+    for schema in [*(m.state_schema for m in middlewares), base]:
+        hints.pop(schema, None)  # a schema listed twice counts at its last position
+        hints[schema] = get_type_hints(schema, include_extras=True)
+    merged: dict[str, Any] = {}
+    for fields in hints.values():
+        merged.update(fields)
+    graph = StateGraph(TypedDict("FusionView", merged))  # type: ignore[operator]
+    channels: dict[str, Channel] = {}
+    for key, channel in graph.channels.items():
+        if isinstance(channel, BinaryOperatorAggregate):
+            channels[key] = Channel("reduce", channel, _is_add_messages(channel.operator),
+                                     _is_plain_add_messages(channel.operator))
+        elif isinstance(channel, EphemeralValue):
+            channels[key] = Channel("ephemeral", channel)
+        elif type(channel) in (LastValue, UntrackedValue):
+            channels[key] = Channel("last", channel)
+        else:
+            return {}, (f"state key {key!r} uses a {type(channel).__name__} channel, which "
+                        "the fused node cannot replay; fusion skipped")
+    return channels, ""
+
+
+def _is_add_messages(operator: Any) -> bool:
+    from langgraph.graph.message import add_messages
+
+    if operator is add_messages:
+        return True
+    inner = operator.func if isinstance(operator, functools.partial) else None
+    return getattr(inner, "__name__", "") == "add_messages" and \
+        getattr(inner, "__module__", "") == "langgraph.graph.message"
+
+
+def _is_plain_add_messages(operator: Any) -> bool:
+    from langgraph.graph.message import add_messages
+
+    return operator is add_messages
+
+
+@functools.cache
+def _message_types() -> tuple[type, type]:
+    """(BaseMessage, BaseMessageChunk), imported once (no langchain import at load)."""
+    from langchain_core.messages import BaseMessage, BaseMessageChunk
+
+    return BaseMessage, BaseMessageChunk
+
+
+@functools.cache
+def _remove_message_type() -> type:
+    from langchain_core.messages import RemoveMessage
+
+    return RemoveMessage
+
+
+@functools.cache
+def _overwrite_type() -> type:
+    from langgraph.types import Overwrite
+
+    return Overwrite
+
+
+def _as_messages(value: Any) -> Any:
+    """An `add_messages` write as message objects, so the view and the graph share ids."""
+    if _is_overwrite(value):
+        return value
+    message, chunk = _message_types()
+    items = value if isinstance(value, list) else [value]
+    if all(isinstance(m, message) and not isinstance(m, chunk) for m in items):
+        return value
+    from langchain_core.messages import convert_to_messages
+    from langchain_core.messages.utils import message_chunk_to_message
+
+    # `add_messages` turns a chunk into a new message (and gives an id-less one a
+    # fresh id): done once here, the view and the graph hold the same message.
+    return [message_chunk_to_message(m) for m in convert_to_messages(items)]
+
+
+def _is_overwrite(value: Any) -> bool:
+    if type(value) is list:
+        return False  # the usual write: never an Overwrite
+    return isinstance(value, _overwrite_type()) or (isinstance(value, dict) and (
+        "__overwrite__" in value or value.get("type") == "__overwrite__"))
+
+
+@dataclass(frozen=True)
+class Step:
+    label: str
+    node: str  # the member's own node name in an unfused graph
+    call: Any  # a RunnableCallable, built exactly as create_agent builds a hook node
+    can_jump: tuple[str, ...]
+    traced: Any = None
+    """The same hook as a run of its own, named as its node (used when callbacks listen)."""
+    loop_exit: bool = False
+    """The last `after_model` hook of a turn: LangChain's edge routes whatever it writes
+    to `jump_to`, declared or not."""
+    direct: Any = None
+    """The sync hook itself, when `call.invoke` would only call it with the runtime."""
+    adirect: Any = None
+    """The async hook itself, likewise for `call.ainvoke`."""
+
+
+def make_step(original: Any, proxy: Any, member: Member, kind: str) -> Step:
+    RunnableCallable = runnable_callable()
+
+    cls = type(original)
+    sync = getattr(proxy, kind) if overrides(cls, kind) else None
+    async_ = getattr(proxy, "a" + kind) if overrides(cls, "a" + kind) else None
+    node = f"{member.name}.{kind}"
+    call = RunnableCallable(sync, async_, trace=False)
+    return Step(member.label, node, call, member.can_jump.get(kind, ()),
+                 traced=RunnableCallable(sync, async_, name=node, trace=True),
+                 direct=_direct(call, sync), adirect=_direct(call, async_))
+
+
+def _direct(call: Any, hook: Any) -> Any:
+    """`hook` when all `call` (its untraced RunnableCallable) would add is the runtime.
+
+    That is a hook whose only parameter besides the state is `runtime` (every
+    `before_*`/`after_*` hook of the usual form): `_invoke` then calls it
+    without building the keyword arguments `RunnableCallable.invoke` builds.
+    """
+    if hook is None or call.kwargs or call.explode_args or set(call.func_accepts) != {"runtime"}:
+        return None
+    return hook
+
+
+END_MARK = "antler_agent_ended"
+"""Private channel, never checkpointed: the model node ran the `after_agent` hooks."""
+
+
+class StepRunner:
+    """A graph node that runs steps (hooks, or the model node) one after another.
+
+    Each step sees the state the earlier ones left (`Run`); the node returns
+    their writes as one update.
+    """
+
+    def __init__(self, channels: dict[str, Channel], token: str, *, node: str,
+                 loop_exit: bool, can_jump: tuple[str, ...]) -> None:
+        self.channels = channels
+        self.token = token
+        self.node = node
+        self.loop_exit = loop_exit
+        self.can_jump = can_jump
+        self.ephemeral = tuple(k for k, c in channels.items() if c.kind == "ephemeral")
+
+    def _steps(self) -> Iterable[Step]:
+        raise NotImplementedError
+
+    def run(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
+        return self._continue(Run(self, state, config), runtime, config)
+
+    async def arun(self, state: Any, runtime: Any, config: RunnableConfig) -> Any:
+        return await self._acontinue(Run(self, state, config), runtime, config)
+
+    def _continue(self, run: Run, runtime: Any, config: RunnableConfig) -> Any:
+        """Run the steps on `run`'s view; the node's writes."""
+        run_steps(run, self._steps(), runtime, config)
+        return run.finish(runtime, config)
+
+    async def _acontinue(self, run: Run, runtime: Any, config: RunnableConfig) -> Any:
+        await arun_steps(run, self._steps(), runtime, config)
+        return run.finish(runtime, config)
+
+
+def run_steps(run: Run, steps: Iterable[Step], runtime: Any, config: RunnableConfig,
+               ) -> None:
+    """Run `steps` one after another on `run`'s view, until one ends the group.
+
+    `runtime` is the node's own (LangGraph's `Runtime` of this task), which is
+    what each member would be given as a node of its own.
+    """
+    direct = runtime is not None and not _listened(config)
+    timed = run.events is not None  # a step's duration is only reported in its event
+    for step in steps:
+        started = time.perf_counter() if timed else 0.0
+        if run.absorb(step, _invoke(step, run.member_state(), runtime if direct else None,
+                                    config), started):
+            break
+
+
+async def arun_steps(run: Run, steps: Iterable[Step], runtime: Any, config: RunnableConfig,
+                      ) -> None:
+    direct = runtime is not None and not _listened(config)
+    timed = run.events is not None
+    for step in steps:
+        started = time.perf_counter() if timed else 0.0
+        if run.absorb(step, await _ainvoke(step, run.member_state(),
+                                           runtime if direct else None, config), started):
+            break
+
+
+def _member_config(step: Step, config: RunnableConfig) -> RunnableConfig:
+    """The node's config, with `langgraph_node` naming the member's own (unfused) node.
+
+    Chat models and runnables a hook calls inherit this metadata, so their
+    streamed messages and traces say which plugin's hook made them, as in
+    LangChain's graph: a consumer that keeps the `model` node's tokens (the
+    answer) does not get a summary or title model's tokens with them.
+    """
+    if step.node == MODEL_NODE:
+        return config
+    metadata = {**(config.get("metadata") or {}), "langgraph_node": step.node}
+    return {**config, "metadata": metadata}
+
+
+def _listened(config: RunnableConfig) -> bool:
+    """Whether a callback handler (a tracer, LangGraph's `messages` stream) is listening."""
+    callbacks = config.get("callbacks")
+    handlers = getattr(callbacks, "handlers", callbacks)
+    return bool(handlers)
+
+
+def _runnable(step: Step, config: RunnableConfig) -> Any:
+    # With a listener, each hook is a run of its own named as its unfused node, as
+    # LangGraph makes each node a run: traces nest under it and the `messages`
+    # stream reports what the hook wrote under its name, in its place. Without
+    # one, that bookkeeping is skipped.
+    return step.traced if step.traced is not None and _listened(config) else step.call
+
+
+def _invoke(step: Step, state: dict[str, Any], runtime: Any, config: RunnableConfig) -> Any:
+    """`step` on `state`: its hook called directly when `runtime` is given (nothing
+    listens) and the hook allows it (`Step.direct`), else through its runnable."""
+    var = _child_config_var()
+    member = _member_config(step, config)
+    token = var.set(member)
+    try:
+        if runtime is not None and step.direct is not None:
+            result = step.direct(state, runtime=runtime)
+            if _is_runnable(result):  # as RunnableCallable.invoke recurses
+                return result.invoke(state, member)
+            return result
+        return _runnable(step, member).invoke(state, member)
+    finally:
+        var.reset(token)
+
+
+async def _ainvoke(step: Step, state: dict[str, Any], runtime: Any,
+                   config: RunnableConfig) -> Any:
+    var = _child_config_var()
+    member = _member_config(step, config)
+    token = var.set(member)
+    try:
+        if runtime is not None and step.adirect is not None:
+            result = await step.adirect(state, runtime=runtime)
+            if _is_runnable(result):  # as RunnableCallable.ainvoke recurses
+                return await result.ainvoke(state, member)
+            return result
+        return await _runnable(step, member).ainvoke(state, member)
+    finally:
+        var.reset(token)
+
+
+@functools.cache
+def _child_config_var() -> Any:
+    """LangChain's context variable holding the config a runnable called now inherits."""
+    from langchain_core.runnables.config import var_child_runnable_config
+
+    return var_child_runnable_config
+
+
+def _is_runnable(result: Any) -> bool:
+    """Whether a hook returned a runnable, which `RunnableCallable` runs in its place."""
+    if result is None or type(result) is dict:
+        return False  # the usual results: no isinstance check against the ABC
+    from langchain_core.runnables import Runnable
+
+    return isinstance(result, Runnable)
+
+
+class Run:
+    """One execution of a fused node: the members' view of the state and their writes.
+
+    Writes reach the view as LangGraph's channels would apply them. Two common
+    cases skip building a channel: a reducer key already in the view takes its
+    operator directly, and an `add_messages` write that only adds or replaces
+    messages is merged by id against an index of the view's list kept for the
+    whole run (`_merge_messages`), where `add_messages` would index the whole
+    list again on every write.
+    """
+
+    __slots__ = ("events", "extra", "indexed", "jumped", "last_writer", "node", "step", "view",
+                 "writes")
+
+    def __init__(self, node: StepRunner, state: Any, config: RunnableConfig | None = None,
+                 ) -> None:
+        self.node = node
+        self.view: dict[str, Any] = dict(state)
+        self.writes: dict[str, list[Any]] = {}
+        self.indexed: dict[str, tuple[list[Any], dict[Any, int]]] = {}
+        """Per messages key: the view's list and where each message id is in it."""
+        self.last_writer: dict[str, int] = {}
+        self.extra: list[Any] = []
+        self.events: list[dict[str, Any]] | None = (
+            [] if config is not None and hook_events_asked(config, node.token) else None)
+        """The hook events (`FUSED_EVENT`), kept only when the run asked for them."""
+        self.step = -1
+        self.jumped = False
+
+    def member_state(self) -> dict[str, Any]:
+        # Each hook node gets a fresh dict from LangGraph; so does each member here.
+        return dict(self.view)
+
+    def absorb(self, step: Step, result: Any, started: float) -> bool:
+        """Apply one member's result to the view; True when the group ends here."""
+        self.step += 1
+        events = self.events
+        if result is None:  # the common case: nothing to apply, a superstep passes
+            if events is not None:
+                events.append({"plugin": step.label, "node": step.node, "update": None,
+                               "duration_ms": (time.perf_counter() - started) * 1000})
+            for key in self.node.ephemeral:
+                self.view.pop(key, None)
+            return False
+        pairs, extra, stop = _updates_of(result, step.label)
+        channels = self.node.channels
+        if events is not None:
+            # As LangGraph's `updates` stream shows a node's write: keys the state has.
+            events.append({"plugin": step.label, "node": step.node,
+                           "update": _shown([p for p in pairs if p[0] in channels]),
+                           "duration_ms": (time.perf_counter() - started) * 1000})
+        self.extra.extend(extra)
+        grouped = self._apply(pairs)
+        view = self.view
+        for key in self.node.ephemeral:
+            if key not in grouped:
+                view.pop(key, None)  # a superstep passed: an ephemeral value is gone
+        if JUMP_KEY in grouped and view.get(JUMP_KEY) in DESTINATIONS:
+            target = view[JUMP_KEY]
+            if target in step.can_jump:
+                self.jumped = True
+                return True
+            if step.can_jump and not step.loop_exit:
+                raise _jump_error(step, target)
+        return stop
+
+    def write(self, pairs: list[tuple[str, Any]]) -> None:
+        """Apply writes the node makes itself (the run's input, a marker), not a member."""
+        self._apply(pairs)
+
+    def _apply(self, pairs: list[tuple[str, Any]]) -> dict[str, list[Any]]:
+        """Apply writes to the view through each key's channel; the writes by key."""
+        channels = self.node.channels
+        grouped: dict[str, list[Any]] = {}
+        for key, value in pairs:
+            channel = channels.get(key)
+            if channel is None:
+                continue  # LangGraph drops keys the state does not have, silently
+            grouped.setdefault(key, []).append(_as_messages(value) if channel.messages
+                                               else value)
+        view = self.view
+        for key, values in grouped.items():
+            channel = channels[key]
+            if channel.kind == "last" and len(values) == 1:
+                view[key] = values[0]  # what LastValue.update does with one value
+            elif channel.kind == "reduce" and key in view and \
+                    not any(_is_overwrite(v) for v in values):
+                if not (channel.merged_by_id and self._merge_messages(key, values)):
+                    # What BinaryOperatorAggregate.update does with a value and no Overwrite.
+                    operator, value = channel.template.operator, view[key]
+                    for each in values:
+                        value = operator(value, each)
+                    view[key] = value
+            else:
+                template = channel.template
+                live = template.from_checkpoint(view[key]) if key in view else template.copy()
+                live.update(values)
+                if live.is_available():
+                    view[key] = live.get()
+                else:
+                    view.pop(key, None)
+            self.writes.setdefault(key, []).extend(values)
+            self.last_writer[key] = self.step
+        return grouped
+
+    def _merge_messages(self, key: str, values: list[Any]) -> bool:
+        """`add_messages` of `values` onto the view's list, when they only add or replace
+        messages that have ids (False, nothing done, otherwise: a removal, or a message
+        without an id, which `add_messages` gives one).
+
+        The result is a new list, as `add_messages` returns (a hook may hold the old one).
+        """
+        current = self.view[key]
+        if type(current) is not list:
+            return False
+        remove = _remove_message_type()
+        written: list[Any] = []
+        for value in values:
+            batch = value if isinstance(value, list) else [value]
+            if any(m.id is None or isinstance(m, remove) for m in batch):
+                return False
+            written.extend(batch)
+        indexed = self.indexed.get(key)
+        if indexed is not None and indexed[0] is current:
+            positions = indexed[1]
+        else:
+            positions = {m.id: i for i, m in enumerate(current)}
+            if None in positions:
+                return False  # add_messages gives those ids; let it
+        merged = current.copy()
+        for message in written:
+            at = positions.get(message.id)
+            if at is None:
+                positions[message.id] = len(merged)
+                merged.append(message)
+            else:
+                merged[at] = message
+        self.view[key] = merged
+        self.indexed[key] = (merged, positions)
+        return True
+
+    def finish(self, runtime: Any, config: RunnableConfig | None) -> Any:
+        node, view = self.node, self.view
+        emitted: dict[str, list[Any]] = {}
+        for key, values in self.writes.items():
+            channel = node.channels[key]
+            if channel.kind == "reduce":
+                emitted[key] = ([_overwrite(view[key])] if any(_is_overwrite(v) for v in values)
+                                else values)
+            elif channel.kind == "last":
+                emitted[key] = [values[-1]]
+            elif self.last_writer[key] == self.step and key in view:
+                if (key == JUMP_KEY and not self.jumped and not node.loop_exit
+                        and node.can_jump and view[key] in DESTINATIONS):
+                    continue  # see the module docs: an undeclared jump is not routed
+                emitted[key] = [view[key]]
+        writer = getattr(runtime, "stream_writer", None)
+        if writer is not None and self.events is not None:
+            writer({FUSED_EVENT: node.node, "token": node.token, "hooks": self.events})
+        if not self.extra and all(len(values) == 1 for values in emitted.values()):
+            return {key: values[0] for key, values in emitted.items()} or None
+        from langgraph.types import Command
+
+        rounds = max((len(values) for values in emitted.values()), default=0)
+        commands: list[Any] = [
+            Command(update={k: v[i] for k, v in emitted.items() if i < len(v)})
+            for i in range(rounds)
+        ]
+        return commands + self.extra
+
+
+def _overwrite(value: Any) -> Any:
+    from langgraph.types import Overwrite
+
+    return Overwrite(value)
+
+
+def _jump_error(step: Step, target: str) -> Exception:
+    from langgraph.errors import InvalidUpdateError
+
+    return InvalidUpdateError(
+        f"{step.node} (plugin {step.label!r}) set jump_to={target!r} but its hook declares "
+        f"can_jump_to={list(step.can_jump)}; declare the destination with "
+        "@hook_config(can_jump_to=[...])"
+    )
+
+
+def _updates_of(result: Any, label: str) -> tuple[list[tuple[str, Any]], list[Any], bool]:
+    """(state writes, Commands to pass on, whether the group ends) from a hook's result."""
+    if result is None:
+        return [], [], False
+    if isinstance(result, dict):
+        return list(result.items()), [], False
+    from langgraph.types import Command
+
+    if isinstance(result, Command):
+        if result.graph == Command.PARENT:
+            return [], [result], True
+        update = result.update
+        pairs = (list(update.items()) if isinstance(update, dict)
+                 else [tuple(p) for p in update] if isinstance(update, (list, tuple))
+                 else [] if update is None else None)
+        if pairs is None:
+            raise _invalid(update, label)
+        extra = [Command(goto=result.goto)] if result.goto else []
+        return pairs, extra, False
+    if isinstance(result, (list, tuple)) and result and \
+            any(isinstance(r, Command) for r in result):
+        pairs_all: list[tuple[str, Any]] = []
+        extra_all: list[Any] = []
+        stop = False
+        for item in result:
+            pairs, extra, ends = _updates_of(item, label)
+            pairs_all.extend(pairs)
+            extra_all.extend(extra)
+            stop = stop or ends
+        return pairs_all, extra_all, stop
+    get_cached_annotated_keys, get_update_as_tuples = update_fields()
+    keys = get_cached_annotated_keys(type(result))
+    if keys:  # a dataclass or model instance, as LangGraph accepts from a node
+        return list(get_update_as_tuples(result, keys)), [], False
+    raise _invalid(result, label)
+
+
+def _invalid(value: Any, label: str) -> Exception:
+    from langgraph.errors import InvalidUpdateError
+
+    return InvalidUpdateError(f"a hook of plugin {label!r} returned {value!r}; expected a dict "
+                              "of state updates, a Command or None")
+
+
+def _shown(pairs: list[tuple[str, Any]]) -> Any:
+    """A member's update as LangGraph's `updates` stream would show its node's."""
+    if not pairs:
+        return None
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) == len(keys):
+        return dict(pairs)
+    return [{key: value} for key, value in pairs]
+
+
+def edge_writer(graph: Any, node: str = MODEL_NODE) -> Any:
+    """The writer of LangChain's conditional edge after `node`, if it has one."""
+    BranchSpec = branch_spec()
+    for writer in graph.nodes[node].writers:
+        owner = getattr(getattr(writer, "func", None), "__self__", None)
+        if isinstance(owner, BranchSpec):
+            return writer
+    return None
+
+
+class DecidedRoute:
+    """Where the edge goes, as the node already worked it out (not a state: never a dict)."""
+
+    __slots__ = ("result",)
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+
+
+def _decided_or_read(decided: SavedAnswers, read: Any) -> Any:
+    """The edge's reader: the route the node left for this task, else the state as read."""
+    def reader(config: RunnableConfig) -> Any:
+        known = decided.take(task_key(config))
+        return known if known is not None else read(config)
+
+    return reader
+
+
+def ending_edge(graph: Any, node: str, decided: SavedAnswers | None = None,
+                ) -> tuple[list[Any], Any]:
+    """(`node`'s writers with LangChain's edge ending the run when the node did, the edge's path).
+
+    The edge sends a finished run to the first `after_agent` node; when the
+    node ran those hooks itself (it wrote `END_MARK` true), the run ends here.
+    A route the node left in `decided` for its task is taken as it is, without
+    reading the state.
+    """
+    from langgraph.graph import END
+
+    RunnableCallable = runnable_callable()
+    edge = edge_writer(graph, node)
+    spec = edge.func.__self__
+    route = spec.path
+    read = edge.kwargs["reader"]
+    if decided is not None and read is not None:
+        read = _decided_or_read(decided, read)
+
+    def ending(state: Any, config: RunnableConfig) -> Any:
+        if isinstance(state, DecidedRoute):
+            return state.result
+        # The node decided on the state before its after_agent hooks changed it.
+        return END if state.get(END_MARK) else route.invoke(state, config)
+
+    ends = None if spec.ends is None else {**spec.ends, END: END}
+    routed = spec._replace(path=RunnableCallable(ending, trace=False), ends=ends)
+    replaced = routed.run(edge.kwargs["writer"], read)
+    return [replaced if writer is edge else writer for writer in graph.nodes[node].writers], route
+
+
+class SavedAnswers:
+    """The model's writes of model-node runs not finished yet, by task, for their retry.
+
+    When an `after_model` hook fails, LangGraph keeps nothing of the node, and
+    the retry (a resume, or a retry policy) runs the same task again from the
+    same checkpoint. Taking the model's writes from here, the retry does not
+    call the model a second time, as LangChain's graph would not: it saved the
+    answer before its `after_model` nodes ran. In this process only: a resume
+    elsewhere calls the model again. Entries of runs never retried age out.
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self._items: collections.OrderedDict[tuple[Any, ...], Any] = collections.OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def put(self, key: tuple[Any, ...] | None, value: Any) -> None:
+        if key is None:
+            return
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def take(self, key: tuple[Any, ...] | None) -> Any:
+        if key is None:
+            return None
+        with self._lock:
+            return self._items.pop(key, None)
+
+    def discard(self, key: tuple[Any, ...] | None) -> None:
+        self.take(key)
+
+
+def task_key(config: RunnableConfig) -> tuple[Any, ...] | None:
+    """The LangGraph task running `config` (stable when the same task is run again)."""
+    thread_key, namespace_key, task_id_key = task_config_keys()
+    configurable = config.get("configurable") or {}
+    task = configurable.get(task_id_key)
+    if not task:
+        return None
+    return (configurable.get(thread_key), configurable.get(namespace_key),
+            task)
+
+
