@@ -529,10 +529,21 @@ def _timed_entry_point_imports(distributions: dict[tuple[str, str], tuple[str, s
 def _entry_point_distributions() -> dict[tuple[str, str], tuple[str, str | None]]:
     """(entry point name, value) -> (distribution name, version), for diagnostics."""
     table: dict[tuple[str, str], tuple[str, str | None]] = {}
+    # Each entry point carries its own Distribution object, and each read of its
+    # metadata parses the METADATA file again: read it once per distribution.
+    identities: dict[Any, tuple[str, str | None]] = {}
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         dist = getattr(ep, "dist", None)
-        name = dist.metadata["Name"] if dist is not None else "<unknown>"
-        table.setdefault((ep.name, ep.value), (name, dist.version if dist else None))
+        if dist is None:
+            identity: tuple[str, str | None] = ("<unknown>", None)
+        else:
+            where = getattr(dist, "_path", None)
+            key = str(where) if where is not None else id(dist)
+            if key not in identities:
+                metadata = dist.metadata
+                identities[key] = (metadata["Name"], metadata["Version"])
+            identity = identities[key]
+        table.setdefault((ep.name, ep.value), identity)
     return table
 
 
