@@ -240,7 +240,8 @@ def _sandbox(plan: ChainPlan) -> dict[str, Any] | None:
         return None
     from antler.runtime.sandbox.choice import describe_sandbox
 
-    return describe_sandbox(plan.config.section("sandbox"))
+    # A report only: the last recorded probe answers while it is valid (no bwrap run).
+    return describe_sandbox(plan.config.section("sandbox"), remembered=True)
 
 
 def _fusion(plan: ChainPlan) -> dict[str, Any]:

@@ -387,8 +387,10 @@ def discover(*, extra_plugins: Iterable[tuple[str, Any]] = (),
     if refresh:
         ExtensionManager.ENTRY_POINT_CACHE.pop(ENTRY_POINT_GROUP, None)
         _clear_stevedore_path_cache()
-    distributions = _entry_point_distributions()
-    registry.import_timings.extend(_timed_entry_point_imports(distributions))
+    # Listing entry points scans every installed distribution: list them once here.
+    entry_points = list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+    distributions = _entry_point_distributions(entry_points)
+    registry.import_timings.extend(_timed_entry_point_imports(entry_points, distributions))
     failures: list[tuple[Any, BaseException]] = []
     manager: ExtensionManager[Any] = ExtensionManager(
         ENTRY_POINT_GROUP,
@@ -503,7 +505,8 @@ def _as_manifest(contributed: Any, source: PluginSource) -> Manifest:
                     slots=manifest.slots, default_slot=manifest.default_slot)
 
 
-def _timed_entry_point_imports(distributions: dict[tuple[str, str], tuple[str, str | None]],
+def _timed_entry_point_imports(entry_points: Iterable[importlib.metadata.EntryPoint],
+                               distributions: dict[tuple[str, str], tuple[str, str | None]],
                                ) -> list[ImportTiming]:
     """Import each entry point's module once, timed, before stevedore loads them.
 
@@ -511,7 +514,7 @@ def _timed_entry_point_imports(distributions: dict[tuple[str, str], tuple[str, s
     left to it, so the failure is reported where every other load failure is.
     """
     timings: list[ImportTiming] = []
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+    for ep in entry_points:
         module = ep.value.partition(":")[0].strip()
         if module in sys.modules:
             continue
@@ -526,13 +529,25 @@ def _timed_entry_point_imports(distributions: dict[tuple[str, str], tuple[str, s
     return timings
 
 
-def _entry_point_distributions() -> dict[tuple[str, str], tuple[str, str | None]]:
+def _entry_point_distributions(entry_points: Iterable[importlib.metadata.EntryPoint],
+                               ) -> dict[tuple[str, str], tuple[str, str | None]]:
     """(entry point name, value) -> (distribution name, version), for diagnostics."""
     table: dict[tuple[str, str], tuple[str, str | None]] = {}
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+    # Each entry point carries its own Distribution object, and each read of its
+    # metadata parses the METADATA file again: read it once per distribution.
+    identities: dict[Any, tuple[str, str | None]] = {}
+    for ep in entry_points:
         dist = getattr(ep, "dist", None)
-        name = dist.metadata["Name"] if dist is not None else "<unknown>"
-        table.setdefault((ep.name, ep.value), (name, dist.version if dist else None))
+        if dist is None:
+            identity: tuple[str, str | None] = ("<unknown>", None)
+        else:
+            where = getattr(dist, "_path", None)
+            key = str(where) if where is not None else id(dist)
+            if key not in identities:
+                metadata = dist.metadata
+                identities[key] = (metadata["Name"], metadata["Version"])
+            identity = identities[key]
+        table.setdefault((ep.name, ep.value), identity)
     return table
 
 

@@ -50,7 +50,6 @@ from antler.plugin_api.paths import PathLayout, resolve_base, validate_id
 from antler.plugin_api.registry import PluginRegistry, discover
 from antler.plugin_api.toolargs import with_resolved_signatures
 from antler.plugin_api.uploads import upload_names
-from antler.replay.attach import attach_graph, open_recorder
 
 from .configtools import load_config_tools
 from .deferred import defer_tools
@@ -557,6 +556,8 @@ def create_agent(
             into_model=config.chain.fuse_into_model if fuse_into_model is None
             else fuse_into_model)
         if models.recorder is not None:
+            from antler.replay.attach import attach_graph
+
             graph = attach_graph(graph, models.recorder, built.names)
     agent = AntlerAgent(graph, built, services, config, storage.saver, base, fusion=fusion,
                         storage=storage, recorder=models.recorder,
@@ -605,7 +606,13 @@ def _models(config: OperatorConfig, services: Services, base: Path, model: Any,
     for service, reference in ((TITLE_MODEL, models.title), (MEMORY_MODEL, models.memory)):
         if reference is not None and services.items.get(service) is None:
             services.items[service] = reference  # resolved by the plugin that uses it
-    recorder = open_recorder(record, config, base, model, runtime, services)
+    recorder = None
+    # The recorder's modules load only when a run is recorded (None: as the config's
+    # `record:` section says; False: never).
+    if record is not False and (record is not None or config.record.enabled):
+        from antler.replay.attach import open_recorder
+
+        recorder = open_recorder(record, config, base, model, runtime, services)
     if recorder is not None:
         chat_model = recorder.watch(chat_model)
         subagent_model = recorder.watch(subagent_model) if subagent_model is not None \

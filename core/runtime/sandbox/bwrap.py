@@ -41,7 +41,8 @@ closed, the namespace itself ends and the kernel kills whatever is in it. It
 also ends with the harness (``--die-with-parent``, the init's control socket,
 and the reaper's watchdog). Two threads never share one.
 
-The probe (`bwrap_status`) runs once per process and is cached.
+The probe (`bwrap_status`, in `antler.runtime.sandbox.probe`) runs once per process and
+is cached.
 """
 
 from __future__ import annotations
@@ -52,7 +53,6 @@ import logging
 import math
 import os
 import shutil
-import subprocess
 import sys
 import threading
 from dataclasses import dataclass
@@ -65,6 +65,7 @@ from antler.plugin_api.sandbox import SandboxError
 from . import cgroup, reaper
 from .host import HostSandbox, HostSandboxProvider, RunningCommand
 from .namespace import Namespace, NamespaceCommand, NamespaceGoneError, memory_file
+from .probe import BwrapStatus, bwrap_status
 from .spares import SparePool
 
 logger = logging.getLogger(__name__)
@@ -94,39 +95,6 @@ _THREAD_DIRS = (("workspace", False), ("uploads", True), ("outputs", False))
 
 class BwrapUnavailableError(SandboxError, RuntimeError):
     """bubblewrap is not installed here, or cannot create the namespaces it needs."""
-
-
-@dataclass(frozen=True)
-class BwrapStatus:
-    """Whether bubblewrap can run sandboxes in this process, and why (not)."""
-
-    usable: bool
-    reason: str
-    path: str | None = None
-
-
-@functools.cache
-def bwrap_status() -> BwrapStatus:
-    """Probe bubblewrap once per process: installed, and able to make every namespace."""
-    found = shutil.which("bwrap")
-    if found is None:
-        return BwrapStatus(False, "bubblewrap is not installed (no 'bwrap' on PATH; Debian "
-                                  "and Ubuntu: apt-get install bubblewrap)")
-    try:
-        # `--as-pid-1`: bwrap's own PID 1 would outlive the outer bwrap by a moment and,
-        # orphaned, be left to init to reap; a container's init may never do it.
-        probe = subprocess.run(
-            [found, "--unshare-all", "--die-with-parent", "--as-pid-1", "--ro-bind", "/", "/",
-             "true"],
-            stdin=subprocess.DEVNULL, capture_output=True, timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError) as error:
-        return BwrapStatus(False, f"{found} could not be run: {error}", found)
-    if probe.returncode != 0:
-        said = probe.stderr.decode("utf-8", "replace").strip().splitlines()
-        detail = said[-1] if said else f"exit code {probe.returncode}"
-        return BwrapStatus(False, f"{found} cannot create namespaces here ({detail}); "
-                                  "unprivileged user namespaces may be disabled", found)
-    return BwrapStatus(True, f"bubblewrap works here ({found})", found)
 
 
 def _system_arguments() -> list[str]:

@@ -1,7 +1,8 @@
 """Which sandbox provider runs a build's commands, and why: ``sandbox: {provider: ...}``.
 
 ``auto`` (the default) picks ``bwrap`` when bubblewrap is usable here (probed
-once per process) and otherwise falls back to ``local`` with a warning;
+once per process; a report may use the probe's recorded answer, see
+`antler.runtime.sandbox.probe`) and otherwise falls back to ``local`` with a warning;
 ``require_isolation`` turns that fallback, and an explicit ``local``, into an
 error. Any other name is a provider registered in ``antler.sandbox_providers``
 and is taken as configured. The same decision is shown by ``antler chain show``
@@ -11,12 +12,13 @@ and ``antler doctor`` as the agent makes it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from antler.plugin_api.sandbox import SandboxError, SandboxProvider, load_sandbox_provider
 
-from .bwrap import bwrap_status
+from .probe import BwrapStatus, bwrap_status, remembered_bwrap_status
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +44,12 @@ class ProviderChoice:
     """A one-line warning to show at agent start (the fallback to ``local``)."""
 
 
-def choose_provider(requested: str, *, require_isolation: bool = False) -> ProviderChoice:
+def choose_provider(requested: str, *, require_isolation: bool = False,
+                    probe: Callable[[], BwrapStatus] | None = None) -> ProviderChoice:
     """Resolve ``sandbox.provider`` (``auto`` or a name) into the provider to load.
+
+    ``probe`` says whether bubblewrap is usable (default: `bwrap_status`, a fresh
+    probe once per process).
 
     Raises:
         IsolationRequiredError: ``require_isolation`` with ``local``, or with
@@ -52,7 +58,7 @@ def choose_provider(requested: str, *, require_isolation: bool = False) -> Provi
     fix = ("Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) on a host that "
            "allows unprivileged user namespaces")
     if requested in (AUTO, "bwrap"):
-        status = bwrap_status()
+        status = (probe or bwrap_status)()
         if status.usable:
             how = "auto" if requested == AUTO else "configured"
             return ProviderChoice("bwrap", f"{how}: {status.reason}", True)
@@ -79,11 +85,13 @@ def choose_provider(requested: str, *, require_isolation: bool = False) -> Provi
                                      "own)", None)
 
 
-def describe_sandbox(section: Any) -> dict[str, Any]:
+def describe_sandbox(section: Any, *, remembered: bool = False) -> dict[str, Any]:
     """What ``chain show`` and ``doctor`` report about a config's ``sandbox:`` section.
 
-    Never raises: a refused configuration comes back with ``provider`` None and
-    the reason in ``error``.
+    ``remembered``: answer from the last recorded bubblewrap probe while it is still
+    valid (`remembered_bwrap_status`) instead of probing; for commands that only
+    report the choice and start no sandbox. Never raises: a refused configuration
+    comes back with ``provider`` None and the reason in ``error``.
     """
     requested = getattr(section, "provider", AUTO)
     require = bool(getattr(section, "require_isolation", False))
@@ -91,7 +99,8 @@ def describe_sandbox(section: Any) -> dict[str, Any]:
                               "provider": None, "reason": None, "isolated": None,
                               "network": None, "warning": None, "error": None}
     try:
-        choice = choose_provider(requested, require_isolation=require)
+        choice = choose_provider(requested, require_isolation=require,
+                                 probe=remembered_bwrap_status if remembered else None)
     except IsolationRequiredError as error:
         return {**report, "error": str(error)}
     network = {"bwrap": bool(getattr(section, "network", False)), "local": True}
