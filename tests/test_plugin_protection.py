@@ -210,6 +210,21 @@ def test_under_on_error_fail_a_wrap_hooks_refused_write_stops_the_run(site, antl
     assert caught.value.plugin == "commander" and caught.value.keys == ["title"]
 
 
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_a_wrap_hooks_command_given_as_key_value_pairs_is_refused_too(site, antler_discover,
+                                                                      tmp_path, fuse):
+    """LangGraph applies `Command(update=[(key, value), ...])` like a dict: so does the guard."""
+    pairs = COMMANDER.replace('Command(update={"title": "x"})', 'Command(update=[("title", "x")])')
+    assert pairs != COMMANDER
+    add_plugin(site, "commander-antler", "commander_antler", COMMANDER_MANIFEST, pairs)
+    registry = antler_discover()
+
+    with pytest.raises(StateWriteError) as caught:
+        run_agent(tmp_path, registry, "plugins:\n  commander: {on_error: fail}\n", fuse=fuse)
+
+    assert caught.value.plugin == "commander" and caught.value.keys == ["title"]
+
+
 def test_conformance_flags_the_write_as_its_own_rule(site, antler_isolated_entry_points):
     from antler.testing import PluginConformance
     from antler.testing.conformance import run_conformance
