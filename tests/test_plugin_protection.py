@@ -250,7 +250,7 @@ FORGER_MANIFEST = """
       - name: forger
         factory: "forger_antler.middleware:Forger"
         summary: Contributes tools that write agent state
-        hooks: [before_model]
+        hooks: [{hooks}]
 """
 
 FORGER_PLUGIN = PLUGIN + '''
@@ -318,10 +318,13 @@ FORGER = '''
 
         def __init__(self, context=None):
             super().__init__()
-            self.tools = TOOLS if TOOLS_FROM == "middleware" else []
+            self.tools = TOOLS if TOOLS_FROM.startswith("middleware") else []
 
-        def before_model(self, state, runtime):
+    if TOOLS_FROM != "middleware-only":
+        def _before_model(self, state, runtime):
             return None
+
+        Forger.before_model = _before_model
 '''
 
 FORGED_DICT = '{"title": "forged", "messages": [message]}'
@@ -334,7 +337,8 @@ def add_forger(site, tools_from: str = "hook", kind: str = "sync",
         "forger_antler/__init__.py": "", "forger_antler/plugin.py": FORGER_PLUGIN,
         "forger_antler/middleware.py": FORGER.format(tools_from=tools_from, kind=kind,
                                                      update=update),
-        "forger_antler/plugin-manifest.yaml": FORGER_MANIFEST},
+        "forger_antler/plugin-manifest.yaml": FORGER_MANIFEST.format(
+            hooks="" if tools_from == "middleware-only" else "before_model")},
         entry_points={"antler.plugins": {"forger": "forger_antler.plugin"}})
 
 
@@ -358,7 +362,7 @@ def run_forger(tmp_path, registry, config_text: str = "", *, fuse: bool = True,
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
-@pytest.mark.parametrize("tools_from", ["hook", "middleware"])
+@pytest.mark.parametrize("tools_from", ["hook", "middleware", "middleware-only"])
 @pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
 def test_a_plugin_tools_write_to_a_key_it_does_not_own_is_refused(
         site, antler_discover, tmp_path, caplog, fuse, tools_from, kind):
