@@ -17,7 +17,8 @@ measured in the same process:
   `traceable` reads on every wrap-hook call: that lookup is cheaper than for
   a bare hook, so the isolated turn can come out faster.
 * one hook call on its own (a node hook and a wrap hook with a do-nothing
-  handler), in nanoseconds: the wrapper's own cost.
+  handler), in nanoseconds: the wrapper's own cost; and one tool call's
+  `invoke`, bare and guarded as a plugin's tool.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ MIDDLEWARES = 35
 TARGET = 1.05
 VARIANTS = ("bare", "fail", "skip", "owned")
 """`owned`: `fail` with the state-write guard every built chain gets (each middleware may
-write only the shared channels: `antler.chain.stateowners`)."""
+write only the shared channels: `antler.chain.stateowners`), and the tool guarded as a
+plugin's tool is (`antler.runtime.toolguard`)."""
 
 
 def _middleware_class() -> type:
@@ -88,7 +90,10 @@ def _graph(variant: str, compiled: bool, runs: int) -> Callable[[], None]:
     for _ in range(runs):
         turns += [{"content": "", "tool_calls": [{"name": "echo", "args": {"text": "hi"}}]},
                   "done"]
-    kwargs: dict[str, Any] = {"model": scripted(turns), "tools": [echo]}
+    tools: list[Any] = [echo]
+    if variant == "owned":  # a plugin's tool, as a built chain guards it
+        tools = _guarded(tools)
+    kwargs: dict[str, Any] = {"model": scripted(turns), "tools": tools}
     middlewares = _chain(variant)
     if compiled:
         graph, _plan = create_fused_agent(middlewares, **kwargs)
@@ -133,6 +138,41 @@ def _handler(request: Any) -> Any:
     return request
 
 
+def _guarded(tools: list[Any]) -> list[Any]:
+    from antler.plugin_api.spec import SHARED_STATE_KEYS
+    from antler.runtime.toolguard import guard_tools
+
+    return guard_tools(tools, "noop", "fail", SHARED_STATE_KEYS, {})
+
+
+def tool_costs(calls: int) -> dict[str, float]:
+    """Nanoseconds per tool call (a tool call's `invoke`, as the tools node makes it), bare
+    and guarded as a plugin's tool, for a tool returning a string and one returning a
+    `Command` that writes `messages`."""
+    from langchain_core.messages import ToolMessage
+    from langchain_core.tools import tool
+    from langgraph.types import Command
+
+    @tool
+    def text() -> str:
+        """Answer."""
+        return "ok"
+
+    @tool
+    def command() -> Any:
+        """Answer with a Command."""
+        return Command(update={"messages": [ToolMessage("ok", tool_call_id="c")]})
+
+    costs = {}
+    for bare in (text, command):
+        call = {"name": bare.name, "args": {}, "id": "c", "type": "tool_call"}
+        for variant, runnable in (("bare", bare), ("guarded", _guarded([bare])[0])):
+            best = min(timeit.repeat(lambda r=runnable, c=call: r.invoke(c), number=calls,
+                                     repeat=5))
+            costs[f"{bare.name} {variant}"] = best / calls * 1e9
+    return costs
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=30)
@@ -158,6 +198,12 @@ def main(argv: list[str] | None = None) -> int:
     print("One hook call, ns (best of 5):")
     for hook in ("before_model", "wrap_tool_call"):
         print(f"  {hook:<15} " + "  ".join(f"{v} {costs[hook, v]:.0f}" for v in VARIANTS))
+    tools = tool_costs(max(args.calls // 50, 200))
+    print("One tool call's invoke, ns (best of 5): a plugin's tool, guarded, against bare:")
+    for kind in ("text", "command"):
+        bare, guarded = tools[f"{kind} bare"], tools[f"{kind} guarded"]
+        print(f"  returns {kind:<8} bare {bare:.0f}  guarded {guarded:.0f}  "
+              f"({guarded / bare:.3f}x)")
     return 1 if missed and args.check else 0
 
 

@@ -5,7 +5,8 @@ Every test writes a throwaway distribution (package + `.dist-info` with an
 stevedore as an operator's environment would:
 
 - state-key ownership: a write to a key another plugin owns is refused at run
-  time with the writer's name (fused and unfused), two owners stop the build;
+  time with the writer's name (fused and unfused), from a hook or from a tool the
+  plugin contributes; two owners stop the build;
 - a name clash excludes only the clashing plugin, naming both distributions,
   and `plugins.<name>.distribution` picks the winner;
 - a sections of an uninstalled or skipped plugin says so, not "unknown key".
@@ -209,6 +210,21 @@ def test_under_on_error_fail_a_wrap_hooks_refused_write_stops_the_run(site, antl
     assert caught.value.plugin == "commander" and caught.value.keys == ["title"]
 
 
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_a_wrap_hooks_command_given_as_key_value_pairs_is_refused_too(site, antler_discover,
+                                                                      tmp_path, fuse):
+    """LangGraph applies `Command(update=[(key, value), ...])` like a dict: so does the guard."""
+    pairs = COMMANDER.replace('Command(update={"title": "x"})', 'Command(update=[("title", "x")])')
+    assert pairs != COMMANDER
+    add_plugin(site, "commander-antler", "commander_antler", COMMANDER_MANIFEST, pairs)
+    registry = antler_discover()
+
+    with pytest.raises(StateWriteError) as caught:
+        run_agent(tmp_path, registry, "plugins:\n  commander: {on_error: fail}\n", fuse=fuse)
+
+    assert caught.value.plugin == "commander" and caught.value.keys == ["title"]
+
+
 def test_conformance_flags_the_write_as_its_own_rule(site, antler_isolated_entry_points):
     from antler.testing import PluginConformance
     from antler.testing.conformance import run_conformance
@@ -226,6 +242,173 @@ def test_conformance_flags_the_write_as_its_own_rule(site, antler_isolated_entry
     assert "plugin 'intruder' wrote state key 'title' (owned by plugin 'title') in " \
            "before_model" in message
     assert outcomes["hooks_run"] == ("passed", "")  # refused, not raised: its own rule
+
+
+FORGER_MANIFEST = """
+    api_version: 1
+    plugins:
+      - name: forger
+        factory: "forger_antler.middleware:Forger"
+        summary: Contributes tools that write agent state
+        hooks: [{hooks}]
+"""
+
+FORGER_PLUGIN = PLUGIN + '''
+
+    @hookimpl
+    def antler_tools(context):
+        from .middleware import TOOLS, TOOLS_FROM
+
+        return TOOLS if TOOLS_FROM == "hook" else []
+'''
+
+FORGER = '''
+    from typing import Annotated, Any, NotRequired
+
+    from langchain.agents.middleware import AgentMiddleware, AgentState
+    from langchain_core.messages import ToolMessage
+    from langchain_core.tools import InjectedToolCallId, tool
+    from langgraph.types import Command
+
+    TOOLS_FROM = "{tools_from}"
+
+
+    def _forged(tool_call_id):
+        message = ToolMessage("renamed", tool_call_id=tool_call_id)
+        return Command(update={update})
+
+
+    def _noted(tool_call_id):
+        return Command(update={{"forger_note": "noted",
+                                "messages": [ToolMessage("noted", tool_call_id=tool_call_id)]}})
+
+
+    if "{kind}" == "async":
+        @tool
+        async def forge_title(tool_call_id: Annotated[str, InjectedToolCallId]) -> Any:
+            """Renames the thread."""
+            return _forged(tool_call_id)
+
+        @tool
+        async def take_note(tool_call_id: Annotated[str, InjectedToolCallId]) -> Any:
+            """Writes the plugin's own note."""
+            return _noted(tool_call_id)
+    else:
+        @tool
+        def forge_title(tool_call_id: Annotated[str, InjectedToolCallId]) -> Any:
+            """Renames the thread."""
+            return _forged(tool_call_id)
+
+        @tool
+        def take_note(tool_call_id: Annotated[str, InjectedToolCallId]) -> Any:
+            """Writes the plugin's own note."""
+            return _noted(tool_call_id)
+
+    TOOLS = [forge_title, take_note]
+
+
+    class ForgerState(AgentState[Any]):
+        forger_note: NotRequired[str]
+
+
+    class Forger(AgentMiddleware):
+        """Owns `forger_note`; its tools write it, and one also writes the title."""
+
+        state_schema = ForgerState
+
+        def __init__(self, context=None):
+            super().__init__()
+            self.tools = TOOLS if TOOLS_FROM.startswith("middleware") else []
+
+    if TOOLS_FROM != "middleware-only":
+        def _before_model(self, state, runtime):
+            return None
+
+        Forger.before_model = _before_model
+'''
+
+FORGED_DICT = '{"title": "forged", "messages": [message]}'
+FORGED_PAIRS = '[("title", "forged"), ("messages", [message])]'
+
+
+def add_forger(site, tools_from: str = "hook", kind: str = "sync",
+               update: str = FORGED_DICT) -> None:
+    site.distribution("forger-antler", files={
+        "forger_antler/__init__.py": "", "forger_antler/plugin.py": FORGER_PLUGIN,
+        "forger_antler/middleware.py": FORGER.format(tools_from=tools_from, kind=kind,
+                                                     update=update),
+        "forger_antler/plugin-manifest.yaml": FORGER_MANIFEST.format(
+            hooks="" if tools_from == "middleware-only" else "before_model")},
+        entry_points={"antler.plugins": {"forger": "forger_antler.plugin"}})
+
+
+def run_forger(tmp_path, registry, config_text: str = "", *, fuse: bool = True,
+               kind: str = "sync", tools: tuple = ()):
+    """A turn whose model calls both of the forger's tools, then answers."""
+    import asyncio
+
+    config = parse_config(config_text, registry, "op.yaml")
+    model = ScriptedChatModel([
+        {"content": "", "tool_calls": [{"name": "forge_title", "args": {}, "id": "c1"},
+                                       {"name": "take_note", "args": {}, "id": "c2"}]},
+        "Hello there."])
+    with create_agent(config, model=model, registry=registry, base_dir=tmp_path,
+                      checkpointer="memory", fuse=fuse, fuse_into_model=fuse, tools=list(tools),
+                      services={TITLE_MODEL: ScriptedChatModel(["The real title"] * 3),
+                                MEMORY_MODEL: ScriptedChatModel(["{}"] * 3)}) as agent:
+        if kind == "async":
+            return asyncio.run(agent.ainvoke("hi", thread_id="t1"))
+        return agent.invoke("hi", thread_id="t1")
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize("tools_from", ["hook", "middleware", "middleware-only"])
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_a_plugin_tools_write_to_a_key_it_does_not_own_is_refused(
+        site, antler_discover, tmp_path, caplog, fuse, tools_from, kind):
+    """A tool a plugin contributes (`antler_tools` or its middleware's `tools`) goes through
+    its plugin's write guard: the forged title is refused whole, naming plugin, tool and key,
+    and the tool writing the plugin's own key works."""
+    add_forger(site, tools_from, kind)
+    registry = antler_discover()
+
+    with caplog.at_level(logging.WARNING, logger="antler.audit.isolation"):
+        state = run_forger(tmp_path, registry, fuse=fuse, kind=kind)
+
+    assert state["title"] == "The real title"
+    assert state["forger_note"] == "noted"
+    refusal = ("plugin 'forger' wrote state key 'title' (owned by plugin 'title') in tool "
+               "'forge_title', which it does not own")
+    assert any(refusal in record.getMessage() for record in caplog.records)
+    answers = {m.tool_call_id: m for m in state["messages"] if m.type == "tool"}
+    assert answers["c1"].status == "error" and refusal in answers["c1"].text
+    assert "renamed" not in answers["c1"].text  # the whole Command is dropped
+    assert answers["c2"].status == "success" and answers["c2"].text == "noted"
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_under_on_error_fail_a_plugin_tools_refused_write_stops_the_run(
+        site, antler_discover, tmp_path, fuse):
+    """`(key, value)` pairs are read as LangGraph applies them: no way around the guard."""
+    add_forger(site, update=FORGED_PAIRS)
+    registry = antler_discover()
+
+    with pytest.raises(StateWriteError) as caught:
+        run_forger(tmp_path, registry, "plugins:\n  forger: {on_error: fail}\n", fuse=fuse)
+
+    assert caught.value.plugin == "forger" and caught.value.keys == ["title"]
+    assert "in tool 'forge_title'" in str(caught.value)
+
+
+def test_the_applications_own_tools_are_not_guarded(site, antler_discover, tmp_path):
+    """Only plugin tools answer to a plugin: the application's tool writes what it likes."""
+    add_forger(site, tools_from="none")
+    registry = antler_discover()
+    module = __import__("forger_antler.middleware", fromlist=["TOOLS"])
+
+    state = run_forger(tmp_path, registry, tools=tuple(module.TOOLS))
+
+    assert state["title"] == "forged"
 
 
 def test_a_second_owner_of_a_key_stops_the_build_naming_both(site, antler_discover, tmp_path):

@@ -53,6 +53,9 @@ class BuiltChain:
     secrets: ChainSecrets = field(default_factory=ChainSecrets)
     state_owners: dict[str, list[str]] = field(default_factory=dict)
     """Each owned state key -> the plugins that own it (one distribution's)."""
+    tool_sources: list[tuple[str, ...]] = field(default_factory=list)
+    """For each of `tools`, the plugins in the chain of the entry point that contributed it,
+    in chain order (the first one's build context was passed to `antler_tools`)."""
 
     @property
     def chain(self) -> str:
@@ -112,7 +115,7 @@ def build_chain(
                                   claim(name, spec, type(middleware))))
     owners = check_owners(entry.state for entry in entries if entry.state is not None)
     built = BuiltChain(plan, entries, services=services, secrets=secrets, state_owners=owners)
-    built.tools = _contributed_tools(built)
+    built.tools, built.tool_sources = _contributed_tools(built)
     for warning in gate_warnings((entry.spec for entry in entries), config):
         log.warning(warning)
     silenced = silenced_entry_points(config, registry)
@@ -217,20 +220,27 @@ def _context(plan: ChainPlan, spec: PluginSpec, services: Services,
                         plan.config, plan)
 
 
-def _contributed_tools(built: BuiltChain) -> list[Any]:
-    """Tools from the `antler_tools` hook of the entry points that take part in the chain.
+def _contributed_tools(built: BuiltChain) -> tuple[list[Any], list[tuple[str, ...]]]:
+    """Tools from the `antler_tools` hook of the entry points that take part in the chain,
+    and for each the names of its entry point's plugins in the chain.
 
     Each entry point's implementation is called on its own, with the build
     context of its first plugin in the chain.
     """
     registry = built.plan.registry
     tools: list[Any] = []
+    sources: list[tuple[str, ...]] = []
     for entry_point, entry in _entry_points_in_chain(built).items():
         context = _context(built.plan, entry.spec, built.services, built.secrets)
+        plugins = tuple(other.name for other in built.entries
+                        if (source := registry.sources.get(other.name)) is not None
+                        and source.entry_point == entry_point)
         for contributed in registry.ask(entry_point, "antler_tools",
                                         built.plan.config.required_plugins(), context=context):
+            contributed = list(contributed)
             tools.extend(contributed)
-    return tools
+            sources.extend([plugins] * len(contributed))
+    return tools, sources
 
 
 def select_tools(built: BuiltChain, tools: list[Any]) -> list[Any]:

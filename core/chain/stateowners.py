@@ -20,7 +20,8 @@ extension and anything else) are refused when the chain is built
 hook's update that writes any other key is refused with the plugin's name
 (`antler.runtime.isolation` applies `refused_keys` to every node hook's update
 and to the `Command` a wrap hook returns of its own, in fused and unfused
-graphs alike).
+graphs alike), and so is a `Command` returned by a tool the plugin contributes
+(`antler.runtime.toolguard`).
 """
 
 from __future__ import annotations
@@ -134,15 +135,23 @@ def _rivals(a: StateClaim, b: StateClaim, key: str) -> bool:
     return a.party != b.party and (schema is None or schema is not b.schemas.get(key))
 
 
-def refused_keys(update: Any, writable: frozenset[str]) -> list[str]:
-    """The keys of a node hook's `update` (a mapping or a `Command`) outside `writable`."""
+def written_keys(update: Any) -> list[str]:
+    """The state keys `update` writes: a node hook's mapping, or a `Command`'s update read
+    as LangGraph applies it (a mapping, `(key, value)` pairs, an object's annotated
+    fields)."""
     if update is None:
         return []
-    if not isinstance(update, Mapping):
-        update = getattr(update, "update", None)  # a Command
-        if not isinstance(update, Mapping):
-            return []
-    return [key for key in update if key not in writable]
+    if isinstance(update, Mapping):
+        return list(update)
+    as_pairs = getattr(update, "_update_as_tuples", None)  # a Command: LangGraph's own reading
+    if as_pairs is None:
+        return []
+    return [key for key, _value in as_pairs()]
+
+
+def refused_keys(update: Any, writable: frozenset[str]) -> list[str]:
+    """The keys of a node hook's `update` (a mapping or a `Command`) outside `writable`."""
+    return [key for key in written_keys(update) if key not in writable]
 
 
 def describe_refusal(plugin: str, hook: str, keys: list[str],

@@ -146,6 +146,11 @@ def antler_tools(context: BuildContext) -> list[Any] | None:
     **firstresult:** no; each entry point is asked alone and the tools are
     concatenated.
 
+    A `Command(update=...)` such a tool returns may write only the state keys
+    the entry point's plugins may write; any other key is refused with
+    `StateWriteError` under the first plugin's `on_error` (docs/plugins.md,
+    "Whose state").
+
     Example::
 
         @hookimpl

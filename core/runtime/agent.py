@@ -72,6 +72,7 @@ from .storage import (
     open_storage,
     use_delta_channels,
 )
+from .toolguard import guard_tools
 from .tracing import Tracer, instrument
 
 DEFAULT_DURABILITY = "sync"
@@ -663,8 +664,32 @@ def _agent_tools(config: OperatorConfig, built: BuiltChain, chain: str, tools: S
     caller_task = any(getattr(t, "name", None) == TASK_TOOL for t in tools)
     if chain == "lead" and built.plan.runtime.subagents_enabled and not caller_task:
         extra_tools.append(make_task_tool(build_subagent))
+    plugin_tools = _guarded_plugin_tools(config, built)
     return with_resolved_signatures(_defer(
-        built, select_tools(built, [*extra_tools, *built.tools]), services.items[DEFERRED_TOOLS]))
+        built, select_tools(built, [*extra_tools, *plugin_tools]), services.items[DEFERRED_TOOLS]))
+
+
+def _guarded_plugin_tools(config: OperatorConfig, built: BuiltChain) -> list[Any]:
+    """The plugins' `antler_tools` tools, each writing only the state keys its entry
+    point's plugins may write, under the first one's error policy (`antler.runtime.toolguard`).
+    """
+    entries = {entry.name: entry for entry in built.entries}
+    guarded = list(built.tools)
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for index, plugins in enumerate(built.tool_sources):
+        groups.setdefault(plugins, []).append(index)
+    for plugins, indices in groups.items():
+        claims = [entries[name].state for name in plugins]
+        if not plugins or any(state is None for state in claims):
+            continue
+        first = entries[plugins[0]]
+        writable = frozenset().union(*(state.writable for state in claims if state is not None))
+        tools = guard_tools([built.tools[index] for index in indices], first.name,
+                            error_policy(first.spec, config.plugin_settings), writable,
+                            built.state_owners)
+        for index, tool in zip(indices, tools, strict=True):
+            guarded[index] = tool
+    return guarded
 
 
 def _compile_graph(config: OperatorConfig, built: BuiltChain, chat_model: Any,

@@ -28,7 +28,8 @@ the whole update and logs it). So is the `Command` a wrap hook returns of its
 own (`Command(update=...)` from `wrap_tool_call`, `ExtendedModelResponse`'s
 command from `wrap_model_call`); under `skip` the handler's result is kept and
 the command dropped. A result the handler returned, and the keys of an inner
-command the hook carries over, are not the hook's writes.
+command the hook carries over, are not the hook's writes. The tools a plugin
+contributes are guarded the same way (`antler.runtime.toolguard`).
 
 Either way, an exception that came out of the handler (the model's, a tool's,
 an inner plugin's) is not the wrapping plugin's failure and propagates
@@ -68,7 +69,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from antler.chain.policy import SKIP
-from antler.chain.stateowners import describe_refusal, refused_keys
+from antler.chain.stateowners import describe_refusal, refused_keys, written_keys
 from antler.compiler import NODE_HOOKS
 from antler.errors import AntlerError, PluginHookError, StateWriteError, describe_error
 from antler.plugin_api.spec import OnError
@@ -95,7 +96,9 @@ def isolate(middlewares: Sequence[Any], policies: Sequence[OnError],
     hooks may write (`antler.chain.stateowners`): an update that writes another
     key is the hook's failure (`StateWriteError`), handled under its policy like
     an exception it raised; `owners` names the owner of each key in the message.
-    A middleware that implements no hook is returned as it is.
+    With `writable[i]`, the tools in `middlewares[i].tools` are guarded alike
+    (`antler.runtime.toolguard`). A middleware that implements no hook (and has
+    no tools to guard) is returned as it is.
     """
     from langgraph.errors import GraphBubbleUp
 
@@ -105,11 +108,17 @@ def isolate(middlewares: Sequence[Any], policies: Sequence[OnError],
         cls, name, policy = type(middleware), middleware.name, policies[index]
         label = labels[index] if labels else name
         keys = writable[index] if writable else None
-        key = (cls, name, label, policy, keys)
+        tools = keys is not None and bool(getattr(middleware, "tools", None))
+        key = (cls, name, label, policy, keys, tools)
         if key not in classes:
             guard = None if keys is None else _WriteGuard(label, keys, owners or {})
             classes[key] = hook_subclass(cls, name, cls.__name__,
                                          _wrappers(label, policy, GraphBubbleUp, guard))
+            if tools and keys is not None:
+                from .toolguard import guarded_tools_class
+
+                classes[key] = guarded_tools_class(classes[key] or cls, label, policy, keys,
+                                                   owners or {})
         isolated_class = classes[key]
         isolated.append(middleware if isolated_class is None
                         else reclass(middleware, isolated_class))
@@ -146,28 +155,29 @@ class _WriteGuard:
         """
         if result is handled:
             return
-        update = _command_update(result)
-        if not update:
+        refused = refused_keys(_command_of(result), self.writable)
+        if not refused:
             return
-        inner = _command_update(handled) or {}
-        refused = [key for key in refused_keys(update, self.writable) if key not in inner]
+        inner = written_keys(_command_of(handled))
+        refused = [key for key in refused if key not in inner]
         if refused:
             raise StateWriteError(describe_refusal(self.label, hook, refused, self.owners),
                                   plugin=self.label, keys=refused)
 
 
-def _command_update(result: Any) -> Mapping[str, Any] | None:
-    """The state update a wrap hook's result carries in a `Command`, if any."""
-    command = getattr(result, "command", result)  # an ExtendedModelResponse's, or itself
-    update = getattr(command, "update", None)
-    return update if isinstance(update, Mapping) else None
+def _command_of(result: Any) -> Any:
+    """The `Command` a wrap hook's result is or carries (an ExtendedModelResponse's), if any."""
+    from langgraph.types import Command
+
+    command = getattr(result, "command", result)
+    return command if isinstance(command, Command) else None
 
 
 def _wrappers(label: str, policy: OnError, passes: type[BaseException],
               guard: _WriteGuard | None = None,
               ) -> Callable[[Callable[..., Any], str, bool], Callable[..., Any]]:
     def wrapper(original: Callable[..., Any], hook: str, is_async: bool) -> Callable[..., Any]:
-        failure = _Failure(label, hook, policy)
+        failure = Failure(label, hook, policy)
         if hook in NODE_HOOKS:
             return _node_wrapper(_guarded(original, guard, hook, is_async), failure, is_async,
                                  passes)
@@ -222,7 +232,7 @@ def _plain(original: Callable[..., Any], *names: str) -> bool:
         p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty for p in parameters)
 
 
-class _Failure:
+class Failure:
     """What one plugin's hook does with an exception of its own: fail, or log and skip."""
 
     __slots__ = ("hook", "label", "skip")
@@ -246,7 +256,7 @@ class _Failure:
         note_in_trace(f"skipped {describe_error(error)}: {outcome}")
 
 
-def _node_wrapper(original: Callable[..., Any], failure: _Failure, is_async: bool,
+def _node_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool,
                   passes: type[BaseException]) -> Callable[..., Any]:
     plain = _plain(original, "self", "state", "runtime")
     if is_async and plain:
@@ -304,7 +314,7 @@ class _Calls:
         self.error: BaseException | None = None
 
 
-def _wrap_wrapper(original: Callable[..., Any], failure: _Failure, is_async: bool,
+def _wrap_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool,
                   passes: type[BaseException], guard: _WriteGuard | None = None,
                   hook: str = "") -> Callable[..., Any]:
     def instead(request: Any, calls: _Calls, error: Exception) -> tuple[bool, Any]:
@@ -378,7 +388,7 @@ def _wrap_wrapper(original: Callable[..., Any], failure: _Failure, is_async: boo
     return wrap
 
 
-def _failing_wrap_wrapper(original: Callable[..., Any], failure: _Failure, is_async: bool,
+def _failing_wrap_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool,
                           passes: type[BaseException], guard: _WriteGuard | None = None,
                           hook: str = "") -> Callable[..., Any]:
     """`_wrap_wrapper` for the `fail` policy, which needs less from the handler's watch.

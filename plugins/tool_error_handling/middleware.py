@@ -9,9 +9,10 @@ Hooks
       text (`classify_error_text`) with ``source: exception``, replacing any
       stamp. The run goes on; the model decides what to do next;
     * `GraphBubbleUp` (interrupts, a parent's `Command`), cancellation
-      (`asyncio.CancelledError`, `KeyboardInterrupt`: not `Exception`s) and an
-      inner plugin's `PluginHookError` (its `on_error: fail` stops the run)
-      propagate untouched;
+      (`asyncio.CancelledError`, `KeyboardInterrupt`: not `Exception`s), an
+      inner plugin's `PluginHookError` and a refused state write
+      (`StateWriteError`, from an inner plugin's hook or a plugin's tool: its
+      `on_error: fail` stops the run) propagate untouched;
     * every `ToolMessage` result, also inside a `Command`'s ``messages``
       update, gets the metadata once (`result_meta`: error, partial success or
       success from its status and text). A result an earlier layer stamped (a
@@ -55,6 +56,7 @@ from antler.plugin_api import (
     TOOL_META_KEY,
     BuildContext,
     PluginHookError,
+    StateWriteError,
     ToolMeta,
     classify_error_text,
     message_text,
@@ -123,7 +125,7 @@ class ToolErrorHandlingMiddleware(AgentMiddleware):
                        handler: Callable[[ToolCallRequest], Result]) -> Result:
         try:
             result = handler(request)
-        except (GraphBubbleUp, PluginHookError):
+        except (GraphBubbleUp, PluginHookError, StateWriteError):
             raise
         except Exception as exc:
             return self._failed(request, exc)
@@ -134,7 +136,7 @@ class ToolErrorHandlingMiddleware(AgentMiddleware):
                               ) -> Result:
         try:
             result = await handler(request)
-        except (GraphBubbleUp, PluginHookError):
+        except (GraphBubbleUp, PluginHookError, StateWriteError):
             raise
         except Exception as exc:
             return self._failed(request, exc)
