@@ -2,7 +2,7 @@
 
 The synthetic middlewares here (`Synth`) are programmed with actions that add,
 replace and remove messages, write channels with and without reducers, and
-jump; `tests/test_compiler_properties.py` draws random chains of them. Every
+jump; `tests/compiler/test_compiler_properties.py` draws random chains of them. Every
 differential check builds the same chain twice (fresh instances), once as
 LangChain wires it and once fused, and compares final state, message ids and
 order, model requests, tool executions and errors.

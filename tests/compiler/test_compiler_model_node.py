@@ -2,7 +2,7 @@
 
 Each test builds one hand-written middleware chain twice, as LangChain's `create_agent`
 wires it and with `create_fused_agent` (the `before_model`/`after_model` hooks inside the
-model node), runs both and compares what `tests/test_compiler.py` compares: final state,
+model node), runs both and compares what `tests/compiler/test_compiler.py` compares: final state,
 message ids and order, model requests, tool executions and errors. The probes here cover
 what the synthetic chains there do not: hooks that remove or overwrite the model's answer,
 synthetic tool results, undeclared and mis-declared jumps, `Command`s, `wrap_model_call`

@@ -1,6 +1,6 @@
 """Random chains: the fused and the unfused graph always end in the same place.
 
-Hypothesis draws chains of synthetic middlewares (see `tests/test_compiler.py`)
+Hypothesis draws chains of synthetic middlewares (see `tests/compiler/test_compiler.py`)
 whose hooks add, replace and remove messages (with ids, without, as dicts),
 write reducer channels, plain channels and `Overwrite`s, return `Command`s,
 jump, interrupt, and mix sync and async implementations. For each chain the

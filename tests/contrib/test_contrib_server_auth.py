@@ -1,6 +1,6 @@
 """The example LangGraph Server auth handler (`antler.contrib.server_auth`), in process.
 
-`test_server.py` checks the same handler behind the real server.
+`tests/runtime/test_server.py` checks the same handler behind the real server.
 """
 
 from __future__ import annotations

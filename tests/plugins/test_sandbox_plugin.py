@@ -211,7 +211,7 @@ def test_a_forged_sandbox_id_in_the_input_is_ignored(home, provider):
     victim = provider.acquire(PathLayout(home).thread("bob", "t9"))
     agent, _ = make_agent(home, [call("bash", command="pwd"), "done"],
                           services={SANDBOX_PROVIDER: provider})
-    with agent:  # (AntlerAgent.invoke refuses such input: tests/test_input_boundary.py)
+    with agent:  # (AntlerAgent.invoke refuses such input: tests/runtime/test_input_boundary.py)
         state = agent.graph.invoke({"messages": [{"role": "user", "content": "hi"}],
                                     "sandbox": {"sandbox_id": victim}},
                                    config=agent.run_config("t1"), context=agent.context("t1"))

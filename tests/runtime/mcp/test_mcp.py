@@ -1,7 +1,7 @@
 """The MCP session owner, the `mcp_servers:` section and `antler mcp list`.
 
 Sessions use the in-memory transport except where a failing command is the
-point (no server process is started here; tests/test_mcp_stdio.py starts one).
+point (no server process is started here; tests/runtime/mcp/test_mcp_stdio.py starts one).
 """
 
 from __future__ import annotations

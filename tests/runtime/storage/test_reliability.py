@@ -3,7 +3,7 @@ stopped run, the memory store's damaged files and storage failures.
 
 Each test reproduces one defect of issue 10 through the real `create_agent` graph,
 fused and unfused. Tests with several real processes are in
-tests/test_reliability_processes.py.
+tests/runtime/test_reliability_processes.py.
 """
 
 from __future__ import annotations
