@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from antler.plugin_api.registry import discover
-from tests.test_builtin_order import order
+from tests.chain.test_builtin_order import order
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAIN_DOC = ROOT / "docs" / "chain.md"

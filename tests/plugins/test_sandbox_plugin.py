@@ -212,7 +212,7 @@ def test_a_forged_sandbox_id_in_the_input_is_ignored(home, provider):
     victim = provider.acquire(PathLayout(home).thread("bob", "t9"))
     agent, _ = make_agent(home, [call("bash", command="pwd"), "done"],
                           services={SANDBOX_PROVIDER: provider})
-    with agent:  # (AntlerAgent.invoke refuses such input: tests/test_input_boundary.py)
+    with agent:  # (AntlerAgent.invoke refuses such input: tests/runtime/test_input_boundary.py)
         state = agent.graph.invoke({"messages": [{"role": "user", "content": "hi"}],
                                     "sandbox": {"sandbox_id": victim}},
                                    config=agent.run_config("t1"), context=agent.context("t1"))
@@ -388,7 +388,7 @@ def test_a_lazy_runs_start_readies_a_bwrap_namespace_for_the_first_command(home,
     # base directory no thread has used, a chat turn starts nothing and writes nothing:
     # tests/plugins/test_uploads.py, whose agents use bwrap where it works.)
     from antler.runtime.sandbox.bwrap import BwrapSandboxProvider
-    from tests.test_sandbox_bwrap import needs_bwrap
+    from tests.runtime.sandbox.test_sandbox_bwrap import needs_bwrap
 
     needs_bwrap()
     provider = BwrapSandboxProvider(default_timeout=20)

@@ -85,7 +85,7 @@ def test_thread_data_in_the_graph_input_is_ignored(tmp_path):
     home = tmp_path / "home"
     agent, _ = make_agent(home, ["ok"])
     forged = {"workspace_path": "/etc", "uploads_path": "/etc", "outputs_path": "/etc"}
-    with agent:  # (AntlerAgent.invoke refuses such input: tests/test_input_boundary.py)
+    with agent:  # (AntlerAgent.invoke refuses such input: tests/runtime/test_input_boundary.py)
         state = agent.graph.invoke({"messages": [HumanMessage("hi")], "thread_data": forged},
                                    config=agent.run_config("t1"), context=agent.context("t1"))
     assert state["thread_data"] == PathLayout(home).thread("default", "t1").as_state()

@@ -15,7 +15,7 @@ Its modules import one way, each only from those above it in this list:
 * `opening`: `Storage` and `open_storage`/`storage_for`;
 * `admin`: `ThreadAdmin`, behind `antler threads`.
 
-`tests/test_storage_layers.py` holds the package to that order.
+`tests/test_package_layers.py` holds the package to that order.
 """
 
 from __future__ import annotations
