@@ -33,3 +33,23 @@ def table(*columns: str, title: str | None = None, **options: Any) -> Table:
 def warn(message: str, *, label: str = "warning") -> None:
     colour = "red" if label.startswith("error") else "yellow"
     click.echo(click.style(f"{label}:", fg=colour, bold=True) + " " + message, err=True)
+
+
+def confirm(question: str, *, poll_seconds: float = 0.2) -> bool:
+    """Ask a yes/no question on the terminal (stderr); only ``y``/``yes`` is yes.
+
+    The answer is waited for in short polls rather than one blocking read, so
+    Ctrl-C or SIGTERM stops the command at once wherever it lands: a signal that
+    arrives just before a blocking read would otherwise wait for the next key.
+    End of input counts as no.
+    """
+    import select
+    import sys
+
+    click.echo(f"{question} [y/N]: ", nl=False, err=True)
+    while not select.select([sys.stdin], [], [], poll_seconds)[0]:
+        pass  # between polls Python runs the handler of any signal that came
+    answer = sys.stdin.readline()
+    if not answer:
+        click.echo("", err=True)
+    return answer.strip().lower() in ("y", "yes")

@@ -183,6 +183,7 @@ def delete_thread(thread_id: str, home: str | None, config_path: str | None,
     from antler.runtime.storage import StorageError
 
     from . import CliUsageError
+    from .output import confirm
 
     with _admin(home, config_path) as admin:
         if admin is None:
@@ -193,9 +194,9 @@ def delete_thread(thread_id: str, home: str | None, config_path: str | None,
                 raise CliUsageError(f"deleting thread {thread_id!r} cannot be undone, and "
                                     "there is no terminal to ask on: pass --yes to delete it")
             owner = f"owner {info.owner}" if info.owner else "no owner"
-            if not click.confirm(f"Delete thread {thread_id!r} ({owner}, {info.checkpoints} "
-                                 f"checkpoints, {_size(info.bytes)}) and its files? This "
-                                 "cannot be undone", default=False, err=True):
+            if not confirm(f"Delete thread {thread_id!r} ({owner}, {info.checkpoints} "
+                           f"checkpoints, {_size(info.bytes)}) and its files? This "
+                           "cannot be undone"):
                 click.echo(f"kept thread {thread_id}: nothing was deleted", err=True)
                 raise click.exceptions.Exit(1)
         admin.delete(thread_id, user_id)
