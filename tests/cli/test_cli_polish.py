@@ -183,13 +183,22 @@ def _listed(home: Path) -> list[str]:
     return [row["thread"] for row in json.loads(listing.stdout)]
 
 
+def _as_a_shell_starts_it() -> None:
+    """Signals as a terminal's shell leaves them: a suite started in the background by a
+    non-interactive shell ignores SIGINT, a thread that once blocked signals passes its
+    mask on, and both are inherited across exec."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
 class Terminal:
     """`antler ...` on a pseudo-terminal, so it can ask; what it printed so far."""
 
     def __init__(self, *args: object) -> None:
         self.fd, child = pty.openpty()
         self.process = subprocess.Popen([sys.executable, "-m", "antler", *map(str, args)],
-                                        stdin=child, stdout=child, stderr=child, close_fds=True)
+                                        stdin=child, stdout=child, stderr=child, close_fds=True,
+                                        preexec_fn=_as_a_shell_starts_it)
         os.close(child)
         self.seen = b""
 
@@ -209,7 +218,15 @@ class Terminal:
         os.write(self.fd, text.encode())
 
     def finish(self) -> int:
-        code = self.process.wait(timeout=HANG_GUARD)
+        try:
+            code = self.process.wait(timeout=HANG_GUARD)
+        except subprocess.TimeoutExpired:
+            status = Path(f"/proc/{self.process.pid}/status").read_text()
+            self.process.kill()
+            raise AssertionError(
+                "the command did not stop; its signal state:\n" + "\n".join(
+                    line for line in status.splitlines() if line.startswith("Sig"))
+                + "\nwhat it printed:\n" + self.seen.decode(errors="replace")) from None
         with_output = self.seen
         try:
             while select.select([self.fd], [], [], 0.2)[0]:
