@@ -37,7 +37,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import pluggy
+from .markers import PROJECT as PROJECT
+from .markers import hookimpl as hookimpl
+from .markers import hookspec
 
 if TYPE_CHECKING:
     from antler.chain import BuiltChain
@@ -46,11 +48,6 @@ if TYPE_CHECKING:
     from .context import BuildContext
     from .manifest import Manifest
     from .spec import PluginSpec
-
-PROJECT = "antler"
-
-hookspec = pluggy.HookspecMarker(PROJECT)
-hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 @hookspec

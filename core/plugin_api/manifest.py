@@ -18,6 +18,7 @@ from antler.errors import ManifestError
 from antler.parselimits import SourceLimitError, read_bounded
 
 from .diagnostics import describe_validation_error
+from .markers import hookimpl
 from .spec import API_VERSION, PluginSpec, PointSpec, Provenance, SlotSpec
 from .yamlsource import YamlDocument, YamlSyntaxError, load_yaml, load_yaml_file
 
@@ -187,7 +188,6 @@ def manifest_plugin_hook(module: str, name: str | None = None) -> Any:
     ``antler_plugin_specs = manifest_plugin_hook(__name__)``, and its middleware
     module stays unimported until the plugin is enabled. The built-ins use it.
     """
-    from .hookspecs import hookimpl
 
     @hookimpl
     def antler_plugin_specs() -> Manifest | PluginSpec:
@@ -229,7 +229,6 @@ def builtin_plugin_hook(name: str) -> Any:
     warnings.warn("antler.plugin_api.builtin_plugin_hook is deprecated and will be removed "
                   "in the next minor version; use manifest_plugin_hook(__name__) with the "
                   "plugin's own plugin-manifest.yaml", DeprecationWarning, stacklevel=2)
-    from .hookspecs import hookimpl
 
     @hookimpl
     def antler_plugin_specs() -> list[PluginSpec]:

@@ -68,18 +68,13 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from antler.chain.policy import SKIP
 from antler.chain.stateowners import describe_refusal, refused_keys, written_keys
 from antler.compiler import NODE_HOOKS
-from antler.errors import AntlerError, PluginHookError, StateWriteError, describe_error
+from antler.errors import StateWriteError
 from antler.plugin_api.spec import OnError
 
-from .tracing import hook_subclass, note_in_trace, reclass
-
-AUDIT_LOGGER = "antler.audit.isolation"
-"""Where a skipped failure is reported, one line each."""
-
-
+from .failure import AUDIT_LOGGER, Failure
+from .tracing import hook_subclass, reclass
 
 log = logging.getLogger(AUDIT_LOGGER)
 
@@ -230,30 +225,6 @@ def _plain(original: Callable[..., Any], *names: str) -> bool:
         return False
     return [p.name for p in parameters] == list(names) and all(
         p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty for p in parameters)
-
-
-class Failure:
-    """What one plugin's hook does with an exception of its own: fail, or log and skip."""
-
-    __slots__ = ("hook", "label", "skip")
-
-    def __init__(self, label: str, hook: str, policy: OnError) -> None:
-        self.label = label
-        self.hook = hook
-        self.skip = policy == SKIP
-
-    def handle(self, error: Exception, outcome: str) -> None:
-        """Raise what `fail` raises; under `skip` report the failure and return.
-
-        `outcome` says what the chain does instead of the hook.
-        """
-        what = f"plugin {self.label!r} failed in {self.hook}: {describe_error(error)}"
-        if not self.skip:
-            if isinstance(error, AntlerError):
-                raise error  # raised on purpose: its message already says what is wrong
-            raise PluginHookError(what, plugin=self.label, hook=self.hook) from error
-        log.warning("%s; skipped (on_error: skip): %s", what, outcome)
-        note_in_trace(f"skipped {describe_error(error)}: {outcome}")
 
 
 def _node_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool,

@@ -40,7 +40,7 @@ from antler.chain.stateowners import describe_refusal, refused_keys
 from antler.errors import StateWriteError
 from antler.plugin_api.spec import OnError
 
-from .isolation import Failure
+from .failure import Failure
 
 
 def guard_tools(tools: Sequence[Any], plugin: str, policy: OnError,
