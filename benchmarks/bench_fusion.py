@@ -242,7 +242,7 @@ def local_provider() -> Any:
     namespaces, which is isolation, not chain overhead; `bench_sandbox` (also
     printed at the end) reports that cost per tool call.
     """
-    from antler.runtime.sandbox import load_sandbox_provider
+    from antler.plugin_api.sandbox import load_sandbox_provider
 
     return load_sandbox_provider("local", max_output_bytes=8 * 1024 * 1024)
 

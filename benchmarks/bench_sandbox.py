@@ -56,7 +56,7 @@ def runners(base: Path, command: str) -> tuple[dict[str, Callable[[], float]], l
     """The ways to run ``command``, by name (each returns its wall ms), and the providers
     to shut down afterwards."""
     from antler.plugin_api.paths import PathLayout
-    from antler.runtime.sandbox import load_sandbox_provider
+    from antler.plugin_api.sandbox import load_sandbox_provider
     from antler.runtime.sandbox.bwrap import bwrap_status
 
     layout = PathLayout(base)

@@ -47,11 +47,11 @@ class Scenario:
 
     def __init__(self, base: Path, command: str, provider: str = "local") -> None:
         from antler.plugin_api.paths import PathLayout
+        from antler.plugin_api.sandbox import load_sandbox_provider
         from antler.plugin_api.toolargs import with_resolved_signatures
         from antler.plugins.sandbox.config import SandboxConfig
         from antler.plugins.sandbox.middleware import SandboxMiddleware
         from antler.plugins.sandbox.tools import build_tools
-        from antler.runtime.sandbox import load_sandbox_provider
 
         self.command = command
         self.layout = PathLayout(base / "antler")

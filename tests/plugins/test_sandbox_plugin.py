@@ -18,9 +18,9 @@ from antler.contracts.runcontext import RunContext
 from antler.plugin_api.context import PATHS, SANDBOX_PROVIDER
 from antler.plugin_api.paths import PathLayout
 from antler.plugin_api.registry import discover
+from antler.plugin_api.sandbox import SandboxClosedError, UnknownSandboxProviderError
 from antler.plugins.sandbox.config import SandboxConfig
 from antler.plugins.sandbox.tools import TOOL_METADATA, build_tools
-from antler.runtime.sandbox import SandboxClosedError, UnknownSandboxProviderError
 from antler.runtime.sandbox.local import LocalSandboxProvider
 from tests.plugins.support import make_agent
 

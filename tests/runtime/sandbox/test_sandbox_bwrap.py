@@ -33,8 +33,9 @@ from antler.contracts.tooloutput import TOOL_OUTPUT_KEY
 from antler.plugin_api.context import SANDBOX_PROVIDER
 from antler.plugin_api.paths import PathLayout
 from antler.plugin_api.registry import discover
+from antler.plugin_api.sandbox import load_sandbox_provider
 from antler.runtime.demo import THREAD_ID, USER_ID, run_demo
-from antler.runtime.sandbox import choice, load_sandbox_provider
+from antler.runtime.sandbox import choice
 from antler.runtime.sandbox.bwrap import BwrapSandboxProvider, BwrapStatus, bwrap_status
 from antler.runtime.sandbox.choice import IsolationRequiredError, choose_provider
 from antler.runtime.sandbox.host import HostSandbox, HostSandboxProvider
@@ -222,7 +223,7 @@ def test_network_true_lets_bwrap_commands_out(layout: PathLayout,
 _HARNESS = """
 import sys
 from antler.plugin_api.paths import PathLayout
-from antler.runtime.sandbox import load_sandbox_provider
+from antler.plugin_api.sandbox import load_sandbox_provider
 provider = load_sandbox_provider(sys.argv[1])
 sandbox = provider.get(provider.acquire(PathLayout(sys.argv[2]).thread("u", "t")))
 sandbox.execute_command(sys.argv[3], timeout=60)

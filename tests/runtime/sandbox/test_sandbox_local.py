@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from antler.plugin_api.paths import VIRTUAL_ROOT, PathEscapeError, PathLayout, ThreadPaths
-from antler.runtime.sandbox import (
+from antler.plugin_api.sandbox import (
     CommandResult,
     Sandbox,
     SandboxClosedError,

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from antler.plugin_api.paths import PathLayout
-from antler.runtime.sandbox import CommandInterrupted, CommandResult
+from antler.plugin_api.sandbox import CommandInterrupted, CommandResult
 from antler.runtime.sandbox.bwrap import BwrapSandbox, BwrapSandboxProvider
 from tests.runtime.sandbox.test_sandbox_bwrap import needs_bwrap, orphans_left, settle
 from tests.runtime.test_reliability_processes import running

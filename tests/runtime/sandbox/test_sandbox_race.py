@@ -41,9 +41,9 @@ from langgraph.types import Command
 from antler.contracts.runcontext import RunContext
 from antler.plugin_api.context import SANDBOX_PROVIDER
 from antler.plugin_api.paths import PathLayout, ThreadPaths
+from antler.plugin_api.sandbox import load_sandbox_provider
 from antler.plugins.sandbox.config import SandboxConfig
 from antler.plugins.sandbox.tools import build_tools
-from antler.runtime.sandbox import load_sandbox_provider
 from antler.runtime.sandbox.host import HostSandboxProvider
 from tests.plugins.support import make_agent
 from tests.runtime.sandbox.test_sandbox_bwrap import needs_bwrap
