@@ -225,15 +225,7 @@ class BwrapSandbox(HostSandbox):
         namespace = Namespace(settings.bwrap, options, settings.python,
                               self._environment(_PATH, WORKSPACE), fds=fds)
         namespace.start()
-        if settings.cgroups is not None:
-            assert namespace.init_pid is not None
-            try:
-                group = settings.cgroups.hold(namespace.init_pid)
-            except OSError as error:
-                namespace.close()
-                raise SandboxError(f"The sandbox could not be held to its process limit: its "
-                                   f"cgroup could not be made ({error}).") from None
-            namespace.on_close(functools.partial(cgroup.release, group))
+        _hold_in_cgroup(namespace, settings.cgroups)
         self._namespace = namespace
         return namespace
 
@@ -495,15 +487,22 @@ class _SpareStarter:
     def finish(self, namespace: Namespace) -> None:
         """Wait until a launched spare runs, and make its ``pids`` cgroup."""
         namespace.wait_ready()
-        if self._cgroups is not None:
-            assert namespace.init_pid is not None
-            try:
-                group = self._cgroups.hold(namespace.init_pid)
-            except OSError as error:
-                namespace.close()
-                raise SandboxError(f"The sandbox could not be held to its process limit: its "
-                                   f"cgroup could not be made ({error}).") from None
-            namespace.on_close(functools.partial(cgroup.release, group))
+        _hold_in_cgroup(namespace, self._cgroups)
+
+
+def _hold_in_cgroup(namespace: Namespace, cgroups: cgroup.PidsLimit | None) -> None:
+    """Put a running namespace's init in its own ``pids`` cgroup (None: no cgroups),
+    released when the namespace closes; a cgroup that cannot be made closes it."""
+    if cgroups is None:
+        return
+    assert namespace.init_pid is not None
+    try:
+        group = cgroups.hold(namespace.init_pid)
+    except OSError as error:
+        namespace.close()
+        raise SandboxError(f"The sandbox could not be held to its process limit: its "
+                           f"cgroup could not be made ({error}).") from None
+    namespace.on_close(functools.partial(cgroup.release, group))
 
 
 class BwrapSandboxProvider(HostSandboxProvider):
