@@ -22,6 +22,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from antler.runtime import astguard
 from tests.distbuilder import Site
 from tests.machine import bare_path, forget_a_stale_bwrap_probe, in_ci, require
 
@@ -29,7 +30,12 @@ from tests.machine import bare_path, forget_a_stale_bwrap_probe, in_ci, require
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """The seed of the random order, shown first even under -q, so an order can be rerun."""
+    """The seed of the random order, shown first even under -q, so an order can be rerun.
+
+    Also serializes `ast.parse` (CPython 3.11 is not thread-safe there, and pytest parses
+    sources to format a failure while tests' worker threads may be parsing too).
+    """
+    astguard.install()
     config = session.config
     seed = getattr(config.option, "randomly_seed", None)
     reporter = config.pluginmanager.get_plugin("terminalreporter")

@@ -51,6 +51,7 @@ from antler.plugin_api.registry import PluginRegistry, discover
 from antler.plugin_api.toolargs import with_resolved_signatures
 from antler.plugin_api.uploads import upload_names
 
+from . import astguard
 from .configtools import load_config_tools
 from .deferred import defer_tools
 from .delegation import TASK_TOOL, make_task_tool
@@ -517,6 +518,7 @@ def create_agent(
     section, off by default; False; True; a file path; a mapping or
     `RecordSettings`) records every run of the agent (see `antler.replay`).
     """
+    astguard.install()
     registry = registry or discover()
     config = config or OperatorConfig()
     base = resolve_base(base_dir or config.storage.base_dir)
