@@ -40,7 +40,7 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from antler.chain.stateowners import describe_refusal, refused_keys
+from antler.chain.stateowners import describe_refusal, describe_steering, refused_keys, steering
 from antler.errors import StateWriteError
 from antler.plugin_api.spec import OnError
 
@@ -91,13 +91,13 @@ class _ResultCheck:
         """`result` (a `Command`) when it writes only writable keys, else the refusal
         (raised under `fail`, an error result under `skip`)."""
         update = result.update
-        steers = result.graph is not None or (result.goto and _sends(result.goto))
-        if not steers and type(update) is dict and update.keys() <= self.writable:
+        steers = steering(result) if result.graph is not None or result.goto else None
+        if steers is None and type(update) is dict and update.keys() <= self.writable:
             return result  # the usual case, at the cost of one subset test
         refused = refused_keys(result, self.writable)
         where = f"tool {name!r}"
-        if steers:
-            error = StateWriteError(_describe_steering(self.plugin, where, result),
+        if steers is not None:
+            error = StateWriteError(describe_steering(self.plugin, where, steers),
                                     plugin=self.plugin, keys=refused)
         elif refused:
             error = StateWriteError(describe_refusal(self.plugin, where, refused, self.owners),
@@ -114,22 +114,6 @@ class _ResultCheck:
         from langchain_core.messages import ToolMessage
 
         return ToolMessage(content=text, tool_call_id=call_id, name=name, status="error")
-
-
-def _sends(goto: Any) -> bool:
-    """Whether a `Command`'s `goto` holds a `Send` (a node name, or a list of them, does not)."""
-    targets = goto if isinstance(goto, (list, tuple)) else (goto,)
-    return not all(isinstance(target, str) for target in targets)
-
-
-def _describe_steering(plugin: str, where: str, result: Any) -> str:
-    if result.graph is not None:
-        what = f"addresses graph {result.graph!r} (its update would be written there, unguarded)"
-    else:
-        what = ("sends a state of its own making to a node (`goto=Send(...)`), which would "
-                "run that node on state no plugin wrote")
-    return (f"plugin {plugin!r}'s Command in {where} {what}; a plugin tool's Command may "
-            "write its plugin's keys and name a node in `goto`, nothing more")
 
 
 def _guarded_class(cls: type, check: _ResultCheck) -> type:
