@@ -303,8 +303,8 @@ def _wrap_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool
 
     # The async and sync wrappers (as in `_node_wrapper` and `_failing_wrap_wrapper`)
     # are twins on purpose: LangChain calls one form or the other, one awaits the
-    # handler and the other calls it, and a body shared through a helper would add a
-    # call to every hook of every run, the cost the module docstring keeps to one.
+    # handler where the other calls it, and a body shared through a helper would add a
+    # call to every hook of every run (the module docstring promises one call, one `try`).
     if is_async:
         async def awrap(self: Any, request: Any, handler: Callable[..., Any],
                         *args: Any, **kwargs: Any) -> Any:
