@@ -318,6 +318,10 @@ def _wrap_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool
         failure.handle(error, "kept the handler's result")
         return False, calls.result
 
+    # The async and sync wrappers (as in `_node_wrapper` and `_failing_wrap_wrapper`)
+    # are twins on purpose: LangChain calls one form or the other, one awaits the
+    # handler where the other calls it, and a body shared through a helper would add a
+    # call to every hook of every run (the module docstring promises one call, one `try`).
     if is_async:
         async def awrap(self: Any, request: Any, handler: Callable[..., Any],
                         *args: Any, **kwargs: Any) -> Any:
