@@ -423,6 +423,12 @@ if TYPE_CHECKING:
         PROJECT as PROJECT,
     )
     from antler.plugin_api.hookspecs import (
+        ChainView as ChainView,
+    )
+    from antler.plugin_api.hookspecs import (
+        ConfigView as ConfigView,
+    )
+    from antler.plugin_api.hookspecs import (
         hookimpl as hookimpl,
     )
     from antler.plugin_api.hookspecs import (
@@ -684,7 +690,7 @@ if TYPE_CHECKING:
 _MODULES: dict[str, tuple[str, ...]] = {
     # Hooks and manifests
     "antler.plugin_api.hookspecs": (
-        "PROJECT", "hookimpl", "hookspec"
+        "PROJECT", "hookimpl", "hookspec", "ChainView", "ConfigView"
     ),
     "antler.plugin_api.spec": (
         "API_VERSION", "PluginSpec", "PointSpec", "SlotSpec", "StateAccess", "Ordering",
@@ -901,11 +907,13 @@ __all__ = [
     "CatalogEntry",
     "ChainOverride",
     "ChainSecrets",
+    "ChainView",
     "CommandError",
     "CommandInterrupted",
     "CommandResult",
     "CommandSession",
     "ConfigError",
+    "ConfigView",
     "Decision",
     "DeferredTools",
     "DurableState",

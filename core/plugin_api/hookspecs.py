@@ -35,20 +35,51 @@ narrowing out would offer the model tools it must not see.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .markers import PROJECT as PROJECT
 from .markers import hookimpl as hookimpl
 from .markers import hookspec
 
 if TYPE_CHECKING:
-    from antler.chain import BuiltChain
-    from antler.chain.config import OperatorConfig
-
     from .context import BuildContext
     from .manifest import Manifest
     from .spec import PluginSpec
 
+
+
+class ConfigView(Protocol):
+    """What `antler_validate_config` sees of the operator's validated config (the core's
+    `OperatorConfig` is one): a section's model, whether a key was set, and where."""
+
+    def section(self, key: str) -> Any:
+        """The validated model of section `key` (a plugin's own or a platform one), or None."""
+
+    def was_set(self, *path: str | int) -> bool:
+        """Whether the operator's file set the key at `path` (not a default)."""
+
+    def locate(self, *path: str | int) -> object:
+        """Where the key at `path` is (`file:line:column` when shown), else the file."""
+
+
+class ChainView(Protocol):
+    """What `antler_chain_resolved` sees of a built chain (the core's `BuiltChain` is one)."""
+
+    @property
+    def names(self) -> list[str]:
+        """The chain's plugin names, in order."""
+
+    @property
+    def middlewares(self) -> list[Any]:
+        """The middleware instances, in the same order."""
+
+    @property
+    def plan(self) -> Any:
+        """The plan that placed them: the excluded plugins and the problems they had."""
+
+    @property
+    def entries(self) -> list[Any]:
+        """One entry per plugin in the chain: its name, spec and middleware instance."""
 
 @hookspec
 def antler_plugin_specs() -> list[PluginSpec] | Manifest | None:
@@ -102,10 +133,10 @@ def antler_config_sections() -> dict[str, Any] | None:
 
 
 @hookspec
-def antler_validate_config(config: OperatorConfig) -> list[str] | None:
+def antler_validate_config(config: ConfigView) -> list[str] | None:
     """Check cross-section rules after every section validated on its own.
 
-    :param config: the validated `OperatorConfig`; `config.section(key)` gives a
+    :param config: the validated config (a `ConfigView`); `config.section(key)` gives a
         section's model, `config.locate(key, field)` its file:line:column.
     :returns: a list of problems, each a full sentence starting with where it
         is and saying what to change, or None.
@@ -210,10 +241,10 @@ def antler_prompt_sections(context: BuildContext) -> list[str] | str | None:
 
 
 @hookspec
-def antler_chain_resolved(chain: BuiltChain) -> None:
+def antler_chain_resolved(chain: ChainView) -> None:
     """Observe a resolved and built chain (logging, metrics, policy checks).
 
-    :param chain: the `BuiltChain`: `chain.names` in order, `chain.plan` (with
+    :param chain: the built chain (a `ChainView`): `chain.names` in order, `chain.plan` (with
         the excluded plugins and the problems they were excluded for),
         `chain.entries` with the middleware instances.
 
