@@ -90,6 +90,14 @@ def provide_default_service(name: str, factory: Callable[[], Any]) -> None:
 
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
+ServiceT = TypeVar("ServiceT")
+
+
+def _checked(name: str, service: Any, kind: type[ServiceT]) -> ServiceT:
+    if not isinstance(service, kind):
+        raise TypeError(f"service {name!r} must be an instance of {kind.__qualname__}, got "
+                        f"{type(service).__name__}")
+    return service
 
 
 @dataclass
@@ -110,6 +118,18 @@ class Services:
                 f"service {name!r} is not provided to this build (provided: {known}); pass it "
                 f"in services=... or enable the plugin that provides it"
             ) from None
+
+    def typed(self, name: str, kind: type[ServiceT]) -> ServiceT:
+        """The service `name`, which must be a `kind` (a TypeError names both otherwise)."""
+        return _checked(name, self.get(name), kind)
+
+    def shared(self, name: str, kind: type[ServiceT], make: Callable[[], Any]) -> ServiceT:
+        """The build's one `name` service, which must be a `kind`: the one provided, else
+        `make()`'s, registered so that every later factory of the build gets the same."""
+        service = self.items.get(name)
+        if service is None:
+            service = self.items.setdefault(name, make())
+        return _checked(name, service, kind)
 
     def find(self, name: str) -> Any:
         """The service `name`, or None when the build has none (nor a default)."""
