@@ -913,6 +913,8 @@ class _Splitter:
             return self._dollar(owner, i, in_dq=True)
         return self._backtick(owner, i)  # c == "`"
 
+    # Read like `_step_dq` (a plain run, else one character), for `${...}`, where other
+    # characters matter: the two contexts stay separate steps of the hot loop.
     def _step_param(self, f: _Frame, i: int) -> int:
         s = self.s
         owner = f.owner

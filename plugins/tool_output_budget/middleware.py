@@ -213,6 +213,9 @@ class ToolOutputBudgetMiddleware(AgentMiddleware):
 
     # -- history -----------------------------------------------------------------------------
 
+    # The sync and async hooks share one implementation: the budgeted history, with no I/O
+    # to await (LangChain calls one or the other by how the agent is run).
+
     def wrap_model_call(self, request: ModelRequest,
                         handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
         return handler(self.budget_history(request))
