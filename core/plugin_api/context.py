@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, get_args
+from typing import Any, TypeVar, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -93,9 +93,12 @@ ConfigT = TypeVar("ConfigT", bound=BaseModel)
 ServiceT = TypeVar("ServiceT")
 
 
-def _checked(name: str, service: Any, kind: type[ServiceT]) -> ServiceT:
-    if not isinstance(service, kind):
-        raise TypeError(f"service {name!r} must be an instance of {kind.__qualname__}, got "
+def _checked(name: str, service: Any, kind: Callable[..., ServiceT]) -> ServiceT:
+    # `kind` is a class; typed as a callable because mypy refuses an abstract class (most
+    # services' interfaces) where `type[...]` is expected.
+    cls = cast(type, kind)
+    if not isinstance(service, cls):
+        raise TypeError(f"service {name!r} must be an instance of {cls.__qualname__}, got "
                         f"{type(service).__name__}")
     return service
 
@@ -119,11 +122,12 @@ class Services:
                 f"in services=... or enable the plugin that provides it"
             ) from None
 
-    def typed(self, name: str, kind: type[ServiceT]) -> ServiceT:
+    def typed(self, name: str, kind: Callable[..., ServiceT]) -> ServiceT:
         """The service `name`, which must be a `kind` (a TypeError names both otherwise)."""
         return _checked(name, self.get(name), kind)
 
-    def shared(self, name: str, kind: type[ServiceT], make: Callable[[], Any]) -> ServiceT:
+    def shared(self, name: str, kind: Callable[..., ServiceT],
+               make: Callable[[], Any]) -> ServiceT:
         """The build's one `name` service, which must be a `kind`: the one provided, else
         `make()`'s, registered so that every later factory of the build gets the same."""
         service = self.items.get(name)
