@@ -100,7 +100,7 @@ def _checked(name: str, service: Any, kind: Callable[..., ServiceT]) -> ServiceT
     if not isinstance(service, cls):
         raise TypeError(f"service {name!r} must be an instance of {cls.__qualname__}, got "
                         f"{type(service).__name__}")
-    return service
+    return cast(ServiceT, service)
 
 
 @dataclass
