@@ -4,6 +4,8 @@ A stable import path for plugin authors and applications; the code lives in
 `antler.runtime.models`.
 """
 
+# A facade, as `antler.agent` is: the names are listed, not star-imported, so a name of
+# `antler.runtime.models` joins this stable path only when it is added here on purpose.
 from antler.runtime.models import (
     ModelConfigError,
     ScriptedChatModel,

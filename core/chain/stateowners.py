@@ -149,6 +149,27 @@ def written_keys(update: Any) -> list[str]:
     return [key for key, _value in as_pairs()]
 
 
+def steering(command: Any) -> str | None:
+    """What in a `Command` would carry a write past the write guard, in words (None: nothing).
+
+    `graph=Command.PARENT` writes its update in the calling graph, and a `Send` in `goto`
+    runs a node on a state its sender made up; a node name in `goto` steers nothing."""
+    if getattr(command, "graph", None) is not None:
+        return f"addresses graph {command.graph!r} (its update would be written there, unguarded)"
+    goto = getattr(command, "goto", None)
+    targets = goto if isinstance(goto, (list, tuple)) else (goto,) if goto else ()
+    if all(isinstance(target, str) for target in targets):
+        return None
+    return ("sends a state of its own making to a node (`goto=Send(...)`), which would run "
+            "that node on state no plugin wrote")
+
+
+def describe_steering(plugin: str, hook: str, what: str) -> str:
+    """One line: `plugin`'s `Command` in `hook` does `what` (from `steering`); what may be."""
+    return (f"plugin {plugin!r}'s Command in {hook} {what}; a plugin's Command may write its "
+            "plugin's keys and name a node in `goto`, nothing more")
+
+
 def refused_keys(update: Any, writable: frozenset[str]) -> list[str]:
     """The keys of a node hook's `update` (a mapping or a `Command`) outside `writable`."""
     return [key for key in written_keys(update) if key not in writable]

@@ -243,20 +243,15 @@ def _expected_shape(model: type[BaseModel] | None, loc: tuple[Any, ...],
             f"got {_yaml_kind(error.get('input'))}")
 
 
+_SHAPES: tuple[tuple[type, str], ...] = (
+    (bool, "true or false"), (int, "a whole number"), (float, "a number"),
+    (str, "a string"), (list, "a list"), (dict, "a mapping"),
+)
+"""Python types and the shape a message calls them; `bool` before `int`, its base."""
+
+
 def _shape_of(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "true or false"
-    if isinstance(value, int):
-        return "a whole number"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return None
+    return next((shape for kind, shape in _SHAPES if isinstance(value, kind)), None)
 
 
 def _accepts(model: type[BaseModel], key: str, value: Any) -> bool:

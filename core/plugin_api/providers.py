@@ -31,13 +31,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import difflib
 import json
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import Any
 
 from langgraph.errors import GraphBubbleUp
@@ -45,6 +43,8 @@ from langgraph.errors import GraphBubbleUp
 from antler.contracts.runcontext import DEFAULT_USER, RunContext
 from antler.contracts.toolmeta import TOOL_META_KEY, refusal
 from antler.errors import AntlerError
+
+from .entrypoints import registered_names, unknown_name
 
 __all__ = [
     "AUTHORIZATION_AUDIT_LOGGER",
@@ -323,12 +323,12 @@ class GuardrailProvider(ABC):
 
 def available_authorization_providers() -> list[str]:
     """Names registered in ``antler.authorization_providers``, sorted."""
-    return _available(AUTHORIZATION_PROVIDER_GROUP)
+    return registered_names(AUTHORIZATION_PROVIDER_GROUP)
 
 
 def available_guardrail_providers() -> list[str]:
     """Names registered in ``antler.guardrail_providers``, sorted."""
-    return _available(GUARDRAIL_PROVIDER_GROUP)
+    return registered_names(GUARDRAIL_PROVIDER_GROUP)
 
 
 def load_authorization_provider(name: str, /, **options: Any) -> AuthorizationProvider:
@@ -362,15 +362,11 @@ def resolve_authorization_provider(name: str, *, default_role: str | None,
     return provider
 
 
-def _available(group: str) -> list[str]:
-    return sorted({ep.name for ep in entry_points(group=group)})
-
-
 def _load(group: str, kind: str, name: str, options: Mapping[str, Any], base: type) -> Any:
     from stevedore.driver import DriverManager
     from stevedore.exception import MultipleMatches, NoMatches
 
-    available = _available(group)
+    available = registered_names(group)
     if name not in available:
         raise _unknown(kind, group, name, available)
     failures: list[tuple[Any, BaseException]] = []
@@ -391,7 +387,7 @@ def _load(group: str, kind: str, name: str, options: Mapping[str, Any], base: ty
                 f"{kind} provider {name!r} ({ep.value}) failed to load: "
                 f"{type(error).__name__}: {error}"
             ) from error
-        raise _unknown(kind, group, name, _available(group)) from exc
+        raise _unknown(kind, group, name, registered_names(group)) from exc
     factory = manager.driver
     try:
         provider = factory(**options)
@@ -416,13 +412,7 @@ def _load(group: str, kind: str, name: str, options: Mapping[str, Any], base: ty
 
 
 def _unknown(kind: str, group: str, name: str, available: list[str]) -> UnknownProviderError:
-    close = difflib.get_close_matches(name, available, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    listed = ", ".join(repr(n) for n in available) if available else "none"
-    return UnknownProviderError(
-        f"Unknown {kind} provider {name!r}.{hint} Available providers: {listed}. "
-        f"Providers register under the entry point group {group!r}."
-    )
+    return UnknownProviderError(unknown_name(kind, name, group, available))
 
 
 # -- evaluating and auditing ------------------------------------------------------------------

@@ -14,10 +14,8 @@ provider and must never reach the model.
 
 from __future__ import annotations
 
-import difflib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import Any
 
 from stevedore.driver import DriverManager
@@ -25,6 +23,8 @@ from stevedore.exception import NoMatches
 
 from antler.errors import AntlerError
 from antler.plugin_api.paths import PathLayout, ThreadPaths
+
+from .entrypoints import registered_names, unknown_name
 
 __all__ = [
     "CUT_NOTE",
@@ -265,7 +265,7 @@ class SandboxProvider(ABC):
 
 def available_sandbox_providers() -> list[str]:
     """Names registered in the ``antler.sandbox_providers`` entry point group, sorted."""
-    return sorted({ep.name for ep in entry_points(group=SANDBOX_PROVIDER_GROUP)})
+    return registered_names(SANDBOX_PROVIDER_GROUP)
 
 
 def load_sandbox_provider(name: str, **kwargs: Any) -> SandboxProvider:
@@ -310,10 +310,5 @@ def load_sandbox_provider(name: str, **kwargs: Any) -> SandboxProvider:
 
 def _unknown_provider(name: str, available: list[str]) -> UnknownSandboxProviderError:
     """Build the error for an unregistered provider name, with a did-you-mean hint."""
-    close = difflib.get_close_matches(name, available, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    listed = ", ".join(repr(n) for n in available) if available else "none"
     return UnknownSandboxProviderError(
-        f"Unknown sandbox provider {name!r}.{hint} Available providers: {listed}. "
-        f"Providers register under the entry point group {SANDBOX_PROVIDER_GROUP!r}."
-    )
+        unknown_name("sandbox", name, SANDBOX_PROVIDER_GROUP, available))

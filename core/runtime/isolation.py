@@ -28,7 +28,9 @@ the whole update and logs it). So is the `Command` a wrap hook returns of its
 own (`Command(update=...)` from `wrap_tool_call`, `ExtendedModelResponse`'s
 command from `wrap_model_call`); under `skip` the handler's result is kept and
 the command dropped. A result the handler returned, and the keys of an inner
-command the hook carries over, are not the hook's writes. The tools a plugin
+command the hook carries over, are not the hook's writes. A hook's own `Command`
+that would carry a write past the guard (`graph=Command.PARENT`, a `Send` in
+`goto`) is refused the same way; a node name in `goto` is allowed. The tools a plugin
 contributes are guarded the same way (`antler.runtime.toolguard`).
 
 Either way, an exception that came out of the handler (the model's, a tool's,
@@ -68,7 +70,13 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from antler.chain.stateowners import describe_refusal, refused_keys, written_keys
+from antler.chain.stateowners import (
+    describe_refusal,
+    describe_steering,
+    refused_keys,
+    steering,
+    written_keys,
+)
 from antler.compiler import NODE_HOOKS
 from antler.errors import StateWriteError
 from antler.plugin_api.spec import OnError
@@ -134,6 +142,10 @@ class _WriteGuard:
     def check(self, update: Any, hook: str) -> Any:
         if update is None or (type(update) is dict and update.keys() <= self.writable):
             return update  # the usual cases, at the cost of one subset test
+        steers = steering(update)
+        if steers is not None:
+            raise StateWriteError(describe_steering(self.label, hook, steers),
+                                  plugin=self.label, keys=refused_keys(update, self.writable))
         refused = refused_keys(update, self.writable)
         if refused:
             raise StateWriteError(describe_refusal(self.label, hook, refused, self.owners),
@@ -150,10 +162,15 @@ class _WriteGuard:
         """
         if result is handled:
             return
-        refused = refused_keys(_command_of(result), self.writable)
+        command, inner_command = _command_of(result), _command_of(handled)
+        steers = steering(command)
+        if steers is not None and steers != steering(inner_command):
+            raise StateWriteError(describe_steering(self.label, hook, steers),
+                                  plugin=self.label, keys=[])
+        refused = refused_keys(command, self.writable)
         if not refused:
             return
-        inner = written_keys(_command_of(handled))
+        inner = written_keys(inner_command)
         refused = [key for key in refused if key not in inner]
         if refused:
             raise StateWriteError(describe_refusal(self.label, hook, refused, self.owners),
@@ -301,6 +318,10 @@ def _wrap_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool
         failure.handle(error, "kept the handler's result")
         return False, calls.result
 
+    # The async and sync wrappers (as in `_node_wrapper` and `_failing_wrap_wrapper`)
+    # are twins on purpose: LangChain calls one form or the other, one awaits the
+    # handler where the other calls it, and a body shared through a helper would add a
+    # call to every hook of every run (the module docstring promises one call, one `try`).
     if is_async:
         async def awrap(self: Any, request: Any, handler: Callable[..., Any],
                         *args: Any, **kwargs: Any) -> Any:

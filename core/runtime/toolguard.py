@@ -7,8 +7,11 @@ the same write guard as the plugin's hooks (`antler.runtime.isolation`): the
 keys it may write are its plugin's (`antler.chain.stateowners`: the keys it
 owns, the contract channels its schema takes, the shared channels such as
 `messages`). A `Command` that writes any other key is refused with
-`StateWriteError`, naming the plugin, the tool and the key (and its owner),
-under the plugin's `on_error`:
+`StateWriteError`, naming the plugin, the tool and the key (and its owner);
+so is one that would carry a write past the guard: `graph=Command.PARENT` (its
+update lands in the calling graph) or a `Send` in `goto` (it runs a node on a
+state the tool made up). A node name in `goto` is allowed. The refusal is
+handled under the plugin's `on_error`:
 
 `fail`
     The run stops with the `StateWriteError`.
@@ -27,7 +30,8 @@ How: each guarded tool is a copy of the tool under a subclass of its own class
 that overrides `invoke` and `ainvoke` (what the tools node calls, for sync and
 async tools alike), so its name, schema and injected arguments stay as they
 were. A result that is not a `Command` costs one `isinstance` test; a
-`Command` whose update is a dict of writable keys, one subset test more.
+`Command` whose update is a dict of writable keys, a subset test and a look at
+its `graph` and `goto`.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from antler.chain.stateowners import describe_refusal, refused_keys
+from antler.chain.stateowners import describe_refusal, describe_steering, refused_keys, steering
 from antler.errors import StateWriteError
 from antler.plugin_api.spec import OnError
 
@@ -87,14 +91,19 @@ class _ResultCheck:
         """`result` (a `Command`) when it writes only writable keys, else the refusal
         (raised under `fail`, an error result under `skip`)."""
         update = result.update
-        if type(update) is dict and update.keys() <= self.writable:
+        steers = steering(result) if result.graph is not None or result.goto else None
+        if steers is None and type(update) is dict and update.keys() <= self.writable:
             return result  # the usual case, at the cost of one subset test
         refused = refused_keys(result, self.writable)
-        if not refused:
-            return result
         where = f"tool {name!r}"
-        error = StateWriteError(describe_refusal(self.plugin, where, refused, self.owners),
-                                plugin=self.plugin, keys=refused)
+        if steers is not None:
+            error = StateWriteError(describe_steering(self.plugin, where, steers),
+                                    plugin=self.plugin, keys=refused)
+        elif refused:
+            error = StateWriteError(describe_refusal(self.plugin, where, refused, self.owners),
+                                    plugin=self.plugin, keys=refused)
+        else:
+            return result
         Failure(self.plugin, where, self.policy).handle(
             error, "dropped the tool's Command and answered the call with an error")
         text = f"Error: the result of tool {name!r} was refused: {error}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar, cast, overload
 
 from pydantic import BaseModel
 
@@ -25,6 +26,31 @@ from .storage import StorageSettings
 
 __all__ = ["OperatorConfig"]
 
+SectionModel = TypeVar("SectionModel", bound=BaseModel)
+
+
+class _Section(Generic[SectionModel]):
+    """An `OperatorConfig` attribute named as its section: the validated section, or
+    a fresh instance of the section's model (its defaults) where the file has none."""
+
+    def __init__(self, model: type[SectionModel]) -> None:
+        self.model = model
+        self.key = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = name
+
+    @overload
+    def __get__(self, config: None, owner: type) -> _Section[SectionModel]: ...
+    @overload
+    def __get__(self, config: OperatorConfig, owner: type | None = None) -> SectionModel: ...
+    def __get__(self, config: OperatorConfig | None,
+                owner: type | None = None) -> SectionModel | _Section[SectionModel]:
+        if config is None:
+            return self
+        found = config.sections.get(self.key)
+        return cast(SectionModel, found) if found is not None else self.model()
+
 
 @dataclass
 class OperatorConfig:
@@ -34,46 +60,20 @@ class OperatorConfig:
     sections: dict[str, BaseModel] = field(default_factory=dict)
     document: YamlDocument | None = None
 
-    @property
-    def chain(self) -> ChainSettings:
-        return self.sections.get("chain") or ChainSettings()  # type: ignore[return-value]
-
-    @property
-    def extensions(self) -> ExtensionsSection:
-        return self.sections.get("extensions") or ExtensionsSection()  # type: ignore[return-value]
-
-    @property
-    def models(self) -> ModelsSettings:
-        return self.sections.get("models") or ModelsSettings()  # type: ignore[return-value]
+    chain = _Section(ChainSettings)
+    extensions = _Section(ExtensionsSection)
+    models = _Section(ModelsSettings)
+    storage = _Section(StorageSettings)
+    server = _Section(ServerSettings)
+    skills = _Section(SkillsSettings)
+    input = _Section(InputSettings)
+    agent = _Section(AgentSettings)
+    record = _Section(RecordSettings)
 
     @property
     def tools(self) -> list[ToolEntry]:
         section = self.sections.get("tools")
         return list(section.root) if section is not None else []  # type: ignore[attr-defined]
-
-    @property
-    def storage(self) -> StorageSettings:
-        return self.sections.get("storage") or StorageSettings()  # type: ignore[return-value]
-
-    @property
-    def server(self) -> ServerSettings:
-        return self.sections.get("server") or ServerSettings()  # type: ignore[return-value]
-
-    @property
-    def skills(self) -> SkillsSettings:
-        return self.sections.get("skills") or SkillsSettings()  # type: ignore[return-value]
-
-    @property
-    def input(self) -> InputSettings:
-        return self.sections.get("input") or InputSettings()  # type: ignore[return-value]
-
-    @property
-    def agent(self) -> AgentSettings:
-        return self.sections.get("agent") or AgentSettings()  # type: ignore[return-value]
-
-    @property
-    def record(self) -> RecordSettings:
-        return self.sections.get("record") or RecordSettings()  # type: ignore[return-value]
 
     @property
     def mcp_servers(self) -> dict[str, McpServerSettings]:

@@ -18,6 +18,8 @@ from antler.plugin_api.registry import LoadDiagnostic, PluginRegistry
 from antler.plugin_api.spec import PluginSpec
 from antler.replay.settings import RecordSettings
 
+# The platform's section models, as `operatorconfig` imports them too: the schema
+# validates each section, `OperatorConfig` hands each out typed.
 from .agent import (
     AgentSettings,
     ChainSettings,

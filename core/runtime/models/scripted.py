@@ -518,6 +518,9 @@ class ScriptedChatModel(BaseChatModel):
             turn = self._coerce_dynamic(produced, index)
         return self._result(turn, messages)
 
+    # LangChain's async API needs its own `_agenerate` (the default runs `_generate`
+    # in a thread, which cannot await an async callable turn); it differs from
+    # `_generate` only in awaiting the turn where the sync one refuses it.
     async def _agenerate(
         self,
         messages: list[BaseMessage],

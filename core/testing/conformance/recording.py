@@ -124,6 +124,9 @@ def recorded(middleware: Any, label: str, slot: Slot) -> Any:
 
 def _record_hook(original: Callable[..., Any], hook: str, is_async: bool, *, label: str,
                  slot: Slot) -> Callable[..., Any]:
+    # Each recorder is written twice on purpose: LangChain calls a hook's sync or async
+    # form, and only the sync recorders measure the hook's own CPU time (`spent`); while
+    # an async hook awaits, other tasks run on its thread and their time would count.
     if hook in NODE_HOOKS:
         if is_async:
             async def anode(self: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
