@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, get_args
+from typing import Any, TypeVar, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -90,6 +90,17 @@ def provide_default_service(name: str, factory: Callable[[], Any]) -> None:
 
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
+ServiceT = TypeVar("ServiceT")
+
+
+def _checked(name: str, service: Any, kind: Callable[..., ServiceT]) -> ServiceT:
+    # `kind` is a class; typed as a callable because mypy refuses an abstract class (most
+    # services' interfaces) where `type[...]` is expected.
+    cls = cast(type, kind)
+    if not isinstance(service, cls):
+        raise TypeError(f"service {name!r} must be an instance of {cls.__qualname__}, got "
+                        f"{type(service).__name__}")
+    return cast(ServiceT, service)
 
 
 @dataclass
@@ -110,6 +121,19 @@ class Services:
                 f"service {name!r} is not provided to this build (provided: {known}); pass it "
                 f"in services=... or enable the plugin that provides it"
             ) from None
+
+    def typed(self, name: str, kind: Callable[..., ServiceT]) -> ServiceT:
+        """The service `name`, which must be a `kind` (a TypeError names both otherwise)."""
+        return _checked(name, self.get(name), kind)
+
+    def shared(self, name: str, kind: Callable[..., ServiceT],
+               make: Callable[[], Any]) -> ServiceT:
+        """The build's one `name` service, which must be a `kind`: the one provided, else
+        `make()`'s, registered so that every later factory of the build gets the same."""
+        service = self.items.get(name)
+        if service is None:
+            service = self.items.setdefault(name, make())
+        return _checked(name, service, kind)
 
     def find(self, name: str) -> Any:
         """The service `name`, or None when the build has none (nor a default)."""

@@ -8,6 +8,8 @@ from typing import Any
 
 import antler.plugin_api
 
+# Written out like authz.py rather than built by `antler.deprecation.moved_names`: a
+# plugin imports only the SDK (tests/test_import_layers.py). Both stubs go in 0.2.
 _MOVED = frozenset([
         "HistoryFold"
 ])

@@ -63,7 +63,9 @@ import html
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
+
+from pydantic import AfterValidator
 
 __all__ = [
     "BOUNDARY_MARKERS",
@@ -71,6 +73,7 @@ __all__ = [
     "MAX_NAME_WORDS",
     "USER_INPUT_BEGIN",
     "USER_INPUT_END",
+    "ExtraTagNames",
     "Finding",
     "Neutralized",
     "ReservedTags",
@@ -173,6 +176,19 @@ _MARKER_NAMES = frozenset({"beginuserinput", "enduserinput"})
 def normalize_tag_name(name: str) -> str:
     """The form in which tag names are compared (see the module docstring)."""
     return _normalize(html.unescape(name) if "&" in name else name)
+
+
+def _names_not_blank(names: list[str]) -> list[str]:
+    for name in names:
+        if not normalize_tag_name(name):
+            raise ValueError(f"tag name {name!r} is empty once case and separators are "
+                             "ignored; give a name with letters or digits")
+    return names
+
+
+ExtraTagNames = Annotated[list[str], AfterValidator(_names_not_blank)]
+"""The type of a sanitizer config's `extra_tags`: each name has a letter or digit once
+normalized (a name that normalizes to nothing would reserve nothing)."""
 
 
 def _normalize(name: str) -> str:

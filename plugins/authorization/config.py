@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from antler.plugins._lib.providergate import (
+    fail_closed_field,
+    provider_name,
+    provider_options_field,
+)
 
 __all__ = ["AuthorizationConfig"]
 
@@ -28,7 +34,7 @@ class AuthorizationConfig(BaseModel):
 
     enabled: bool | None = Field(
         None, description="Turn authorization on (it is off unless enabled).")
-    provider: str = Field(
+    provider: Annotated[str, provider_name("rbac")] = Field(
         "rbac",
         description="Name of the authorization provider, registered in the entry point group "
         "`antler.authorization_providers` (`rbac` ships with Antler).",
@@ -39,23 +45,9 @@ class AuthorizationConfig(BaseModel):
         "it when the agent is built: an unknown role fails the build. Without it, a run that "
         "names no role is denied every tool (and the audit log says so once per run).",
     )
-    fail_closed: bool = Field(
-        True,
-        description="When the provider fails (raises, or answers nonsense), deny the call "
-        "(true) or let it through (false). Either way the failure is audited.",
-    )
-    provider_options: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Keyword arguments for the provider's constructor; for `rbac`: "
-        "`roles: {role: [tool names or globs]}`.",
-    )
-
-    @field_validator("provider")
-    @classmethod
-    def _provider_named(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("is empty; name a provider such as 'rbac'")
-        return value.strip()
+    fail_closed: bool = fail_closed_field()
+    provider_options: dict[str, Any] = provider_options_field(
+        "for `rbac`: `roles: {role: [tool names or globs]}`")
 
     @field_validator("default_role")
     @classmethod

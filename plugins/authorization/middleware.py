@@ -89,7 +89,6 @@ from .config import AuthorizationConfig
 
 __all__ = [
     "AuthorizationMiddleware",
-    "authorization_config",
     "build",
     "build_principal",
     "select_tools",
@@ -101,29 +100,14 @@ _audit_logger = logging.getLogger(AUTHORIZATION_AUDIT_LOGGER)
 _TOOL_CHOICE_KEYWORDS = frozenset({"auto", "any", "none", "required"})
 
 
-def authorization_config(config: Any) -> AuthorizationConfig:
-    """The plugin's config from a build context's section (None means defaults)."""
-    if isinstance(config, AuthorizationConfig):
-        return config
-    if config is None:
-        return AuthorizationConfig()
-    return AuthorizationConfig.model_validate(config.model_dump())
-
-
 def shared_provider(services: Services, config: AuthorizationConfig) -> AuthorizationProvider:
     """The build's one provider: the service if set, else resolved from config and registered."""
-    provider = services.items.get(AUTHORIZATION_PROVIDER)
-    if provider is None:
-        provider = resolve_authorization_provider(
-            config.provider, default_role=config.default_role, options=config.provider_options)
-        provider = services.items.setdefault(AUTHORIZATION_PROVIDER, provider)
-    elif isinstance(provider, AuthorizationProvider):
+    provided = services.items.get(AUTHORIZATION_PROVIDER) is not None
+    provider = services.shared(AUTHORIZATION_PROVIDER, AuthorizationProvider, functools.partial(
+        resolve_authorization_provider, config.provider, default_role=config.default_role,
+        options=config.provider_options))
+    if provided:  # one resolved from config checked its default role already
         provider.validate_default_role(config.default_role)
-    if not isinstance(provider, AuthorizationProvider):
-        raise TypeError(
-            f"service {AUTHORIZATION_PROVIDER!r} must be an antler.authz.AuthorizationProvider, "
-            f"got {type(provider).__name__}"
-        )
     return provider
 
 
@@ -140,7 +124,7 @@ def select_tools(ctx: BuildContext, tools: list[Any]) -> list[Any]:
     (`AuthorizationProvider.compile_principals`: with RBAC, every role) may
     use it; each run's own roles then narrow the set before every model call.
     """
-    config = authorization_config(ctx.config)
+    config = ctx.plugin_config(AuthorizationConfig)
     provider = shared_provider(ctx.services, config)
     principals = provider.compile_principals(build_principal(ctx.runtime, config))
     kept = []
@@ -333,7 +317,7 @@ def _audit(principal: Principal, name: str | None, decision: Decision, provider:
 
 def build(ctx: BuildContext) -> AuthorizationMiddleware:
     """Factory named in the manifest: the provider comes from (or goes into) the services."""
-    config = authorization_config(ctx.config)
+    config = ctx.plugin_config(AuthorizationConfig)
     provider = shared_provider(ctx.services, config)
     deferred = ctx.services.items.get(DEFERRED_TOOLS)
     return AuthorizationMiddleware(provider, default_role=config.default_role,

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from antler.plugin_api import jsonsource
+from antler.plugins._lib.jsontext import json_container
 
 __all__ = [
     "CHOICE_TYPES",
@@ -184,14 +184,8 @@ def decode_json_text(value: Any) -> Any:
     """
     if not isinstance(value, str) or len(value) > MAX_JSON_TEXT_CHARS:
         return value
-    text = value.strip()
-    if not text or text[0] not in "[{":
-        return value
-    try:
-        decoded = jsonsource.loads(text)
-    except ValueError:
-        return value
-    return decoded if isinstance(decoded, (list, dict)) else value
+    decoded = json_container(value)
+    return value if decoded is None else decoded
 
 
 def as_flag(value: Any) -> bool:

@@ -56,6 +56,8 @@ from antler.plugin_api import (
     tool_name,
 )
 
+# The header of every plugin module (SDK imports, `__all__`, logger, names): alike
+# in shape across plugins, by layout, with no logic to share.
 __all__ = ["SECTION_TAG", "DeferredToolFilterMiddleware", "build", "prompt_section"]
 
 logger = logging.getLogger(__name__)

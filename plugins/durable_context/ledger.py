@@ -32,6 +32,8 @@ from antler.plugin_api import (
     tool_meta,
 )
 
+# The header of every plugin module (SDK imports, `__all__`, logger, names): alike
+# in shape across plugins, by layout, with no logic to share.
 __all__ = ["TASK_TOOL", "Capture", "capture", "skill_path", "unseen"]
 
 TASK_TOOL = "task"

@@ -185,6 +185,9 @@ class DurableContextMiddleware(AgentMiddleware[DurableContextState, Any, Any]):
 
     # -- capture --------------------------------------------------------------------------
 
+    # The sync and async hooks share one implementation: the work is pure state
+    # capture, with no I/O to await.
+
     def before_model(self, state: DurableContextState, runtime: Any) -> dict[str, Any] | None:
         return self._capture(state, runtime)
 
@@ -228,6 +231,9 @@ class DurableContextMiddleware(AgentMiddleware[DurableContextState, Any, Any]):
         return self.clock().isoformat(timespec="seconds")
 
     # -- projection -----------------------------------------------------------------------
+
+    # The sync and async hooks share one implementation: the request's projection, with no
+    # I/O to await (LangChain calls one or the other by how the agent is run).
 
     def wrap_model_call(self, request: ModelRequest,
                         handler: Callable[[ModelRequest], ModelResponse]) -> Any:

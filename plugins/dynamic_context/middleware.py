@@ -208,6 +208,9 @@ class DynamicContextMiddleware(AgentMiddleware[Any, Any]):
                            "no reminder this turn", self.timeout_seconds)
             return None
 
+    # The sync and async hooks share one implementation: the dated request, with no I/O to
+    # await (LangChain calls one or the other by how the agent is run).
+
     def wrap_model_call(self, request: ModelRequest,
                         handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         return handler(self._dated(request))

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from antler.plugins._lib.providergate import (
+    fail_closed_field,
+    provider_name,
+    provider_options_field,
+)
 
 __all__ = ["GuardrailsConfig"]
 
@@ -29,28 +35,14 @@ class GuardrailsConfig(BaseModel):
 
     enabled: bool | None = Field(
         None, description="Turn guardrails on (they are off unless enabled).")
-    provider: str | None = Field(
+    provider: Annotated[str | None, provider_name("allowlist")] = Field(
         None,
         description="Name of the guardrail provider, registered in the entry point group "
         "`antler.guardrail_providers` (`allowlist` ships with Antler). Required when enabled.",
     )
-    fail_closed: bool = Field(
-        True,
-        description="When the provider fails (raises, or answers nonsense), deny the call "
-        "(true) or let it through (false). Either way the failure is audited.",
-    )
-    provider_options: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Keyword arguments for the provider's constructor; for `allowlist`: "
-        "`allow: [tool names or globs]`, optional `deny: [...]`.",
-    )
-
-    @field_validator("provider")
-    @classmethod
-    def _provider_not_blank(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            raise ValueError("is empty; name a provider such as 'allowlist'")
-        return value.strip() if value is not None else None
+    fail_closed: bool = fail_closed_field()
+    provider_options: dict[str, Any] = provider_options_field(
+        "for `allowlist`: `allow: [tool names or globs]`, optional `deny: [...]`")
 
     @model_validator(mode="after")
     def _provider_when_enabled(self) -> GuardrailsConfig:

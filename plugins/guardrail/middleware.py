@@ -55,35 +55,20 @@ from antler.plugin_api import (
 
 from .config import GuardrailsConfig
 
-__all__ = ["GuardrailMiddleware", "build", "guardrails_config", "shared_provider"]
+__all__ = ["GuardrailMiddleware", "build", "shared_provider"]
 
 SOURCE = "guardrail"
 _audit_logger = logging.getLogger(GUARDRAIL_AUDIT_LOGGER)
 
 
-def guardrails_config(config: Any) -> GuardrailsConfig:
-    """The plugin's config from a build context's section (None means defaults)."""
-    if isinstance(config, GuardrailsConfig):
-        return config
-    if config is None:
-        return GuardrailsConfig()
-    return GuardrailsConfig.model_validate(config.model_dump())
-
-
 def shared_provider(services: Services, config: GuardrailsConfig) -> GuardrailProvider:
     """The build's one guardrail provider: the service if set, else the configured one."""
-    provider = services.items.get(GUARDRAIL_PROVIDER)
-    if provider is None:
+    def configured() -> GuardrailProvider:
         if config.provider is None:
             raise BuildError("guardrails are enabled but no guardrails.provider is configured")
-        provider = load_guardrail_provider(config.provider, **config.provider_options)
-        provider = services.items.setdefault(GUARDRAIL_PROVIDER, provider)
-    if not isinstance(provider, GuardrailProvider):
-        raise TypeError(
-            f"service {GUARDRAIL_PROVIDER!r} must be an antler.authz.GuardrailProvider, got "
-            f"{type(provider).__name__}"
-        )
-    return provider
+        return load_guardrail_provider(config.provider, **config.provider_options)
+
+    return services.shared(GUARDRAIL_PROVIDER, GuardrailProvider, configured)
 
 
 class GuardrailMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
@@ -151,6 +136,6 @@ class GuardrailMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
 def build(ctx: BuildContext) -> GuardrailMiddleware:
     """Factory named in the manifest: the provider comes from (or goes into) the services."""
-    config = guardrails_config(ctx.config)
+    config = ctx.plugin_config(GuardrailsConfig)
     return GuardrailMiddleware(shared_provider(ctx.services, config),
                                fail_closed=config.fail_closed)

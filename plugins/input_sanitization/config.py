@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from antler.plugins._lib.tagguard import normalize_tag_name
+from antler.plugins._lib.tagguard import ExtraTagNames
 
 
 class InputSanitizationConfig(BaseModel):
@@ -15,17 +15,8 @@ class InputSanitizationConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    extra_tags: list[str] = Field(
+    extra_tags: ExtraTagNames = Field(
         default_factory=list,
         description="Tag names to reserve in addition to the built-in injection tags and the "
         "tags every plugin of the chain declares (`emits_tags`), e.g. ['company_policy'].",
     )
-
-    @field_validator("extra_tags")
-    @classmethod
-    def _names_not_blank(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if not normalize_tag_name(name):
-                raise ValueError(f"tag name {name!r} is empty once case and separators are "
-                                 "ignored; give a name with letters or digits")
-        return value

@@ -38,6 +38,7 @@ class LlmErrorHandlingConfig(BaseModel):
     burst_retry_base_delay_ms: int = Field(
         5000, ge=0, description="Shortest wait before retrying a burst-limited call, in "
         "milliseconds.")
+    # Declared like `CircuitBreakerConfig`'s fields above: alike in shape only.
     max_retry_after_sec: float = Field(
         60.0, ge=0, description="A provider's Retry-After is honoured up to this many "
         "seconds; asked to wait longer, the call gives up at once with an error reply.")

@@ -88,6 +88,8 @@ from .breaker import CircuitBreaker, process_limiter
 from .classify import RETRIED, classify, describe, retry_after_seconds, status_of
 from .config import LlmErrorHandlingConfig
 
+# The header of every plugin module (SDK imports, `__all__`, logger, names): alike
+# in shape across plugins, by layout, with no logic to share.
 __all__ = ["RETRY_EVENT", "SLEEP_SERVICE", "LlmErrorHandlingMiddleware", "build"]
 
 logger = logging.getLogger(__name__)
@@ -153,6 +155,8 @@ class LlmErrorHandlingMiddleware(AgentMiddleware[StopReasonState, Any, Any]):
             call.breaker.success()
             return response
 
+    # The async twin of `wrap_model_call`, the same loop around `_Call`: it awaits the
+    # limiter, the handler and the wait, which one body could not do for both.
     async def awrap_model_call(
             self, request: ModelRequest[Any],
             handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]]) -> Any:

@@ -222,6 +222,9 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any, Any]):
 
     # -- detection
 
+    # The sync and async hooks share one implementation: the work is pure state
+    # inspection, with no I/O to await.
+
     def after_model(self, state: LoopDetectionState, runtime: Any) -> dict[str, Any] | None:
         """Count the new response; queue a hint or strip its calls when a threshold is hit."""
         return self.inspect(state, runtime)

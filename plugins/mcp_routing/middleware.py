@@ -52,6 +52,8 @@ from antler.plugin_api import (
     user_text,
 )
 
+# The header of every plugin module (SDK imports, `__all__`, logger, names): alike
+# in shape across plugins, by layout, with no logic to share.
 __all__ = ["McpRoutingMiddleware", "build", "matches", "ranked", "relevance"]
 
 logger = logging.getLogger(__name__)

@@ -91,6 +91,7 @@ def import_memory(session: CommandSession, source: str, home: str | None, config
                         f"from {row['file']}")
 
 
+# Each command stacks the options the memory commands share (click's layout).
 @memory.command("show")
 @click.option("--user", "user_id", default="default", show_default=True, help="User id.")
 @home_option

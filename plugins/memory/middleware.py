@@ -62,6 +62,8 @@ from antler.plugins._lib.memory.service import shared_store
 
 from .config import MemoryConfig
 
+# The header of every plugin module (SDK imports, `__all__`, logger, names): alike
+# in shape across plugins, by layout, with no logic to share.
 __all__ = ["MemoryMiddleware", "build", "filter_messages_for_memory", "is_injected"]
 
 logger = logging.getLogger(__name__)

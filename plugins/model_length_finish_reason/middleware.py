@@ -55,6 +55,8 @@ from antler.plugin_api import (
     record_stop_reason,
 )
 
+# The header of every plugin module (SDK imports, `__all__`, logger, names): alike
+# in shape across plugins, by layout, with no logic to share.
 __all__ = ["DETECTORS", "ModelLengthFinishReasonMiddleware", "build", "length_stop"]
 
 logger = logging.getLogger(__name__)
@@ -109,6 +111,9 @@ class ModelLengthFinishReasonMiddleware(AgentMiddleware[StopReasonState, Any, An
     """Records `model_length_capped` for a final answer cut at the length limit."""
 
     state_schema = StopReasonState
+
+    # The sync and async hooks share one implementation: the work is pure state
+    # inspection, with no I/O to await.
 
     def after_model(self, state: StopReasonState, runtime: Any) -> dict[str, Any] | None:
         """Record the stop reason when the new final answer was cut by the length limit."""

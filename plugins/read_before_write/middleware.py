@@ -173,9 +173,4 @@ class ReadBeforeWriteMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
 def build(ctx: BuildContext) -> ReadBeforeWriteMiddleware:
     """Factory named in the manifest: inspects files through the build's `PATHS` service."""
-    layout = ctx.services.get(PATHS)
-    if not isinstance(layout, PathLayout):
-        raise TypeError(
-            f"service {PATHS!r} must be an antler.paths.PathLayout, got {type(layout).__name__}"
-        )
-    return ReadBeforeWriteMiddleware(layout)
+    return ReadBeforeWriteMiddleware(ctx.services.typed(PATHS, PathLayout))

@@ -25,13 +25,14 @@ def antler_tools(context: BuildContext) -> list[Any]:
     While a tool-output budget is among the services, bash hands it a command's
     whole captured output; otherwise bash cuts it at ``max_output_bytes``.
     """
-    from antler.plugin_api import OUTPUT_BUDGET_SERVICE
+    from antler.plugin_api import OUTPUT_BUDGET_SERVICE, PATHS, PathLayout
 
-    from .middleware import path_layout, sandbox_config, sandbox_provider
+    from .config import SandboxConfig
+    from .middleware import sandbox_provider
     from .tools import build_tools
 
-    config = sandbox_config(context.config)
-    provider = sandbox_provider(context.services, config)
+    config = context.plugin_config(SandboxConfig)
     services = context.services
-    return build_tools(provider, path_layout(services), config,
+    provider = sandbox_provider(services, config)
+    return build_tools(provider, services.typed(PATHS, PathLayout), config,
                        budgeted=lambda: OUTPUT_BUDGET_SERVICE in services)

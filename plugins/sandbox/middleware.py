@@ -48,9 +48,7 @@ __all__ = [
     "SandboxState",
     "SandboxThreadError",
     "build",
-    "path_layout",
     "recorded_sandbox_id",
-    "sandbox_config",
     "sandbox_provider",
     "thread_paths",
 ]
@@ -87,43 +85,14 @@ def recorded_sandbox_id(state: Any) -> str | None:
     return sandbox_id if isinstance(sandbox_id, str) and sandbox_id else None
 
 
-def sandbox_config(config: Any) -> SandboxConfig:
-    """The plugin's config from a build context's section (None means defaults)."""
-    if config is None:
-        return SandboxConfig()
-    if isinstance(config, SandboxConfig):
-        return config
-    return SandboxConfig.model_validate(
-        config.model_dump(exclude={"enabled"}) if hasattr(config, "model_dump") else config
-    )
-
-
 def sandbox_provider(services: Services, config: SandboxConfig) -> SandboxProvider:
     """The build's sandbox provider: the one in ``services``, else load and register one.
 
     Registering it means the middleware, the tools and the agent (which shuts it
     down on close) share one instance.
     """
-    provider = services.items.get(SANDBOX_PROVIDER)
-    if provider is None:
-        provider = services.get(SANDBOX_LOADER)(config)
-        provider = services.items.setdefault(SANDBOX_PROVIDER, provider)
-    if not isinstance(provider, SandboxProvider):
-        raise TypeError(
-            f"service {SANDBOX_PROVIDER!r} must be an antler.sandbox.SandboxProvider, got "
-            f"{type(provider).__name__}"
-        )
-    return provider
-
-
-def path_layout(services: Services) -> PathLayout:
-    """The build's `PATHS` service, checked."""
-    layout = services.get(PATHS)
-    if not isinstance(layout, PathLayout):
-        raise TypeError(
-            f"service {PATHS!r} must be an antler.paths.PathLayout, got {type(layout).__name__}"
-        )
-    return layout
+    return services.shared(SANDBOX_PROVIDER, SandboxProvider,
+                           lambda: services.get(SANDBOX_LOADER)(config))
 
 
 def thread_paths(layout: PathLayout, runtime: Any) -> ThreadPaths:
@@ -232,6 +201,6 @@ class SandboxMiddleware(AgentMiddleware[SandboxState]):
 
 def build(ctx: BuildContext) -> SandboxMiddleware:
     """Factory named in the manifest: shares one provider through the build's services."""
-    config = sandbox_config(ctx.config)
+    config = ctx.plugin_config(SandboxConfig)
     provider = sandbox_provider(ctx.services, config)
-    return SandboxMiddleware(provider, path_layout(ctx.services), lazy=config.lazy)
+    return SandboxMiddleware(provider, ctx.services.typed(PATHS, PathLayout), lazy=config.lazy)

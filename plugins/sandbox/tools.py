@@ -57,6 +57,8 @@ from antler.plugin_api import (
 from .config import SandboxConfig
 from .middleware import SandboxThreadError, recorded_sandbox_id, thread_paths
 
+# The header of every plugin module (SDK imports, `__all__`, logger, names): alike
+# in shape across plugins, by layout, with no logic to share.
 __all__ = ["TOOL_METADATA", "SandboxThreadError", "SandboxTools", "ToolFailure", "build_tools"]
 
 logger = logging.getLogger(__name__)
@@ -326,6 +328,8 @@ class SandboxTools:
             return run(runtime, "glob",
                        lambda s: self.glob(s, pattern, path, include_dirs, max_results))
 
+        # Each tool's signature is its schema for the model, so glob and grep spell out
+        # their shared `path` parameter each (one annotation per tool, no shared logic).
         def grep(
             pattern: Annotated[str, "Regular expression (Python syntax) to find, or the exact "
                                     "text with literal=true."],

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+# The same tree nodes as splitter.py imports: both front ends build `script.py`'s tree.
 from .script import (
     SUB_MARK,
     Command,

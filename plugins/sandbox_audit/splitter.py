@@ -244,9 +244,25 @@ class _Splitter:
     # -- driver --------------------------------------------------------------------------
 
     def run(self) -> Script:
+        self._scan()
+        self._unwind()
+        root = self.root
+        self._end_word(root, self.n)
+        self._end_command(root)
+        self._end_pipeline(root)
+        return Script(root.pipelines)
+
+    def _scan(self, body: bool = False) -> None:
+        """Read the whole text, one step of the frame on top at a time.
+
+        `body`: the text is a heredoc body (`scan_body`), read in an ``hd``
+        context over the root; the body never closes that context itself (only
+        a closing backtick may unwind through it), so it is reopened there.
+        """
         s, n = self.s, self.n
         i = 0
         stack = self.stack
+        reopen = self.root if body else None
         while i < n:
             frame = stack[-1]
             kind = frame.kind
@@ -256,6 +272,8 @@ class _Splitter:
                 i = self._step_dq(frame, i, _HD_PLAIN)
             elif kind == "param":
                 i = self._step_param(frame, i)
+            elif frame is reopen:
+                self._push("hd", i).owner = frame
             else:
                 m = _PLAIN.match(s, i)
                 if m is None or (s[i] == "#" and frame.wparts is None):
@@ -280,10 +298,9 @@ class _Splitter:
                 else:
                     self._plain(frame, m.group(), i)
                     i = m.end()
-        self._finish()
-        return Script(self.root.pipelines)
 
-    def _finish(self) -> None:
+    def _unwind(self) -> None:
+        """Close every frame over the root at the end of the text."""
         n = self.n
         while len(self.stack) > 1:
             frame = self.stack[-1]
@@ -294,10 +311,6 @@ class _Splitter:
                 self.stack.pop()
             else:
                 self._close_scope(n)
-        root = self.root
-        self._end_word(root, n)
-        self._end_command(root)
-        self._end_pipeline(root)
 
     # -- words ---------------------------------------------------------------------------
 
@@ -900,6 +913,8 @@ class _Splitter:
             return self._dollar(owner, i, in_dq=True)
         return self._backtick(owner, i)  # c == "`"
 
+    # Read like `_step_dq` (a plain run, else one character), for `${...}`, where other
+    # characters matter: the two contexts stay separate steps of the hot loop.
     def _step_param(self, f: _Frame, i: int) -> int:
         s = self.s
         owner = f.owner
@@ -979,35 +994,9 @@ def scan_body(text: str, base: int = 0, body_depth: int = 0, budget: Budget | No
     splitter = _Splitter(text, base, body_depth, frozenset(), budget or Budget())
     root = splitter.root
     splitter._begin(root, 0)
-    frame = splitter._push("hd", 0)
-    frame.owner = root
-    s, n, stack = splitter.s, splitter.n, splitter.stack
-    i = 0
-    while i < n:
-        top = stack[-1]
-        kind = top.kind
-        if kind == "hd":
-            i = splitter._step_dq(top, i, _HD_PLAIN)
-        elif kind == "dq":
-            i = splitter._step_dq(top, i, _DQ_PLAIN)
-        elif kind == "param":
-            i = splitter._step_param(top, i)
-        else:
-            m = _PLAIN.match(s, i)
-            if m is not None and not (s[i] == "#" and top.wparts is None):
-                splitter._plain(top, m.group(), i)
-                i = m.end()
-            else:
-                i = splitter._step_cmd(top, i)
-        if len(stack) == 1:  # the body never closes its own context; reopen it
-            frame = splitter._push("hd", i)
-            frame.owner = root
-    while len(stack) > 1:
-        top = stack[-1]
-        if top.kind in ("dq", "param", "hd"):
-            stack.pop()
-        else:
-            splitter._close_scope(n)
+    splitter._push("hd", 0).owner = root
+    splitter._scan(body=True)
+    splitter._unwind()
     return list(root.wsubs or []), list(root.wparams or [])
 
 

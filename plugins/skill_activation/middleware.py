@@ -74,6 +74,8 @@ from antler.plugins._lib.skillproof import (
     skills_registry,
 )
 
+# The header of every plugin module (SDK imports, `__all__`, logger, names): alike
+# in shape across plugins, by layout, with no logic to share.
 __all__ = ["ACTIVATION_KEY", "AUDIT_LOGGER", "SkillActivationMiddleware", "build", "parse_slash"]
 
 SOURCE = "skill_activation"
@@ -101,6 +103,8 @@ class _Activation:
 class SkillActivationMiddleware(AgentMiddleware[Any, Any]):
     """Loads a slash-activated skill's instructions as hidden context for the run."""
 
+    # The registry and the proof secret, as skill_tool_policy holds them: this plugin
+    # signs the activations that one checks (`_lib.skillproof`).
     def __init__(self, registry: Any, token: str = "") -> None:
         super().__init__()
         self.registry = registry

@@ -77,6 +77,8 @@ from antler.plugin_api import (
 )
 from antler.plugins._lib.skillproof import SECRET_NAME, proven_activation, skills_registry
 
+# The header of every plugin module (SDK imports, `__all__`, logger, names): alike
+# in shape across plugins, by layout, with no logic to share.
 __all__ = ["FRAMEWORK_TOOLS", "SkillToolPolicyMiddleware", "build"]
 
 logger = logging.getLogger(__name__)
@@ -120,6 +122,9 @@ class SkillToolPolicyMiddleware(AgentMiddleware[Any, Any]):
         """Per run: who set the policy, and the tools it allows."""
 
     # -- the model's tools --------------------------------------------------------------
+
+    # The sync and async hooks share one implementation: the filtered request, with no I/O
+    # to await (LangChain calls one or the other by how the agent is run).
 
     def wrap_model_call(self, request: ModelRequest,
                         handler: Callable[[ModelRequest], ModelResponse]) -> Any:

@@ -122,6 +122,9 @@ class SystemMessageCoalescingMiddleware(AgentMiddleware[Any, Any]):
         # same prompt and reminders, so equal parts reuse the merged message.
         self._merges: dict[tuple[Any, ...], tuple[list[Any], SystemMessage]] = {}
 
+    # The sync and async hooks share one implementation: the merged request, with no I/O to
+    # await (LangChain calls one or the other by how the agent is run).
+
     def wrap_model_call(self, request: ModelRequest,
                         handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         return handler(self._merged(request))

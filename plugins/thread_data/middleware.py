@@ -110,9 +110,4 @@ class ThreadDataMiddleware(AgentMiddleware[ThreadDataState]):
 
 def build(ctx: BuildContext) -> ThreadDataMiddleware:
     """Factory named in the manifest: the middleware over the build's `PATHS` service."""
-    layout = ctx.services.get(PATHS)
-    if not isinstance(layout, PathLayout):
-        raise TypeError(
-            f"service {PATHS!r} must be an antler.paths.PathLayout, got {type(layout).__name__}"
-        )
-    return ThreadDataMiddleware(layout)
+    return ThreadDataMiddleware(ctx.services.typed(PATHS, PathLayout))

@@ -12,6 +12,8 @@ class TitleConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    # Declarations only: `enabled` and `model` read like memory's and summarization's,
+    # each section naming its own default model service.
     enabled: bool | None = Field(
         default=None, description="Generate thread titles (on by default)."
     )

@@ -76,6 +76,8 @@ from antler.plugin_api import (
 
 from .config import TokenBudgetConfig
 
+# The header of every plugin module (SDK imports, `__all__`, logger, names): alike
+# in shape across plugins, by layout, with no logic to share.
 __all__ = ["BUDGET_KEY", "WARNING_NAME", "TokenBudgetMiddleware", "TokenBudgetState", "build"]
 
 BUDGET_KEY = "antler_token_budget"
@@ -151,6 +153,9 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any, Any]):
                             additional_kwargs=hidden_marker("token_budget"))
 
     # -- after_model: count and decide ----------------------------------------------------
+
+    # The sync and async hooks share one implementation: the work is pure state
+    # accounting, with no I/O to await.
 
     def after_model(self, state: TokenBudgetState, runtime: Any) -> dict[str, Any] | None:
         """Add the run's new usage; warn at the threshold, stop at the cap."""

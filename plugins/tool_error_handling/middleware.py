@@ -64,6 +64,8 @@ from antler.plugin_api import (
     with_tool_meta,
 )
 
+# The header of every plugin module (SDK imports, `__all__`, logger, names): alike
+# in shape across plugins, by layout, with no logic to share.
 __all__ = ["MAX_DETAIL_CHARS", "ToolErrorHandlingMiddleware", "build", "error_message"]
 
 logger = logging.getLogger(__name__)

@@ -17,6 +17,8 @@ class ToolOutputConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    # One declaration per setting (default, bounds, description), as in every section:
+    # the head/tail pairs and the other sections' fields are alike in shape only.
     enabled: bool | None = Field(
         None, description="Budget tool results (on by default).")
     externalize_min_chars: int = Field(

@@ -213,6 +213,9 @@ class ToolOutputBudgetMiddleware(AgentMiddleware):
 
     # -- history -----------------------------------------------------------------------------
 
+    # The sync and async hooks share one implementation: the budgeted history, with no I/O
+    # to await (LangChain calls one or the other by how the agent is run).
+
     def wrap_model_call(self, request: ModelRequest,
                         handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
         return handler(self.budget_history(request))
@@ -278,10 +281,7 @@ def build(ctx: BuildContext) -> ToolOutputBudgetMiddleware:
     hands it a command's whole output instead of cutting it first.
     """
     config = ctx.plugin_config(ToolOutputConfig)
-    layout = ctx.services.items.get(PATHS)
-    if layout is not None and not isinstance(layout, PathLayout):
-        raise TypeError(f"service {PATHS!r} must be an antler.paths.PathLayout, got "
-                        f"{type(layout).__name__}")
+    layout = ctx.services.typed(PATHS, PathLayout) if PATHS in ctx.services else None
     middleware = ToolOutputBudgetMiddleware(layout, config)
     ctx.services.items.setdefault(OUTPUT_BUDGET_SERVICE, middleware)
     return middleware

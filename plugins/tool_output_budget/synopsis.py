@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from antler.plugin_api import jsonsource
+from antler.plugins._lib.jsontext import json_container
 
 __all__ = ["LOG_TOOLS", "PARSE_LIMIT", "Shape", "cut", "describe", "head_and_tail", "joined_text",
            "synopsis"]
@@ -76,12 +76,8 @@ def _head_lines(text: str, count: int) -> list[str]:
 
 
 def _json_shape(text: str, lines: int) -> Shape | None:
-    stripped = text.strip()
-    if not stripped or stripped[0] not in "{[":
-        return None
-    try:
-        data = jsonsource.loads(stripped)
-    except ValueError:
+    data = json_container(text)
+    if data is None:
         return None
     if isinstance(data, dict):
         keys = [f"{key} ({_json_type(value)})" for key, value in list(data.items())[:_MAX_KEYS]]

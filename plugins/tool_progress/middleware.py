@@ -96,6 +96,8 @@ from antler.plugin_api import (
 
 from .config import ToolProgressConfig
 
+# The header of every plugin module (SDK imports, `__all__`, logger, names): alike
+# in shape across plugins, by layout, with no logic to share.
 __all__ = ["HINT_NAME", "SOURCE", "ToolProgressMiddleware", "ToolState", "build"]
 
 logger = logging.getLogger(__name__)

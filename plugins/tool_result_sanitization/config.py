@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from antler.plugins._lib.tagguard import normalize_tag_name
+from antler.plugins._lib.tagguard import ExtraTagNames
 
 
 class ToolResultSanitizationConfig(BaseModel):
@@ -22,7 +22,7 @@ class ToolResultSanitizationConfig(BaseModel):
         description="Names of tools whose output is treated as remote content even though "
         "their metadata does not say so (for example a third-party fetch tool).",
     )
-    extra_tags: list[str] = Field(
+    extra_tags: ExtraTagNames = Field(
         default_factory=list,
         description="Tag names to reserve in addition to the built-in injection tags and the "
         "tags every plugin declares (`emits_tags`).",
@@ -35,12 +35,3 @@ class ToolResultSanitizationConfig(BaseModel):
         if any(not name for name in cleaned):
             raise ValueError("a tool name is blank; list tool names as the model calls them")
         return cleaned
-
-    @field_validator("extra_tags")
-    @classmethod
-    def _names_not_blank(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if not normalize_tag_name(name):
-                raise ValueError(f"tag name {name!r} is empty once case and separators are "
-                                 "ignored; give a name with letters or digits")
-        return value

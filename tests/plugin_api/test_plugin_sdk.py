@@ -82,6 +82,38 @@ def test_plugin_config_validates_a_section_of_another_class():
         context({"level": 3}).plugin_config(Settings)
 
 
+# -- Services.typed / Services.shared ------------------------------------------------------
+
+
+def test_typed_is_the_service_checked_to_be_its_kind(tmp_path):
+    layout = PathLayout(tmp_path)
+    assert Services({"paths": layout}).typed("paths", PathLayout) is layout
+    with pytest.raises(TypeError, match=r"service 'paths' must be an instance of PathLayout, "
+                                        r"got str"):
+        Services({"paths": "/tmp"}).typed("paths", PathLayout)
+    with pytest.raises(KeyError, match="not provided"):
+        Services().typed("paths", PathLayout)
+
+
+def test_shared_makes_the_service_once_and_keeps_a_provided_one(tmp_path):
+    made: list[PathLayout] = []
+
+    def make() -> PathLayout:
+        made.append(PathLayout(tmp_path))
+        return made[-1]
+
+    services = Services()
+    first = services.shared("paths", PathLayout, make)
+    assert services.shared("paths", PathLayout, make) is first
+    assert made == [first] and services.items["paths"] is first
+
+    provided = PathLayout(tmp_path / "own")
+    assert Services({"paths": provided}).shared("paths", PathLayout, make) is provided
+    assert len(made) == 1
+    with pytest.raises(TypeError, match="must be an instance of PathLayout, got int"):
+        Services().shared("paths", PathLayout, lambda: 3)
+
+
 # -- ThreadPaths.for_run --------------------------------------------------------------------
 
 

@@ -103,6 +103,15 @@ def test_an_unknown_provider_fails_the_build_with_a_suggestion(home):
         make_agent(home, ["hi"], config)
 
 
+def test_a_blank_provider_is_a_config_error_and_a_name_is_stripped(home):
+    from antler.plugins.authorization.config import AuthorizationConfig
+
+    with pytest.raises(ConfigError, match=r"authorization\.provider.*is empty; name a provider "
+                                          r"such as 'rbac'"):
+        make_agent(home, ["hi"], "authorization: {enabled: true, provider: ''}\n")
+    assert AuthorizationConfig(provider=" rbac ").provider == "rbac"
+
+
 def test_a_misspelt_option_is_a_config_error(home):
     with pytest.raises(ConfigError, match="fail_closed"):
         make_agent(home, ["hi"], "authorization: {enabled: true, fail_close: false}\n")

@@ -70,6 +70,16 @@ def test_enabling_guardrails_without_a_provider_is_a_config_error(home):
         make_agent(home, ["hi"], "guardrails: {enabled: true}\n")
 
 
+def test_a_blank_guardrail_provider_is_a_config_error_and_a_name_is_stripped(home):
+    from antler.plugins.guardrail.config import GuardrailsConfig
+
+    with pytest.raises(ConfigError, match=r"guardrails\.provider.*is empty; name a provider such "
+                                          r"as 'allowlist'"):
+        make_agent(home, ["hi"], "guardrails: {enabled: true, provider: '  '}\n")
+    assert GuardrailsConfig(provider=" allowlist ", provider_options={"allow": []}).provider \
+        == "allowlist"
+
+
 def test_an_unknown_guardrail_provider_fails_the_build(home):
     with pytest.raises(Exception, match="Did you mean 'allowlist'"):
         make_agent(home, ["hi"], "guardrails: {enabled: true, provider: alowlist}\n")

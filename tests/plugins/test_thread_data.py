@@ -12,7 +12,7 @@ from langchain_core.messages import HumanMessage
 
 from antler.contracts.runcontext import RunContext
 from antler.errors import BuildError
-from antler.plugin_api.context import MODEL, PATHS
+from antler.plugin_api.context import MODEL, PATHS, Services
 from antler.plugin_api.paths import InvalidIdentifierError, PathLayout
 from antler.plugins.thread_data.middleware import (
     MissingThreadIdError,
@@ -124,7 +124,7 @@ def test_the_factory_needs_a_path_layout(antler_build, tmp_path):
     entry = built.entries[built.names.index("thread_data")]
     assert isinstance(entry.middleware, ThreadDataMiddleware)
     assert entry.hooks == ["before_agent"]
-    context = SimpleNamespace(services=SimpleNamespace(get=lambda name: "not a layout"))
+    context = SimpleNamespace(services=Services({PATHS: "not a layout"}))
     with pytest.raises(TypeError, match="PathLayout"):
         build(context)  # type: ignore[arg-type]
     with pytest.raises((BuildError, KeyError), match="paths"):
