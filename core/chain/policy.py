@@ -25,7 +25,7 @@ from antler.plugin_api.spec import OnError, PluginSpec
 if TYPE_CHECKING:
     from antler.plugin_api.registry import PluginRegistry
 
-    from .config import OperatorConfig
+    from .config.operatorconfig import OperatorConfig
 
 __all__ = ["FAIL", "SKIP", "error_policy", "gate_problems", "gate_warnings", "policy_report"]
 
