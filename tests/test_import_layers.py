@@ -195,3 +195,86 @@ def test_the_check_sees_a_violation(tmp_path, monkeypatch):
                      "antler.plugins.title.middleware imports antler.runtime.models: "
                      "from antler.runtime.models import x"]
     assert layer_of("antler.runtime.storage.sqlite") > layer_of("antler.plugin_api.context")
+
+
+# -- no import circles ------------------------------------------------------------------------
+
+
+def module_imports(path: Path, modules: set[str]) -> set[str]:
+    """The Antler modules `path` imports at import time: its top-level imports and those under
+    `if TYPE_CHECKING:` (annotations tie modules together too). `from pkg import sub` imports
+    the module `pkg.sub` when there is one; a late import inside a function is not counted."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    importer = module_name(path)
+    package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
+    statements: list[ast.stmt] = []
+    for node in tree.body:
+        statements.append(node)
+        if isinstance(node, (ast.If, ast.Try)):
+            statements.extend(node.body)
+    found: set[str] = set()
+    for node in statements:
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[:len(package.split(".")) - node.level + 1] \
+                if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            subs = [f"{module}.{alias.name}" for alias in node.names]
+            found.update(sub for sub in subs if sub in modules)
+            if not any(sub in modules for sub in subs):
+                found.add(module)
+    return {name for name in found if name in modules and name != importer}
+
+
+def import_circles() -> list[list[str]]:
+    """Each group of Antler modules that import each other, directly or around a circle."""
+    paths = {module_name(path): path for top in SOURCES for path in sources(top)}
+    edges = {name: module_imports(path, set(paths)) for name, path in paths.items()}
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(name: str) -> None:  # Tarjan's strongly connected components
+        order[name] = low[name] = len(order)
+        stack.append(name)
+        for other in edges[name]:
+            if other not in order:
+                visit(other)
+                low[name] = min(low[name], low[other])
+            elif other in stack:
+                low[name] = min(low[name], order[other])
+        if low[name] == order[name]:
+            group = []
+            while True:
+                top = stack.pop()
+                group.append(top)
+                if top == name:
+                    break
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for name in sorted(paths):
+        if name not in order:
+            visit(name)
+    return circles
+
+
+def test_no_module_imports_itself_around_a_circle():
+    circles = import_circles()
+    assert not circles, ("these modules import each other around a circle (at import time or "
+                         "for annotations); move what they share into a module below both:\n"
+                         + "\n".join(" -> ".join(group) for group in circles))
+
+
+def test_the_circle_check_sees_one(tmp_path, monkeypatch):
+    for name, text in {"a.py": "from antler.b import x\n",
+                       "b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                               "    from . import a\n",
+                       "c.py": "def late():\n    from antler import a\n"}.items():
+        (tmp_path / "core" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "core" / name).write_text(text, encoding="utf-8")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "SOURCES", {"core": "antler"})
+    assert import_circles() == [["antler.a", "antler.b"]]
