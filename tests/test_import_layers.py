@@ -1,6 +1,6 @@
 """The import layers: plugins see only the SDK, and the core's layers import downwards.
 
-Two rules, checked over the source (every import statement, including those inside
+Three rules, checked over the source (every import statement, including those inside
 functions, so a late import cannot hide a dependency):
 
 1. A built-in plugin (`plugins/`) or an extension (`contrib/`) imports from Antler
@@ -14,7 +14,12 @@ functions, so a late import cannot hide a dependency):
    its own layer and the layers below it. Imports under `if TYPE_CHECKING:` are
    annotations only and are not counted for the core (they are for plugins).
 
-A failure names the file, the line, the importing module and the import.
+3. No module imports itself around a circle: counting the imports a module makes when it
+   is imported (top-level ones and those under `if TYPE_CHECKING:`), the modules form no
+   cycle, so each can be read (and imported) before the ones that use it.
+
+A failure names the file, the line, the importing module and the import (for a circle,
+the modules around it).
 """
 
 from __future__ import annotations
