@@ -27,10 +27,10 @@ on each command before it starts; where a ``pids`` cgroup can be made
 limit too, which holds when the harness runs as root (``RLIMIT_NPROC`` does
 not bind root's processes).
 
-One namespace per thread (`antler.runtime.sandbox.namespace`): a spare started
-ahead (`antler.runtime.sandbox.spares`), adopted when the thread's sandbox is
-acquired (or by its first command; started whole, with the thread's mounts as
-bubblewrap's options, where an init cannot adopt), its
+One namespace per thread (`antler.runtime.sandbox.namespace`): a spare forked
+by a source namespace started ahead (`antler.runtime.sandbox.spares`), adopted
+when the thread's sandbox is acquired (or by its first command; started whole,
+with the thread's mounts as bubblewrap's options, where an init cannot adopt), its
 PID 1 an init that starts each command in a
 session of its own (no terminal to inject keys into), and answers the time
 limit and interrupts by killing the command's process group. When a command's
@@ -231,27 +231,24 @@ class BwrapSandbox(HostSandbox):
 
     def _adopted_spare(self, spares: SparePool, key: tuple[Path, tuple[Path, ...]]
                        ) -> Namespace | None:
-        """A spare namespace made this thread's: the pool's (started ahead), else one
-        started now; None when spares do not work here (the caller starts the namespace
-        with the thread's mounts, as bubblewrap's options)."""
+        """A spare namespace made this thread's: one from the pool's source for `key`
+        (started now when there is none); None when spares do not work here (the caller
+        starts the namespace with the thread's mounts, as bubblewrap's options)."""
         relative = self.thread_paths.user_data.relative_to(key[0]).as_posix()
         binds = [(f"{_SPARE_VIEW}/{relative}/{name}", f"{VIRTUAL_ROOT}/{name}", read_only)
                  for name, read_only in _THREAD_DIRS]
-        # The pool's spare may be stale (its view of a `users` folder removed since): if it
-        # cannot adopt, one started now decides whether spares work here.
-        namespace = spares.take(key)
-        for fresh in ((False, True) if namespace is not None else (True,)):
-            if fresh:
-                try:
-                    namespace = self._settings.start_spare(key)
-                except SandboxError as error:
-                    logger.debug("sandbox %s: no spare namespace: %s", self._id, error)
-                    return None
-            assert namespace is not None
+        # A running source may be stale (its view of a `users` folder removed since): if
+        # its spare cannot adopt, a new source decides whether spares work here.
+        fresh = not spares.ready(key)
+        while True:
             try:
+                namespace = spares.take(key)
+                _hold_in_cgroup(namespace, self._settings.cgroups)
                 namespace.adopt(_SPARE_VIEW, binds, WORKSPACE)
-            except SandboxError as error:  # `adopt` closed it
+            except SandboxError as error:  # `adopt` closed the spare
                 if not fresh:
+                    spares.discard(key)
+                    fresh = True
                     continue
                 # Not the thread's fault: its directories exist (made just before); the
                 # system does not let the init mount. Start namespaces whole.
@@ -259,8 +256,7 @@ class BwrapSandbox(HostSandbox):
                 spares.close()
                 self._settings.start_spare.disable()
                 return None
-            return namespace  # the next thread's spare starts when this run ends
-        return None
+            return namespace
 
     def _mounts_current(self) -> bool:
         """Whether the workspace mounted is still the thread's (directories removed between
@@ -440,31 +436,21 @@ class _Settings:
 
 
 class _SpareStarter:
-    """Starts spare namespaces for one provider (its settings), and owns their pool."""
+    """Starts the sources of spare namespaces for one provider (its settings), and their
+    spares, and owns their pool."""
 
     def __init__(self, bwrap: str, fixed: list[str], python: str, limits: dict[str, int],
-                 tmp_bytes: int, idle_seconds: float,
-                 cgroups: cgroup.PidsLimit | None) -> None:
+                 tmp_bytes: int, idle_seconds: float, network: bool) -> None:
         self._bwrap, self._fixed, self._python = bwrap, fixed, python
-        self._limits, self._tmp_bytes, self._cgroups = limits, tmp_bytes, cgroups
+        self._limits, self._tmp_bytes, self._network = limits, tmp_bytes, network
         self.pool: SparePool | None = SparePool(self, idle_seconds)
 
     def disable(self) -> None:
         self.pool = None
 
-    def __call__(self, key: Any) -> Namespace:
-        """Start a spare namespace for ``key`` (a ``users`` tree and skill roots); return
-        once it runs.
-
-        Raises:
-            SandboxError: bubblewrap or the init could not start.
-        """
-        namespace = self.launch(key)
-        self.finish(namespace)
-        return namespace
-
     def launch(self, key: Any) -> Namespace:
-        """Start bubblewrap for a spare namespace of ``key`` (`Namespace.launch`)."""
+        """Start bubblewrap for a source of spare namespaces of ``key`` (a ``users`` tree
+        and skill roots; `Namespace.launch`)."""
         users, skill_roots = key
         files = _etc_files(self._limits)
         fds = [memory_file(name, data) for name, data in files.items()]
@@ -485,9 +471,12 @@ class _SpareStarter:
         return namespace
 
     def finish(self, namespace: Namespace) -> None:
-        """Wait until a launched spare runs, and make its ``pids`` cgroup."""
+        """Wait until a launched source runs (it starts no command: no cgroup of its own)."""
         namespace.wait_ready()
-        _hold_in_cgroup(namespace, self._cgroups)
+
+    def spawn(self, source: Namespace) -> Namespace:
+        """A spare namespace made by `source` (`Namespace.spawn`)."""
+        return source.spawn(network=self._network, tmp_bytes=self._tmp_bytes)
 
 
 def _hold_in_cgroup(namespace: Namespace, cgroups: cgroup.PidsLimit | None) -> None:
@@ -553,7 +542,7 @@ class BwrapSandboxProvider(HostSandboxProvider):
             limits=limits, tmp_bytes=file_size_mb << 20, idle_seconds=float(idle_seconds),
             cgroups=cgroups, start_spare=_SpareStarter(
                 status.path, self._fixed_arguments(python_mounts, spare=True), python, limits,
-                file_size_mb << 20, float(idle_seconds), cgroups))
+                file_size_mb << 20, float(idle_seconds), network))
         if self._settings.cgroups is None and os.geteuid() == 0:
             logger.warning(
                 "sandbox: limits.processes (%d) cannot hold here: the harness runs as root, "
@@ -564,14 +553,15 @@ class BwrapSandboxProvider(HostSandboxProvider):
     def _fixed_arguments(self, python_mounts: list[str], *, spare: bool = False) -> list[str]:
         """The options every namespace of this provider shares, worked out once.
 
-        ``spare``: the init runs as the namespace's root with the two capabilities it
-        needs to mount the thread's directories (``CAP_SYS_ADMIN``) and then map itself
-        to the sandbox user in a user namespace of its own (``CAP_SETFCAP``: the kernel
-        asks for it to map the parent's root), dropping them all (`nsinit`); otherwise
+        ``spare``: a source of spares (`nsinit`); its init runs as the namespace's root with
+        the capabilities its spares need to make their namespaces and mounts
+        (``CAP_SYS_ADMIN``), bring their loopback up (``CAP_NET_ADMIN``) and then map
+        themselves to the sandbox user in a user namespace of their own (``CAP_SETFCAP``:
+        the kernel asks for it to map the parent's root), dropping them all; otherwise
         bubblewrap starts it as that user, without any.
         """
         user = ["--uid", "0", "--gid", "0", "--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN",
-                "--cap-add", "CAP_SETFCAP"] if spare else \
+                "--cap-add", "CAP_NET_ADMIN", "--cap-add", "CAP_SETFCAP"] if spare else \
             ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--cap-drop", "ALL"]
         return ["--unshare-all", *(["--share-net"] if self.network else []),
                 "--die-with-parent", "--new-session", "--as-pid-1", *user,

@@ -1,16 +1,19 @@
-"""Spare bubblewrap namespaces, started before the thread that will use them is known.
+"""Spare bubblewrap namespaces, made before the thread that will use them is known.
 
 A namespace's start (bubblewrap, then the init's Python) costs tens of plain
-command starts; a thread's first command would wait for it. So the bwrap
-provider keeps one spare per base directory and skill set, started in the
-background: a spare holds everything but the thread's own directories, which
-its init mounts when a thread adopts it (`Namespace.adopt`), in about the time
-of one command. Spares are started when a run starts (the provider's `warm`),
-when a thread's sandbox is acquired and has none to take, and at the end of a
-run that took one.
+command starts, CPU a thread's first command would pay for. So the bwrap
+provider keeps one *source* per base directory and skill set: a namespace
+started once, whose init runs no command but forks spare namespaces on request
+(`Namespace.spawn`: a fork of a small interpreter and a few namespaces and
+mounts, a fraction of a start). A spare holds everything but the thread's own
+directories, which its init mounts when the thread adopts it
+(`Namespace.adopt`). Sources are started when a run starts (the provider's
+`warm`), when a thread's sandbox is acquired, at the end of a run, and by the
+first `take` that finds none.
 
-A spare nobody takes ends after the provider's idle time; all end with the
-provider.
+A source ends after the provider's idle time without a spare taken from it,
+but not while a namespace it made is alive (theirs are nested in its own, and
+end with it); all end with the provider.
 """
 
 from __future__ import annotations
@@ -26,39 +29,46 @@ from .namespace import Namespace
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SparePool"]
+__all__ = ["SparePool", "SpareStarter"]
 
-# How long a thread waits for a spare that is still starting, at most (then starts its own).
+# How long a thread waits for a source that is still starting, at most.
 _WAIT_SECONDS = 30.0
 
 
 class _Slot:
-    """One spare: being set up until `done` is set; then `namespace` (None if it failed)."""
+    """One source: being set up until `done` is set; then `namespace` (None if it failed)."""
 
     def __init__(self) -> None:
         self.done = threading.Event()
         self.namespace: Namespace | None = None
         self.setup: threading.Thread | None = None
         self.timer: threading.Timer | None = None
+        self.spawned: set[Namespace] = set()
+        """The spares it made that have not been closed (they end with it)."""
+        self.error = "it is still starting"
+        self.retired = False
+        """Replaced: it ends once no spare of it is alive."""
 
 
 class SpareStarter(Protocol):
-    """Starts a spare namespace for a key, in two halves (see `Namespace.launch`)."""
+    """Starts a key's source in two halves (see `Namespace.launch`), and spares from it."""
 
     def launch(self, key: Hashable) -> Namespace:
-        """Start bubblewrap for a spare of `key` (raises `SandboxError` or `OSError`)."""
+        """Start bubblewrap for a source of `key` (raises `SandboxError` or `OSError`)."""
 
     def finish(self, namespace: Namespace) -> None:
-        """Wait until the launched spare runs, and hold it to its limits (raises
-        `SandboxError` or `OSError`; the namespace is closed then)."""
+        """Wait until the launched source runs (raises `SandboxError` or `OSError`)."""
+
+    def spawn(self, source: Namespace) -> Namespace:
+        """A spare made by `source` (raises `SandboxError` or `OSError`)."""
 
 
 class SparePool:
-    """At most one spare namespace per key.
+    """At most one source of spare namespaces per key.
 
     Args:
-        starter: starts the spares.
-        idle_seconds: how long a spare waits to be taken before it ends.
+        starter: starts the sources and their spares.
+        idle_seconds: how long a source waits for the next `take` before it ends.
     """
 
     def __init__(self, starter: SpareStarter, idle_seconds: float) -> None:
@@ -69,7 +79,7 @@ class SparePool:
         self._closed = False
 
     def fill(self, key: Hashable) -> None:
-        """Start a spare for `key`, unless one is there or starting: bubblewrap is started
+        """Start a source for `key`, unless one is there or starting: bubblewrap is started
         now, in the caller's thread (a few milliseconds; see `Namespace.launch` for why
         here), and its setup is waited for in the background."""
         with self._lock:
@@ -79,7 +89,8 @@ class SparePool:
         try:
             namespace = self._starter.launch(key)
         except (SandboxError, OSError) as error:
-            logger.debug("sandbox: a spare namespace could not start: %s", error)
+            logger.debug("sandbox: a source of spare namespaces could not start: %s", error)
+            slot.error = str(error)
             with self._lock:
                 if self._slots.get(key) is slot:
                     del self._slots[key]
@@ -90,26 +101,67 @@ class SparePool:
         slot.setup.start()
 
     def ready(self, key: Hashable) -> bool:
-        """Whether a spare for `key` has started and waits to be taken."""
+        """Whether the source for `key` has started and makes spares."""
         with self._lock:
             slot = self._slots.get(key)
             return slot is not None and slot.namespace is not None
 
-    def take(self, key: Hashable) -> Namespace | None:
-        """The spare for `key` (waiting for one being set up), or None."""
+    def take(self, key: Hashable) -> Namespace:
+        """A new spare namespace for `key`, from its source (started now when there is
+        none; waited for when it is starting).
+
+        Raises:
+            SandboxError: no source could start, or it could not make a spare.
+        """
+        self.fill(key)
         with self._lock:
-            slot = self._slots.pop(key, None)
+            slot = self._slots.get(key)
         if slot is None:
-            return None
+            raise SandboxError("no source of spare namespaces: the pool is closed, or one "
+                               "could not start")
         slot.done.wait(_WAIT_SECONDS)
         with self._lock:
-            namespace, slot.namespace = slot.namespace, None
+            source = slot.namespace
+            if source is None or not source.alive:
+                if self._slots.get(key) is slot:
+                    del self._slots[key]
+                ended, slot.namespace = source, None
+            else:
+                ended = None
+                self._restart_timer(key, slot)
+        if source is None or ended is not None:
+            if ended is not None:
+                ended.close()
+            raise SandboxError(f"no source of spare namespaces ({slot.error})")
+        try:
+            spare = self._starter.spawn(source)
+        except OSError as error:
+            raise SandboxError(f"the source could not make a spare namespace ({error})") \
+                from None
+        with self._lock:
+            slot.spawned.add(spare)
+        spare.on_close(lambda: self._forget(slot, spare))
+        return spare
+
+    def discard(self, key: Hashable) -> None:
+        """Replace the source for `key` (its view went stale): the next `take` starts
+        another; this one ends once no spare it made is alive."""
+        with self._lock:
+            slot = self._slots.pop(key, None)
+            if slot is None:
+                return
             if slot.timer is not None:
                 slot.timer.cancel()
-        return namespace if namespace is not None and namespace.alive else None
+            slot.retired = True
+        if slot.setup is not None:
+            slot.setup.join(_WAIT_SECONDS)
+        with self._lock:
+            busy = any(spare.alive for spare in slot.spawned)
+        if not busy:
+            self._end(slot)
 
     def close(self) -> None:
-        """End every spare, waiting for those being set up."""
+        """End every source, waiting for those being set up."""
         with self._lock:
             self._closed = True
             slots = list(self._slots.values())
@@ -119,12 +171,20 @@ class SparePool:
                 slot.setup.join(_WAIT_SECONDS)
             self._end(slot)
 
+    def _forget(self, slot: _Slot, spare: Namespace) -> None:
+        with self._lock:
+            slot.spawned.discard(spare)
+            done = slot.retired and not any(other.alive for other in slot.spawned)
+        if done:
+            self._end(slot)
+
     def _finish(self, key: Hashable, slot: _Slot, launched: Namespace) -> None:
         try:
             self._starter.finish(launched)
             namespace: Namespace | None = launched
         except (SandboxError, OSError) as error:
-            logger.debug("sandbox: a spare namespace could not start: %s", error)
+            logger.debug("sandbox: a source of spare namespaces could not start: %s", error)
+            slot.error = str(error)
             namespace = None
         with self._lock:
             slot.namespace = namespace
@@ -132,22 +192,32 @@ class SparePool:
             if namespace is None and wanted:
                 del self._slots[key]  # the next `fill` tries again
             elif wanted:
-                slot.timer = threading.Timer(self._idle_seconds, self._expire, (key, slot))
-                slot.timer.daemon = True
-                slot.timer.start()
+                self._restart_timer(key, slot)
             closed = self._closed
         slot.done.set()
         if closed:
             self._end(slot)
 
+    def _restart_timer(self, key: Hashable, slot: _Slot) -> None:
+        """(Re)start the source's idle time; called with the lock held."""
+        if slot.timer is not None:
+            slot.timer.cancel()
+        slot.timer = threading.Timer(self._idle_seconds, self._expire, (key, slot))
+        slot.timer.daemon = True
+        slot.timer.start()
+
     def _expire(self, key: Hashable, slot: _Slot) -> None:
         with self._lock:
             if self._slots.get(key) is not slot:
+                return
+            if any(spare.alive for spare in slot.spawned):
+                self._restart_timer(key, slot)  # it would take their namespaces along
                 return
             del self._slots[key]
         self._end(slot)
 
     def _end(self, slot: _Slot) -> None:
+        """End the source (the spares it made end with it: their namespaces are in its)."""
         with self._lock:
             namespace, slot.namespace = slot.namespace, None
             if slot.timer is not None:
