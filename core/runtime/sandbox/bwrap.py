@@ -63,6 +63,7 @@ from antler.plugin_api.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, PathLayou
 from antler.plugin_api.sandbox import SandboxError
 
 from . import cgroup, reaper
+from .deadlines import Deadline, call_later
 from .host import HostSandbox, HostSandboxProvider, RunningCommand
 from .namespace import Namespace, NamespaceCommand, NamespaceGoneError, memory_file
 from .probe import BwrapStatus, bwrap_status
@@ -165,10 +166,9 @@ class BwrapSandbox(HostSandbox):
         super().__init__(sandbox_id, thread_paths, default_timeout=default_timeout,
                          max_output_bytes=max_output_bytes, shell=shell)
         self._settings = settings
-        self._mounts = self._thread_arguments()
         self._namespace: Namespace | None = None
         self._workspace_identity: tuple[int, int] | None = None
-        self._idle_timer: threading.Timer | None = None
+        self._idle_timer: Deadline | None = None
         self._preparing = False
         self._shell_path: str | None = None
 
@@ -219,7 +219,7 @@ class BwrapSandbox(HostSandbox):
         fds = [memory_file(name, data) for name, data in files.items()]
         options = [*settings.fixed, *(option for fd, name in zip(fds, files, strict=True)
                                       for option in ("--file", str(fd), name)),
-                   *self._mounts,
+                   *self._thread_arguments(),
                    # Last: the root (tmpfs) itself becomes read-only; the mounts stay as set.
                    "--remount-ro", "/", "--chdir", WORKSPACE]
         namespace = Namespace(settings.bwrap, options, settings.python,
@@ -347,18 +347,20 @@ class BwrapSandbox(HostSandbox):
             idle = not self._running
         if namespace is None:
             return
-        namespace.end()
         if idle:
+            # Nothing to kill: when a command's shell exits the init kills everything
+            # outside the other running commands' sessions before it reports the exit, so
+            # only a command still running can have left something since.
             self._close_when_idle(namespace)
+        else:
+            namespace.end()
 
     def _close_when_idle(self, namespace: Namespace) -> None:
         with self._lock:
             if self._idle_timer is not None:
                 self._idle_timer.cancel()
-            timer = threading.Timer(self._settings.idle_seconds, self._idle_close, (namespace,))
-            timer.daemon = True
-            self._idle_timer = timer
-        timer.start()
+            self._idle_timer = call_later(self._settings.idle_seconds, self._idle_close,
+                                          namespace)
 
     def _idle_close(self, namespace: Namespace) -> None:
         with self._lock:
@@ -461,7 +463,8 @@ class _SpareStarter:
                    *(option for name, _ in _THREAD_DIRS
                      for option in ("--dir", f"{VIRTUAL_ROOT}/{name}")),
                    *_skill_arguments(skill_roots),
-                   "--remount-ro", "/", "--chdir", "/"]
+                   # Its spares share its /dev: read-only, and each mounts its own shm and pts.
+                   "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/"]
         environment = {"PATH": _PATH, "HOME": WORKSPACE,
                        "LANG": os.environ.get("LANG") or "C.UTF-8",
                        reaper.TOKEN_VARIABLE: reaper.new_token()}
@@ -578,13 +581,14 @@ class BwrapSandboxProvider(HostSandboxProvider):
         return sandbox_id
 
     def warm(self, layout: PathLayout) -> None:
-        """Start a spare namespace for the threads of `layout`, unless one is there (its
-        bubblewrap now, its setup in the background). Not under a base directory that
-        has no thread with files yet: a chat turn writes nothing."""
+        """Start a source of spare namespaces for the threads of `layout`, unless one is
+        there (its bubblewrap now, its setup in the background). Not under a base
+        directory that has no thread with files yet: a chat turn writes nothing."""
         spares = self._settings.spares
         users = layout.base / "users"
-        if spares is not None and users.is_dir():
-            spares.fill((users, layout.skill_roots))
+        key = (users, layout.skill_roots)
+        if spares is not None and not spares.has(key) and users.is_dir():
+            spares.fill(key)
 
     def shutdown(self) -> None:
         super().shutdown()

@@ -39,26 +39,29 @@ small interpreter costs a fraction of a new interpreter's start). Bubblewrap run
 it as the namespace's root with only the capabilities to unshare and mount
 (``CAP_SYS_ADMIN``), to bring a new network namespace's loopback up
 (``CAP_NET_ADMIN``) and to map the root to a user namespace's sandbox user
-(``CAP_SETFCAP``), and a view of the base directory's ``users`` tree mounted in
-its ``/tmp``. Its child unshares mount, PID, IPC, UTS and (unless the network
-is allowed) network namespaces and forks the spare, PID 1 of the new PID
-namespace, which makes its mounts private, mounts a ``/proc`` of its own (with
-``sys``, ``sysrq-trigger``, ``irq`` and ``bus`` read-only, as bubblewrap does)
-and brings the loopback up, then says ``ready``; nothing answers on the source's
-socket (a spare that cannot start says ``("failed", reason)`` on its own).
+(``CAP_SETFCAP``), a read-only ``/dev`` and a view of the base directory's
+``users`` tree mounted in its ``/tmp``. It unshares a PID namespace for its next
+child, forks the spare (PID 1 there) and returns to its own PID namespace (a
+source that cannot return ends, rather than put its next spare in the same
+one). The spare unshares mount, IPC and (unless the network is allowed)
+network namespaces, makes its mounts private, mounts a ``/proc`` of its own
+(with ``sys``, ``sysrq-trigger``, ``irq`` and ``bus`` read-only, as bubblewrap
+does), brings the loopback up and says ``ready``; one that cannot says
+``("failed", reason)`` on its own socket and exits. Its UTS namespace is the
+source's: the host name ``sandbox``, which no command can change.
 
 A spare takes no command until its first request, ``("adopt", view, binds,
 workdir)``, has made it the thread's: it bind-mounts each ``(source, target,
 read_only)`` of ``binds`` (sources inside the view), detaches the view and the
-source's ``/tmp`` and ``/dev`` (shared with the source's other spares) for a
-``/tmp`` (``tmp_bytes``) and a ``/dev`` of its own (the device nodes bubblewrap
-gives, a new ``devpts`` instance), moves to ``workdir``, enters a cgroup
+source's ``/tmp`` for a ``/tmp`` of its own (``tmp_bytes``), mounts its own
+``/dev/shm`` and a new ``devpts`` instance on ``/dev/pts`` (so nothing a command
+can write is shared with another spare), moves to ``workdir``, enters a cgroup
 namespace of its own (its pids cgroup becomes ``/``) and a user namespace in
 which it is the ``sandbox`` user (uid 1000) with every capability dropped,
 bounding set included, as bubblewrap leaves its commands; then it answers
 ``("adopted",)``, or ``("failed", reason)`` and exits. From then on it is like
-any other init. A spare is ended by the source's end too (its PID namespace
-is inside the source's).
+any other init. A spare also ends when its source does (its PID namespace is
+inside the source's).
 
 The init says ``ready`` on the control socket once it listens. When the
 control socket ends (the harness closed it, or died), the init kills
@@ -77,24 +80,18 @@ import sys
 _MAX_FDS = 16
 _KILL = 9
 _SANDBOX_ID = 1000  # the sandbox user's uid and gid
-# mount(2), umount2(2), unshare(2), prctl(2) and capset(2) numbers (Linux).
+# mount(2), umount2(2), unshare(2), setns(2), prctl(2) and capset(2) numbers (Linux).
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 32, 4096, 1024, 2048, 1 << 21
-_MS_MOVE, _MS_REC, _MS_PRIVATE = 8192, 16384, 1 << 18
+_MS_REC, _MS_PRIVATE = 16384, 1 << 18
 _ST_NOEXEC, _ST_NOATIME, _ST_NODIRATIME, _ST_RELATIME = 8, 1024, 2048, 4096
 _MNT_DETACH = 2
 _CLONE_NEWCGROUP, _CLONE_NEWUSER = 0x02000000, 0x10000000
-_CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+_CLONE_NEWNS, _CLONE_NEWIPC = 0x00020000, 0x08000000
 _CLONE_NEWPID, _CLONE_NEWNET = 0x20000000, 0x40000000
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 # /proc entries bubblewrap makes read-only in its /proc; a spare's own /proc does the same.
 _PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
-# What bubblewrap's ``--dev`` holds: device nodes (bound from the source's /dev) and links.
-_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
-_DEV_LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-              ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"),
-              ("core", "/proc/kcore"), ("ptmx", "pts/ptmx"))
-_DEV_STAGING = "/tmp/.antler-dev"
 _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 4, 24, 47, 4
 _CAPABILITY_VERSION_3 = 0x20080522
 
@@ -206,7 +203,7 @@ class _Libc:
                 posix.close(fd)
         except (OSError, ValueError):
             self.last_capability = 63
-        for name in ("mount", "umount2", "unshare", "prctl", "capset"):
+        for name in ("mount", "umount2", "unshare", "setns", "prctl", "capset"):
             self._functions[name] = Function((name, Library))
 
     def __call__(self, name, *arguments):
@@ -261,31 +258,16 @@ def _adopt(libc, tmp_bytes, view, binds, workdir):
 
 
 def _own_tmp_and_dev(libc, tmp_bytes):
-    """Replace the source's ``/tmp`` (the view's mount point) and ``/dev`` (its ``shm``, its
-    ``devpts``), which its other spares see too, with this namespace's own."""
-    long, detach = libc.Long, libc.Int(_MNT_DETACH)
-    libc("umount2", b"/tmp", detach)
-    libc("mount", b"tmpfs", b"/tmp", b"tmpfs", long(_MS_NOSUID | _MS_NODEV),
-         f"mode=0755,size={int(tmp_bytes)}".encode())
-    staging = _DEV_STAGING.encode()
-    posix.mkdir(staging, 0o755)
-    libc("mount", b"tmpfs", staging, b"tmpfs", long(_MS_NOSUID | _MS_NODEV), b"mode=0755")
-    for name in _DEVICES:
-        target = f"{_DEV_STAGING}/{name}".encode()
-        try:
-            posix.close(posix.open(target, posix.O_WRONLY | posix.O_CREAT, 0o666))
-            libc("mount", f"/dev/{name}".encode(), target, None, long(_MS_BIND), None)
-        except OSError:
-            continue  # the source has none either (bubblewrap skips what the host lacks)
-    for name, points_to in _DEV_LINKS:
-        posix.symlink(points_to, f"{_DEV_STAGING}/{name}")
-    posix.mkdir(f"{_DEV_STAGING}/shm", 0o755)
-    posix.mkdir(f"{_DEV_STAGING}/pts", 0o755)
-    libc("mount", b"devpts", f"{_DEV_STAGING}/pts".encode(), b"devpts",
-         long(_MS_NOSUID | _MS_NOEXEC), b"newinstance,ptmxmode=0666,mode=620")
-    libc("umount2", b"/dev", detach)
-    libc("mount", staging, b"/dev", None, long(_MS_MOVE), None)
-    posix.rmdir(staging)
+    """Replace the source's ``/tmp`` (the view's mount point), ``/dev/shm`` and
+    ``/dev/pts``, which its other spares see too, with this namespace's own (the rest of
+    the source's ``/dev`` is read-only: device nodes and links)."""
+    long, nothing = libc.Long, _MS_NOSUID | _MS_NODEV
+    libc("umount2", b"/tmp", libc.Int(_MNT_DETACH))
+    size = f"mode=0755,size={int(tmp_bytes)}".encode()
+    libc("mount", b"tmpfs", b"/tmp", b"tmpfs", long(nothing), size)
+    libc("mount", b"tmpfs", b"/dev/shm", b"tmpfs", long(nothing), size)
+    libc("mount", b"devpts", b"/dev/pts", b"devpts", long(_MS_NOSUID | _MS_NOEXEC),
+         b"newinstance,ptmxmode=0666,mode=620")
 
 
 def _own_proc(libc):
@@ -319,15 +301,12 @@ def _loopback_up():
         probe.close()
 
 
-def _spawn_spare(libc, control_fd, network, tmp_bytes):
-    """In a child of the source: unshare the namespaces, fork the spare as PID 1 of the new
-    PID namespace and exit; the spare sets itself up and serves `control_fd`. Never
-    returns."""
+def _start_spare(libc, control_fd, network, tmp_bytes):
+    """In a new child of the source, PID 1 of its new PID namespace: unshare the mount, IPC
+    and network namespaces, set the spare up and serve `control_fd`. Never returns."""
     try:
-        flags = _CLONE_NEWNS | _CLONE_NEWPID | _CLONE_NEWIPC | _CLONE_NEWUTS
+        flags = _CLONE_NEWNS | _CLONE_NEWIPC
         libc("unshare", libc.Int(flags if network else flags | _CLONE_NEWNET))
-        if posix.fork():
-            posix._exit(0)
         posix.setsid()
         posix.closerange(3, control_fd)
         posix.closerange(control_fd + 1, 1 << 16)
@@ -367,6 +346,7 @@ class Init:
         self.source = source  # no command at all: it spawns spares
         self.libc = None  # a source's and its spares', ready for their adoption
         self.tmp_bytes = 0  # a spare's /tmp, once adopted
+        self.pid_namespace = -1  # a source's own PID namespace, to return to after a fork
         self.control = _socket.socket(fileno=control_fd)
         self.running = {}  # pid of a command's shell -> its channel (None once let go)
         self.by_fd = {}  # channel descriptor -> pid
@@ -436,16 +416,23 @@ class Init:
         return True
 
     def spawn(self, control_fd, network, tmp_bytes):
-        """Fork a spare namespace that serves `control_fd` (see `_spawn_spare`)."""
+        """Fork a spare namespace that serves `control_fd` (see `_start_spare`): the source
+        unshares a PID namespace for its next child, forks it and returns to its own."""
+        libc = self.libc
         try:
+            libc("unshare", libc.Int(_CLONE_NEWPID))
             pid = posix.fork()
         except OSError as error:
-            _say(control_fd, ("failed", str(error)))
-            _close(control_fd)
-            return
+            pid, failed = -1, error
         if pid == 0:
             self.control.detach()  # the source's: never closed from here
-            _spawn_spare(self.libc, control_fd, bool(network), tmp_bytes)
+            _start_spare(libc, control_fd, bool(network), tmp_bytes)
+        try:
+            libc("setns", self.pid_namespace, libc.Int(_CLONE_NEWPID))
+        except OSError:
+            posix._exit(1)  # its next spare would join this one's PID namespace: end instead
+        if pid < 0:
+            _say(control_fd, ("failed", str(failed)))
         _close(control_fd)
 
     def run(self, argv, env, fds):
@@ -584,6 +571,7 @@ def main(control_fd, spare=False):
     if spare:  # nobody waits for a source: do now what would hold its spares up
         try:
             init.libc = _Libc()
+            init.pid_namespace = posix.open("/proc/self/ns/pid", posix.O_RDONLY)
             import fcntl  # noqa: F401 - imported once here, not in every spare (`_loopback_up`)
         except (ImportError, OSError, AttributeError):
             init.libc = None  # it spawns nothing, and namespaces are started whole

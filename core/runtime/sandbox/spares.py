@@ -25,6 +25,7 @@ from typing import Protocol
 
 from antler.plugin_api.sandbox import SandboxError
 
+from .deadlines import Deadline, call_later
 from .namespace import Namespace
 
 logger = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ class _Slot:
         self.done = threading.Event()
         self.namespace: Namespace | None = None
         self.setup: threading.Thread | None = None
-        self.timer: threading.Timer | None = None
+        self.timer: Deadline | None = None
         self.spawned: set[Namespace] = set()
         """The spares it made that have not been closed (they end with it)."""
         self.error = "it is still starting"
@@ -99,6 +100,11 @@ class SparePool:
         slot.setup = threading.Thread(target=self._finish, args=(key, slot, namespace),
                                       name="antler-bwrap-spare", daemon=True)
         slot.setup.start()
+
+    def has(self, key: Hashable) -> bool:
+        """Whether a source for `key` has started or is starting."""
+        with self._lock:
+            return key in self._slots
 
     def ready(self, key: Hashable) -> bool:
         """Whether the source for `key` has started and makes spares."""
@@ -202,9 +208,7 @@ class SparePool:
         """(Re)start the source's idle time; called with the lock held."""
         if slot.timer is not None:
             slot.timer.cancel()
-        slot.timer = threading.Timer(self._idle_seconds, self._expire, (key, slot))
-        slot.timer.daemon = True
-        slot.timer.start()
+        slot.timer = call_later(self._idle_seconds, self._expire, key, slot)
 
     def _expire(self, key: Hashable, slot: _Slot) -> None:
         with self._lock:
