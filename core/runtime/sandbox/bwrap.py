@@ -243,7 +243,6 @@ class BwrapSandbox(HostSandbox):
         while True:
             try:
                 namespace = spares.take(key)
-                _hold_in_cgroup(namespace, self._settings.cgroups)
                 namespace.adopt(_SPARE_VIEW, binds, WORKSPACE)
             except SandboxError as error:  # `adopt` closed the spare
                 if not fresh:
@@ -442,9 +441,11 @@ class _SpareStarter:
     spares, and owns their pool."""
 
     def __init__(self, bwrap: str, fixed: list[str], python: str, limits: dict[str, int],
-                 tmp_bytes: int, idle_seconds: float, network: bool) -> None:
+                 tmp_bytes: int, idle_seconds: float, network: bool,
+                 cgroups: cgroup.PidsLimit | None) -> None:
         self._bwrap, self._fixed, self._python = bwrap, fixed, python
         self._limits, self._tmp_bytes, self._network = limits, tmp_bytes, network
+        self._cgroups = cgroups
         self.pool: SparePool | None = SparePool(self, idle_seconds)
 
     def disable(self) -> None:
@@ -478,8 +479,11 @@ class _SpareStarter:
         namespace.wait_ready()
 
     def spawn(self, source: Namespace) -> Namespace:
-        """A spare namespace made by `source` (`Namespace.spawn`)."""
-        return source.spawn(network=self._network, tmp_bytes=self._tmp_bytes)
+        """A spare namespace made by `source` (`Namespace.spawn`), in its own ``pids``
+        cgroup."""
+        spare = source.spawn(network=self._network, tmp_bytes=self._tmp_bytes)
+        _hold_in_cgroup(spare, self._cgroups)
+        return spare
 
 
 def _hold_in_cgroup(namespace: Namespace, cgroups: cgroup.PidsLimit | None) -> None:
@@ -545,7 +549,7 @@ class BwrapSandboxProvider(HostSandboxProvider):
             limits=limits, tmp_bytes=file_size_mb << 20, idle_seconds=float(idle_seconds),
             cgroups=cgroups, start_spare=_SpareStarter(
                 status.path, self._fixed_arguments(python_mounts, spare=True), python, limits,
-                file_size_mb << 20, float(idle_seconds), network))
+                file_size_mb << 20, float(idle_seconds), network, cgroups))
         if self._settings.cgroups is None and os.geteuid() == 0:
             logger.warning(
                 "sandbox: limits.processes (%d) cannot hold here: the harness runs as root, "

@@ -9,7 +9,9 @@ mounts, a fraction of a start). A spare holds everything but the thread's own
 directories, which its init mounts when the thread adopts it
 (`Namespace.adopt`). Sources are started when a run starts (the provider's
 `warm`), when a thread's sandbox is acquired, at the end of a run, and by the
-first `take` that finds none.
+first `take` that finds none. Each source makes one spare ahead, for the next
+thread to take: a spare's namespaces and ``pids`` cgroup cost little CPU but
+milliseconds of waiting on the kernel (a network namespace, a cgroup move).
 
 A source ends after the provider's idle time without a spare taken from it,
 but not while a namespace it made is alive (theirs are nested in its own, and
@@ -36,6 +38,15 @@ __all__ = ["SparePool", "SpareStarter"]
 _WAIT_SECONDS = 30.0
 
 
+class _Next:
+    """A spare being made ahead, for the next thread: made once `done` is set, `namespace`
+    None if it failed."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.namespace: Namespace | None = None
+
+
 class _Slot:
     """One source: being set up until `done` is set; then `namespace` (None if it failed)."""
 
@@ -49,6 +60,8 @@ class _Slot:
         self.error = "it is still starting"
         self.retired = False
         """Replaced: it ends once no spare of it is alive."""
+        self.next: _Next | None = None
+        """The spare made ahead for the next `take`."""
 
 
 class SpareStarter(Protocol):
@@ -61,7 +74,8 @@ class SpareStarter(Protocol):
         """Wait until the launched source runs (raises `SandboxError` or `OSError`)."""
 
     def spawn(self, source: Namespace) -> Namespace:
-        """A spare made by `source` (raises `SandboxError` or `OSError`)."""
+        """A spare made by `source`, held to its limits (raises `SandboxError` or
+        `OSError`)."""
 
 
 class SparePool:
@@ -107,10 +121,12 @@ class SparePool:
             return key in self._slots
 
     def ready(self, key: Hashable) -> bool:
-        """Whether the source for `key` has started and makes spares."""
+        """Whether the source for `key` has started and is not making a spare (the next
+        `take` gets the one it made ahead, or makes one)."""
         with self._lock:
             slot = self._slots.get(key)
-            return slot is not None and slot.namespace is not None
+            return slot is not None and slot.namespace is not None and (
+                slot.next is None or slot.next.done.is_set())
 
     def take(self, key: Hashable) -> Namespace:
         """A new spare namespace for `key`, from its source (started now when there is
@@ -139,15 +155,60 @@ class SparePool:
             if ended is not None:
                 ended.close()
             raise SandboxError(f"no source of spare namespaces ({slot.error})")
-        try:
-            spare = self._starter.spawn(source)
-        except OSError as error:
-            raise SandboxError(f"the source could not make a spare namespace ({error})") \
-                from None
+        spare = self._made_ahead(slot)
+        if spare is None:
+            try:
+                spare = self._starter.spawn(source)
+            except OSError as error:
+                raise SandboxError(f"the source could not make a spare namespace ({error})") \
+                    from None
         with self._lock:
             slot.spawned.add(spare)
+            self._make_next(slot)
         spare.on_close(lambda: self._forget(slot, spare))
         return spare
+
+    def _made_ahead(self, slot: _Slot) -> Namespace | None:
+        """The spare made ahead for this `take` (waited for while it is being made), if it
+        was made and still lives."""
+        with self._lock:
+            upcoming = slot.next
+        if upcoming is None:
+            return None
+        upcoming.done.wait(_WAIT_SECONDS)
+        with self._lock:
+            if slot.next is not upcoming:
+                return None  # another take got it
+            slot.next = None
+            spare, upcoming.namespace = upcoming.namespace, None
+        if spare is not None and not spare.alive:
+            spare.close(grace=0.0)
+            return None
+        return spare
+
+    def _make_next(self, slot: _Slot) -> None:
+        """Start making a spare ahead, in the background (its namespaces' and cgroup's
+        setup takes milliseconds of waiting on the kernel); called with the lock held."""
+        if slot.next is not None or slot.retired or self._closed or slot.namespace is None:
+            return
+        upcoming = slot.next = _Next()
+        threading.Thread(target=self._make, args=(slot, upcoming), name="antler-bwrap-next",
+                         daemon=True).start()
+
+    def _make(self, slot: _Slot, upcoming: _Next) -> None:
+        source = slot.namespace
+        spare: Namespace | None = None
+        if source is not None:
+            try:
+                spare = self._starter.spawn(source)
+            except (SandboxError, OSError) as error:
+                logger.debug("sandbox: a spare namespace could not be made ahead: %s", error)
+        with self._lock:
+            keep = slot.next is upcoming and slot.namespace is source and not slot.retired
+            upcoming.namespace = spare if keep else None
+        upcoming.done.set()
+        if spare is not None and not keep:
+            spare.close(grace=0.0)
 
     def discard(self, key: Hashable) -> None:
         """Replace the source for `key` (its view went stale): the next `take` starts
@@ -199,6 +260,7 @@ class SparePool:
                 del self._slots[key]  # the next `fill` tries again
             elif wanted:
                 self._restart_timer(key, slot)
+                self._make_next(slot)
             closed = self._closed
         slot.done.set()
         if closed:
@@ -226,5 +288,11 @@ class SparePool:
             namespace, slot.namespace = slot.namespace, None
             if slot.timer is not None:
                 slot.timer.cancel()
+            upcoming, slot.next = slot.next, None
+            ahead = upcoming.namespace if upcoming is not None else None
+            if upcoming is not None:
+                upcoming.namespace = None
+        if ahead is not None:
+            ahead.close(grace=0.0)
         if namespace is not None:
             namespace.close()
