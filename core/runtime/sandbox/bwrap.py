@@ -594,6 +594,14 @@ class BwrapSandboxProvider(HostSandboxProvider):
         if spares is not None and not spares.has(key) and users.is_dir():
             spares.fill(key)
 
+    def settle(self) -> None:
+        """Wait until the work the last runs started in the background is done: sources
+        starting, spares being made ahead (benchmarks use it, so that the work counts
+        for the run that started it)."""
+        spares = self._settings.spares
+        if spares is not None:
+            spares.settle()
+
     def shutdown(self) -> None:
         super().shutdown()
         spares = self._settings.spares

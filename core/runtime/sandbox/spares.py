@@ -128,6 +128,19 @@ class SparePool:
             return slot is not None and slot.namespace is not None and (
                 slot.next is None or slot.next.done.is_set())
 
+    def settle(self, timeout: float = _WAIT_SECONDS) -> None:
+        """Wait (at most `timeout` seconds each) until no source is starting and no spare
+        is being made in the background (for measurements: the work a run started is
+        done)."""
+        with self._lock:
+            slots = list(self._slots.values())
+        for slot in slots:
+            slot.done.wait(timeout)
+            with self._lock:
+                upcoming = slot.next
+            if upcoming is not None:
+                upcoming.done.wait(timeout)
+
     def take(self, key: Hashable) -> Namespace:
         """A new spare namespace for `key`, from its source (started now when there is
         none; waited for when it is starting).
