@@ -591,8 +591,8 @@ class BwrapSandboxProvider(HostSandboxProvider):
         spares = self._settings.spares
         users = layout.base / "users"
         key = (users, layout.skill_roots)
-        if spares is not None and not spares.has(key) and users.is_dir():
-            spares.fill(key)
+        if spares is not None and (spares.has(key) or users.is_dir()):
+            spares.fill(key)  # or, with a source there, make a spare ahead if it has none
 
     def settle(self) -> None:
         """Wait until the work the last runs started in the background is done: sources

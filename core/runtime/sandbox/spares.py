@@ -10,8 +10,10 @@ directories, which its init mounts when the thread adopts it
 (`Namespace.adopt`). Sources are started when a run starts (the provider's
 `warm`), when a thread's sandbox is acquired, at the end of a run, and by the
 first `take` that finds none. Each source makes one spare ahead, for the next
-thread to take: a spare's namespaces and ``pids`` cgroup cost little CPU but
-milliseconds of waiting on the kernel (a network namespace, a cgroup move).
+thread to take (once it runs, and at each `fill`: a run's start and end, a
+sandbox's acquisition): a spare's namespaces and ``pids`` cgroup cost little
+CPU but milliseconds of waiting on the kernel (a network namespace, a cgroup
+move).
 
 A source ends after the provider's idle time without a spare taken from it,
 but not while a namespace it made is alive (theirs are nested in its own, and
@@ -96,9 +98,13 @@ class SparePool:
     def fill(self, key: Hashable) -> None:
         """Start a source for `key`, unless one is there or starting: bubblewrap is started
         now, in the caller's thread (a few milliseconds; see `Namespace.launch` for why
-        here), and its setup is waited for in the background."""
+        here), and its setup is waited for in the background; once it runs, it makes a
+        spare ahead (in the background), unless it has one."""
         with self._lock:
-            if self._closed or key in self._slots:
+            if self._closed:
+                return
+            if key in self._slots:
+                self._make_next(self._slots[key])
                 return
             slot = self._slots[key] = _Slot()
         try:
@@ -148,9 +154,12 @@ class SparePool:
         Raises:
             SandboxError: no source could start, or it could not make a spare.
         """
-        self.fill(key)
         with self._lock:
             slot = self._slots.get(key)
+        if slot is None:
+            self.fill(key)
+            with self._lock:
+                slot = self._slots.get(key)
         if slot is None:
             raise SandboxError("no source of spare namespaces: the pool is closed, or one "
                                "could not start")
@@ -176,8 +185,8 @@ class SparePool:
                 raise SandboxError(f"the source could not make a spare namespace ({error})") \
                     from None
         with self._lock:
-            slot.spawned.add(spare)
-            self._make_next(slot)
+            slot.spawned.add(spare)  # the next is made at the next `fill`, not now: this
+            # thread's first command is about to run
         spare.on_close(lambda: self._forget(slot, spare))
         return spare
 
