@@ -3,8 +3,9 @@
 The thread's files and tools are the same as under the local provider (both
 are `HostSandbox`es: the files live in the thread's host ``user-data``
 directory, and the file tools work on them there). What changes is the shell
-command: it runs in the thread's user, mount, PID, IPC, UTS, cgroup and
-network namespaces, which hold only
+command: it runs in the thread's user, mount, PID, IPC, cgroup and network
+namespaces (and a UTS namespace whose host name, ``sandbox``, no command can
+change), which hold only
 
 * the thread's ``workspace`` and ``outputs`` at ``/mnt/user-data/...``
   (read-write) and its ``uploads`` (read-only), so the virtual paths are real
