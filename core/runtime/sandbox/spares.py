@@ -166,17 +166,15 @@ class SparePool:
         slot.done.wait(_WAIT_SECONDS)
         with self._lock:
             source = slot.namespace
-            if source is None or not source.alive:
-                if self._slots.get(key) is slot:
-                    del self._slots[key]
-                ended, slot.namespace = source, None
-            else:
-                ended = None
+            gone = source is None or not source.alive
+            if gone and self._slots.get(key) is slot:
+                del self._slots[key]  # the next `take` starts another
+            elif not gone:
                 self._restart_timer(key, slot)
-        if source is None or ended is not None:
-            if ended is not None:
-                ended.close()
-            raise SandboxError(f"no source of spare namespaces ({slot.error})")
+        if source is None or gone:
+            self._end(slot)  # what is left of it: the spare made ahead, the source's process
+            why = slot.error if source is None else "it ended"
+            raise SandboxError(f"no source of spare namespaces ({why})")
         spare = self._made_ahead(slot)
         if spare is None:
             try:

@@ -464,6 +464,33 @@ def test_spares_of_one_source_share_no_tmp_dev_processes_or_network(
     ended.wait(20)
 
 
+def test_a_killed_source_takes_its_spares_along_and_is_replaced(
+        provider: BwrapSandboxProvider, layout: PathLayout,
+        caplog: pytest.LogCaptureFixture) -> None:
+    first = sandbox_for(provider, layout, "t1")
+    assert first.execute_command("echo one > note").ok
+    first.end_run()
+    wait_for_spare(provider, layout)
+    spares = provider._settings.spares
+    assert spares is not None
+    source = spares._slots[spare_key(layout)].namespace
+    assert source is not None and source.init_pid is not None
+    made = init_pid(first)
+    os.kill(source.init_pid, signal.SIGKILL)
+    for _ in range(200):
+        if made is None or not alive(made):
+            break
+        time.sleep(0.025)
+    assert made is not None and not alive(made)  # the thread's namespace ended with it
+    with caplog.at_level("WARNING"):
+        again = first.execute_command("cat note; id -un")
+        second = sandbox_for(provider, layout, "t2").execute_command("pwd")
+    assert again.stdout == "one\nsandbox\n" and second.stdout == "/mnt/user-data/workspace\n"
+    replaced = spares._slots[spare_key(layout)].namespace
+    assert replaced is not None and replaced is not source and replaced.alive
+    assert provider._settings.spares is spares and "started whole" not in caplog.text
+
+
 def test_an_adopted_namespace_shows_no_other_thread_and_no_privilege(
         provider: BwrapSandboxProvider, layout: PathLayout) -> None:
     # Another user's thread, with a file whose name and content a command must not find.
