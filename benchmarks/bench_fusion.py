@@ -45,8 +45,10 @@ The Antler chains but `default-auto` run their commands in the local sandbox
 provider, pinned (`local_provider`): the bare agent's `bash` is a plain
 subprocess, and those targets measure the chain's overhead, not the price of
 isolation. `default-auto` pays that price as users do (every run is a new
-thread, so each starts its thread's namespace), and one command per provider
-against a plain subprocess closes the report (`bench_sandbox`).
+thread, so each adopts a new namespace, and the spare made ahead for the next
+thread is waited for before the run's clock stops, so that its CPU is not
+counted in the next cell's run), and one command per provider against a plain
+subprocess closes the report (`bench_sandbox`).
 """
 
 from __future__ import annotations
@@ -281,6 +283,7 @@ class AntlerRunner:
         return _hook_nodes(self.agent.graph)
 
     def prepare(self) -> Callable[[], None]:
+        from antler.plugin_api.context import SANDBOX_PROVIDER
         from antler.plugin_api.uploads import stage_upload
 
         self.count += 1
@@ -296,11 +299,18 @@ class AntlerRunner:
         agent = self.agent
         config = agent.run_config(thread)
 
+        provider = agent.services.items.get(SANDBOX_PROVIDER)
+        settle = getattr(provider, "settle", None)
+
         def run() -> None:
             context = agent.context(thread, "bench")
             agent.graph.invoke(_turn_one(files), config=config, context=context)
             second = agent.run_config(thread if self.persistent else thread + "-2")
             agent.graph.invoke(_turn_two(), config=second, context=context)
+            if settle is not None:
+                # What the run started in the background (bwrap: the spare namespace made
+                # ahead for the next thread) is its cost, not the next cell's.
+                settle()
 
         return run
 

@@ -382,9 +382,10 @@ def _sample_args(name: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("run", "fuse"), [("invoke", True), ("ainvoke", False)])
 def test_a_lazy_runs_start_readies_a_bwrap_namespace_for_the_first_command(home, run, fuse):
-    # The run's start (before the model is called) starts a spare namespace in the
-    # background; the chat turn creates no thread directory and no sandbox, and a new
-    # thread's first command adopts the spare instead of starting bubblewrap. (Under a
+    # The run's start (before the model is called) starts a source of spare namespaces in
+    # the background; the chat turn creates no thread directory and no sandbox, and a new
+    # thread's first command adopts a spare the source made instead of starting bubblewrap.
+    # (Under a
     # base directory no thread has used, a chat turn starts nothing and writes nothing:
     # tests/plugins/test_uploads.py, whose agents use bwrap where it works.)
     from antler.runtime.sandbox.bwrap import BwrapSandboxProvider
@@ -412,9 +413,14 @@ def test_a_lazy_runs_start_readies_a_bwrap_namespace_for_the_first_command(home,
             time.sleep(0.025)
         assert spares.ready(key)
         assert list((home / "users").iterdir()) == []  # no thread's directory
-        spare = spares._slots[key].namespace
+        source = spares._slots[key].namespace
         state = agent.invoke("run it", thread_id="t2")
         assert tool_results(state)[0].content.splitlines() == [
             "sandbox", "/mnt/user-data/workspace"]
         sandbox = provider.get(state["sandbox"]["sandbox_id"])
-        assert sandbox._namespace is spare  # adopted, not started anew
+        namespace = sandbox._namespace
+        assert namespace is not None and namespace.init_pid is not None
+        # Adopted from the source (its init's child), not started anew.
+        assert spares._slots[key].namespace is source and source is not None
+        with open(f"/proc/{namespace.init_pid}/stat", "rb") as stat:
+            assert int(stat.read().rsplit(b")", 1)[1].split()[1]) == source.init_pid

@@ -3,8 +3,9 @@
 The thread's files and tools are the same as under the local provider (both
 are `HostSandbox`es: the files live in the thread's host ``user-data``
 directory, and the file tools work on them there). What changes is the shell
-command: it runs in the thread's user, mount, PID, IPC, UTS, cgroup and
-network namespaces, which hold only
+command: it runs in the thread's user, mount, PID, IPC, cgroup and network
+namespaces (and a UTS namespace whose host name, ``sandbox``, no command can
+change), which hold only
 
 * the thread's ``workspace`` and ``outputs`` at ``/mnt/user-data/...``
   (read-write) and its ``uploads`` (read-only), so the virtual paths are real
@@ -27,10 +28,10 @@ on each command before it starts; where a ``pids`` cgroup can be made
 limit too, which holds when the harness runs as root (``RLIMIT_NPROC`` does
 not bind root's processes).
 
-One namespace per thread (`antler.runtime.sandbox.namespace`): a spare started
-ahead (`antler.runtime.sandbox.spares`), adopted when the thread's sandbox is
-acquired (or by its first command; started whole, with the thread's mounts as
-bubblewrap's options, where an init cannot adopt), its
+One namespace per thread (`antler.runtime.sandbox.namespace`): a spare forked
+by a source namespace started ahead (`antler.runtime.sandbox.spares`), adopted
+when the thread's sandbox is acquired (or by its first command; started whole,
+with the thread's mounts as bubblewrap's options, where an init cannot adopt), its
 PID 1 an init that starts each command in a
 session of its own (no terminal to inject keys into), and answers the time
 limit and interrupts by killing the command's process group. When a command's
@@ -63,6 +64,7 @@ from antler.plugin_api.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, PathLayou
 from antler.plugin_api.sandbox import SandboxError
 
 from . import cgroup, reaper
+from .deadlines import Deadline, call_later
 from .host import HostSandbox, HostSandboxProvider, RunningCommand
 from .namespace import Namespace, NamespaceCommand, NamespaceGoneError, memory_file
 from .probe import BwrapStatus, bwrap_status
@@ -165,10 +167,9 @@ class BwrapSandbox(HostSandbox):
         super().__init__(sandbox_id, thread_paths, default_timeout=default_timeout,
                          max_output_bytes=max_output_bytes, shell=shell)
         self._settings = settings
-        self._mounts = self._thread_arguments()
         self._namespace: Namespace | None = None
         self._workspace_identity: tuple[int, int] | None = None
-        self._idle_timer: threading.Timer | None = None
+        self._idle_timer: Deadline | None = None
         self._preparing = False
         self._shell_path: str | None = None
 
@@ -219,7 +220,7 @@ class BwrapSandbox(HostSandbox):
         fds = [memory_file(name, data) for name, data in files.items()]
         options = [*settings.fixed, *(option for fd, name in zip(fds, files, strict=True)
                                       for option in ("--file", str(fd), name)),
-                   *self._mounts,
+                   *self._thread_arguments(),
                    # Last: the root (tmpfs) itself becomes read-only; the mounts stay as set.
                    "--remount-ro", "/", "--chdir", WORKSPACE]
         namespace = Namespace(settings.bwrap, options, settings.python,
@@ -231,27 +232,23 @@ class BwrapSandbox(HostSandbox):
 
     def _adopted_spare(self, spares: SparePool, key: tuple[Path, tuple[Path, ...]]
                        ) -> Namespace | None:
-        """A spare namespace made this thread's: the pool's (started ahead), else one
-        started now; None when spares do not work here (the caller starts the namespace
-        with the thread's mounts, as bubblewrap's options)."""
+        """A spare namespace made this thread's: one from the pool's source for `key`
+        (started now when there is none); None when spares do not work here (the caller
+        starts the namespace with the thread's mounts, as bubblewrap's options)."""
         relative = self.thread_paths.user_data.relative_to(key[0]).as_posix()
         binds = [(f"{_SPARE_VIEW}/{relative}/{name}", f"{VIRTUAL_ROOT}/{name}", read_only)
                  for name, read_only in _THREAD_DIRS]
-        # The pool's spare may be stale (its view of a `users` folder removed since): if it
-        # cannot adopt, one started now decides whether spares work here.
-        namespace = spares.take(key)
-        for fresh in ((False, True) if namespace is not None else (True,)):
-            if fresh:
-                try:
-                    namespace = self._settings.start_spare(key)
-                except SandboxError as error:
-                    logger.debug("sandbox %s: no spare namespace: %s", self._id, error)
-                    return None
-            assert namespace is not None
+        # A running source may be stale (its view of a `users` folder removed since): if
+        # its spare cannot adopt, a new source decides whether spares work here.
+        fresh = not spares.ready(key)
+        while True:
             try:
+                namespace = spares.take(key)
                 namespace.adopt(_SPARE_VIEW, binds, WORKSPACE)
-            except SandboxError as error:  # `adopt` closed it
+            except SandboxError as error:  # `adopt` closed the spare
                 if not fresh:
+                    spares.discard(key)
+                    fresh = True
                     continue
                 # Not the thread's fault: its directories exist (made just before); the
                 # system does not let the init mount. Start namespaces whole.
@@ -259,8 +256,7 @@ class BwrapSandbox(HostSandbox):
                 spares.close()
                 self._settings.start_spare.disable()
                 return None
-            return namespace  # the next thread's spare starts when this run ends
-        return None
+            return namespace
 
     def _mounts_current(self) -> bool:
         """Whether the workspace mounted is still the thread's (directories removed between
@@ -351,18 +347,20 @@ class BwrapSandbox(HostSandbox):
             idle = not self._running
         if namespace is None:
             return
-        namespace.end()
         if idle:
+            # Nothing to kill: when a command's shell exits the init kills everything
+            # outside the other running commands' sessions before it reports the exit, so
+            # only a command still running can have left something since.
             self._close_when_idle(namespace)
+        else:
+            namespace.end()
 
     def _close_when_idle(self, namespace: Namespace) -> None:
         with self._lock:
             if self._idle_timer is not None:
                 self._idle_timer.cancel()
-            timer = threading.Timer(self._settings.idle_seconds, self._idle_close, (namespace,))
-            timer.daemon = True
-            self._idle_timer = timer
-        timer.start()
+            self._idle_timer = call_later(self._settings.idle_seconds, self._idle_close,
+                                          namespace)
 
     def _idle_close(self, namespace: Namespace) -> None:
         with self._lock:
@@ -440,31 +438,23 @@ class _Settings:
 
 
 class _SpareStarter:
-    """Starts spare namespaces for one provider (its settings), and owns their pool."""
+    """Starts the sources of spare namespaces for one provider (its settings), and their
+    spares, and owns their pool."""
 
     def __init__(self, bwrap: str, fixed: list[str], python: str, limits: dict[str, int],
-                 tmp_bytes: int, idle_seconds: float,
+                 tmp_bytes: int, idle_seconds: float, network: bool,
                  cgroups: cgroup.PidsLimit | None) -> None:
         self._bwrap, self._fixed, self._python = bwrap, fixed, python
-        self._limits, self._tmp_bytes, self._cgroups = limits, tmp_bytes, cgroups
+        self._limits, self._tmp_bytes, self._network = limits, tmp_bytes, network
+        self._cgroups = cgroups
         self.pool: SparePool | None = SparePool(self, idle_seconds)
 
     def disable(self) -> None:
         self.pool = None
 
-    def __call__(self, key: Any) -> Namespace:
-        """Start a spare namespace for ``key`` (a ``users`` tree and skill roots); return
-        once it runs.
-
-        Raises:
-            SandboxError: bubblewrap or the init could not start.
-        """
-        namespace = self.launch(key)
-        self.finish(namespace)
-        return namespace
-
     def launch(self, key: Any) -> Namespace:
-        """Start bubblewrap for a spare namespace of ``key`` (`Namespace.launch`)."""
+        """Start bubblewrap for a source of spare namespaces of ``key`` (a ``users`` tree
+        and skill roots; `Namespace.launch`)."""
         users, skill_roots = key
         files = _etc_files(self._limits)
         fds = [memory_file(name, data) for name, data in files.items()]
@@ -475,7 +465,8 @@ class _SpareStarter:
                    *(option for name, _ in _THREAD_DIRS
                      for option in ("--dir", f"{VIRTUAL_ROOT}/{name}")),
                    *_skill_arguments(skill_roots),
-                   "--remount-ro", "/", "--chdir", "/"]
+                   # Its spares share its /dev: read-only, and each mounts its own shm and pts.
+                   "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/"]
         environment = {"PATH": _PATH, "HOME": WORKSPACE,
                        "LANG": os.environ.get("LANG") or "C.UTF-8",
                        reaper.TOKEN_VARIABLE: reaper.new_token()}
@@ -485,9 +476,15 @@ class _SpareStarter:
         return namespace
 
     def finish(self, namespace: Namespace) -> None:
-        """Wait until a launched spare runs, and make its ``pids`` cgroup."""
+        """Wait until a launched source runs (it starts no command: no cgroup of its own)."""
         namespace.wait_ready()
-        _hold_in_cgroup(namespace, self._cgroups)
+
+    def spawn(self, source: Namespace) -> Namespace:
+        """A spare namespace made by `source` (`Namespace.spawn`), in its own ``pids``
+        cgroup."""
+        spare = source.spawn(network=self._network, tmp_bytes=self._tmp_bytes)
+        _hold_in_cgroup(spare, self._cgroups)
+        return spare
 
 
 def _hold_in_cgroup(namespace: Namespace, cgroups: cgroup.PidsLimit | None) -> None:
@@ -553,7 +550,7 @@ class BwrapSandboxProvider(HostSandboxProvider):
             limits=limits, tmp_bytes=file_size_mb << 20, idle_seconds=float(idle_seconds),
             cgroups=cgroups, start_spare=_SpareStarter(
                 status.path, self._fixed_arguments(python_mounts, spare=True), python, limits,
-                file_size_mb << 20, float(idle_seconds), cgroups))
+                file_size_mb << 20, float(idle_seconds), network, cgroups))
         if self._settings.cgroups is None and os.geteuid() == 0:
             logger.warning(
                 "sandbox: limits.processes (%d) cannot hold here: the harness runs as root, "
@@ -564,14 +561,15 @@ class BwrapSandboxProvider(HostSandboxProvider):
     def _fixed_arguments(self, python_mounts: list[str], *, spare: bool = False) -> list[str]:
         """The options every namespace of this provider shares, worked out once.
 
-        ``spare``: the init runs as the namespace's root with the two capabilities it
-        needs to mount the thread's directories (``CAP_SYS_ADMIN``) and then map itself
-        to the sandbox user in a user namespace of its own (``CAP_SETFCAP``: the kernel
-        asks for it to map the parent's root), dropping them all (`nsinit`); otherwise
+        ``spare``: a source of spares (`nsinit`); its init runs as the namespace's root with
+        the capabilities its spares need to make their namespaces and mounts
+        (``CAP_SYS_ADMIN``), bring their loopback up (``CAP_NET_ADMIN``) and then map
+        themselves to the sandbox user in a user namespace of their own (``CAP_SETFCAP``:
+        the kernel asks for it to map the parent's root), dropping them all; otherwise
         bubblewrap starts it as that user, without any.
         """
         user = ["--uid", "0", "--gid", "0", "--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN",
-                "--cap-add", "CAP_SETFCAP"] if spare else \
+                "--cap-add", "CAP_NET_ADMIN", "--cap-add", "CAP_SETFCAP"] if spare else \
             ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--cap-drop", "ALL"]
         return ["--unshare-all", *(["--share-net"] if self.network else []),
                 "--die-with-parent", "--new-session", "--as-pid-1", *user,
@@ -588,13 +586,22 @@ class BwrapSandboxProvider(HostSandboxProvider):
         return sandbox_id
 
     def warm(self, layout: PathLayout) -> None:
-        """Start a spare namespace for the threads of `layout`, unless one is there (its
-        bubblewrap now, its setup in the background). Not under a base directory that
-        has no thread with files yet: a chat turn writes nothing."""
+        """Start a source of spare namespaces for the threads of `layout`, unless one is
+        there (its bubblewrap now, its setup in the background). Not under a base
+        directory that has no thread with files yet: a chat turn writes nothing."""
         spares = self._settings.spares
         users = layout.base / "users"
-        if spares is not None and users.is_dir():
-            spares.fill((users, layout.skill_roots))
+        key = (users, layout.skill_roots)
+        if spares is not None and (spares.has(key) or users.is_dir()):
+            spares.fill(key)  # or, with a source there, make a spare ahead if it has none
+
+    def settle(self) -> None:
+        """Wait until the work the last runs started in the background is done: sources
+        starting, spares being made ahead (benchmarks use it, so that the work counts
+        for the run that started it)."""
+        spares = self._settings.spares
+        if spares is not None:
+            spares.settle()
 
     def shutdown(self) -> None:
         super().shutdown()

@@ -7,10 +7,16 @@ the sandbox's own system Python), and each command is a request to that init
 over a socket: the init forks it inside, with the pipes the harness made. A
 command there costs about what a plain `subprocess` start costs.
 
+A namespace whose init is a *source* (``spare=True``) runs no command: its
+init forks spare namespaces (`Namespace.spawn`), each nested in the source's
+and with no bubblewrap of its own, for threads to adopt (`Namespace.adopt`;
+`antler.runtime.sandbox.spares` keeps the sources). A fork of the small init
+costs a fraction of a start of bubblewrap and a new interpreter.
+
 Lifetime (see `BwrapSandbox` for when each step happens):
 
 * started on the thread's first command, or ahead of it (`Namespace.start`
-  returns once the init listens);
+  returns once the init listens), or spawned by a source and adopted;
 * a command's leftovers die with it: when its shell exits, the init kills its
   group and every process outside the other running commands' sessions;
 * `Namespace.end` (the end of a run) kills every process but the init outside
@@ -19,8 +25,8 @@ Lifetime (see `BwrapSandbox` for when each step happens):
   and as PID 1 its exit makes the kernel kill whatever is left. It is closed
   after an idle time, with its sandbox, and when it stops answering. An init
   that does not exit in time is killed from here, by a pidfd (never a reused
-  pid); bubblewrap reaps it and exits, so when `close` returns the namespace is
-  gone and its init reaped.
+  pid); bubblewrap reaps it and exits (a spawned spare's init: its source's init
+  reaps it), so when `close` returns the namespace is gone and its init reaped.
 
 Should the harness die, the init sees its control socket end and does the
 same; bubblewrap's ``--die-with-parent`` (bubblewrap is started from one
@@ -39,6 +45,7 @@ import os
 import select
 import signal
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -174,8 +181,9 @@ class Namespace:
         python: the Python inside the namespace that runs the init.
         env: the init's environment (the commands get their own).
         fds: descriptors the options refer to (``--file`` sources); closed once started.
-        spare: start the init as a spare, to be made a thread's by `adopt` (the options
-            must run it as the namespace's root, with the capabilities it needs for that).
+        spare: start the init as a source of spare namespaces (`spawn`), which `adopt`
+            makes a thread's (the options must run it as the namespace's root, with the
+            capabilities they need for that); a spawned spare has it set until adopted.
     """
 
     def __init__(self, bwrap: str, options: Sequence[str], python: str, env: dict[str, str],
@@ -198,8 +206,12 @@ class Namespace:
 
     @property
     def alive(self) -> bool:
-        return self._control is not None and self._process is not None \
-            and self._process.poll() is None
+        if self._control is None:
+            return False
+        if self._process is not None:
+            return self._process.poll() is None
+        # A spare spawned by a source: no bubblewrap of its own; its init's pidfd says.
+        return self._init_fd is not None and not _readable(self._init_fd, 0.0)
 
     def start(self) -> None:
         """Start bubblewrap and its init; return once the init runs.
@@ -271,6 +283,44 @@ class Namespace:
         with contextlib.suppress(OSError):
             self._init_fd = os.pidfd_open(self.init_pid)
         self._process, self._control = process, control
+
+    def spawn(self, *, network: bool, tmp_bytes: int) -> Namespace:
+        """A new spare namespace, forked by this source's init (see `nsinit`): unadopted,
+        its own mount, PID, IPC, UTS and (unless `network`) network namespaces, nested in
+        this one's; `tmp_bytes` is the size of the ``/tmp`` its adoption gives it. It ends
+        when closed, and with this namespace.
+
+        Raises:
+            NamespaceGoneError: this source no longer answers.
+            SandboxError: the spare could not set itself up (its reason).
+        """
+        control = self._control
+        if control is None or not self.spare:
+            raise NamespaceGoneError("the namespace is closed, or not a source of spares")
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            # The spare's "ready" then carries its pid, as this process's PID namespace
+            # numbers it (its cgroup and its pidfd need that one).
+            mine.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+            with self._send_lock:
+                socket.send_fds(control, [marshal.dumps(("spawn", network, tmp_bytes),
+                                                        _MARSHAL_VERSION)], [theirs.fileno()])
+        except OSError as error:
+            mine.close()
+            raise NamespaceGoneError(f"the namespace's init is gone ({error})") from None
+        finally:
+            theirs.close()
+        try:
+            pid, said = _hello(mine, _START_TIMEOUT)
+            init_fd = os.pidfd_open(pid) if pid is not None else None
+        except OSError as error:
+            pid, said, init_fd = None, str(error), None
+        if pid is None or init_fd is None:
+            mine.close()
+            raise SandboxError(f"the sandbox's init could not start a namespace: {said}")
+        spare = Namespace(self._bwrap, (), self._python, self._env, spare=True)
+        spare._control, spare.init_pid, spare._init_fd = mine, pid, init_fd
+        return spare
 
     def adopt(self, view: str, binds: Sequence[tuple[str, str, bool]], workdir: str) -> None:
         """Make a spare namespace a thread's: its init mounts each ``(source, target,
@@ -374,6 +424,12 @@ class Namespace:
                 process.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 self._kill_init(process)
+        elif self._init_fd is not None:  # a spawned spare: its source's init reaps it
+            if not _readable(self._init_fd, grace):
+                with contextlib.suppress(OSError):
+                    signal.pidfd_send_signal(self._init_fd, signal.SIGKILL)
+                _readable(self._init_fd, _END_TIMEOUT)
+            _wait_reaped(self._init_fd)
         if self._init_fd is not None:
             os.close(self._init_fd)
             self._init_fd = None
@@ -431,6 +487,43 @@ def _ready(control: socket.socket, timeout: float) -> bool:
         return control.recv(16) == b"ready"
     except OSError:
         return False
+
+
+def _readable(fd: int, timeout: float) -> bool:
+    """Whether `fd` is readable within `timeout` seconds (a pidfd: its process has exited)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout * 1000))
+
+
+def _wait_reaped(pidfd: int) -> None:
+    """Wait (at most `_END_TIMEOUT`) until the exited process of `pidfd` has been reaped."""
+    deadline = time.monotonic() + _END_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            signal.pidfd_send_signal(pidfd, 0)  # succeeds until the process is reaped
+        except OSError:
+            return
+        time.sleep(0.001)
+
+
+def _hello(control: socket.socket, timeout: float) -> tuple[int | None, str]:
+    """The pid of a spawned spare that said ``ready`` on `control` within `timeout` seconds
+    (from the message's credentials), or None and why not."""
+    poller = select.poll()
+    poller.register(control, select.POLLIN)
+    if not poller.poll(timeout * 1000):
+        return None, "no answer"
+    data, ancillary, _flags, _address = control.recvmsg(
+        4096, socket.CMSG_SPACE(struct.calcsize("3i")))
+    if data != b"ready":
+        answer = marshal.loads(data) if data else ("failed", "it exited")
+        return None, str(answer[-1])
+    for level, kind, value in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+            pid, _uid, _gid = struct.unpack("3i", value[:struct.calcsize("3i")])
+            return pid, ""
+    return None, "no credentials"
 
 
 def _read_all(fd: int, timeout: float) -> bytes:

@@ -32,19 +32,36 @@ attached (``SCM_RIGHTS``):
 * ``("end",)`` with one descriptor, a reply socket: kill every process outside
   the running commands' sessions, then reply ``("ended",)``.
 
-A *spare* init (``main(fd, spare=True)``) is started before its thread is
-known: bubblewrap runs it as the namespace's root, with only the capabilities
-to mount (``CAP_SYS_ADMIN``) and to map the root to its own user namespace's
-sandbox user (``CAP_SETFCAP``), and a
-view of the base directory's ``users`` tree mounted in its ``/tmp``. It takes
-no command until its first request, ``("adopt", view, binds, workdir)``, has
-made it the thread's: it bind-mounts each ``(source, target, read_only)`` of
-``binds`` (sources inside the view), detaches the view and removes its mount
-point, moves to ``workdir``, enters a cgroup namespace of its own (its pids
-cgroup becomes ``/``) and a user namespace in which it is the ``sandbox``
-user (uid 1000) with every capability dropped, bounding set included, as
-bubblewrap leaves its commands; then it answers ``("adopted",)``, or
-``("failed", reason)`` and exits. From then on it is like any other init.
+A *source* init (``main(fd, spare=True)``) runs no command: it makes spare
+namespaces, one per ``("spawn", network, tmp_bytes)`` request (with one
+descriptor, the new namespace's control socket), by forking (a fork of this
+small interpreter costs a fraction of a new interpreter's start). Bubblewrap runs
+it as the namespace's root with only the capabilities to unshare and mount
+(``CAP_SYS_ADMIN``), to bring a new network namespace's loopback up
+(``CAP_NET_ADMIN``) and to map the root to a user namespace's sandbox user
+(``CAP_SETFCAP``), a read-only ``/dev`` and a view of the base directory's
+``users`` tree mounted in its ``/tmp``. It unshares a PID namespace for its next
+child, forks the spare (PID 1 there) and returns to its own PID namespace (a
+source that cannot return ends, rather than put its next spare in the same
+one). The spare unshares mount, IPC and (unless the network is allowed)
+network namespaces, makes its mounts private, mounts a ``/proc`` of its own
+(with ``sys``, ``sysrq-trigger``, ``irq`` and ``bus`` read-only, as bubblewrap
+does), brings the loopback up and says ``ready``; one that cannot says
+``("failed", reason)`` on its own socket and exits. Its UTS namespace is the
+source's: the host name ``sandbox``, which no command can change.
+
+A spare takes no command until its first request, ``("adopt", view, binds,
+workdir)``, has made it the thread's: it bind-mounts each ``(source, target,
+read_only)`` of ``binds`` (sources inside the view), detaches the view and the
+source's ``/tmp`` for a ``/tmp`` of its own (``tmp_bytes``), mounts its own
+``/dev/shm`` and a new ``devpts`` instance on ``/dev/pts`` (so nothing a command
+can write is shared with another spare), moves to ``workdir``, enters a cgroup
+namespace of its own (its pids cgroup becomes ``/``) and a user namespace in
+which it is the ``sandbox`` user (uid 1000) with every capability dropped,
+bounding set included, as bubblewrap leaves its commands; then it answers
+``("adopted",)``, or ``("failed", reason)`` and exits. From then on it is like
+any other init. A spare also ends when its source does (its PID namespace is
+inside the source's).
 
 The init says ``ready`` on the control socket once it listens. When the
 control socket ends (the harness closed it, or died), the init kills
@@ -63,12 +80,18 @@ import sys
 _MAX_FDS = 16
 _KILL = 9
 _SANDBOX_ID = 1000  # the sandbox user's uid and gid
-# mount(2), umount2(2), unshare(2), prctl(2) and capset(2) numbers (Linux).
+# mount(2), umount2(2), unshare(2), setns(2), prctl(2) and capset(2) numbers (Linux).
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_NOATIME, _MS_NODIRATIME, _MS_RELATIME = 32, 4096, 1024, 2048, 1 << 21
+_MS_REC, _MS_PRIVATE = 16384, 1 << 18
 _ST_NOEXEC, _ST_NOATIME, _ST_NODIRATIME, _ST_RELATIME = 8, 1024, 2048, 4096
 _MNT_DETACH = 2
 _CLONE_NEWCGROUP, _CLONE_NEWUSER = 0x02000000, 0x10000000
+_CLONE_NEWNS, _CLONE_NEWIPC = 0x00020000, 0x08000000
+_CLONE_NEWPID, _CLONE_NEWNET = 0x20000000, 0x40000000
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+# /proc entries bubblewrap makes read-only in its /proc; a spare's own /proc does the same.
+_PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
 _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 4, 24, 47, 4
 _CAPABILITY_VERSION_3 = 0x20080522
 
@@ -133,6 +156,14 @@ def _session(pid):
         return None
 
 
+def _say(fd, message):
+    """Send `message` on the socket descriptor `fd`, should anyone still listen."""
+    try:  # noqa: SIM105
+        posix.write(fd, marshal.dumps(message))
+    except OSError:
+        pass
+
+
 def _send(channel, message):
     try:  # noqa: SIM105
         channel.send(marshal.dumps(message))
@@ -172,7 +203,7 @@ class _Libc:
                 posix.close(fd)
         except (OSError, ValueError):
             self.last_capability = 63
-        for name in ("mount", "umount2", "unshare", "prctl", "capset"):
+        for name in ("mount", "umount2", "unshare", "setns", "prctl", "capset"):
             self._functions[name] = Function((name, Library))
 
     def __call__(self, name, *arguments):
@@ -191,9 +222,10 @@ def _write(path, text):
         posix.close(fd)
 
 
-def _adopt(libc, view, binds, workdir):
+def _adopt(libc, tmp_bytes, view, binds, workdir):
     """Make a spare namespace its thread's (see the module docstring): mount the thread's
-    directories from the view, drop the view, then become the unprivileged sandbox user."""
+    directories from the view, drop the view and the source's /tmp and /dev for its own,
+    then become the unprivileged sandbox user."""
     long = libc.Long
     for source, target, read_only in binds:
         libc("mount", source.encode(), target.encode(), None, long(_MS_BIND), None)
@@ -207,7 +239,7 @@ def _adopt(libc, view, binds, workdir):
                     flags |= need
             libc("mount", None, target.encode(), None, long(flags), None)
     libc("umount2", view.encode(), libc.Int(_MNT_DETACH))
-    posix.rmdir(view)
+    _own_tmp_and_dev(libc, tmp_bytes)
     posix.chdir(workdir)
     libc("unshare", libc.Int(_CLONE_NEWCGROUP))
     libc("unshare", libc.Int(_CLONE_NEWUSER))
@@ -223,6 +255,73 @@ def _adopt(libc, view, binds, workdir):
     libc("capset", header, bytes(24))  # effective, permitted, inheritable: none
     if posix.getuid() != _SANDBOX_ID or _capabilities() != 0:
         raise OSError(1, "the capabilities or the user did not change")
+
+
+def _own_tmp_and_dev(libc, tmp_bytes):
+    """Replace the source's ``/tmp`` (the view's mount point), ``/dev/shm`` and
+    ``/dev/pts``, which its other spares see too, with this namespace's own (the rest of
+    the source's ``/dev`` is read-only: device nodes and links)."""
+    long, nothing = libc.Long, _MS_NOSUID | _MS_NODEV
+    libc("umount2", b"/tmp", libc.Int(_MNT_DETACH))
+    size = f"mode=0755,size={int(tmp_bytes)}".encode()
+    libc("mount", b"tmpfs", b"/tmp", b"tmpfs", long(nothing), size)
+    libc("mount", b"tmpfs", b"/dev/shm", b"tmpfs", long(nothing), size)
+    libc("mount", b"devpts", b"/dev/pts", b"devpts", long(_MS_NOSUID | _MS_NOEXEC),
+         b"newinstance,ptmxmode=0666,mode=620")
+
+
+def _own_proc(libc):
+    """Make every mount private to this mount namespace, and mount a ``/proc`` of this PID
+    namespace over the source's (its entries that change the kernel read-only)."""
+    long = libc.Long
+    libc("mount", None, b"/", None, long(_MS_REC | _MS_PRIVATE), None)
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    libc("mount", b"proc", b"/proc", b"proc", long(flags), None)
+    for name in _PROC_READ_ONLY:
+        path = f"/proc/{name}".encode()
+        try:
+            libc("mount", path, path, None, long(_MS_BIND | _MS_REC), None)
+        except OSError:
+            continue  # not there
+        libc("mount", None, path, None, long(_MS_BIND | _MS_REMOUNT | _MS_RDONLY | flags), None)
+
+
+def _loopback_up():
+    """Bring the new network namespace's loopback up, as bubblewrap does."""
+    import fcntl  # built into the interpreter
+
+    probe = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
+    try:
+        request = b"lo".ljust(16, b"\0") + bytes(24)
+        found = fcntl.ioctl(probe.fileno(), _SIOCGIFFLAGS, request)
+        flags = int.from_bytes(found[16:18], sys.byteorder) | _IFF_UP
+        fcntl.ioctl(probe.fileno(), _SIOCSIFFLAGS,
+                    found[:16] + flags.to_bytes(2, sys.byteorder) + found[18:])
+    finally:
+        probe.close()
+
+
+def _start_spare(libc, control_fd, network, tmp_bytes):
+    """In a new child of the source, PID 1 of its new PID namespace: unshare the mount, IPC
+    and network namespaces, set the spare up and serve `control_fd`. Never returns."""
+    try:
+        flags = _CLONE_NEWNS | _CLONE_NEWIPC
+        libc("unshare", libc.Int(flags if network else flags | _CLONE_NEWNET))
+        posix.setsid()
+        posix.closerange(3, control_fd)
+        posix.closerange(control_fd + 1, 1 << 16)
+        _own_proc(libc)
+        if not network:
+            _loopback_up()
+        init = Init(control_fd, spare=True)
+    except BaseException as error:  # said on the spare's socket, then exit
+        _say(control_fd, ("failed", str(error)))
+        posix._exit(1)
+    init.libc = libc
+    init.tmp_bytes = tmp_bytes
+    init.control.send(b"ready")
+    init.serve()
+    posix._exit(0)
 
 
 def _capabilities():
@@ -242,9 +341,12 @@ def _capabilities():
 class Init:
     """The loop: requests on the control socket, the commands' channels, their exits."""
 
-    def __init__(self, control_fd, spare=False):
+    def __init__(self, control_fd, spare=False, source=False):
         self.spare = spare  # no command until adopted
-        self.libc = None  # a spare's, ready for its adoption
+        self.source = source  # no command at all: it spawns spares
+        self.libc = None  # a source's and its spares', ready for their adoption
+        self.tmp_bytes = 0  # a spare's /tmp, once adopted
+        self.pid_namespace = -1  # a source's own PID namespace, to return to after a fork
         self.control = _socket.socket(fileno=control_fd)
         self.running = {}  # pid of a command's shell -> its channel (None once let go)
         self.by_fd = {}  # channel descriptor -> pid
@@ -282,13 +384,19 @@ class Init:
                 _close(fd)
             return False
         message = marshal.loads(data)
-        if self.spare:
+        if self.source:
+            if message[0] != "spawn" or len(fds) != 1 or self.libc is None:
+                for fd in fds:
+                    _close(fd)
+                return message[0] == "spawn"  # a source takes nothing else
+            self.spawn(fds[0], *message[1:])
+        elif self.spare:
             for fd in fds:
                 _close(fd)
             if message[0] != "adopt":
                 return False  # a spare takes nothing before it is adopted
             try:
-                _adopt(self.libc, *message[1:])
+                _adopt(self.libc, self.tmp_bytes, *message[1:])
             except (OSError, TypeError, ValueError, AttributeError) as error:
                 _send(self.control, ("failed", str(error)))
                 return False
@@ -306,6 +414,26 @@ class Init:
             for fd in fds:
                 _close(fd)
         return True
+
+    def spawn(self, control_fd, network, tmp_bytes):
+        """Fork a spare namespace that serves `control_fd` (see `_start_spare`): the source
+        unshares a PID namespace for its next child, forks it and returns to its own."""
+        libc = self.libc
+        try:
+            libc("unshare", libc.Int(_CLONE_NEWPID))
+            pid = posix.fork()
+        except OSError as error:
+            pid, failed = -1, error
+        if pid == 0:
+            self.control.detach()  # the source's: never closed from here
+            _start_spare(libc, control_fd, bool(network), tmp_bytes)
+        try:
+            libc("setns", self.pid_namespace, libc.Int(_CLONE_NEWPID))
+        except OSError:
+            posix._exit(1)  # its next spare would join this one's PID namespace: end instead
+        if pid < 0:
+            _say(control_fd, ("failed", str(failed)))
+        _close(control_fd)
 
     def run(self, argv, env, fds):
         channel_fd, stdin, stdout, stderr = fds
@@ -433,17 +561,20 @@ def _warm_up():
 def main(control_fd, spare=False):
     """Serve the harness on `control_fd` until it ends; every other descriptor is closed.
 
-    ``spare``: wait to be adopted by a thread before taking commands."""
+    ``spare``: be a source of spare namespaces, which take no command until a thread
+    adopts them."""
     _undumpable()
     posix.closerange(3, control_fd)
     posix.closerange(control_fd + 1, 1 << 16)
     posix.set_inheritable(control_fd, False)
-    init = Init(control_fd, spare)
-    if spare:  # nobody waits for a spare: do now what would hold its first command up
-        try:  # noqa: SIM105 - contextlib costs the init milliseconds of imports
+    init = Init(control_fd, source=spare)
+    if spare:  # nobody waits for a source: do now what would hold its spares up
+        try:
             init.libc = _Libc()
+            init.pid_namespace = posix.open("/proc/self/ns/pid", posix.O_RDONLY)
+            import fcntl  # noqa: F401 - imported once here, not in every spare (`_loopback_up`)
         except (ImportError, OSError, AttributeError):
-            pass  # its adoption fails, and namespaces are started whole
+            init.libc = None  # it spawns nothing, and namespaces are started whole
         _warm_up()
     init.control.send(b"ready")
     init.serve()

@@ -398,25 +398,97 @@ def wait_for_spare(provider: BwrapSandboxProvider, layout: PathLayout) -> None:
     raise AssertionError("no spare namespace started")
 
 
-def test_a_new_thread_adopts_the_spare_started_before_it(
+def host_parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        return int(stat.read().rsplit(b")", 1)[1].split()[1])
+
+
+def test_a_new_thread_adopts_a_spare_made_by_the_source_started_before_it(
         provider: BwrapSandboxProvider, layout: PathLayout) -> None:
     first = sandbox_for(provider, layout, "t1")
-    assert first.execute_command("true").ok  # it took the spare its acquisition started
-    spares = provider._settings.spares
-    assert spares is not None and not spares.ready(spare_key(layout))
-    first.end_run()  # the end of its run starts the next one
+    assert first.execute_command("true").ok  # its acquisition started the source
+    first.end_run()
     wait_for_spare(provider, layout)
     spares = provider._settings.spares
     assert spares is not None
-    spare = spares._slots[spare_key(layout)].namespace
-    assert spare is not None and spare.alive and spare.spare
+    source = spares._slots[spare_key(layout)].namespace
+    assert source is not None and source.alive and source.spare and source.init_pid
     second = sandbox_for(provider, layout, "t2")
     result = second.execute_command("echo mine > note; cat note; ls /mnt/user-data")
     assert (result.stdout, result.exit_code) == ("mine\noutputs\nuploads\nworkspace\n", 0), \
         result
-    assert second._namespace is spare and not spare.spare  # adopted, not started anew
+    namespace = second._namespace
+    assert namespace is not None and not namespace.spare and namespace.init_pid is not None
+    # Made by the same source (no new bubblewrap): its init is the source init's child.
+    assert spares._slots[spare_key(layout)].namespace is source
+    assert host_parent(namespace.init_pid) == source.init_pid
+    assert namespace.init_pid != init_pid(first)
     assert (layout.thread("u", "t2").workspace / "note").read_text() == "mine\n"
     assert not (layout.thread("u", "t1").workspace / "note").exists()
+
+
+def test_spares_of_one_source_share_no_tmp_dev_processes_or_network(
+        provider: BwrapSandboxProvider, layout: PathLayout) -> None:
+    first = sandbox_for(provider, layout, "t1")
+    second = sandbox_for(provider, layout, "t2")
+    # Names made by the shell, so that the second thread's own command line has none of them.
+    assert first.execute_command("for d in /tmp /dev/shm; do echo x > $d/m$((40+2)); done;"
+                                 " mkdir /tmp/d$((40+2))").ok
+    ended = threading.Event()
+
+    def hold() -> None:  # a running command of the first thread, listening on its loopback
+        first.execute_command("python3 -c 'import socket,time; s=socket.socket();"
+                              " s.bind((\"127.0.0.1\", 47000+123)); s.listen(); time.sleep(4)'"
+                              " & sleep 4.25", timeout=20)
+        ended.set()
+
+    threading.Thread(target=hold, daemon=True).start()
+    time.sleep(1.0)
+    seen = second.execute_command(
+        "ls -A /tmp /dev/shm /dev/pts; grep -l 'sleep 4[.]25' /proc/[0-9]*/cmdline;"
+        " python3 -c 'import socket; s=socket.socket(); print(\"connect\","
+        " s.connect_ex((\"127.0.0.1\", 47000+123)))'")
+    spares = provider._settings.spares
+    assert spares is not None
+    source = spares._slots[spare_key(layout)].namespace
+    namespaces = [first._namespace, second._namespace]
+    # Both came from the one source, and neither sees what the other has.
+    assert source is not None and source.init_pid is not None
+    assert all(n is not None and n.init_pid is not None
+               and host_parent(n.init_pid) == source.init_pid for n in namespaces)
+    assert not ended.is_set()  # the first thread's command was running meanwhile
+    lines = seen.stdout.splitlines()
+    assert "m42" not in lines and "d42" not in lines, seen
+    assert not any(line.endswith("/cmdline") for line in lines), seen
+    assert "ptmx" in lines and "connect 111" in lines, seen  # its own devpts; refused
+    ended.wait(20)
+
+
+def test_a_killed_source_takes_its_spares_along_and_is_replaced(
+        provider: BwrapSandboxProvider, layout: PathLayout,
+        caplog: pytest.LogCaptureFixture) -> None:
+    first = sandbox_for(provider, layout, "t1")
+    assert first.execute_command("echo one > note").ok
+    first.end_run()
+    wait_for_spare(provider, layout)
+    spares = provider._settings.spares
+    assert spares is not None
+    source = spares._slots[spare_key(layout)].namespace
+    assert source is not None and source.init_pid is not None
+    made = init_pid(first)
+    os.kill(source.init_pid, signal.SIGKILL)
+    for _ in range(200):
+        if made is None or not alive(made):
+            break
+        time.sleep(0.025)
+    assert made is not None and not alive(made)  # the thread's namespace ended with it
+    with caplog.at_level("WARNING"):
+        again = first.execute_command("cat note; id -un")
+        second = sandbox_for(provider, layout, "t2").execute_command("pwd")
+    assert again.stdout == "one\nsandbox\n" and second.stdout == "/mnt/user-data/workspace\n"
+    replaced = spares._slots[spare_key(layout)].namespace
+    assert replaced is not None and replaced is not source and replaced.alive
+    assert provider._settings.spares is spares and "started whole" not in caplog.text
 
 
 def test_an_adopted_namespace_shows_no_other_thread_and_no_privilege(
