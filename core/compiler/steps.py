@@ -383,6 +383,7 @@ class Run:
         self.indexed: dict[str, tuple[list[Any], dict[Any, int]]] = {}
         """Per messages key: the view's list and where each message id is in it."""
         self.last_writer: dict[str, int] = {}
+        """The member that last wrote each key without a reducer (by `step`)."""
         self.overwritten: set[str] = set()
         """Reducer keys a member wrote an `Overwrite` to: the node writes the key's value."""
         self.extra: list[Any] = []
@@ -459,19 +460,25 @@ class Run:
     def _put(self, key: str, channel: Channel, value: Any) -> None:
         """Apply one value written to `key` in a superstep, as its channel would."""
         view = self.view
-        if channel.messages:
-            value = _as_messages(value)
         if channel.kind != "reduce":
             view[key] = value  # what LastValue and EphemeralValue do with one value
-        elif _is_overwrite(value):
-            self.overwritten.add(key)
-            self._through_channel(key, channel, [value])
-        elif key not in view:
-            self._through_channel(key, channel, [value])  # the channel's own first value
-        elif not (channel.merged_by_id and self._merge_messages(key, value)):
-            # What BinaryOperatorAggregate.update does with a value and no Overwrite.
-            view[key] = channel.template.operator(view[key], value)
-        self._written(key, value)
+            self.last_writer[key] = self.step
+        else:
+            if channel.messages:
+                value = _as_messages(value)
+            if _is_overwrite(value):
+                self.overwritten.add(key)
+                self._through_channel(key, channel, [value])
+            elif key not in view:
+                self._through_channel(key, channel, [value])  # the channel's first value
+            elif not (channel.merged_by_id and self._merge_messages(key, value)):
+                # What BinaryOperatorAggregate.update does with a value and no Overwrite.
+                view[key] = channel.template.operator(view[key], value)
+        writes = self.writes.get(key)
+        if writes is None:
+            self.writes[key] = [value]
+        else:
+            writes.append(value)
 
     def _put_all(self, key: str, channel: Channel, values: list[Any]) -> None:
         """Apply several values written to `key` in one superstep, as its channel would."""
@@ -485,8 +492,8 @@ class Run:
         if channel.kind == "reduce" and any(_is_overwrite(value) for value in values):
             self.overwritten.add(key)
         self._through_channel(key, channel, values)
-        for value in values:
-            self._written(key, value)
+        self.writes.setdefault(key, []).extend(values)
+        self.last_writer[key] = self.step
 
     def _through_channel(self, key: str, channel: Channel, values: list[Any]) -> None:
         """Apply `values` through a LangGraph channel of `key` holding the view's value."""
@@ -498,14 +505,6 @@ class Run:
             view[key] = live.get()
         else:
             view.pop(key, None)
-
-    def _written(self, key: str, value: Any) -> None:
-        writes = self.writes.get(key)
-        if writes is None:
-            self.writes[key] = [value]
-        else:
-            writes.append(value)
-        self.last_writer[key] = self.step
 
     def _merge_messages(self, key: str, value: Any) -> bool:
         """`add_messages` of `value` onto the view's list, when it only adds or replaces
@@ -642,6 +641,29 @@ def _shown(pairs: list[tuple[str, Any]]) -> Any:
     return [{key: value} for key, value in pairs]
 
 
+def route_caller(route: Any) -> Any:
+    """`route.invoke`, or a call of its function alone where that is all `invoke` would do.
+
+    That is an untraced `RunnableCallable` whose function takes nothing but the
+    state, as LangChain's routing functions do: a node asks the edge after it
+    on every run, and `invoke` would build its keyword arguments and look up
+    the runtime each time.
+    """
+    func = getattr(route, "func", None)
+    if type(route) is not runnable_callable() or func is None or route.trace or \
+            route.kwargs or route.explode_args or route.func_accepts:
+        return route.invoke
+    recurse = route.recurse
+
+    def invoke(state: Any, config: RunnableConfig) -> Any:
+        result = func(state)
+        if recurse and _is_runnable(result):  # as RunnableCallable.invoke recurses
+            return result.invoke(state, config)
+        return result
+
+    return invoke
+
+
 def edge_writer(graph: Any, node: str = MODEL_NODE) -> Any:
     """The writer of LangChain's conditional edge after `node`, if it has one."""
     BranchSpec = branch_spec()
@@ -689,11 +711,13 @@ def ending_edge(graph: Any, node: str, decided: SavedAnswers | None = None,
     if decided is not None and read is not None:
         read = _decided_or_read(decided, read)
 
+    ask = route_caller(route)
+
     def ending(state: Any, config: RunnableConfig) -> Any:
         if isinstance(state, DecidedRoute):
             return state.result
         # The node decided on the state before its after_agent hooks changed it.
-        return END if state.get(END_MARK) else route.invoke(state, config)
+        return END if state.get(END_MARK) else ask(state, config)
 
     ends = None if spec.ends is None else {**spec.ends, END: END}
     routed = spec._replace(path=RunnableCallable(ending, trace=False), ends=ends)
