@@ -123,9 +123,9 @@ class AgentStart(StepRunner):
 
     def _route(self, run: Run, result: Any) -> Any:
         """The node's writes and the goto LangChain's edge would have taken."""
-        Command = command_type()
-        target = run.view.get("jump_to") if run.jumped else None
-        goto = {"end": self.exit_node, "tools": "tools", "model": self.entry}.get(
-            target or "", self.entry)
+        goto = self.entry
+        if run.jumped:
+            goto = {"end": self.exit_node, "tools": "tools", "model": self.entry}.get(
+                run.view.get("jump_to") or "", self.entry)
         written = [] if result is None else result if isinstance(result, list) else [result]
-        return [*written, Command(goto=goto)]
+        return [*written, command_type()(goto=goto)]

@@ -256,11 +256,16 @@ def run_steps(run: Run, steps: Iterable[Step], runtime: Any, config: RunnableCon
     """
     direct = runtime if runtime is not None and not _listened(config) else None
     timed = run.events is not None  # a step's duration is only reported in its event
-    view = run.view
+    view, ephemeral = run.view, run.node.ephemeral
     for step in steps:
         started = time.perf_counter() if timed else 0.0
         # Each hook node gets a fresh dict from LangGraph; so does each member here.
-        if run.absorb(step, _invoke(step, dict(view), direct, config), started):
+        result = _invoke(step, dict(view), direct, config)
+        if result is None and not timed:  # the usual result: `absorb`'s first case, inline
+            run.step += 1
+            for key in ephemeral:
+                view.pop(key, None)
+        elif run.absorb(step, result, started):
             break
 
 
@@ -268,10 +273,15 @@ async def arun_steps(run: Run, steps: Iterable[Step], runtime: Any, config: Runn
                       ) -> None:
     direct = runtime if runtime is not None and not _listened(config) else None
     timed = run.events is not None
-    view = run.view
+    view, ephemeral = run.view, run.node.ephemeral
     for step in steps:
         started = time.perf_counter() if timed else 0.0
-        if run.absorb(step, await _ainvoke(step, dict(view), direct, config), started):
+        result = await _ainvoke(step, dict(view), direct, config)
+        if result is None and not timed:
+            run.step += 1
+            for key in ephemeral:
+                view.pop(key, None)
+        elif run.absorb(step, result, started):
             break
 
 
@@ -543,7 +553,7 @@ class Run:
         node, view = self.node, self.view
         channels = node.channels
         emitted: dict[str, list[Any]] = {}
-        single = True  # no key written more than once: one update holds the writes
+        repeated: dict[str, list[Any]] = {}  # reducer keys written more than once
         for key, values in self.writes.items():
             kind = channels[key].kind
             if kind == "reduce":
@@ -551,7 +561,8 @@ class Run:
                     emitted[key] = [_overwrite(view[key])]
                 else:
                     emitted[key] = values
-                    single = single and len(values) == 1
+                    if len(values) > 1:
+                        repeated[key] = values
             elif kind == "last":
                 emitted[key] = [values[-1]]
             elif self.last_writer[key] == self.step and key in view:
@@ -563,14 +574,18 @@ class Run:
             writer = getattr(runtime, "stream_writer", None)
             if writer is not None:
                 writer({FUSED_EVENT: node.node, "token": node.token, "hooks": self.events})
-        if not self.extra and single:
-            return {key: values[0] for key, values in emitted.items()} or None
+        if not repeated:
+            first = {key: values[0] for key, values in emitted.items()}
+            if not self.extra:
+                return first or None
+            commands: list[Any] = [command_type()(update=first)] if first else []
+            return commands + self.extra
+        # A reducer key's writes in order, one update each, as the members made them.
         Command = command_type()
-        rounds = max((len(values) for values in emitted.values()), default=0)
-        commands: list[Any] = [
-            Command(update={k: v[i] for k, v in emitted.items() if i < len(v)})
-            for i in range(rounds)
-        ]
+        commands = [Command(update={key: values[0] for key, values in emitted.items()})]
+        for i in range(1, max(len(values) for values in repeated.values())):
+            commands.append(Command(update={key: values[i] for key, values in repeated.items()
+                                            if i < len(values)}))
         return commands + self.extra
 
 
