@@ -260,7 +260,7 @@ def run_steps(run: Run, steps: Iterable[Step], runtime: Any, config: RunnableCon
     for step in steps:
         started = time.perf_counter() if timed else 0.0
         # Each hook node gets a fresh dict from LangGraph; so does each member here.
-        result = _invoke(step, dict(view), direct, config)
+        result = _invoke(step, view.copy(), direct, config)
         if result is None and not timed:  # the usual result: `absorb`'s first case, inline
             run.step += 1
             for key in ephemeral:
@@ -276,7 +276,7 @@ async def arun_steps(run: Run, steps: Iterable[Step], runtime: Any, config: Runn
     view, ephemeral = run.view, run.node.ephemeral
     for step in steps:
         started = time.perf_counter() if timed else 0.0
-        result = await _ainvoke(step, dict(view), direct, config)
+        result = await _ainvoke(step, view.copy(), direct, config)
         if result is None and not timed:
             run.step += 1
             for key in ephemeral:
