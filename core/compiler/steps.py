@@ -534,8 +534,9 @@ class Run:
         if indexed is not None and indexed[0] is current:
             positions = indexed[1]
         else:
-            if any(_message_kind(cls) == _CONVERTED for cls in {type(m) for m in current}):
-                return False  # an Overwrite's dicts or chunks: add_messages converts them
+            for cls in set(map(type, current)):
+                if _message_kind(cls) == _CONVERTED:
+                    return False  # an Overwrite's dicts or chunks: add_messages converts them
             positions = {m.id: i for i, m in enumerate(current)}
             if None in positions:
                 return False  # add_messages gives those ids; let it
