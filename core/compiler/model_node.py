@@ -28,6 +28,7 @@ from .steps import (
     arun_steps,
     edge_writer,
     ending_edge,
+    route_caller,
     run_steps,
     task_key,
 )
@@ -77,6 +78,8 @@ class ModelHooks(StepRunner):
         self.model: Step | None = None
         self.route: Any = None
         """LangChain's edge after the model node (its path), when `end` hooks run inside."""
+        self.ask_route: Any = None
+        """`self.route.invoke`, or the routing function itself (`route_caller`)."""
         self.answers = SavedAnswers()
         self.routes = SavedAnswers()
         """Where the edge goes after runs that do not end here, by task (see `_ends`)."""
@@ -134,6 +137,7 @@ class ModelHooks(StepRunner):
         update: dict[str, Any] = {"bound": RunnableCallable(self.run, self.arun, trace=False)}
         if self.end:
             update["writers"], self.route = ending_edge(graph, MODEL_NODE, self.routes)
+            self.ask_route = route_caller(self.route)
         graph.nodes[MODEL_NODE] = node.copy(update)
 
     def _continue(self, run: Run, runtime: Any, config: RunnableConfig) -> Any:
@@ -170,9 +174,9 @@ class ModelHooks(StepRunner):
         answer is kept for the edge itself (`ending_edge`): it then neither reads
         the state again (LangGraph copies every channel for that) nor routes twice.
         """
-        if not self.end or self.route is None:
+        if not self.end or self.ask_route is None:
             return False
-        result = self.route.invoke(dict(run.view), config)
+        result = self.ask_route(dict(run.view), config)
         ends = result in (self.exit_node, [self.exit_node])
         if not ends:
             self.routes.put(task_key(config), DecidedRoute(result))

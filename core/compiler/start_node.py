@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from antler.compat import channel_writes, runnable_callable
 
 from .fusionplan import DESTINATIONS, START_NODE
-from .steps import Channel, Run, Step, StepRunner
+from .steps import Channel, Run, Step, StepRunner, command_type
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig
@@ -112,9 +112,8 @@ class AgentStart(StepRunner):
         return self._route(run, await super()._acontinue(run, runtime, config))
 
     def _start(self, state: dict[str, Any], config: RunnableConfig) -> Run:
-        state = dict(state)
-        value = state.pop(START_NODE)
         run = Run(self, state, config)
+        value = run.view.pop(START_NODE)
         pairs: list[tuple[str, Any]] = []
         for entry in self.input_writes:
             mapped = entry.mapper(value) if entry.mapper is not None else None
@@ -124,10 +123,9 @@ class AgentStart(StepRunner):
 
     def _route(self, run: Run, result: Any) -> Any:
         """The node's writes and the goto LangChain's edge would have taken."""
-        from langgraph.types import Command
-
-        target = run.view.get("jump_to") if run.jumped else None
-        goto = {"end": self.exit_node, "tools": "tools", "model": self.entry}.get(
-            target or "", self.entry)
+        goto = self.entry
+        if run.jumped:
+            goto = {"end": self.exit_node, "tools": "tools", "model": self.entry}.get(
+                run.view.get("jump_to") or "", self.entry)
         written = [] if result is None else result if isinstance(result, list) else [result]
-        return [*written, Command(goto=goto)]
+        return [*written, command_type()(goto=goto)]

@@ -18,7 +18,7 @@ import collections
 import functools
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_type_hints
 
@@ -94,18 +94,12 @@ def _is_plain_add_messages(operator: Any) -> bool:
 
 
 @functools.cache
-def _message_types() -> tuple[type, type]:
-    """(BaseMessage, BaseMessageChunk), imported once (no langchain import at load)."""
-    from langchain_core.messages import BaseMessage, BaseMessageChunk
+def _message_types() -> tuple[type, type, type]:
+    """(BaseMessage, BaseMessageChunk, RemoveMessage), imported once (no langchain import
+    at load)."""
+    from langchain_core.messages import BaseMessage, BaseMessageChunk, RemoveMessage
 
-    return BaseMessage, BaseMessageChunk
-
-
-@functools.cache
-def _remove_message_type() -> type:
-    from langchain_core.messages import RemoveMessage
-
-    return RemoveMessage
+    return BaseMessage, BaseMessageChunk, RemoveMessage
 
 
 @functools.cache
@@ -115,13 +109,47 @@ def _overwrite_type() -> type:
     return Overwrite
 
 
+@functools.cache
+def command_type() -> Any:
+    """LangGraph's `Command`, imported once (an import statement on every call costs more
+    than the rest of a small hook's bookkeeping)."""
+    from langgraph.types import Command
+
+    return Command
+
+
+_CONVERTED, _REMOVAL, _PLAIN = 0, 1, 2
+"""What a write's item is to `add_messages` (`_message_kind`): something it converts to a
+message first (a chunk, a dict, a tuple, a string), a removal, or a message it keeps."""
+
+_message_kinds: dict[type, int] = {}
+
+
+def _message_kind(cls: type) -> int:
+    """`_CONVERTED`, `_REMOVAL` or `_PLAIN` for an item of class `cls`, worked out once per
+    class (the same three isinstance checks on every message of every write otherwise)."""
+    kind = _message_kinds.get(cls)
+    if kind is None:
+        message, chunk, remove = _message_types()
+        kind = (_CONVERTED if not issubclass(cls, message) or issubclass(cls, chunk)
+                else _REMOVAL if issubclass(cls, remove) else _PLAIN)
+        _message_kinds[cls] = kind
+    return kind
+
+
 def _as_messages(value: Any) -> Any:
     """An `add_messages` write as message objects, so the view and the graph share ids."""
-    if _is_overwrite(value):
+    if type(value) is list:
+        items = value
+    elif _is_overwrite(value):
         return value
-    message, chunk = _message_types()
-    items = value if isinstance(value, list) else [value]
-    if all(isinstance(m, message) and not isinstance(m, chunk) for m in items):
+    else:
+        items = value if isinstance(value, list) else [value]
+    kind = _message_kind
+    for item in items:
+        if kind(type(item)) == _CONVERTED:
+            break
+    else:
         return value
     from langchain_core.messages import convert_to_messages
     from langchain_core.messages.utils import message_chunk_to_message
@@ -226,23 +254,34 @@ def run_steps(run: Run, steps: Iterable[Step], runtime: Any, config: RunnableCon
     `runtime` is the node's own (LangGraph's `Runtime` of this task), which is
     what each member would be given as a node of its own.
     """
-    direct = runtime is not None and not _listened(config)
+    direct = runtime if runtime is not None and not _listened(config) else None
     timed = run.events is not None  # a step's duration is only reported in its event
+    view, ephemeral = run.view, run.node.ephemeral
     for step in steps:
         started = time.perf_counter() if timed else 0.0
-        if run.absorb(step, _invoke(step, run.member_state(), runtime if direct else None,
-                                    config), started):
+        # Each hook node gets a fresh dict from LangGraph; so does each member here.
+        result = _invoke(step, view.copy(), direct, config)
+        if result is None and not timed:  # the usual result: `absorb`'s first case, inline
+            run.step += 1
+            for key in ephemeral:
+                view.pop(key, None)
+        elif run.absorb(step, result, started):
             break
 
 
 async def arun_steps(run: Run, steps: Iterable[Step], runtime: Any, config: RunnableConfig,
                       ) -> None:
-    direct = runtime is not None and not _listened(config)
+    direct = runtime if runtime is not None and not _listened(config) else None
     timed = run.events is not None
+    view, ephemeral = run.view, run.node.ephemeral
     for step in steps:
         started = time.perf_counter() if timed else 0.0
-        if run.absorb(step, await _ainvoke(step, run.member_state(),
-                                           runtime if direct else None, config), started):
+        result = await _ainvoke(step, view.copy(), direct, config)
+        if result is None and not timed:
+            run.step += 1
+            for key in ephemeral:
+                view.pop(key, None)
+        elif run.absorb(step, result, started):
             break
 
 
@@ -320,24 +359,31 @@ def _is_runnable(result: Any) -> bool:
     """Whether a hook returned a runnable, which `RunnableCallable` runs in its place."""
     if result is None or type(result) is dict:
         return False  # the usual results: no isinstance check against the ABC
+    return isinstance(result, _runnable_type())
+
+
+@functools.cache
+def _runnable_type() -> type:
     from langchain_core.runnables import Runnable
 
-    return isinstance(result, Runnable)
+    return Runnable
 
 
 class Run:
     """One execution of a fused node: the members' view of the state and their writes.
 
-    Writes reach the view as LangGraph's channels would apply them. Two common
-    cases skip building a channel: a reducer key already in the view takes its
-    operator directly, and an `add_messages` write that only adds or replaces
-    messages is merged by id against an index of the view's list kept for the
-    whole run (`_merge_messages`), where `add_messages` would index the whole
-    list again on every write.
+    Writes reach the view as LangGraph's channels would apply them. The common
+    writes skip building a channel: a lone value of a plain key is the key's
+    value, a reducer key already in the view takes its operator directly, and
+    an `add_messages` write that only adds or replaces messages is merged by id
+    against an index of the view's list kept for the whole run
+    (`_merge_messages`), where `add_messages` would index the whole list again
+    on every write. A member's dict of updates (the usual result) is applied
+    key by key as it is, without being regrouped.
     """
 
-    __slots__ = ("events", "extra", "indexed", "jumped", "last_writer", "node", "step", "view",
-                 "writes")
+    __slots__ = ("events", "extra", "indexed", "jumped", "last_writer", "node", "overwritten",
+                 "step", "view", "writes")
 
     def __init__(self, node: StepRunner, state: Any, config: RunnableConfig | None = None,
                  ) -> None:
@@ -347,6 +393,9 @@ class Run:
         self.indexed: dict[str, tuple[list[Any], dict[Any, int]]] = {}
         """Per messages key: the view's list and where each message id is in it."""
         self.last_writer: dict[str, int] = {}
+        """The member that last wrote each key without a reducer (by `step`)."""
+        self.overwritten: set[str] = set()
+        """Reducer keys a member wrote an `Overwrite` to: the node writes the key's value."""
         self.extra: list[Any] = []
         self.events: list[dict[str, Any]] | None = (
             [] if config is not None and hook_events_asked(config, node.token) else None)
@@ -354,35 +403,36 @@ class Run:
         self.step = -1
         self.jumped = False
 
-    def member_state(self) -> dict[str, Any]:
-        # Each hook node gets a fresh dict from LangGraph; so does each member here.
-        return dict(self.view)
-
     def absorb(self, step: Step, result: Any, started: float) -> bool:
         """Apply one member's result to the view; True when the group ends here."""
         self.step += 1
         events = self.events
+        view = self.view
         if result is None:  # the common case: nothing to apply, a superstep passes
             if events is not None:
                 events.append({"plugin": step.label, "node": step.node, "update": None,
                                "duration_ms": (time.perf_counter() - started) * 1000})
             for key in self.node.ephemeral:
-                self.view.pop(key, None)
+                view.pop(key, None)
             return False
-        pairs, extra, stop = _updates_of(result, step.label)
-        channels = self.node.channels
-        if events is not None:
-            # As LangGraph's `updates` stream shows a node's write: keys the state has.
-            events.append({"plugin": step.label, "node": step.node,
-                           "update": _shown([p for p in pairs if p[0] in channels]),
-                           "duration_ms": (time.perf_counter() - started) * 1000})
-        self.extra.extend(extra)
-        grouped = self._apply(pairs)
-        view = self.view
+        written: Collection[str]
+        if type(result) is dict and events is None:  # the usual update: each key once
+            self._apply_update(result)
+            written, stop = result, False
+        else:
+            pairs, extra, stop = _updates_of(result, step.label)
+            if events is not None:
+                # As LangGraph's `updates` stream shows a node's write: keys the state has.
+                channels = self.node.channels
+                events.append({"plugin": step.label, "node": step.node,
+                               "update": _shown([p for p in pairs if p[0] in channels]),
+                               "duration_ms": (time.perf_counter() - started) * 1000})
+            self.extra.extend(extra)
+            written = self._apply(pairs)
         for key in self.node.ephemeral:
-            if key not in grouped:
+            if key not in written:
                 view.pop(key, None)  # a superstep passed: an ephemeral value is gone
-        if JUMP_KEY in grouped and view.get(JUMP_KEY) in DESTINATIONS:
+        if JUMP_KEY in written and view.get(JUMP_KEY) in DESTINATIONS:
             target = view[JUMP_KEY]
             if target in step.can_jump:
                 self.jumped = True
@@ -400,38 +450,74 @@ class Run:
         channels = self.node.channels
         grouped: dict[str, list[Any]] = {}
         for key, value in pairs:
-            channel = channels.get(key)
-            if channel is None:
-                continue  # LangGraph drops keys the state does not have, silently
-            grouped.setdefault(key, []).append(_as_messages(value) if channel.messages
-                                               else value)
-        view = self.view
+            if key in channels:  # LangGraph drops keys the state does not have, silently
+                grouped.setdefault(key, []).append(value)
         for key, values in grouped.items():
-            channel = channels[key]
-            if channel.kind == "last" and len(values) == 1:
-                view[key] = values[0]  # what LastValue.update does with one value
-            elif channel.kind == "reduce" and key in view and \
-                    not any(_is_overwrite(v) for v in values):
-                if not (channel.merged_by_id and self._merge_messages(key, values)):
-                    # What BinaryOperatorAggregate.update does with a value and no Overwrite.
-                    operator, value = channel.template.operator, view[key]
-                    for each in values:
-                        value = operator(value, each)
-                    view[key] = value
+            if len(values) == 1:
+                self._put(key, channels[key], values[0])
             else:
-                template = channel.template
-                live = template.from_checkpoint(view[key]) if key in view else template.copy()
-                live.update(values)
-                if live.is_available():
-                    view[key] = live.get()
-                else:
-                    view.pop(key, None)
-            self.writes.setdefault(key, []).extend(values)
-            self.last_writer[key] = self.step
+                self._put_all(key, channels[key], values)
         return grouped
 
-    def _merge_messages(self, key: str, values: list[Any]) -> bool:
-        """`add_messages` of `values` onto the view's list, when they only add or replace
+    def _apply_update(self, update: dict[str, Any]) -> None:
+        """`_apply` of a dict of updates, whose keys are written once each."""
+        channels = self.node.channels
+        for key, value in update.items():
+            channel = channels.get(key)
+            if channel is not None:  # LangGraph drops keys the state does not have
+                self._put(key, channel, value)
+
+    def _put(self, key: str, channel: Channel, value: Any) -> None:
+        """Apply one value written to `key` in a superstep, as its channel would."""
+        view = self.view
+        if channel.kind != "reduce":
+            view[key] = value  # what LastValue and EphemeralValue do with one value
+            self.last_writer[key] = self.step
+        else:
+            if channel.messages:
+                value = _as_messages(value)
+            if _is_overwrite(value):
+                self.overwritten.add(key)
+                self._through_channel(key, channel, [value])
+            elif key not in view:
+                self._through_channel(key, channel, [value])  # the channel's first value
+            elif not (channel.merged_by_id and self._merge_messages(key, value)):
+                # What BinaryOperatorAggregate.update does with a value and no Overwrite.
+                view[key] = channel.template.operator(view[key], value)
+        writes = self.writes.get(key)
+        if writes is None:
+            self.writes[key] = [value]
+        else:
+            writes.append(value)
+
+    def _put_all(self, key: str, channel: Channel, values: list[Any]) -> None:
+        """Apply several values written to `key` in one superstep, as its channel would."""
+        if channel.messages:
+            values = [_as_messages(value) for value in values]
+        if channel.kind == "reduce" and key in self.view and \
+                not any(_is_overwrite(value) for value in values):
+            for value in values:  # what BinaryOperatorAggregate.update does: one by one
+                self._put(key, channel, value)
+            return
+        if channel.kind == "reduce" and any(_is_overwrite(value) for value in values):
+            self.overwritten.add(key)
+        self._through_channel(key, channel, values)
+        self.writes.setdefault(key, []).extend(values)
+        self.last_writer[key] = self.step
+
+    def _through_channel(self, key: str, channel: Channel, values: list[Any]) -> None:
+        """Apply `values` through a LangGraph channel of `key` holding the view's value."""
+        view = self.view
+        template = channel.template
+        live = template.from_checkpoint(view[key]) if key in view else template.copy()
+        live.update(values)
+        if live.is_available():
+            view[key] = live.get()
+        else:
+            view.pop(key, None)
+
+    def _merge_messages(self, key: str, value: Any) -> bool:
+        """`add_messages` of `value` onto the view's list, when it only adds or replaces
         messages that have ids (False, nothing done, otherwise: a removal, or a message
         without an id, which `add_messages` gives one).
 
@@ -440,22 +526,22 @@ class Run:
         current = self.view[key]
         if type(current) is not list:
             return False
-        remove = _remove_message_type()
-        written: list[Any] = []
-        for value in values:
-            batch = value if isinstance(value, list) else [value]
-            if any(m.id is None or isinstance(m, remove) for m in batch):
+        batch = value if isinstance(value, list) else [value]
+        for message in batch:
+            if message.id is None or _message_kind(type(message)) != _PLAIN:
                 return False
-            written.extend(batch)
         indexed = self.indexed.get(key)
         if indexed is not None and indexed[0] is current:
             positions = indexed[1]
         else:
+            for cls in set(map(type, current)):
+                if _message_kind(cls) == _CONVERTED:
+                    return False  # an Overwrite's dicts or chunks: add_messages converts them
             positions = {m.id: i for i, m in enumerate(current)}
             if None in positions:
                 return False  # add_messages gives those ids; let it
         merged = current.copy()
-        for message in written:
+        for message in batch:
             at = positions.get(message.id)
             if at is None:
                 positions[message.id] = len(merged)
@@ -468,38 +554,46 @@ class Run:
 
     def finish(self, runtime: Any, config: RunnableConfig | None) -> Any:
         node, view = self.node, self.view
+        channels = node.channels
         emitted: dict[str, list[Any]] = {}
+        repeated: dict[str, list[Any]] = {}  # reducer keys written more than once
         for key, values in self.writes.items():
-            channel = node.channels[key]
-            if channel.kind == "reduce":
-                emitted[key] = ([_overwrite(view[key])] if any(_is_overwrite(v) for v in values)
-                                else values)
-            elif channel.kind == "last":
+            kind = channels[key].kind
+            if kind == "reduce":
+                if key in self.overwritten:
+                    emitted[key] = [_overwrite(view[key])]
+                else:
+                    emitted[key] = values
+                    if len(values) > 1:
+                        repeated[key] = values
+            elif kind == "last":
                 emitted[key] = [values[-1]]
             elif self.last_writer[key] == self.step and key in view:
                 if (key == JUMP_KEY and not self.jumped and not node.loop_exit
                         and node.can_jump and view[key] in DESTINATIONS):
                     continue  # see the module docs: an undeclared jump is not routed
                 emitted[key] = [view[key]]
-        writer = getattr(runtime, "stream_writer", None)
-        if writer is not None and self.events is not None:
-            writer({FUSED_EVENT: node.node, "token": node.token, "hooks": self.events})
-        if not self.extra and all(len(values) == 1 for values in emitted.values()):
-            return {key: values[0] for key, values in emitted.items()} or None
-        from langgraph.types import Command
-
-        rounds = max((len(values) for values in emitted.values()), default=0)
-        commands: list[Any] = [
-            Command(update={k: v[i] for k, v in emitted.items() if i < len(v)})
-            for i in range(rounds)
-        ]
+        if self.events is not None:
+            writer = getattr(runtime, "stream_writer", None)
+            if writer is not None:
+                writer({FUSED_EVENT: node.node, "token": node.token, "hooks": self.events})
+        if not repeated:
+            first = {key: values[0] for key, values in emitted.items()}
+            if not self.extra:
+                return first or None
+            commands: list[Any] = [command_type()(update=first)] if first else []
+            return commands + self.extra
+        # A reducer key's writes in order, one update each, as the members made them.
+        Command = command_type()
+        commands = [Command(update={key: values[0] for key, values in emitted.items()})]
+        for i in range(1, max(len(values) for values in repeated.values())):
+            commands.append(Command(update={key: values[i] for key, values in repeated.items()
+                                            if i < len(values)}))
         return commands + self.extra
 
 
 def _overwrite(value: Any) -> Any:
-    from langgraph.types import Overwrite
-
-    return Overwrite(value)
+    return _overwrite_type()(value)
 
 
 def _jump_error(step: Step, target: str) -> Exception:
@@ -518,8 +612,7 @@ def _updates_of(result: Any, label: str) -> tuple[list[tuple[str, Any]], list[An
         return [], [], False
     if isinstance(result, dict):
         return list(result.items()), [], False
-    from langgraph.types import Command
-
+    Command = command_type()
     if isinstance(result, Command):
         if result.graph == Command.PARENT:
             return [], [result], True
@@ -564,6 +657,29 @@ def _shown(pairs: list[tuple[str, Any]]) -> Any:
     if len(set(keys)) == len(keys):
         return dict(pairs)
     return [{key: value} for key, value in pairs]
+
+
+def route_caller(route: Any) -> Any:
+    """`route.invoke`, or a call of its function alone where that is all `invoke` would do.
+
+    That is an untraced `RunnableCallable` whose function takes nothing but the
+    state, as LangChain's routing functions do: a node asks the edge after it
+    on every run, and `invoke` would build its keyword arguments and look up
+    the runtime each time.
+    """
+    func = getattr(route, "func", None)
+    if type(route) is not runnable_callable() or func is None or route.trace or \
+            route.kwargs or route.explode_args or route.func_accepts:
+        return route.invoke
+    recurse = route.recurse
+
+    def invoke(state: Any, config: RunnableConfig) -> Any:
+        result = func(state)
+        if recurse and _is_runnable(result):  # as RunnableCallable.invoke recurses
+            return result.invoke(state, config)
+        return result
+
+    return invoke
 
 
 def edge_writer(graph: Any, node: str = MODEL_NODE) -> Any:
@@ -613,11 +729,13 @@ def ending_edge(graph: Any, node: str, decided: SavedAnswers | None = None,
     if decided is not None and read is not None:
         read = _decided_or_read(decided, read)
 
+    ask = route_caller(route)
+
     def ending(state: Any, config: RunnableConfig) -> Any:
         if isinstance(state, DecidedRoute):
             return state.result
         # The node decided on the state before its after_agent hooks changed it.
-        return END if state.get(END_MARK) else route.invoke(state, config)
+        return END if state.get(END_MARK) else ask(state, config)
 
     ends = None if spec.ends is None else {**spec.ends, END: END}
     routed = spec._replace(path=RunnableCallable(ending, trace=False), ends=ends)
@@ -662,7 +780,7 @@ class SavedAnswers:
 
 def task_key(config: RunnableConfig) -> tuple[Any, ...] | None:
     """The LangGraph task running `config` (stable when the same task is run again)."""
-    thread_key, namespace_key, task_id_key = task_config_keys()
+    thread_key, namespace_key, task_id_key = _task_config_keys()
     configurable = config.get("configurable") or {}
     task = configurable.get(task_id_key)
     if not task:
@@ -671,3 +789,5 @@ def task_key(config: RunnableConfig) -> tuple[Any, ...] | None:
             task)
 
 
+_task_config_keys = functools.cache(task_config_keys)
+"""`task_config_keys`, looked up once: `task_key` runs a few times in every model node."""

@@ -39,6 +39,7 @@ from .steps import (
     arun_steps,
     edge_writer,
     ending_edge,
+    route_caller,
     run_steps,
     task_key,
 )
@@ -60,6 +61,8 @@ class ToolsEnd(StepRunner):
         """LangChain's tools node (a `ToolNode`), once installed."""
         self.route: Any = None
         """LangChain's edge after the tools node (its path)."""
+        self.ask_route: Any = None
+        """`self.route.invoke`, or the routing function itself (`route_caller`)."""
         self.step = Step(TOOLS_NODE, TOOLS_NODE, None, ())
         self.results = SavedAnswers()
 
@@ -87,6 +90,7 @@ class ToolsEnd(StepRunner):
         node = graph.nodes[TOOLS_NODE]
         self.tools = node.bound
         writers, self.route = ending_edge(graph, TOOLS_NODE)
+        self.ask_route = route_caller(self.route)
         graph.nodes[TOOLS_NODE] = node.copy({
             "bound": RunnableCallable(self.run, self.arun, trace=False), "writers": writers})
 
@@ -128,7 +132,7 @@ class ToolsEnd(StepRunner):
             return None  # other calls of the reply run beside this one
         run = Run(self, state, config)
         run.absorb(self.step, result, time.perf_counter())
-        if self.route.invoke(dict(run.view), config) not in (self.exit_node, [self.exit_node]):
+        if self.ask_route(dict(run.view), config) not in (self.exit_node, [self.exit_node]):
             return None
         self.results.put(key, result)  # for a retry, should a hook fail
         return run
