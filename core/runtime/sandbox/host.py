@@ -467,50 +467,43 @@ class HostSandbox(Sandbox):
         self._check_open()
         if max_depth < 1:
             raise ValueError(f"max_depth must be at least 1, got {max_depth}")
-        where = confined.place(self.mapper, virtual_path)
-        with self._virtual_errors(virtual_path):
-            fd = self._open_directory(where)
-            try:
-                # Symlinks are listed but never descended into (see `confined.walk`).
-                return sorted(f"{where.virtual}/{entry.relative}"
-                              + ("/" if entry.kind == "dir" else "")
-                              for entry in confined.walk(fd, max_depth))
-            finally:
-                os.close(fd)
+        with self._directory(virtual_path) as (fd, where):
+            # Symlinks are listed but never descended into (see `confined.walk`).
+            return sorted(f"{where.virtual}/{entry.relative}"
+                          + ("/" if entry.kind == "dir" else "")
+                          for entry in confined.walk(fd, max_depth))
 
     def glob(self, pattern: str, virtual_path: str, *, include_dirs: bool = False,
              max_results: int = search.DEFAULT_GLOB_RESULTS) -> search.GlobResult:
         self._check_open()
-        where = confined.place(self.mapper, virtual_path)
-        with self._virtual_errors(virtual_path):
-            fd = self._open_directory(where)
-            try:
-                return search.glob(fd, where.virtual, pattern, include_dirs=include_dirs,
-                                   max_results=max_results)
-            finally:
-                os.close(fd)
+        with self._directory(virtual_path) as (fd, where):
+            return search.glob(fd, where.virtual, pattern, include_dirs=include_dirs,
+                               max_results=max_results)
 
     def grep(self, pattern: str, virtual_path: str, *, glob: str | None = None,
              literal: bool = False, case_sensitive: bool = False,
              max_results: int = search.DEFAULT_GREP_RESULTS) -> search.GrepResult:
         self._check_open()
-        where = confined.place(self.mapper, virtual_path)
+        with self._directory(virtual_path) as (fd, where):
+            return search.grep(fd, where.virtual, pattern, glob=glob, literal=literal,
+                               case_sensitive=case_sensitive, max_results=max_results)
+
+    @contextlib.contextmanager
+    def _directory(self, virtual_path: str) -> Iterator[tuple[int, confined.Place]]:
+        """A readable descriptor of the directory at `virtual_path` (closed on leaving) and
+        its place; a clear NotADirectoryError when there is none, OS errors by virtual path."""
+        where = confined.place(self.mapper, virtual_path)  # its errors name the path
         with self._virtual_errors(virtual_path):
-            fd = self._open_directory(where)
             try:
-                return search.grep(fd, where.virtual, pattern, glob=glob, literal=literal,
-                                   case_sensitive=case_sensitive, max_results=max_results)
+                fd = where.open(os.O_RDONLY, directory=True)
+            except FileNotFoundError:
+                raise NotADirectoryError(f"{where.virtual} does not exist.") from None
+            except NotADirectoryError:
+                raise NotADirectoryError(f"{where.virtual} is not a directory.") from None
+            try:
+                yield fd, where
             finally:
                 os.close(fd)
-
-    def _open_directory(self, where: confined.Place) -> int:
-        """A readable descriptor of the directory at ``where``, or a clear NotADirectoryError."""
-        try:
-            return where.open(os.O_RDONLY, directory=True)
-        except FileNotFoundError:
-            raise NotADirectoryError(f"{where.virtual} does not exist.") from None
-        except NotADirectoryError:
-            raise NotADirectoryError(f"{where.virtual} is not a directory.") from None
 
     @contextlib.contextmanager
     def _virtual_errors(self, virtual_path: str) -> Iterator[None]:
