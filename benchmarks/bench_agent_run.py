@@ -1,7 +1,7 @@
 """Benchmark: a run through `AntlerAgent.invoke` against the same run on `agent.graph.invoke`.
 
     python -m benchmarks.bench_agent_run [--runs N] [--warmup N] [--history 0,200]
-                                         [--saver memory sqlite] [--clock cpu|wall]
+                                         [--saver memory sqlite] [--clock cpu|wall] [--async]
 
 `antler run` and programs built on `antler.agent.create_agent` run a turn
 through `AntlerAgent.invoke`, which does work of its own around the graph: it
@@ -18,6 +18,9 @@ repeating one call stays a normal turn), built by `create_agent` with
 
 - `graph`: `agent.graph.invoke({"messages": [message]}, config, context)`;
 - `agent`: `agent.invoke(message, thread_id=..., user_id=...)`.
+
+With `--async` the same pair runs on an event loop: `graph.ainvoke` against
+`agent.ainvoke` (each run in its own `asyncio.run`, alike for both).
 
 One run is one turn: a user message, one `ls` call and the answer (scripted
 models; no network). Threads: `fresh` (each run a new thread) or a thread
@@ -36,6 +39,7 @@ machine moves them alike.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import dataclasses
 import gc
@@ -96,7 +100,7 @@ def _config() -> tuple[Any, Any]:
 class Runner:
     """One default-chain agent and its threads, run one way (`graph` or `agent`)."""
 
-    def __init__(self, cell: Cell, home: Path, turns: int) -> None:
+    def __init__(self, cell: Cell, home: Path, turns: int, use_async: bool = False) -> None:
         from antler.plugin_api.context import (
             MEMORY_MODEL,
             MEMORY_QUEUE,
@@ -106,6 +110,7 @@ class Runner:
         from antler.runtime.agent import create_agent
 
         self.cell = cell
+        self.use_async = use_async
         config, runtime = _config()
         services = {TITLE_MODEL: scripted(["A title"] * (turns + 2)),
                     MEMORY_MODEL: scripted(["[]"]), MEMORY_QUEUE: NullQueue(),
@@ -130,10 +135,16 @@ class Runner:
         message: Any = text if self.cell.message == "text" \
             else HumanMessage(text, id=str(uuid.uuid4()))
         agent = self.agent
-        if self.cell.variant == "agent":
-            return lambda: agent.invoke(message, thread_id=thread, user_id=USER)
         payload = {"messages": [HumanMessage(text) if isinstance(message, str) else message]}
         config = agent.run_config(thread)
+        if self.use_async:
+            if self.cell.variant == "agent":
+                return lambda: asyncio.run(agent.ainvoke(message, thread_id=thread,
+                                                         user_id=USER))
+            return lambda: asyncio.run(agent.graph.ainvoke(
+                payload, config=config, context=agent.context(thread, USER)))
+        if self.cell.variant == "agent":
+            return lambda: agent.invoke(message, thread_id=thread, user_id=USER)
         return lambda: agent.graph.invoke(payload, config=config,
                                           context=agent.context(thread, USER))
 
@@ -142,7 +153,7 @@ class Runner:
 
 
 def measure(savers: tuple[str, ...], histories: tuple[int | None, ...], runs: int,
-            warmup: int, clock: str = "cpu") -> list[Cell]:
+            warmup: int, clock: str = "cpu", use_async: bool = False) -> list[Cell]:
     """Every cell, one run of each in turn per round."""
     cells = [Cell(saver, history, message, variant) for saver in savers
              for history in histories for message in INPUTS for variant in VARIANTS]
@@ -151,7 +162,7 @@ def measure(savers: tuple[str, ...], histories: tuple[int | None, ...], runs: in
         runners = []
         for cell in cells:
             home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="antler-run-")))
-            runner = Runner(cell, home, runs + warmup + 1)
+            runner = Runner(cell, home, runs + warmup + 1, use_async)
             stack.callback(runner.close)
             runners.append(runner)
         for _ in range(warmup):
@@ -194,12 +205,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--saver", choices=SAVERS, nargs="+", default=list(SAVERS))
     parser.add_argument("--clock", choices=CLOCKS, default="cpu",
                         help="the clock of the ratios (both are reported)")
+    parser.add_argument("--async", dest="use_async", action="store_true",
+                        help="ainvoke against graph.ainvoke instead")
     args = parser.parse_args(argv)
     histories: tuple[int | None, ...] = (None, *(int(h) for h in args.history.split(",")
                                                  if h.strip()))
     load_before = os.getloadavg()[0]
-    cells = measure(tuple(args.saver), histories, args.runs, args.warmup, args.clock)
-    print(f"AntlerAgent.invoke against agent.graph.invoke, default chain: median of "
+    cells = measure(tuple(args.saver), histories, args.runs, args.warmup, args.clock,
+                    args.use_async)
+    call = "ainvoke" if args.use_async else "invoke"
+    print(f"AntlerAgent.{call} against agent.graph.{call}, default chain: median of "
           f"{args.runs} interleaved runs per cell (after {args.warmup} warm-up runs); one run "
           f"= one turn with one tool call; load average {load_before:.1f} at the start, "
           f"{os.getloadavg()[0]:.1f} at the end")
