@@ -3,8 +3,9 @@
     python -m benchmarks.bench_agent_run [--runs N] [--warmup N] [--history 0,200]
                                          [--saver memory sqlite] [--clock cpu|wall] [--async]
 
-`antler run` and programs built on `antler.agent.create_agent` run a turn
-through `AntlerAgent.invoke`, which does work of its own around the graph: it
+`antler run` (through `AntlerAgent.stream`) and programs built on
+`antler.agent.create_agent` run a turn through `AntlerAgent`, whose `invoke`,
+`stream`, `ainvoke` and `astream` do work of their own around the graph: each
 checks the input (and, for a message that carries an id, whether the thread's
 history already has that id), takes the thread's owner record and run lock,
 and settles what a stopped run left behind before the graph reads the
