@@ -152,10 +152,10 @@ class AntlerAgent:
         The thread is held for the run (see `hold`): another user's thread is
         refused, a busy one raises `ThreadBusyError` unless `wait`.
         """
-        payload = message if is_resume(message) else self.input(message, files,
-                                                                 thread_id=thread_id)
-        with self.hold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted), \
+        payload = self._payload(message, files)
+        with self._hold(thread_id, user_id, wait, on_interrupted) as history, \
                 self._budget():
+            payload = self._fresh(payload, thread_id, history)
             return dict(self.graph.invoke(payload, **self._run(thread_id, user_id, identity)))
 
     def stream(self, message: Any, *, thread_id: str, user_id: str = "default",
@@ -167,11 +167,11 @@ class AntlerAgent:
         The thread is held (see `hold`) from the first chunk asked for until the
         stream ends or is closed.
         """
-        payload = message if is_resume(message) else self.input(message, files,
-                                                                 thread_id=thread_id)
+        payload = self._payload(message, files)
         expand = wants_expansion(self.fusion, stream_mode)
-        with self.hold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted), \
+        with self._hold(thread_id, user_id, wait, on_interrupted) as history, \
                 self._budget():
+            payload = self._fresh(payload, thread_id, history)
             chunks = self.graph.stream(
                 payload, **self._run(thread_id, user_id, identity, expand=expand),
                 stream_mode=stream_modes_for(stream_mode) if expand else stream_mode)
@@ -185,14 +185,14 @@ class AntlerAgent:
                       **identity: Any) -> dict[str, Any]:
         """`invoke` for an event loop: the same run, with no blocking call on the loop.
 
-        Checking the input against the thread's history and holding the thread
-        (file lock, owner record) happen in worker threads; the graph runs with
+        Holding the thread (file lock, owner record) happens in a worker thread
+        and the thread's history is read with `aget_state`; the graph runs with
         `graph.ainvoke`, so each plugin's async hooks run.
         """
         graph = self.async_graph()
-        payload = message if is_resume(message) else await asyncio.to_thread(
-            self.input, message, files, thread_id=thread_id)
-        async with self.ahold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
+        payload = self._payload(message, files)
+        async with self._ahold(thread_id, user_id, wait, on_interrupted) as history:
+            payload = await self._afresh(payload, thread_id, history)
             with self._budget():
                 return dict(await graph.ainvoke(payload,
                                                 **self._run(thread_id, user_id, identity)))
@@ -203,10 +203,10 @@ class AntlerAgent:
                       **identity: Any) -> AsyncIterator[Any]:
         """`stream` for an event loop; chunks have the same shape as `stream`'s."""
         graph = self.async_graph()
-        payload = message if is_resume(message) else await asyncio.to_thread(
-            self.input, message, files, thread_id=thread_id)
+        payload = self._payload(message, files)
         expand = wants_expansion(self.fusion, stream_mode)
-        async with self.ahold(thread_id, user_id, wait=wait, on_interrupted=on_interrupted):
+        async with self._ahold(thread_id, user_id, wait, on_interrupted) as history:
+            payload = await self._afresh(payload, thread_id, history)
             with self._budget():
                 chunks = graph.astream(
                     payload, **self._run(thread_id, user_id, identity, expand=expand),
@@ -242,29 +242,8 @@ class AntlerAgent:
         the lock back as soon as the worker gets it, so the thread is not left
         held by a run that no longer exists.
         """
-        storage = self._held_storage(thread_id, user_id)
-        if storage is None:
+        async with self._ahold(thread_id, user_id, wait, on_interrupted):
             yield
-            return
-        held = contextlib.ExitStack()
-        taking = asyncio.ensure_future(asyncio.to_thread(
-            held.enter_context, storage.run(thread_id, user_id, wait=wait)))
-        try:
-            await asyncio.shield(taking)
-        except asyncio.CancelledError:
-            def give_back(done: asyncio.Future[Any]) -> None:
-                if not done.cancelled() and done.exception() is None:
-                    held.close()
-            taking.add_done_callback(give_back)
-            raise
-        try:
-            with storage.errors():
-                interrupted = await self._asettle(self.async_graph(), thread_id)
-                if interrupted and on_interrupted is not None:
-                    on_interrupted(interrupted)
-                yield
-        finally:
-            await asyncio.to_thread(held.close)
 
     @contextlib.contextmanager
     def hold(self, thread_id: str, user_id: str = "default", *, wait: bool = False,
@@ -279,15 +258,51 @@ class AntlerAgent:
         (the model request marks them interrupted too). Database failures
         inside the block are raised as `StorageError`.
         """
+        with self._hold(thread_id, user_id, wait, on_interrupted):
+            yield
+
+    @contextlib.contextmanager
+    def _hold(self, thread_id: str, user_id: str, wait: bool,
+              on_interrupted: InterruptedCalls | None) -> Iterator[set[str] | None]:
+        """`hold`, giving the ids of the thread's messages, read once with the settling
+        (None: the agent keeps no storage, so nothing was read)."""
         storage = self._held_storage(thread_id, user_id)
         if storage is None:
-            yield
+            yield None
             return
         with storage.run(thread_id, user_id, wait=wait), storage.errors():
-            interrupted = self._settle(thread_id)
+            interrupted, history = self._settle(thread_id)
             if interrupted and on_interrupted is not None:
                 on_interrupted(interrupted)
-            yield
+            yield history
+
+    @contextlib.asynccontextmanager
+    async def _ahold(self, thread_id: str, user_id: str, wait: bool,
+                     on_interrupted: InterruptedCalls | None) -> AsyncIterator[set[str] | None]:
+        """`_hold` for an event loop (see `ahold`)."""
+        storage = self._held_storage(thread_id, user_id)
+        if storage is None:
+            yield None
+            return
+        held = contextlib.ExitStack()
+        taking = asyncio.ensure_future(asyncio.to_thread(
+            held.enter_context, storage.run(thread_id, user_id, wait=wait)))
+        try:
+            await asyncio.shield(taking)
+        except asyncio.CancelledError:
+            def give_back(done: asyncio.Future[Any]) -> None:
+                if not done.cancelled() and done.exception() is None:
+                    held.close()
+            taking.add_done_callback(give_back)
+            raise
+        try:
+            with storage.errors():
+                interrupted, history = await self._asettle(self.async_graph(), thread_id)
+                if interrupted and on_interrupted is not None:
+                    on_interrupted(interrupted)
+                yield history
+        finally:
+            await asyncio.to_thread(held.close)
 
     def _run(self, thread_id: str, user_id: str, identity: dict[str, Any], *,
              expand: bool = False) -> dict[str, Any]:
@@ -313,8 +328,9 @@ class AntlerAgent:
             return None
         return storage
 
-    def _settle(self, thread_id: str) -> list[dict[str, Any]]:
-        """Keep the results a stopped run saved; return the calls left without one.
+    def _settle(self, thread_id: str) -> tuple[list[dict[str, Any]], set[str]]:
+        """Keep the results a stopped run saved: (the calls left without one, the ids of
+        the thread's messages).
 
         A run that stopped mid-step (a crash, `kill -9`, Ctrl-C) leaves the
         tool results it saved as pending writes of its last checkpoint. A new
@@ -322,21 +338,50 @@ class AntlerAgent:
         would see a result the model never gets; they are committed here, as
         the tools node would have. Calls with no saved result are not run
         again: they did start, and running a command twice is worse than
-        saying it was interrupted.
+        saying it was interrupted. The checkpoint is read once per run: the
+        message ids of the same read are what the input's ids are checked
+        against (`_fresh`).
         """
         config = self.run_config(thread_id)
-        saved, interrupted = _unsettled(self.graph.get_state(config))
+        snapshot = self.graph.get_state(config)
+        saved, interrupted = _unsettled(snapshot)
         if saved:
             self.graph.bulk_update_state(config, saved)
-        return interrupted
+        return interrupted, _message_ids(snapshot.values)
 
-    async def _asettle(self, graph: Any, thread_id: str) -> list[dict[str, Any]]:
+    async def _asettle(self, graph: Any, thread_id: str,
+                       ) -> tuple[list[dict[str, Any]], set[str]]:
         """`_settle` on the async graph."""
         config = self.run_config(thread_id)
-        saved, interrupted = _unsettled(await graph.aget_state(config))
+        snapshot = await graph.aget_state(config)
+        saved, interrupted = _unsettled(snapshot)
         if saved:
             await graph.abulk_update_state(config, saved)
-        return interrupted
+        return interrupted, _message_ids(snapshot.values)
+
+    def _payload(self, message: Any, files: Sequence[dict[str, Any]]) -> Any:
+        """The graph input of a run, checked as `input` checks it but for the ids the
+        thread's history already has (`_fresh` gives those fresh ones once the thread is
+        held); a `Command(resume=...)` as it is."""
+        return message if is_resume(message) else self.input(message, files)
+
+    def _fresh(self, payload: Any, thread_id: str, history: set[str] | None) -> Any:
+        """`payload` with a fresh id for each message whose id the thread's history has.
+
+        `history` is the ids `_hold` read; None (no storage held) reads them here.
+        Only an input message that carries an id needs the history at all.
+        """
+        if not _carries_ids(payload):
+            return payload
+        if history is None:
+            history = self._history_ids(thread_id)
+        return _with_fresh_ids(payload, history)
+
+    async def _afresh(self, payload: Any, thread_id: str, history: set[str] | None) -> Any:
+        """`_fresh` for an event loop: a history to read is read in a worker thread."""
+        if history is None and _carries_ids(payload):
+            history = await asyncio.to_thread(self._history_ids, thread_id)
+        return self._fresh(payload, thread_id, history)
 
     def input(self, message: Any, files: Sequence[dict[str, Any]] = (), *,
               thread_id: str | None = None) -> dict[str, Any]:
@@ -373,8 +418,7 @@ class AntlerAgent:
     def _history_ids(self, thread_id: str | None) -> set[str]:
         if thread_id is None or self.checkpointer in (None, False):
             return set()
-        values = self.state(thread_id)
-        return {m.id for m in values.get("messages") or [] if getattr(m, "id", None)}
+        return _message_ids(self.state(thread_id))
 
     def state(self, thread_id: str, user_id: str | None = None) -> dict[str, Any]:
         """The thread's saved state; with `user_id`, only if that user owns the thread."""
@@ -423,6 +467,31 @@ def _unsettled(snapshot: Any) -> tuple[list[Any], list[dict[str, Any]]]:
     last_ai = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
     calls = list(getattr(last_ai, "tool_calls", None) or [])
     return updates, [call for call in calls if call.get("id") not in answered]
+
+
+def _message_ids(values: dict[str, Any]) -> set[str]:
+    """The ids of the messages of a thread's saved `values`."""
+    return {m.id for m in values.get("messages") or () if getattr(m, "id", None)}
+
+
+def _carries_ids(payload: Any) -> bool:
+    """Whether the graph input `payload` (as `input` returns it) has a message with an id."""
+    return isinstance(payload, dict) and any(
+        getattr(m, "id", None) for m in payload.get("messages") or ())
+
+
+def _with_fresh_ids(payload: dict[str, Any], history: set[str]) -> dict[str, Any]:
+    """`payload` with a fresh id for each message whose id `history` has.
+
+    `input` already gave the later of two input messages of one id a fresh
+    one, so the ids stay distinct.
+    """
+    messages = payload["messages"]
+    if not any(m.id in history for m in messages if m.id):
+        return payload
+    return {**payload, "messages": [
+        m.model_copy(update={"id": str(uuid.uuid4())}) if m.id and m.id in history else m
+        for m in messages]}
 
 
 def _sync_only(saver: Any) -> bool:
