@@ -1,0 +1,56 @@
+"""An entry point group listed once, and stevedore's managers over that list.
+
+Listing a group with `importlib.metadata` reads every installed distribution's
+entry points; stevedore, asked to load the group, lists it again through its own
+cache (a hash of every `sys.path` entry, then a JSON file). Antler lists a group
+once (it needs the distributions behind the entry points anyway) and hands the
+list to stevedore, which loads the entry points as it always does: failures go
+to the manager's callback, a name two entry points share is stevedore's conflict.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Iterable
+from typing import Any
+
+from stevedore import DriverManager, ExtensionManager
+
+__all__ = ["ListedDriverManager", "ListedExtensionManager", "listed_entry_points"]
+
+
+def listed_entry_points(group: str) -> list[importlib.metadata.EntryPoint]:
+    """The entry points of `group` in the installed distributions, each (name, value)
+    once, in the order listed: a distribution found on two `sys.path` entries lists
+    them twice, and stevedore keeps the first."""
+    seen: set[tuple[str, str]] = set()
+    listed = []
+    for entry_point in importlib.metadata.entry_points(group=group):
+        if (entry_point.name, entry_point.value) not in seen:
+            seen.add((entry_point.name, entry_point.value))
+            listed.append(entry_point)
+    return listed
+
+
+class ListedExtensionManager(ExtensionManager[Any]):
+    """`ExtensionManager` of `namespace` loading `entry_points` (a `listed_entry_points`)."""
+
+    def __init__(self, namespace: str, entry_points: Iterable[importlib.metadata.EntryPoint],
+                 **options: Any) -> None:
+        self._listed = list(entry_points)
+        super().__init__(namespace, **options)
+
+    def list_entry_points(self) -> list[importlib.metadata.EntryPoint]:
+        return self._listed
+
+
+class ListedDriverManager(DriverManager[Any]):
+    """`DriverManager` of `namespace` choosing among `entry_points`."""
+
+    def __init__(self, namespace: str, entry_points: Iterable[importlib.metadata.EntryPoint],
+                 **options: Any) -> None:
+        self._listed = list(entry_points)
+        super().__init__(namespace, **options)
+
+    def list_entry_points(self) -> list[importlib.metadata.EntryPoint]:
+        return self._listed
