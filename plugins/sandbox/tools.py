@@ -411,7 +411,7 @@ def args_schema(func: Callable[..., Any]) -> Any:
                                        if key != _RUNTIME_ARG}
     without_runtime.__name__, without_runtime.__qualname__ = func.__name__, func.__qualname__
     without_runtime.__doc__ = func.__doc__
-    schema = create_schema_from_function(func.__name__, without_runtime)
+    schema: Any = create_schema_from_function(func.__name__, without_runtime)  # a v2 model
     return create_model(schema.__name__, __base__=schema, __doc__=schema.__doc__,
                         **{_RUNTIME_ARG: (hints[_RUNTIME_ARG], Field(exclude=True))})
 
