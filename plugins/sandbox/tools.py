@@ -411,9 +411,10 @@ def args_schema(func: Callable[..., Any]) -> Any:
                                        if key != _RUNTIME_ARG}
     without_runtime.__name__, without_runtime.__qualname__ = func.__name__, func.__qualname__
     without_runtime.__doc__ = func.__doc__
-    schema: Any = create_schema_from_function(func.__name__, without_runtime)  # a v2 model
+    schema: Any = create_schema_from_function(func.__name__, without_runtime)
+    excluded: Any = (hints[_RUNTIME_ARG], Field(exclude=True))
     return create_model(schema.__name__, __base__=schema, __doc__=schema.__doc__,
-                        **{_RUNTIME_ARG: (hints[_RUNTIME_ARG], Field(exclude=True))})
+                        **{_RUNTIME_ARG: excluded})
 
 
 def build_tools(provider: SandboxProvider, layout: PathLayout, config: SandboxConfig,
