@@ -6,6 +6,8 @@ cache (a hash of every `sys.path` entry, then a JSON file). Antler lists a group
 once (it needs the distributions behind the entry points anyway) and hands the
 list to stevedore, which loads the entry points as it always does: failures go
 to the manager's callback, a name two entry points share is stevedore's conflict.
+(The managers subclass stevedore's unsubscripted: its classes are generic only in
+recent releases.)
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ def listed_entry_points(group: str) -> list[importlib.metadata.EntryPoint]:
     return listed
 
 
-class ListedExtensionManager(ExtensionManager[Any]):
+class ListedExtensionManager(ExtensionManager):
     """`ExtensionManager` of `namespace` loading `entry_points` (a `listed_entry_points`)."""
 
     def __init__(self, namespace: str, entry_points: Iterable[importlib.metadata.EntryPoint],
@@ -44,7 +46,7 @@ class ListedExtensionManager(ExtensionManager[Any]):
         return self._listed
 
 
-class ListedDriverManager(DriverManager[Any]):
+class ListedDriverManager(DriverManager):
     """`DriverManager` of `namespace` choosing among `entry_points`."""
 
     def __init__(self, namespace: str, entry_points: Iterable[importlib.metadata.EntryPoint],
