@@ -1,31 +1,36 @@
 """How long the CLI takes as a whole process: `antler chain show`, `antler run`, imports.
 
-Runs each command N times in a fresh interpreter (after one warm-up run, so the
-page cache and bytecode are warm) and reports the mean wall time and the mean
-CPU time of the process (user and system, from the children's rusage), each
-as a ratio to `python -c pass` measured the same way in the same run, so
-figures from different machines compare. On a loaded machine wall time waits
-for a core; CPU time does not, so the targets are read on both.
+Each command runs in a fresh interpreter, N rounds after one warm-up run of each
+(so the page cache and bytecode are warm). The commands take turns, one run each
+per round, so a change of load hits them all alike; each figure is the median of
+its rounds. CPU time is the process's (user and system, its children included,
+from the rusage of waited-for children); wall time is printed beside it, but on a
+loaded machine it mostly measures the wait for a core, so the targets are read
+on CPU time. Each command is also given as a ratio to two baselines measured in
+the same rounds, with a 90% bootstrap interval (rounds resampled whole,
+`benchmarks/interval.py`): `python -c pass` (the interpreter's start) and
+`python -c "import langchain_core, langgraph"` (the top-level packages of the
+stack), so figures from a busy machine and a quiet one compare.
 
-Targets: `antler chain show` within 0.5 s; `antler run` on the demo (its first
-turn: a `bash` call in the sandbox and the answer, scripted model, a new
+Targets: `antler chain show` within 0.5 s of CPU; `antler run` on the demo (its
+first turn: a `bash` call in the sandbox and the answer, scripted model, a new
 thread each time) within 1.5x the time Python takes to import langchain's
 `create_agent` and langgraph (`python -c "import langchain.agents,
-langgraph.graph"`). Then one `python -X importtime` run of the command splits
-its import time by top-level package, to show whether langchain is imported at
-all (it should not be for `chain show`: it plans from specs alone), and each
-read-only command runs twice with a `bwrap` on PATH that logs its calls: a
-command that runs no sandbox must not probe bubblewrap. `chain show` reports
-which provider `auto` picks from the last recorded probe while it is valid
-(`antler.runtime.sandbox.probe`), so its first run against a `bwrap` never
-probed before (the logging one is new each time) probes once and its repeat
-must not.
+langgraph.graph"`), on the median of the per-round ratios' medians. Then one
+`python -X importtime` run of the command splits its import time by top-level
+package, to show whether langchain is imported at all (it should not be for
+`chain show`: it plans from specs alone), and each read-only command runs twice
+with a `bwrap` on PATH that logs its calls: a command that runs no sandbox must
+not probe bubblewrap. `chain show` reports which provider `auto` picks from the
+last recorded probe while it is valid (`antler.runtime.sandbox.probe`), so its
+first run against a `bwrap` never probed before (the logging one is new each
+time) probes once and its repeat must not.
 
 Child processes run with bytecode caching on (PYTHONDONTWRITEBYTECODE is
 dropped from their environment): otherwise every run recompiles the project's
 own modules, which no installed copy does.
 
-    python -m benchmarks.bench_cli                       # chain show, 10 runs each
+    python -m benchmarks.bench_cli                       # chain show, 10 rounds
     python -m benchmarks.bench_cli -n 30 -- --isolated --manifest my.yaml chain show
 """
 
@@ -42,6 +47,13 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+
+from benchmarks.interval import median_ratio_interval
+
+PASS = "python -c pass (baseline)"
+STACK = 'python -c "import langchain_core, langgraph"'
+RUN = "antler run (the demo's first turn)"
+AGENTS = 'python -c "import langchain.agents, langgraph.graph"'
 
 HEAVY = ("langchain", "langchain_core", "langgraph")
 """Top-level packages counted as "langchain" in the import-time split."""
@@ -72,21 +84,38 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def timed_runs(argv: list[str], runs: int, env: dict[str, str] | None = None,
-               ) -> tuple[list[float], list[float]]:
-    """(wall seconds, CPU seconds) of `runs` runs of `argv`, after one warm-up run."""
-    env = {**_child_environment(), "COLUMNS": "120", **(env or {})}
-    subprocess.run(argv, capture_output=True, env=env, check=False)  # warm-up
-    walls, cpus = [], []
-    for _ in range(runs):
-        start, start_cpu = time.perf_counter(), _children_cpu()
-        done = subprocess.run(argv, capture_output=True, env=env, check=False)
-        walls.append(time.perf_counter() - start)
-        cpus.append(_children_cpu() - start_cpu)
-        if done.returncode:
-            first = (done.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
-            raise SystemExit(f"{' '.join(argv[1:])!r} exited {done.returncode}: {first}")
-    return walls, cpus
+def one_run(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one run of `argv`; a failure stops the benchmark."""
+    start, start_cpu = time.perf_counter(), _children_cpu()
+    done = subprocess.run(argv, capture_output=True, env=env, check=False)
+    wall, cpu = time.perf_counter() - start, _children_cpu() - start_cpu
+    if done.returncode:
+        first = (done.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
+        raise SystemExit(f"{' '.join(argv[1:])!r} exited {done.returncode}: {first}")
+    return wall, cpu
+
+
+def interleaved_runs(commands: dict[str, list[str]], rounds: int,
+                     ) -> dict[str, tuple[list[float], list[float]]]:
+    """Per command, (wall seconds, CPU seconds) of each round; one warm-up run each first,
+    then every round runs each command once, in turn."""
+    env = {**_child_environment(), "COLUMNS": "120"}
+    for argv in commands.values():
+        subprocess.run(argv, capture_output=True, env=env, check=False)  # warm-up
+    times: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in commands}
+    for _ in range(rounds):
+        for name, argv in commands.items():
+            wall, cpu = one_run(argv, env)
+            times[name][0].append(wall)
+            times[name][1].append(cpu)
+    return times
+
+
+def ratio_text(cell: list[float], base: list[float]) -> str:
+    """'12.3x [11.9-12.8]': the median over the base's, with its 90% interval."""
+    ratio = statistics.median(cell) / statistics.median(base)
+    interval = median_ratio_interval(cell, base)
+    return f"{ratio:.2f}x" + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
 
 
 def demo_run(python: str, home: Path) -> list[str]:
@@ -137,7 +166,8 @@ def import_split(argv: list[str]) -> tuple[float, dict[str, float]]:
 def main(args: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_cli",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("-n", "--runs", type=int, default=10, help="runs per command")
+    parser.add_argument("-n", "--runs", type=int, default=10,
+                        help="rounds (runs of each command)")
     parser.add_argument("antler_args", nargs="*", default=["chain", "show"],
                         help="arguments of `antler` (after --); default: chain show")
     options = parser.parse_args(args)
@@ -145,46 +175,46 @@ def main(args: list[str] | None = None) -> None:
     show = [python, "-m", "antler", *options.antler_args]
     label = "python -m antler " + " ".join(options.antler_args)
     home = Path(tempfile.mkdtemp(prefix="antler-bench-cli-"))
-    commands = [
-        ("python -c pass (baseline)", [python, "-c", "pass"]),
-        (label, show),
-        ("antler run (the demo's first turn)", demo_run(python, home)),
-        ('python -c "import langchain.agents, langgraph.graph"',
-         [python, "-c", "import langchain.agents, langgraph.graph"]),
-        ('python -c "import antler.cli"', [python, "-c", "import antler.cli"]),
-        ('python -c "import antler.chain.config"',
-         [python, "-c", "import antler.chain.config"]),
-        ('python -c "import rich.console, rich.table"',
-         [python, "-c", "import rich.console, rich.table"]),
-    ]
+    commands = {
+        PASS: [python, "-c", "pass"],
+        STACK: [python, "-c", "import langchain_core, langgraph"],
+        label: show,
+        RUN: demo_run(python, home),
+        AGENTS: [python, "-c", "import langchain.agents, langgraph.graph"],
+        'python -c "import antler.cli"': [python, "-c", "import antler.cli"],
+        'python -c "import antler.chain.config"': [python, "-c", "import antler.chain.config"],
+        'python -c "import rich.console, rich.table"':
+            [python, "-c", "import rich.console, rich.table"],
+    }
     load = os.getloadavg()[0]
-    print(f"antler CLI benchmark: {options.runs} runs each, mean wall and CPU time of a fresh "
-          f"process (Python {sys.version.split()[0]}); load average {load:.1f} at the start\n")
-    width = max(len(name) for name, _ in commands)
-    print(f"{'command':<{width}}  {'wall':>9}  {'stdev':>8}  {'x base':>7}  {'cpu':>9}  "
-          f"{'x base':>7}")
-    base_wall = base_cpu = 0.0
-    means: dict[str, tuple[float, float]] = {}
-    for name, argv in commands:
-        walls, cpus = timed_runs(argv, options.runs)
-        wall, cpu = statistics.fmean(walls), statistics.fmean(cpus)
-        stdev = statistics.stdev(walls) if len(walls) > 1 else 0.0
-        base_wall, base_cpu = base_wall or wall, base_cpu or cpu
-        means[name] = (wall, cpu)
-        print(f"{name:<{width}}  {wall * 1e3:7.1f}ms  {stdev * 1e3:6.1f}ms  "
-              f"{wall / base_wall:6.2f}x  {cpu * 1e3:7.1f}ms  {cpu / base_cpu:6.2f}x")
-    shutil.rmtree(home, ignore_errors=True)
+    print(f"antler CLI benchmark: {options.runs} interleaved rounds, median wall and CPU time "
+          f"of a fresh process (Python {sys.version.split()[0]}); load average {load:.1f} at "
+          "the start\n")
+    try:
+        times = interleaved_runs(commands, options.runs)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    width = max(len(name) for name in commands)
+    print(f"{'command':<{width}}  {'wall':>9}  {'cpu':>9}  {'cpu x pass':>20}  "
+          f"{'cpu x langchain_core+langgraph':>30}")
+    for name in commands:
+        walls, cpus = times[name]
+        print(f"{name:<{width}}  {statistics.median(walls) * 1e3:7.1f}ms  "
+              f"{statistics.median(cpus) * 1e3:7.1f}ms  {ratio_text(cpus, times[PASS][1]):>20}  "
+              f"{ratio_text(cpus, times[STACK][1]):>30}")
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     if options.antler_args == ["chain", "show"]:
-        wall, cpu = means[label]
+        cpu = statistics.median(times[label][1])
+        wall = statistics.median(times[label][0])
         print(f"\ntarget: chain show within {CHAIN_SHOW_TARGET} s: {wall:.2f} s wall, "
               f"{cpu:.2f} s CPU: {'met' if cpu <= CHAIN_SHOW_TARGET else 'MISSED'} (on CPU "
               "time)")
-    run_wall, run_cpu = means["antler run (the demo's first turn)"]
-    import_wall, import_cpu = means['python -c "import langchain.agents, langgraph.graph"']
+    run_cpu, import_cpu = times[RUN][1], times[AGENTS][1]
+    ratio = statistics.median(run_cpu) / statistics.median(import_cpu)
+    wall_ratio = statistics.median(times[RUN][0]) / statistics.median(times[AGENTS][0])
     print(f"target: antler run within {RUN_TARGET}x importing langchain and langgraph: "
-          f"{run_wall / import_wall:.2f}x wall, {run_cpu / import_cpu:.2f}x CPU: "
-          f"{'met' if run_cpu / import_cpu <= RUN_TARGET else 'MISSED'} (on CPU time)")
+          f"{wall_ratio:.2f}x wall, {ratio_text(run_cpu, import_cpu)} CPU: "
+          f"{'met' if ratio <= RUN_TARGET else 'MISSED'} (on CPU time)")
     total, per_package = import_split(show)
     heavy = sum(seconds for package, seconds in per_package.items() if package in HEAVY)
     top = sorted(per_package.items(), key=lambda item: -item[1])[:6]

@@ -382,18 +382,21 @@ def discover(*, extra_plugins: Iterable[tuple[str, Any]] = (),
     """
     from stevedore import ExtensionManager
 
+    from .entrypoints import ListedExtensionManager, listed_entry_points
+
     registry = PluginRegistry()
     registry.add_manifest(_platform_manifest(), source=None)
     if refresh:
         ExtensionManager.ENTRY_POINT_CACHE.pop(ENTRY_POINT_GROUP, None)
         _clear_stevedore_path_cache()
-    # Listing entry points scans every installed distribution: list them once here.
-    entry_points = list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+    # Listing entry points scans every installed distribution: list them once here, and
+    # let stevedore load these (its own listing would hash sys.path and read its cache).
+    entry_points = listed_entry_points(ENTRY_POINT_GROUP)
     distributions = _entry_point_distributions(entry_points)
     registry.import_timings.extend(_timed_entry_point_imports(entry_points, distributions))
     failures: list[tuple[Any, BaseException]] = []
-    manager: ExtensionManager[Any] = ExtensionManager(
-        ENTRY_POINT_GROUP,
+    manager = ListedExtensionManager(
+        ENTRY_POINT_GROUP, entry_points,
         invoke_on_load=False,
         on_load_failure_callback=lambda _mgr, ep, exc: failures.append((ep, exc)),
     )

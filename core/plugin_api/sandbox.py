@@ -18,13 +18,12 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from stevedore.driver import DriverManager
 from stevedore.exception import NoMatches
 
 from antler.errors import AntlerError
 from antler.plugin_api.paths import PathLayout, ThreadPaths
 
-from .entrypoints import registered_names, unknown_name
+from .entrypoints import ListedDriverManager, listed_entry_points, registered_names, unknown_name
 
 __all__ = [
     "CUT_NOTE",
@@ -277,7 +276,8 @@ def load_sandbox_provider(name: str, **kwargs: Any) -> SandboxProvider:
         SandboxProviderLoadError: if the provider cannot be imported or built,
             or what it builds is not a :class:`SandboxProvider`.
     """
-    available = available_sandbox_providers()
+    listed = listed_entry_points(SANDBOX_PROVIDER_GROUP)
+    available = sorted({ep.name for ep in listed})
     if name not in available:
         raise _unknown_provider(name, available)
 
@@ -288,8 +288,9 @@ def load_sandbox_provider(name: str, **kwargs: Any) -> SandboxProvider:
         ) from error
 
     try:
-        manager: DriverManager[Any] = DriverManager(
-            namespace=SANDBOX_PROVIDER_GROUP,
+        # stevedore loads the entry point from this listing (it would list the group again)
+        manager = ListedDriverManager(
+            SANDBOX_PROVIDER_GROUP, listed,
             name=name,
             invoke_on_load=True,
             invoke_kwds=kwargs,

@@ -32,7 +32,9 @@ root (`antler.plugin_api.confined`), so a parallel call or the model's own
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -40,7 +42,9 @@ from typing import Annotated, Any
 from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools.base import create_schema_from_function
 from langgraph.types import Command
+from pydantic import Field, create_model
 
 from antler.plugin_api import (
     SKILLS_VIRTUAL_ROOT,
@@ -51,7 +55,6 @@ from antler.plugin_api import (
     SandboxProvider,
     ThreadPaths,
     is_tool_result_path,
-    without_runtime_dump,
 )
 
 from .config import SandboxConfig
@@ -370,20 +373,52 @@ class SandboxTools:
             return await asyncio.to_thread(func, **kwargs)
 
         name = func.__name__
+        if name not in _ARGS_SCHEMAS:
+            _ARGS_SCHEMAS[name] = args_schema(func)
         tool = StructuredTool.from_function(
             func=func, coroutine=coroutine, name=name, description=description,
-            args_schema=_ARGS_SCHEMAS.get(name),
+            args_schema=_ARGS_SCHEMAS[name],
         )
         tool.metadata = {key: dict(value) for key, value in TOOL_METADATA.items()}
-        if name not in _ARGS_SCHEMAS:
-            _ARGS_SCHEMAS[name] = without_runtime_dump(tool).args_schema
         return tool
 
 
 _ARGS_SCHEMAS: dict[str, Any] = {}
-"""Each tool's argument schema, by name, as `without_runtime_dump` leaves it. The seven
-signatures never change, so their schemas are worked out once a process: inferring one
-(a pydantic model per tool) was more than half the cost of building an agent."""
+"""Each tool's argument schema, by name (`args_schema`). The seven signatures never
+change, so their schemas are worked out once a process: inferring one (a pydantic model
+per tool) was more than half the cost of building an agent."""
+
+_RUNTIME_ARG = "runtime"
+"""The parameter LangGraph's tools node injects the `ToolRuntime` into."""
+
+
+def args_schema(func: Callable[..., Any]) -> Any:
+    """The argument schema `StructuredTool.from_function` infers for the tool function
+    `func`, as `without_runtime_dump` leaves it (the runtime kept out of the dump).
+
+    LangChain infers it from `func`'s signature without the `runtime` parameter, which
+    is then added as `without_runtime_dump` adds it. The result is the same model, but
+    pydantic works out the schema of `ToolRuntime` (a dataclass holding a whole
+    `RunnableConfig`) for each model that has the field: inferring with it builds
+    three (the signature's, LangChain's subset of it, the dump-free subclass), this
+    builds one, which halves the cost of the first build's tools.
+    """
+    signature = inspect.signature(func)
+    hints = typing.get_type_hints(func, include_extras=True)
+
+    def without_runtime(**_kwargs: Any) -> Any:  # only its signature is read
+        raise NotImplementedError
+
+    without_runtime.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[p for p in signature.parameters.values() if p.name != _RUNTIME_ARG])
+    without_runtime.__annotations__ = {key: hint for key, hint in hints.items()
+                                       if key != _RUNTIME_ARG}
+    without_runtime.__name__, without_runtime.__qualname__ = func.__name__, func.__qualname__
+    without_runtime.__doc__ = func.__doc__
+    schema: Any = create_schema_from_function(func.__name__, without_runtime)
+    excluded: Any = (hints[_RUNTIME_ARG], Field(exclude=True))
+    return create_model(schema.__name__, __base__=schema, __doc__=schema.__doc__,
+                        **{_RUNTIME_ARG: excluded})
 
 
 def build_tools(provider: SandboxProvider, layout: PathLayout, config: SandboxConfig,

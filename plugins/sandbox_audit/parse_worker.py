@@ -40,7 +40,7 @@ import time
 from .bashlex_walker import Unsupported
 from .script import Script
 
-__all__ = ["MEMORY_LIMIT", "STARTUP_TIMEOUT", "TIMEOUT", "parse", "shutdown", "warm"]
+__all__ = ["MEMORY_LIMIT", "STARTUP_TIMEOUT", "TIMEOUT", "WARM", "parse", "shutdown", "warm"]
 
 TIMEOUT = 0.25
 """Seconds one parse may take at most (bashlex takes ~0.1 s for 2,000 characters)."""
@@ -62,6 +62,12 @@ MAX_REPLY = 16 * 1024 * 1024
 
 MAX_IDLE = 2
 """Idle workers kept for reuse."""
+
+WARM = 1
+"""Workers `warm` starts ahead: one for the first command. Each start costs a Python
+process and bashlex's parser tables (about 140 ms of CPU), so a second one (for a
+parallel call, or to succeed a worker killed over a loop) starts when first needed:
+a one-shot `antler run` that parses one command starts one worker, not two."""
 
 WALL_FACTOR = 8.0
 """On a busy machine a parse may wait this many times its limit for a core."""
@@ -219,7 +225,7 @@ class _Pool:
         """Kill a worker that failed, and start its successor while the caller moves on.
 
         The successor goes to the back of the idle list: a worker already running
-        (there is one after `warm`) takes the next command without waiting.
+        (one another call gave back) takes the next command without waiting.
         """
         if worker is not None:
             worker.kill()
@@ -264,7 +270,7 @@ def parse(text: str) -> Script:
 def warm() -> None:
     """Start workers ahead of the first command, so that command does not wait for one."""
     with _POOL.lock:
-        missing = 0 if _POOL.broken else MAX_IDLE - len(_POOL.idle)
+        missing = 0 if _POOL.broken else WARM - len(_POOL.idle)
     for _ in range(missing):
         with contextlib.suppress(OSError):
             _POOL.give_back(_Worker())

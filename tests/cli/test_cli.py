@@ -691,6 +691,34 @@ def test_option_spellings_match_the_core() -> None:
     assert set(CONDITION_FLAGS) <= set(RuntimeOptions.model_fields)
 
 
+def test_main_runs_a_command_at_the_command_gc_threshold_and_restores_the_callers(
+        manifest: Path, capsys, monkeypatch) -> None:
+    import gc
+
+    from antler.cli import COMMAND_GC_THRESHOLD
+    from antler.cli.session import Session
+
+    seen: list[tuple[int, int, int]] = []
+    registry = Session.registry
+
+    def recording(self: Session) -> typing.Any:
+        seen.append(gc.get_threshold())
+        return registry(self)
+
+    monkeypatch.setattr(Session, "registry", recording)
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 7, 9)
+        assert main(["--isolated", "--manifest", str(manifest), "chain", "show", "--json"]) == 0
+        assert seen and seen[0] == (COMMAND_GC_THRESHOLD, 7, 9)
+        assert gc.get_threshold() == (700, 7, 9)
+        assert main(["--isolated", "--manifest", str(manifest), "chain", "explain", "x"]) == 2
+        assert gc.get_threshold() == (700, 7, 9)   # restored after an error too
+    finally:
+        gc.set_threshold(*before)
+    capsys.readouterr()
+
+
 def test_main_returns_the_exit_code(manifest: Path, capsys) -> None:
     assert main(["--isolated", "--manifest", str(manifest), "chain", "explain", "fx_x"]) == 2
     assert "error: no plugin named 'fx_x'" in capsys.readouterr().err

@@ -11,6 +11,7 @@ graphs where a blocked command must leave no trace on the file system.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 from pathlib import Path
@@ -709,6 +710,20 @@ def test_the_parser_worker_is_reused_and_replaced_after_a_loop(fresh_workers: An
     with pytest.raises(bashlex_walker.Unsupported, match="longer than"):
         parse_worker.parse(LOOPING[0])
     assert isinstance(parse_worker.parse("echo ok"), Script)
+
+
+def test_warm_starts_one_worker_that_the_first_parse_uses(fresh_workers: Any) -> None:
+    """One worker is started ahead (a second costs another ~140 ms of CPU and starts
+    only when two parses overlap); the first command runs in it, and a parallel pair
+    still gets a worker each."""
+    parse_worker.warm()
+    assert len(parse_worker._POOL.idle) == parse_worker.WARM == 1
+    warmed = {w.proc.pid for w in parse_worker._POOL.idle}
+    assert isinstance(parse_worker.parse("ls | wc -l"), Script)
+    assert {w.proc.pid for w in parse_worker._POOL.idle} == warmed   # no new process
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        scripts = list(pool.map(parse_worker.parse, ["echo a | cat", "echo b > /tmp/x"]))
+    assert all(isinstance(script, Script) for script in scripts)
 
 
 def test_the_memory_cap_ends_a_parse_that_allocates(fresh_workers: Any,

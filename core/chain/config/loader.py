@@ -60,16 +60,18 @@ def parse_config_document(doc: YamlDocument, registry: PluginRegistry) -> Operat
     _choose_distributions(doc, data, registry)
     model = schema_model(registry)
     orphans = _orphan_sections(doc, data, model, registry)
+    payload = {key: value for key, value in data.items() if key not in orphans}
     try:
-        validated = model.model_validate(
-            {key: value for key, value in data.items() if key not in orphans})
+        # Every section is optional: a document without one validates to all unset, so
+        # the model (built on first use) is built only for a document that has sections.
+        validated = dict(model.model_validate(payload)) if payload else {}
     except ValidationError as exc:
         lines = describe_validation_error(exc, doc, model=model, hint=_deerflow_hint)
         raise ConfigError(f"invalid config {doc.source}:\n  "
                           + "\n  ".join([*orphans.values(), *lines])) from None
     if orphans:
         raise ConfigError(f"invalid config {doc.source}:\n  " + "\n  ".join(orphans.values()))
-    sections = {key: value for key, value in validated if value is not None}
+    sections = {key: value for key, value in validated.items() if value is not None}
     if "plugins" in sections:
         sections["plugins"] = _PluginsTable(root=sections["plugins"])
     if "tools" in sections:

@@ -116,8 +116,10 @@ def schema_model(registry: PluginRegistry) -> type[BaseModel]:
                                       "choose another name")
                 contributors[key] = entry_point
                 fields[key] = (model | None, Field(None, description=model.__doc__))
+    # Built on first use (a validation, a JSON Schema): a config without sections needs
+    # neither, and building it builds every section's model.
     return create_model(
-        "AntlerConfig", __config__=ConfigDict(extra="forbid"), **fields
+        "AntlerConfig", __config__=ConfigDict(extra="forbid", defer_build=True), **fields
     )
 
 
