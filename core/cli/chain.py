@@ -10,7 +10,6 @@ configs produce.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -20,7 +19,7 @@ from antler.contracts.serverkeys import server_owned_keys
 
 from . import AntlerGroup, CliUsageError
 from .graph import HOOK_COLUMNS
-from .output import console, print_json, table, warn
+from .output import console, print_json, table, warn, write_file, write_or_echo
 from .session import (
     CHAIN_CHOICES,
     CONDITION_FLAGS,
@@ -611,11 +610,7 @@ def graph(session: Session, fmt: str, output: str | None, point_edges: bool, cha
     else:
         render = to_mermaid if fmt == "mermaid" else to_dot
         text = render(drawn, point_edges=point_edges)
-    if output:
-        Path(output).write_text(text, encoding="utf-8")
-        click.echo(f"wrote the {chain_name} chain graph to {output}", err=True)
-    else:
-        click.echo(text, nl=False)
+    write_or_echo(text, output, f"the {chain_name} chain graph")
 
 
 # -- report ---------------------------------------------------------------------------------
@@ -648,7 +643,7 @@ def report(session: Session, html_path: str, config_path: str | None,
         plan = session.plan(config, name, runtime)
         reports.append(show_report(plan, chain_graph(plan)))
     title = f"Antler chains ({config.source}; {describe_runtime(runtime)})"
-    Path(html_path).write_text(render_report(reports, title=title), encoding="utf-8")
+    write_file(html_path, render_report(reports, title=title), "the chain report")
     click.echo(f"wrote {html_path}: the lead and subagent chains", err=True)
 
 

@@ -15,7 +15,7 @@ import click
 from antler.chain.modelrefs import model_reference_problems
 
 from . import AntlerGroup, CliError
-from .output import print_json, warn
+from .output import print_json, warn, write_file, write_or_echo
 from .session import (
     CHAIN_CHOICES,
     CONDITION_FLAGS,
@@ -315,11 +315,7 @@ def schema(session: Session, output: str | None) -> None:
     from antler.chain.config import config_schema
 
     text = json.dumps(config_schema(session.registry()), indent=2, ensure_ascii=False) + "\n"
-    if output:
-        Path(output).write_text(text, encoding="utf-8")
-        click.echo(f"wrote the config schema to {output}", err=True)
-    else:
-        click.echo(text, nl=False)
+    write_or_echo(text, output, "the config schema")
 
 
 @config.command("migrate")
@@ -389,7 +385,7 @@ def migrate(ctx: click.Context, session: Session, file: str, output: str | None,
         target = Path(output)
         if target.exists() and not force:
             raise CliError(f"{output} exists; pass --force to overwrite it")
-        target.write_text(text, encoding="utf-8")
+        write_file(target, text, "the migrated config")
     counts = {outcome: migration.count(outcome)
               for outcome in ("mapped", "dropped", "unmapped")}
     if as_json:

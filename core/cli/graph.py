@@ -143,17 +143,9 @@ def _mermaid_text(text: str) -> str:
 def to_mermaid(graph: ChainGraph, *, point_edges: bool = False) -> str:
     spine = graph.spine()
     ids = {name: _mermaid_id(kind, name) for kind, name in spine}
-    lines = [
-        "flowchart TD",
-        f"    %% antler {graph.chain} chain: plugins in list order (numbered), points as "
-        "hexagons;",
-        "    %% an edge points from the declaring node to the one it names, labelled with "
-        "the constraint kind;",
-        "    %% under each plugin its hooks (bA before_agent, bM before_model, wM "
-        "wrap_model_call, aM after_model, wT wrap_tool_call, aA after_agent)"
-        + ("" if point_edges else "; constraints naming a point are shown by where the "
-           "plugin sits"),
-    ]
+    legend = _legend(point_edges)
+    legend[0] = f"antler {graph.chain} chain: {legend[0]}"
+    lines = ["flowchart TD", *(f"    %% {line}" for line in legend)]
     for kind, name in spine:
         if kind == "point":
             lines.append(f'    {ids[name]}{{{{"{_mermaid_text(name)}"}}}}')
@@ -170,6 +162,17 @@ def to_mermaid(graph: ChainGraph, *, point_edges: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _legend(point_edges: bool) -> list[str]:
+    """The drawing's key, a comment line each (Mermaid and DOT put their own marks)."""
+    return ["plugins in list order (numbered), points as hexagons;",
+            "an edge points from the declaring node to the one it names, labelled with the "
+            "constraint kind;",
+            "under each plugin its hooks (bA before_agent, bM before_model, wM wrap_model_call, "
+            "aM after_model, wT wrap_tool_call, aA after_agent)" + ("" if point_edges else ";"),
+            *([] if point_edges else ["constraints naming a point are shown by where the "
+                                      "plugin sits between points"])]
+
+
 def _dot_quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -178,12 +181,7 @@ def to_dot(graph: ChainGraph, *, point_edges: bool = False) -> str:
     spine = graph.spine()
     lines = [
         f"digraph {_dot_quote(f'antler {graph.chain} chain')} {{",
-        "    // plugins in list order (numbered), points as hexagons; an edge points from",
-        "    // the declaring node to the one it names, labelled with the constraint kind;",
-        "    // under each plugin its hooks (bA before_agent, bM before_model, wM",
-        "    // wrap_model_call, aM after_model, wT wrap_tool_call, aA after_agent)"
-        + ("" if point_edges else ";\n    // constraints naming a point are shown by where "
-           "the plugin sits between points"),
+        *(f"    // {line}" for line in _legend(point_edges)),
         "    rankdir=TB;",
         '    node [shape=box, fontname="Helvetica"];',
         '    edge [fontname="Helvetica", fontsize=10];',

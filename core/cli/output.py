@@ -6,10 +6,12 @@ plugin names, reasons and provenance contain square brackets.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from antler.plugin_api.commands import CommandError
 from antler.plugin_api.commands import console as console
 from antler.plugin_api.commands import print_json as print_json
 
@@ -28,6 +30,26 @@ def table(*columns: str, title: str | None = None, **options: Any) -> Table:
     for column in columns:
         result.add_column(column, overflow="fold")
     return result
+
+
+def write_file(path: str | Path, text: str, what: str) -> None:
+    """Write `text` (`what`, for the error) to `path`; a path that cannot be written is a
+    one-line error naming it and why, not a traceback."""
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise CommandError(f"cannot write {what} to {path}: {reason}; choose a path in a "
+                           "folder that exists and that you may write") from error
+
+
+def write_or_echo(text: str, output: str | Path | None, what: str) -> None:
+    """`text` to the file `output` (saying so on stderr), or to standard output."""
+    if output:
+        write_file(output, text, what)
+        click.echo(f"wrote {what} to {output}", err=True)
+    else:
+        click.echo(text, nl=False)
 
 
 def warn(message: str, *, label: str = "warning") -> None:

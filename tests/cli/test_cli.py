@@ -819,3 +819,15 @@ def test_show_and_explain_say_which_slot_bound_placed_a_partial_plugin(write) ->
     assert gated["hint"] == "the run must set RuntimeOptions.conditions['deferred_tools'] = True"
     assert row["placed_by"] == ("after title (absent); inner_of memory (absent); slot bound: "
                                 "extensions (after @custom_end, before @tail_start)")
+
+
+@pytest.mark.parametrize("args", [("config", "schema", "-o"), ("chain", "graph", "-o"),
+                                  ("chain", "report", "--html")])
+def test_an_output_path_that_cannot_be_written_is_a_one_line_error(tmp_path, args) -> None:
+    target = tmp_path / "missing-folder" / "out.txt"
+    result = run(*args, target, code=1)
+    text = result.output.strip()
+    assert text.startswith("error: cannot write ") and f"to {target}: No such file" in text
+    assert "choose a path in a folder that exists" in text
+    assert "Traceback" not in text and len(text.splitlines()) == 1
+    assert not target.parent.exists()
