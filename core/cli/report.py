@@ -16,6 +16,8 @@ import json
 import re
 from typing import Any
 
+from antler.htmlpage import HEAD
+
 from .graph import HOOK_COLUMNS
 
 __all__ = ["PHASES", "fusion_rows", "hook_phases", "left_out", "off_groups", "render_report"]
@@ -201,20 +203,9 @@ def _failed_distributions(reports: list[dict[str, Any]]) -> list[str]:
     return list(seen)
 
 
-_PAGE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>{{TITLE}}</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>
-  :root { --fg: #1d2430; --dim: #525a66; --line: #d9dee7; --accent: #2456b8;
+_PAGE = HEAD + """  :root { --fg: #1d2430; --dim: #525a66; --line: #d9dee7; --accent: #2456b8;
           --fused: #e9f1ff; --point: #0b6870; --point-bg: #eef8f8;
           --problem: #9b1c1c; --problem-bg: #fdecec; --off-bg: #f1f3f6; }
-  * { box-sizing: border-box; }
-  body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif;
-         color: var(--fg); background: #fafbfc; }
-  header { padding: 16px 24px; border-bottom: 1px solid var(--line); background: #fff; }
   header h1 { margin: 0 0 4px; font-size: 20px; overflow-wrap: anywhere; }
   header p { margin: 0 0 6px; color: var(--dim); }
   code { font-family: ui-monospace, monospace; font-size: 12px; background: #eef1f5;

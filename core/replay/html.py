@@ -13,6 +13,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from antler.htmlpage import HEAD
+
 __all__ = ["render_diff_page"]
 
 
@@ -77,19 +79,8 @@ def _count(item: dict[str, Any]) -> str:
     return f"{diff['differing_runs']} of {len(diff['runs'])}"
 
 
-_PAGE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>{{TITLE}}</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style>
-  :root { --fg: #1d2430; --dim: #6b7280; --line: #d9dee7; --accent: #2f6fde;
+_PAGE = HEAD + """  :root { --fg: #1d2430; --dim: #6b7280; --line: #d9dee7; --accent: #2f6fde;
           --same: #eef8f0; --off: #fbeaea; }
-  * { box-sizing: border-box; }
-  body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif;
-         color: var(--fg); background: #fafbfc; }
-  header { padding: 16px 24px; border-bottom: 1px solid var(--line); background: #fff; }
   header h1 { margin: 0 0 4px; font-size: 20px; }
   header p, .dim { margin: 0; color: var(--dim); }
   main { display: grid; grid-template-columns: 1fr; gap: 20px; padding: 20px 24px; }
