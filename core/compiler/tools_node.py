@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 from antler.compat import runnable_callable, task_state_reader
 
 from .fusionplan import TOOLS_NODE
+
+# The model node takes much the same list: both run their hooks as steps of `steps`.
 from .steps import (
     END_MARK,
     Channel,
