@@ -23,6 +23,7 @@ from collections.abc import Iterator
 import pytest
 
 from antler.runtime import astguard
+from antler.testing import PluginConformance
 from tests.distbuilder import Site
 from tests.machine import bare_path, forget_a_stale_bwrap_probe, in_ci, require
 
@@ -121,11 +122,43 @@ def postgres_url() -> str:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every PostgreSQL test runs on one xdist worker: some restart the shared server,
-    which would break a Postgres test running beside them on another worker."""
+    which would break a Postgres test running beside them on another worker.
+
+    The checks of one conformance class run on one worker too: they share the agents
+    and runs the class's battery builds (once per process), which each worker running
+    one of its checks would otherwise build again.
+    """
     for item in items:
         if item.get_closest_marker("postgres") or "postgres_url" in getattr(
                 item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("postgres"))
+        elif (cls := getattr(item, "cls", None)) and issubclass(cls, PluginConformance):
+            item.add_marker(pytest.mark.xdist_group(f"conformance:{cls.__qualname__}"))
+
+
+# -- long tests first -------------------------------------------------------------------
+# A parallel run ends when its last test does. These modules' tests take many seconds each
+# (most of it waiting on the processes they start: `antler run`, pip, a server), so they
+# start first, in their random order, and the short tests fill the workers around them.
+LONG_MODULES = (
+    "tests/plugin_api/test_example_distribution.py",
+    "tests/compiler/test_compiler_properties.py",
+    "tests/runtime/test_reliability_processes.py",
+    "tests/runtime/storage/test_reliability_faults.py",
+    "tests/cli/test_cli_polish.py",
+    "tests/replay/test_replay.py",
+    "tests/plugin_api/test_third_party.py",
+    "tests/testing/conformance/test_broken_samples.py",
+    "tests/test_docs_paths.py",
+)
+
+
+@pytest.hookimpl(specname="pytest_collection_modifyitems", wrapper=True, tryfirst=True)
+def pytest_collection_modifyitems_long_first(items: list[pytest.Item]) -> Iterator[None]:
+    """Outside pytest-randomly's shuffle (a conftest's wrapper wraps an installed plugin's
+    of the same priority): the order it made, with the `LONG_MODULES` tests moved first."""
+    yield
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in LONG_MODULES)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

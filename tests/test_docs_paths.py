@@ -31,6 +31,11 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.xdist_group("docs-paths")
+"""One worker runs these tests: they share the scan of the sources and what it resolved."""
+
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_TREES = ("core", "plugins", "contrib", "tests", "benchmarks", "examples")
 THIS_FILE = Path(__file__).resolve()

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from antler.contracts.runcontext import DEFAULT_USER
 from antler.plugin_api.paths import PathLayout
 from antler.plugins._lib.memory import MemoryFile, MemoryStore
 from antler.runtime.agent import create_agent
@@ -98,9 +99,11 @@ def state_of(home: Path, thread: str) -> dict[str, Any]:
 
 def test_a_second_process_on_a_busy_thread_is_refused_or_waits(tmp_path):
     home = tmp_path / "home"
-    go = tmp_path / "go"
+    # The command waits for `go` in its workspace: a host path outside it is not what the
+    # sandboxed command sees, and the wait would run into the command's timeout instead.
+    go = PathLayout(home).thread(DEFAULT_USER, "t1").workspace / "go"
     long = script(tmp_path / "long.yaml", [
-        bash_turn(f"until [ -e {go} ]; do sleep 0.05; done; echo released"), "first done",
+        bash_turn("until [ -e go ]; do sleep 0.05; done; echo released"), "first done",
         "A title"])
     first = antler("run", "one", "--model", long, "--thread", "t1", home=home)
     waiter = None
@@ -117,10 +120,11 @@ def test_a_second_process_on_a_busy_thread_is_refused_or_waits(tmp_path):
         wait_for(waiter, "thread: t1")
     finally:
         go.touch()
-        first.communicate(timeout=HANG_GUARD)
+        first_err = first.communicate(timeout=HANG_GUARD)[1]
         if waiter is not None:
             waiter.communicate(timeout=HANG_GUARD)
     assert first.returncode == 0 and waiter is not None and waiter.returncode == 0
+    assert "released" in first_err and "timed out" not in first_err, first_err  # let go
     contents = [m.content for m in state_of(home, "t1")["messages"]
                 if m.type in ("human", "ai") and m.content]
     assert contents == ["one", "first done", "three", "third done"]  # no turn lost
