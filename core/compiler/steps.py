@@ -18,6 +18,7 @@ import collections
 import functools
 import threading
 import time
+import weakref
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_type_hints
@@ -41,6 +42,21 @@ class Channel:
     adds or replaces messages by id without calling it (`Run._merge_messages`)."""
 
 
+_SCHEMA_HINTS: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDictionary()
+_SCHEMA_HINTS_LOCK = threading.Lock()
+
+
+def schema_hints(schema: type) -> dict[str, Any]:
+    """A state schema's type hints (with `Annotated` extras), worked out once per class:
+    every build of every agent asks for the same few schemas' hints, a few ms each."""
+    hints = _SCHEMA_HINTS.get(schema)
+    if hints is None:
+        hints = get_type_hints(schema, include_extras=True)
+        with _SCHEMA_HINTS_LOCK:
+            _SCHEMA_HINTS[schema] = hints
+    return hints
+
+
 def state_channels(middlewares: Sequence[Any], base: type
                     ) -> tuple[dict[str, Channel], str]:
     """The merged state's channels, as `create_agent` merges the schemas; or why not."""
@@ -57,7 +73,7 @@ def state_channels(middlewares: Sequence[Any], base: type
     hints: dict[type, dict[str, Any]] = {}
     for schema in [*(m.state_schema for m in middlewares), base]:
         hints.pop(schema, None)  # a schema listed twice counts at its last position
-        hints[schema] = get_type_hints(schema, include_extras=True)
+        hints[schema] = schema_hints(schema)
     merged: dict[str, Any] = {}
     for fields in hints.values():
         merged.update(fields)
