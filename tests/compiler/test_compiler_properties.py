@@ -74,11 +74,19 @@ def chains(draw: Any, *, use_async: bool) -> list[MwSpec]:
     return specs
 
 
-@PROPERTY_SETTINGS
+@settings(PROPERTY_SETTINGS, max_examples=40)
 @given(specs=chains(use_async=False), tool_rounds=st.integers(0, 2), direct=st.booleans())
 def test_random_chains_agree_when_invoked(specs, tool_rounds, direct):
     # `direct`: the model ends each run by calling a return_direct tool, and the tools
     # node runs the after_agent hooks (tools_node.ToolsEnd).
+    assert_same(specs, turns=script(tool_rounds, direct=direct))
+
+
+@pytest.mark.slow
+@settings(PROPERTY_SETTINGS, max_examples=300)
+@given(specs=chains(use_async=False), tool_rounds=st.integers(0, 2), direct=st.booleans())
+def test_many_more_random_chains_agree_when_invoked(specs, tool_rounds, direct):
+    """The same property over many more chains (CI's long checks)."""
     assert_same(specs, turns=script(tool_rounds, direct=direct))
 
 

@@ -19,7 +19,8 @@ import pytest
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "acme-notes"
 
-pytestmark = pytest.mark.example_distribution
+# About 40 s of building, installing and a second test run: CI runs it (`make test-slow`).
+pytestmark = [pytest.mark.example_distribution, pytest.mark.slow]
 
 
 def run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None,

@@ -26,7 +26,7 @@ _RACE = textwrap.dedent("""
         def __del__(self):
             sum(range(200))
     def parse_many():
-        for _ in range(400):
+        for _ in range(int(sys.argv[2])):
             junk = []
             for _ in range(30):
                 item = Finalized(); item.me = item; junk.append(item)
@@ -43,22 +43,22 @@ _RACE = textwrap.dedent("""
 """)
 
 
-def _failed_parses(mode: str) -> int:
-    done = subprocess.run([sys.executable, "-c", _RACE, mode], capture_output=True,
+def _failed_parses(mode: str, rounds: int) -> int:
+    done = subprocess.run([sys.executable, "-c", _RACE, mode, str(rounds)], capture_output=True,
                           text=True, timeout=240, check=True)
     return int(done.stdout.strip())
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="only CPython 3.11 needs the guard")
 def test_parallel_parses_do_not_fail_once_guarded() -> None:
-    assert _failed_parses("guarded") == 0
+    assert _failed_parses("guarded", 150) == 0
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="only CPython 3.11 has the race")
 def test_the_race_is_real_without_the_guard() -> None:
     """The guard is needed: unguarded, the same threads do fail (the interpreter's bug)."""
-    assert _failed_parses("plain") > 0
+    assert _failed_parses("plain", 400) > 0
 
 
 def test_install_is_idempotent_and_keeps_parse_working() -> None:
