@@ -206,8 +206,9 @@ class Runs:
     def create(self, slot: Slot, home: str, *, chain: str | None = None,
                mode: str = DEFAULT_MODE,
                script: Script | None = None, retry: bool = False,
-               checkpointer: Any = "memory") -> Any:
-        """A real agent of the installed plugins, its hooks recorded into `slot`."""
+               checkpointer: Any = "memory", durability: str = "sync") -> Any:
+        """A real agent of the installed plugins, its hooks recorded into `slot`
+        (`durability`: LangGraph's, when its checkpoints are saved)."""
         from antler.plugin_api.context import MEMORY_MODEL, TITLE_MODEL
         from antler.runtime.agent import create_agent
         from antler.runtime.models import ScriptedChatModel
@@ -222,7 +223,7 @@ class Runs:
             return create_agent(config, chain=chain, model=script.model(), tools=self.tools,
                                 checkpointer=checkpointer, runtime=self.runtime(chain),
                                 services=services, registry=self.registry, base_dir=home,
-                                fuse=MODES[mode]["fuse"],
+                                fuse=MODES[mode]["fuse"], durability=durability,
                                 fuse_into_model=MODES[mode]["fuse_into_model"])
         finally:
             ACTIVE_SLOT.reset(token)
@@ -362,8 +363,11 @@ class Runs:
                 home = os.path.realpath(home)
                 slot = Slot()
                 try:
+                    # Saved once per turn, not after every step: the hooks' CPU is what
+                    # is timed, and step checkpoints of 2,000 messages cost seconds.
                     agent = self.create(slot, home, script=Script(self.scenario,
-                                                                   since_user=True))
+                                                                   since_user=True),
+                                        durability="exit")
                 except AntlerError as exc:
                     return f"the chain does not build: {exc}"
                 thread = str(uuid.uuid4())
