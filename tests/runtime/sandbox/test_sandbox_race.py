@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -224,14 +225,26 @@ def start_flipper(provider: HostSandboxProvider, arena: Arena,
             "exec python3 /mnt/user-data/uploads/flipper.py /mnt/user-data/uploads/flip.json "
             f"{seconds}", timeout=seconds + 30)
 
-    thread = threading.Thread(target=run, daemon=True)
+    def run_and_keep_errors() -> None:
+        try:
+            run()
+        except BaseException as error:  # said by the assertion below, not lost in a thread
+            outcome["error"] = repr(error)
+
+    thread = threading.Thread(target=run_and_keep_errors, daemon=True)
+    started = time.monotonic()
     thread.start()
-    # Wait until the flipper runs: its first flip makes `r` a symlink.
-    for _ in range(400):
-        if os.path.islink(arena.paths.workspace / "r"):
-            break
-        threading.Event().wait(0.05)
-    assert os.path.islink(arena.paths.workspace / "r"), outcome
+    # Wait until the flipper runs: its first flip makes `r` a symlink. The first command
+    # of a thread may wait for its namespace (at most 30 s for a source that is starting,
+    # 30 s more for the spare it makes): give it all of that on a loaded machine.
+    flipping = False
+    while not flipping and time.monotonic() - started < 90 and thread.is_alive():
+        flipping = os.path.islink(arena.paths.workspace / "r")
+        if not flipping:
+            threading.Event().wait(0.05)
+    assert flipping, (
+        f"the flipper did not start in {time.monotonic() - started:.1f} s "
+        f"(command thread alive: {thread.is_alive()}): {outcome}")
     return thread, outcome
 
 
