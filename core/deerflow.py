@@ -39,6 +39,8 @@ __all__ = ["DEERFLOW_KEYS", "Migration", "MigrationNote", "Outcome", "carry_comm
 Outcome = Literal["mapped", "dropped", "unmapped"]
 
 
+# A record of its own, shaped like the registry's `LoadDiagnostic` only because both are
+# a few named strings.
 @dataclass(frozen=True)
 class MigrationNote:
     """What happened to one DeerFlow key."""

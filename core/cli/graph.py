@@ -32,6 +32,8 @@ HOOK_COLUMNS = (
 """LangChain's hooks in the order a turn reaches them, with their short names (the
 column headings of `chain show`, the hook lines of `chain graph`)."""
 
+# The drawing's own view of a resolver `Constraint` (strings only, for printing), so it
+# has the shape of that and of the other small records of the CLI's inputs.
 @dataclass(frozen=True)
 class Edge:
     """One declared constraint: `source` declares `kind` about `target`."""
@@ -186,6 +188,7 @@ def to_dot(graph: ChainGraph, *, point_edges: bool = False) -> str:
         '    node [shape=box, fontname="Helvetica"];',
         '    edge [fontname="Helvetica", fontsize=10];',
     ]
+    # The same walk as to_mermaid's, in DOT's syntax: each renderer spells its own nodes.
     for kind, name in spine:
         if kind == "point":
             lines.append(f"    {_dot_quote(name)} [shape=hexagon, style=dashed];")

@@ -649,6 +649,8 @@ def _short(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+# A command's click decorators are its interface, so commands that take the same options
+# list them alike (here as in `antler config check`).
 @click.command("demo")
 @click.option("--home", type=click.Path(file_okay=False), default=None,
               help="Base directory, kept (default: $ANTLER_HOME, else a temporary directory "

@@ -11,6 +11,8 @@ from .output import console, print_json, table
 from .session import Session, manifest_option, pass_session
 
 
+# Each command group declares itself as `mcp` and `plugins` do: the decorators are its
+# interface, not shared logic.
 @click.group(cls=AntlerGroup)
 def skills() -> None:
     """The skills the `skills:` section of the config installs."""

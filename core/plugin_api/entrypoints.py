@@ -69,6 +69,7 @@ class ListedExtensionManager(ExtensionManager):
         return self._listed
 
 
+# The same override for stevedore's other manager: each class keeps its own constructor.
 class ListedDriverManager(DriverManager):
     """`DriverManager` of `namespace` choosing among `entry_points`."""
 

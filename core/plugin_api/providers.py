@@ -393,6 +393,8 @@ def _load(group: str, kind: str, name: str, options: Mapping[str, Any], base: ty
         provider = factory(**options)
     except AntlerError:
         raise
+    # Shaped like the chain builder's factory call (chain/build.py), with a provider's
+    # own error and wording: an operator reads one as a provider, the other as a plugin.
     except TypeError as exc:
         raise ProviderLoadError(
             f"{kind} provider {name!r} could not be constructed with options "

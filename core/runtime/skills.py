@@ -89,6 +89,7 @@ class Skill:
                 "path": self.container_path, "file": str(self.file)}
 
 
+# Like `yamlsource.Location` it holds a file and a line; it is a problem, not a place.
 @dataclass(frozen=True)
 class SkillProblem:
     """A `SKILL.md` that could not be loaded: where, and how to fix it."""

@@ -39,6 +39,8 @@ class ModelEntry(BaseModel):
         default_factory=dict, description="Further constructor arguments, passed unchanged "
         "(string values may hold environment references).")
 
+    # Alike in shape to config/agent.py's tool `use:` check, but this one takes a
+    # 'provider:model' string as well as a 'module:Class' path.
     @field_validator("use")
     @classmethod
     def _use_not_blank(cls, value: str) -> str:

@@ -28,6 +28,8 @@ HANDLER = "_conformance_handler"
 calls below it (in inner plugins, the model, a tool) are not the plugin's."""
 
 
+# A hook call's record; alike in shape to the resolver's `Constraint` and the CLI's `Edge`
+# only because each is a handful of named strings.
 @dataclasses.dataclass
 class Record:
     """One hook invocation of one plugin, normalized."""
