@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.processes import read_stderr_until
+
 HANG_GUARD = 120
 
 
@@ -43,15 +45,6 @@ def script(path: Path, turns: list[Any]) -> str:
     return f"scripted:{path}"
 
 
-def read_until(process: subprocess.Popen[str], text: str) -> str:
-    """Read the process's stderr until a line holds `text`; what was read."""
-    assert process.stderr is not None
-    seen = ""
-    for line in process.stderr:
-        seen += line
-        if text in line:
-            return seen
-    raise AssertionError(f"{text!r} never appeared; stderr was:\n{seen}")
 
 
 # -- antler --help: every exit code ------------------------------------------------------------
@@ -129,7 +122,7 @@ def _busy_thread(tmp_path: Path) -> subprocess.Popen[str]:
         {"content": "", "tool_calls": [{"name": "bash", "args": {"command": "sleep 300"}}]},
         "never"])
     busy = started("run", "go", "--model", model, "--thread", "t1", "--home", tmp_path / "home")
-    read_until(busy, "-> bash")
+    read_stderr_until(busy, "-> bash")
     return busy
 
 
@@ -138,7 +131,7 @@ def test_wait_says_it_waits_and_then_runs(tmp_path):
     waiting = started("run", "next", "--wait", "--thread", "t1", "--home", tmp_path / "home",
                       "--model", script(tmp_path / "w.yaml", ["after the wait", "Title"]))
     try:
-        seen = read_until(waiting, "[waiting] thread 't1' is busy")
+        seen = read_stderr_until(waiting, "[waiting] thread 't1' is busy")
         assert "Ctrl-C stops waiting" in seen
         time.sleep(1)
         assert waiting.poll() is None  # still waiting: the other run holds the thread
@@ -157,7 +150,7 @@ def test_a_signal_stops_the_wait_with_its_exit_code(tmp_path, how):
     try:
         waiting = started("run", "next", "--wait", "--thread", "t1", "--home",
                           tmp_path / "home", "--model", script(tmp_path / "w.yaml", ["x"]))
-        read_until(waiting, "[waiting]")
+        read_stderr_until(waiting, "[waiting]")
         waiting.send_signal(how)
         _out, err = waiting.communicate(timeout=HANG_GUARD)
     finally:

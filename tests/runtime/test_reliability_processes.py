@@ -26,6 +26,7 @@ from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
 from antler.runtime.sandbox import reaper
 from antler.runtime.sandbox.local import LocalSandboxProvider
+from tests.processes import read_stderr_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="process tracking uses /proc")
@@ -47,15 +48,6 @@ def bash_turn(command: str) -> dict[str, Any]:
     return {"content": "", "tool_calls": [{"name": "bash", "args": {"command": command}}]}
 
 
-def wait_for(process: subprocess.Popen[str], text: str) -> str:
-    """Read the process's stderr until a line holds `text`; return what was read."""
-    assert process.stderr is not None
-    seen = ""
-    for line in process.stderr:
-        seen += line
-        if text in line:
-            return seen
-    raise AssertionError(f"{text!r} never appeared; stderr was:\n{seen}")
 
 
 def running(marker: str) -> list[int]:
@@ -108,7 +100,7 @@ def test_a_second_process_on_a_busy_thread_is_refused_or_waits(tmp_path):
     first = antler("run", "one", "--model", long, "--thread", "t1", home=home)
     waiter = None
     try:
-        wait_for(first, "-> bash")
+        read_stderr_until(first, "-> bash")
         busy = subprocess.run(
             [sys.executable, "-m", "antler", "run", "two", "--home", str(home), "--model",
              script(tmp_path / "b.yaml", ["never"]), "--thread", "t1"],
@@ -117,7 +109,7 @@ def test_a_second_process_on_a_busy_thread_is_refused_or_waits(tmp_path):
         assert "thread 't1' is busy" in busy.stderr and "Traceback" not in busy.stderr
         waiter = antler("run", "three", "--model", script(tmp_path / "w.yaml", ["third done"]),
                         "--thread", "t1", "--wait", home=home)
-        wait_for(waiter, "thread: t1")
+        read_stderr_until(waiter, "thread: t1")
     finally:
         go.touch()
         first_err = first.communicate(timeout=HANG_GUARD)[1]
@@ -174,7 +166,7 @@ def test_stopping_antler_run_kills_the_command_and_leaves_the_thread_resumable(t
     model = script(tmp_path / "s.yaml", [bash_turn(f"echo started; sleep {marker}; echo no"),
                                          "never"])
     run = antler("run", "go", "--model", model, "--thread", "t1", home=home)
-    wait_for(run, "-> bash")
+    read_stderr_until(run, "-> bash")
     assert appears(f"sleep {marker}")
     run.send_signal(how)
     _out, err = run.communicate(timeout=HANG_GUARD)
@@ -200,7 +192,7 @@ def test_kill_9_leaves_no_command_running_and_resume_keeps_the_saved_result(tmp_
              "id": "slow"}]},
         "never"])
     run = antler("run", "go", "--model", model, "--thread", "t1", home=home)
-    wait_for(run, "<- bash: quick")
+    read_stderr_until(run, "<- bash: quick")
     assert appears(f"sleep {marker}")
     run.kill()
     run.communicate(timeout=HANG_GUARD)

@@ -27,6 +27,7 @@ from langchain.tools import tool
 from antler.plugin_api.paths import PathLayout
 from antler.plugins._lib.memory import MemoryStore
 from antler.runtime.storage import StorageError, open_store
+from tests.processes import read_stderr_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="real processes and file systems of Linux")
@@ -306,15 +307,6 @@ def test_a_restart_between_async_invokes_goes_unnoticed(tmp_path, postgres_url,
                                                                    f"answer {n}")]
 
 
-def wait_for(process: subprocess.Popen[str], text: str) -> str:
-    """Read the process's stderr until a line holds `text`; return what was read."""
-    assert process.stderr is not None
-    seen = ""
-    for line in process.stderr:
-        seen += line
-        if text in line:
-            return seen
-    raise AssertionError(f"{text!r} never appeared; stderr was:\n{seen}")
 
 
 def bash_turn(command: str) -> dict[str, Any]:
@@ -343,7 +335,7 @@ def test_a_restart_under_a_run_stops_it_before_it_writes_and_the_thread_stays_on
     first = antler("run A", [bash_turn("until [ -e go ]; do sleep 0.05; done; echo A-done"),
                              "A finished"], "a")
     try:
-        wait_for(first, "-> bash")  # A is inside its tool, holding the thread
+        read_stderr_until(first, "-> bash")  # A is inside its tool, holding the thread
         restart_postgres()  # A's session, and the lock with it, are gone
         second = antler("run B", ["B finished"], "b")
         out, err = second.communicate(timeout=HANG_GUARD)
