@@ -91,7 +91,7 @@ class _ResultCheck:
         """`result` (a `Command`) when it writes only writable keys, else the refusal
         (raised under `fail`, an error result under `skip`)."""
         update = result.update
-        steers = steering(result) if result.graph is not None or result.goto else None
+        steers = steering(result)
         if steers is None and type(update) is dict and update.keys() <= self.writable:
             return result  # the usual case, at the cost of one subset test
         refused = refused_keys(result, self.writable)
