@@ -36,6 +36,16 @@ inside the root are followed, ones that leave it are refused), and it holds
 however the tree changes while a call runs: each descriptor names the object
 that was there when it was opened, and nothing is ever looked up twice.
 
+While a thread's bubblewrap namespace lives, its ``user-data`` may be mounted
+there as an overlay (`antler.runtime.sandbox.bwrap`), which caches what it looked
+up: a file created beside it, in the host directory, could stay unseen by the
+thread's commands, and one removed there stay seen. So the sandbox registers a
+descriptor of that overlay's root (`register_mount`) for as long as the namespace
+lives, and a root at that host path is then opened beneath the descriptor instead
+of by its path: every writer that goes through this module (the file tools,
+uploads, the saved tool results) writes through the overlay, which the
+commands see at once.
+
 The directory walks used by ``ls``, ``glob`` and ``grep`` (`walk`) open each
 subdirectory with ``O_NOFOLLOW | O_DIRECTORY`` relative to its parent's
 descriptor and never descend into a symlink.
@@ -49,6 +59,7 @@ import functools
 import os
 import platform
 import stat
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -59,7 +70,8 @@ from antler.plugin_api.paths import (
     VirtualPathMapper,
 )
 
-__all__ = ["MAX_NESTING", "MAX_SYMLINKS", "Entry", "Place", "Root", "place", "walk"]
+__all__ = ["MAX_NESTING", "MAX_SYMLINKS", "Entry", "Place", "Root", "place", "register_mount",
+           "unregister_mount", "walk"]
 
 MAX_SYMLINKS = 40
 """Symlink expansions allowed while resolving one path (the kernel's own limit)."""
@@ -121,6 +133,28 @@ class _Openat2:
 
 _openat2 = _Openat2()
 
+# Host path of a root -> a descriptor of the same directory as a mount shows it (see the
+# module docstring); read on every open, changed when a namespace starts or ends.
+_mounts: dict[str, int] = {}
+_mounts_lock = threading.Lock()
+
+
+def register_mount(host: str, descriptor: int) -> None:
+    """Open every `Root` at the host path `host` beneath `descriptor` (a directory: the
+    root of a mount of `host`, such as a sandbox's overlay of it) until `unregister_mount`;
+    this module owns `descriptor` from now on."""
+    with _mounts_lock:
+        _mounts[host] = descriptor
+
+
+def unregister_mount(host: str, descriptor: int) -> None:
+    """Close `descriptor` (from `register_mount`); roots at `host` are opened by their path
+    again, unless another descriptor was registered for it since."""
+    with _mounts_lock:
+        if _mounts.get(host) == descriptor:
+            del _mounts[host]
+        os.close(descriptor)
+
 
 @dataclass(frozen=True)
 class Root:
@@ -141,7 +175,13 @@ class Root:
     aliases: tuple[str, ...] = ()
 
     def descriptor(self) -> int:
-        """A fresh ``O_PATH`` descriptor of the root directory (the caller closes it)."""
+        """A fresh ``O_PATH`` descriptor of the root directory (the caller closes it):
+        through the mount registered for its path (`register_mount`), if there is one."""
+        if _mounts:
+            with _mounts_lock:
+                mounted = _mounts.get(self.path)
+                if mounted is not None:
+                    return os.dup(mounted)
         return os.open(self.path, _O_PATH | os.O_DIRECTORY | _CLOEXEC)
 
     def open(self, parts: Sequence[str], flags: int, mode: int = 0o644, *,

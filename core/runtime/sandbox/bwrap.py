@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from antler.plugin_api import confined
 from antler.plugin_api.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, PathLayout, ThreadPaths
 from antler.plugin_api.sandbox import SandboxError
 
@@ -93,6 +94,10 @@ _OWN_PYTHON_MOUNT = "/opt/antler-python"
 # Where a spare namespace sees the base directory's `users` tree until a thread adopts it.
 _SPARE_VIEW = "/tmp/.antler-view"
 _THREAD_DIRS = (("workspace", False), ("uploads", True), ("outputs", False))
+# Beside a thread's `user-data` (never below it): its overlay's work directory and empty
+# lower layer, named relative to the thread's directory.
+_OVERLAY_WORK = ".overlay/work"
+_OVERLAY_LOWER = ".overlay/empty"
 
 
 class BwrapUnavailableError(SandboxError, RuntimeError):
@@ -235,16 +240,19 @@ class BwrapSandbox(HostSandbox):
         """A spare namespace made this thread's: one from the pool's source for `key`
         (started now when there is none); None when spares do not work here (the caller
         starts the namespace with the thread's mounts, as bubblewrap's options)."""
-        relative = self.thread_paths.user_data.relative_to(key[0]).as_posix()
+        user_data = self.thread_paths.user_data
+        relative = user_data.relative_to(key[0]).as_posix()
         binds = [(f"{_SPARE_VIEW}/{relative}/{name}", f"{VIRTUAL_ROOT}/{name}", read_only)
                  for name, read_only in _THREAD_DIRS]
+        overlays = self._settings.overlays
+        overlay = self._overlay_layers(key[0]) if overlays.enabled else None
         # A running source may be stale (its view of a `users` folder removed since): if
         # its spare cannot adopt, a new source decides whether spares work here.
         fresh = not spares.ready(key)
         while True:
             try:
                 namespace = spares.take(key)
-                namespace.adopt(_SPARE_VIEW, binds, WORKSPACE)
+                root_fd, refused = namespace.adopt(_SPARE_VIEW, binds, WORKSPACE, overlay)
             except SandboxError as error:  # `adopt` closed the spare
                 if not fresh:
                     spares.discard(key)
@@ -256,7 +264,28 @@ class BwrapSandbox(HostSandbox):
                 spares.close()
                 self._settings.start_spare.disable()
                 return None
+            if refused is not None:
+                overlays.refuse(refused)
+            if root_fd is not None:
+                # The thread's files are reached through the overlay while it is mounted.
+                confined.register_mount(str(user_data), root_fd)
+                namespace.on_close(functools.partial(confined.unregister_mount,
+                                                     str(user_data), root_fd))
             return namespace
+
+    def _overlay_layers(self, users: Path) -> tuple[str, str, str, str] | None:
+        """The thread's overlay for `Namespace.adopt`: its directory in the spare's view
+        and, relative to it, ``user-data`` (the upper layer), the work directory and the
+        empty lower layer, made here; None when they cannot be made."""
+        thread = self.thread_paths.user_data.parent
+        try:
+            for name in (_OVERLAY_WORK, _OVERLAY_LOWER):
+                (thread / name).mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as error:
+            self._settings.overlays.refuse(f"{error.strerror}: its work directory")
+            return None
+        return (f"{_SPARE_VIEW}/{thread.relative_to(users).as_posix()}",
+                self.thread_paths.user_data.name, _OVERLAY_WORK, _OVERLAY_LOWER)
 
     def _mounts_current(self) -> bool:
         """Whether the workspace mounted is still the thread's (directories removed between
@@ -430,11 +459,30 @@ class _Settings:
     """Where each namespace's ``pids`` cgroup is made; None where none can be."""
     start_spare: _SpareStarter
     """Starts a spare namespace (for the pool, or for a thread that found none)."""
+    overlays: _Overlays
+    """Whether an adopted spare mounts the thread's directories from an overlay."""
 
     @property
     def spares(self) -> SparePool | None:
         """The spare namespaces; None once they proved not to work here."""
         return self.start_spare.pool
+
+
+class _Overlays:
+    """Whether a spare's adoption mounts the thread's directories from an overlay of its
+    ``user-data`` (whose mountinfo names no host path): until one could not be mounted,
+    which is said once in the log; from then on they are bind mounts."""
+
+    def __init__(self) -> None:
+        self.enabled = True
+
+    def refuse(self, reason: str) -> None:
+        if self.enabled:
+            self.enabled = False
+            logger.warning(
+                "sandbox: the thread's directories are bind mounts from now on, whose "
+                "/proc/self/mountinfo entries inside name their host path: an overlay could "
+                "not be mounted (%s)", reason)
 
 
 class _SpareStarter:
@@ -548,7 +596,7 @@ class BwrapSandboxProvider(HostSandboxProvider):
         self._settings = _Settings(
             bwrap=status.path, fixed=self._fixed_arguments(python_mounts), python=python,
             limits=limits, tmp_bytes=file_size_mb << 20, idle_seconds=float(idle_seconds),
-            cgroups=cgroups, start_spare=_SpareStarter(
+            cgroups=cgroups, overlays=_Overlays(), start_spare=_SpareStarter(
                 status.path, self._fixed_arguments(python_mounts, spare=True), python, limits,
                 file_size_mb << 20, float(idle_seconds), network, cgroups))
         if self._settings.cgroups is None and os.geteuid() == 0:
@@ -565,11 +613,14 @@ class BwrapSandboxProvider(HostSandboxProvider):
         the capabilities its spares need to make their namespaces and mounts
         (``CAP_SYS_ADMIN``), bring their loopback up (``CAP_NET_ADMIN``) and then map
         themselves to the sandbox user in a user namespace of their own (``CAP_SETFCAP``:
-        the kernel asks for it to map the parent's root), dropping them all; otherwise
+        the kernel asks for it to map the parent's root), and to mount a thread's overlay
+        (``CAP_DAC_OVERRIDE``: the overlay makes its work directory with no permissions
+        and works in it as its mounter), dropping them all; otherwise
         bubblewrap starts it as that user, without any.
         """
         user = ["--uid", "0", "--gid", "0", "--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN",
-                "--cap-add", "CAP_NET_ADMIN", "--cap-add", "CAP_SETFCAP"] if spare else \
+                "--cap-add", "CAP_NET_ADMIN", "--cap-add", "CAP_SETFCAP",
+                "--cap-add", "CAP_DAC_OVERRIDE"] if spare else \
             ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--cap-drop", "ALL"]
         return ["--unshare-all", *(["--share-net"] if self.network else []),
                 "--die-with-parent", "--new-session", "--as-pid-1", *user,

@@ -322,10 +322,17 @@ class Namespace:
         spare._control, spare.init_pid, spare._init_fd = mine, pid, init_fd
         return spare
 
-    def adopt(self, view: str, binds: Sequence[tuple[str, str, bool]], workdir: str) -> None:
+    def adopt(self, view: str, binds: Sequence[tuple[str, str, bool]], workdir: str,
+              overlay: tuple[str, str, str, str] | None = None) -> tuple[int | None, str | None]:
         """Make a spare namespace a thread's: its init mounts each ``(source, target,
         read_only)`` of `binds` from `view` (a mount inside), detaches `view`, moves to
         `workdir` and drops to the unprivileged sandbox user (see `nsinit`).
+
+        With `overlay` (``(directory, upper, work, lower)``: a directory in `view`, then
+        names relative to it), the `binds` below ``upper`` are mounted from an overlay of
+        it (see `nsinit`). Returns a descriptor of that overlay's root (the caller owns
+        it), or None and why the overlay could not be mounted (the binds were then
+        mounted from the view); ``(None, None)`` without `overlay`.
 
         Raises:
             SandboxError: the init could not (the namespace is closed).
@@ -333,21 +340,37 @@ class Namespace:
         control = self._control
         if control is None or not self.spare:
             raise NamespaceGoneError("the namespace is closed, or not a spare")
+        fds: list[int] = []
         try:
             with self._send_lock:
                 control.send(marshal.dumps(("adopt", view, [list(bind) for bind in binds],
-                                            workdir), _MARSHAL_VERSION))
+                                            workdir, overlay), _MARSHAL_VERSION))
             poller = select.poll()
             poller.register(control, select.POLLIN)
-            data = control.recv(4096) if poller.poll(_START_TIMEOUT * 1000) else b""
+            data = b""
+            if poller.poll(_START_TIMEOUT * 1000):
+                # Room for the sender's credentials too: the socket asked for them (`spawn`).
+                data, ancillary, _flags, _address = control.recvmsg(
+                    4096, socket.CMSG_SPACE(4) + socket.CMSG_SPACE(struct.calcsize("3i")),
+                    socket.MSG_CMSG_CLOEXEC)
+                fds = [fd for level, kind, value in ancillary
+                       if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS
+                       for fd in struct.unpack(f"{len(value) // 4}i",
+                                               value[:len(value) // 4 * 4])]
         except OSError:
             data = b""
         answer = marshal.loads(data) if data else ("failed", "no answer")
         if answer[0] != "adopted":
+            for fd in fds:
+                os.close(fd)
             self.close(grace=0.0)
             raise SandboxError(f"the sandbox's init could not take the thread's directories: "
                                f"{answer[-1]}")
         self.spare = False
+        if fds:
+            return fds[0], None
+        return None, (str(answer[1]) if len(answer) > 1 else
+                      None if overlay is None else "no descriptor came")
 
     def run(self, argv: list[str], env: dict[str, str]) -> NamespaceCommand:
         """Start one command in the namespace's working directory, its output on two new

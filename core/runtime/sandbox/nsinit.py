@@ -51,7 +51,7 @@ does), brings the loopback up and says ``ready``; one that cannot says
 source's: the host name ``sandbox``, which no command can change.
 
 A spare takes no command until its first request, ``("adopt", view, binds,
-workdir)``, has made it the thread's: it bind-mounts each ``(source, target,
+workdir, overlay)``, has made it the thread's: it mounts each ``(source, target,
 read_only)`` of ``binds`` (sources inside the view), detaches the view and the
 source's ``/tmp`` for a ``/tmp`` of its own (``tmp_bytes``), mounts its own
 ``/dev/shm`` and a new ``devpts`` instance on ``/dev/pts`` (so nothing a command
@@ -60,8 +60,24 @@ namespace of its own (its pids cgroup becomes ``/``) and a user namespace in
 which it is the ``sandbox`` user (uid 1000) with every capability dropped,
 bounding set included, as bubblewrap leaves its commands; then it answers
 ``("adopted",)``, or ``("failed", reason)`` and exits. From then on it is like
-any other init. A spare also ends when its source does (its PID namespace is
-inside the source's).
+any other init.
+
+``overlay``, when not None, is ``(directory, upper, work, lower)``: a directory in
+the view and three names relative to it. The init then mounts an overlay file
+system whose upper layer is ``upper`` (the thread's ``user-data``), with ``work``
+as its work directory and the empty ``lower`` below, and mounts the ``binds``
+below ``upper`` from that overlay rather than from the view: the kernel prints an
+overlay's root as ``/`` and its options as given, relative names that say nothing
+of the host (a bind mount's root is its path within its file system, which
+starts with the base directory's). The answer ``("adopted",)`` then carries a
+descriptor of the overlay's root (``SCM_RIGHTS``), through which the harness
+reaches the thread's files while the namespace lives: an overlay caches its
+lookups, so a file changed beside it, in the upper directory, could stay unseen
+inside. Where the overlay cannot be mounted (the kernel, the file system, the
+capabilities), the init binds from the view as without it and answers
+``("adopted", reason)``, with no descriptor.
+
+A spare also ends when its source does (its PID namespace is inside the source's).
 
 The init says ``ready`` on the control socket once it listens. When the
 control socket ends (the harness closed it, or died), the init kills
@@ -94,6 +110,12 @@ _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 _PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
 _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 4, 24, 47, 4
 _CAPABILITY_VERSION_3 = 0x20080522
+# The new mount API (fsopen(2), fsconfig(2), fsmount(2), open_tree(2), move_mount(2)).
+_FSOPEN_CLOEXEC, _FSMOUNT_CLOEXEC = 1, 1
+_FSCONFIG_SET_FLAG, _FSCONFIG_SET_STRING, _FSCONFIG_CMD_CREATE = 0, 1, 6
+_MOUNT_ATTR_RDONLY, _MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV = 1, 2, 4
+_OPEN_TREE_CLONE, _OPEN_TREE_CLOEXEC = 1, 0o2000000
+_MOVE_MOUNT_F_EMPTY_PATH, _AT_FDCWD = 4, -100
 
 
 def _ignored_signals():
@@ -205,9 +227,18 @@ class _Libc:
             self.last_capability = 63
         for name in ("mount", "umount2", "unshare", "setns", "prctl", "capset"):
             self._functions[name] = Function((name, Library))
+        # The new mount API, in the C library since glibc 2.36: without it, no overlays.
+        for name in ("fsopen", "fsconfig", "fsmount", "open_tree", "move_mount"):
+            try:  # noqa: SIM105
+                self._functions[name] = Function((name, Library))
+            except AttributeError:
+                pass
 
     def __call__(self, name, *arguments):
-        result = self._functions[name](*arguments)
+        function = self._functions.get(name)
+        if function is None:
+            raise OSError(38, f"{name}: not in this C library")  # ENOSYS
+        result = function(*arguments)
         if result == -1:
             errno = self._ctypes.get_errno()
             raise OSError(errno, f"{name}: {posix.strerror(errno)}")
@@ -222,25 +253,120 @@ def _write(path, text):
         posix.close(fd)
 
 
-def _adopt(libc, tmp_bytes, view, binds, workdir):
+def _adopt(libc, tmp_bytes, view, binds, workdir, overlay=None):
     """Make a spare namespace its thread's (see the module docstring): mount the thread's
-    directories from the view, drop the view and the source's /tmp and /dev for its own,
-    then become the unprivileged sandbox user."""
+    directories from the view (from an overlay of it, with `overlay`), drop the view and
+    the source's /tmp and /dev for its own, then become the unprivileged sandbox user.
+
+    Returns ``(descriptor, refused)``: a descriptor of the overlay's root, or None and
+    why the overlay could not be mounted (None without `overlay`)."""
+    root_fd, refused, trees = None, None, {}
+    if overlay is not None:
+        try:
+            root_fd, trees = _overlay_trees(libc, overlay, binds)
+        except OSError as error:
+            refused = str(error)
+    try:
+        for source, target, read_only in binds:
+            tree = trees.pop(target, None)
+            if tree is None:
+                libc("mount", source.encode(), target.encode(), None, libc.Long(_MS_BIND), None)
+            else:
+                try:
+                    libc("move_mount", tree, b"", _AT_FDCWD, target.encode(),
+                         _MOVE_MOUNT_F_EMPTY_PATH)
+                finally:
+                    posix.close(tree)
+            if read_only:
+                _remount_read_only(libc, target)
+        libc("umount2", view.encode(), libc.Int(_MNT_DETACH))
+        _own_tmp_and_dev(libc, tmp_bytes)
+        posix.chdir(workdir)
+        _become_sandbox_user(libc)
+    except BaseException:
+        if root_fd is not None:
+            _close(root_fd)
+        raise
+    finally:
+        for tree in trees.values():
+            _close(tree)
+    return root_fd, refused
+
+
+def _overlay_trees(libc, overlay, binds):
+    """The overlay of the thread's directory (see the module docstring), detached: a
+    descriptor of its root and, per target of `binds` below its upper directory, a
+    detached copy of that folder's mount (the caller moves each to its target)."""
+    directory, upper, work, lower = overlay
+    posix.chdir(directory)  # the layers are named relative to it: nothing of the host
+    try:
+        root_fd = _overlay_mount(libc, ((b"lowerdir", lower), (b"upperdir", upper),
+                                        (b"workdir", work)))
+    finally:
+        posix.chdir("/")
+    below = f"{directory}/{upper}/"
+    trees = {}
+    try:
+        for source, target, _read_only in binds:
+            if source.startswith(below):
+                trees[target] = libc("open_tree", root_fd, source[len(below):].encode(),
+                                     _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC)
+    except OSError:
+        for tree in trees.values():
+            _close(tree)
+        _close(root_fd)
+        raise
+    return root_fd, trees
+
+
+def _overlay_mount(libc, layers):
+    """A detached overlay mount of `layers` (``(key, name)`` pairs), nosuid and nodev:
+    its descriptor. Its extended attributes are the ``user.`` ones (no privilege beyond
+    this user namespace needed, and no warning in the kernel's log); ``uuid=off``: it
+    writes none on the upper directory's root."""
+    fs = libc("fsopen", b"overlay", _FSOPEN_CLOEXEC)
+    try:
+        try:
+            for key, value in ((b"source", "overlay"), *layers, (b"uuid", "off")):
+                libc("fsconfig", fs, _FSCONFIG_SET_STRING, key, value.encode(), 0)
+            libc("fsconfig", fs, _FSCONFIG_SET_FLAG, b"userxattr", None, 0)
+            libc("fsconfig", fs, _FSCONFIG_CMD_CREATE, None, None, 0)
+        except OSError as error:
+            said = _kernel_says(fs)
+            raise OSError(error.errno, f"{error.strerror}{said}") from None
+        return libc("fsmount", fs, _FSMOUNT_CLOEXEC, _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV)
+    finally:
+        posix.close(fs)
+
+
+def _kernel_says(fs):
+    """What the kernel logged on a file system context `fs` (its reasons), or ``""``."""
+    said = []
+    for _ in range(8):
+        try:
+            message = posix.read(fs, 512)
+        except OSError:
+            break
+        said.append(message.decode("utf-8", "replace").strip())
+    return f" ({'; '.join(said)})" if said else ""
+
+
+def _remount_read_only(libc, target):
+    """Make the mount at `target` read-only, nosuid and nodev, keeping its noexec and
+    atime settings (a bind remount keeps the ones the mount has; they may be locked)."""
+    found = posix.statvfs(target).f_flag
+    flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+    for have, need in ((_ST_NOEXEC, _MS_NOEXEC), (_ST_NOATIME, _MS_NOATIME),
+                       (_ST_NODIRATIME, _MS_NODIRATIME), (_ST_RELATIME, _MS_RELATIME)):
+        if found & have:
+            flags |= need
+    libc("mount", None, target.encode(), None, libc.Long(flags), None)
+
+
+def _become_sandbox_user(libc):
+    """Enter a cgroup namespace and a user namespace of this process's own, as the
+    sandbox user with every capability dropped, bounding set included."""
     long = libc.Long
-    for source, target, read_only in binds:
-        libc("mount", source.encode(), target.encode(), None, long(_MS_BIND), None)
-        if read_only:
-            # A bind remount keeps the atime settings the mount has (they may be locked).
-            found = posix.statvfs(target).f_flag
-            flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
-            for have, need in ((_ST_NOEXEC, _MS_NOEXEC), (_ST_NOATIME, _MS_NOATIME),
-                               (_ST_NODIRATIME, _MS_NODIRATIME), (_ST_RELATIME, _MS_RELATIME)):
-                if found & have:
-                    flags |= need
-            libc("mount", None, target.encode(), None, long(flags), None)
-    libc("umount2", view.encode(), libc.Int(_MNT_DETACH))
-    _own_tmp_and_dev(libc, tmp_bytes)
-    posix.chdir(workdir)
     libc("unshare", libc.Int(_CLONE_NEWCGROUP))
     libc("unshare", libc.Int(_CLONE_NEWUSER))
     _write("/proc/self/setgroups", "deny")
@@ -396,13 +522,22 @@ class Init:
             if message[0] != "adopt":
                 return False  # a spare takes nothing before it is adopted
             try:
-                _adopt(self.libc, self.tmp_bytes, *message[1:])
+                root_fd, refused = _adopt(self.libc, self.tmp_bytes, *message[1:])
             except (OSError, TypeError, ValueError, AttributeError) as error:
                 _send(self.control, ("failed", str(error)))
                 return False
             _undumpable()  # again: changing credentials made it dumpable
             self.spare = False
-            _send(self.control, ("adopted",))
+            if root_fd is None:
+                _send(self.control, ("adopted",) if refused is None else ("adopted", refused))
+            else:  # the overlay's root, for the harness; none of this namespace keeps it
+                try:  # noqa: SIM105
+                    self.control.sendmsg([marshal.dumps(("adopted",))], [(
+                        _socket.SOL_SOCKET, _socket.SCM_RIGHTS,
+                        root_fd.to_bytes(4, sys.byteorder))])
+                except OSError:
+                    pass
+                _close(root_fd)
         elif message[0] == "run" and len(fds) == 4:
             self.run(message[1], message[2], fds)
         elif message[0] == "end" and len(fds) == 1:
