@@ -93,6 +93,10 @@ _SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 _OWN_PYTHON_MOUNT = "/opt/antler-python"
 # Where a spare namespace sees the base directory's `users` tree until a thread adopts it.
 _SPARE_VIEW = "/tmp/.antler-view"
+# Where it sees each skill root (by its index), and an empty directory (an overlay's second
+# layer: a read-only overlay needs two).
+_SPARE_SKILLS = "/tmp/.antler-skills"
+_SPARE_EMPTY = "/tmp/.antler-empty"
 _THREAD_DIRS = (("workspace", False), ("uploads", True), ("outputs", False))
 # Beside a thread's `user-data` (never below it): its overlay's work directory and empty
 # lower layer, named relative to the thread's directory.
@@ -242,17 +246,22 @@ class BwrapSandbox(HostSandbox):
         starts the namespace with the thread's mounts, as bubblewrap's options)."""
         user_data = self.thread_paths.user_data
         relative = user_data.relative_to(key[0]).as_posix()
-        binds = [(f"{_SPARE_VIEW}/{relative}/{name}", f"{VIRTUAL_ROOT}/{name}", read_only)
+        binds = [(f"{_SPARE_VIEW}/{relative}/{name}", f"{VIRTUAL_ROOT}/{name}", read_only, False)
                  for name, read_only in _THREAD_DIRS]
+        skill_binds, skill_overlays = _spare_skill_mounts(key[1])
+        binds += skill_binds
         overlays = self._settings.overlays
-        overlay = self._overlay_layers(key[0]) if overlays.enabled else None
+        layers: list[tuple[str, str, str, str]] = []
+        if overlays.enabled:
+            thread = self._overlay_layers(key[0])
+            layers = [] if thread is None else [thread, *skill_overlays]
         # A running source may be stale (its view of a `users` folder removed since): if
         # its spare cannot adopt, a new source decides whether spares work here.
         fresh = not spares.ready(key)
         while True:
             try:
                 namespace = spares.take(key)
-                root_fd, refused = namespace.adopt(_SPARE_VIEW, binds, WORKSPACE, overlay)
+                root_fd, refused = namespace.adopt(_SPARE_VIEW, binds, WORKSPACE, layers)
             except SandboxError as error:  # `adopt` closed the spare
                 if not fresh:
                     spares.discard(key)
@@ -430,6 +439,42 @@ def _skill_arguments(skill_roots: tuple[Path, ...]) -> list[str]:
     return arguments
 
 
+def _spare_skill_arguments(skill_roots: tuple[Path, ...]) -> list[str]:
+    """A source's skills: each root read-only in its ``/tmp`` (its spares mount the skill
+    folders from there, then detach it), and an empty mount point per skill folder."""
+    arguments = ["--dir", SKILLS_VIRTUAL_ROOT, "--dir", _SPARE_EMPTY]
+    targets: set[str] = set()
+    for index, root in enumerate(skill_roots):
+        arguments += ["--ro-bind-try", str(root), f"{_SPARE_SKILLS}/{index}"]
+        targets.update(skill.relative_to(root).as_posix() for skill in _skill_folders(root))
+    for relative in sorted(targets):
+        arguments += ["--dir", f"{SKILLS_VIRTUAL_ROOT}/{relative}"]
+    return arguments
+
+
+def _spare_skill_mounts(skill_roots: tuple[Path, ...]
+                        ) -> tuple[list[tuple[str, str, bool, bool]],
+                                   list[tuple[str, str, str, str]]]:
+    """What an adopted spare mounts of the skills (`_spare_skill_arguments` made the
+    source's view of them): the skill folders read-only (optional: one removed, or added
+    since the source started, is left out), and a read-only overlay per root they come
+    from (``.`` and an empty directory: names that say nothing of the host)."""
+    binds: list[tuple[str, str, bool, bool]] = []
+    overlays: list[tuple[str, str, str, str]] = []
+    # The first root holding a skill wins (as for the file tools): mount the later roots
+    # first, so the earlier ones land on top.
+    for index in reversed(range(len(skill_roots))):
+        root = skill_roots[index]
+        folders = _skill_folders(root)
+        if folders:
+            overlays.append((f"{_SPARE_SKILLS}/{index}", "", "", f".:{_SPARE_EMPTY}"))
+        for skill in folders:
+            relative = skill.relative_to(root).as_posix()
+            binds.append((f"{_SPARE_SKILLS}/{index}/{relative}",
+                          f"{SKILLS_VIRTUAL_ROOT}/{relative}", True, True))
+    return binds, overlays
+
+
 def _skill_folders(root: Path) -> list[Path]:
     """``<root>/<category>/<name>`` folders, the unit the skills are mounted in.
 
@@ -512,7 +557,7 @@ class _SpareStarter:
                    "--bind", str(users), _SPARE_VIEW,
                    *(option for name, _ in _THREAD_DIRS
                      for option in ("--dir", f"{VIRTUAL_ROOT}/{name}")),
-                   *_skill_arguments(skill_roots),
+                   *_spare_skill_arguments(skill_roots),
                    # Its spares share its /dev: read-only, and each mounts its own shm and pts.
                    "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/"]
         environment = {"PATH": _PATH, "HOME": WORKSPACE,

@@ -322,17 +322,20 @@ class Namespace:
         spare._control, spare.init_pid, spare._init_fd = mine, pid, init_fd
         return spare
 
-    def adopt(self, view: str, binds: Sequence[tuple[str, str, bool]], workdir: str,
-              overlay: tuple[str, str, str, str] | None = None) -> tuple[int | None, str | None]:
+    def adopt(self, view: str, binds: Sequence[tuple[str, str, bool, bool]], workdir: str,
+              overlays: Sequence[tuple[str, str, str, str]] = ()
+              ) -> tuple[int | None, str | None]:
         """Make a spare namespace a thread's: its init mounts each ``(source, target,
-        read_only)`` of `binds` from `view` (a mount inside), detaches `view`, moves to
+        read_only, optional)`` of `binds` from `view` (a mount inside; an optional one
+        whose source or target is missing is left out), detaches `view`, moves to
         `workdir` and drops to the unprivileged sandbox user (see `nsinit`).
 
-        With `overlay` (``(directory, upper, work, lower)``: a directory in `view`, then
-        names relative to it), the `binds` below ``upper`` are mounted from an overlay of
-        it (see `nsinit`). Returns a descriptor of that overlay's root (the caller owns
-        it), or None and why the overlay could not be mounted (the binds were then
-        mounted from the view); ``(None, None)`` without `overlay`.
+        With `overlays` (each ``(directory, upper, work, lower)``: a directory in `view`,
+        then names relative to it; ``upper`` empty for a read-only one), the `binds` below
+        an overlay's top layer are mounted from it (see `nsinit`). Returns a descriptor
+        of the writable overlay's root (the caller owns it), or None and why the overlays
+        could not be mounted (the binds were then mounted from the view); ``(None,
+        None)`` without `overlays`.
 
         Raises:
             SandboxError: the init could not (the namespace is closed).
@@ -344,7 +347,8 @@ class Namespace:
         try:
             with self._send_lock:
                 control.send(marshal.dumps(("adopt", view, [list(bind) for bind in binds],
-                                            workdir, overlay), _MARSHAL_VERSION))
+                                            workdir, [list(layers) for layers in overlays]),
+                                           _MARSHAL_VERSION))
             poller = select.poll()
             poller.register(control, select.POLLIN)
             data = b""
@@ -370,7 +374,8 @@ class Namespace:
         if fds:
             return fds[0], None
         return None, (str(answer[1]) if len(answer) > 1 else
-                      None if overlay is None else "no descriptor came")
+                      "no descriptor came" if any(upper for _, upper, _, _ in overlays)
+                      else None)
 
     def run(self, argv: list[str], env: dict[str, str]) -> NamespaceCommand:
         """Start one command in the namespace's working directory, its output on two new

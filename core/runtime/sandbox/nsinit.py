@@ -51,8 +51,9 @@ does), brings the loopback up and says ``ready``; one that cannot says
 source's: the host name ``sandbox``, which no command can change.
 
 A spare takes no command until its first request, ``("adopt", view, binds,
-workdir, overlay)``, has made it the thread's: it mounts each ``(source, target,
-read_only)`` of ``binds`` (sources inside the view), detaches the view and the
+workdir, overlays)``, has made it the thread's: it mounts each ``(source, target,
+read_only, optional)`` of ``binds`` (sources inside the view; an ``optional`` one
+whose source or target is missing is left out), detaches the view and the
 source's ``/tmp`` for a ``/tmp`` of its own (``tmp_bytes``), mounts its own
 ``/dev/shm`` and a new ``devpts`` instance on ``/dev/pts`` (so nothing a command
 can write is shared with another spare), moves to ``workdir``, enters a cgroup
@@ -62,20 +63,23 @@ bounding set included, as bubblewrap leaves its commands; then it answers
 ``("adopted",)``, or ``("failed", reason)`` and exits. From then on it is like
 any other init.
 
-``overlay``, when not None, is ``(directory, upper, work, lower)``: a directory in
-the view and three names relative to it. The init then mounts an overlay file
-system whose upper layer is ``upper`` (the thread's ``user-data``), with ``work``
-as its work directory and the empty ``lower`` below, and mounts the ``binds``
-below ``upper`` from that overlay rather than from the view: the kernel prints an
-overlay's root as ``/`` and its options as given, relative names that say nothing
-of the host (a bind mount's root is its path within its file system, which
-starts with the base directory's). The answer ``("adopted",)`` then carries a
-descriptor of the overlay's root (``SCM_RIGHTS``), through which the harness
-reaches the thread's files while the namespace lives: an overlay caches its
-lookups, so a file changed beside it, in the upper directory, could stay unseen
-inside. Where the overlay cannot be mounted (the kernel, the file system, the
-capabilities), the init binds from the view as without it and answers
-``("adopted", reason)``, with no descriptor.
+Each of ``overlays`` is ``(directory, upper, work, lower)``: a directory in the
+view and names relative to it (or absolute ones inside the namespace). The init
+mounts an overlay file system for each: a writable one whose upper layer is
+``upper`` (the thread's ``user-data``), with ``work`` as its work directory and
+the empty ``lower`` below; or, with no ``upper``, a read-only one of the layers
+``lower`` (a skill root, ``.``, and an empty directory: the kernel wants two).
+It mounts the ``binds`` whose source is below an overlay's top layer from that
+overlay rather than from the view: the kernel prints an overlay's root as ``/``
+and its options as given, names that say nothing of the host (a bind mount's
+root is its path within its file system, which starts with the base
+directory's or the skill root's). The answer ``("adopted",)`` then carries a
+descriptor of the writable overlay's root (``SCM_RIGHTS``), through which the
+harness reaches the thread's files while the namespace lives: an overlay caches
+its lookups, so a file changed beside it, in the upper directory, could stay
+unseen inside. Where an overlay cannot be mounted (the kernel, the file system,
+the capabilities), the init binds everything from the view as without them and
+answers ``("adopted", reason)``, with no descriptor.
 
 A spare also ends when its source does (its PID namespace is inside the source's).
 
@@ -116,6 +120,7 @@ _FSCONFIG_SET_FLAG, _FSCONFIG_SET_STRING, _FSCONFIG_CMD_CREATE = 0, 1, 6
 _MOUNT_ATTR_RDONLY, _MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV = 1, 2, 4
 _OPEN_TREE_CLONE, _OPEN_TREE_CLOEXEC = 1, 0o2000000
 _MOVE_MOUNT_F_EMPTY_PATH, _AT_FDCWD = 4, -100
+_ENOENT = 2
 
 
 def _ignored_signals():
@@ -253,29 +258,38 @@ def _write(path, text):
         posix.close(fd)
 
 
-def _adopt(libc, tmp_bytes, view, binds, workdir, overlay=None):
+def _adopt(libc, tmp_bytes, view, binds, workdir, overlays=()):
     """Make a spare namespace its thread's (see the module docstring): mount the thread's
-    directories from the view (from an overlay of it, with `overlay`), drop the view and
-    the source's /tmp and /dev for its own, then become the unprivileged sandbox user.
+    directories and skills from the view (from overlays of it, with `overlays`), drop the
+    view and the source's /tmp and /dev for its own, then become the unprivileged sandbox
+    user.
 
-    Returns ``(descriptor, refused)``: a descriptor of the overlay's root, or None and
-    why the overlay could not be mounted (None without `overlay`)."""
+    Returns ``(descriptor, refused)``: a descriptor of the writable overlay's root, or
+    None and why the overlays could not be mounted (None without `overlays`)."""
     root_fd, refused, trees = None, None, {}
-    if overlay is not None:
+    if overlays:
         try:
-            root_fd, trees = _overlay_trees(libc, overlay, binds)
+            root_fd, trees = _overlay_trees(libc, overlays, binds)
         except OSError as error:
             refused = str(error)
     try:
-        for source, target, read_only in binds:
-            tree = trees.pop(target, None)
-            if tree is None:
-                libc("mount", source.encode(), target.encode(), None, libc.Long(_MS_BIND), None)
-            else:
-                try:
+        for index, (source, target, read_only, *optional) in enumerate(binds):
+            tree = trees.pop(index, None)
+            try:
+                if tree is None:
+                    libc("mount", source.encode(), target.encode(), None,
+                         libc.Long(_MS_BIND), None)
+                elif tree >= 0:
                     libc("move_mount", tree, b"", _AT_FDCWD, target.encode(),
                          _MOVE_MOUNT_F_EMPTY_PATH)
-                finally:
+                else:
+                    continue  # an optional folder that is gone
+            except OSError as error:
+                if optional and optional[0] and error.errno == _ENOENT:
+                    continue  # a skill removed, or added since the source started
+                raise
+            finally:
+                if tree is not None and tree >= 0:
                     posix.close(tree)
             if read_only:
                 _remount_read_only(libc, target)
@@ -289,33 +303,49 @@ def _adopt(libc, tmp_bytes, view, binds, workdir, overlay=None):
         raise
     finally:
         for tree in trees.values():
-            _close(tree)
+            if tree >= 0:
+                _close(tree)
     return root_fd, refused
 
 
-def _overlay_trees(libc, overlay, binds):
-    """The overlay of the thread's directory (see the module docstring), detached: a
-    descriptor of its root and, per target of `binds` below its upper directory, a
-    detached copy of that folder's mount (the caller moves each to its target)."""
-    directory, upper, work, lower = overlay
-    posix.chdir(directory)  # the layers are named relative to it: nothing of the host
+def _overlay_trees(libc, overlays, binds):
+    """The overlays (see the module docstring), detached: a descriptor of the writable
+    one's root and, per index of a bind whose source is below an overlay's top layer, a
+    detached copy of that folder's mount from the overlay (the caller moves each to its
+    target; -1 for an optional folder that is gone)."""
+    root_fd, trees, mounted = None, {}, []
     try:
-        root_fd = _overlay_mount(libc, ((b"lowerdir", lower), (b"upperdir", upper),
-                                        (b"workdir", work)))
-    finally:
-        posix.chdir("/")
-    below = f"{directory}/{upper}/"
-    trees = {}
-    try:
-        for source, target, _read_only in binds:
-            if source.startswith(below):
-                trees[target] = libc("open_tree", root_fd, source[len(below):].encode(),
-                                     _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC)
+        for directory, upper, work, lower in overlays:
+            layers = [(b"lowerdir", lower)]
+            if upper:
+                layers += [(b"upperdir", upper), (b"workdir", work)]
+            posix.chdir(directory)  # the layers are named relative to it: nothing of the host
+            try:
+                fd = _overlay_mount(libc, layers)
+            finally:
+                posix.chdir("/")
+            mounted.append(fd)
+            if upper and root_fd is None:
+                root_fd = fd
+            below = f"{directory}/{upper}/" if upper else f"{directory}/"
+            for index, (source, _target, _read_only, *optional) in enumerate(binds):
+                if index in trees or not source.startswith(below):
+                    continue
+                try:
+                    trees[index] = libc("open_tree", fd, source[len(below):].encode(),
+                                        _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC)
+                except OSError as error:
+                    if not (optional and optional[0] and error.errno == _ENOENT):
+                        raise
+                    trees[index] = -1
     except OSError:
-        for tree in trees.values():
-            _close(tree)
-        _close(root_fd)
+        for fd in (*mounted, *trees.values()):
+            if fd >= 0:
+                _close(fd)
         raise
+    for fd in mounted:
+        if fd != root_fd:
+            _close(fd)  # its folders' copies keep it mounted
     return root_fd, trees
 
 

@@ -372,14 +372,179 @@ def test_nothing_inside_names_a_host_path_but_the_thread_mounts_root_field(
             assert root.startswith(("/", "/etc/")) and tmp_path.as_posix() not in root, line
 
 
-@pytest.mark.xfail(strict=True, reason="the kernel shows a bind mount's root as its path within "
-                   "its file system (mountinfo's root field), mounted from a path, a descriptor "
-                   "or a spare's view alike; see the README's bwrap guarantees")
 def test_mountinfo_names_no_host_path_at_all(provider: BwrapSandboxProvider,
                                              layout: PathLayout, tmp_path: Path) -> None:
+    """The thread's directories and the skills are mounted from overlays, whose root the
+    kernel prints as ``/`` and whose layers are named relative to a directory in the
+    spare's view (bind mounts would print the base directory's path, the user and the
+    thread); the mount table of the init and of a command, and /proc/mounts, alike."""
     sandbox = sandbox_for(provider, layout)
-    mountinfo = read_inside(sandbox)["/proc/self/mountinfo"]
-    assert not any(path in mountinfo for path in host_paths(sandbox, tmp_path))
+    seen = read_inside(sandbox)
+    forbidden = host_paths(sandbox, tmp_path)
+    for name in ("/proc/self/mountinfo", "/proc/1/mountinfo", "/proc/mounts"):
+        leaked = [path for path in forbidden if path in seen[name]]
+        assert not leaked, (name, leaked, seen[name])
+    # Not by luck: the thread's and the skill's mounts are there, overlays of their folders.
+    mounted = {line.split()[4]: line for line in seen["/proc/self/mountinfo"].splitlines()}
+    for target, root in (("/mnt/user-data/workspace", "/workspace"),
+                         ("/mnt/user-data/uploads", "/uploads"),
+                         ("/mnt/user-data/outputs", "/outputs"),
+                         ("/mnt/skills/public/data-report", "/public/data-report")):
+        fields = mounted[target].split()
+        assert fields[3] == root and fields[fields.index("-") + 1] == "overlay", mounted[target]
+    # The overlay's work directory and lower layer sit beside user-data: nothing shows them.
+    listed = sandbox.execute_command("ls -a /mnt/user-data; ls -a /mnt")
+    assert listed.stdout.split() == [".", "..", "outputs", "uploads", "workspace",
+                                     ".", "..", "skills", "user-data"], listed
+
+
+def test_an_overlay_cannot_be_steered_by_its_own_attributes(
+        provider: BwrapSandboxProvider, layout: PathLayout) -> None:
+    """The ``user.overlay.*`` attributes a command sets through the overlay (redirects,
+    opaque directories, metadata-only copies) are stored escaped: no later overlay of the
+    thread's directory reads them as its own."""
+    sandbox = sandbox_for(provider, layout)
+    planted = sandbox.execute_command(
+        "mkdir d; echo keep > d/f; python3 -c \"import os\n"
+        "for path in ('d', 'd/f'):\n for name in ('redirect', 'opaque', 'metacopy', 'origin'):"
+        "\n  os.setxattr(path, 'user.overlay.' + name, b'/x')\"")
+    assert planted.ok, planted
+    namespace = sandbox._namespace
+    assert namespace is not None
+    namespace.close()  # the next command gets a new namespace, with a new overlay
+    result = sandbox.execute_command("cat d/f; ls d")
+    assert (result.stdout, result.exit_code) == ("keep\nf\n", 0), result
+    assert init_pid(sandbox) != namespace.init_pid
+    workspace = layout.thread("u", "t1").workspace
+    for path in (workspace / "d", workspace / "d" / "f"):
+        names = os.listxattr(path)
+        assert len(names) == 4 and all(name.startswith("user.overlay.overlay.")
+                                       for name in names), names
+
+
+# -- the file tools and bash see each other's changes ----------------------------------------
+
+WS = "/mnt/user-data/workspace"
+
+
+def test_bash_sees_a_file_the_file_tools_write_after_it_looked_for_it_in_vain(
+        provider: BwrapSandboxProvider, layout: PathLayout) -> None:
+    """The overlay caches a failed lookup: a write beside it, to the host directory, would
+    stay unseen. The file tools write through the overlay while the namespace lives."""
+    sandbox = sandbox_for(provider, layout)
+    looked = sandbox.execute_command("cat note.txt sub/deep.txt; ls sub; test -e note.txt"
+                                     " || echo absent")
+    assert "absent" in looked.stdout, looked
+    sandbox.write_file(f"{WS}/note.txt", "from the tool\n")
+    sandbox.write_file(f"{WS}/sub/deep.txt", "deeper\n")  # its folder made on the way
+    result = sandbox.execute_command("cat note.txt sub/deep.txt; ls sub")
+    assert (result.stdout, result.exit_code) == ("from the tool\ndeeper\ndeep.txt\n", 0), result
+    sandbox.write_file(f"{WS}/note.txt", "appended\n", append=True)
+    assert sandbox.execute_command("cat note.txt").stdout == "from the tool\nappended\n"
+    # And the other way: what bash changes, the file tools see.
+    assert sandbox.execute_command("rm note.txt; echo made > made.txt; mkdir -p a/b;"
+                                   " echo deep > a/b/c.txt").ok
+    with pytest.raises(FileNotFoundError):
+        sandbox.read_file(f"{WS}/note.txt")
+    assert sandbox.read_file(f"{WS}/made.txt") == "made\n"
+    assert sandbox.read_file(f"{WS}/a/b/c.txt") == "deep\n"
+    assert "a/b/c.txt" in "\n".join(sandbox.list_dir(WS, max_depth=3))
+    # The host directory holds the same files (the overlay's upper layer is the thread's).
+    workspace = layout.thread("u", "t1").workspace
+    assert sorted(path.name for path in workspace.iterdir()) == ["a", "made.txt", "sub"]
+
+
+def test_the_file_tools_see_bashs_changes_through_the_agents_tools(
+        provider: BwrapSandboxProvider, layout: PathLayout) -> None:
+    """The same, through the sandbox tools a model calls (`str_replace` included)."""
+    from types import SimpleNamespace
+
+    from antler.contracts.runcontext import RunContext
+    from antler.plugins.sandbox.config import SandboxConfig
+    from antler.plugins.sandbox.tools import build_tools
+
+    tools = {tool.name: tool for tool in build_tools(provider, layout, SandboxConfig())}
+    runtime = SimpleNamespace(context=RunContext(thread_id="t1", user_id="u"), state={},
+                              tool_call_id="call_1")
+
+    def call(name: str, **args: object) -> str:
+        result = tools[name].func(runtime=runtime, **args)
+        message = result.update["messages"][0] if hasattr(result, "update") else result
+        return str(message.content)
+
+    assert "absent" in call("bash", command="test -e plan.md || echo absent")
+    call("write_file", path="plan.md", content="step one\n")
+    assert call("bash", command="cat plan.md") == "step one"
+    call("str_replace", path="plan.md", old="one", new="two")
+    assert call("bash", command="cat plan.md; rm plan.md") == "step two"
+    assert "not found" in call("read_file", path="plan.md").lower() or \
+        "no such file" in call("read_file", path="plan.md").lower()
+
+
+def test_an_upload_staged_while_the_namespace_lives_is_seen_by_bash(
+        provider: BwrapSandboxProvider, layout: PathLayout, tmp_path: Path) -> None:
+    from antler.plugin_api.uploads import stage_upload
+
+    sandbox = sandbox_for(provider, layout)
+    looked = sandbox.execute_command("cat /mnt/user-data/uploads/data.csv || echo absent")
+    assert "absent" in looked.stdout, looked
+    source = tmp_path / "data.csv"
+    source.write_text("a,b\n1,2\n", encoding="utf-8")
+    stage_upload(sandbox.thread_paths, source)
+    result = sandbox.execute_command("cat /mnt/user-data/uploads/data.csv")
+    assert (result.stdout, result.exit_code) == ("a,b\n1,2\n", 0), result
+
+
+def test_the_overlay_is_reached_only_while_its_namespace_lives(
+        provider: BwrapSandboxProvider, layout: PathLayout) -> None:
+    from antler.plugin_api import confined
+
+    sandbox = sandbox_for(provider, layout)
+    assert sandbox.execute_command("echo one > f").ok
+    host = str(sandbox.thread_paths.user_data)
+    descriptor = confined._mounts[host]
+    namespace = sandbox._namespace
+    assert namespace is not None
+    namespace.close()  # as after the idle time
+    assert host not in confined._mounts
+    with pytest.raises(OSError):
+        os.fstat(descriptor)  # closed with the namespace
+    # The file tools work on the host directory again, and see what bash left.
+    assert sandbox.read_file(f"{WS}/f") == "one\n"
+    sandbox.close()
+    assert host not in confined._mounts
+
+
+def test_where_no_overlay_can_be_mounted_the_thread_directories_are_bind_mounts(
+        provider: BwrapSandboxProvider, layout: PathLayout, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Say so once in the log, and go on with bind mounts: commands and file tools work,
+    and see each other's changes (bind mounts cache nothing)."""
+    from antler.plugin_api import confined
+    from antler.runtime.sandbox import bwrap
+
+    original = BwrapSandbox._overlay_layers
+
+    def refused_layer(self: BwrapSandbox, users: Path) -> tuple[str, str, str, str] | None:
+        found = original(self, users)
+        return None if found is None else (*found[:3], "no-such-layer")
+
+    monkeypatch.setattr(BwrapSandbox, "_overlay_layers", refused_layer)
+    with caplog.at_level("WARNING", logger=bwrap.__name__):
+        first = sandbox_for(provider, layout, "t1")
+        assert first.execute_command("test -e late || echo absent").stdout == "absent\n"
+        second = sandbox_for(provider, layout, "t2")
+        assert second.execute_command("true").ok
+    said = [record.getMessage() for record in caplog.records if "overlay" in record.getMessage()]
+    assert len(said) == 1 and "bind mounts from now on" in said[0], said
+    assert not provider._settings.overlays.enabled
+    assert str(first.thread_paths.user_data) not in confined._mounts
+    first.write_file(f"{WS}/late", "seen\n")
+    assert first.execute_command("cat late").stdout == "seen\n"
+    mountinfo = read_inside(first)["/proc/self/mountinfo"]
+    workspace = next(line for line in mountinfo.splitlines()
+                     if line.split()[4] == "/mnt/user-data/workspace")
+    assert workspace.split()[3].endswith("/users/u/threads/t1/user-data/workspace"), workspace
 
 
 # -- spare namespaces -------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.types import Command
 
 from antler.contracts.runcontext import RunContext
+from antler.plugin_api import confined
 from antler.plugin_api.context import SANDBOX_PROVIDER
 from antler.plugin_api.paths import PathLayout, ThreadPaths
 from antler.plugin_api.sandbox import load_sandbox_provider
@@ -248,6 +249,14 @@ def start_flipper(provider: HostSandboxProvider, arena: Arena,
     return thread, outcome
 
 
+def stop_flipper(arena: Arena) -> None:
+    """Put ``.stop`` in the workspace the way the file tools write (`confined`): under
+    bwrap through the namespace's overlay, so the flipper, which has looked for it all
+    along, sees it at once."""
+    fd = confined.place(arena.paths.mapper, f"{WS}/.stop").open(os.O_WRONLY | os.O_CREAT)
+    os.close(fd)
+
+
 def flips_so_far(arena: Arena) -> int:
     """How many rounds of flips the flipper has finished (it writes `.flips`)."""
     try:
@@ -281,11 +290,11 @@ def race(provider_name: str, tmp_path: Path, count: int) -> None:
                 if flips_so_far(arena) >= 5:
                     break
                 results += pool.map(one, calls(max(count // 5, 1)))
-        (arena.paths.workspace / ".stop").write_text("")
+        stop_flipper(arena)
         flipper.join(60)
         flips = int(outcome["result"].stdout.strip() or 0)
     finally:
-        (arena.paths.workspace / ".stop").write_text("")
+        stop_flipper(arena)
         provider.shutdown()
 
     escapes = [(name, content[:200]) for name, content, _ in results
@@ -330,10 +339,10 @@ def test_one_agent_turn_of_parallel_file_calls_never_escapes(tmp_path, fuse):
         flipper, _ = start_flipper(provider, arena, seconds=120)
         with agent:
             state = agent.invoke("race", thread_id="t1", user_id="mallory")
-        (arena.paths.workspace / ".stop").write_text("")
+        stop_flipper(arena)
         flipper.join(60)
     finally:
-        (arena.paths.workspace / ".stop").write_text("")
+        stop_flipper(arena)
     # (The run's end stops the flipper with the rest of the thread's commands.)
     results = [m for m in state["messages"] if isinstance(m, ToolMessage)]
     assert len(results) == 42
