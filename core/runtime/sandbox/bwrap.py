@@ -102,6 +102,9 @@ _THREAD_DIRS = (("workspace", False), ("uploads", True), ("outputs", False))
 # lower layer, named relative to the thread's directory.
 _OVERLAY_WORK = ".overlay/work"
 _OVERLAY_LOWER = ".overlay/empty"
+# What the overlay makes in its work directory, removed when it is unmounted: a new
+# overlay would take milliseconds to remove it, or refuse it (`nsinit`: volatile).
+_OVERLAY_OWN_WORK = "work"
 
 
 class BwrapUnavailableError(SandboxError, RuntimeError):
@@ -246,22 +249,21 @@ class BwrapSandbox(HostSandbox):
         starts the namespace with the thread's mounts, as bubblewrap's options)."""
         user_data = self.thread_paths.user_data
         relative = user_data.relative_to(key[0]).as_posix()
-        binds = [(f"{_SPARE_VIEW}/{relative}/{name}", f"{VIRTUAL_ROOT}/{name}", read_only, False)
-                 for name, read_only in _THREAD_DIRS]
-        skill_binds, skill_overlays = _spare_skill_mounts(key[1])
-        binds += skill_binds
+        thread_binds = [(f"{_SPARE_VIEW}/{relative}/{name}", f"{VIRTUAL_ROOT}/{name}",
+                         read_only, False) for name, read_only in _THREAD_DIRS]
         overlays = self._settings.overlays
-        layers: list[tuple[str, str, str, str]] = []
-        if overlays.enabled:
-            thread = self._overlay_layers(key[0])
-            layers = [] if thread is None else [thread, *skill_overlays]
+        thread = self._overlay_layers(key[0]) if overlays.enabled else None
         # A running source may be stale (its view of a `users` folder removed since): if
         # its spare cannot adopt, a new source decides whether spares work here.
         fresh = not spares.ready(key)
         while True:
             try:
                 namespace = spares.take(key)
-                root_fd, refused = namespace.adopt(_SPARE_VIEW, binds, WORKSPACE, layers)
+                # The skills as the source saw them when it started (its mount points).
+                skill_binds, skill_layers = self._settings.start_spare.skill_mounts(key[1])
+                layers = [] if thread is None else [thread, *skill_layers]
+                root_fd, refused = namespace.adopt(_SPARE_VIEW, [*thread_binds, *skill_binds],
+                                                   WORKSPACE, layers)
             except SandboxError as error:  # `adopt` closed the spare
                 if not fresh:
                     spares.discard(key)
@@ -278,8 +280,9 @@ class BwrapSandbox(HostSandbox):
             if root_fd is not None:
                 # The thread's files are reached through the overlay while it is mounted.
                 confined.register_mount(str(user_data), root_fd)
-                namespace.on_close(functools.partial(confined.unregister_mount,
-                                                     str(user_data), root_fd))
+                namespace.on_close(functools.partial(
+                    _unmount_overlay, str(user_data), root_fd,
+                    user_data.parent / _OVERLAY_WORK / _OVERLAY_OWN_WORK))
             return namespace
 
     def _overlay_layers(self, users: Path) -> tuple[str, str, str, str] | None:
@@ -290,6 +293,9 @@ class BwrapSandbox(HostSandbox):
         try:
             for name in (_OVERLAY_WORK, _OVERLAY_LOWER):
                 (thread / name).mkdir(mode=0o700, parents=True, exist_ok=True)
+            # Left by an overlay not unmounted by this process (it died): the overlay
+            # would refuse it (`volatile`).
+            _remove_tree(thread / _OVERLAY_WORK / _OVERLAY_OWN_WORK)
         except OSError as error:
             self._settings.overlays.refuse(f"{error.strerror}: its work directory")
             return None
@@ -419,6 +425,34 @@ class BwrapSandbox(HostSandbox):
             namespace.close()
 
 
+def _unmount_overlay(host: str, root_fd: int, work: Path) -> None:
+    """After a namespace ended: stop reaching the thread's files through its overlay,
+    whose last reference that was (so it is unmounted now), and remove what the overlay
+    left in its work directory."""
+    confined.unregister_mount(host, root_fd)
+    try:
+        _remove_tree(work)
+    except OSError as error:  # the next adoption tries again
+        logger.debug("sandbox: the overlay's work directory stays: %s", error)
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove the directory `path` and everything in it, if it is there; the overlay makes
+    its folders there with no permissions, which only root may pass."""
+    if not path.is_dir():
+        return
+
+    def passable(folder: str) -> None:
+        os.chmod(folder, 0o700)  # before it is listed
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    passable(entry.path)
+
+    passable(str(path))
+    shutil.rmtree(path)
+
+
 def _identity(path: Path) -> tuple[int, int] | None:
     try:
         found = path.stat()
@@ -439,22 +473,10 @@ def _skill_arguments(skill_roots: tuple[Path, ...]) -> list[str]:
     return arguments
 
 
-def _spare_skill_arguments(skill_roots: tuple[Path, ...]) -> list[str]:
-    """A source's skills: each root read-only in its ``/tmp`` (its spares mount the skill
-    folders from there, then detach it), and an empty mount point per skill folder."""
-    arguments = ["--dir", SKILLS_VIRTUAL_ROOT, "--dir", _SPARE_EMPTY]
-    targets: set[str] = set()
-    for index, root in enumerate(skill_roots):
-        arguments += ["--ro-bind-try", str(root), f"{_SPARE_SKILLS}/{index}"]
-        targets.update(skill.relative_to(root).as_posix() for skill in _skill_folders(root))
-    for relative in sorted(targets):
-        arguments += ["--dir", f"{SKILLS_VIRTUAL_ROOT}/{relative}"]
-    return arguments
+_SkillMounts = tuple[list[tuple[str, str, bool, bool]], list[tuple[str, str, str, str]]]
 
 
-def _spare_skill_mounts(skill_roots: tuple[Path, ...]
-                        ) -> tuple[list[tuple[str, str, bool, bool]],
-                                   list[tuple[str, str, str, str]]]:
+def _spare_skill_mounts(skill_roots: tuple[Path, ...]) -> _SkillMounts:
     """What an adopted spare mounts of the skills (`_spare_skill_arguments` made the
     source's view of them): the skill folders read-only (optional: one removed, or added
     since the source started, is left out), and a read-only overlay per root they come
@@ -473,6 +495,18 @@ def _spare_skill_mounts(skill_roots: tuple[Path, ...]
             binds.append((f"{_SPARE_SKILLS}/{index}/{relative}",
                           f"{SKILLS_VIRTUAL_ROOT}/{relative}", True, True))
     return binds, overlays
+
+
+def _spare_skill_arguments(skill_roots: tuple[Path, ...], mounts: _SkillMounts) -> list[str]:
+    """A source's skills: each root read-only in its ``/tmp`` (its spares mount the skill
+    folders from there, then detach it), and an empty mount point per skill folder
+    (`mounts`: what its spares mount)."""
+    arguments = ["--dir", SKILLS_VIRTUAL_ROOT, "--dir", _SPARE_EMPTY]
+    for index, root in enumerate(skill_roots):
+        arguments += ["--ro-bind-try", str(root), f"{_SPARE_SKILLS}/{index}"]
+    for target in sorted({target for _, target, _, _ in mounts[0]}):
+        arguments += ["--dir", target]
+    return arguments
 
 
 def _skill_folders(root: Path) -> list[Path]:
@@ -541,6 +575,17 @@ class _SpareStarter:
         self._limits, self._tmp_bytes, self._network = limits, tmp_bytes, network
         self._cgroups = cgroups
         self.pool: SparePool | None = SparePool(self, idle_seconds)
+        # Skill roots -> what a spare mounts of them (`_spare_skill_mounts`), as of the
+        # start of the latest source for them: listing the folders costs a stat per path
+        # component, too much for each thread.
+        self._skill_mounts: dict[tuple[Path, ...], _SkillMounts] = {}
+
+    def skill_mounts(self, skill_roots: tuple[Path, ...]) -> _SkillMounts:
+        """What a spare of a source for `skill_roots` mounts of the skills."""
+        found = self._skill_mounts.get(skill_roots)
+        if found is None:
+            found = self._skill_mounts[skill_roots] = _spare_skill_mounts(skill_roots)
+        return found
 
     def disable(self) -> None:
         self.pool = None
@@ -549,6 +594,7 @@ class _SpareStarter:
         """Start bubblewrap for a source of spare namespaces of ``key`` (a ``users`` tree
         and skill roots; `Namespace.launch`)."""
         users, skill_roots = key
+        mounts = self._skill_mounts[skill_roots] = _spare_skill_mounts(skill_roots)
         files = _etc_files(self._limits)
         fds = [memory_file(name, data) for name, data in files.items()]
         options = [*self._fixed, *(option for fd, name in zip(fds, files, strict=True)
@@ -557,7 +603,7 @@ class _SpareStarter:
                    "--bind", str(users), _SPARE_VIEW,
                    *(option for name, _ in _THREAD_DIRS
                      for option in ("--dir", f"{VIRTUAL_ROOT}/{name}")),
-                   *_spare_skill_arguments(skill_roots),
+                   *_spare_skill_arguments(skill_roots, mounts),
                    # Its spares share its /dev: read-only, and each mounts its own shm and pts.
                    "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/"]
         environment = {"PATH": _PATH, "HOME": WORKSPACE,
