@@ -2,7 +2,8 @@
 
 The thread's files and tools are the same as under the local provider (both
 are `HostSandbox`es: the files live in the thread's host ``user-data``
-directory, and the file tools work on them there). What changes is the shell
+directory, and the file tools work on them there; while the thread's namespace
+lives, through the overlay it mounts them from, see below). What changes is the shell
 command: it runs in the thread's user, mount, PID, IPC, cgroup and network
 namespaces (and a UTS namespace whose host name, ``sandbox``, no command can
 change), which hold only
@@ -19,6 +20,14 @@ change), which hold only
 * ``/proc`` of its own PID namespace, a minimal ``/dev``, and a ``/tmp`` of its
   own in memory (at most ``file_size_mb``), kept between the thread's commands
   for as long as the namespace lives.
+
+An adopted spare mounts the thread's directories from an overlay of its
+``user-data`` and the skills from read-only overlays of their roots, so that
+no mount inside names a host path (a bind mount's root, in mountinfo, is its
+host path); the file tools then reach the thread's files through a descriptor
+of that overlay (`antler.plugin_api.confined.register_mount`), since an
+overlay does not see changes made beside it. Where no overlay can be mounted,
+they are bind mounts (said once in the log), as in a namespace started whole.
 
 The root is read-only; no other host path exists inside. The network is
 unreachable (not even the host's loopback) unless ``network=True``. Resource

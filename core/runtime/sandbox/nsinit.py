@@ -38,9 +38,11 @@ descriptor, the new namespace's control socket), by forking (a fork of this
 small interpreter costs a fraction of a new interpreter's start). Bubblewrap runs
 it as the namespace's root with only the capabilities to unshare and mount
 (``CAP_SYS_ADMIN``), to bring a new network namespace's loopback up
-(``CAP_NET_ADMIN``) and to map the root to a user namespace's sandbox user
-(``CAP_SETFCAP``), a read-only ``/dev`` and a view of the base directory's
-``users`` tree mounted in its ``/tmp``. It unshares a PID namespace for its next
+(``CAP_NET_ADMIN``), to map the root to a user namespace's sandbox user
+(``CAP_SETFCAP``) and to mount an overlay (``CAP_DAC_OVERRIDE``: the overlay
+works in a folder it makes with no permissions), a read-only ``/dev`` and a
+view of the base directory's ``users`` tree and of the skill roots mounted in
+its ``/tmp``. It unshares a PID namespace for its next
 child, forks the spare (PID 1 there) and returns to its own PID namespace (a
 source that cannot return ends, rather than put its next spare in the same
 one). The spare unshares mount, IPC and (unless the network is allowed)
@@ -359,7 +361,7 @@ def _overlay_mount(libc, layers, writable):
     fs = libc("fsopen", b"overlay", _FSOPEN_CLOEXEC)
     try:
         try:
-            options = ((b"source", "overlay"), *layers, (b"uuid", "off" if writable else "null"))
+            options = ((b"source", "overlay"), *layers, *([(b"uuid", "off")] if writable else []))
             for key, value in options:
                 libc("fsconfig", fs, _FSCONFIG_SET_STRING, key, value.encode(), 0)
             for flag in (b"userxattr", b"volatile") if writable else (b"userxattr",):
