@@ -71,11 +71,11 @@ mounts an overlay file system for each: a writable one whose upper layer is
 ``upper`` (the thread's ``user-data``), with ``work`` as its work directory and
 the empty ``lower`` below; or, with no ``upper``, a read-only one of the layers
 ``lower`` (a skill root, ``.``, and an empty directory: the kernel wants two).
-It mounts the ``binds`` whose source is below an overlay's top layer from that
-overlay rather than from the view: the kernel prints an overlay's root as ``/``
-and its options as given, names that say nothing of the host (a bind mount's
-root is its path within its file system, which starts with the base
-directory's or the skill root's). The answer ``("adopted",)`` then carries a
+It mounts each overlay over its top layer in the view, so that the ``binds``
+whose source is below it come from the overlay: the kernel prints an overlay's
+root as ``/`` and its options as given, names that say nothing of the host (a
+bind mount's root is its path within its file system, which starts with the
+base directory's or the skill root's). The answer ``("adopted",)`` then carries a
 descriptor of the writable overlay's root (``SCM_RIGHTS``), through which the
 harness reaches the thread's files while the namespace lives: an overlay caches
 its lookups, so a file changed beside it, in the upper directory, could stay
@@ -116,11 +116,10 @@ _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 _PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
 _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 4, 24, 47, 4
 _CAPABILITY_VERSION_3 = 0x20080522
-# The new mount API (fsopen(2), fsconfig(2), fsmount(2), open_tree(2), move_mount(2)).
+# The new mount API (fsopen(2), fsconfig(2), fsmount(2), move_mount(2)).
 _FSOPEN_CLOEXEC, _FSMOUNT_CLOEXEC = 1, 1
 _FSCONFIG_SET_FLAG, _FSCONFIG_SET_STRING, _FSCONFIG_CMD_CREATE = 0, 1, 6
-_MOUNT_ATTR_RDONLY, _MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV = 1, 2, 4
-_OPEN_TREE_CLONE, _OPEN_TREE_CLOEXEC = 1, 0o2000000
+_MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV = 2, 4
 _MOVE_MOUNT_F_EMPTY_PATH, _AT_FDCWD = 4, -100
 _ENOENT = 2
 
@@ -235,7 +234,7 @@ class _Libc:
         for name in ("mount", "umount2", "unshare", "setns", "prctl", "capset"):
             self._functions[name] = Function((name, Library))
         # The new mount API, in the C library since glibc 2.36: without it, no overlays.
-        for name in ("fsopen", "fsconfig", "fsmount", "open_tree", "move_mount"):
+        for name in ("fsopen", "fsconfig", "fsmount", "move_mount"):
             try:  # noqa: SIM105
                 self._functions[name] = Function((name, Library))
             except AttributeError:
@@ -268,31 +267,20 @@ def _adopt(libc, tmp_bytes, view, binds, workdir, overlays=()):
 
     Returns ``(descriptor, refused)``: a descriptor of the writable overlay's root, or
     None and why the overlays could not be mounted (None without `overlays`)."""
-    root_fd, refused, trees = None, None, {}
+    root_fd, refused = None, None
     if overlays:
         try:
-            root_fd, trees = _overlay_trees(libc, overlays, binds)
+            root_fd = _overlays_over_view(libc, overlays)
         except OSError as error:
             refused = str(error)
     try:
-        for index, (source, target, read_only, *optional) in enumerate(binds):
-            tree = trees.pop(index, None)
+        for source, target, read_only, *optional in binds:
             try:
-                if tree is None:
-                    libc("mount", source.encode(), target.encode(), None,
-                         libc.Long(_MS_BIND), None)
-                elif tree >= 0:
-                    libc("move_mount", tree, b"", _AT_FDCWD, target.encode(),
-                         _MOVE_MOUNT_F_EMPTY_PATH)
-                else:
-                    continue  # an optional folder that is gone
+                libc("mount", source.encode(), target.encode(), None, libc.Long(_MS_BIND), None)
             except OSError as error:
                 if optional and optional[0] and error.errno == _ENOENT:
                     continue  # a skill removed, or added since the source started
                 raise
-            finally:
-                if tree is not None and tree >= 0:
-                    posix.close(tree)
             if read_only:
                 _remount_read_only(libc, target)
         libc("umount2", view.encode(), libc.Int(_MNT_DETACH))
@@ -303,19 +291,14 @@ def _adopt(libc, tmp_bytes, view, binds, workdir, overlays=()):
         if root_fd is not None:
             _close(root_fd)
         raise
-    finally:
-        for tree in trees.values():
-            if tree >= 0:
-                _close(tree)
     return root_fd, refused
 
 
-def _overlay_trees(libc, overlays, binds):
-    """The overlays (see the module docstring), detached: a descriptor of the writable
-    one's root and, per index of a bind whose source is below an overlay's top layer, a
-    detached copy of that folder's mount from the overlay (the caller moves each to its
-    target; -1 for an optional folder that is gone)."""
-    root_fd, trees, mounted = None, {}, []
+def _overlays_over_view(libc, overlays):
+    """Mount each overlay (see the module docstring) over its top layer in the view, so
+    that the binds from there come from it; the view, and they with it, are detached
+    later. Returns a descriptor of the writable overlay's root. On failure, none stays."""
+    root_fd, mounted = None, []
     try:
         for directory, upper, work, lower in overlays:
             layers = [(b"lowerdir", lower)]
@@ -326,29 +309,27 @@ def _overlay_trees(libc, overlays, binds):
                 fd = _overlay_mount(libc, layers, bool(upper))
             finally:
                 posix.chdir("/")
-            mounted.append(fd)
+            over = f"{directory}/{upper}" if upper else directory
+            try:
+                libc("move_mount", fd, b"", _AT_FDCWD, over.encode(), _MOVE_MOUNT_F_EMPTY_PATH)
+            except OSError:
+                _close(fd)
+                raise
+            mounted.append(over)
             if upper and root_fd is None:
                 root_fd = fd
-            below = f"{directory}/{upper}/" if upper else f"{directory}/"
-            for index, (source, _target, _read_only, *optional) in enumerate(binds):
-                if index in trees or not source.startswith(below):
-                    continue
-                try:
-                    trees[index] = libc("open_tree", fd, source[len(below):].encode(),
-                                        _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC)
-                except OSError as error:
-                    if not (optional and optional[0] and error.errno == _ENOENT):
-                        raise
-                    trees[index] = -1
+            else:
+                _close(fd)  # it stays mounted where it was moved
     except OSError:
-        for fd in (*mounted, *trees.values()):
-            if fd >= 0:
-                _close(fd)
+        for over in reversed(mounted):
+            try:  # noqa: SIM105
+                libc("umount2", over.encode(), libc.Int(_MNT_DETACH))
+            except OSError:
+                pass
+        if root_fd is not None:
+            _close(root_fd)
         raise
-    for fd in mounted:
-        if fd != root_fd:
-            _close(fd)  # its folders' copies keep it mounted
-    return root_fd, trees
+    return root_fd
 
 
 def _overlay_mount(libc, layers, writable):
