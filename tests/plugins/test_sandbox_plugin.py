@@ -461,3 +461,36 @@ def test_a_lazy_runs_start_readies_a_bwrap_namespace_for_the_first_command(home,
         assert spares._slots[key].namespace is source and source is not None
         with open(f"/proc/{namespace.init_pid}/stat", "rb") as stat:
             assert int(stat.read().rsplit(b")", 1)[1].split()[1]) == source.init_pid
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_under_bwrap_bash_and_the_file_tools_see_each_others_writes_at_once(home, fuse):
+    # The thread's directories are an overlay inside the namespace, which caches what
+    # `bash` looked up; the file tools write through it, so nothing they write or `bash`
+    # removes is seen late (see the README's "Nothing inside names a host path").
+    from antler.plugin_api import confined
+    from antler.runtime.sandbox.bwrap import BwrapSandboxProvider
+    from tests.runtime.sandbox.test_sandbox_bwrap import needs_bwrap
+
+    needs_bwrap()
+    provider = BwrapSandboxProvider(default_timeout=20)
+    agent, _ = make_agent(home, [
+        call("bash", command="cat notes.md 2>/dev/null || echo absent"),
+        call("write_file", path="notes.md", content="kept\n"),
+        call("bash", command="cat notes.md; rm notes.md; echo made > made.md"),
+        call("read_file", path="notes.md"),
+        call("read_file", path="made.md"),
+        "done"], services={SANDBOX_PROVIDER: provider}, fuse=fuse)
+    try:
+        with agent:
+            state = agent.invoke("go", thread_id="t1")
+            mounted = list(confined._mounts)
+        results = [(str(message.content), message.status) for message in tool_results(state)]
+    finally:
+        provider.shutdown()
+    assert results[0] == ("absent", "success"), results
+    assert results[2] == ("kept", "success"), results
+    assert results[3][1] == "error" and "No such file" in results[3][0], results
+    assert results[4] == ("made\n", "success"), results
+    # Through the overlay: its root was registered for the thread while the run went on.
+    assert len(mounted) == 1 and mounted[0].endswith("/threads/t1/user-data"), mounted
