@@ -434,34 +434,6 @@ class BwrapSandbox(HostSandbox):
             namespace.close()
 
 
-def _unmount_overlay(host: str, root_fd: int, work: Path) -> None:
-    """After a namespace ended: stop reaching the thread's files through its overlay,
-    whose last reference that was (so it is unmounted now), and remove what the overlay
-    left in its work directory."""
-    confined.unregister_mount(host, root_fd)
-    try:
-        _remove_tree(work)
-    except OSError as error:  # the next adoption tries again
-        logger.debug("sandbox: the overlay's work directory stays: %s", error)
-
-
-def _remove_tree(path: Path) -> None:
-    """Remove the directory `path` and everything in it, if it is there; the overlay makes
-    its folders there with no permissions, which only root may pass."""
-    if not path.is_dir():
-        return
-
-    def passable(folder: str) -> None:
-        os.chmod(folder, 0o700)  # before it is listed
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    passable(entry.path)
-
-    passable(str(path))
-    shutil.rmtree(path)
-
-
 def _identity(path: Path) -> tuple[int, int] | None:
     try:
         found = path.stat()
@@ -554,6 +526,34 @@ class _Settings:
     def spares(self) -> SparePool | None:
         """The spare namespaces; None once they proved not to work here."""
         return self.start_spare.pool
+
+
+def _unmount_overlay(host: str, root_fd: int, work: Path) -> None:
+    """After a namespace ended: stop reaching the thread's files through its overlay,
+    whose last reference that was (so it is unmounted now), and remove what the overlay
+    left in its work directory."""
+    confined.unregister_mount(host, root_fd)
+    try:
+        _remove_tree(work)
+    except OSError as error:  # the next adoption tries again
+        logger.debug("sandbox: the overlay's work directory stays: %s", error)
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove the directory `path` and everything in it, if it is there; the overlay makes
+    its folders there with no permissions, which only root may pass."""
+    if not path.is_dir():
+        return
+
+    def passable(folder: str) -> None:
+        os.chmod(folder, 0o700)  # before it is listed
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    passable(entry.path)
+
+    passable(str(path))
+    shutil.rmtree(path)
 
 
 class _Overlays:
