@@ -371,6 +371,8 @@ class Namespace:
             raise SandboxError(f"the sandbox's init could not take the thread's directories: "
                                f"{answer[-1]}")
         self.spare = False
+        for extra in fds[1:]:
+            os.close(extra)
         if fds:
             return fds[0], None
         return None, (str(answer[1]) if len(answer) > 1 else
