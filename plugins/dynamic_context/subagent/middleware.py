@@ -67,11 +67,10 @@ class SubagentDateContextMiddleware(AgentMiddleware[Any, Any]):
         if made is None or made[0] != key:
             made = self._made = (key, date_reminder(now, source=SOURCE))
         written = made[1]
-        # A message of its own: nothing mutable is shared with the copy kept here (its
-        # fields are checked already, so a copy is made without validating them again).
+        # A message of its own: nothing mutable is shared with the copy kept here.
         kwargs = {name: dict(value) if isinstance(value, dict) else value
                   for name, value in written.additional_kwargs.items()}
-        return written.model_copy(update={"additional_kwargs": kwargs, "response_metadata": {}})
+        return SystemMessage(content=written.content, id=None, additional_kwargs=kwargs)
 
 
 def build(ctx: BuildContext) -> SubagentDateContextMiddleware:
