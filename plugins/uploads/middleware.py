@@ -16,7 +16,6 @@ the disk, its path rebuilt from the name.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import html
 import logging
 import os
@@ -130,23 +129,30 @@ def _listed_uploads(entries: Iterator[os.DirEntry[str]]) -> dict[str, int]:
     return files
 
 
-@contextlib.contextmanager
-def _uploads_directory(uploads_dir: str) -> Iterator[int | None]:
+_OPEN_DIRECTORY = (os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK
+                   | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+"""Opens a directory that is the path's own last component, never a symlink there."""
+
+
+def _open_uploads_directory(uploads_dir: str) -> int | None:
     """A descriptor of the thread's uploads directory, opened beneath its ``user-data``.
 
     None when there is none (nothing uploaded yet) or when the thread's commands
     made ``uploads`` a symlink that leaves the thread: its listing is never read.
     """
-    parent, name = os.path.split(os.path.normpath(uploads_dir))
+    path = os.path.normpath(uploads_dir)
     try:
-        fd = confined.Root(parent, VIRTUAL_ROOT).open([name], os.O_RDONLY, directory=True)
+        # The common case in one call: ``uploads`` is a directory. Every component above
+        # it is the harness's own (``user-data`` is opened by name beneath too), and the
+        # last one is not followed, so this is the directory the confined open finds.
+        return os.open(path, _OPEN_DIRECTORY)
+    except OSError:
+        pass  # missing, or a symlink: resolved beneath user-data, as the sandbox would
+    parent, name = os.path.split(path)
+    try:
+        return confined.Root(parent, VIRTUAL_ROOT).open([name], os.O_RDONLY, directory=True)
     except (AntlerError, OSError):
-        yield None
-        return
-    try:
-        yield fd
-    finally:
-        os.close(fd)
+        return None
 
 
 def _record(filename: str, size: int) -> UploadedFile:
@@ -240,11 +246,14 @@ class UploadsMiddleware(AgentMiddleware[UploadsState]):
     def _listing(uploads_dir: str) -> dict[str, int]:
         """Name -> size of every upload in the thread's uploads directory (see
         `_listed_uploads`); empty when there is no directory to read."""
-        with _uploads_directory(uploads_dir) as directory:
-            if directory is None:
-                return {}  # nothing uploaded in this thread yet
+        directory = _open_uploads_directory(uploads_dir)
+        if directory is None:
+            return {}  # nothing uploaded in this thread yet
+        try:
             with os.scandir(directory) as entries:
                 return _listed_uploads(entries)
+        finally:
+            os.close(directory)
 
     @staticmethod
     def _new_files(names: Sequence[str], listing: dict[str, int]) -> list[UploadedFile]:

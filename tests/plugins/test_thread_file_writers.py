@@ -65,6 +65,20 @@ def test_the_uploads_listing_never_reads_a_folder_outside(thread, outside):
     assert UploadsMiddleware._listing(str(thread.uploads)) == {}
 
 
+def test_the_uploads_listing_follows_a_link_that_stays_in_the_thread(thread, outside):
+    # The listing opens a plain directory in one call; a symlinked ``uploads`` is
+    # resolved beneath user-data: one inside the thread is read, one leading out is not.
+    thread.uploads.rmdir()
+    kept = thread.workspace / "kept"
+    kept.mkdir()
+    (kept / "mine.txt").write_text("mine")
+    os.symlink("workspace/kept", thread.uploads)  # relative: it stays beneath user-data
+    assert UploadsMiddleware._listing(str(thread.uploads)) == {"mine.txt": 4}
+    os.unlink(thread.uploads)
+    os.symlink(outside, thread.uploads)
+    assert UploadsMiddleware._listing(str(thread.uploads) + "/") == {}
+
+
 def test_view_image_never_reads_through_a_symlink_out(thread, outside):
     os.symlink(outside / "image.png", thread.workspace / "image.png")
     os.symlink(outside, thread.workspace / "dir")
