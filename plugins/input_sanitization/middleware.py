@@ -88,6 +88,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from json.encoder import encode_basestring
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from langchain.agents.middleware import AgentMiddleware, hook_config
@@ -223,11 +224,20 @@ def fingerprint(message: BaseMessage) -> str:
 
 _DIGESTED = json.JSONEncoder(sort_keys=True, default=repr, ensure_ascii=False)
 """`json.dumps(..., sort_keys=True, default=repr, ensure_ascii=False)`, its encoder made once."""
+_quoted: Callable[[str], str] = encode_basestring
+"""How that encoder writes a string (quoted and escaped, non-ASCII kept)."""
 
 
 def _digest(message: BaseMessage) -> str:
     kwargs = message.additional_kwargs or {}
-    payload = _DIGESTED.encode([message.name, message.content, kwargs.get(ORIGINAL_CONTENT_KEY)])
+    fields = (message.name, message.content, kwargs.get(ORIGINAL_CONTENT_KEY))
+    if all(field is None or type(field) is str for field in fields):
+        # Text and nothing else (almost every message): the JSON list written directly,
+        # the same text the encoder writes for it, without setting the encoder up.
+        payload = "[" + ", ".join("null" if field is None else _quoted(field)
+                                  for field in fields) + "]"
+    else:
+        payload = _DIGESTED.encode(list(fields))
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
