@@ -230,15 +230,22 @@ _quoted: Callable[[str], str] = encode_basestring
 
 def _digest(message: BaseMessage) -> str:
     kwargs = message.additional_kwargs or {}
-    fields = (message.name, message.content, kwargs.get(ORIGINAL_CONTENT_KEY))
-    if all(field is None or type(field) is str for field in fields):
+    name, content, original = message.name, message.content, kwargs.get(ORIGINAL_CONTENT_KEY)
+    if type(content) is str and _plain(name) and _plain(original):
         # Text and nothing else (almost every message): the JSON list written directly,
         # the same text the encoder writes for it, without setting the encoder up.
-        payload = "[" + ", ".join("null" if field is None else _quoted(field)
-                                  for field in fields) + "]"
+        payload = f"[{_json_text(name)}, {_quoted(content)}, {_json_text(original)}]"
     else:
-        payload = _DIGESTED.encode(list(fields))
+        payload = _DIGESTED.encode([name, content, original])
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _plain(value: Any) -> bool:
+    return value is None or type(value) is str
+
+
+def _json_text(value: str | None) -> str:
+    return "null" if value is None else _quoted(value)
 
 
 _fingerprints: MessageMemo[str] = MessageMemo(_digest)
