@@ -34,7 +34,7 @@ from antler.plugin_api import (
 
 # The header of every plugin module (SDK imports, `__all__`, logger, names): alike
 # in shape across plugins, by layout, with no logic to share.
-__all__ = ["TASK_TOOL", "Capture", "capture", "skill_path", "unseen"]
+__all__ = ["TASK_TOOL", "Capture", "capture", "recordable", "skill_path", "unseen"]
 
 TASK_TOOL = "task"
 DESCRIPTION_CHARS = 200
@@ -52,6 +52,12 @@ def unseen(messages: Sequence[Any], cursor: str | None) -> list[Any]:
         found.append(message)
     found.reverse()
     return found
+
+
+def recordable(message: Any) -> bool:
+    """Whether `capture` can find anything in `message`: a tool call or a tool result."""
+    return isinstance(message, ToolMessage) or (isinstance(message, AIMessage)
+                                                and bool(message.tool_calls))
 
 
 def skill_path(args: Any) -> str | None:

@@ -36,7 +36,7 @@ Hooks:
   back to `messages`. Summarization's own summary already stays in the
   history, so it is not repeated here. A call whose record (and run) equals
   the previous call's reuses that call's two messages instead of rendering
-  them again.
+  them again (the run counts only while a call is in progress).
 
 Where it sits: both chains, immediately after skill_tool_policy
 (docs/chain.md#durable_context) and before summarization, so it captures before the history is
@@ -75,9 +75,10 @@ from antler.plugin_api import (
     hidden_marker,
     run_id_of,
 )
+from antler.plugins._lib.modelrequest import with_messages
 
 from .config import DurableContextConfig
-from .ledger import capture, unseen
+from .ledger import capture, recordable, unseen
 
 __all__ = ["AUTHORITY_CONTRACT", "CURSOR_KEY", "DATA_TAG", "DurableContextMiddleware", "build",
            "render"]
@@ -211,18 +212,21 @@ class DurableContextMiddleware(AgentMiddleware[DurableContextState, Any, Any]):
         if not isinstance(cursor, Mapping) or cursor.get("run_id") != run_id:
             cursor = {}
         pending = cursor.get("skill_reads")
-        found = capture(unseen(messages, cursor.get("message_id")),
-                        _entries(state, DELEGATIONS_KEY), run_id=run_id,
-                        now=self._now,
-                        read_tools=self.skill_read_tools,
-                        pending_reads=pending if isinstance(pending, Mapping) else {})
+        pending = pending if isinstance(pending, Mapping) else {}
         update: dict[str, Any] = {}
-        if found.delegations:
-            update[DELEGATIONS_KEY] = found.delegations
-        if found.skills:
-            update[SKILL_CONTEXT_KEY] = found.skills
-        moved = {"run_id": run_id, "message_id": messages[-1].id,
-                 "skill_reads": found.pending_reads}
+        new = unseen(messages, cursor.get("message_id"))
+        if any(recordable(message) for message in new):
+            found = capture(new, _entries(state, DELEGATIONS_KEY), run_id=run_id,
+                            now=self._now, read_tools=self.skill_read_tools,
+                            pending_reads=pending)
+            if found.delegations:
+                update[DELEGATIONS_KEY] = found.delegations
+            if found.skills:
+                update[SKILL_CONTEXT_KEY] = found.skills
+            pending = found.pending_reads
+        else:
+            pending = dict(pending)  # no call and no result: nothing to record
+        moved = {"run_id": run_id, "message_id": messages[-1].id, "skill_reads": pending}
         if moved != state.get(CURSOR_KEY):
             update[CURSOR_KEY] = moved
         return update or None
@@ -246,13 +250,17 @@ class DurableContextMiddleware(AgentMiddleware[DurableContextState, Any, Any]):
 
     def _projected(self, request: ModelRequest) -> ModelRequest:
         state = request.state or {}
-        shown = (_entries(state, DELEGATIONS_KEY), _entries(state, SKILL_CONTEXT_KEY),
-                 run_id_of(request.runtime))
+        delegations = _entries(state, DELEGATIONS_KEY)
+        run_id = run_id_of(request.runtime)
+        # The run shows only in how a call still in progress reads (running, or left by
+        # an earlier run): a record without one looks the same in every run.
+        shown = (delegations, _entries(state, SKILL_CONTEXT_KEY),
+                 run_id if any(e.get("status") == IN_PROGRESS for e in delegations) else None)
         last = self._last
         if last is not None and last[0] == shown:
             block = last[1]  # the record as the previous call showed it: the same messages
         else:
-            block = self._block(render(shown[0], shown[1], self.ledger_chars, shown[2]))
+            block = self._block(render(shown[0], shown[1], self.ledger_chars, run_id))
             self._last = (shown, block)
         if not block:
             return request
@@ -260,7 +268,7 @@ class DurableContextMiddleware(AgentMiddleware[DurableContextState, Any, Any]):
         lead = next((i for i, m in enumerate(messages) if not isinstance(m, SystemMessage)),
                     len(messages))
         messages[lead:lead] = block
-        return request.override(messages=messages)
+        return with_messages(request, messages)
 
     @staticmethod
     def _block(text: str) -> tuple[SystemMessage, HumanMessage] | tuple[()]:

@@ -88,6 +88,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from json.encoder import encode_basestring
 from typing import Annotated, Any, NotRequired, TypedDict
 
 from langchain.agents.middleware import AgentMiddleware, hook_config
@@ -112,6 +113,7 @@ from antler.plugin_api import (
     run_context,
     server_owned_keys,
 )
+from antler.plugins._lib.modelrequest import with_messages
 from antler.plugins._lib.tagguard import (
     USER_INPUT_BEGIN,
     USER_INPUT_END,
@@ -222,12 +224,28 @@ def fingerprint(message: BaseMessage) -> str:
 
 _DIGESTED = json.JSONEncoder(sort_keys=True, default=repr, ensure_ascii=False)
 """`json.dumps(..., sort_keys=True, default=repr, ensure_ascii=False)`, its encoder made once."""
+_quoted: Callable[[str], str] = encode_basestring
+"""How that encoder writes a string (quoted and escaped, non-ASCII kept)."""
 
 
 def _digest(message: BaseMessage) -> str:
     kwargs = message.additional_kwargs or {}
-    payload = _DIGESTED.encode([message.name, message.content, kwargs.get(ORIGINAL_CONTENT_KEY)])
+    name, content, original = message.name, message.content, kwargs.get(ORIGINAL_CONTENT_KEY)
+    if type(content) is str and _plain(name) and _plain(original):
+        # Text and nothing else (almost every message): the JSON list written directly,
+        # the same text the encoder writes for it, without setting the encoder up.
+        payload = f"[{_json_text(name)}, {_quoted(content)}, {_json_text(original)}]"
+    else:
+        payload = _DIGESTED.encode([name, content, original])
     return hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _plain(value: Any) -> bool:
+    return value is None or type(value) is str
+
+
+def _json_text(value: str | None) -> str:
+    return "null" if value is None else _quoted(value)
 
 
 _fingerprints: MessageMemo[str] = MessageMemo(_digest)
@@ -458,7 +476,7 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
                            "%s", len(sent.latest), ", ".join(sorted({f.name for f in sent.latest})))
         change = _observed_change(ledger)
         if sent.copies:
-            request = request.override(messages=sent.outputs)
+            request = with_messages(request, sent.outputs)
         return request, (ledger, change)
 
     @staticmethod

@@ -110,6 +110,12 @@ def _is_user_input(message: BaseMessage) -> bool:
     return isinstance(message, HumanMessage) and not is_hidden(message)
 
 
+def _is_final_reply(message: BaseMessage) -> bool:
+    """An assistant message that calls no tools and is not an error notice."""
+    return isinstance(message, AIMessage) and not message.tool_calls \
+        and not is_error_fallback(message)
+
+
 def first_exchange(messages: Sequence[BaseMessage]) -> tuple[str, str] | None:
     """(user text, reply text) of the first completed exchange, or None if there is none yet.
 
@@ -117,20 +123,14 @@ def first_exchange(messages: Sequence[BaseMessage]) -> tuple[str, str] | None:
     without tool calls (the run is answering, not working), and it is the
     first user message plus the first such reply after it.
     """
-    if not messages:
+    if not messages or not _is_final_reply(messages[-1]):
         return None
     last = messages[-1]
-    if not isinstance(last, AIMessage) or last.tool_calls or is_error_fallback(last):
-        return None
     for index, message in enumerate(messages):
         if not _is_user_input(message):
             continue
         user = message_text(message)
-        reply = next(
-            (m for m in messages[index + 1:] if isinstance(m, AIMessage) and not m.tool_calls
-             and not is_error_fallback(m)),
-            last,
-        )
+        reply = next((m for m in messages[index + 1:] if _is_final_reply(m)), last)
         if user:
             return user, message_text(reply)
     return None
@@ -142,8 +142,7 @@ def _completed_before(messages: Sequence[BaseMessage]) -> bool:
     for message in messages[:-1]:
         if _is_user_input(message):
             asked = True
-        elif (asked and isinstance(message, AIMessage) and not message.tool_calls
-              and not is_error_fallback(message)):
+        elif asked and _is_final_reply(message):
             return True
     return False
 
@@ -202,6 +201,8 @@ class TitleMiddleware(AgentMiddleware[TitleState, Any]):
         if state.get("title"):
             return None
         messages = state.get("messages") or []
+        if not messages or not _is_final_reply(messages[-1]):
+            return None  # the run is still working: no exchange is complete yet (cheap first)
         if self.first_exchange_only and _completed_before(messages):
             return None  # past the first complete exchange: only that one is titled
         return first_exchange(messages)

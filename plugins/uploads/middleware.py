@@ -16,11 +16,9 @@ the disk, its path rebuilt from the name.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import html
 import logging
 import os
-import stat
 from collections.abc import Iterator, Sequence
 from typing import Annotated, Any, NotRequired, TypedDict
 
@@ -115,47 +113,46 @@ def render_uploaded_files(
     return "\n".join(lines)
 
 
-def _regular_file_size(uploads_fd: int, name: str) -> int | None:
-    """Size of ``name`` in the uploads directory if it is a regular file itself, else None."""
-    try:
-        info = os.stat(name, dir_fd=uploads_fd, follow_symlinks=False)
-    except OSError:
-        return None
-    return info.st_size if stat.S_ISREG(info.st_mode) else None
-
-
-def _listed_uploads(entries: Iterator[os.DirEntry[str]], exclude: set[str]) -> list[UploadedFile]:
-    """The regular files among ``entries`` (never followed) with upload-like names."""
-    files: list[UploadedFile] = []
+def _listed_uploads(entries: Iterator[os.DirEntry[str]]) -> dict[str, int]:
+    """Name -> size of the regular files among ``entries`` (never followed) with upload-like
+    names, in directory order."""
+    files: dict[str, int] = {}
     for entry in entries:
-        if entry.name in exclude or not entry.is_file(follow_symlinks=False):
+        if not entry.is_file(follow_symlinks=False):
             continue
         try:
             # Tools can write here too: hidden or odd names are not uploads.
             safe_upload_name(entry.name)
         except UploadError:
             continue
-        files.append(_record(entry.name, entry.stat(follow_symlinks=False).st_size))
+        files[entry.name] = entry.stat(follow_symlinks=False).st_size
     return files
 
 
-@contextlib.contextmanager
-def _uploads_directory(uploads_dir: str) -> Iterator[int | None]:
+_OPEN_DIRECTORY = (os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK
+                   | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+"""Opens a directory that is the path's own last component, never a symlink there."""
+
+
+def _open_uploads_directory(uploads_dir: str) -> int | None:
     """A descriptor of the thread's uploads directory, opened beneath its ``user-data``.
 
     None when there is none (nothing uploaded yet) or when the thread's commands
     made ``uploads`` a symlink that leaves the thread: its listing is never read.
     """
-    parent, name = os.path.split(os.path.normpath(uploads_dir))
+    path = os.path.normpath(uploads_dir)
     try:
-        fd = confined.Root(parent, VIRTUAL_ROOT).open([name], os.O_RDONLY, directory=True)
+        # The common case in one call: ``uploads`` is a directory. Every component above
+        # it is the harness's own (``user-data`` is opened by name beneath too), and the
+        # last one is not followed, so this is the directory the confined open finds.
+        return os.open(path, _OPEN_DIRECTORY)
+    except OSError:
+        pass  # missing, or a symlink: resolved beneath user-data, as the sandbox would
+    parent, name = os.path.split(path)
+    try:
+        return confined.Root(parent, VIRTUAL_ROOT).open([name], os.O_RDONLY, directory=True)
     except (AntlerError, OSError):
-        yield None
-        return
-    try:
-        yield fd
-    finally:
-        os.close(fd)
+        return None
 
 
 def _record(filename: str, size: int) -> UploadedFile:
@@ -223,8 +220,12 @@ class UploadsMiddleware(AgentMiddleware[UploadsState]):
         if not isinstance(last, HumanMessage) or last.additional_kwargs.get(INJECTED_MARKER):
             return None
         uploads_dir = self._uploads_dir(state)
-        new_files = self._new_files(last, uploads_dir)
-        previous, more = self._previous_files(uploads_dir, {f["filename"] for f in new_files})
+        names = upload_names(last.additional_kwargs.get("files"))  # refuses a hostile name
+        # One listing of the directory answers both questions: which of the message's
+        # files really are uploads (with their sizes), and which were uploaded earlier.
+        listing = self._listing(uploads_dir)
+        new_files = self._new_files(names, listing)
+        previous, more = self._previous_files(listing, {f["filename"] for f in new_files})
         if not new_files and not previous and not more:
             return {"uploaded_files": []} if state.get("uploaded_files") else None
         block = render_uploaded_files(new_files, previous, more)
@@ -242,33 +243,40 @@ class UploadsMiddleware(AgentMiddleware[UploadsState]):
         return str(uploads)
 
     @staticmethod
-    def _new_files(message: HumanMessage, uploads_dir: str) -> list[UploadedFile]:
+    def _listing(uploads_dir: str) -> dict[str, int]:
+        """Name -> size of every upload in the thread's uploads directory (see
+        `_listed_uploads`); empty when there is no directory to read."""
+        directory = _open_uploads_directory(uploads_dir)
+        if directory is None:
+            return {}  # nothing uploaded in this thread yet
+        try:
+            with os.scandir(directory) as entries:
+                return _listed_uploads(entries)
+        finally:
+            os.close(directory)
+
+    @staticmethod
+    def _new_files(names: Sequence[str], listing: dict[str, int]) -> list[UploadedFile]:
+        """The message's files that are regular files in the uploads directory."""
         found: dict[str, UploadedFile] = {}
-        names = upload_names(message.additional_kwargs.get("files"))
-        if not names:
-            return []
-        with _uploads_directory(uploads_dir) as directory:
-            for filename in names:
-                size = None if directory is None else _regular_file_size(directory, filename)
-                if size is None:
-                    logger.warning(
-                        "upload %r listed in the message is not a file in the thread's "
-                        "uploads directory; leaving it out of the <uploaded_files> block",
-                        filename)
-                    continue
-                found.setdefault(filename, _record(filename, size))
+        for filename in names:
+            size = listing.get(filename)
+            if size is None:
+                logger.warning(
+                    "upload %r listed in the message is not a file in the thread's "
+                    "uploads directory; leaving it out of the <uploaded_files> block",
+                    filename)
+                continue
+            found.setdefault(filename, _record(filename, size))
         return list(found.values())
 
     @staticmethod
-    def _previous_files(uploads_dir: str, exclude: set[str]) -> tuple[list[UploadedFile], int]:
-        files: list[UploadedFile] = []
-        with _uploads_directory(uploads_dir) as directory:
-            if directory is None:
-                return [], 0  # nothing uploaded in this thread yet
-            with os.scandir(directory) as entries:
-                files = _listed_uploads(entries, exclude)
-        files.sort(key=lambda f: f["filename"])
-        return files[:MAX_LISTED_FILES], max(0, len(files) - MAX_LISTED_FILES)
+    def _previous_files(listing: dict[str, int], exclude: set[str],
+                        ) -> tuple[list[UploadedFile], int]:
+        """The earlier uploads, by name (at most `MAX_LISTED_FILES`), and how many more."""
+        names = sorted(name for name in listing if name not in exclude)
+        files = [_record(name, listing[name]) for name in names[:MAX_LISTED_FILES]]
+        return files, max(0, len(names) - MAX_LISTED_FILES)
 
     @staticmethod
     def _with_block(message: HumanMessage, block: str) -> HumanMessage:

@@ -315,7 +315,8 @@ _RECORDS = st.tuples(
 @settings(max_examples=60, deadline=None)
 @given(st.lists(_RECORDS, min_size=1, max_size=6))
 def test_every_projection_shows_the_record_of_its_own_request(records):
-    """A call reuses the previous call's messages only for an equal record and run."""
+    """A call reuses the previous call's messages only for an equal record (and run, while
+    a call in it is in progress): what it sends is always its own record rendered."""
     middleware = durable.DurableContextMiddleware()
     question = HumanMessage("hi", id="q")
     for delegations, skills, run_id in records:

@@ -12,7 +12,9 @@ model request and the final record. Work is counted, not timed.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 from typing import Any
 
 import pytest
@@ -219,3 +221,20 @@ def test_fingerprints_stay_the_ones_saved_records_hold():
     assert sanitization.fingerprint(HumanMessage(
         [{"type": "text", "text": "a"}, {"type": "image", "url": "u"}])) \
         == "f8a3ed741f3e4fe514741ea749632b23"
+
+
+_ANY_TEXT = st.text(st.characters(blacklist_categories=()), max_size=40)
+"""Any code point, lone surrogates, controls, quotes and backslashes included."""
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.none() | _ANY_TEXT, content=_ANY_TEXT,
+       original=st.none() | _ANY_TEXT | st.integers() | st.lists(st.text(max_size=3)))
+def test_a_text_message_is_digested_as_the_json_encoder_writes_it(name, content, original):
+    """The fast path for text fields writes the encoder's own JSON: every digest is unchanged."""
+    kwargs = {} if original is None else {"original_user_content": original}
+    message = HumanMessage(content, name=name, additional_kwargs=kwargs)
+    payload = json.dumps([name, content, original], sort_keys=True, default=repr,
+                         ensure_ascii=False)
+    expected = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    assert sanitization._digest(message) == expected

@@ -58,12 +58,25 @@ def test_staging_an_upload_never_writes_through_a_symlink(thread, outside, tmp_p
 
 def test_the_uploads_listing_never_reads_a_folder_outside(thread, outside):
     (thread.uploads / "mine.txt").write_text("mine")
-    listed, _ = UploadsMiddleware._previous_files(str(thread.uploads), set())
-    assert [f["filename"] for f in listed] == ["mine.txt"]
+    assert UploadsMiddleware._listing(str(thread.uploads)) == {"mine.txt": 4}
     (thread.uploads / "mine.txt").unlink()
     thread.uploads.rmdir()
     os.symlink(outside, thread.uploads)
-    assert UploadsMiddleware._previous_files(str(thread.uploads), set()) == ([], 0)
+    assert UploadsMiddleware._listing(str(thread.uploads)) == {}
+
+
+def test_the_uploads_listing_follows_a_link_that_stays_in_the_thread(thread, outside):
+    # The listing opens a plain directory in one call; a symlinked ``uploads`` is
+    # resolved beneath user-data: one inside the thread is read, one leading out is not.
+    thread.uploads.rmdir()
+    kept = thread.workspace / "kept"
+    kept.mkdir()
+    (kept / "mine.txt").write_text("mine")
+    os.symlink("workspace/kept", thread.uploads)  # relative: it stays beneath user-data
+    assert UploadsMiddleware._listing(str(thread.uploads)) == {"mine.txt": 4}
+    os.unlink(thread.uploads)
+    os.symlink(outside, thread.uploads)
+    assert UploadsMiddleware._listing(str(thread.uploads) + "/") == {}
 
 
 def test_view_image_never_reads_through_a_symlink_out(thread, outside):
