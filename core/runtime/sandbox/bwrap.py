@@ -55,7 +55,6 @@ import math
 import os
 import shutil
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,7 +62,7 @@ from typing import Any
 from antler.plugin_api.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, PathLayout, ThreadPaths
 from antler.plugin_api.sandbox import SandboxError
 
-from . import cgroup, reaper
+from . import cgroup, reaper, workers
 from .deadlines import Deadline, call_later
 from .host import HostSandbox, HostSandboxProvider, RunningCommand
 from .namespace import Namespace, NamespaceCommand, NamespaceGoneError, memory_file
@@ -313,7 +312,7 @@ class BwrapSandbox(HostSandbox):
                 return
             self._preparing = True
         self._fill_spares()  # here, not in the background (`Namespace.launch` says why)
-        threading.Thread(target=self._prepare, name="antler-bwrap-prepare", daemon=True).start()
+        workers.submit(self._prepare)
 
     def _fill_spares(self) -> None:
         """Start a spare this thread (or the next new one) can adopt, unless there is one."""
