@@ -325,16 +325,19 @@ def _start_spare(libc, control_fd, network, tmp_bytes):
 
 
 def _capabilities():
-    """This process's permitted, effective and bounding capabilities, or-ed together."""
+    """This process's permitted, effective, bounding and ambient capabilities, or-ed
+    together (a line the kernel does not write counts as none)."""
     fd = posix.open("/proc/self/status", posix.O_RDONLY)
     try:
         status = posix.read(fd, 1 << 16)
     finally:
         posix.close(fd)
     found = 0
-    for line in status.splitlines():
-        if line.startswith((b"CapPrm:", b"CapEff:", b"CapBnd:", b"CapAmb:")):
-            found |= int(line.split()[1], 16)
+    for name in (b"\nCapPrm:", b"\nCapEff:", b"\nCapBnd:", b"\nCapAmb:"):
+        start = status.find(name)
+        if start >= 0:
+            start += len(name)
+            found |= int(status[start:status.find(b"\n", start)], 16)
     return found
 
 
@@ -400,7 +403,7 @@ class Init:
             except (OSError, TypeError, ValueError, AttributeError) as error:
                 _send(self.control, ("failed", str(error)))
                 return False
-            _undumpable()  # again: changing credentials made it dumpable
+            _undumpable(self.libc)  # again: changing credentials made it dumpable
             self.spare = False
             _send(self.control, ("adopted",))
         elif message[0] == "run" and len(fds) == 4:
@@ -531,13 +534,21 @@ class Init:
                 self.finished(pid, status, sweep=False)
 
 
-def _undumpable():
+def _undumpable(libc=None):
     """Make this process non-dumpable: the commands run as the same user, and could
     otherwise take it over (ptrace, /proc/1/mem) and keep processes from being killed.
 
-    Through `_ctypes` alone (the `ctypes` package costs milliseconds of imports); without
-    it the init stays dumpable, and the harness still ends the namespace from outside.
+    Through `libc` (a spare's, its calls resolved ahead), else `_ctypes` alone (the
+    `ctypes` package costs milliseconds of imports); without it the init stays
+    dumpable, and the harness still ends the namespace from outside.
     """
+    if libc is not None:
+        zero = libc.Long(0)
+        try:  # noqa: SIM105 - contextlib costs the init milliseconds of imports
+            libc("prctl", libc.Int(_PR_SET_DUMPABLE), zero, zero, zero, zero)
+        except OSError:
+            pass
+        return
     try:
         import _ctypes
 
