@@ -133,7 +133,12 @@ def _own_cpuacct_cgroup() -> Path:
     def leave() -> None:
         with contextlib.suppress(OSError):
             (parent / "cgroup.procs").write_text(str(os.getpid()))
-            group.rmdir()  # refused while a descendant still runs
+        for _ in range(50):  # refused while a descendant still runs (or is exiting)
+            try:
+                group.rmdir()
+                return
+            except OSError:
+                time.sleep(0.01)
 
     atexit.register(leave)
     return group / "cpuacct.usage"
