@@ -1,7 +1,7 @@
 """Benchmark: fused vs unfused hook nodes vs a bare `create_agent`, on the demo scenario.
 
     python -m benchmarks.bench_fusion [--runs N] [--warmup N] [--chain NAME ...]
-                                      [--clock cpu|wall] [--check]
+                                      [--clock cpu|wall|cgroup] [--check]
 
 Five chains. Four are built by `antler.agent.create_agent` exactly as `antler run`
 builds them: the default lead chain (subagents on, as in the demo) with its

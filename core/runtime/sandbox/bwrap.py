@@ -64,7 +64,6 @@ import math
 import os
 import shutil
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,7 +72,7 @@ from antler.plugin_api import confined
 from antler.plugin_api.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, PathLayout, ThreadPaths
 from antler.plugin_api.sandbox import SandboxError
 
-from . import cgroup, reaper
+from . import cgroup, reaper, workers
 from .deadlines import Deadline, call_later
 from .host import HostSandbox, HostSandboxProvider, RunningCommand
 from .namespace import Namespace, NamespaceCommand, NamespaceGoneError, memory_file
@@ -205,6 +204,7 @@ class BwrapSandbox(HostSandbox):
             *_skill_arguments(paths.skill_roots),
         ]
 
+    @functools.cached_property
     def _spare_key(self) -> tuple[Path, tuple[Path, ...]] | None:
         """Which spares fit this thread (its base directory's ``users`` tree and its skill
         roots), or None when its directories are not laid out below that tree."""
@@ -231,7 +231,7 @@ class BwrapSandbox(HostSandbox):
         self.thread_paths.ensure_directories()
         self._workspace_identity = _identity(self.thread_paths.workspace)
         settings = self._settings
-        key = self._spare_key() if settings.spares is not None else None
+        key = self._spare_key if settings.spares is not None else None
         if settings.spares is not None and key is not None:
             namespace = self._adopted_spare(settings.spares, key)
             if namespace is not None:
@@ -318,7 +318,7 @@ class BwrapSandbox(HostSandbox):
 
     def _popen(self, command: str) -> RunningCommand:
         if self._shell_path is None:
-            found = shutil.which(self._shell, path=_PATH)
+            found = _find_shell(self._shell)
             if found is None:
                 raise SandboxError(f"The sandbox needs the {self._shell!r} shell, which is not "
                                    "in the system's /usr; install it or configure another "
@@ -366,11 +366,11 @@ class BwrapSandbox(HostSandbox):
                 return
             self._preparing = True
         self._fill_spares()  # here, not in the background (`Namespace.launch` says why)
-        threading.Thread(target=self._prepare, name="antler-bwrap-prepare", daemon=True).start()
+        workers.submit(self._prepare)
 
     def _fill_spares(self) -> None:
         """Start a spare this thread (or the next new one) can adopt, unless there is one."""
-        spares, key = self._settings.spares, self._spare_key()
+        spares, key = self._settings.spares, self._spare_key
         if spares is not None and key is not None:
             spares.fill(key)
 
@@ -432,6 +432,21 @@ class BwrapSandbox(HostSandbox):
                 self._idle_timer = None
         if namespace is not None:
             namespace.close()
+
+
+_shells: dict[str, str] = {}
+
+
+def _find_shell(shell: str) -> str | None:
+    """The shell's path in the sandbox's system (its ``/usr``, as the host has it), looked
+    up once per process once found: a thread's first command would otherwise pay for the
+    search."""
+    found = _shells.get(shell)
+    if found is None:
+        found = shutil.which(shell, path=_PATH)
+        if found is not None:
+            _shells[shell] = found
+    return found
 
 
 def _identity(path: Path) -> tuple[int, int] | None:

@@ -36,6 +36,8 @@ class PidsLimit:
     def __init__(self, parent: Path, limit: int) -> None:
         self.parent = parent
         self.limit = limit
+        self._parent = str(parent)
+        self._limit_text = str(limit + 1).encode()
 
     @classmethod
     def find(cls, limit: int) -> PidsLimit | None:
@@ -66,15 +68,16 @@ class PidsLimit:
         Raises:
             OSError: the cgroup could not be made or the process not moved.
         """
-        group = self.parent / f"{_PREFIX}{os.getpid()}-{next(_ids)}"
-        group.mkdir()
+        # `os` calls on strings: pathlib's objects and text files cost a run about 0.1 ms.
+        group = f"{self._parent}/{_PREFIX}{os.getpid()}-{next(_ids)}"
+        os.mkdir(group)
         try:
-            (group / "pids.max").write_text(str(self.limit + 1))
-            (group / "cgroup.procs").write_text(str(pid))
+            _write(f"{group}/pids.max", self._limit_text)
+            _write(f"{group}/cgroup.procs", str(pid).encode())
         except OSError:
-            release(group)
+            release(Path(group))
             raise
-        return group
+        return Path(group)
 
 
 def release(group: Path, *, tries: int = 50) -> None:
@@ -121,6 +124,15 @@ def _own_pids_cgroups() -> list[Path]:
                 continue
             found.append(directory)
     return found
+
+
+def _write(path: str, data: bytes) -> None:
+    """Write `data` to the cgroup file `path` in one call."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 def _read(path: Path) -> str:

@@ -100,6 +100,7 @@ import select
 import sys
 
 _MAX_FDS = 16
+_MAX_REQUEST = 1 << 20  # bytes of one request (a command's argv and environment)
 _KILL = 9
 _SANDBOX_ID = 1000  # the sandbox user's uid and gid
 # mount(2), umount2(2), unshare(2), setns(2), prctl(2) and capset(2) numbers (Linux).
@@ -444,7 +445,7 @@ def _loopback_up():
         probe.close()
 
 
-def _start_spare(libc, control_fd, network, tmp_bytes):
+def _start_spare(libc, control_fd, network, tmp_bytes, buffer):
     """In a new child of the source, PID 1 of its new PID namespace: unshare the mount, IPC
     and network namespaces, set the spare up and serve `control_fd`. Never returns."""
     try:
@@ -456,7 +457,7 @@ def _start_spare(libc, control_fd, network, tmp_bytes):
         _own_proc(libc)
         if not network:
             _loopback_up()
-        init = Init(control_fd, spare=True)
+        init = Init(control_fd, spare=True, buffer=buffer)
     except BaseException as error:  # said on the spare's socket, then exit
         _say(control_fd, ("failed", str(error)))
         posix._exit(1)
@@ -468,29 +469,37 @@ def _start_spare(libc, control_fd, network, tmp_bytes):
 
 
 def _capabilities():
-    """This process's permitted, effective and bounding capabilities, or-ed together."""
+    """This process's permitted, effective, bounding and ambient capabilities, or-ed
+    together (a line the kernel does not write counts as none)."""
     fd = posix.open("/proc/self/status", posix.O_RDONLY)
     try:
         status = posix.read(fd, 1 << 16)
     finally:
         posix.close(fd)
     found = 0
-    for line in status.splitlines():
-        if line.startswith((b"CapPrm:", b"CapEff:", b"CapBnd:", b"CapAmb:")):
-            found |= int(line.split()[1], 16)
+    for name in (b"\nCapPrm:", b"\nCapEff:", b"\nCapBnd:", b"\nCapAmb:"):
+        start = status.find(name)
+        if start >= 0:
+            start += len(name)
+            found |= int(status[start:status.find(b"\n", start)], 16)
     return found
 
 
 class Init:
     """The loop: requests on the control socket, the commands' channels, their exits."""
 
-    def __init__(self, control_fd, spare=False, source=False):
+    def __init__(self, control_fd, spare=False, source=False, buffer=None):
         self.spare = spare  # no command until adopted
         self.source = source  # no command at all: it spawns spares
         self.libc = None  # a source's and its spares', ready for their adoption
         self.tmp_bytes = 0  # a spare's /tmp, once adopted
         self.pid_namespace = -1  # a source's own PID namespace, to return to after a fork
         self.control = _socket.socket(fileno=control_fd)
+        # Every request is read into this buffer: a new one each time costs a 1 MiB
+        # mapping and its removal (about 15 us of the init's CPU per request). A spare
+        # reads into its source's (its copy, made by the fork): filling a new one would
+        # cost it a page fault per 4 KiB.
+        self.buffer = bytearray(_MAX_REQUEST) if buffer is None else buffer
         self.running = {}  # pid of a command's shell -> its channel (None once let go)
         self.by_fd = {}  # channel descriptor -> pid
         self.wake_read, wake_write = posix.pipe()
@@ -517,16 +526,16 @@ class Init:
     def request(self):
         """Handle one request; False when the control socket has ended."""
         try:
-            data, ancillary, _flags, _address = self.control.recvmsg(
-                1 << 20, _socket.CMSG_SPACE(4 * _MAX_FDS), _socket.MSG_CMSG_CLOEXEC)
+            size, ancillary, _flags, _address = self.control.recvmsg_into(
+                [self.buffer], _socket.CMSG_SPACE(4 * _MAX_FDS), _socket.MSG_CMSG_CLOEXEC)
         except InterruptedError:
             return True
         fds = _descriptors(ancillary)
-        if not data:
+        if not size:
             for fd in fds:
                 _close(fd)
             return False
-        message = marshal.loads(data)
+        message = marshal.loads(memoryview(self.buffer)[:size])
         if self.source:
             if message[0] != "spawn" or len(fds) != 1 or self.libc is None:
                 for fd in fds:
@@ -543,7 +552,7 @@ class Init:
             except (OSError, TypeError, ValueError, AttributeError) as error:
                 _send(self.control, ("failed", str(error)))
                 return False
-            _undumpable()  # again: changing credentials made it dumpable
+            _undumpable(self.libc)  # again: changing credentials made it dumpable
             self.spare = False
             if root_fd is None:
                 _send(self.control, ("adopted",) if refused is None else ("adopted", refused))
@@ -578,7 +587,7 @@ class Init:
             pid, failed = -1, error
         if pid == 0:
             self.control.detach()  # the source's: never closed from here
-            _start_spare(libc, control_fd, bool(network), tmp_bytes)
+            _start_spare(libc, control_fd, bool(network), tmp_bytes, self.buffer)
         try:
             libc("setns", self.pid_namespace, libc.Int(_CLONE_NEWPID))
         except OSError:
@@ -683,13 +692,21 @@ class Init:
                 self.finished(pid, status, sweep=False)
 
 
-def _undumpable():
+def _undumpable(libc=None):
     """Make this process non-dumpable: the commands run as the same user, and could
     otherwise take it over (ptrace, /proc/1/mem) and keep processes from being killed.
 
-    Through `_ctypes` alone (the `ctypes` package costs milliseconds of imports); without
-    it the init stays dumpable, and the harness still ends the namespace from outside.
+    Through `libc` (a spare's, its calls resolved ahead), else `_ctypes` alone (the
+    `ctypes` package costs milliseconds of imports); without it the init stays
+    dumpable, and the harness still ends the namespace from outside.
     """
+    if libc is not None:
+        zero = libc.Long(0)
+        try:  # noqa: SIM105 - contextlib costs the init milliseconds of imports
+            libc("prctl", libc.Int(_PR_SET_DUMPABLE), zero, zero, zero, zero)
+        except OSError:
+            pass
+        return
     try:
         import _ctypes
 

@@ -29,6 +29,7 @@ from typing import Protocol
 
 from antler.plugin_api.sandbox import SandboxError
 
+from . import workers
 from .deadlines import Deadline, call_later
 from .namespace import Namespace
 
@@ -212,8 +213,7 @@ class SparePool:
         if slot.next is not None or slot.retired or self._closed or slot.namespace is None:
             return
         upcoming = slot.next = _Next()
-        threading.Thread(target=self._make, args=(slot, upcoming), name="antler-bwrap-next",
-                         daemon=True).start()
+        workers.submit(self._make, slot, upcoming)
 
     def _make(self, slot: _Slot, upcoming: _Next) -> None:
         source = slot.namespace
