@@ -1,7 +1,7 @@
 """Benchmark: what one more state channel costs a run, by kind.
 
     python -m benchmarks.bench_channels [--runs N] [--warmup N] [--keys N]
-                                        [--saver none|memory ...]
+                                        [--saver none|memory ...] [--chain]
 
 LangGraph does some work for every channel of a graph on every run and step,
 whether or not anything writes it: it makes each channel from the checkpoint
@@ -29,6 +29,12 @@ lean baseline for the lean rows: `messages` is a reducer channel too). Reported
 per saver (`none`, LangGraph's `InMemorySaver`): the median CPU milliseconds
 of a run (the process's threads; `time.process_time`) of interleaved runs,
 the difference from its baseline, and that difference per key.
+
+`--chain` measures the change on the chain users get instead: the default
+lead chain as `bench_fusion` runs it (fused, local sandbox, subagent
+included) as built, the same chain with LangGraph's own reducer channels put
+back (lead and subagent graphs), and the bare agent, interleaved, on
+`benchmarks.clock`'s CPU time, with the ratio's 90% bootstrap interval.
 """
 
 from __future__ import annotations
@@ -241,6 +247,77 @@ def report(saver_kind: str, times: dict[str, list[float]], keys: int) -> None:
               f"{per_key}")
 
 
+def plain_again(graph: Any) -> None:
+    """Give `graph` LangGraph's own reducer channels back (the code before `lean_channels`)."""
+    from langgraph.channels import BinaryOperatorAggregate
+
+    from antler.compiler.leanchannels import lean_aggregate_class
+
+    lean = lean_aggregate_class()
+    for key, channel in list(graph.channels.items()):
+        if type(channel) is lean:
+            plain = BinaryOperatorAggregate(channel.typ, channel.operator)
+            plain.key = key
+            graph.channels[key] = plain
+
+
+def measure_chain(saver_kind: str, runs: int, warmup: int) -> dict[str, list[float]]:
+    """The default chain as built (lean reducer channels), the same chain with LangGraph's
+    own reducer channels (its subagent's too) and the bare agent, interleaved: per row the
+    CPU seconds (`benchmarks.clock`, commands included) of each timed run."""
+    from antler.runtime.agent import AntlerAgent
+    from benchmarks.bench_fusion import BareRunner, counting_saver
+    from benchmarks.clock import clock
+
+    cpu = clock("cpu")
+    with tempfile.TemporaryDirectory(prefix="antler-bench-") as scratch:
+        root = Path(scratch)
+        total = runs + warmup + 1
+        runners: dict[str, Any] = {
+            "bare": BareRunner(counting_saver(saver_kind, root)[0], total, root / "bare"),
+            "default, lean (as built)": AntlerRunner(
+                "default", "fused", counting_saver(saver_kind, root)[0], root / "lean", total),
+            "default, plain reducers": AntlerRunner(
+                "default", "fused", counting_saver(saver_kind, root)[0], root / "plain", total),
+        }
+        plain = runners["default, plain reducers"]
+        known = {id(o) for o in gc.get_objects() if isinstance(o, AntlerAgent)}
+        plain.prepare()()  # builds its subagent
+        for agent in gc.get_objects():
+            if isinstance(agent, AntlerAgent) and (id(agent) not in known
+                                                   or agent is plain.agent):
+                plain_again(agent.graph)
+        for _ in range(warmup):
+            for runner in runners.values():
+                runner.prepare()()
+        times: dict[str, list[float]] = {name: [] for name in runners}
+        for _ in range(runs):
+            for name, runner in runners.items():
+                run = runner.prepare()
+                gc.collect()
+                started = cpu()
+                run()
+                times[name].append(cpu() - started)
+        for runner in runners.values():
+            runner.close()
+    return times
+
+
+def report_chain(saver_kind: str, times: dict[str, list[float]]) -> None:
+    from benchmarks.interval import median_ratio_interval
+
+    bare = statistics.median(times["bare"])
+    print(f"  saver {saver_kind}")
+    for row, samples in times.items():
+        median = statistics.median(samples)
+        interval = median_ratio_interval(samples, times["bare"]) if row != "bare" else None
+        shown = f"  90% {interval[0]:.2f}-{interval[1]:.2f}x" if interval else ""
+        print(f"    {row:28s} {median * 1e3:7.2f} ms  {median / bare:5.2f}x bare{shown}")
+    lean = statistics.median(times["default, lean (as built)"])
+    plain = statistics.median(times["default, plain reducers"])
+    print(f"    lean - plain: {(lean - plain) * 1e3:+.2f} ms per run")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
@@ -248,7 +325,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keys", type=int, default=20)
     parser.add_argument("--saver", nargs="+", choices=("none", "memory"),
                         default=["none", "memory"])
+    parser.add_argument("--chain", action="store_true",
+                        help="instead: the default chain with lean against plain reducer "
+                             "channels, beside the bare agent")
     args = parser.parse_args(argv)
+    if args.chain:
+        print(f"The default chain's reducer channels, lean against plain: median of "
+              f"{args.runs} interleaved runs (CPU, commands included); load average "
+              f"{os.getloadavg()[0]:.1f} at the start")
+        for saver_kind in args.saver:
+            report_chain(saver_kind, measure_chain(saver_kind, args.runs, args.warmup))
+        print(f"load average {os.getloadavg()[0]:.1f} at the end")
+        return 0
     print(f"Extra state channels on the demo scenario: median of {args.runs} interleaved runs "
           f"per row, {args.keys} keys per kind row; load average {os.getloadavg()[0]:.1f} "
           "at the start")
