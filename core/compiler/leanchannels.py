@@ -35,7 +35,7 @@ def lean_aggregate_class() -> type[Any]:
     """The `LeanAggregate` class (LangGraph is imported on first use, not with Antler)."""
     from langgraph.channels import BinaryOperatorAggregate
 
-    class LeanAggregate(BinaryOperatorAggregate):  # type: ignore[misc,type-arg]
+    class LeanAggregate(BinaryOperatorAggregate):
         """A `BinaryOperatorAggregate` whose empty value's type is known once."""
 
         __slots__ = ("empty",)
@@ -78,9 +78,7 @@ def lean_aggregate_class() -> type[Any]:
                 empty = self.empty
                 return self._with(empty() if empty is not None else checkpoint)
             # Anything else (a snapshot of a delta channel, another type): LangGraph's way.
-            made = super().from_checkpoint(checkpoint)
-            lean = self._with(made.value)
-            return lean
+            return self._with(super().from_checkpoint(checkpoint).value)
 
     return LeanAggregate
 
