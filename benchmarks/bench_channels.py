@@ -20,8 +20,8 @@ that declares `--keys` extra state keys of one kind and a `before_model` hook:
 - `untracked, written`: `UntrackedValue` keys (never checkpointed), written;
 - `default chain's keys`: the default lead chain's own extra keys (its plugins'
   state schemas, reducers included), idle;
-- rows marked `lean`: the same graph with its reducer channels made
-  `antler.compiler.leanchannels.LeanAggregate` (what `antler.agent.create_agent`
+- rows marked `lean`: the same graph with its reducer channels made lean
+  (`antler.compiler.leanchannels.lean_channels`, what `antler.agent.create_agent`
   builds).
 
 The baseline is the same agent with the middleware declaring no key (and a

@@ -1,6 +1,6 @@
 """Lean reducer channels behave as LangGraph's own, through every channel operation and a run.
 
-`antler.compiler.leanchannels.LeanAggregate` replaces LangGraph's
+`LeanAggregate` (`antler.compiler.leanchannels.lean_aggregate_class`) replaces LangGraph's
 `BinaryOperatorAggregate` in the graphs `antler.agent.create_agent` builds: it
 copies without working the declared type out again. Checked: for each shape of
 reducer key the built-in plugins declare (a list, a dict, a TypedDict, an
