@@ -49,6 +49,7 @@ LANGGRAPH_PRIVATE_NAMES: dict[str, tuple[str, ...]] = {
         "CONFIG_KEY_CHECKPOINT_NS", "CONFIG_KEY_TASK_ID", "CONFIG_KEY_THREAD_ID",
         "CONFIG_KEY_DURABILITY", "CONFIG_KEY_READ"),
     "langgraph._internal._fields": ("get_cached_annotated_keys", "get_update_as_tuples"),
+    "langgraph._internal._typing": ("MISSING",),
     "langgraph.pregel._write": ("ChannelWrite", "ChannelWriteEntry", "ChannelWriteTupleEntry"),
     "langgraph.pregel._read": ("DEFAULT_BOUND",),
     "langgraph.graph._branch": ("BranchSpec",),

@@ -120,7 +120,8 @@ from `create_agent`), `steps` (running hooks inside a node, shared by every node
 that does), `nodes` (the fused node), `model_node` (the
 model-call hooks inside the model node), `start_node` (the `before_agent` hooks
 inside the input step), `wraps` (wrap hooks in one layer),
-`streams` (per-hook `updates`), and
+`streams` (per-hook `updates`), `leanchannels` (reducer channels that copy
+cheaply, which `antler.agent.create_agent` puts in every graph it builds), and
 this module, which compiles a middleware list and builds the agent.
 """
 

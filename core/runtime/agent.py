@@ -30,6 +30,7 @@ from antler.compiler import (
     stream_modes_for,
     wants_expansion,
 )
+from antler.compiler.leanchannels import lean_channels
 from antler.contracts.deferred import DEFERRED_TOOLS, PROMOTED_KEY, DeferredTools
 from antler.contracts.mcp import mcp_routing_of
 from antler.contracts.runcontext import RunContext
@@ -776,7 +777,8 @@ def _compile_graph(config: OperatorConfig, built: BuiltChain, chat_model: Any,
     recorded (isolation inside tracing: a skipped failure shows in the
     timeline as skipped). With `fuse` the chain compiler builds the graph,
     else LangChain's `create_agent`; either way the input step records what
-    each run receives, and with `storage.messages_channel: delta` and a saver
+    each run receives, its reducer channels copy without working their type out
+    again (`lean_channels`), and with `storage.messages_channel: delta` and a saver
     the growing channels are checkpointed as deltas. The graph's defaults are
     the step limit of `agent.max_model_calls` and, with a saver, `durability`.
     """
@@ -808,6 +810,7 @@ def _compile_graph(config: OperatorConfig, built: BuiltChain, chat_model: Any,
         graph = langchain_create_agent(middleware=middlewares, **agent_kwargs)
         _record_writes(graph)
     input_step_in_run_context(graph)
+    lean_channels(graph)
     if config.storage.messages_channel == "delta" and saver not in (None, False):
         use_delta_channels(graph, delta_channel_names(built.middlewares),
                            config.storage.snapshot_every)
