@@ -30,6 +30,7 @@ from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
 from antler.plugin_api import BuildContext, HistoryFold, MessageMemo, jsonsource
+from antler.plugins._lib.requestcopy import overridden
 
 __all__ = [
     "INTERRUPTED_PLACEHOLDER",
@@ -308,7 +309,7 @@ class DanglingToolCallMiddleware(AgentMiddleware[AgentState]):
             return request
         logger.debug("model request: added %d placeholder result(s) and/or fixed malformed "
                      "tool calls", len(repaired) - len(request.messages))
-        return request.override(messages=repaired)
+        return overridden(request, messages=repaired)
 
 
 def build(ctx: BuildContext) -> DanglingToolCallMiddleware:
