@@ -34,7 +34,7 @@ def normalize_usage(value: Any) -> Usage | None:
     The total defaults to input + output; negative, non-integer or missing
     input/output counts make the whole value unusable.
     """
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):  # dict: no ABC check
         return None
     counts = {}
     for key in FIELDS[:2]:
