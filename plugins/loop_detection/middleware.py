@@ -142,7 +142,7 @@ def call_signature(call: Mapping[str, Any]) -> str:
     if isinstance(args, str):
         with contextlib.suppress(ValueError):
             args = jsonsource.loads(args)
-    if not isinstance(args, Mapping):
+    if type(args) is not dict and not isinstance(args, Mapping):
         return f"{name}:{_canonical(args)}"
     key: dict[str, Any] = {}
     if name not in FULL_ARGS_TOOLS:
@@ -319,7 +319,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any, Any]):
 
 def _window(value: Any) -> LoopWindow:
     """The stored window, or an empty one (a missing or malformed value starts afresh)."""
-    value = value if isinstance(value, Mapping) else {}
+    value = value if type(value) is dict or isinstance(value, Mapping) else {}
 
     def strings(name: str) -> list[str]:
         items = value.get(name)
