@@ -202,7 +202,7 @@ def repair_messages(messages: Sequence[AnyMessage], scan: Scan | None = None, *,
     history = list(messages)  # one visit of each message; every later pass reads this copy
     answered = _answered_in_place(history, fixed_calls, placeholder)
     if answered is not _REBUILD:
-        return answered  # type: ignore[return-value]
+        return answered
     return _rebuild(history, fixed_calls, placeholder)
 
 

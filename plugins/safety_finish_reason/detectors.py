@@ -144,7 +144,7 @@ class RefusalBlockDetector(SafetyDetector):
 def _content_blocks(message: Any) -> list[Any]:
     """The message's standard content blocks, as far as a refusal can be among them."""
     content = getattr(message, "content", None)
-    metadata = getattr(message, "response_metadata", None)
+    metadata: Any = getattr(message, "response_metadata", None)
     # `type(...) is dict` first: the usual case, without the Mapping ABC check's cost.
     mapping = type(metadata) is dict or isinstance(metadata, Mapping)
     if isinstance(content, str) and not (mapping and metadata.get("model_provider")):
