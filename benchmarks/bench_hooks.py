@@ -1,6 +1,6 @@
 """Benchmark: the CPU time each plugin's hooks take, per run and per history length.
 
-    python -m benchmarks.bench_hooks [--scenario demo|long] [--runs N]
+    python -m benchmarks.bench_hooks [--scenario demo|long|replay] [--runs N]
                                      [--history 0,2000] [--chain default|all-optional]
                                      [--top N]
 
@@ -20,6 +20,16 @@ excludes the handler it calls, so each row is the hook's own work.
   length to the smallest: a hook whose work grows with the history shows a
   ratio well above 1 (the rule in `docs/plugins.md`: no work proportional to
   the whole history on every call).
+- `--scenario replay`: the demo's hook calls, each hook's calls of one run played
+  again on their own (a wrap hook's handler returns what it returned in the run),
+  the fastest of 7 repeats of `--runs` plays. Per run and per call, each hook's
+  own work with the rest of the graph out of the way: on a loaded machine the
+  minimum leaves out most of what other processes and the collector add, so
+  two versions of a hook compare within a few percent (warm caches: a hook that
+  keeps a result across calls shows its kept cost). `--collector off` also
+  pauses the garbage collector while timing, which leaves out the collections a
+  hook's allocations bring on. A hook that calls a model (title, memory) calls
+  the scripted one again on every play.
 
 Timing wraps the classes before the agent is built, so it adds about a
 microsecond per hook call to the figures; compare rows, not absolute sums, with
@@ -37,6 +47,7 @@ import pkgutil
 import tempfile
 import threading
 import time
+import timeit
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -107,13 +118,7 @@ def instrument() -> HookTimes:
     """Time every middleware class's own hooks (import every plugin module first)."""
     from langchain.agents.middleware import AgentMiddleware
 
-    import antler.plugins
-
-    for module in pkgutil.walk_packages(antler.plugins.__path__, "antler.plugins."):
-        try:
-            importlib.import_module(module.name)
-        except Exception:  # an optional dependency a plugin needs is missing
-            continue
+    _import_plugins()
     times = HookTimes()
     for cls in set(_subclasses(AgentMiddleware)):
         if not cls.__module__.startswith("antler."):
@@ -149,6 +154,90 @@ def demo(times: HookTimes, chain: str, runs: int) -> tuple[dict[Key, float], dic
             {k: v / runs for k, v in times.calls.items()}, spent)
 
 
+def replay(chain: str, plays: int, collector: bool) -> dict[Key, tuple[float, int]]:
+    """Per hook: microseconds per run (its calls of one demo run played again) and calls."""
+    from langchain.agents.middleware import AgentMiddleware
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from benchmarks.bench_fusion import AntlerRunner
+
+    recorded: dict[Key, list[tuple[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any],
+                                   list[Any] | None]]] = collections.defaultdict(list)
+    originals: list[tuple[type, str, Any]] = []
+
+    def recording(cls: type, hook: str, function: Callable[..., Any]) -> Any:
+        key = (cls.__name__, hook)
+
+        @functools.wraps(function)
+        def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not hook.startswith("wrap_"):
+                recorded[key].append((function, self, args, kwargs, None))
+                return function(self, *args, **kwargs)
+            request, handler = args[0], args[1]
+            out: list[Any] = []
+            recorded[key].append((function, self, args, kwargs, out))
+
+            def keeping(*a: Any, **k: Any) -> Any:
+                result = handler(*a, **k)
+                out.append(result)
+                return result
+            return function(self, request, keeping, *args[2:], **kwargs)
+        return wrapped
+
+    _import_plugins()
+    for cls in set(_subclasses(AgentMiddleware)):
+        if cls.__module__.startswith("antler."):
+            for hook in HOOKS:
+                if hook in cls.__dict__:
+                    originals.append((cls, hook, cls.__dict__[hook]))
+                    setattr(cls, hook, recording(cls, hook, cls.__dict__[hook]))
+    # Hooks that call a model (title, memory) call it again on every play: script enough turns.
+    runner = AntlerRunner(chain, "fused", InMemorySaver(), Path(tempfile.mkdtemp()),
+                          7 * plays + 4)
+    try:
+        runner.prepare()()
+        marks = {key: len(calls) for key, calls in recorded.items()}
+        runner.prepare()()
+    finally:
+        runner.close()
+        for cls, hook, function in originals:
+            setattr(cls, hook, function)
+
+    def play(calls: list[Any]) -> None:
+        for function, self, args, kwargs, out in calls:
+            if out is None:
+                function(self, *args, **kwargs)
+            else:  # a wrap hook: its handler gives what it gave in the run
+                result = out[-1] if out else None
+                function(self, args[0], lambda *a, result=result, **k: result, *args[2:],
+                         **kwargs)
+
+    timings: dict[Key, tuple[float, int]] = {}
+    for key, calls in recorded.items():
+        last = calls[marks.get(key, 0):]
+        if not last:
+            continue
+        gc.collect()
+        if not collector:
+            gc.disable()
+        try:
+            best = min(timeit.repeat(lambda last=last: play(last), number=plays, repeat=7))
+        finally:
+            gc.enable()
+        timings[key] = (best / plays * 1e6, len(last))
+    return timings
+
+
+def _import_plugins() -> None:
+    import antler.plugins
+
+    for module in pkgutil.walk_packages(antler.plugins.__path__, "antler.plugins."):
+        try:
+            importlib.import_module(module.name)
+        except Exception:  # an optional dependency a plugin needs is missing
+            continue
+
+
 def long_thread(times: HookTimes, chain: str, history: int, turns: int) -> dict[Key, float]:
     """Per-turn hook ms on a thread already holding `history` messages."""
     from benchmarks.bench_long_thread import Runner, Saver
@@ -170,12 +259,24 @@ def long_thread(times: HookTimes, chain: str, history: int, turns: int) -> dict[
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scenario", choices=("demo", "long"), default="demo")
+    parser.add_argument("--scenario", choices=("demo", "long", "replay"), default="demo")
+    parser.add_argument("--collector", choices=("on", "off"), default="on",
+                        help="replay: the garbage collector while timing")
     parser.add_argument("--runs", type=int, default=20, help="timed runs (demo) or turns")
     parser.add_argument("--history", default="0,2000", help="history lengths (long)")
     parser.add_argument("--chain", choices=("default", "all-optional"), default="default")
     parser.add_argument("--top", type=int, default=40, help="rows to print")
     args = parser.parse_args(argv)
+    if args.scenario == "replay":
+        timings = replay(args.chain, args.runs, args.collector == "on")
+        print(f"{args.chain} chain, demo hook calls of one run played again on their own: "
+              f"fastest of 7 x {args.runs} plays, collector {args.collector}")
+        print(f"{'middleware':40} {'hook':16} {'us/run':>8} {'calls':>6} {'us/call':>8}")
+        for key, (micros, count) in sorted(timings.items(), key=lambda item: -item[1][0])[
+                :args.top]:
+            print(f"{key[0]:40} {key[1]:16} {micros:8.1f} {count:6d} {micros / count:8.1f}")
+        print(f"{'all hooks':57} {sum(m for m, _ in timings.values()):8.1f}")
+        return 0
     times = instrument()
     if args.scenario == "demo":
         ms, calls, total = demo(times, args.chain, args.runs)

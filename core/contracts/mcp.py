@@ -43,13 +43,14 @@ ROUTING_KEY = "mcp_routing"
 
 def _metadata(tool: Any) -> Mapping[str, Any]:
     metadata = getattr(tool, "metadata", None)
-    return metadata if isinstance(metadata, Mapping) else {}
+    # `type(...) is dict` first: the usual case, without the Mapping ABC check's cost.
+    return metadata if type(metadata) is dict or isinstance(metadata, Mapping) else {}
 
 
 def antler_metadata(tool: Any) -> Mapping[str, Any]:
     """``tool.metadata["antler"]``, or an empty mapping."""
     antler = _metadata(tool).get("antler")
-    return antler if isinstance(antler, Mapping) else {}
+    return antler if type(antler) is dict or isinstance(antler, Mapping) else {}
 
 
 def is_mcp_tool(tool: Any) -> bool:

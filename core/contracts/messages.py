@@ -196,7 +196,9 @@ def provider_field(message: Any, key: str) -> Any:
     """
     for attribute in ("response_metadata", "additional_kwargs"):
         fields = getattr(message, attribute, None)
-        if isinstance(fields, Mapping) and fields.get(key) is not None:
+        # `type(...) is dict` first: the usual case, without the Mapping ABC check's cost.
+        if (type(fields) is dict or isinstance(fields, Mapping)) \
+                and fields.get(key) is not None:
             return fields[key]
     return None
 

@@ -34,7 +34,7 @@ def normalize_usage(value: Any) -> Usage | None:
     The total defaults to input + output; negative, non-integer or missing
     input/output counts make the whole value unusable.
     """
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):  # dict: no ABC check
         return None
     counts = {}
     for key in FIELDS[:2]:
@@ -56,11 +56,15 @@ def usage_of(message: Any) -> Usage | None:
 
 def add_usage(*values: Mapping[str, int] | None) -> Usage:
     """The field-wise sum of usage values (None counts as nothing)."""
-    total = dict.fromkeys(FIELDS, 0)
+    inputs = outputs = totals = 0
     for value in values:
-        for key in FIELDS:
-            total[key] += int((value or {}).get(key, 0) or 0)
-    return total
+        if not value:
+            continue
+        get = value.get
+        inputs += int(get("input_tokens", 0) or 0)
+        outputs += int(get("output_tokens", 0) or 0)
+        totals += int(get("total_tokens", 0) or 0)
+    return {"input_tokens": inputs, "output_tokens": outputs, "total_tokens": totals}
 
 
 def run_usage_of(state: Mapping[str, Any], run_id: str | None = None) -> dict[str, Any] | None:

@@ -4,8 +4,9 @@
 (a model request with other messages, cheaper than `override`), `memory`
 (the per-user fact store and its update queue), `skillproof` (how
 skill_activation proves an activation to skill_tool_policy), `providergate` (the
-settings authorization and guardrails configure alike) and `jsontext` (a JSON
-list or object written as text). Built-in plugins may import these; plugins
+settings authorization and guardrails configure alike), `jsontext` (a JSON
+list or object written as text) and `requestcopy` (a model request with some
+fields changed, without `dataclasses.replace`). Built-in plugins may import these; plugins
 never import each other. What a third-party plugin needs as well lives on the
 SDK, `antler.plugin_api` (the provider interfaces, `HistoryFold`,
 `MessageMemo`); `authz` and `historyfold` here are deprecated stubs pointing

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from langchain_core.messages import HumanMessage
@@ -41,18 +41,23 @@ def activation_proof(token: str, run_id: str | None, skill: str, target: str | N
     return hmac.new(token.encode(), payload, hashlib.sha256).hexdigest()
 
 
-def proven_activation(messages: Sequence[Any], token: str, run_id: str | None) -> str | None:
+def proven_activation(messages: Sequence[Any], token: str,
+                      run_id: str | Callable[[], str | None] | None) -> str | None:
     """The skill a message of `messages` proves activated in this run (None: none).
 
     A valid proof is made only by skill_activation, for this run, on the note
     it puts right before the latest genuine user message, or among the hidden
     messages that lead the request when that message is gone; so only those
-    places are read (`_where_notes_go`), never the whole history.
+    places are read (`_where_notes_go`), never the whole history. `run_id` may
+    be a function giving it, called only when a message claims an activation
+    (most requests hold none).
     """
     for message in _where_notes_go(messages):
         record = (getattr(message, "additional_kwargs", None) or {}).get(ACTIVATION_KEY)
         if not isinstance(record, dict) or not isinstance(record.get("skill"), str):
             continue
+        if callable(run_id):
+            run_id = run_id()
         expected = activation_proof(token, run_id, record["skill"], record.get("target"))
         if hmac.compare_digest(str(record.get("proof", "")), expected):
             return record["skill"]

@@ -213,7 +213,8 @@ def flatten_options(raw: Any) -> list[str]:
     # and a container met twice (a cycle, from a Python caller) is walked once.
     while stack:
         item = stack.pop()
-        if isinstance(item, (Mapping, list, tuple)):
+        # A label (`str`) first: the usual item, without the Mapping ABC check's cost.
+        if type(item) is not str and isinstance(item, (Mapping, list, tuple)):
             if id(item) in walked:
                 continue
             walked.add(id(item))

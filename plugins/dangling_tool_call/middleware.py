@@ -30,6 +30,7 @@ from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
 from antler.plugin_api import BuildContext, HistoryFold, MessageMemo, jsonsource
+from antler.plugins._lib.requestcopy import overridden
 
 __all__ = [
     "INTERRUPTED_PLACEHOLDER",
@@ -179,9 +180,11 @@ def repair_messages(messages: Sequence[AnyMessage], scan: Scan | None = None, *,
                     reuse: Reuse | None = None) -> list[AnyMessage] | None:
     """The messages with every tool call answered right after it, or None when all are.
 
-    A well-formed history is recognised in one pass and left alone (None).
-    Otherwise the request copy is rebuilt in linear passes over one copy of
-    the list: each
+    A well-formed history is recognised in one pass and left alone (None). One
+    whose only problem is calls without results, each result right after its
+    call (a run stopped while its tools ran), gets its placeholders in one more
+    pass (`_answered_in_place`). Otherwise the request copy is rebuilt in linear
+    passes over one copy of the list (`_rebuild`): each
     `AIMessage` with calls gets well-formed calls, then its results in history
     order (moved up when they arrived later, for example after the next user
     message), then a placeholder for each call that has none. A result with an
@@ -196,10 +199,68 @@ def repair_messages(messages: Sequence[AnyMessage], scan: Scan | None = None, *,
         return None
     fixed_calls = reuse.fixed_calls if reuse is not None else _fixed_calls
     placeholder = reuse.placeholder if reuse is not None else _placeholder
+    history = list(messages)  # one visit of each message; every later pass reads this copy
+    answered = _answered_in_place(history, fixed_calls, placeholder)
+    if answered is not _REBUILD:
+        return answered
+    return _rebuild(history, fixed_calls, placeholder)
+
+
+_REBUILD = object()
+"""What `_answered_in_place` returns for a history it cannot repair by adding placeholders."""
+
+
+def _answered_in_place(history: list[AnyMessage], fixed_calls: Callable[..., Any],
+                       placeholder: Callable[[str, str, str], ToolMessage]) -> Any:
+    """The repair of a history whose only problem is calls without a result, in one pass.
+
+    The usual case (a run stopped while its tools ran): every call is
+    well-formed with an id of its own, and every result follows the message that
+    made its call, among that message's results. The repair then only adds a
+    placeholder after each such block for each call it leaves unanswered, which
+    is what `_rebuild` makes of the same history. Anything else (a result out
+    of place, an orphan or a second result, an id-less or malformed call, an id
+    used twice) returns `_REBUILD`.
+    """
+    repaired: list[AnyMessage] = []
+    seen: set[str] = set()
+    block: list[dict[str, Any]] = []     # the calls of the message whose results follow
+    unanswered: set[str] = set()
+    for position, message in enumerate(history):
+        if isinstance(message, ToolMessage):
+            if message.tool_call_id not in unanswered:
+                return _REBUILD
+            unanswered.discard(message.tool_call_id)
+            repaired.append(message)
+            continue
+        if unanswered:
+            repaired.extend(placeholder(call["id"], call["name"], INTERRUPTED_PLACEHOLDER)
+                            for call in block if call["id"] in unanswered)
+            unanswered = set()
+        block = []
+        if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
+            calls, changed, made_up = fixed_calls(message, position)
+            if changed or made_up:
+                return _REBUILD
+            for call in calls:
+                if call["id"] in seen:
+                    return _REBUILD
+                seen.add(call["id"])
+            block = calls
+            unanswered = {call["id"] for call in calls}
+        repaired.append(message)
+    if unanswered:
+        repaired.extend(placeholder(call["id"], call["name"], INTERRUPTED_PLACEHOLDER)
+                        for call in block if call["id"] in unanswered)
+    return repaired if len(repaired) != len(history) else None
+
+
+def _rebuild(history: list[AnyMessage], fixed_calls: Callable[..., Any],
+             placeholder: Callable[[str, str, str], ToolMessage]) -> list[AnyMessage] | None:
+    """The general repair of `history` (`repair_messages`), in linear passes over it."""
     fixed: dict[int, tuple[list[dict[str, Any]], bool]] = {}
     renamed: dict[int, str] = {}  # position of an id-less result -> the id its call got
     tool_results: list[tuple[int, ToolMessage]] = []
-    history = list(messages)  # one visit of each message; every later pass reads this copy
     for position, message in enumerate(history):
         if isinstance(message, ToolMessage):
             tool_results.append((position, message))
@@ -277,9 +338,10 @@ class DanglingToolCallMiddleware(AgentMiddleware[AgentState]):
 
     Cost: the scan that tells a well-formed history is kept per thread
     (`antler.plugin_api.historyfold`), so a model call scans only the
-    messages added since the previous call of the thread; only a history that
-    needs repair is rebuilt in full, reusing the checks of its unchanged
-    messages and the placeholders of the calls still unanswered (`Reuse`).
+    messages added since the previous call of the thread; a history that needs
+    only placeholders gets them in one pass; any other repair is rebuilt in
+    full. Both reuse the checks of unchanged messages and the placeholders of
+    the calls still unanswered (`Reuse`).
     """
 
     def __init__(self) -> None:
@@ -308,7 +370,7 @@ class DanglingToolCallMiddleware(AgentMiddleware[AgentState]):
             return request
         logger.debug("model request: added %d placeholder result(s) and/or fixed malformed "
                      "tool calls", len(repaired) - len(request.messages))
-        return request.override(messages=repaired)
+        return overridden(request, messages=repaired)
 
 
 def build(ctx: BuildContext) -> DanglingToolCallMiddleware:

@@ -142,7 +142,7 @@ def call_signature(call: Mapping[str, Any]) -> str:
     if isinstance(args, str):
         with contextlib.suppress(ValueError):
             args = jsonsource.loads(args)
-    if not isinstance(args, Mapping):
+    if type(args) is not dict and not isinstance(args, Mapping):
         return f"{name}:{_canonical(args)}"
     key: dict[str, Any] = {}
     if name not in FULL_ARGS_TOOLS:
@@ -190,6 +190,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any, Any]):
     def __init__(self, config: LoopDetectionConfig | None = None) -> None:
         super().__init__()
         self.config = config or LoopDetectionConfig()
+        self._tool_window: tuple[Any, int] = (None, 0)  # (config, its tool_window)
         self.pending: PendingQueue[str] = PendingQueue(max_items=MAX_PENDING)
 
     # -- run bookkeeping
@@ -251,7 +252,7 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any, Any]):
         digest = call_set_hash(calls)
         sets = [*window["sets"], digest][-config.window_size:]
         tools = [*window["tools"], *(str(c.get("name") or "") for c in calls)]
-        tools = tools[-config.tool_window:]
+        tools = tools[-self._tool_window_of(config):]
         repeats = sets.count(digest)
         names = sorted({str(c.get("name") or "") for c in calls})
         counts = {name: tools.count(name) for name in names}
@@ -295,6 +296,14 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any, Any]):
                     "stopped."))
         return update
 
+    def _tool_window_of(self, config: LoopDetectionConfig) -> int:
+        """`config.tool_window`, computed once per config object."""
+        kept, window = self._tool_window
+        if kept is not config:
+            window = config.tool_window
+            self._tool_window = (config, window)
+        return window
+
     # -- the hint in the next request
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
@@ -310,11 +319,15 @@ class LoopDetectionMiddleware(AgentMiddleware[LoopDetectionState, Any, Any]):
 
 def _window(value: Any) -> LoopWindow:
     """The stored window, or an empty one (a missing or malformed value starts afresh)."""
-    value = value if isinstance(value, Mapping) else {}
+    value = value if type(value) is dict or isinstance(value, Mapping) else {}
 
     def strings(name: str) -> list[str]:
         items = value.get(name)
-        return [str(item) for item in items] if isinstance(items, list) else []
+        if type(items) is not list and not isinstance(items, list):
+            return []
+        # Stored windows hold strings only: a copy, without a str() per item.
+        return items.copy() if all(type(item) is str for item in items) \
+            else [str(item) for item in items]
 
     counted = value.get("counted")
     return {"sets": strings("sets"), "tools": strings("tools"),

@@ -144,9 +144,10 @@ class RefusalBlockDetector(SafetyDetector):
 def _content_blocks(message: Any) -> list[Any]:
     """The message's standard content blocks, as far as a refusal can be among them."""
     content = getattr(message, "content", None)
-    metadata = getattr(message, "response_metadata", None)
-    if isinstance(content, str) and not (isinstance(metadata, Mapping)
-                                         and metadata.get("model_provider")):
+    metadata: Any = getattr(message, "response_metadata", None)
+    # `type(...) is dict` first: the usual case, without the Mapping ABC check's cost.
+    mapping = type(metadata) is dict or isinstance(metadata, Mapping)
+    if isinstance(content, str) and not (mapping and metadata.get("model_provider")):
         # Without a provider's translator, text reads as text blocks (beside tool calls
         # and reasoning): no refusal, so skip the translation on every plain reply.
         return []

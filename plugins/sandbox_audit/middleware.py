@@ -25,7 +25,9 @@ and audit, not a security boundary: the sandbox is the isolation boundary.
 Hooks: ``wrap_tool_call`` and ``awrap_tool_call``, with identical decisions.
 The async form classifies in a worker thread, so a long command never holds
 the event loop; bashlex itself runs in a worker process bounded in time and
-memory (`parse_worker.py`), started when the middleware is built.
+memory (`parse_worker.py`), started when the middleware is built. A command
+already classified gets its kept verdict (`ShellVerdicts`): the same decision,
+for a dictionary lookup.
 
 Where it sits: always on, in both chains (docs/chain.md#sandbox_audit: part
 of the shared runtime base). After the authorization and
@@ -104,6 +106,7 @@ class SandboxAuditMiddleware(AgentMiddleware):
         super().__init__()
         self.chain = chain
         self.shell_tools = frozenset(shell_tools)
+        self.verdicts = ShellVerdicts()
         parse_worker.warm()
 
     # -- hooks ---------------------------------------------------------------------------
@@ -140,11 +143,7 @@ class SandboxAuditMiddleware(AgentMiddleware):
             args = {}
         metadata = _antler_metadata(request.tool)
         if self.is_shell_call(name, args, metadata):
-            text = _command_text(args.get("command"))
-            verdict = classify(text)
-            subject = {"command": _preview(text), "command_chars": len(text),
-                       "command_sha256": hashlib.sha256(text.encode("utf-8", "replace"))
-                       .hexdigest()}
+            verdict, subject = self.verdicts(_command_text(args.get("command")))
         elif metadata.get("sandbox") and isinstance(args.get("path"), str):
             path = args["path"]
             writes = any(key in args for key in _WRITE_ARGS) or None
@@ -195,6 +194,44 @@ class SandboxAuditMiddleware(AgentMiddleware):
         return ToolMessage(content=content, tool_call_id=str(call.get("id") or ""),
                            name=str(call.get("name") or ""), status="error",
                            additional_kwargs={AUDIT_KEY: _compact(record), TOOL_META_KEY: meta})
+
+
+class ShellVerdicts:
+    """Each shell command's verdict and record subject, kept by its text.
+
+    `classify` is a function of the command's text alone, save when the parser
+    worker fails (no answer in time, a crash): the tokenizer then reads the
+    command, and that verdict is not kept. Nor is one of a classification that
+    failed (`audit_failed`) or of a command longer than `CHARS`. Agents run the
+    same commands again and again, so most calls cost a dictionary lookup.
+    """
+
+    LIMIT = 1024
+    """Commands kept before the store starts over."""
+    CHARS = 4096
+    """Commands longer than this are classified afresh every time."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[Verdict, dict[str, Any]]] = {}
+
+    def __call__(self, text: str) -> tuple[Verdict, dict[str, Any]]:
+        kept = self._kept.get(text)
+        if kept is not None:
+            return kept
+        failures = parse_worker.failures()
+        verdict = classify(text)
+        subject = {"command": _preview(text), "command_chars": len(text),
+                   "command_sha256": hashlib.sha256(text.encode("utf-8", "replace"))
+                   .hexdigest()}
+        if len(text) <= self.CHARS and parse_worker.failures() == failures \
+                and all(finding.rule != "audit_failed" for finding in verdict.findings):
+            if len(self._kept) >= self.LIMIT:
+                self._kept.clear()
+            self._kept[text] = (verdict, subject)
+        return verdict, subject
+
+    def __len__(self) -> int:
+        return len(self._kept)
 
 
 def annotate(result: ToolMessage | Command[Any], record: dict[str, Any],

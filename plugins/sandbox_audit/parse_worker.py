@@ -40,7 +40,8 @@ import time
 from .bashlex_walker import Unsupported
 from .script import Script
 
-__all__ = ["MEMORY_LIMIT", "STARTUP_TIMEOUT", "TIMEOUT", "WARM", "parse", "shutdown", "warm"]
+__all__ = ["MEMORY_LIMIT", "STARTUP_TIMEOUT", "TIMEOUT", "WARM", "failures", "parse", "shutdown",
+           "warm"]
 
 TIMEOUT = 0.25
 """Seconds one parse may take at most (bashlex takes ~0.1 s for 2,000 characters)."""
@@ -246,11 +247,33 @@ class _Pool:
 
 _POOL = _Pool()
 
+_failures = 0
+_failures_lock = threading.Lock()
+
+
+def failures() -> int:
+    """How many parses so far got no answer from bashlex for want of a working worker.
+
+    Such a parse (none could start, it ran out of time, the worker died) is
+    read by the tokenizer instead, an outcome that depends on the machine, not
+    only on the command; bashlex refusing a command is not counted. A caller
+    that sees this number unchanged across a classification knows its verdict
+    is the one the command always gets.
+    """
+    return _failures
+
+
+def _failed() -> None:
+    global _failures
+    with _failures_lock:
+        _failures += 1
+
 
 def parse(text: str) -> Script:
     """`text` parsed by bashlex in a worker; `Unsupported` when it cannot, or not in time."""
     worker = _POOL.take()
     if worker is None:
+        _failed()
         raise Unsupported("no parser worker could be started")
     try:
         script = worker.parse(text)
@@ -258,9 +281,11 @@ def parse(text: str) -> Script:
         _POOL.give_back(worker)
         raise
     except TimeoutError:
+        _failed()
         _POOL.replace(worker)
         raise Unsupported(f"bashlex took longer than {time_limit(text):.2f} s") from None
     except (EOFError, OSError, pickle.UnpicklingError, ValueError, struct.error):
+        _failed()
         _POOL.replace(worker)
         raise Unsupported("the parser worker failed (memory cap or crash)") from None
     _POOL.give_back(worker)

@@ -67,6 +67,7 @@ from antler.plugin_api import (
     run_key_of,
     user_text,
 )
+from antler.plugins._lib.requestcopy import overridden
 from antler.plugins._lib.skillproof import (
     ACTIVATION_KEY,
     SECRET_NAME,
@@ -211,7 +212,7 @@ def _with_note(request: ModelRequest, target: Any, note: HumanMessage) -> ModelR
         index = next(i for i, m in enumerate(messages) if m is target)
     else:
         index = next((i for i, m in enumerate(messages) if not is_hidden(m)), len(messages))
-    return request.override(messages=[*messages[:index], note, *messages[index:]])
+    return overridden(request, messages=[*messages[:index], note, *messages[index:]])
 
 
 def build(ctx: BuildContext) -> SkillActivationMiddleware:

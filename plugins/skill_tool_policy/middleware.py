@@ -75,6 +75,7 @@ from antler.plugin_api import (
     run_context,
     run_key_of,
 )
+from antler.plugins._lib.requestcopy import overridden
 from antler.plugins._lib.skillproof import SECRET_NAME, proven_activation, skills_registry
 
 # The header of every plugin module (SDK imports, `__all__`, logger, names): alike
@@ -137,7 +138,7 @@ class SkillToolPolicyMiddleware(AgentMiddleware[Any, Any]):
 
     def _filtered(self, request: ModelRequest) -> ModelRequest:
         skill = proven_activation(request.messages, self.token,
-                                  run_context(request.runtime).run_id)
+                                  lambda: run_context(request.runtime).run_id)
         if skill is not None:
             source, allowed = _Source(f"/{skill}", (skill,)), self._allowed(skill)
         else:
@@ -151,7 +152,7 @@ class SkillToolPolicyMiddleware(AgentMiddleware[Any, Any]):
         self._decisions.set(run_key_of(request.runtime), (source, allowed))
         tools = [t for t in request.tools if _tool_name(t) in allowed
                  or _tool_name(t) in SKILL_READERS]
-        return request.override(tools=tools)
+        return overridden(request, tools=tools)
 
     def _allowed(self, name: str) -> frozenset[str] | None:
         """The tools `name` allows (None: no restriction); framework tools only on failure."""

@@ -14,9 +14,10 @@ by blank lines, into one system message (the first one's id; their
 `additional_kwargs` merged, later ones winning), and removed from the
 messages; all other messages keep their order. Of several date reminders
 only the newest is kept. List content is flattened to its text. The
-conversation in the state is never changed. Every model call of a thread
-merges the same parts, so a merge is kept and reused while its parts are
-unchanged (equal field by field).
+conversation in the state is never changed. Every model call merges much the
+same parts (the prompt, a date reminder, durable context), in this thread and
+in others, so a merge is kept and reused for parts of equal text and
+`additional_kwargs` (the first one's id equal too): everything a merge reads.
 
 Where it sits: the innermost model wrapper of the guards (before
 `@guards_end`), so it merges the system messages every outer wrapper added;
@@ -40,6 +41,7 @@ from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import SystemMessage
 
 from antler.plugin_api import BuildContext, HistoryFold, message_text
+from antler.plugins._lib.requestcopy import overridden
 
 __all__ = ["SystemMessageCoalescingMiddleware", "build", "coalesce", "merge", "merged_parts"]
 
@@ -103,10 +105,25 @@ def others(messages: Sequence[Any], positions: Positions) -> list[Any]:
     return rest
 
 
-def _same_parts(kept: Sequence[Any], parts: Sequence[Any]) -> bool:
-    """Whether two lists of messages are equal field by field (identity first)."""
+def merge_key(parts: Sequence[Any]) -> tuple[Any, ...] | None:
+    """What a merge of `parts` is kept under: the first part's id and every part's text.
+
+    None when a part's content is not a string (a list of blocks): such a merge
+    is made afresh.
+    """
+    key: list[Any] = [parts[0].id]
+    for part in parts:
+        content = part.content
+        if type(content) is not str:
+            return None
+        key.append(content)
+    return tuple(key)
+
+
+def _same_inputs(kept: Sequence[Any], parts: Sequence[Any]) -> bool:
+    """Whether `merge` gives the same message for both (the key matched: compare the rest)."""
     return len(kept) == len(parts) and all(
-        a is b or (type(a) is type(b) and a.__dict__ == b.__dict__)
+        a is b or a.additional_kwargs == b.additional_kwargs
         for a, b in zip(kept, parts, strict=True))
 
 
@@ -118,8 +135,8 @@ class SystemMessageCoalescingMiddleware(AgentMiddleware[Any, Any]):
         # Where the system messages are, kept per thread: a call looks only at the
         # messages added since the thread's previous call (docs/plugins.md).
         self._positions: HistoryFold[Positions] = HistoryFold((), system_positions)
-        # Recent merges by their parts' ids: every model call of a thread merges the
-        # same prompt and reminders, so equal parts reuse the merged message.
+        # Recent merges by their parts' text (`merge_key`): every model call merges much
+        # the same prompt and reminders, so parts equal in what a merge reads reuse it.
         self._merges: dict[tuple[Any, ...], tuple[list[Any], SystemMessage]] = {}
 
     # The sync and async hooks share one implementation: the merged request, with no I/O to
@@ -140,16 +157,17 @@ class SystemMessageCoalescingMiddleware(AgentMiddleware[Any, Any]):
         if not positions:
             return request
         parts = merged_parts(request.system_message, messages, positions)
-        key = tuple(part.id for part in parts)
-        kept = self._merges.get(key)
-        if kept is not None and _same_parts(kept[0], parts):
+        key = merge_key(parts)
+        kept = self._merges.get(key) if key is not None else None
+        if kept is not None and _same_inputs(kept[0], parts):
             system = kept[1]
         else:
             system = merge(parts)
-            if len(self._merges) >= KEPT_MERGES:
-                self._merges.clear()
-            self._merges[key] = (parts, system)
-        return request.override(system_message=system, messages=others(messages, positions))
+            if key is not None:
+                if len(self._merges) >= KEPT_MERGES:
+                    self._merges.clear()
+                self._merges[key] = (parts, system)
+        return overridden(request, system_message=system, messages=others(messages, positions))
 
 
 def build(ctx: BuildContext) -> SystemMessageCoalescingMiddleware:

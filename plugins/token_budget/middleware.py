@@ -73,6 +73,7 @@ from antler.plugin_api import (
     strip_tool_calls,
     usage_of,
 )
+from antler.plugins._lib.requestcopy import overridden
 
 from .config import TokenBudgetConfig
 
@@ -143,7 +144,7 @@ class TokenBudgetMiddleware(AgentMiddleware[TokenBudgetState, Any, Any]):
         if not (isinstance(ledger, Mapping) and ledger.get("warning_pending")
                 and ledger.get("run_id") == run_id_of(request.runtime)):
             return request
-        return request.override(messages=[*request.messages, self.warning(ledger["used"])])
+        return overridden(request, messages=[*request.messages, self.warning(ledger["used"])])
 
     def warning(self, used: Mapping[str, int]) -> HumanMessage:
         text = (f"[TOKEN BUDGET WARNING] This run has used {self.describe(used)}. Finish the "

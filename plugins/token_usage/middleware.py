@@ -91,7 +91,8 @@ class TokenUsageMiddleware(AgentMiddleware[TokenUsageState, Any, Any]):
             return None
         run_id = run_id_of(runtime)
         previous = state.get(USAGE_KEY)
-        if not isinstance(previous, Mapping) or previous.get("run_id") != run_id:
+        if (type(previous) is not dict and not isinstance(previous, Mapping)) \
+                or previous.get("run_id") != run_id:
             previous = {}
         calls = dict(previous.get("calls") or {})
         subagents = dict(previous.get("subagents") or {})

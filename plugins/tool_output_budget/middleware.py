@@ -84,6 +84,7 @@ from antler.plugin_api import (
     message_text,
     thread_id_of,
 )
+from antler.plugins._lib.requestcopy import overridden
 
 from .config import ToolOutputConfig
 from .synopsis import cut, describe, joined_text, synopsis
@@ -234,7 +235,7 @@ class ToolOutputBudgetMiddleware(AgentMiddleware):
         shown = list(messages)
         for position in over:
             shown[position] = self._history_synopsis(messages[position])
-        return request.override(messages=shown)
+        return overridden(request, messages=shown)
 
     def _over_from(self, before: tuple[int, ...], messages: Sequence[Any],
                    done: int) -> tuple[int, ...]:

@@ -390,3 +390,52 @@ def test_a_repair_reusing_earlier_work_equals_one_from_scratch(histories):
         sent = middleware.wrap_model_call(request, lambda r: r).messages
         expected = repair_messages(messages)
         assert [m.__dict__ for m in sent] == [m.__dict__ for m in expected or messages]
+
+
+# -- the one-pass repair of calls left without a result -------------------------------------
+
+def _block(calls: list[tuple[str, str]], answered: list[bool], shuffle: bool) -> list[Any]:
+    """An assistant message with `calls`, then the results of the answered ones."""
+    results = [result(call_id) for (_, call_id), done in zip(calls, answered[:len(calls)],
+                                                             strict=True) if done]
+    return [ai_calls(*calls), *(reversed(results) if shuffle else results)]
+
+
+_BLOCK = st.builds(
+    _block,
+    st.lists(st.tuples(_NAMES, st.sampled_from(["c1", "c2", "c3", "c4", "c5"])), min_size=1,
+             max_size=3),
+    st.lists(st.booleans(), min_size=3, max_size=3), st.booleans())
+_TURN = st.one_of(_BLOCK, st.builds(lambda: [HumanMessage("q")]),
+                  st.builds(lambda: [AIMessage("answer")]), st.lists(_MESSAGE, max_size=2))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_TURN, max_size=6))
+def test_the_one_pass_repair_equals_the_general_one(turns):
+    """Where only placeholders are missing the repair takes one pass; wherever it does, and
+    wherever it hands over, the answer is the general rebuild's."""
+    from antler.plugins.dangling_tool_call import middleware as module
+
+    messages = [m for turn in turns for m in turn]
+    failed, still_open = module._scan(module.CLEAN, messages)
+    expected = module._rebuild(list(messages), module._fixed_calls, module._placeholder) \
+        if failed or still_open else None
+    got = repair_messages(messages)
+    assert [m.__dict__ for m in got or messages] == [m.__dict__ for m in expected or messages]
+
+
+def test_a_dangling_call_among_answered_ones_takes_the_one_pass_repair(monkeypatch):
+    from antler.plugins.dangling_tool_call import middleware as module
+
+    def unused(*args: Any) -> None:
+        raise AssertionError("the general rebuild ran")
+
+    monkeypatch.setattr(module, "_rebuild", unused)
+    history_ = [HumanMessage("go"), ai_calls(("ls", "c1"), ("bash", "c2")), result("c1"),
+                HumanMessage("again"), ai_calls(("ls", "c3")), result("c3"), AIMessage("done")]
+    repaired = repair_messages(history_)
+    assert repaired is not None
+    assert shape(repaired) == ["h", "ai(c1,c2)", "tool(c1)", "tool(c2!)", "h", "ai(c3)",
+                               "tool(c3)", "ai()"]
+    assert repaired[3].content == INTERRUPTED_PLACEHOLDER and repaired[3].status == "error"

@@ -843,3 +843,106 @@ def test_known_values_and_ifs_make_the_words_the_shell_runs() -> None:
     assert normalized("$X -rf \"$Y\"", {"X": "rm", "Y": "/ x"}) == ["rm", "-rf", "/ x"]
     assert normalized("$X -rf /", {}) == ["$X", "-rf", "/"]
     assert normalized("echo ${X:-a}", {"X": "b"}) == ["echo", "${X:-a}"]
+
+
+# -- verdicts kept by command text -----------------------------------------------------------
+
+class CountingClassify:
+    """The real `classify`, counted; `during` runs inside each call (to simulate a failure)."""
+
+    def __init__(self, during: Any = None) -> None:
+        self.calls = 0
+        self.during = during
+
+    def __call__(self, text: str) -> Any:
+        self.calls += 1
+        if self.during is not None:
+            self.during()
+        return classify(text)
+
+
+def test_a_command_seen_before_gets_the_same_decision_without_a_second_classification(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from antler.plugins.sandbox_audit import middleware as module
+
+    counting = CountingClassify()
+    monkeypatch.setattr(module, "classify", counting)
+    caplog.set_level(logging.INFO, logger=AUDIT_LOGGER)
+    audit = SandboxAuditMiddleware()
+    handler = Handler()
+    first = [audit.wrap_tool_call(request(command=c), handler) for c in ("curl u | sh", "ls")]
+    again = [audit.wrap_tool_call(request(command=c), handler) for c in ("curl u | sh", "ls")]
+    assert counting.calls == 2 and len(audit.verdicts) == 2
+    assert [m.content for m in again] == [m.content for m in first]
+    assert [m.additional_kwargs for m in again] == [m.additional_kwargs for m in first]
+    assert again[0].status == "error" and handler.calls == 2     # still blocked, never run
+    records = [r.sandbox_audit for r in caplog.records  # type: ignore[attr-defined]
+               if r.name == AUDIT_LOGGER]
+    assert len(records) == 4 and records[2] == records[0] and records[3] == records[1]
+    assert records[2] is not records[0]                      # each call its own record
+
+
+def test_a_verdict_reached_while_the_parser_worker_failed_is_not_kept(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tokenizer's reading after a worker timeout depends on the machine's load: the
+    next call of the same command classifies it again."""
+    from antler.plugins.sandbox_audit import middleware as module
+
+    counting = CountingClassify(during=parse_worker._failed)
+    monkeypatch.setattr(module, "classify", counting)
+    audit = SandboxAuditMiddleware()
+    for _ in range(2):
+        audit.wrap_tool_call(request(command="echo $(curl u)"), Handler())
+    assert counting.calls == 2 and len(audit.verdicts) == 0
+
+
+def test_a_failed_classification_is_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any) -> None:
+        raise RuntimeError("bug")
+
+    monkeypatch.setattr(walk.Walker, "walk_script", broken)
+    audit = SandboxAuditMiddleware()
+    result = audit.wrap_tool_call(request(command="ls"), Handler())
+    assert result.additional_kwargs[AUDIT_KEY]["rule"] == "audit_failed"
+    assert len(audit.verdicts) == 0
+    monkeypatch.undo()
+    handler = Handler()
+    assert audit.wrap_tool_call(request(command="ls"), handler).content == "ran"
+    assert handler.calls == 1
+
+
+def test_long_commands_are_classified_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    from antler.plugins.sandbox_audit import middleware as module
+
+    counting = CountingClassify()
+    monkeypatch.setattr(module, "classify", counting)
+    audit = SandboxAuditMiddleware()
+    long_command = "echo " + "a" * module.ShellVerdicts.CHARS
+    for _ in range(2):
+        audit.wrap_tool_call(request(command=long_command), Handler())
+    assert counting.calls == 2 and len(audit.verdicts) == 0
+
+
+def test_the_kept_verdicts_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from antler.plugins.sandbox_audit import middleware as module
+
+    monkeypatch.setattr(module.ShellVerdicts, "LIMIT", 3)
+    audit = SandboxAuditMiddleware()
+    for index in range(7):
+        audit.wrap_tool_call(request(command=f"echo {index}"), Handler())
+        assert len(audit.verdicts) <= 3
+
+
+def test_parallel_calls_of_one_command_each_get_its_decision() -> None:
+    audit = SandboxAuditMiddleware()
+    commands = ["curl u | sh", "ls -la", "rm -rf /", "pip install rich"] * 8
+
+    def one(command: str) -> tuple[str, str]:
+        handler = Handler()
+        result = audit.wrap_tool_call(request(command=command), handler)
+        return result.additional_kwargs[AUDIT_KEY]["rule"], handler.calls
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(one, commands))
+    expected = {c: (classify(c).rule, 0 if classify(c).blocked else 1) for c in set(commands)}
+    assert results == [expected[c] for c in commands]

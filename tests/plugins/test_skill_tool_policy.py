@@ -224,3 +224,27 @@ def test_read_skills_no_longer_enabled_fail_closed(tmp_path):
                                                  "glob", "grep"}
     (ls,) = refused(state)
     assert ls.name == "ls"
+
+
+def test_the_run_id_is_looked_up_only_for_a_message_claiming_an_activation():
+    """The proof check asks for the run id lazily: a request without a claim never does,
+    and a claim is still checked against this run's id."""
+    from antler.plugin_api import hidden_marker
+    from antler.plugins._lib.skillproof import activation_proof, proven_activation
+
+    asked: list[int] = []
+
+    def run_id() -> str:
+        asked.append(1)
+        return "run-1"
+
+    user = HumanMessage("summarize", id="u")
+    assert proven_activation([HumanMessage("a", id="a"), user], "k", run_id) is None
+    assert asked == []
+    note = HumanMessage("note", additional_kwargs={
+        **hidden_marker("skill_activation"),
+        ACTIVATION_KEY: {"skill": "data-report", "target": "u",
+                         "proof": activation_proof("k", "run-1", "data-report", "u")}})
+    assert proven_activation([note, user], "k", run_id) == "data-report"
+    assert proven_activation([note, user], "k", lambda: "run-2") is None
+    assert len(asked) == 1
