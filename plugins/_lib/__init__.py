@@ -1,7 +1,6 @@
 """Libraries shared by several built-in plugins, and by no part of the core.
 
-`tagguard` (reserved framework tags, for the sanitization plugins), `modelrequest`
-(a model request with other messages, cheaper than `override`), `memory`
+`tagguard` (reserved framework tags, for the sanitization plugins), `memory`
 (the per-user fact store and its update queue), `skillproof` (how
 skill_activation proves an activation to skill_tool_policy), `providergate` (the
 settings authorization and guardrails configure alike), `jsontext` (a JSON

@@ -75,7 +75,7 @@ from antler.plugin_api import (
     hidden_marker,
     run_id_of,
 )
-from antler.plugins._lib.modelrequest import with_messages
+from antler.plugins._lib.requestcopy import overridden
 
 from .config import DurableContextConfig
 from .ledger import capture, recordable, unseen
@@ -268,7 +268,7 @@ class DurableContextMiddleware(AgentMiddleware[DurableContextState, Any, Any]):
         lead = next((i for i, m in enumerate(messages) if not isinstance(m, SystemMessage)),
                     len(messages))
         messages[lead:lead] = block
-        return with_messages(request, messages)
+        return overridden(request, messages=messages)
 
     @staticmethod
     def _block(text: str) -> tuple[SystemMessage, HumanMessage] | tuple[()]:

@@ -82,7 +82,7 @@ from antler.plugin_api import (
     run_context,
 )
 from antler.plugins._lib.memory.service import memory_store
-from antler.plugins._lib.modelrequest import with_messages
+from antler.plugins._lib.requestcopy import overridden
 
 from .config import DynamicContextConfig
 
@@ -224,7 +224,7 @@ class DynamicContextMiddleware(AgentMiddleware[Any, Any]):
     def _dated(self, request: ModelRequest) -> ModelRequest:
         if latest_reminder_date(request.messages) is not None:
             return request
-        return with_messages(request, [date_reminder(self.clock()), *request.messages])
+        return overridden(request, messages=[date_reminder(self.clock()), *request.messages])
 
     # Both forms call this helper: a fused node's proxy resets the hook methods
     # it runs itself, so `self.before_agent` may be a no-op there.

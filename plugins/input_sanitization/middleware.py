@@ -113,7 +113,7 @@ from antler.plugin_api import (
     run_context,
     server_owned_keys,
 )
-from antler.plugins._lib.modelrequest import with_messages
+from antler.plugins._lib.requestcopy import overridden
 from antler.plugins._lib.tagguard import (
     USER_INPUT_BEGIN,
     USER_INPUT_END,
@@ -476,7 +476,7 @@ class InputSanitizationMiddleware(AgentMiddleware[InputSanitizationState, Any]):
                            "%s", len(sent.latest), ", ".join(sorted({f.name for f in sent.latest})))
         change = _observed_change(ledger)
         if sent.copies:
-            request = with_messages(request, sent.outputs)
+            request = overridden(request, messages=sent.outputs)
         return request, (ledger, change)
 
     @staticmethod

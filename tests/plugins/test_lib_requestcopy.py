@@ -1,4 +1,4 @@
-"""`with_messages`: the request `ModelRequest.override(messages=...)` gives, made cheaper."""
+"""`requestcopy.overridden`: the request `ModelRequest.override(...)` gives, made cheaper."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from langchain.agents.middleware.types import ModelRequest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-from antler.plugins._lib.modelrequest import with_messages
+from antler.plugins._lib.requestcopy import overridden
 
 
 def _request(**extra: Any) -> ModelRequest[Any]:
@@ -22,7 +22,7 @@ def _request(**extra: Any) -> ModelRequest[Any]:
 def test_the_copy_equals_what_override_gives_attribute_by_attribute():
     request = _request()
     messages = [AIMessage("a", id="2"), HumanMessage("b", id="3")]
-    fast, slow = with_messages(request, messages), request.override(messages=messages)
+    fast, slow = overridden(request, messages=messages), request.override(messages=messages)
     assert type(fast) is type(slow) is ModelRequest
     # Every attribute, not only the dataclass fields: one set in the constructor
     # alone would be missed by a field-wise comparison.
@@ -32,12 +32,12 @@ def test_the_copy_equals_what_override_gives_attribute_by_attribute():
     assert {f.name for f in dataclasses.fields(ModelRequest)} <= vars(fast).keys()
 
 
-def test_the_original_request_is_untouched_and_a_tuple_becomes_a_list():
+def test_the_original_request_is_untouched():
     request = _request()
     before = dict(vars(request))
-    fast = with_messages(request, (AIMessage("a", id="2"),))
+    fast = overridden(request, messages=[AIMessage("a", id="2")])
     assert vars(request) == before and request.messages[0].id == "1"
-    assert isinstance(fast.messages, list) and [m.id for m in fast.messages] == ["2"]
+    assert [m.id for m in fast.messages] == ["2"]
     assert fast.system_prompt == "be brief"
 
 
@@ -49,5 +49,5 @@ def test_a_subclass_goes_through_override():
             return copy
 
     request = Tagged(model=object(), messages=[])
-    copy = with_messages(request, [HumanMessage("x", id="1")])
+    copy = overridden(request, messages=[HumanMessage("x", id="1")])
     assert type(copy) is Tagged and copy.tag == "overridden"  # type: ignore[attr-defined]
