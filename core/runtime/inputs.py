@@ -282,18 +282,34 @@ _REMOVE_ALL = "__remove_all__"
 
 def _listable(value: Any) -> list[Any] | None:
     """`value` as identified messages, or None when it is no list of messages."""
-    from langchain_core.messages import BaseMessage, BaseMessageChunk
-
-    if isinstance(value, list) and all(
-            isinstance(m, BaseMessage) and m.id and not isinstance(m, BaseMessageChunk)
-            for m in value):
-        return value  # the common write: messages with their ids, nothing to convert
+    if isinstance(value, list):
+        kept = _KEPT_CLASSES
+        for message in value:
+            cls = type(message)
+            if not (kept[cls] if cls in kept else _kept_class(cls)) or not message.id:
+                break
+        else:
+            return value  # the common write: messages with their ids, nothing to convert
     if not isinstance(value, (list, str, dict, tuple)) and not hasattr(value, "type"):
         return None  # an Overwrite or another value only the reducer understands
     try:
         return _identified(value)
     except (ValueError, TypeError, NotImplementedError):
         return None  # the reducer reports it
+
+
+_KEPT_CLASSES: dict[type, bool] = {}
+"""Per class: whether the reducer keeps its instances as they are (a message, not a chunk)."""
+
+
+def _kept_class(cls: type) -> bool:
+    """Whether `add_messages` keeps an instance of `cls` as it is, worked out once per class
+    (an `isinstance` test against a message class goes through pydantic's metaclass)."""
+    from langchain_core.messages import BaseMessage, BaseMessageChunk
+
+    kept = issubclass(cls, BaseMessage) and not issubclass(cls, BaseMessageChunk)
+    _KEPT_CLASSES[cls] = kept
+    return kept
 
 
 def _identified(value: Any) -> list[Any]:
