@@ -169,7 +169,7 @@ from .streams import (
     wants_expansion,
 )
 from .tools_node import ToolsEnd
-from .wraps import FusedWraps, fused_wraps
+from .wraps import FusedWraps, fused_wraps, skip_idle_tracing
 
 if TYPE_CHECKING:
     from langchain.agents.middleware import AgentMiddleware
@@ -201,6 +201,9 @@ class FusedChain:
     def install(self, graph: Any) -> Any:
         """Run the absorbed hooks inside `graph`'s model node and input step; return `graph`.
 
+        A fused wrap layer that is the graph's only one of its kind is also called
+        without LangSmith's `traceable` when nothing could trace it (`skip_idle_tracing`).
+
         Raises `FusionError` when the graph cannot run them there (see
         `problem_with`); the graph is then unchanged, and unusable with these
         middlewares: build it again with `into_model=False`.
@@ -211,6 +214,7 @@ class FusedChain:
 
             raise FusionError(f"cannot run hooks inside existing nodes: {problem}; compile "
                               "with into_model=False")
+        skip_idle_tracing(graph, self.middlewares)
         if self.model_hooks is not None:
             self.model_hooks.install(graph)
         if self.agent_start is not None:

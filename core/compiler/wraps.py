@@ -27,10 +27,21 @@ in the fused layer's span, so a trace still shows every plugin's wrapper.
 A run of wrappers is split where the members' `trace_policy` differs (the fused
 layer's own span uses its first member's) and around a member that must keep
 its own layer (manifest `fusable: false`).
+
+LangChain puts even the fused layer under `traceable`, which costs tens of
+microseconds on every call when nothing traces it (it looks for a parent run in
+the context and in the config's callbacks, asks whether tracing is on, copies
+the context). Where the layer is the agent's only one of its kind,
+`skip_idle_tracing` (called by `FusedChain.install`) makes the graph call it
+directly when `traceable` could not trace the call: no LangSmith run in the
+context, no callback handler in the config (a LangChain tracer is one) and
+tracing not enabled; it then runs in a copy of the context, as `traceable`
+runs it. Otherwise `traceable` is called as before.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 from collections.abc import Sequence
@@ -198,6 +209,105 @@ def _result_splitter() -> Any:
         return result, commands
 
     return split
+
+
+_MODEL_HANDLER_CELLS = ("wrap_model_call_handler", "awrap_model_call_handler")
+"""The names LangChain's model node functions (sync, async) hold their composed
+`wrap_model_call` handler under."""
+
+
+def skip_idle_tracing(graph: Any, middlewares: Sequence[Any]) -> int:
+    """Call each fused layer that is `graph`'s only wrap layer of its kind without
+    `traceable` when nothing could trace the call (see the module docs).
+
+    A layer qualifies when LangChain's handler is `traceable` over the layer's own
+    hook and nothing else (LangChain's composition of one handler). Returns how many
+    handlers were replaced (a graph LangChain built otherwise keeps its own).
+    """
+    from .fusionplan import MODEL_NODE, TOOLS_NODE
+
+    layers = {id(hook): layer for layer in middlewares if isinstance(layer, FusedWraps)
+              for hook in (layer.__dict__.get(layer.kind), layer.__dict__.get("a" + layer.kind))}
+    replaced = 0
+    model = getattr(graph.nodes.get(MODEL_NODE), "bound", None)
+    for function, name in ((getattr(model, "func", None), _MODEL_HANDLER_CELLS[0]),
+                           (getattr(model, "afunc", None), _MODEL_HANDLER_CELLS[1])):
+        cell = closure_cell(function, name)
+        handler = getattr(cell, "cell_contents", None)
+        single = closure_cell(handler, "single_handler")
+        layer = layers.get(id(getattr(getattr(single, "cell_contents", None), "__wrapped__",
+                                      None)))
+        if cell is None or layer is None:
+            continue
+        is_async = name == _MODEL_HANDLER_CELLS[1]
+        cell.cell_contents = _when_traced(handler, layer._aplain if is_async else layer._plain,
+                                          is_async)
+        replaced += 1
+    tools = getattr(graph.nodes.get(TOOLS_NODE), "bound", None)
+    for attribute, is_async in (("_wrap_tool_call", False), ("_awrap_tool_call", True)):
+        traced = getattr(tools, attribute, None)
+        layer = layers.get(id(getattr(traced, "__wrapped__", None)))
+        if layer is None:
+            continue
+        setattr(tools, attribute, _when_traced(
+            traced, layer._aplain if is_async else layer._plain, is_async))
+        replaced += 1
+    return replaced
+
+
+def closure_cell(function: Any, name: str) -> Any:
+    """The cell of `function`'s closure holding its free variable `name` (None if none)."""
+    code = getattr(function, "__code__", None)
+    closure = getattr(function, "__closure__", None)
+    if code is None or not closure or name not in code.co_freevars:
+        return None
+    return closure[code.co_freevars.index(name)]
+
+
+def _when_traced(traced: Any, plain: Any, is_async: bool) -> Any:
+    """`traced` (LangChain's handler) when the call could be traced, else `plain` in a
+    copy of the context (for an async `plain`, a task in that copy, as `traceable`
+    awaits its function)."""
+    may_trace = _trace_check()
+    if is_async:
+        import asyncio
+
+        async def ahandler(request: Any, handler: Any) -> Any:
+            if may_trace():
+                return await traced(request, handler)
+            return await asyncio.create_task(plain(request, handler),
+                                             context=contextvars.copy_context())
+        return ahandler
+
+    def handler_(request: Any, handler: Any) -> Any:
+        if may_trace():
+            return traced(request, handler)
+        return contextvars.copy_context().run(plain, request, handler)
+    return handler_
+
+
+@functools.cache
+def _trace_check() -> Any:
+    """A function telling whether LangSmith's `traceable` could trace a call made now.
+
+    It could when a LangSmith run is current, when the config a runnable called now
+    inherits has a callback handler (a LangChain tracer gives `traceable` its parent
+    run), or when tracing is enabled (the context's setting, else the environment's).
+    """
+    from langchain_core.runnables.config import var_child_runnable_config
+    from langsmith.run_helpers import get_current_run_tree
+    from langsmith.utils import tracing_is_enabled
+
+    def may_trace() -> bool:
+        if get_current_run_tree() is not None:
+            return True
+        config = var_child_runnable_config.get()
+        callbacks = config.get("callbacks") if config else None
+        if getattr(callbacks, "handlers", callbacks):
+            return True
+        return bool(tracing_is_enabled())
+
+    return may_trace
 
 
 def _tracing() -> bool:
