@@ -191,7 +191,7 @@ def _result_splitter() -> Any:
     from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
     from langchain_core.messages import AIMessage
 
-    Composed = composed_model_response()
+    Composed: Any = composed_model_response()
 
     def split(result: Any, extra: list[Any] | None) -> tuple[Any, list[Any]]:
         commands = list(extra) if extra else []
