@@ -53,7 +53,10 @@ def is_hidden(message: Any) -> bool:
         return False  # most messages carry no extra fields at all
     if kwargs.get(HIDDEN_KEY):
         return True
-    return any(kwargs.get(key) for key in _LEGACY_MARKERS)
+    for key in _LEGACY_MARKERS:  # a loop, not `any` over a generator: called per message
+        if kwargs.get(key):
+            return True
+    return False
 
 
 def hidden_source(message: Any) -> str | None:

@@ -314,12 +314,17 @@ def _kept_class(cls: type) -> bool:
 
 def _identified(value: Any) -> list[Any]:
     """The written messages as message objects, each with an id given by the reducer's rule."""
+    import langgraph.graph.message as reducer
     from langchain_core.messages import convert_to_messages, message_chunk_to_message
-    from langgraph.graph.message import add_messages
 
     items: Iterable[Any] = value if isinstance(value, list) else [value]
-    messages = [message_chunk_to_message(m) for m in convert_to_messages(items)]
-    lacking: list[Any] = [m for m in messages if m.id is None and m.type != "remove"]
-    if lacking:
-        add_messages([], lacking)  # gives each its id in place, as the channel would
+    kept = _KEPT_CLASSES
+    if all(kept[cls] if (cls := type(m)) in kept else _kept_class(cls) for m in items):
+        messages = list(items)  # message objects already: the conversion keeps them as they are
+    else:
+        messages = [message_chunk_to_message(m) for m in convert_to_messages(items)]
+    for message in messages:
+        if message.id is None and message.type != "remove":
+            # The reducer's rule (`add_messages`): a fresh uuid4, set on the message itself.
+            message.id = str(reducer.uuid.uuid4())
     return messages
