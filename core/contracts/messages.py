@@ -53,10 +53,7 @@ def is_hidden(message: Any) -> bool:
         return False  # most messages carry no extra fields at all
     if kwargs.get(HIDDEN_KEY):
         return True
-    for key in _LEGACY_MARKERS:  # a loop, not `any` over a generator: called per message
-        if kwargs.get(key):
-            return True
-    return False
+    return any(kwargs.get(key) for key in _LEGACY_MARKERS)
 
 
 def hidden_source(message: Any) -> str | None:
