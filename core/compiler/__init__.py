@@ -58,9 +58,11 @@ that end elsewhere. A compiled turn writes as many checkpoints as a bare agent's
 Wrap layers. LangChain nests each middleware's `wrap_model_call` (and
 `wrap_tool_call`) as a layer of its own under LangSmith's `traceable`, which
 costs its bookkeeping on every call even untraced. A run of consecutive wrappers
-of one kind becomes one layer (`wraps.FusedWraps`) that composes them with
-LangChain's own composition and calls them directly; traced, each still runs
-under its own span. The plan lists these layers (`FusionPlan.wraps`).
+of one kind becomes one layer (`wraps.FusedWraps`) that composes them as
+LangChain does and calls them directly; traced, each still runs under its own
+span. A layer that is the agent's only one of its kind skips `traceable` itself
+when nothing could trace the call (`wraps.skip_idle_tracing`). The plan lists
+these layers (`FusionPlan.wraps`).
 
 Fusion boundaries. A member's hook of one kind stands alone (keeps its own
 node) when its manifest entry says `fusable: false` (passed as `unfusable`),
