@@ -26,6 +26,7 @@ __all__ = [
     "branch_spec",
     "channel_writes",
     "clear_stevedore_path_cache",
+    "composed_model_response",
     "default_bound",
     "isolate_stevedore_path_cache",
     "langchain_chat_providers",
@@ -59,7 +60,8 @@ LANGGRAPH_PRIVATE_NAMES: dict[str, tuple[str, ...]] = {
 LANGCHAIN_PRIVATE_NAMES: dict[str, tuple[str, ...]] = {
     "langchain.agents.factory": (
         "_chain_model_call_handlers", "_chain_async_model_call_handlers",
-        "_chain_tool_call_wrappers", "_chain_async_tool_call_wrappers", "_wrap_trace_kwargs"),
+        "_chain_tool_call_wrappers", "_chain_async_tool_call_wrappers", "_wrap_trace_kwargs",
+        "_ComposedExtendedModelResponse"),
     "langchain.chat_models.base": ("_BUILTIN_PROVIDERS",),
 }
 """The private LangChain names Antler uses, by module (checked by tests/test_compat.py)."""
@@ -116,6 +118,13 @@ def wrap_composers() -> dict[str, tuple[Any, Any]]:
         "wrap_tool_call": (langchain_private(module, "_chain_tool_call_wrappers"),
                            langchain_private(module, "_chain_async_tool_call_wrappers")),
     }
+
+
+def composed_model_response() -> type:
+    """LangChain's `_ComposedExtendedModelResponse`: what a composed `wrap_model_call`
+    stack returns (the model response and the commands its layers added, inner first)."""
+    cls: type = langchain_private("langchain.agents.factory", "_ComposedExtendedModelResponse")
+    return cls
 
 
 def wrap_trace_kwargs(middleware: Any) -> dict[str, Any]:

@@ -58,9 +58,11 @@ that end elsewhere. A compiled turn writes as many checkpoints as a bare agent's
 Wrap layers. LangChain nests each middleware's `wrap_model_call` (and
 `wrap_tool_call`) as a layer of its own under LangSmith's `traceable`, which
 costs its bookkeeping on every call even untraced. A run of consecutive wrappers
-of one kind becomes one layer (`wraps.FusedWraps`) that composes them with
-LangChain's own composition and calls them directly; traced, each still runs
-under its own span. The plan lists these layers (`FusionPlan.wraps`).
+of one kind becomes one layer (`wraps.FusedWraps`) that composes them as
+LangChain does and calls them directly; traced, each still runs under its own
+span. A layer that is the agent's only one of its kind skips `traceable` itself
+when nothing could trace the call (`wraps.skip_idle_tracing`). The plan lists
+these layers (`FusionPlan.wraps`).
 
 Fusion boundaries. A member's hook of one kind stands alone (keeps its own
 node) when its manifest entry says `fusable: false` (passed as `unfusable`),
@@ -170,7 +172,7 @@ from .streams import (
     wants_expansion,
 )
 from .tools_node import ToolsEnd
-from .wraps import FusedWraps, fused_wraps
+from .wraps import FusedWraps, fused_wraps, skip_idle_tracing
 
 if TYPE_CHECKING:
     from langchain.agents.middleware import AgentMiddleware
@@ -202,6 +204,9 @@ class FusedChain:
     def install(self, graph: Any) -> Any:
         """Run the absorbed hooks inside `graph`'s model node and input step; return `graph`.
 
+        A fused wrap layer that is the graph's only one of its kind is also called
+        without LangSmith's `traceable` when nothing could trace it (`skip_idle_tracing`).
+
         Raises `FusionError` when the graph cannot run them there (see
         `problem_with`); the graph is then unchanged, and unusable with these
         middlewares: build it again with `into_model=False`.
@@ -212,6 +217,7 @@ class FusedChain:
 
             raise FusionError(f"cannot run hooks inside existing nodes: {problem}; compile "
                               "with into_model=False")
+        skip_idle_tracing(graph, self.middlewares)
         if self.model_hooks is not None:
             self.model_hooks.install(graph)
         if self.agent_start is not None:

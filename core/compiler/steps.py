@@ -118,6 +118,19 @@ def _message_types() -> tuple[type, type, type]:
     return BaseMessage, BaseMessageChunk, RemoveMessage
 
 
+def _fresh_id() -> str:
+    """An id for a message written without one, made as `add_messages` makes it (its
+    module's `uuid.uuid4`, looked up at the call)."""
+    return str(_message_module().uuid.uuid4())
+
+
+@functools.cache
+def _message_module() -> Any:
+    import langgraph.graph.message as module
+
+    return module
+
+
 @functools.cache
 def _overwrite_type() -> type:
     from langgraph.types import Overwrite
@@ -309,10 +322,12 @@ def _member_config(step: Step, config: RunnableConfig) -> RunnableConfig:
     LangChain's graph: a consumer that keeps the `model` node's tokens (the
     answer) does not get a summary or title model's tokens with them.
     """
-    if step.node == MODEL_NODE:
+    node = step.node
+    if node == MODEL_NODE:
         return config
-    metadata = {**(config.get("metadata") or {}), "langgraph_node": step.node}
-    return {**config, "metadata": metadata}
+    metadata = config.get("metadata")
+    return {**config, "metadata": {**metadata, "langgraph_node": node} if metadata
+            else {"langgraph_node": node}}
 
 
 def _listened(config: RunnableConfig) -> bool:
@@ -333,12 +348,14 @@ def _runnable(step: Step, config: RunnableConfig) -> Any:
 def _invoke(step: Step, state: dict[str, Any], runtime: Any, config: RunnableConfig) -> Any:
     """`step` on `state`: its hook called directly when `runtime` is given (nothing
     listens) and the hook allows it (`Step.direct`), else through its runnable."""
-    var = _child_config_var()
     member = _member_config(step, config)
+    var = _CHILD_CONFIG[0] if _CHILD_CONFIG else _child_config_var()
     token = var.set(member)
     try:
         if runtime is not None and step.direct is not None:
             result = step.direct(state, runtime=runtime)
+            if result is None or type(result) is dict:
+                return result  # the usual results: not a runnable to run in its place
             if _is_runnable(result):  # as RunnableCallable.invoke recurses
                 return result.invoke(state, member)
             return result
@@ -349,8 +366,8 @@ def _invoke(step: Step, state: dict[str, Any], runtime: Any, config: RunnableCon
 
 async def _ainvoke(step: Step, state: dict[str, Any], runtime: Any,
                    config: RunnableConfig) -> Any:
-    var = _child_config_var()
     member = _member_config(step, config)
+    var = _CHILD_CONFIG[0] if _CHILD_CONFIG else _child_config_var()
     token = var.set(member)
     try:
         if runtime is not None and step.adirect is not None:
@@ -363,11 +380,17 @@ async def _ainvoke(step: Step, state: dict[str, Any], runtime: Any,
         var.reset(token)
 
 
-@functools.cache
+_CHILD_CONFIG: list[Any] = []
+"""LangChain's context variable of the config a runnable called now inherits, once known
+(`_child_config_var`): every step sets it, and a cached call costs more than a look here."""
+
+
 def _child_config_var() -> Any:
     """LangChain's context variable holding the config a runnable called now inherits."""
     from langchain_core.runnables.config import var_child_runnable_config
 
+    if not _CHILD_CONFIG:
+        _CHILD_CONFIG.append(var_child_runnable_config)
     return var_child_runnable_config
 
 
@@ -534,17 +557,20 @@ class Run:
 
     def _merge_messages(self, key: str, value: Any) -> bool:
         """`add_messages` of `value` onto the view's list, when it only adds or replaces
-        messages that have ids (False, nothing done, otherwise: a removal, or a message
-        without an id, which `add_messages` gives one).
+        messages (False, nothing done, otherwise: a removal, or a view list some message of
+        which lacks an id).
 
-        The result is a new list, as `add_messages` returns (a hook may hold the old one).
+        A written message without an id gets one here as `add_messages` gives it (a
+        fresh `uuid4`, set on the message itself), so the view and the node's writes
+        hold it under the same id. The result is a new list, as `add_messages` returns
+        (a hook may hold the old one).
         """
         current = self.view[key]
         if type(current) is not list:
             return False
-        batch = value if isinstance(value, list) else [value]
+        batch = value if type(value) is list else value if isinstance(value, list) else [value]
         for message in batch:
-            if message.id is None or _message_kind(type(message)) != _PLAIN:
+            if _message_kind(type(message)) != _PLAIN:
                 return False
         indexed = self.indexed.get(key)
         if indexed is not None and indexed[0] is current:
@@ -558,6 +584,8 @@ class Run:
                 return False  # add_messages gives those ids; let it
         merged = current.copy()
         for message in batch:
+            if message.id is None:
+                message.id = _fresh_id()  # as add_messages does, in place
             at = positions.get(message.id)
             if at is None:
                 positions[message.id] = len(merged)

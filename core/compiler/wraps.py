@@ -9,9 +9,16 @@ it a dozen times on every model call and every tool call.
 
 `fusionplan.plan_wraps` finds the runs of consecutive wrappers of one kind that can
 share a layer, and `fused_wraps` makes one middleware per run that composes its
-members exactly as LangChain does (its own composition functions, so retries,
-short circuits and the commands an `ExtendedModelResponse` carries behave the
-same) and calls them directly. The members' wrap hooks are hidden from
+members as LangChain does and calls them directly. Tool wrappers are composed by
+LangChain's own composition function. Model-call wrappers are composed by
+`model_chain`, which keeps LangChain's rules (a retry keeps the commands of the
+last call only, a short circuit keeps inner members out, an `ExtendedModelResponse`'s
+command joins the list inner first) without its per-layer result objects: a
+layer hands the layer outside it the model response and its commands as a pair,
+and the usual result, a `ModelResponse`, is recognised by its class before any
+`isinstance` test (an `AIMessage` test goes through pydantic's metaclass).
+`tests/compiler/test_compiler_wraps.py` runs each composition beside
+LangChain's nested layers. The members' wrap hooks are hidden from
 `create_agent` by their proxies, as fused node hooks are. When LangSmith traces
 the call (the fused layer runs under a run tree), each member runs under its own
 `traceable` span named as LangChain names it (`<name>.wrap_model_call`), nested
@@ -20,16 +27,27 @@ in the fused layer's span, so a trace still shows every plugin's wrapper.
 A run of wrappers is split where the members' `trace_policy` differs (the fused
 layer's own span uses its first member's) and around a member that must keep
 its own layer (manifest `fusable: false`).
+
+LangChain puts even the fused layer under `traceable`, which costs tens of
+microseconds on every call when nothing traces it (it looks for a parent run in
+the context and in the config's callbacks, asks whether tracing is on, copies
+the context). Where the layer is the agent's only one of its kind,
+`skip_idle_tracing` (called by `FusedChain.install`) makes the graph call it
+directly when `traceable` could not trace the call: no LangSmith run in the
+context, no callback handler in the config (a LangChain tracer is one) and
+tracing not enabled; it then runs in a copy of the context, as `traceable`
+runs it. Otherwise `traceable` is called as before.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 from collections.abc import Sequence
 from typing import Any
 
-from antler.compat import wrap_composers, wrap_trace_kwargs
+from antler.compat import composed_model_response, wrap_composers, wrap_trace_kwargs
 
 
 def _traced(middleware: Any, hook: str) -> Any:
@@ -55,8 +73,17 @@ class FusedWraps:
         self.labels = labels
         self.tools = []
         self.trace_policy = getattr(proxies[0], "trace_policy", None)
-        self._plain = sync_compose([getattr(p, kind) for p in proxies])
-        self._aplain = async_compose([getattr(p, "a" + kind) for p in proxies])
+        if kind == "wrap_model_call":
+            self._plain = model_chain([getattr(p, kind) for p in proxies])
+            self._aplain = amodel_chain([getattr(p, "a" + kind) for p in proxies])
+        else:
+            self._plain = sync_compose([getattr(p, kind) for p in proxies])
+            self._aplain = async_compose([getattr(p, "a" + kind) for p in proxies])
+        # The hook as LangChain's `create_agent` finds it on the instance: a function
+        # with its signature given, which LangSmith's `traceable` (around every wrap
+        # layer) reads on every call; for a bound method it would build one anew.
+        hook, ahook = _layer_hooks(self)
+        self.__dict__[kind], self.__dict__["a" + kind] = hook, ahook
         self._traced = sync_compose([_traced(p, kind) for p in proxies])
         self._atraced = async_compose([_traced(p, "a" + kind) for p in proxies])
 
@@ -71,6 +98,216 @@ class FusedWraps:
     async def _acall(self, request: Any, handler: Any) -> Any:
         chain = self._atraced if _tracing() else self._aplain
         return await chain(request, handler)
+
+
+def _layer_hooks(layer: FusedWraps) -> tuple[Any, Any]:
+    """The layer's sync and async hooks as plain functions with their signatures set."""
+    call, acall = layer._call, layer._acall
+
+    def hook(request: Any, handler: Any) -> Any:
+        return call(request, handler)
+
+    async def ahook(request: Any, handler: Any) -> Any:
+        return await acall(request, handler)
+
+    hook.__name__, ahook.__name__ = layer.kind, "a" + layer.kind
+    hook.__qualname__ = f"FusedWraps.{layer.kind}"
+    ahook.__qualname__ = f"FusedWraps.a{layer.kind}"
+    hook.__signature__, ahook.__signature__ = _HOOK_SIGNATURES  # type: ignore[attr-defined]
+    return hook, ahook
+
+
+def _signatures() -> tuple[inspect.Signature, inspect.Signature]:
+    def hook(request: Any, handler: Any) -> Any: ...
+
+    return inspect.signature(hook), inspect.signature(hook)
+
+
+_HOOK_SIGNATURES = _signatures()
+
+
+def model_chain(hooks: Sequence[Any]) -> Any:
+    """`hooks` (sync `wrap_model_call` hooks, outermost first) as one handler, composed as
+    LangChain's `_chain_model_call_handlers` composes them (see the module docs)."""
+    Composed = composed_model_response()
+    split = _result_splitter()
+    last = len(hooks) - 1
+
+    def level(index: int, request: Any, handler: Any) -> tuple[Any, list[Any]]:
+        hook = hooks[index]
+        if index == last:
+            return split(hook(request, handler), None)
+        inner_commands: list[Any] = []
+
+        def inner(inner_request: Any) -> Any:
+            inner_commands.clear()  # a retry keeps the commands of its last call only
+            response, commands = level(index + 1, inner_request, handler)
+            inner_commands.extend(commands)
+            return response
+
+        return split(hook(request, inner), inner_commands)
+
+    def chain(request: Any, handler: Any) -> Any:
+        response, commands = level(0, request, handler)
+        return Composed(model_response=response, commands=commands)
+
+    return chain
+
+
+def amodel_chain(hooks: Sequence[Any]) -> Any:
+    """`model_chain` of async `awrap_model_call` hooks."""
+    Composed = composed_model_response()
+    split = _result_splitter()
+    last = len(hooks) - 1
+
+    async def level(index: int, request: Any, handler: Any) -> tuple[Any, list[Any]]:
+        hook = hooks[index]
+        if index == last:
+            return split(await hook(request, handler), None)
+        inner_commands: list[Any] = []
+
+        async def inner(inner_request: Any) -> Any:
+            inner_commands.clear()
+            response, commands = await level(index + 1, inner_request, handler)
+            inner_commands.extend(commands)
+            return response
+
+        return split(await hook(request, inner), inner_commands)
+
+    async def chain(request: Any, handler: Any) -> Any:
+        response, commands = await level(0, request, handler)
+        return Composed(model_response=response, commands=commands)
+
+    return chain
+
+
+@functools.cache
+def _result_splitter() -> Any:
+    """A function taking a layer's result to (its model response, the commands so far).
+
+    `extra` are the commands of the layers inside it; the result's own follow them,
+    as LangChain's `_to_composed_result` lists them.
+    """
+    from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
+    from langchain_core.messages import AIMessage
+
+    Composed: Any = composed_model_response()
+
+    def split(result: Any, extra: list[Any] | None) -> tuple[Any, list[Any]]:
+        commands = list(extra) if extra else []
+        if type(result) is ModelResponse:  # the usual result: nothing to unwrap
+            return result, commands
+        if isinstance(result, Composed):
+            commands.extend(result.commands)
+            return result.model_response, commands
+        if isinstance(result, ExtendedModelResponse):
+            if result.command is not None:
+                commands.append(result.command)
+            return result.model_response, commands
+        if isinstance(result, AIMessage):
+            return ModelResponse(result=[result], structured_response=None), commands
+        return result, commands
+
+    return split
+
+
+_MODEL_HANDLER_CELLS = ("wrap_model_call_handler", "awrap_model_call_handler")
+"""The names LangChain's model node functions (sync, async) hold their composed
+`wrap_model_call` handler under."""
+
+
+def skip_idle_tracing(graph: Any, middlewares: Sequence[Any]) -> int:
+    """Call each fused layer that is `graph`'s only wrap layer of its kind without
+    `traceable` when nothing could trace the call (see the module docs).
+
+    A layer qualifies when LangChain's handler is `traceable` over the layer's own
+    hook and nothing else (LangChain's composition of one handler). Returns how many
+    handlers were replaced (a graph LangChain built otherwise keeps its own).
+    """
+    from .fusionplan import MODEL_NODE, TOOLS_NODE
+
+    layers = {id(hook): layer for layer in middlewares if isinstance(layer, FusedWraps)
+              for hook in (layer.__dict__.get(layer.kind), layer.__dict__.get("a" + layer.kind))}
+    replaced = 0
+    model = getattr(graph.nodes.get(MODEL_NODE), "bound", None)
+    for function, name in ((getattr(model, "func", None), _MODEL_HANDLER_CELLS[0]),
+                           (getattr(model, "afunc", None), _MODEL_HANDLER_CELLS[1])):
+        cell = closure_cell(function, name)
+        handler = getattr(cell, "cell_contents", None)
+        single = closure_cell(handler, "single_handler")
+        layer = layers.get(id(getattr(getattr(single, "cell_contents", None), "__wrapped__",
+                                      None)))
+        if cell is None or layer is None:
+            continue
+        is_async = name == _MODEL_HANDLER_CELLS[1]
+        cell.cell_contents = _when_traced(handler, layer._aplain if is_async else layer._plain,
+                                          is_async)
+        replaced += 1
+    tools = getattr(graph.nodes.get(TOOLS_NODE), "bound", None)
+    for attribute, is_async in (("_wrap_tool_call", False), ("_awrap_tool_call", True)):
+        traced = getattr(tools, attribute, None)
+        layer = layers.get(id(getattr(traced, "__wrapped__", None)))
+        if layer is None:
+            continue
+        setattr(tools, attribute, _when_traced(
+            traced, layer._aplain if is_async else layer._plain, is_async))
+        replaced += 1
+    return replaced
+
+
+def closure_cell(function: Any, name: str) -> Any:
+    """The cell of `function`'s closure holding its free variable `name` (None if none)."""
+    code = getattr(function, "__code__", None)
+    closure = getattr(function, "__closure__", None)
+    if code is None or not closure or name not in code.co_freevars:
+        return None
+    return closure[code.co_freevars.index(name)]
+
+
+def _when_traced(traced: Any, plain: Any, is_async: bool) -> Any:
+    """`traced` (LangChain's handler) when the call could be traced, else `plain` in a
+    copy of the context (for an async `plain`, a task in that copy, as `traceable`
+    awaits its function)."""
+    may_trace = _trace_check()
+    if is_async:
+        import asyncio
+
+        async def ahandler(request: Any, handler: Any) -> Any:
+            if may_trace():
+                return await traced(request, handler)
+            return await asyncio.create_task(plain(request, handler),
+                                             context=contextvars.copy_context())
+        return ahandler
+
+    def handler_(request: Any, handler: Any) -> Any:
+        if may_trace():
+            return traced(request, handler)
+        return contextvars.copy_context().run(plain, request, handler)
+    return handler_
+
+
+@functools.cache
+def _trace_check() -> Any:
+    """A function telling whether LangSmith's `traceable` could trace a call made now.
+
+    It could when a LangSmith run is current, when the config a runnable called now
+    inherits has a callback handler (a LangChain tracer gives `traceable` its parent
+    run), or when tracing is enabled (the context's setting, else the environment's).
+    """
+    from langchain_core.runnables.config import var_child_runnable_config
+    from langsmith.run_helpers import get_current_run_tree
+    from langsmith.utils import tracing_is_enabled
+
+    def may_trace() -> bool:
+        if get_current_run_tree() is not None:
+            return True
+        config = var_child_runnable_config.get()
+        callbacks = config.get("callbacks") if config else None
+        if getattr(callbacks, "handlers", callbacks):
+            return True
+        return bool(tracing_is_enabled())
+
+    return may_trace
 
 
 def _tracing() -> bool:

@@ -87,8 +87,9 @@ class RunStore(Generic[T]):
             return key in self._items
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._items)
+        # One read of the dict's size, which no writer leaves half done: no lock. Every
+        # model call asks it (`PendingQueue.deliver`), mostly of an empty store.
+        return len(self._items)
 
     def keys(self) -> Iterator[Hashable]:
         with self._lock:
@@ -111,7 +112,7 @@ class PendingQueue(Generic[T]):
 
     def __len__(self) -> int:
         """How many runs have items pending (none: no run key needs looking up)."""
-        return len(self._runs)
+        return len(self._runs._items)
 
     def add(self, key: Hashable, item: T, *, unique: bool = True) -> None:
         with self._lock:

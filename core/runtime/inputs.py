@@ -282,12 +282,14 @@ _REMOVE_ALL = "__remove_all__"
 
 def _listable(value: Any) -> list[Any] | None:
     """`value` as identified messages, or None when it is no list of messages."""
-    from langchain_core.messages import BaseMessage, BaseMessageChunk
-
-    if isinstance(value, list) and all(
-            isinstance(m, BaseMessage) and m.id and not isinstance(m, BaseMessageChunk)
-            for m in value):
-        return value  # the common write: messages with their ids, nothing to convert
+    if isinstance(value, list):
+        kept = _KEPT_CLASSES
+        for message in value:
+            cls = type(message)
+            if not (kept[cls] if cls in kept else _kept_class(cls)) or not message.id:
+                break
+        else:
+            return value  # the common write: messages with their ids, nothing to convert
     if not isinstance(value, (list, str, dict, tuple)) and not hasattr(value, "type"):
         return None  # an Overwrite or another value only the reducer understands
     try:
@@ -296,14 +298,33 @@ def _listable(value: Any) -> list[Any] | None:
         return None  # the reducer reports it
 
 
+_KEPT_CLASSES: dict[type, bool] = {}
+"""Per class: whether the reducer keeps its instances as they are (a message, not a chunk)."""
+
+
+def _kept_class(cls: type) -> bool:
+    """Whether `add_messages` keeps an instance of `cls` as it is, worked out once per class
+    (an `isinstance` test against a message class goes through pydantic's metaclass)."""
+    from langchain_core.messages import BaseMessage, BaseMessageChunk
+
+    kept = issubclass(cls, BaseMessage) and not issubclass(cls, BaseMessageChunk)
+    _KEPT_CLASSES[cls] = kept
+    return kept
+
+
 def _identified(value: Any) -> list[Any]:
     """The written messages as message objects, each with an id given by the reducer's rule."""
+    import langgraph.graph.message as reducer
     from langchain_core.messages import convert_to_messages, message_chunk_to_message
-    from langgraph.graph.message import add_messages
 
     items: Iterable[Any] = value if isinstance(value, list) else [value]
-    messages = [message_chunk_to_message(m) for m in convert_to_messages(items)]
-    lacking: list[Any] = [m for m in messages if m.id is None and m.type != "remove"]
-    if lacking:
-        add_messages([], lacking)  # gives each its id in place, as the channel would
+    kept = _KEPT_CLASSES
+    if all(kept[cls] if (cls := type(m)) in kept else _kept_class(cls) for m in items):
+        messages = list(items)  # message objects already: the conversion keeps them as they are
+    else:
+        messages = [message_chunk_to_message(m) for m in convert_to_messages(items)]
+    for message in messages:
+        if message.id is None and message.type != "remove":
+            # The reducer's rule (`add_messages`): a fresh uuid4, set on the message itself.
+            message.id = str(reducer.uuid.uuid4())
     return messages

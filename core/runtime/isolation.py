@@ -179,10 +179,16 @@ class _WriteGuard:
 
 def _command_of(result: Any) -> Any:
     """The `Command` a wrap hook's result is or carries (an ExtendedModelResponse's), if any."""
+    command = getattr(result, "command", result)
+    return command if isinstance(command, _command_type()) else None
+
+
+@functools.cache
+def _command_type() -> type:
+    """LangGraph's `Command`, imported once (not on every wrap hook's result)."""
     from langgraph.types import Command
 
-    command = getattr(result, "command", result)
-    return command if isinstance(command, Command) else None
+    return Command
 
 
 def _wrappers(label: str, policy: OnError, passes: type[BaseException],
@@ -191,43 +197,11 @@ def _wrappers(label: str, policy: OnError, passes: type[BaseException],
     def wrapper(original: Callable[..., Any], hook: str, is_async: bool) -> Callable[..., Any]:
         failure = Failure(label, hook, policy)
         if hook in NODE_HOOKS:
-            return _node_wrapper(_guarded(original, guard, hook, is_async), failure, is_async,
-                                 passes)
+            return _node_wrapper(original, failure, is_async, passes, guard, hook)
         if failure.skip:
             return _wrap_wrapper(original, failure, is_async, passes, guard, hook)
         return _failing_wrap_wrapper(original, failure, is_async, passes, guard, hook)
     return wrapper
-
-
-def _guarded(original: Callable[..., Any], guard: _WriteGuard | None, hook: str,
-             is_async: bool) -> Callable[..., Any]:
-    """`original` whose update goes through `guard` (unchanged when there is none)."""
-    if guard is None:
-        return original
-    check = guard.check
-    plain = _plain(original, "self", "state", "runtime")
-    if is_async and plain:
-        @functools.wraps(original)
-        async def aguarded_plain(self: Any, state: Any, runtime: Any) -> Any:
-            return check(await original(self, state, runtime), hook)
-        return aguarded_plain
-
-    if is_async:
-        @functools.wraps(original)
-        async def aguarded(self: Any, *args: Any, **kwargs: Any) -> Any:
-            return check(await original(self, *args, **kwargs), hook)
-        return aguarded
-
-    if plain:
-        @functools.wraps(original)
-        def guarded_plain(self: Any, state: Any, runtime: Any) -> Any:
-            return check(original(self, state, runtime), hook)
-        return guarded_plain
-
-    @functools.wraps(original)
-    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return check(original(self, *args, **kwargs), hook)
-    return guarded
 
 
 def _plain(original: Callable[..., Any], *names: str) -> bool:
@@ -245,12 +219,26 @@ def _plain(original: Callable[..., Any], *names: str) -> bool:
 
 
 def _node_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool,
-                  passes: type[BaseException]) -> Callable[..., Any]:
+                  passes: type[BaseException], guard: _WriteGuard | None = None,
+                  hook: str = "") -> Callable[..., Any]:
+    """`original` under the policy, its update checked by `guard` (when there is one).
+
+    One frame does both: the usual update (None, or a dict of keys the plugin
+    may write) is let through by one subset test in it; anything else goes
+    to `_WriteGuard.check`, whose refusal the policy handles like an exception
+    the hook raised.
+    """
+    writable: frozenset[str] = guard.writable if guard is not None else frozenset()
+    check = guard.check if guard is not None else None
     plain = _plain(original, "self", "state", "runtime")
     if is_async and plain:
         async def anode_plain(self: Any, state: Any, runtime: Any) -> Any:
             try:
-                return await original(self, state, runtime)
+                update = await original(self, state, runtime)
+                if update is None or check is None or (
+                        type(update) is dict and update.keys() <= writable):
+                    return update
+                return check(update, hook)
             except passes:
                 raise
             except Exception as error:
@@ -261,7 +249,11 @@ def _node_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool
     if is_async:
         async def anode(self: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
             try:
-                return await original(self, state, *args, **kwargs)
+                update = await original(self, state, *args, **kwargs)
+                if update is None or check is None or (
+                        type(update) is dict and update.keys() <= writable):
+                    return update
+                return check(update, hook)
             except passes:
                 raise
             except Exception as error:
@@ -272,7 +264,11 @@ def _node_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool
     if plain:
         def node_plain(self: Any, state: Any, runtime: Any) -> Any:
             try:
-                return original(self, state, runtime)
+                update = original(self, state, runtime)
+                if update is None or check is None or (
+                        type(update) is dict and update.keys() <= writable):
+                    return update
+                return check(update, hook)
             except passes:
                 raise
             except Exception as error:
@@ -282,7 +278,11 @@ def _node_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool
 
     def node(self: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return original(self, state, *args, **kwargs)
+            update = original(self, state, *args, **kwargs)
+            if update is None or check is None or (
+                    type(update) is dict and update.keys() <= writable):
+                return update
+            return check(update, hook)
         except passes:
             raise
         except Exception as error:

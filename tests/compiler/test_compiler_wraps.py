@@ -242,3 +242,56 @@ class _NoClient:
 
     def __getattr__(self, name: str) -> Any:
         return lambda *args, **kwargs: None
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_a_call_nothing_could_trace_skips_traceable(monkeypatch, use_async):
+    """The fused layers (model and tool calls) run without LangSmith's `traceable` when
+    nothing could trace the call; a callback handler listening, or tracing enabled, still
+    gets the traced layer."""
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langsmith import run_helpers
+    from langsmith.run_trees import RunTree
+
+    for method in ("post", "patch", "end"):
+        monkeypatch.setattr(RunTree, method, lambda self, *a, **k: None)
+    setups: list[str] = []
+    real_setup = run_helpers._setup_run
+
+    def counted_setup(func: Any, *args: Any, **kwargs: Any) -> Any:
+        setups.append(getattr(func, "__name__", ""))
+        return real_setup(func, *args, **kwargs)
+
+    monkeypatch.setattr(run_helpers, "_setup_run", counted_setup)
+    seen: list[str] = []
+
+    @tool
+    def echo(text: str) -> str:
+        """Echo the text back."""
+        return f"echo {text}"
+
+    model = ScriptedChatModel([
+        AIMessage(content="", id=f"call{i}", tool_calls=[
+            {"name": "echo", "args": {"text": str(i)}, "id": f"c{i}"}]) if i % 2 == 0
+        else AIMessage(content="done", id=f"final{i}") for i in range(6)])
+    graph, plan = create_fused_agent([Wrapper("w0", seen), Wrapper("w1", seen)], model=model,
+                                     tools=[echo], state_schema=WrapState)
+    assert [layer.kind for layer in plan.wraps] == ["wrap_model_call", "wrap_tool_call"]
+
+    def run(text: str, config: dict[str, Any] | None = None) -> None:
+        inputs = {"messages": [HumanMessage(content=text)]}
+        if use_async:
+            asyncio.run(graph.ainvoke(inputs, config))
+        else:
+            graph.invoke(inputs, config)
+
+    run("quiet")
+    assert setups == []  # two model calls and a tool call, none under traceable
+    assert seen.count("w1 model 2") == 1 and "w1 tool {'text': '0'}" in seen
+    run("listened", {"callbacks": [BaseCallbackHandler()]})
+    assert sorted(set(setups)) == ["wrap_model_call", "wrap_tool_call"] if not use_async \
+        else sorted(set(setups)) == ["awrap_model_call", "awrap_tool_call"]
+    setups.clear()
+    with run_helpers.tracing_context(enabled=True, client=_NoClient()):
+        run("traced")
+    assert len(setups) >= 3 * 3  # the layer and its two members, per call
