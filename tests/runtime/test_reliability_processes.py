@@ -93,9 +93,13 @@ def test_a_second_process_on_a_busy_thread_is_refused_or_waits(tmp_path):
     home = tmp_path / "home"
     # The command waits for `go` in its workspace: a host path outside it is not what the
     # sandboxed command sees, and the wait would run into the command's timeout instead.
+    # It lists the folder rather than looking the name up: under bubblewrap the workspace
+    # is an overlay, which keeps a name it looked up and did not find as missing when
+    # another program creates it on the host (README, sandbox), but lists the folder as
+    # it is.
     go = PathLayout(home).thread(DEFAULT_USER, "t1").workspace / "go"
     long = script(tmp_path / "long.yaml", [
-        bash_turn("until [ -e go ]; do sleep 0.05; done; echo released"), "first done",
+        bash_turn("until ls | grep -qx go; do sleep 0.05; done; echo released"), "first done",
         "A title"])
     first = antler("run", "one", "--model", long, "--thread", "t1", home=home)
     waiter = None
