@@ -322,7 +322,9 @@ def test_a_restart_under_a_run_stops_it_before_it_writes_and_the_thread_stays_on
     config.write_text(yaml.safe_dump({**QUIET, "storage": {"checkpointer": "${RUN_DB}"}}),
                       encoding="utf-8")
     env = {**os.environ, "RUN_DB": postgres_url}
-    # The command waits for a file of its workspace (what a bwrap sandbox sees of the host).
+    # The command waits for a file of its workspace (what a bwrap sandbox sees of the host),
+    # listing the folder: an overlay keeps a name it looked up and missed as missing when
+    # another program creates it on the host (README, sandbox).
     go = PathLayout(tmp_path / "home").thread("default", thread).workspace / "go"
 
     def antler(prompt: str, turns: list[Any], name: str) -> subprocess.Popen[str]:
@@ -332,8 +334,8 @@ def test_a_restart_under_a_run_stops_it_before_it_writes_and_the_thread_stays_on
              "--home", str(tmp_path / "home")],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
-    first = antler("run A", [bash_turn("until [ -e go ]; do sleep 0.05; done; echo A-done"),
-                             "A finished"], "a")
+    first = antler("run A", [bash_turn("until ls | grep -qx go; do sleep 0.05; done; "
+                                       "echo A-done"), "A finished"], "a")
     try:
         read_stderr_until(first, "-> bash")  # A is inside its tool, holding the thread
         restart_postgres()  # A's session, and the lock with it, are gone
@@ -419,7 +421,7 @@ def test_a_result_shown_by_antler_run_survives_kill_9_right_after_the_line(tmp_p
     workspace = PathLayout(home).thread("default", "t1").workspace
     model = script(tmp_path / "s.yaml", [
         {"content": "", "tool_calls": [
-            {"name": "bash", "args": {"command": "touch started; until [ -e go ]; do sleep "
+            {"name": "bash", "args": {"command": "touch started; until ls | grep -qx go; do sleep "
                                                  "0.05; done; echo quick"}, "id": "q"},
             {"name": "bash", "args": {"command": "sleep 600"}, "id": "slow"}]},
         "never"])
