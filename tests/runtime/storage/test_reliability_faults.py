@@ -142,9 +142,15 @@ def antler_run(*args: object, home: Path, preexec: Callable[[], None] | None = N
 
 
 def test_a_full_disk_found_when_the_database_is_opened_says_free_space(tmp_path, no_space):
-    first = antler_run("one", "--model", script(tmp_path / "a.yaml", ["first", "A title"]),
-                       "--thread", "t1", home=no_space.home)
-    assert first.returncode == 0, first.stderr
+    # The thread's first turn, in this process (an `antler run` would spend two
+    # CPU-seconds importing Antler): what the second run opens is what a run left.
+    from antler.runtime.agent import create_agent
+    from antler.runtime.models import ScriptedChatModel
+
+    with create_agent(model=ScriptedChatModel(["first", "A title"]),
+                      base_dir=no_space.home) as agent:
+        agent.invoke("one", thread_id="t1")
+    assert (no_space.home / "checkpoints.sqlite").is_file()
     no_space.exhaust()
     second = antler_run("two", "--model", script(tmp_path / "b.yaml", ["second"]),
                         "--thread", "t1", home=no_space.home, preexec=no_space.preexec())
