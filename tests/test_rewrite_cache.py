@@ -31,7 +31,9 @@ def test_doubles(n):
 
 
 def entry_of(path: Path) -> Path:
-    [entry] = (path.parent / "__pycache__").glob(f"{path.stem}.*-pytest-*.pyc")
+    from _pytest.assertion.rewrite import get_cache_dir
+
+    [entry] = get_cache_dir(path).glob(f"{path.stem}.*-pytest-*.pyc")
     return entry
 
 
@@ -43,7 +45,7 @@ def test_the_entry_is_the_one_pytest_writes_and_pytest_reads_it(tmp_path):
     assert rewrite_cache.rewrite([sample]) == 0  # a fresh entry is kept
     entry_of(sample).unlink()
     env = {key: value for key, value in os.environ.items()
-           if key not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+           if key != "PYTHONDONTWRITEBYTECODE"}
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           "--rootdir", str(tmp_path), str(sample)], cwd=tmp_path, env=env,
