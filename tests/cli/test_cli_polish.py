@@ -8,6 +8,7 @@ test; they assert nothing about speed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -16,7 +17,9 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -116,29 +119,66 @@ def test_plugins_list_breaks_lines_between_words_only(width):
 # -- --wait says that it waits; signals while waiting -----------------------------------------
 
 
-def _busy_thread(tmp_path: Path) -> subprocess.Popen[str]:
-    """A run holding thread t1 in a long shell command."""
-    model = script(tmp_path / "busy.yaml", [
-        {"content": "", "tool_calls": [{"name": "bash", "args": {"command": "sleep 300"}}]},
-        "never"])
-    busy = started("run", "go", "--model", model, "--thread", "t1", "--home", tmp_path / "home")
-    read_stderr_until(busy, "-> bash")
-    return busy
+@contextlib.contextmanager
+def _busy_thread(tmp_path: Path) -> Iterator[threading.Event]:
+    """A run of thread t1 in this process, holding the thread in a tool call until the
+    event it yields is set or the block ends (as a run in a long shell command does).
+
+    In this process, which has Antler imported already: another `antler run` would
+    spend two CPU-seconds importing it. The run holds the thread's lock as any run does.
+    """
+    from langchain_core.tools import tool
+
+    from antler.runtime.agent import create_agent
+    from antler.runtime.models import ScriptedChatModel
+
+    holding, release = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+
+    @tool
+    def hold() -> str:
+        """Keep the thread busy until the test lets go."""
+        holding.set()
+        release.wait(HANG_GUARD)
+        return "let go"
+
+    model = ScriptedChatModel([
+        {"content": "", "tool_calls": [{"name": "hold", "args": {}, "id": "h"}]}, "done",
+        "A title"])
+
+    def run() -> None:
+        try:
+            with create_agent(model=model, tools=[hold], base_dir=tmp_path / "home") as agent:
+                agent.invoke("go", thread_id="t1")
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            holding.set()
+
+    runner = threading.Thread(target=run, name="busy-run")
+    runner.start()
+    try:
+        assert holding.wait(HANG_GUARD) and not failures, failures
+        yield release
+    finally:
+        release.set()
+        runner.join(HANG_GUARD)
+    assert not runner.is_alive() and not failures, failures
 
 
 def test_wait_says_it_waits_and_then_runs(tmp_path):
-    busy = _busy_thread(tmp_path)
-    waiting = started("run", "next", "--wait", "--thread", "t1", "--home", tmp_path / "home",
-                      "--model", script(tmp_path / "w.yaml", ["after the wait", "Title"]))
-    try:
-        seen = read_stderr_until(waiting, "[waiting] thread 't1' is busy")
-        assert "Ctrl-C stops waiting" in seen
-        time.sleep(1)
-        assert waiting.poll() is None  # still waiting: the other run holds the thread
-    finally:
-        busy.send_signal(signal.SIGTERM)
-        busy.communicate(timeout=HANG_GUARD)
-    out, err = waiting.communicate(timeout=HANG_GUARD)
+    with _busy_thread(tmp_path) as release:
+        waiting = started("run", "next", "--wait", "--thread", "t1", "--home",
+                          tmp_path / "home",
+                          "--model", script(tmp_path / "w.yaml", ["after the wait", "Title"]))
+        try:
+            seen = read_stderr_until(waiting, "[waiting] thread 't1' is busy")
+            assert "Ctrl-C stops waiting" in seen
+            time.sleep(1)
+            assert waiting.poll() is None  # still waiting: the other run holds the thread
+        finally:
+            release.set()  # the other run finishes
+        out, err = waiting.communicate(timeout=HANG_GUARD)
     assert waiting.returncode == 0, err
     assert "[waited " in err and "the other run finished" in err
     assert out.strip() == "after the wait"
@@ -146,16 +186,12 @@ def test_wait_says_it_waits_and_then_runs(tmp_path):
 
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_a_signal_stops_the_wait_with_its_exit_code(tmp_path, how):
-    busy = _busy_thread(tmp_path)
-    try:
+    with _busy_thread(tmp_path):
         waiting = started("run", "next", "--wait", "--thread", "t1", "--home",
                           tmp_path / "home", "--model", script(tmp_path / "w.yaml", ["x"]))
         read_stderr_until(waiting, "[waiting]")
         waiting.send_signal(how)
         _out, err = waiting.communicate(timeout=HANG_GUARD)
-    finally:
-        busy.send_signal(signal.SIGTERM)
-        busy.communicate(timeout=HANG_GUARD)
     assert waiting.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[how], err
     assert "stopped" in err and "Traceback" not in err
 
@@ -164,10 +200,14 @@ def test_a_signal_stops_the_wait_with_its_exit_code(tmp_path, how):
 
 
 def _one_thread(tmp_path: Path) -> Path:
+    """A home with thread t1 after one turn, run in this process (Antler is imported
+    here already; an `antler run` would spend two CPU-seconds importing it)."""
+    from antler.runtime.agent import create_agent
+    from antler.runtime.models import ScriptedChatModel
+
     home = tmp_path / "home"
-    model = script(tmp_path / "s.yaml", ["hello", "Greeting"])
-    made = antler("run", "hi", "--model", model, "--thread", "t1", "--home", home)
-    assert made.returncode == 0, made.stderr
+    with create_agent(model=ScriptedChatModel(["hello", "Greeting"]), base_dir=home) as agent:
+        agent.invoke("hi", thread_id="t1")
     return home
 
 

@@ -413,17 +413,20 @@ def assert_within_caps(request: dict[str, Any]) -> None:
             assert f["default"] is False
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(args_like)
-def test_requests_never_raise_and_always_fit_the_caps(args):
+# `make test` draws 50 inputs per property (fresh ones each run); the slow checks draw
+# 150 (CI's long checks, `make test-slow`).
+QUICK = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+LONG = settings(QUICK, max_examples=150)
+raw_forms = st.one_of(json_like, st.lists(field_like, max_size=20), plausible_form)
+
+
+def request_fits_the_caps(args: Any) -> None:
     request = build_request(args, "call_x")
     assert_within_caps(request)
     assert render_text(request)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.one_of(json_like, st.lists(field_like, max_size=20), plausible_form))
-def test_field_normalization_never_raises(raw):
+def normalized_fields_fit_the_caps(raw: Any) -> None:
     result = normalize_fields(raw)
     if result.fields is not None:
         assert_within_caps({"version": 2, "mode": "form", "question": "q",
@@ -432,12 +435,49 @@ def test_field_normalization_never_raises(raw):
         assert result.problem is None or isinstance(result.problem, str)
 
 
-@settings(max_examples=100, deadline=None)
-@given(option_like)
-def test_flattened_options_are_clean_and_unique(raw):
+def options_are_clean_and_unique(raw: Any) -> None:
     options = flatten_options(raw)
     assert len(set(options)) == len(options)
     assert all(o and o == o.strip() and not re.search(r"<[^<>]*>", o) for o in options)
+
+
+@QUICK
+@given(args_like)
+def test_requests_never_raise_and_always_fit_the_caps(args):
+    request_fits_the_caps(args)
+
+
+@QUICK
+@given(raw_forms)
+def test_field_normalization_never_raises(raw):
+    normalized_fields_fit_the_caps(raw)
+
+
+@QUICK
+@given(option_like)
+def test_flattened_options_are_clean_and_unique(raw):
+    options_are_clean_and_unique(raw)
+
+
+@pytest.mark.slow
+@LONG
+@given(args_like)
+def test_many_more_requests_never_raise_and_always_fit_the_caps(args):
+    request_fits_the_caps(args)
+
+
+@pytest.mark.slow
+@LONG
+@given(raw_forms)
+def test_many_more_field_normalizations_never_raise(raw):
+    normalized_fields_fit_the_caps(raw)
+
+
+@pytest.mark.slow
+@LONG
+@given(option_like)
+def test_many_more_flattened_options_are_clean_and_unique(raw):
+    options_are_clean_and_unique(raw)
 
 
 # -- the middleware on its own -----------------------------------------------------------

@@ -9,7 +9,6 @@ import time
 from email.utils import formatdate
 from typing import Any
 
-import anthropic
 import httpx
 import openai
 import pytest
@@ -61,11 +60,31 @@ def openai_error(cls: type, status: int, code: str | None, message: str,
     return cls(message, response=response, body=body)
 
 
-def anthropic_error(cls: type, status: int, kind: str, message: str,
+def anthropic_error(name: str, status: int, kind: str, message: str,
                     headers: dict[str, str] | None = None) -> Exception:
+    """The `anthropic` SDK's exception class `name`, as the SDK raises it.
+
+    The SDK is imported here, when a test needs it: importing it costs two CPU-seconds,
+    which every parallel worker would otherwise spend collecting this module."""
+    import anthropic
+
     body = {"type": "error", "error": {"type": kind, "message": message}}
     response = httpx.Response(status, request=REQUEST, headers=headers or {}, json=body)
-    return cls(message, response=response, body=body)
+    return getattr(anthropic, name)(message, response=response, body=body)
+
+
+ON_THE_ANTHROPIC_WORKER = pytest.mark.xdist_group("anthropic-sdk")
+"""The tests that import the SDK run on one worker, which alone imports it."""
+
+
+class AnthropicError:
+    """An `anthropic_error(...)` made when the test runs, named by its class."""
+
+    def __init__(self, name: str, status: int, kind: str, message: str) -> None:
+        self.name, self.args = name, (name, status, kind, message)
+
+    def __call__(self) -> Exception:
+        return anthropic_error(*self.args)
 
 
 BURST_MESSAGE = ("Request rate increased too quickly. To ensure system stability, please "
@@ -90,14 +109,16 @@ BURST = openai_error(openai.RateLimitError, 429, "limit_burst_rate", BURST_MESSA
                   "This model's maximum context length is 128000 tokens"), "generic"),
     (openai.APITimeoutError(request=REQUEST), "transient"),
     (openai.APIConnectionError(request=REQUEST), "transient"),
-    (anthropic_error(anthropic.RateLimitError, 429, "rate_limit_error",
-                     "Number of requests has exceeded your rate limit"), "transient"),
-    (anthropic_error(anthropic.InternalServerError, 529, "overloaded_error", "Overloaded"),
-     "busy"),
-    (anthropic_error(anthropic.AuthenticationError, 401, "authentication_error",
-                     "invalid x-api-key"), "auth"),
-    (anthropic_error(anthropic.BadRequestError, 400, "invalid_request_error",
-                     "Your credit balance is too low to access the Anthropic API"), "quota"),
+    pytest.param(AnthropicError("RateLimitError", 429, "rate_limit_error",
+                                "Number of requests has exceeded your rate limit"),
+                 "transient", marks=ON_THE_ANTHROPIC_WORKER),
+    pytest.param(AnthropicError("InternalServerError", 529, "overloaded_error", "Overloaded"),
+                 "busy", marks=ON_THE_ANTHROPIC_WORKER),
+    pytest.param(AnthropicError("AuthenticationError", 401, "authentication_error",
+                                "invalid x-api-key"), "auth", marks=ON_THE_ANTHROPIC_WORKER),
+    pytest.param(AnthropicError("BadRequestError", 400, "invalid_request_error",
+                                "Your credit balance is too low to access the Anthropic API"),
+                 "quota", marks=ON_THE_ANTHROPIC_WORKER),
     (ModelRateLimitError("slow down"), "transient"),
     (ModelAuthenticationError("no"), "auth"),
     (ModelPermissionDeniedError("no"), "auth"),
@@ -114,8 +135,11 @@ BURST = openai_error(openai.RateLimitError, 429, "limit_burst_rate", BURST_MESSA
     (RuntimeError("账户余额不足"), "quota"),
     (RuntimeError("Error code: 503 - upstream connect error"), "generic"),
     (ValueError("unexpected tool schema"), "generic"),
-], ids=lambda value: type(value).__name__ if isinstance(value, Exception) else value)
+], ids=lambda value: type(value).__name__ if isinstance(value, Exception)
+    else getattr(value, "name", value))
 def test_errors_are_sorted_by_reason(error, reason):
+    if isinstance(error, AnthropicError):
+        error = error()
     assert classify(error) == reason
 
 
@@ -558,9 +582,9 @@ def test_a_plain_rate_limit_is_transient_a_burst_limit_gets_two_slower_attempts(
     assert "rate rose too fast, after 2 attempts" in reply.content
 
 
+@ON_THE_ANTHROPIC_WORKER
 def test_real_provider_exceptions_through_the_graph(tmp_path, registry):
-    overloaded = anthropic_error(anthropic.InternalServerError, 529, "overloaded_error",
-                                 "Overloaded")
+    overloaded = anthropic_error("InternalServerError", 529, "overloaded_error", "Overloaded")
     quota = openai_error(openai.RateLimitError, 429, "insufficient_quota", "quota exceeded")
     raised = iter([overloaded, None, quota])
 

@@ -21,11 +21,11 @@ import yaml
 
 from antler.contracts.runcontext import DEFAULT_USER
 from antler.plugin_api.paths import PathLayout
-from antler.plugins._lib.memory import MemoryFile, MemoryStore
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
 from antler.runtime.sandbox import reaper
 from antler.runtime.sandbox.local import LocalSandboxProvider
+from tests.memory_writers import memory_of, write_fifty_facts
 from tests.processes import read_stderr_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -128,36 +128,20 @@ def test_a_second_process_on_a_busy_thread_is_refused_or_waits(tmp_path):
 
 # -- defect 3: memory writers in several processes --------------------------------------------
 
-def _memory(kind: str, base: str) -> tuple[object, object]:
-    """(facts, closer) of the JSON files or the shared SQLite store under `base`."""
-    if kind == "json":
-        return MemoryFile(base, max_facts=1000), None
-    from antler.runtime.storage import open_store
-
-    store = open_store("sqlite", Path(base))
-    return MemoryStore(store, max_facts=1000), store.close
-
-
-def _write_facts(kind: str, base: str, worker: int) -> None:
-    memory, close = _memory(kind, base)
-    for n in range(50):
-        memory.add_facts("u", [f"fact {worker}-{n}"])
-    if close is not None:
-        close()
-
-
 @pytest.mark.parametrize("kind", ["store", "json"])
 def test_four_processes_writing_fifty_facts_each_keep_all_two_hundred(tmp_path, kind):
     context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_write_facts, args=(kind, str(tmp_path), w))
+    workers = [context.Process(target=write_fifty_facts, args=(kind, str(tmp_path), w))
                for w in range(4)]
     for worker in workers:
         worker.start()
     for worker in workers:
         worker.join(HANG_GUARD)
         assert worker.exitcode == 0
-    memory, _close = _memory(kind, str(tmp_path))
+    memory, close = memory_of(kind, str(tmp_path))
     facts = {f.content for f in memory.facts("u")}
+    if close is not None:
+        close()
     assert facts == {f"fact {w}-{n}" for w in range(4) for n in range(50)}
 
 
