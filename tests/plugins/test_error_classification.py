@@ -258,9 +258,19 @@ def _mcp_timing_out() -> McpSessions:
 
 @pytest.fixture
 def slow_tool() -> Any:
-    sessions = _mcp_timing_out()
+    # The session's read timeout, kept short for the calls under test, bounds its start
+    # too: on a busy host a start can miss it (the server is then left out, with a
+    # warning), so start again, up to three times.
+    for _attempt in range(3):
+        sessions = _mcp_timing_out()
+        tool = next((t for t in sessions.tools if t.name == "slow"), None)
+        if tool is not None:
+            break
+        sessions.close()
+    else:
+        pytest.fail(f"the MCP test server did not start within {SESSION_TIMEOUT} s, three times")
     try:
-        yield next(t for t in sessions.tools if t.name == "slow")
+        yield tool
     finally:
         sessions.close()
 
