@@ -51,3 +51,18 @@ def test_a_subclass_goes_through_override():
     request = Tagged(model=object(), messages=[])
     copy = overridden(request, messages=[HumanMessage("x", id="1")])
     assert type(copy) is Tagged and copy.tag == "overridden"  # type: ignore[attr-defined]
+
+
+def test_a_request_subclass_or_an_unknown_field_goes_through_override() -> None:
+    class Custom(ModelRequest):  # type: ignore[type-arg]
+        pass
+
+    request = Custom(model=None, messages=[], tools=[], runtime=None)
+    copy = overridden(request, messages=[HumanMessage("x")])
+    assert type(copy) is Custom and copy.messages == [HumanMessage("x")]
+    try:
+        overridden(ModelRequest(model=None, messages=[]), nonsense=1)
+    except TypeError as exc:
+        assert "nonsense" in str(exc)
+    else:
+        raise AssertionError("an unknown field must be refused as override refuses it")
