@@ -217,22 +217,25 @@ _REBUILD = object()
 
 
 class _Placed(NamedTuple):
-    """Where the one-pass repair stands after the first messages of a history."""
+    """Where the one-pass repair stands after the first messages of a history.
 
-    repaired: tuple[AnyMessage, ...]
+    Its collections are never changed once it is made: the next step copies them.
+    """
+
+    repaired: list[AnyMessage]
     """Those messages with the placeholders of every block closed so far."""
-    seen: frozenset[str]
+    seen: set[str]
     """Every call id so far (an id used twice sends the history to the rebuild)."""
-    block: tuple[dict[str, Any], ...]
+    block: Sequence[dict[str, Any]]
     """The calls of the message whose results follow, still open at the end."""
-    unanswered: frozenset[str]
+    unanswered: set[str]
     """The ids in `block` without a result yet."""
     rebuild: bool = False
     """The history needs the general rebuild (nothing else is set)."""
 
 
-_UNPLACED = _Placed((), frozenset(), (), frozenset())
-_REBUILT = _Placed((), frozenset(), (), frozenset(), rebuild=True)
+_UNPLACED = _Placed([], set(), (), set())
+_REBUILT = _Placed([], set(), (), set(), rebuild=True)
 
 
 def _answered_in_place(history: list[AnyMessage], fixed_calls: Callable[..., Any],
@@ -248,7 +251,8 @@ def _answered_in_place(history: list[AnyMessage], fixed_calls: Callable[..., Any
     used twice) returns `_REBUILD`.
     """
     placed = _place(_UNPLACED, history, 0, fixed_calls, placeholder)
-    return _placed_repair(placed, len(history), placeholder)
+    # This state is no one else's: its list is finished in place.
+    return _placed_repair(placed, len(history), placeholder, placed.repaired)
 
 
 def _place(before: _Placed, history: Sequence[AnyMessage], done: int,
@@ -289,19 +293,30 @@ def _place(before: _Placed, history: Sequence[AnyMessage], done: int,
             block = calls
             unanswered = {call["id"] for call in calls}
         repaired.append(message)
-    return _Placed(tuple(repaired), frozenset(seen), tuple(block), frozenset(unanswered))
+    return _Placed(repaired, seen, block, unanswered)
 
 
 def _placed_repair(placed: _Placed, length: int,
-                   placeholder: Callable[[str, str, str], ToolMessage]) -> Any:
-    """The repair of a whole history of `length` messages that `placed` stands after."""
+                   placeholder: Callable[[str, str, str], ToolMessage],
+                   repaired: list[AnyMessage] | None = None) -> Any:
+    """The repair of a whole history of `length` messages that `placed` stands after.
+
+    `repaired`: `placed.repaired` itself when the caller owns the state (None: a copy,
+    as a kept state is never changed).
+    """
     if placed.rebuild:
         return _REBUILD
-    repaired = list(placed.repaired)
+    if repaired is None:
+        repaired = list(placed.repaired)
     if placed.unanswered:  # the last block's calls: nothing after them can answer them now
         repaired.extend(placeholder(call["id"], call["name"], INTERRUPTED_PLACEHOLDER)
                         for call in placed.block if call["id"] in placed.unanswered)
     return repaired if len(repaired) != length else None
+
+
+KEPT_FROM = 64
+"""Histories shorter than this are repaired afresh: cheaper than finding and checking
+the thread's kept state (`HistoryFold`'s threshold)."""
 
 
 class _PlacedFold:
@@ -320,15 +335,16 @@ class _PlacedFold:
     """
 
     def __init__(self, advance: Callable[[_Placed, Sequence[AnyMessage], int], _Placed], *,
-                 threads: int = 1024) -> None:
+                 threads: int = 1024, short: int = KEPT_FROM) -> None:
         self.advance = advance
         self.threads = threads
+        self.short = short
         self._kept: OrderedDict[Any, tuple[list[AnyMessage], _Placed]] = OrderedDict()
         self._lock = threading.Lock()
 
     def __call__(self, key: Any, messages: Sequence[AnyMessage]) -> _Placed:
         """The state after all of `messages`; `key` names the thread (None: nothing kept)."""
-        if key is None or not messages:
+        if key is None or len(messages) < self.short or not messages:
             return self.advance(_UNPLACED, messages, 0)
         before, done = _UNPLACED, 0
         kept = self._kept.get(key)
@@ -478,9 +494,12 @@ class DanglingToolCallMiddleware(AgentMiddleware[AgentState]):
         scan = self._scans.of_request(request)
         if not scan[0] and not scan[1]:
             return request  # well-formed, every call answered: nothing to repair
-        # Something to repair: the one-pass repair continues from this thread's last call.
-        placed = self._placed(thread_id_of(getattr(request, "runtime", None)), request.messages)
-        repaired = repair_messages(request.messages, scan, reuse=self._reuse, placed=placed)
+        # Something to repair: on a long history the one-pass repair continues from the
+        # thread's last call; a short one is repaired afresh.
+        messages = request.messages
+        placed = None if len(messages) < self._placed.short else self._placed(
+            thread_id_of(getattr(request, "runtime", None)), messages)
+        repaired = repair_messages(messages, scan, reuse=self._reuse, placed=placed)
         if repaired is None:
             return request
         logger.debug("model request: added %d placeholder result(s) and/or fixed malformed "

@@ -452,6 +452,14 @@ class _ThreadRuntime:
         self.context = RunContext(thread_id=thread_id)
 
 
+def _kept_always() -> DanglingToolCallMiddleware:
+    """The middleware keeping its one-pass repair for histories of any length (it keeps it
+    from `KEPT_FROM` messages on): the short histories below exercise the kept state."""
+    middleware = DanglingToolCallMiddleware()
+    middleware._placed.short = 0
+    return middleware
+
+
 def _sent(middleware: DanglingToolCallMiddleware, messages: list[Any],
           thread_id: str = "t1") -> list[Any]:
     request = ModelRequest(model=None, messages=messages, system_message=None, tools=[],
@@ -475,7 +483,7 @@ def test_the_kept_repair_continues_with_new_messages_only(monkeypatch):
         return place(before, history, done, *args)
 
     monkeypatch.setattr(module, "_place", spy)
-    middleware = DanglingToolCallMiddleware()
+    middleware = _kept_always()
     history_ = [HumanMessage("go", id="h1"), ai_calls(("ls", "c1"), msg_id="a1"),
                 HumanMessage("there?", id="h2"), ai_calls(("bash", "c2"), msg_id="a2")]
     first = _sent(middleware, history_)
@@ -495,7 +503,7 @@ def test_a_message_replaced_between_kept_ends_is_never_served_again():
     """Same first and last objects, a middle message replaced under its id (a node's update
     in the same run): the kept state holds the old message and its placeholder, so it must
     not be continued."""
-    middleware = DanglingToolCallMiddleware()
+    middleware = _kept_always()
     history_ = [HumanMessage("go", id="h1"), ai_calls(("ls", "c1"), msg_id="a1"),
                 HumanMessage("there?", id="h2"), AIMessage("ok", id="a2")]
     assert shape(_sent(middleware, history_)) == ["h", "ai(c1)", "tool(c1!)", "h", "ai()"]
@@ -513,7 +521,7 @@ def test_a_message_replaced_between_kept_ends_is_never_served_again():
 
 
 def test_a_shorter_reloaded_or_other_threads_history_starts_over():
-    middleware = DanglingToolCallMiddleware()
+    middleware = _kept_always()
     history_ = [HumanMessage("go", id="h1"), ai_calls(("ls", "c1"), msg_id="a1"),
                 HumanMessage("there?", id="h2"), ai_calls(("bash", "c2"), msg_id="a2"),
                 result("c2"), AIMessage("ok", id="a3")]
@@ -540,7 +548,7 @@ _EDIT = st.one_of(
 def test_a_kept_repair_always_equals_one_from_scratch(start, edits):
     """Whatever happens to a thread's history between calls (new messages, one replaced in
     place, the end cut, a reload), each request is the one a repair from scratch gives."""
-    middleware = DanglingToolCallMiddleware()
+    middleware = _kept_always()
     messages = list(start)
     for edit in [("append", []), *edits]:
         if edit[0] == "append":
@@ -565,8 +573,9 @@ def echo(text: str) -> str:
 def test_every_model_call_of_a_thread_with_an_interrupted_call_gets_its_repair(tmp_path,
                                                                                   fuse,
                                                                                   monkeypatch):
-    """The repair kept between the calls of a run answers the interrupted call each time,
-    leaves the run's own answered call alone, and follows the history edited between runs."""
+    """On a long thread the repair kept between the calls of a run answers the interrupted
+    call each time, leaves the run's own answered call alone, and follows the history
+    edited between runs."""
     from antler.plugins.dangling_tool_call import middleware as module
 
     folded: list[tuple[int, int]] = []
@@ -577,25 +586,28 @@ def test_every_model_call_of_a_thread_with_an_interrupted_call_gets_its_repair(t
         return place(before, history, done, *args)
 
     monkeypatch.setattr(module, "_place", spy)
+    earlier = [HumanMessage(f"question {i}", id=f"q{i}") if i % 2 == 0
+               else AIMessage(f"answer {i}", id=f"r{i}") for i in range(module.KEPT_FROM)]
     script = [{"content": "", "tool_calls": [{"name": "echo", "args": {"text": "hi"},
                                               "id": "c2"}]}, "Done.", "Again."]
     agent, model = make_agent(tmp_path / "home", script, tools=[echo], fuse=fuse)
     with agent:
         agent.graph.update_state(agent.run_config("t1"), {"messages": [
-            HumanMessage("list files", id="h1"), ai_calls(("ls", "c1"), msg_id="a1"),
+            *earlier, HumanMessage("list files", id="h1"), ai_calls(("ls", "c1"), msg_id="a1"),
             HumanMessage("are you there?", id="h2")]})
         agent.invoke("continue", thread_id="t1")
         agent.graph.update_state(agent.run_config("t1"), {"messages": [
             ai_calls(("ls", "c9"), msg_id="a1")]})  # the interrupted call, rewritten in place
         agent.invoke("next", thread_id="t1")
-    first, second, third = (shape(calls) for calls in model.calls)
-    assert first == ["s", "h", "ai(c1)", "tool(c1!)", "h", "h"]
+    first, second, third = (shape(calls)[len(earlier) + 1:] for calls in model.calls)
+    assert first == ["h", "ai(c1)", "tool(c1!)", "h", "h"]
     assert second == [*first, "ai(c2)", "tool(c2)"]
     assert model.calls[1][-1].content == "echo: hi"  # the real result, no placeholder
-    assert third == ["s", "h", "ai(c9)", "tool(c9!)", "h", "h", "ai(c2)", "tool(c2)", "ai()",
-                     "h"]
+    assert third == ["h", "ai(c9)", "tool(c9!)", "h", "h", "ai(c2)", "tool(c2)", "ai()", "h"]
     assert not any(m.tool_call_id == "c1" for m in model.calls[2]
                    if isinstance(m, ToolMessage))
-    # The run's second call continued the first one's pass; the next run (a reloaded,
-    # edited history) started over.
-    assert folded == [(0, 5), (5, 7), (0, 9)]
+    # The run's second call continued the first one's pass (two new messages); the next
+    # run (a reloaded, edited history) started over.
+    sizes = [len(calls) - 1 for calls in model.calls]  # the history, without the prompt
+    assert folded == [(0, sizes[0]), (sizes[0], sizes[1]), (0, sizes[2])]
+    assert sizes[1] == sizes[0] + 2
