@@ -25,6 +25,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -95,13 +96,20 @@ def message_text(message_or_content: Any) -> str:
 
 def latest_user_message(messages: Sequence[Any]) -> Any | None:
     """The last `HumanMessage` that is not a hidden, server-injected one."""
-    from langchain_core.messages import HumanMessage
-
+    HumanMessage = _human_message_class()
     for message in reversed(messages):
         if isinstance(message, HumanMessage) and not is_hidden(message):
             return message
     return None
 
+
+
+@functools.cache
+def _human_message_class() -> type:
+    """LangChain's `HumanMessage`, imported on first use (hooks ask on every model call)."""
+    from langchain_core.messages import HumanMessage
+
+    return HumanMessage
 
 def user_text(message: Any) -> str:
     """What the user typed: the server-kept original when present, else the text."""
