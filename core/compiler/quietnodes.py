@@ -12,7 +12,7 @@ and a bare agent's input step (a writer alone) never pays it.
 
 `quiet_nodes` gives every such node a `QuietSeq`, a `RunnableSeq` that, when
 nothing could observe the run (no callback handler in the node's config, no
-LangSmith run current, tracing not enabled; `wraps._trace_check`), runs the
+LangSmith run current, tracing not enabled; `wraps.trace_check`), runs the
 same steps the same way without the callback run: the body in a copy of the
 context with the config set as the inherited one (for async, a task in that
 copy), each writer after it, all given the node's config without `run_name`, as
@@ -44,11 +44,11 @@ __all__ = ["quiet_nodes", "quiet_seq_class"]
 @functools.cache
 def quiet_seq_class() -> type[Any]:
     """The `QuietSeq` class (LangGraph is imported on first use, not with Antler)."""
-    from .wraps import _trace_check
+    from .wraps import trace_check
 
     base = langgraph_private("langgraph._internal._runnable", "RunnableSeq")
     in_context = langgraph_private("langgraph._internal._runnable", "set_config_context")
-    may_trace = _trace_check()
+    may_trace = trace_check()
 
     def observed(config: RunnableConfig) -> bool:
         """Whether a handler could receive the node's callback run (see the module docs)."""
