@@ -52,7 +52,7 @@ def quiet_seq_class() -> type[Any]:
 
     def observed(config: RunnableConfig) -> bool:
         """Whether a handler could receive the node's callback run (see the module docs)."""
-        callbacks = config.get("callbacks")
+        callbacks: Any = config.get("callbacks")
         if callbacks is not None and getattr(callbacks, "handlers", callbacks):
             return True
         # A run id asked for the node's run is kept for it, as LangGraph keeps it.
