@@ -45,7 +45,7 @@ CONFIG_KEY_DURABILITY = "__pregel_durability"
 (`langgraph._internal._constants.CONFIG_KEY_DURABILITY`)."""
 
 LANGGRAPH_PRIVATE_NAMES: dict[str, tuple[str, ...]] = {
-    "langgraph._internal._runnable": ("RunnableCallable",),
+    "langgraph._internal._runnable": ("RunnableCallable", "RunnableSeq", "set_config_context"),
     "langgraph._internal._constants": (
         "CONFIG_KEY_CHECKPOINT_NS", "CONFIG_KEY_TASK_ID", "CONFIG_KEY_THREAD_ID",
         "CONFIG_KEY_DURABILITY", "CONFIG_KEY_READ"),

@@ -123,8 +123,10 @@ that does), `nodes` (the fused node), `model_node` (the
 model-call hooks inside the model node), `start_node` (the `before_agent` hooks
 inside the input step), `wraps` (wrap hooks in one layer),
 `streams` (per-hook `updates`), `leanchannels` (reducer channels that copy
-cheaply, which `antler.agent.create_agent` puts in every graph it builds), and
-this module, which compiles a middleware list and builds the agent.
+cheaply, which `antler.agent.create_agent` puts in every graph it builds),
+`quietnodes` (nodes that skip LangChain's callback run when nothing could
+observe it), and this module, which compiles a middleware list and builds the
+agent.
 """
 
 from __future__ import annotations
@@ -162,6 +164,7 @@ from .fusionplan import (
 from .model_node import ModelHooks
 from .nodes import FusedHooks, agent_end_class, fused_middleware, model_edge_class
 from .proxies import first_member, interrupting_wrap, make_member, make_proxy, overrides
+from .quietnodes import quiet_nodes
 from .start_node import AgentStart
 from .steps import Step, make_step, state_channels
 from .streams import (
@@ -396,6 +399,7 @@ def create_fused_agent(middleware: Sequence[AgentMiddleware], *,
     if prepare_input is not None:
         prepare_input(graph)
     compiled.install(graph)
+    quiet_nodes(graph)
     return graph, compiled.plan
 
 
@@ -426,6 +430,7 @@ __all__ = [
     "plan_for_specs",
     "plan_from_hooks",
     "plan_members",
+    "quiet_nodes",
     "stream_modes_for",
     "wants_expansion",
 ]

@@ -18,6 +18,7 @@ from antler.errors import FusionError
 
 from .fusionplan import DESTINATIONS, MODEL_NODE
 from .steps import (
+    END,
     END_MARK,
     Channel,
     DecidedRoute,
@@ -145,7 +146,7 @@ class ModelHooks(StepRunner):
         if self._ends(run, config):
             run.jumped = False
             run_steps(run, self.end, runtime, config)
-            self._mark(run)
+            self._mark(run, config)
         return run.finish(runtime, config)
 
     async def _acontinue(self, run: Run, runtime: Any, config: RunnableConfig) -> Any:
@@ -153,18 +154,23 @@ class ModelHooks(StepRunner):
         if self._ends(run, config):
             run.jumped = False
             await arun_steps(run, self.end, runtime, config)
-            self._mark(run)
+            self._mark(run, config)
         return run.finish(runtime, config)
 
-    @staticmethod
-    def _mark(run: Run) -> None:
+    def _mark(self, run: Run, config: RunnableConfig) -> None:
         """Tell the edge whether the run ends here.
 
         It does unless an `after_agent` hook jumped: then the edge routes the jump
         as LangChain's edges after the `after_agent` nodes would (`end` starts
-        them again from the first, `model` goes back to the loop).
+        them again from the first, `model` goes back to the loop). When it does,
+        the edge is also told so directly (`DecidedRoute`): it would read the whole
+        state (LangGraph copies every channel and applies the node's writes, the
+        message list's included) only to find the mark.
         """
-        run.write([(END_MARK, not run.jumped)])
+        ended = not run.jumped
+        run.write([(END_MARK, ended)])
+        if ended:
+            self.routes.put(task_key(config), DecidedRoute(END))
 
     def _ends(self, run: Run, config: RunnableConfig) -> bool:
         """Whether LangChain's edge will end the run after this node (to `exit_node`).

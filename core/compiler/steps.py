@@ -237,6 +237,9 @@ def _direct(call: Any, hook: Any) -> Any:
     return hook
 
 
+END = "__end__"
+"""LangGraph's `END` (`langgraph.graph.END`), the destination that ends a run."""
+
 END_MARK = "antler_agent_ended"
 """Private channel, never checkpointed: the model node ran the `after_agent` hooks."""
 
@@ -763,8 +766,6 @@ def ending_edge(graph: Any, node: str, decided: SavedAnswers | None = None,
     A route the node left in `decided` for its task is taken as it is, without
     reading the state.
     """
-    from langgraph.graph import END
-
     RunnableCallable = runnable_callable()
     edge = edge_writer(graph, node)
     spec = edge.func.__self__

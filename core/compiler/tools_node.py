@@ -32,8 +32,10 @@ from .fusionplan import TOOLS_NODE
 
 # The model node takes much the same list: both run their hooks as steps of `steps`.
 from .steps import (
+    END,
     END_MARK,
     Channel,
+    DecidedRoute,
     Run,
     SavedAnswers,
     Step,
@@ -67,6 +69,8 @@ class ToolsEnd(StepRunner):
         """`self.route.invoke`, or the routing function itself (`route_caller`)."""
         self.step = Step(TOOLS_NODE, TOOLS_NODE, None, ())
         self.results = SavedAnswers()
+        self.routes = SavedAnswers()
+        """Where the edge goes after each task, as the node worked it out (see `_ending`)."""
 
     def _steps(self) -> Iterable[Step]:
         return self.end
@@ -91,7 +95,7 @@ class ToolsEnd(StepRunner):
         RunnableCallable = runnable_callable()
         node = graph.nodes[TOOLS_NODE]
         self.tools = node.bound
-        writers, self.route = ending_edge(graph, TOOLS_NODE)
+        writers, self.route = ending_edge(graph, TOOLS_NODE, self.routes)
         self.ask_route = route_caller(self.route)
         graph.nodes[TOOLS_NODE] = node.copy({
             "bound": RunnableCallable(self.run, self.arun, trace=False), "writers": writers})
@@ -119,30 +123,51 @@ class ToolsEnd(StepRunner):
         return self._finish(run, runtime, key, config)
 
     def _ending(self, input: Any, result: Any, key: Any, config: RunnableConfig) -> Run | None:
-        """The view the hooks run on when the edge will end the run after this call; else None."""
-        calls = _calls_of(input)
-        if calls is None or len(calls) != 1:
-            return None
-        tool = self.tools.tools_by_name.get(calls[0].get("name"))
-        if tool is not None and not tool.return_direct:
-            return None  # the edge goes back to the model (a cheap answer for most calls)
+        """The view the hooks run on when the edge will end the run after this call; else None.
+
+        The edge is asked here, on the state it would read (the superstep's start with
+        this task's writes applied, as the channels apply them), and its answer is left
+        for it (`DecidedRoute`): it then does not copy every channel to read the state
+        again. A result the view does not take (a `Command` to the parent graph, a
+        shape LangGraph rejects) leaves the edge to read the state itself.
+        """
         read = task_state_reader(config)
         if read is None:
             return None
         state = read(list(self.channels), False)  # as the superstep started
-        if _pending_calls(state) != 1:
-            return None  # other calls of the reply run beside this one
         run = Run(self, state, config)
-        run.absorb(self.step, result, time.perf_counter())
-        if self.ask_route(dict(run.view), config) not in (self.exit_node, [self.exit_node]):
-            return None
-        self.results.put(key, result)  # for a retry, should a hook fail
-        return run
+        if self._may_end(input, state):
+            run.absorb(self.step, result, time.perf_counter())
+            route = self.ask_route(dict(run.view), config)
+            if route in (self.exit_node, [self.exit_node]):
+                self.results.put(key, result)  # for a retry, should a hook fail
+                return run
+        else:
+            try:
+                if run.absorb(self.step, result, time.perf_counter()):
+                    return None
+            except Exception:  # LangGraph reports what it rejects, as before
+                return None
+            route = self.ask_route(dict(run.view), config)
+        self.routes.put(key, DecidedRoute(route))
+        return None
+
+    def _may_end(self, input: Any, state: dict[str, Any]) -> bool:
+        """Whether this task is a lone call the run may end after: the reply's only call
+        pending, to a `return_direct` tool (or one the tools node does not know)."""
+        calls = _calls_of(input)
+        if calls is None or len(calls) != 1:
+            return False
+        tool = self.tools.tools_by_name.get(calls[0].get("name"))
+        if tool is not None and not tool.return_direct:
+            return False  # the edge goes back to the model
+        return _pending_calls(state) == 1  # no other call of the reply runs beside it
 
     def _finish(self, run: Run, runtime: Any, key: Any, config: RunnableConfig) -> Any:
         run.write([(END_MARK, True)])
         writes = run.finish(runtime, config)
         self.results.discard(key)  # the node succeeded: nothing to retry
+        self.routes.put(key, DecidedRoute(END))  # the edge ends the run (`END_MARK`)
         return writes
 
 

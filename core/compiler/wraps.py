@@ -268,7 +268,7 @@ def _when_traced(traced: Any, plain: Any, is_async: bool) -> Any:
     """`traced` (LangChain's handler) when the call could be traced, else `plain` in a
     copy of the context (for an async `plain`, a task in that copy, as `traceable`
     awaits its function)."""
-    may_trace = _trace_check()
+    may_trace = trace_check()
     if is_async:
         import asyncio
 
@@ -287,7 +287,7 @@ def _when_traced(traced: Any, plain: Any, is_async: bool) -> Any:
 
 
 @functools.cache
-def _trace_check() -> Any:
+def trace_check() -> Any:
     """A function telling whether LangSmith's `traceable` could trace a call made now.
 
     It could when a LangSmith run is current, when the config a runnable called now

@@ -25,6 +25,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -105,19 +106,13 @@ def latest_user_message(messages: Sequence[Any]) -> Any | None:
     return None
 
 
-_HumanMessage: Any = None
 
+@functools.cache
+def _human_message_class() -> type:
+    """LangChain's `HumanMessage`, imported on first use (hooks ask on every model call)."""
+    from langchain_core.messages import HumanMessage
 
-def _human_message_class() -> Any:
-    """LangChain's `HumanMessage`, imported on first use (this module stays import-light)
-    and kept, so a hook's call pays no import statement."""
-    global _HumanMessage
-    if _HumanMessage is None:
-        from langchain_core.messages import HumanMessage
-
-        _HumanMessage = HumanMessage
-    return _HumanMessage
-
+    return HumanMessage
 
 def user_text(message: Any) -> str:
     """What the user typed: the server-kept original when present, else the text."""

@@ -45,8 +45,26 @@ class RunContext:
                 f"(write roles=[{self.roles!r}])"
             )
         # A caller mutating its dict after the run started must not change a decision.
-        object.__setattr__(self, "attributes", copy.deepcopy(dict(self.attributes)))
-        object.__setattr__(self, "roles", tuple(self.roles))
+        object.__setattr__(self, "attributes", _own_copy(self.attributes))
+        if type(self.roles) is not tuple:
+            object.__setattr__(self, "roles", tuple(self.roles))
+
+
+_ATOMIC = frozenset({str, int, float, bool, bytes, type(None)})
+"""Value types a copy of the attributes may share with the caller's: nothing can change
+one in place."""
+
+
+def _own_copy(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `attributes` nothing the caller holds can change: a new dict, whose values
+    are deep copies unless all of them are atomic (the usual case: ids, names, flags), which
+    the new dict can share. A context is made for every run and every delegated task."""
+    copied = dict(attributes)
+    atomic = _ATOMIC
+    for value in copied.values():
+        if type(value) not in atomic:
+            return copy.deepcopy(copied)
+    return copied
 
 
 @dataclass(frozen=True)

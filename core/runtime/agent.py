@@ -31,6 +31,7 @@ from antler.compiler import (
     wants_expansion,
 )
 from antler.compiler.leanchannels import lean_channels
+from antler.compiler.quietnodes import quiet_nodes
 from antler.contracts.deferred import DEFERRED_TOOLS, PROMOTED_KEY, DeferredTools
 from antler.contracts.mcp import mcp_routing_of
 from antler.contracts.runcontext import RunContext
@@ -778,8 +779,9 @@ def _compile_graph(config: OperatorConfig, built: BuiltChain, chat_model: Any,
     timeline as skipped). With `fuse` the chain compiler builds the graph,
     else LangChain's `create_agent`; either way the input step records what
     each run receives, its reducer channels copy without working their type out
-    again (`lean_channels`), and with `storage.messages_channel: delta` and a saver
-    the growing channels are checkpointed as deltas. The graph's defaults are
+    again (`lean_channels`), its nodes skip LangChain's callback run when nothing
+    could observe it (`quiet_nodes`), and with `storage.messages_channel: delta`
+    and a saver the growing channels are checkpointed as deltas. The graph's defaults are
     the step limit of `agent.max_model_calls` and, with a saver, `durability`.
     """
     from langchain.agents import create_agent as langchain_create_agent
@@ -811,6 +813,7 @@ def _compile_graph(config: OperatorConfig, built: BuiltChain, chat_model: Any,
         _record_writes(graph)
     input_step_in_run_context(graph)
     lean_channels(graph)
+    quiet_nodes(graph)  # last: a node changed after this runs its callback run again
     if config.storage.messages_channel == "delta" and saver not in (None, False):
         use_delta_channels(graph, delta_channel_names(built.middlewares),
                            config.storage.snapshot_every)

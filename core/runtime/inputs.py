@@ -239,10 +239,8 @@ def _with_arrivals(mapper: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 def _internal_run() -> bool:
     """Whether the running graph's run is internal (`RunContext.is_internal`)."""
-    from langgraph.runtime import get_runtime
-
     try:
-        runtime = get_runtime()
+        runtime = _runtime_reader()()
     except (RuntimeError, KeyError):  # no runtime: not a run a trusted caller started
         return False
     return run_context(runtime).is_internal is True
@@ -314,17 +312,33 @@ def _kept_class(cls: type) -> bool:
 
 def _identified(value: Any) -> list[Any]:
     """The written messages as message objects, each with an id given by the reducer's rule."""
-    import langgraph.graph.message as reducer
-    from langchain_core.messages import convert_to_messages, message_chunk_to_message
-
     items: Iterable[Any] = value if isinstance(value, list) else [value]
     kept = _KEPT_CLASSES
     if all(kept[cls] if (cls := type(m)) in kept else _kept_class(cls) for m in items):
         messages = list(items)  # message objects already: the conversion keeps them as they are
     else:
+        from langchain_core.messages import convert_to_messages, message_chunk_to_message
+
         messages = [message_chunk_to_message(m) for m in convert_to_messages(items)]
     for message in messages:
         if message.id is None and message.type != "remove":
-            # The reducer's rule (`add_messages`): a fresh uuid4, set on the message itself.
-            message.id = str(reducer.uuid.uuid4())
+            # The reducer's rule (`add_messages`): a fresh uuid4, set on the message itself
+            # (its module's `uuid`, looked up at the call).
+            message.id = str(_reducer_module().uuid.uuid4())
     return messages
+
+
+@functools.cache
+def _reducer_module() -> Any:
+    """`langgraph.graph.message`, the module of `add_messages`, imported once."""
+    import langgraph.graph.message as reducer
+
+    return reducer
+
+
+@functools.cache
+def _runtime_reader() -> Callable[[], Any]:
+    """LangGraph's `get_runtime`, imported once (asked on every run's input)."""
+    from langgraph.runtime import get_runtime
+
+    return get_runtime

@@ -188,6 +188,18 @@ def test_a_call_that_goes_back_to_the_model_runs_the_hooks_at_the_final_answer()
     assert calls == ["second:ai", "first:ai"]
 
 
+@pytest.mark.parametrize("use_async", [False, True])
+def test_a_reply_mixing_a_return_direct_call_with_another_goes_back_to_the_model(use_async):
+    # Each call's edge is decided inside the tools node, on the state its own result
+    # leaves: not every executed tool returns directly, so both go back to the model.
+    mixed = AIMessage(content="", id="ai-mixed", tool_calls=[
+        {"name": "ask", "args": {"question": "q m1"}, "id": "m1"},
+        {"name": "echo", "args": {"text": "m2"}, "id": "m2"}])
+    outcome, calls, _puts = both(two_hooks, [mixed, ask("c1")], use_async=use_async)["fused"]
+    assert sorted(outcome.tools) == ["ask q c1", "ask q m1", "echo m2"]
+    assert calls == ["second:tool", "first:tool"]  # once, after the lone call that ends it
+
+
 def test_a_failing_hook_resumed_does_not_run_the_tool_again():
     def failing(calls: list[str]) -> list[AgentMiddleware]:
         return [EndLog("first", calls), EndLog("second", calls, fail_times=1)]

@@ -77,3 +77,29 @@ def test_served_runs_of_two_users_sharing_one_client_context_keep_their_roles(
     assert bash_result(viewer).status == "error"
     assert bash_result(runner).content.strip() == "ran"
     assert "/users/bob/threads/t1/" in runner["thread_data"]["workspace_path"]
+
+
+def test_the_context_owns_its_attributes_whatever_their_values():
+    """Atomic values are shared with a new dict, anything else is copied deeply: no change
+    to the caller's dict, or to anything in it, reaches the context."""
+    from antler.contracts.runcontext import RunContext
+
+    flat = {"tenant": "acme", "level": 3, "beta": True, "quota": 1.5, "raw": b"x", "none": None}
+    nested = {"tenant": "acme", "groups": ["staff"], "limits": {"daily": 10}}
+    flat_context, nested_context = RunContext(attributes=flat), RunContext(attributes=nested)
+    flat["tenant"] = "evil"
+    flat["admin"] = True
+    nested["groups"].append("admin")
+    nested["limits"]["daily"] = 10**9
+    nested["tenant"] = "evil"
+    assert flat_context.attributes == {"tenant": "acme", "level": 3, "beta": True,
+                                       "quota": 1.5, "raw": b"x", "none": None}
+    assert nested_context.attributes == {"tenant": "acme", "groups": ["staff"],
+                                         "limits": {"daily": 10}}
+    # A copy made from a context (a delegated task's) owns its dict as well.
+    from dataclasses import replace
+
+    child = replace(nested_context, run_id="sub")
+    nested_context.attributes["groups"].append("admin")
+    assert child.attributes["groups"] == ["staff"]
+    assert RunContext(roles=["a", "b"]).roles == ("a", "b")
