@@ -106,13 +106,13 @@ def latest_user_message(messages: Sequence[Any]) -> Any | None:
     return None
 
 
-
 @functools.cache
 def _human_message_class() -> type:
     """LangChain's `HumanMessage`, imported on first use (hooks ask on every model call)."""
     from langchain_core.messages import HumanMessage
 
     return HumanMessage
+
 
 def user_text(message: Any) -> str:
     """What the user typed: the server-kept original when present, else the text."""
