@@ -681,6 +681,38 @@ def test_an_adopted_namespace_shows_no_other_thread_and_no_privilege(
     assert "Read-only" in nested.stderr, nested
 
 
+def test_a_spares_proc_keeps_the_kernels_settings_read_only_and_its_loopback_up(
+        provider: BwrapSandboxProvider, layout: PathLayout) -> None:
+    """A spare's own /proc has ``sys``, ``sysrq-trigger``, ``irq`` and ``bus`` read-only,
+    as bubblewrap leaves its /proc (bound from read-only copies its source made once,
+    which nothing inside shows); its loopback is up and serves its own commands."""
+    layout.thread("u", "t1").ensure_directories()  # a base directory with a thread: warm
+    provider.warm(layout)
+    wait_for_spare(provider, layout)
+    sandbox = sandbox_for(provider, layout, "t2")
+    result = sandbox.execute_command(
+        "grep -E ' /proc/(sys|sysrq-trigger|irq|bus) ' /proc/self/mountinfo;"
+        " ls -A /tmp; grep -c antler-proc /proc/self/mountinfo;"
+        " python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen();"
+        " c=socket.create_connection(s.getsockname()); print(\"served\", s.accept()[1][0])'")
+    lines = result.stdout.splitlines()
+    mounts = {line.split()[4]: line.split()[5].split(",") for line in lines
+              if line.split()[4:5] and line.split()[4].startswith("/proc/")}
+    present = {f"/proc/{name}" for name in ("sys", "sysrq-trigger", "irq", "bus")
+               if os.path.exists(f"/proc/{name}")}
+    assert present <= set(mounts), lines
+    assert all("ro" in options for options in mounts.values()), mounts
+    assert ".antler-proc" not in lines and "0" in lines, lines  # the copies stay outside
+    assert "served 127.0.0.1" in lines, result
+    # Refused as read-only, not merely for want of permission (the mount table lists the
+    # source's covered entries too: the writes say which one a command reaches).
+    for path in ("/proc/sys/kernel/hostname", "/proc/sysrq-trigger",
+                 "/proc/irq/default_smp_affinity"):
+        if os.path.exists(path):
+            written = sandbox.execute_command(f"echo x > {path}")
+            assert "Read-only file system" in written.stderr, (path, written)
+
+
 def test_spares_end_with_the_provider_and_leave_nothing() -> None:
     needs_bwrap()
     code = """
