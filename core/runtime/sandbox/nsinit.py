@@ -315,7 +315,8 @@ def _adopt(libc, tmp_bytes, view, binds, workdir, overlays=()):
                 raise
             if read_only:
                 _remount_read_only(libc, target)
-        libc("umount2", view.encode(), libc.Int(_MNT_DETACH))
+        if not view.startswith("/tmp/"):  # else it goes with the source's /tmp, next
+            libc("umount2", view.encode(), libc.Int(_MNT_DETACH))
         _own_tmp_and_dev(libc, tmp_bytes)
         posix.chdir(workdir)
         _become_sandbox_user(libc)
@@ -436,7 +437,8 @@ def _become_sandbox_user(libc):
 
 
 def _own_tmp_and_dev(libc, tmp_bytes):
-    """Replace the source's ``/tmp`` (the view's mount point), ``/dev/shm`` and
+    """Replace the source's ``/tmp`` (detached with every mount below it: the view, the
+    skill roots, the copies of /proc's entries), ``/dev/shm`` and
     ``/dev/pts``, which its other spares see too, with this namespace's own (the rest of
     the source's ``/dev`` is read-only: device nodes and links)."""
     long, nothing = libc.Long, _MS_NOSUID | _MS_NODEV
