@@ -42,18 +42,16 @@ it as the namespace's root with only the capabilities to unshare and mount
 (``CAP_SETFCAP``) and to mount an overlay (``CAP_DAC_OVERRIDE``: the overlay
 works in a folder it makes with no permissions), a read-only ``/dev`` and a
 view of the base directory's ``users`` tree and of the skill roots mounted in
-its ``/tmp``. For each spare it enters a new IPC namespace and (unless the
-network is allowed) a new network namespace whose loopback it brings up,
-unshares a PID namespace for its next child, forks the spare (PID 1 there) and
-returns to its own IPC, network and PID namespaces (a source that cannot return
-ends, rather than put its next spare in the same ones): each spare is born in
-namespaces made for it alone. The spare unshares a mount namespace, makes its
-mounts private, mounts a ``/proc`` of its own (with ``sys``, ``sysrq-trigger``,
-``irq`` and ``bus`` read-only, as bubblewrap does: bound from read-only copies
-the source made of its own once, in its ``/tmp``) and says ``ready``; one that
-cannot says ``("failed", reason)`` on its own socket and exits. Its UTS
-namespace is the source's: the host name ``sandbox``, which no command can
-change.
+its ``/tmp``. It unshares a PID namespace for its next
+child, forks the spare (PID 1 there) and returns to its own PID namespace (a
+source that cannot return ends, rather than put its next spare in the same
+one). The spare unshares mount, IPC and (unless the network is allowed)
+network namespaces, makes its mounts private, mounts a ``/proc`` of its own
+(with ``sys``, ``sysrq-trigger``, ``irq`` and ``bus`` read-only, as bubblewrap
+does: bound from read-only copies the source made of its own once, in its
+``/tmp``), brings the loopback up and says ``ready``; one that cannot says
+``("failed", reason)`` on its own socket and exits. Its UTS namespace is the
+source's: the host name ``sandbox``, which no command can change.
 
 A spare takes no command until its first request, ``("adopt", view, binds,
 workdir, overlays)``, has made it the thread's: it mounts each ``(source, target,
@@ -523,16 +521,18 @@ def _loopback_up():
         probe.close()
 
 
-def _start_spare(libc, control_fd, tmp_bytes, buffer):
-    """In a new child of the source, PID 1 of its new PID namespace (and in the IPC and
-    network namespaces the source made for it): unshare the mount namespace, set the spare
-    up and serve `control_fd`. Never returns."""
+def _start_spare(libc, control_fd, network, tmp_bytes, buffer):
+    """In a new child of the source, PID 1 of its new PID namespace: unshare the mount, IPC
+    and network namespaces, set the spare up and serve `control_fd`. Never returns."""
     try:
-        libc("unshare", libc.Int(_CLONE_NEWNS))
+        flags = _CLONE_NEWNS | _CLONE_NEWIPC
+        libc("unshare", libc.Int(flags if network else flags | _CLONE_NEWNET))
         posix.setsid()
-        posix.closerange(3, control_fd)  # the source's own namespaces' descriptors too
+        posix.closerange(3, control_fd)
         posix.closerange(control_fd + 1, 1 << 16)
         _own_proc(libc)
+        if not network:
+            _loopback_up()
         init = Init(control_fd, spare=True, buffer=buffer)
     except BaseException as error:  # said on the spare's socket, then exit
         _say(control_fd, ("failed", str(error)))
@@ -571,7 +571,7 @@ class Init:
         self.source = source  # no command at all: it spawns spares
         self.libc = None  # a source's and its spares', ready for their adoption
         self.tmp_bytes = 0  # a spare's /tmp, once adopted
-        self.own_namespaces = ()  # a source's own (descriptor, kind): returned to after a fork
+        self.pid_namespace = -1  # a source's own PID namespace, to return to after a fork
         self.control = _seqpacket(control_fd)
         # Every request is read into this buffer: a new one each time costs a 1 MiB
         # mapping and its removal (about 15 us of the init's CPU per request). A spare
@@ -655,34 +655,21 @@ class Init:
         return True
 
     def spawn(self, control_fd, network, tmp_bytes):
-        """Fork a spare namespace that serves `control_fd` (see `_start_spare`).
-
-        The source enters a new IPC namespace and (unless `network`) a new network
-        namespace, brings its loopback up, unshares a PID namespace for its next child,
-        forks it, and returns to its own namespaces: the spare is born in namespaces made
-        for it alone. Done here rather than in the spare, the loopback's and the calls'
-        code runs in a process whose memory is mapped already (a spare just forked pays a
-        page fault for each page of code and data it touches first)."""
+        """Fork a spare namespace that serves `control_fd` (see `_start_spare`): the source
+        unshares a PID namespace for its next child, forks it and returns to its own."""
         libc = self.libc
-        pid, failed = -1, None
         try:
-            libc("unshare", libc.Int(_CLONE_NEWIPC if network else _CLONE_NEWIPC | _CLONE_NEWNET))
-            if not network:
-                _loopback_up()
             libc("unshare", libc.Int(_CLONE_NEWPID))
             pid = posix.fork()
         except OSError as error:
-            failed = error
+            pid, failed = -1, error
         if pid == 0:
             self.control.detach()  # the source's: never closed from here
-            _start_spare(libc, control_fd, tmp_bytes, self.buffer)
+            _start_spare(libc, control_fd, bool(network), tmp_bytes, self.buffer)
         try:
-            for fd, kind in self.own_namespaces:
-                if kind != _CLONE_NEWNET or not network:
-                    libc("setns", fd, libc.Int(kind))
+            libc("setns", self.pid_namespace, libc.Int(_CLONE_NEWPID))
         except OSError:
-            # Its next spare would share this one's namespaces: end instead.
-            posix._exit(1)
+            posix._exit(1)  # its next spare would join this one's PID namespace: end instead
         if pid < 0:
             _say(control_fd, ("failed", str(failed)))
         _close(control_fd)
@@ -832,10 +819,7 @@ def main(control_fd, spare=False):
         try:
             init.libc = _Libc()
             _proc_copies(init.libc)
-            init.own_namespaces = tuple(
-                (posix.open(f"/proc/self/ns/{name}", posix.O_RDONLY | posix.O_CLOEXEC), kind)
-                for name, kind in (("pid", _CLONE_NEWPID), ("ipc", _CLONE_NEWIPC),
-                                   ("net", _CLONE_NEWNET)))
+            init.pid_namespace = posix.open("/proc/self/ns/pid", posix.O_RDONLY)
             import fcntl  # noqa: F401 - imported once here, not in every spare (`_loopback_up`)
         except (ImportError, OSError, AttributeError):
             init.libc = None  # it spawns nothing, and namespaces are started whole
