@@ -306,7 +306,7 @@ class BwrapSandbox(HostSandbox):
             with contextlib.suppress(FileExistsError):
                 os.mkdir(thread / _OVERLAY_WORK, 0o700)
             # Left by an overlay not unmounted by this process (it died): the overlay
-            # would refuse it (`volatile`).
+            # would refuse it (`volatile`). Usually not there: one look.
             _remove_tree(thread / _OVERLAY_WORK / _OVERLAY_OWN_WORK)
         except OSError as error:
             self._settings.overlays.refuse(f"{error.strerror}: its work directory")
@@ -552,9 +552,28 @@ def _unmount_overlay(host: str, root_fd: int, work: Path) -> None:
     left in its work directory."""
     confined.unregister_mount(host, root_fd)
     try:
-        _remove_tree(work)
+        _remove_overlay_work(work)
     except OSError as error:  # the next adoption tries again
         logger.debug("sandbox: the overlay's work directory stays: %s", error)
+
+
+# What a volatile overlay leaves in its work directory once unmounted, deepest first.
+_OVERLAY_LEFT = ("incompat/volatile/dirty", "incompat/volatile", "incompat")
+
+
+def _remove_overlay_work(work: Path) -> None:
+    """Remove `work`, what an unmounted overlay left (`_OVERLAY_LEFT`): entry by entry,
+    as root passes the folders the overlay made with no permissions (four calls); else,
+    should anything else be there or the entries not be passable, the whole tree
+    (`_remove_tree`: a listing and a permission change per folder)."""
+    base = str(work)
+    try:
+        os.unlink(f"{base}/{_OVERLAY_LEFT[0]}")
+        for name in _OVERLAY_LEFT[1:]:
+            os.rmdir(f"{base}/{name}")
+        os.rmdir(base)
+    except OSError:
+        _remove_tree(work)
 
 
 def _remove_tree(path: Path) -> None:

@@ -500,8 +500,31 @@ def test_the_overlay_is_reached_only_while_its_namespace_lives(
         os.fstat(descriptor)  # closed with the namespace
     # The file tools work on the host directory again, and see what bash left.
     assert sandbox.read_file(f"{WS}/f") == "one\n"
+    # Nothing of the overlay's work is left beside user-data: the next overlay of the
+    # thread would refuse a volatile one's leftovers.
+    assert os.listdir(sandbox.thread_paths.user_data.parent / ".overlay") == []
+    assert sandbox.execute_command("cat f").stdout == "one\n"  # a new overlay mounts
     sandbox.close()
     assert host not in confined._mounts
+
+
+def test_an_overlays_leftovers_are_removed_whatever_they_hold(tmp_path: Path) -> None:
+    """What an unmounted overlay left in its work directory goes, the usual entries one by
+    one, and anything else (folders without permissions included) by a walk."""
+    from antler.runtime.sandbox.bwrap import _remove_overlay_work
+
+    usual, unusual = tmp_path / "usual", tmp_path / "unusual"
+    for work in (usual, unusual):
+        (work / "incompat" / "volatile").mkdir(parents=True)
+        (work / "incompat" / "volatile" / "dirty").write_text("")
+    (unusual / "index" / "deep").mkdir(parents=True)
+    (unusual / "index" / "deep" / "file").write_text("x")
+    for folder in (unusual / "index" / "deep", unusual / "index", usual / "incompat",
+                   unusual / "incompat"):
+        folder.chmod(0)
+    for work in (usual, unusual, tmp_path / "absent"):
+        _remove_overlay_work(work)
+        assert not work.exists()
 
 
 def test_where_no_overlay_can_be_mounted_the_thread_directories_are_bind_mounts(
