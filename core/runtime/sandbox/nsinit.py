@@ -502,8 +502,15 @@ def _proc_copies(libc):
                 posix.close(posix.open(copy, posix.O_WRONLY | posix.O_CREAT, 0o600))
             libc("mount", path.encode(), copy.encode(), None, libc.Long(_MS_BIND | _MS_REC),
                  None)
+        except OSError:
+            continue
+        try:
             _remount_read_only_proc(libc, copy.encode(), flags)
         except OSError:
+            try:  # noqa: SIM105 - a writable copy must not stay mounted
+                libc("umount2", copy.encode(), libc.Int(_MNT_DETACH))
+            except OSError:
+                pass
             continue
         found.append((copy.encode(), path.encode()))
     libc.proc_copies = tuple(found)
