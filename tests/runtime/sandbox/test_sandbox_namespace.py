@@ -9,6 +9,7 @@ harness's user: root here, the case where a sandbox uid mapped onto root matters
 from __future__ import annotations
 
 import base64
+import errno
 import os
 import signal
 import sys
@@ -639,6 +640,72 @@ def test_spares_of_one_source_share_no_tmp_dev_processes_or_network(
     assert not any(line.endswith("/cmdline") for line in lines), seen
     assert "ptmx" in lines and "connect 111" in lines, seen  # its own devpts; refused
     ended.wait(20)
+
+
+_PROBE = """
+import ctypes, errno, os, socket, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+plant = sys.argv[1] == "plant"
+def said(result):
+    return f"{result} {ctypes.get_errno() if result == -1 else 0}"
+# A SysV segment, a POSIX message queue and a key in the user keyring outlive the
+# process that made them; an abstract socket lives while its process listens.
+print("shm", said(libc.shmget(0x4242, 4096, 0o1600 if plant else 0)))
+queue = libc.mq_open(b"/antler-probe", (os.O_CREAT | os.O_RDWR) if plant else os.O_RDWR,
+                     0o600, None)
+print("mq", said(queue))
+if os.uname().machine == "x86_64":  # add_key and keyctl(KEYCTL_SEARCH) by number
+    key = libc.syscall(248, b"user", b"antler-probe", b"secret", 6, -4) if plant else \
+        libc.syscall(250, 10, -4, b"user", b"antler-probe", 0)
+    print("key", said(key))
+probe = socket.socket(socket.AF_UNIX)
+if plant:
+    probe.bind("\\0antler-probe")
+    probe.listen()
+    print("planted", flush=True)
+    time.sleep(6)
+else:
+    print("abstract", probe.connect_ex("\\0antler-probe"))
+"""
+
+
+def test_what_one_threads_commands_leave_no_other_thread_sees(
+        provider: BwrapSandboxProvider, layout: PathLayout) -> None:
+    """A SysV shared memory segment, a POSIX message queue, a key in the user keyring and a
+    listening abstract Unix socket made by one thread's commands: found by that thread's
+    next command, by no command of a second thread whose spare came from the same source
+    (their IPC, network and user namespaces are their own)."""
+    for thread in ("t1", "t2"):
+        paths = layout.thread("u", thread)
+        paths.ensure_directories()
+        (paths.workspace / "probe.py").write_text(_PROBE)
+    first = sandbox_for(provider, layout, "t1")
+    second = sandbox_for(provider, layout, "t2")
+    planted: list[CommandResult] = []
+    ended = threading.Event()
+
+    def hold() -> None:  # a running command of the first thread, listening meanwhile
+        planted.append(first.execute_command("python3 probe.py plant", timeout=20))
+        ended.set()
+
+    threading.Thread(target=hold, daemon=True).start()
+    for _ in range(100):  # until the listener is up
+        mine = first.execute_command("python3 probe.py look")
+        if "abstract 0" in mine.stdout:
+            break
+        time.sleep(0.1)
+    theirs = second.execute_command("python3 probe.py look")
+    assert not ended.is_set()  # the first thread's command was listening meanwhile
+    ended.wait(20)
+    assert planted and "planted" in planted[0].stdout, planted
+    # The first thread finds all of it (so a miss below means something).
+    found = dict(line.split(" ", 1) for line in mine.stdout.splitlines())
+    assert found["abstract"] == "0" and found["shm"].endswith(" 0"), mine
+    assert found["mq"].endswith(" 0") and found.get("key", "1 0").endswith(" 0"), mine
+    seen = dict(line.split(" ", 1) for line in theirs.stdout.splitlines())
+    assert seen["shm"] == f"-1 {errno.ENOENT}" and seen["mq"] == f"-1 {errno.ENOENT}", theirs
+    assert seen.get("key", f"-1 {errno.ENOKEY}") == f"-1 {errno.ENOKEY}", theirs
+    assert seen["abstract"] == str(errno.ECONNREFUSED), theirs
 
 
 def test_a_killed_source_takes_its_spares_along_and_is_replaced(
