@@ -30,12 +30,22 @@ def error_fallback_message(text: str, *, error_type: str, reason: str,
 
 def error_fallback_of(message: Any) -> dict[str, Any] | None:
     """The marker of an error-fallback reply, or None for any other message."""
-    kwargs = getattr(message, "additional_kwargs", None)
-    if not kwargs:
-        return None  # most messages: nothing to look at
-    marker = kwargs.get(ERROR_FALLBACK_KEY) if isinstance(kwargs, Mapping) else None
-    return dict(marker) if marker is not None and isinstance(marker, Mapping) else None
+    marker = _marker(message)
+    return dict(marker) if marker is not None else None
 
 
 def is_error_fallback(message: Any) -> bool:
-    return error_fallback_of(message) is not None
+    return _marker(message) is not None
+
+
+def _marker(message: Any) -> Mapping[str, Any] | None:
+    """The message's own error-fallback marker (not a copy), or None."""
+    kwargs = getattr(message, "additional_kwargs", None)
+    if not kwargs:
+        return None  # most messages: nothing to look at
+    if type(kwargs) is not dict and not isinstance(kwargs, Mapping):  # dict: no ABC check
+        return None
+    marker = kwargs.get(ERROR_FALLBACK_KEY)
+    if marker is None:
+        return None  # any other message with extra fields
+    return marker if type(marker) is dict or isinstance(marker, Mapping) else None

@@ -32,6 +32,7 @@ HIDDEN_KEY = "antler_hidden"
 """`additional_kwargs` key marking a message a plugin injected: ``{"source": plugin}``."""
 
 _LEGACY_MARKERS = ("hidden", "hide_from_ui", "lc_source", "antler_view_image")
+_LEGACY_MARKER_KEYS = frozenset(_LEGACY_MARKERS)
 ORIGINAL_CONTENT_KEY = "original_user_content"
 REINSERTED_SUFFIX = "__user"
 """Id suffix of a user message a plugin re-added after putting context in its place."""
@@ -53,6 +54,8 @@ def is_hidden(message: Any) -> bool:
         return False  # most messages carry no extra fields at all
     if kwargs.get(HIDDEN_KEY):
         return True
+    if _LEGACY_MARKER_KEYS.isdisjoint(kwargs):
+        return False  # one C-level pass over the (few) keys: the usual answer
     return any(kwargs.get(key) for key in _LEGACY_MARKERS)
 
 
@@ -95,12 +98,25 @@ def message_text(message_or_content: Any) -> str:
 
 def latest_user_message(messages: Sequence[Any]) -> Any | None:
     """The last `HumanMessage` that is not a hidden, server-injected one."""
-    from langchain_core.messages import HumanMessage
-
+    human = _human_message_class()
     for message in reversed(messages):
-        if isinstance(message, HumanMessage) and not is_hidden(message):
+        if isinstance(message, human) and not is_hidden(message):
             return message
     return None
+
+
+_HumanMessage: Any = None
+
+
+def _human_message_class() -> Any:
+    """LangChain's `HumanMessage`, imported on first use (this module stays import-light)
+    and kept, so a hook's call pays no import statement."""
+    global _HumanMessage
+    if _HumanMessage is None:
+        from langchain_core.messages import HumanMessage
+
+        _HumanMessage = HumanMessage
+    return _HumanMessage
 
 
 def user_text(message: Any) -> str:

@@ -22,14 +22,16 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 
-from antler.plugin_api import BuildContext, HistoryFold, MessageMemo, jsonsource
+from antler.plugin_api import BuildContext, HistoryFold, MessageMemo, jsonsource, thread_id_of
 from antler.plugins._lib.requestcopy import overridden
 
 __all__ = [
@@ -177,7 +179,8 @@ def _scan(before: Scan, messages: Sequence[AnyMessage], done: int = 0) -> Scan:
 
 
 def repair_messages(messages: Sequence[AnyMessage], scan: Scan | None = None, *,
-                    reuse: Reuse | None = None) -> list[AnyMessage] | None:
+                    reuse: Reuse | None = None,
+                    placed: _Placed | None = None) -> list[AnyMessage] | None:
     """The messages with every tool call answered right after it, or None when all are.
 
     A well-formed history is recognised in one pass and left alone (None). One
@@ -192,7 +195,9 @@ def repair_messages(messages: Sequence[AnyMessage], scan: Scan | None = None, *,
     follows. Results that belong to no call of the history stay where they
     are. The input is not modified. `scan` is `_scan(CLEAN, messages)` when
     the caller already knows it (the middleware keeps it per thread); `reuse`
-    keeps what an earlier repair of the same messages computed.
+    keeps what an earlier repair of the same messages computed; `placed` is the
+    one-pass repair's state after all of `messages` (`_place`), when the caller
+    keeps it per thread.
     """
     failed, still_open = _scan(CLEAN, messages) if scan is None else scan
     if not failed and not still_open:
@@ -200,7 +205,8 @@ def repair_messages(messages: Sequence[AnyMessage], scan: Scan | None = None, *,
     fixed_calls = reuse.fixed_calls if reuse is not None else _fixed_calls
     placeholder = reuse.placeholder if reuse is not None else _placeholder
     history = list(messages)  # one visit of each message; every later pass reads this copy
-    answered = _answered_in_place(history, fixed_calls, placeholder)
+    answered = _answered_in_place(history, fixed_calls, placeholder) if placed is None \
+        else _placed_repair(placed, len(history), placeholder)
     if answered is not _REBUILD:
         return answered
     return _rebuild(history, fixed_calls, placeholder)
@@ -208,6 +214,28 @@ def repair_messages(messages: Sequence[AnyMessage], scan: Scan | None = None, *,
 
 _REBUILD = object()
 """What `_answered_in_place` returns for a history it cannot repair by adding placeholders."""
+
+
+class _Placed(NamedTuple):
+    """Where the one-pass repair stands after the first messages of a history.
+
+    Its collections are never changed once it is made: the next step copies them.
+    """
+
+    repaired: list[AnyMessage]
+    """Those messages with the placeholders of every block closed so far."""
+    seen: set[str]
+    """Every call id so far (an id used twice sends the history to the rebuild)."""
+    block: Sequence[dict[str, Any]]
+    """The calls of the message whose results follow, still open at the end."""
+    unanswered: set[str]
+    """The ids in `block` without a result yet."""
+    rebuild: bool = False
+    """The history needs the general rebuild (nothing else is set)."""
+
+
+_UNPLACED = _Placed([], set(), (), set())
+_REBUILT = _Placed([], set(), (), set(), rebuild=True)
 
 
 def _answered_in_place(history: list[AnyMessage], fixed_calls: Callable[..., Any],
@@ -222,14 +250,30 @@ def _answered_in_place(history: list[AnyMessage], fixed_calls: Callable[..., Any
     of place, an orphan or a second result, an id-less or malformed call, an id
     used twice) returns `_REBUILD`.
     """
-    repaired: list[AnyMessage] = []
-    seen: set[str] = set()
-    block: list[dict[str, Any]] = []     # the calls of the message whose results follow
-    unanswered: set[str] = set()
-    for position, message in enumerate(history):
+    placed = _place(_UNPLACED, history, 0, fixed_calls, placeholder)
+    # This state is no one else's: its list is finished in place.
+    return _placed_repair(placed, len(history), placeholder, placed.repaired)
+
+
+def _place(before: _Placed, history: Sequence[AnyMessage], done: int,
+           fixed_calls: Callable[..., Any],
+           placeholder: Callable[[str, str, str], ToolMessage]) -> _Placed:
+    """`before` (the one-pass repair after the first `done` messages) carried over the rest.
+
+    A fold, so a caller that keeps the value for a history continues it with the
+    messages added since (`_PlacedFold`); it never changes `before`.
+    """
+    if before.rebuild:
+        return before
+    repaired = list(before.repaired)
+    seen = set(before.seen)
+    block: Sequence[dict[str, Any]] = before.block
+    unanswered = set(before.unanswered)
+    for position in range(done, len(history)):
+        message = history[position]
         if isinstance(message, ToolMessage):
             if message.tool_call_id not in unanswered:
-                return _REBUILD
+                return _REBUILT
             unanswered.discard(message.tool_call_id)
             repaired.append(message)
             continue
@@ -237,22 +281,99 @@ def _answered_in_place(history: list[AnyMessage], fixed_calls: Callable[..., Any
             repaired.extend(placeholder(call["id"], call["name"], INTERRUPTED_PLACEHOLDER)
                             for call in block if call["id"] in unanswered)
             unanswered = set()
-        block = []
+        block = ()
         if isinstance(message, AIMessage) and (message.tool_calls or message.invalid_tool_calls):
             calls, changed, made_up = fixed_calls(message, position)
             if changed or made_up:
-                return _REBUILD
+                return _REBUILT
             for call in calls:
                 if call["id"] in seen:
-                    return _REBUILD
+                    return _REBUILT
                 seen.add(call["id"])
             block = calls
             unanswered = {call["id"] for call in calls}
         repaired.append(message)
-    if unanswered:
+    return _Placed(repaired, seen, block, unanswered)
+
+
+def _placed_repair(placed: _Placed, length: int,
+                   placeholder: Callable[[str, str, str], ToolMessage],
+                   repaired: list[AnyMessage] | None = None) -> Any:
+    """The repair of a whole history of `length` messages that `placed` stands after.
+
+    `repaired`: `placed.repaired` itself when the caller owns the state (None: a copy,
+    as a kept state is never changed).
+    """
+    if placed.rebuild:
+        return _REBUILD
+    if repaired is None:
+        repaired = list(placed.repaired)
+    if placed.unanswered:  # the last block's calls: nothing after them can answer them now
         repaired.extend(placeholder(call["id"], call["name"], INTERRUPTED_PLACEHOLDER)
-                        for call in block if call["id"] in unanswered)
-    return repaired if len(repaired) != len(history) else None
+                        for call in placed.block if call["id"] in placed.unanswered)
+    return repaired if len(repaired) != length else None
+
+
+KEPT_FROM = 64
+"""Histories shorter than this are repaired afresh: cheaper than finding and checking
+the thread's kept state (`HistoryFold`'s threshold)."""
+
+
+class _PlacedFold:
+    """The one-pass repair per thread, continued with the messages each call adds.
+
+    Every model call of a thread holding an interrupted call is repaired again,
+    and that pass would otherwise visit the whole history each time. The state
+    after a call's history is kept with a copy of that history; the next call of
+    the thread continues it when its history starts with the same messages. As
+    the state holds the messages themselves (the repaired copy is made of them),
+    the whole kept prefix is compared, not only its ends (`HistoryFold`'s check):
+    its first and last message by identity, then every one in one list
+    comparison (identity first, field by field otherwise). A reloaded history (new
+    objects in a new run), a message replaced anywhere, a shorter or forked
+    history, or another conversation under the key starts the pass over.
+    """
+
+    def __init__(self, advance: Callable[[_Placed, Sequence[AnyMessage], int], _Placed], *,
+                 threads: int = 1024, short: int = KEPT_FROM) -> None:
+        self.advance = advance
+        self.threads = threads
+        self.short = short
+        self._kept: OrderedDict[Any, tuple[list[AnyMessage], _Placed]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, key: Any, messages: Sequence[AnyMessage]) -> _Placed:
+        """The state after all of `messages`; `key` names the thread (None: nothing kept)."""
+        if key is None or len(messages) < self.short or not messages:
+            return self.advance(_UNPLACED, messages, 0)
+        before, done = _UNPLACED, 0
+        kept = self._kept.get(key)
+        if kept is not None and self._continues(kept[0], messages):
+            before, done = kept[1], len(kept[0])
+        placed = self.advance(before, messages, done) if done < len(messages) else before
+        with self._lock:
+            self._kept[key] = (list(messages), placed)
+            self._kept.move_to_end(key)
+            if len(self._kept) > self.threads:
+                self._kept.popitem(last=False)
+        return placed
+
+    @staticmethod
+    def _continues(seen: list[AnyMessage], messages: Sequence[AnyMessage]) -> bool:
+        n = len(seen)
+        if not n or n > len(messages) or seen[0] is not messages[0] \
+                or seen[-1] is not messages[n - 1]:
+            return False
+        prefix = messages[:n]
+        return seen == (prefix if isinstance(prefix, list) else list(prefix))
+
+    def forget(self, key: Any) -> None:
+        """Drop what is kept for `key`."""
+        with self._lock:
+            self._kept.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._kept)
 
 
 def _rebuild(history: list[AnyMessage], fixed_calls: Callable[..., Any],
@@ -339,15 +460,21 @@ class DanglingToolCallMiddleware(AgentMiddleware[AgentState]):
     Cost: the scan that tells a well-formed history is kept per thread
     (`antler.plugin_api.historyfold`), so a model call scans only the
     messages added since the previous call of the thread; a history that needs
-    only placeholders gets them in one pass; any other repair is rebuilt in
-    full. Both reuse the checks of unchanged messages and the placeholders of
-    the calls still unanswered (`Reuse`).
+    only placeholders gets them in one pass, itself kept per thread and
+    continued while the history starts with the very messages it saw
+    (`_PlacedFold`: the later calls of a run look at their new messages only);
+    any other repair is rebuilt in full. Both reuse the checks of unchanged
+    messages and the placeholders of the calls still unanswered (`Reuse`).
     """
 
     def __init__(self) -> None:
         super().__init__()
         self._scans: HistoryFold[Scan] = HistoryFold(CLEAN, _scan)
         self._reuse = Reuse()
+        self._placed = _PlacedFold(self._place)
+
+    def _place(self, before: _Placed, messages: Sequence[AnyMessage], done: int) -> _Placed:
+        return _place(before, messages, done, self._reuse.fixed_calls, self._reuse.placeholder)
 
     def wrap_model_call(
         self,
@@ -364,8 +491,15 @@ class DanglingToolCallMiddleware(AgentMiddleware[AgentState]):
         return await handler(self._repaired(request))
 
     def _repaired(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
-        repaired = repair_messages(request.messages, self._scans.of_request(request),
-                                   reuse=self._reuse)
+        scan = self._scans.of_request(request)
+        if not scan[0] and not scan[1]:
+            return request  # well-formed, every call answered: nothing to repair
+        # Something to repair: on a long history the one-pass repair continues from the
+        # thread's last call; a short one is repaired afresh.
+        messages = request.messages
+        placed = None if len(messages) < self._placed.short else self._placed(
+            thread_id_of(getattr(request, "runtime", None)), messages)
+        repaired = repair_messages(messages, scan, reuse=self._reuse, placed=placed)
         if repaired is None:
             return request
         logger.debug("model request: added %d placeholder result(s) and/or fixed malformed "

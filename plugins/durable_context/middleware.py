@@ -251,11 +251,12 @@ class DurableContextMiddleware(AgentMiddleware[DurableContextState, Any, Any]):
     def _projected(self, request: ModelRequest) -> ModelRequest:
         state = request.state or {}
         delegations = _entries(state, DELEGATIONS_KEY)
-        run_id = run_id_of(request.runtime)
         # The run shows only in how a call still in progress reads (running, or left by
-        # an earlier run): a record without one looks the same in every run.
-        shown = (delegations, _entries(state, SKILL_CONTEXT_KEY),
-                 run_id if any(e.get("status") == IN_PROGRESS for e in delegations) else None)
+        # an earlier run): a record without one looks the same in every run, so the run
+        # id is looked up only when a delegation is in progress.
+        running = any(e.get("status") == IN_PROGRESS for e in delegations)
+        run_id = run_id_of(request.runtime) if running else None
+        shown = (delegations, _entries(state, SKILL_CONTEXT_KEY), run_id)
         last = self._last
         if last is not None and last[0] == shown:
             block = last[1]  # the record as the previous call showed it: the same messages

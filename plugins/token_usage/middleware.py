@@ -132,6 +132,8 @@ def merge_subagent_usage(messages: Sequence[AnyMessage]) -> SubagentMerge:
     reply right before them, which must have made the calls.
     """
     result = SubagentMerge()
+    if len(messages) < 2 or not isinstance(messages[-2], ToolMessage):
+        return result  # no tool results right before the reply (most replies): nothing to merge
     start = len(messages) - 1
     while start > 0 and isinstance(messages[start - 1], ToolMessage):
         start -= 1

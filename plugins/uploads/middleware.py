@@ -113,17 +113,34 @@ def render_uploaded_files(
     return "\n".join(lines)
 
 
+_PLAIN_NAMES: set[str] = set()
+"""Directory entry names `safe_upload_name` accepted (it depends on the name alone): a
+thread's uploads are listed on every run, their names checked once. Refused names are
+not kept, so they are checked, and refused, every time."""
+_PLAIN_NAMES_LIMIT = 4096
+
+
+def _is_upload_name(name: str) -> bool:
+    """Whether a directory entry's name is one an upload can have (`safe_upload_name`)."""
+    if name in _PLAIN_NAMES:
+        return True
+    try:
+        safe_upload_name(name)
+    except UploadError:
+        return False
+    if len(_PLAIN_NAMES) >= _PLAIN_NAMES_LIMIT:
+        _PLAIN_NAMES.clear()
+    _PLAIN_NAMES.add(name)
+    return True
+
+
 def _listed_uploads(entries: Iterator[os.DirEntry[str]]) -> dict[str, int]:
     """Name -> size of the regular files among ``entries`` (never followed) with upload-like
     names, in directory order."""
     files: dict[str, int] = {}
     for entry in entries:
-        if not entry.is_file(follow_symlinks=False):
-            continue
-        try:
-            # Tools can write here too: hidden or odd names are not uploads.
-            safe_upload_name(entry.name)
-        except UploadError:
+        # Tools can write here too: hidden or odd names are not uploads.
+        if not entry.is_file(follow_symlinks=False) or not _is_upload_name(entry.name):
             continue
         files[entry.name] = entry.stat(follow_symlinks=False).st_size
     return files

@@ -439,3 +439,175 @@ def test_a_dangling_call_among_answered_ones_takes_the_one_pass_repair(monkeypat
     assert shape(repaired) == ["h", "ai(c1,c2)", "tool(c1)", "tool(c2!)", "h", "ai(c3)",
                                "tool(c3)", "ai()"]
     assert repaired[3].content == INTERRUPTED_PLACEHOLDER and repaired[3].status == "error"
+
+
+# -- the one-pass repair kept per thread ------------------------------------------------------
+
+class _ThreadRuntime:
+    """A runtime whose run context names the thread (what the middleware keys its state by)."""
+
+    def __init__(self, thread_id: str) -> None:
+        from antler.plugin_api import RunContext
+
+        self.context = RunContext(thread_id=thread_id)
+
+
+def _kept_always() -> DanglingToolCallMiddleware:
+    """The middleware keeping its one-pass repair for histories of any length (it keeps it
+    from `KEPT_FROM` messages on): the short histories below exercise the kept state."""
+    middleware = DanglingToolCallMiddleware()
+    middleware._placed.short = 0
+    return middleware
+
+
+def _sent(middleware: DanglingToolCallMiddleware, messages: list[Any],
+          thread_id: str = "t1") -> list[Any]:
+    request = ModelRequest(model=None, messages=messages, system_message=None, tools=[],
+                           state={"messages": messages}, runtime=_ThreadRuntime(thread_id))
+    return middleware.wrap_model_call(request, lambda r: r).messages
+
+
+def _same_as_from_scratch(sent: list[Any], messages: list[Any]) -> None:
+    expected = repair_messages(messages) or messages
+    assert [m.__dict__ for m in sent] == [m.__dict__ for m in expected]
+
+
+def test_the_kept_repair_continues_with_new_messages_only(monkeypatch):
+    from antler.plugins.dangling_tool_call import middleware as module
+
+    folded: list[int] = []
+    place = module._place
+
+    def spy(before: Any, history: Any, done: int, *args: Any) -> Any:
+        folded.append(done)
+        return place(before, history, done, *args)
+
+    monkeypatch.setattr(module, "_place", spy)
+    middleware = _kept_always()
+    history_ = [HumanMessage("go", id="h1"), ai_calls(("ls", "c1"), msg_id="a1"),
+                HumanMessage("there?", id="h2"), ai_calls(("bash", "c2"), msg_id="a2")]
+    first = _sent(middleware, history_)
+    longer = [*history_, result("c2", text="real"), AIMessage("done", id="a3")]
+    second = _sent(middleware, longer)
+    assert folded == [0, 4]  # the second call looked at the two new messages only
+    # The last block is open at the end of the first history: its call gets a placeholder...
+    assert shape(first) == ["h", "ai(c1)", "tool(c1!)", "h", "ai(c2)", "tool(c2!)"]
+    # ...but not once its result has arrived: the kept state left the block open.
+    assert shape(second) == ["h", "ai(c1)", "tool(c1!)", "h", "ai(c2)", "tool(c2)", "ai()"]
+    assert second[5].content == "real"
+    _same_as_from_scratch(first, history_)
+    _same_as_from_scratch(second, longer)
+
+
+def test_a_message_replaced_between_kept_ends_is_never_served_again():
+    """Same first and last objects, a middle message replaced under its id (a node's update
+    in the same run): the kept state holds the old message and its placeholder, so it must
+    not be continued."""
+    middleware = _kept_always()
+    history_ = [HumanMessage("go", id="h1"), ai_calls(("ls", "c1"), msg_id="a1"),
+                HumanMessage("there?", id="h2"), AIMessage("ok", id="a2")]
+    assert shape(_sent(middleware, history_)) == ["h", "ai(c1)", "tool(c1!)", "h", "ai()"]
+    replaced = AIMessage("no calls after all", id="a1")
+    edited = [history_[0], replaced, *history_[2:], HumanMessage("and now?", id="h3")]
+    sent = _sent(middleware, edited)
+    assert sent == edited or sent is edited  # nothing left to repair
+    assert sent[1] is replaced
+    renamed = ai_calls(("ls", "c9"), msg_id="a1")
+    edited = [history_[0], renamed, *history_[2:], HumanMessage("and now?", id="h3")]
+    sent = _sent(middleware, edited)
+    assert shape(sent) == ["h", "ai(c9)", "tool(c9!)", "h", "ai()", "h"]
+    assert sent[1] is renamed
+    _same_as_from_scratch(sent, edited)
+
+
+def test_a_shorter_reloaded_or_other_threads_history_starts_over():
+    middleware = _kept_always()
+    history_ = [HumanMessage("go", id="h1"), ai_calls(("ls", "c1"), msg_id="a1"),
+                HumanMessage("there?", id="h2"), ai_calls(("bash", "c2"), msg_id="a2"),
+                result("c2"), AIMessage("ok", id="a3")]
+    _sent(middleware, history_)
+    shorter = history_[:3]  # summarization or a fork dropped the end
+    _same_as_from_scratch(_sent(middleware, shorter), shorter)
+    reloaded = [m.model_copy(deep=True) for m in history_]  # a new run's checkpoint load
+    _same_as_from_scratch(_sent(middleware, reloaded), reloaded)
+    other = [HumanMessage("go", id="h1"), ai_calls(("ls", "x1"), msg_id="a1")]
+    _same_as_from_scratch(_sent(middleware, other, "t1"), other)  # same key, other history
+    assert shape(_sent(middleware, history_, "t2")) == [
+        "h", "ai(c1)", "tool(c1!)", "h", "ai(c2)", "tool(c2)", "ai()"]
+
+
+_EDIT = st.one_of(
+    st.tuples(st.just("append"), st.lists(_MESSAGE, min_size=1, max_size=3)),
+    st.tuples(st.just("replace"), st.integers(0, 20), _MESSAGE),
+    st.tuples(st.just("cut"), st.integers(0, 20)),
+    st.tuples(st.just("reload")))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_MESSAGE, max_size=6), st.lists(_EDIT, max_size=8))
+def test_a_kept_repair_always_equals_one_from_scratch(start, edits):
+    """Whatever happens to a thread's history between calls (new messages, one replaced in
+    place, the end cut, a reload), each request is the one a repair from scratch gives."""
+    middleware = _kept_always()
+    messages = list(start)
+    for edit in [("append", []), *edits]:
+        if edit[0] == "append":
+            messages = [*messages, *edit[1]]
+        elif edit[0] == "replace" and messages:
+            position = edit[1] % len(messages)
+            messages = [*messages[:position], edit[2], *messages[position + 1:]]
+        elif edit[0] == "cut":
+            messages = messages[:edit[1]]
+        elif edit[0] == "reload":
+            messages = [m.model_copy(deep=True) for m in messages]
+        _same_as_from_scratch(_sent(middleware, messages), messages)
+
+
+@tool
+def echo(text: str) -> str:
+    """Say `text` back."""
+    return f"echo: {text}"
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_every_model_call_of_a_thread_with_an_interrupted_call_gets_its_repair(tmp_path,
+                                                                                  fuse,
+                                                                                  monkeypatch):
+    """On a long thread the repair kept between the calls of a run answers the interrupted
+    call each time, leaves the run's own answered call alone, and follows the history
+    edited between runs."""
+    from antler.plugins.dangling_tool_call import middleware as module
+
+    folded: list[tuple[int, int]] = []
+    place = module._place
+
+    def spy(before: Any, history: Any, done: int, *args: Any) -> Any:
+        folded.append((done, len(history)))
+        return place(before, history, done, *args)
+
+    monkeypatch.setattr(module, "_place", spy)
+    earlier = [HumanMessage(f"question {i}", id=f"q{i}") if i % 2 == 0
+               else AIMessage(f"answer {i}", id=f"r{i}") for i in range(module.KEPT_FROM)]
+    script = [{"content": "", "tool_calls": [{"name": "echo", "args": {"text": "hi"},
+                                              "id": "c2"}]}, "Done.", "Again."]
+    agent, model = make_agent(tmp_path / "home", script, tools=[echo], fuse=fuse)
+    with agent:
+        agent.graph.update_state(agent.run_config("t1"), {"messages": [
+            *earlier, HumanMessage("list files", id="h1"), ai_calls(("ls", "c1"), msg_id="a1"),
+            HumanMessage("are you there?", id="h2")]})
+        agent.invoke("continue", thread_id="t1")
+        agent.graph.update_state(agent.run_config("t1"), {"messages": [
+            ai_calls(("ls", "c9"), msg_id="a1")]})  # the interrupted call, rewritten in place
+        agent.invoke("next", thread_id="t1")
+    first, second, third = (shape(calls)[len(earlier) + 1:] for calls in model.calls)
+    assert first == ["h", "ai(c1)", "tool(c1!)", "h", "h"]
+    assert second == [*first, "ai(c2)", "tool(c2)"]
+    assert model.calls[1][-1].content == "echo: hi"  # the real result, no placeholder
+    assert third == ["h", "ai(c9)", "tool(c9!)", "h", "h", "ai(c2)", "tool(c2)", "ai()", "h"]
+    assert not any(m.tool_call_id == "c1" for m in model.calls[2]
+                   if isinstance(m, ToolMessage))
+    # The run's second call continued the first one's pass (two new messages); the next
+    # run (a reloaded, edited history) started over.
+    sizes = [len(calls) - 1 for calls in model.calls]  # the history, without the prompt
+    assert folded == [(0, sizes[0]), (sizes[0], sizes[1]), (0, sizes[2])]
+    assert sizes[1] == sizes[0] + 2

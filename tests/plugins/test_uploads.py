@@ -183,6 +183,33 @@ def test_symlinks_and_hidden_files_in_the_uploads_directory_are_not_listed(tmp_p
     assert record["filename"] == "real.txt"
 
 
+def test_a_refused_entry_name_stays_refused_on_every_listing(tmp_path, monkeypatch):
+    """Names are checked once and the accepted ones kept: a refused one is never kept, so a
+    later run's listing leaves it out again; the kept names are bounded."""
+    from antler.plugins.uploads import middleware as module
+
+    home = tmp_path / "home"
+    paths = PathLayout(home).thread("default", "t1")
+    upload(tmp_path, paths, "real.txt")
+    (paths.uploads / ".hidden").write_text("x")
+    (paths.uploads / "bell\x07.txt").write_text("x")
+    agent, _ = make_agent(home, ["ok", "ok again"])
+    with agent:
+        for turn in ("hi", "and again"):
+            stored = agent.invoke(turn, thread_id="t1")["messages"]
+            listed = [m.content for m in visible(stored) if isinstance(m, HumanMessage)][-1]
+            assert "real.txt" in listed
+            assert ".hidden" not in listed and "bell" not in listed
+    assert "real.txt" in module._PLAIN_NAMES
+    assert ".hidden" not in module._PLAIN_NAMES and "bell\x07.txt" not in module._PLAIN_NAMES
+    monkeypatch.setattr(module, "_PLAIN_NAMES_LIMIT", 3)
+    monkeypatch.setattr(module, "_PLAIN_NAMES", set())
+    for name in ("a.txt", "b.txt", "c.txt", "d.txt"):
+        assert module._is_upload_name(name)
+        assert len(module._PLAIN_NAMES) <= 3
+    assert not module._is_upload_name("..") and not module._is_upload_name("..")
+
+
 def test_multimodal_content_gets_the_block_as_a_leading_text_part(tmp_path):
     home = tmp_path / "home"
     paths = PathLayout(home).thread("default", "t1")
