@@ -509,6 +509,38 @@ def test_the_overlay_is_reached_only_while_its_namespace_lives(
     assert host not in confined._mounts
 
 
+def test_closes_from_several_threads_take_turns(provider: BwrapSandboxProvider,
+                                               layout: PathLayout) -> None:
+    """An adopted namespace closed from four threads at once (an idle time's end, a killed
+    command's, the caller's): none fails, and each returns once the init is gone."""
+    for thread in ("c1", "c2", "c3"):
+        sandbox = sandbox_for(provider, layout, thread)
+        assert sandbox.execute_command("true").ok
+        namespace = sandbox._namespace
+        assert namespace is not None and namespace.init_pid is not None
+        pid = namespace.init_pid
+        failed: list[BaseException] = []
+        left: list[bool] = []
+        start = threading.Barrier(4)
+
+        def close(namespace=namespace, pid=pid, failed=failed, left=left,
+                  start=start) -> None:
+            start.wait()
+            try:
+                namespace.close(grace=1.0)
+            except BaseException as error:  # noqa: BLE001 - the test reports any
+                failed.append(error)
+            left.append(alive(pid))
+
+        closers = [threading.Thread(target=close) for _ in range(4)]
+        for closer in closers:
+            closer.start()
+        for closer in closers:
+            closer.join(60)
+        assert not failed and left == [False] * 4, (failed, left)
+        sandbox.close()
+
+
 def test_an_overlays_leftovers_are_removed_whatever_they_hold(tmp_path: Path) -> None:
     """What an unmounted overlay left in its work directory goes, the usual entries one by
     one, and anything else (folders without permissions included) by a walk."""
