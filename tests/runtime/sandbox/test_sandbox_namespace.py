@@ -528,7 +528,7 @@ def test_closes_from_several_threads_take_turns(provider: BwrapSandboxProvider,
             start.wait()
             try:
                 namespace.close(grace=1.0)
-            except BaseException as error:  # noqa: BLE001 - the test reports any
+            except BaseException as error:  # the test reports any
                 failed.append(error)
             left.append(alive(pid))
 
