@@ -106,12 +106,14 @@ _SPARE_VIEW = "/tmp/.antler-view"
 _SPARE_SKILLS = "/tmp/.antler-skills"
 _SPARE_EMPTY = "/tmp/.antler-empty"
 _THREAD_DIRS = (("workspace", False), ("uploads", True), ("outputs", False))
-# Beside a thread's `user-data` (never below it): its overlay's work directory and empty
-# lower layer, named relative to the thread's directory.
-_OVERLAY_WORK = ".overlay/work"
-_OVERLAY_LOWER = ".overlay/empty"
+# Beside a thread's `user-data` (never below it): its overlay's work directory, named
+# relative to the thread's directory. Its empty lower layer is the spare's own
+# `_SPARE_EMPTY` (any empty directory serves, and none is made per thread: making a
+# directory costs tens of microseconds of CPU on a journalled file system).
+_OVERLAY_WORK = ".overlay"
 # What the overlay makes in its work directory, removed when it is unmounted: a new
-# overlay would take milliseconds to remove it, or refuse it (`nsinit`: volatile).
+# overlay would take milliseconds to remove it, or refuse it (`nsinit`: volatile). It is
+# also where an earlier layout kept its work directory (``.overlay/work``), removed alike.
 _OVERLAY_OWN_WORK = "work"
 
 
@@ -296,20 +298,21 @@ class BwrapSandbox(HostSandbox):
 
     def _overlay_layers(self, users: Path) -> tuple[str, str, str, str] | None:
         """The thread's overlay for `Namespace.adopt`: its directory in the spare's view
-        and, relative to it, ``user-data`` (the upper layer), the work directory and the
-        empty lower layer, made here; None when they cannot be made."""
+        and, relative to it, ``user-data`` (the upper layer) and the work directory (made
+        here), then the empty lower layer (the spare's own); None when the work directory
+        cannot be made."""
         thread = self.thread_paths.user_data.parent
         try:
-            for name in (_OVERLAY_WORK, _OVERLAY_LOWER):
-                (thread / name).mkdir(mode=0o700, parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(thread / _OVERLAY_WORK, 0o700)
             # Left by an overlay not unmounted by this process (it died): the overlay
-            # would refuse it (`volatile`).
+            # would refuse it (`volatile`). Usually not there: one look.
             _remove_tree(thread / _OVERLAY_WORK / _OVERLAY_OWN_WORK)
         except OSError as error:
             self._settings.overlays.refuse(f"{error.strerror}: its work directory")
             return None
         return (f"{_SPARE_VIEW}/{thread.relative_to(users).as_posix()}",
-                self.thread_paths.user_data.name, _OVERLAY_WORK, _OVERLAY_LOWER)
+                self.thread_paths.user_data.name, _OVERLAY_WORK, _SPARE_EMPTY)
 
     def _mounts_current(self) -> bool:
         """Whether the workspace mounted is still the thread's (directories removed between
@@ -549,9 +552,28 @@ def _unmount_overlay(host: str, root_fd: int, work: Path) -> None:
     left in its work directory."""
     confined.unregister_mount(host, root_fd)
     try:
-        _remove_tree(work)
+        _remove_overlay_work(work)
     except OSError as error:  # the next adoption tries again
         logger.debug("sandbox: the overlay's work directory stays: %s", error)
+
+
+# What a volatile overlay leaves in its work directory once unmounted, deepest first.
+_OVERLAY_LEFT = ("incompat/volatile/dirty", "incompat/volatile", "incompat")
+
+
+def _remove_overlay_work(work: Path) -> None:
+    """Remove `work`, what an unmounted overlay left (`_OVERLAY_LEFT`): entry by entry,
+    as root passes the folders the overlay made with no permissions (four calls); else,
+    should anything else be there or the entries not be passable, the whole tree
+    (`_remove_tree`: a listing and a permission change per folder)."""
+    base = str(work)
+    try:
+        os.unlink(f"{base}/{_OVERLAY_LEFT[0]}")
+        for name in _OVERLAY_LEFT[1:]:
+            os.rmdir(f"{base}/{name}")
+        os.rmdir(base)
+    except OSError:
+        _remove_tree(work)
 
 
 def _remove_tree(path: Path) -> None:

@@ -197,6 +197,7 @@ class Namespace:
         self._process: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
         self._send_lock = threading.RLock()  # re-entered by a signal handler (interrupt)
+        self._close_lock = threading.RLock()  # re-entered by a callback of `on_close`
         self._devnull: int | None = None
         self._on_close: list[Callable[[], None]] = []
         self.init_pid: int | None = None
@@ -211,7 +212,8 @@ class Namespace:
         if self._process is not None:
             return self._process.poll() is None
         # A spare spawned by a source: no bubblewrap of its own; its init's pidfd says.
-        return self._init_fd is not None and not _readable(self._init_fd, 0.0)
+        init_fd = self._init_fd  # once: a close in another thread may drop it meanwhile
+        return init_fd is not None and not _readable(init_fd, 0.0)
 
     def start(self) -> None:
         """Start bubblewrap and its init; return once the init runs.
@@ -441,7 +443,14 @@ class Namespace:
     def close(self, grace: float = 5.0) -> None:
         """End the namespace and everything in it, and return once it is gone and its init
         reaped: the init is asked to end it, and killed unless it has within `grace`
-        seconds (an init that is stopped, or too busy, does not answer)."""
+        seconds (an init that is stopped, or too busy, does not answer).
+
+        Closes from several threads (an idle time's end, a command's, the caller's) take
+        turns: the first does the work, the others return once it is done."""
+        with self._close_lock:
+            self._close(grace)
+
+    def _close(self, grace: float) -> None:
         control, self._control = self._control, None
         process = self._process
         if control is not None:

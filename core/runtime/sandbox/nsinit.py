@@ -48,7 +48,8 @@ source that cannot return ends, rather than put its next spare in the same
 one). The spare unshares mount, IPC and (unless the network is allowed)
 network namespaces, makes its mounts private, mounts a ``/proc`` of its own
 (with ``sys``, ``sysrq-trigger``, ``irq`` and ``bus`` read-only, as bubblewrap
-does), brings the loopback up and says ``ready``; one that cannot says
+does: bound from read-only copies the source made of its own once, in its
+``/tmp``), brings the loopback up and says ``ready``; one that cannot says
 ``("failed", reason)`` on its own socket and exits. Its UTS namespace is the
 source's: the host name ``sandbox``, which no command can change.
 
@@ -112,9 +113,17 @@ _MNT_DETACH = 2
 _CLONE_NEWCGROUP, _CLONE_NEWUSER = 0x02000000, 0x10000000
 _CLONE_NEWNS, _CLONE_NEWIPC = 0x00020000, 0x08000000
 _CLONE_NEWPID, _CLONE_NEWNET = 0x20000000, 0x40000000
-_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+_SIOCSIFFLAGS, _IFF_UP, _IFF_LOOPBACK = 0x8914, 0x1, 0x8
+# The loopback's flags as one SIOCSIFFLAGS request sets them: up. A new network
+# namespace's loopback has no flag but IFF_LOOPBACK, which no request changes, so
+# the request needs no SIOCGIFFLAGS before it (`_loopback_up`).
+_LOOPBACK_UP = b"lo".ljust(16, b"\0") + (_IFF_UP | _IFF_LOOPBACK).to_bytes(2, sys.byteorder) \
+    + bytes(22)
 # /proc entries bubblewrap makes read-only in its /proc; a spare's own /proc does the same.
 _PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
+# Where a source keeps read-only copies of them, which its spares bind into their own /proc
+# (in its /tmp, which an adopted spare detaches).
+_PROC_COPIES = "/tmp/.antler-proc"
 _PR_SET_DUMPABLE, _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 4, 24, 47, 4
 _CAPABILITY_VERSION_3 = 0x20080522
 # The new mount API (fsopen(2), fsconfig(2), fsmount(2), move_mount(2)).
@@ -185,6 +194,12 @@ def _session(pid):
         return None
 
 
+def _seqpacket(fd):
+    """A socket object for `fd`, one of the harness's ``SOCK_SEQPACKET`` Unix sockets (its
+    kind given: left out, the interpreter asks the kernel three times)."""
+    return _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET, 0, fd)
+
+
 def _say(fd, message):
     """Send `message` on the socket descriptor `fd`, should anyone still listen."""
     try:  # noqa: SIM105
@@ -234,12 +249,26 @@ class _Libc:
             self.last_capability = 63
         for name in ("mount", "umount2", "unshare", "setns", "prctl", "capset"):
             self._functions[name] = Function((name, Library))
+        # The arguments of the bounding set's drops, one call per capability, built once
+        # here rather than in each spare's adoption (a spare inherits them with the fork).
+        zero = Long(0)
+        self.bounding_drops = tuple((Int(_PR_CAPBSET_DROP), Long(capability), zero, zero, zero)
+                                    for capability in range(self.last_capability + 1))
+        self.proc_copies = ()  # (copy, /proc entry) pairs: `_proc_copies`
         # The new mount API, in the C library since glibc 2.36: without it, no overlays.
         for name in ("fsopen", "fsconfig", "fsmount", "move_mount"):
             try:  # noqa: SIM105
                 self._functions[name] = Function((name, Library))
             except AttributeError:
                 pass
+
+    def function(self, name):
+        """The C function `name` itself, for a loop of calls (the caller checks for -1 and
+        reads `errno`)."""
+        return self._functions[name]
+
+    def errno(self):
+        return self._ctypes.get_errno()
 
     def __call__(self, name, *arguments):
         function = self._functions.get(name)
@@ -284,7 +313,8 @@ def _adopt(libc, tmp_bytes, view, binds, workdir, overlays=()):
                 raise
             if read_only:
                 _remount_read_only(libc, target)
-        libc("umount2", view.encode(), libc.Int(_MNT_DETACH))
+        if not view.startswith("/tmp/"):  # else it goes with the source's /tmp, next
+            libc("umount2", view.encode(), libc.Int(_MNT_DETACH))
         _own_tmp_and_dev(libc, tmp_bytes)
         posix.chdir(workdir)
         _become_sandbox_user(libc)
@@ -391,8 +421,11 @@ def _become_sandbox_user(libc):
     _write("/proc/self/uid_map", f"{_SANDBOX_ID} 0 1")
     _write("/proc/self/gid_map", f"{_SANDBOX_ID} 0 1")
     # The new user namespace gave every capability back: drop them all, for good.
-    for capability in range(libc.last_capability + 1):
-        libc("prctl", libc.Int(_PR_CAPBSET_DROP), long(capability), long(0), long(0), long(0))
+    prctl = libc.function("prctl")
+    for arguments in libc.bounding_drops:
+        if prctl(*arguments) == -1:
+            errno = libc.errno()
+            raise OSError(errno, f"prctl: {posix.strerror(errno)}")
     libc("prctl", libc.Int(_PR_CAP_AMBIENT), long(_PR_CAP_AMBIENT_CLEAR_ALL), long(0),
          long(0), long(0))
     header = _CAPABILITY_VERSION_3.to_bytes(4, sys.byteorder) + bytes(4)
@@ -402,7 +435,8 @@ def _become_sandbox_user(libc):
 
 
 def _own_tmp_and_dev(libc, tmp_bytes):
-    """Replace the source's ``/tmp`` (the view's mount point), ``/dev/shm`` and
+    """Replace the source's ``/tmp`` (detached with every mount below it: the view, the
+    skill roots, the copies of /proc's entries), ``/dev/shm`` and
     ``/dev/pts``, which its other spares see too, with this namespace's own (the rest of
     the source's ``/dev`` is read-only: device nodes and links)."""
     long, nothing = libc.Long, _MS_NOSUID | _MS_NODEV
@@ -416,31 +450,80 @@ def _own_tmp_and_dev(libc, tmp_bytes):
 
 def _own_proc(libc):
     """Make every mount private to this mount namespace, and mount a ``/proc`` of this PID
-    namespace over the source's (its entries that change the kernel read-only)."""
+    namespace over the source's (its entries that change the kernel read-only).
+
+    The read-only entries are bound from the source's copies (`_proc_copies`), which
+    are read-only already: one call each instead of a bind and a remount. A copy that
+    came out writable (it never should) is remounted read-only here; an entry the
+    source had no copy of is bound and remounted as bubblewrap does."""
     long = libc.Long
     libc("mount", None, b"/", None, long(_MS_REC | _MS_PRIVATE), None)
     flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
     libc("mount", b"proc", b"/proc", b"proc", long(flags), None)
+    copied = set()
+    for copy, path in libc.proc_copies:
+        libc("mount", copy, path, None, long(_MS_BIND | _MS_REC), None)
+        if not posix.statvfs(path).f_flag & _MS_RDONLY:  # ST_RDONLY is MS_RDONLY
+            _remount_read_only_proc(libc, path, flags)
+        copied.add(path)
     for name in _PROC_READ_ONLY:
         path = f"/proc/{name}".encode()
+        if path in copied:
+            continue
         try:
             libc("mount", path, path, None, long(_MS_BIND | _MS_REC), None)
         except OSError:
             continue  # not there
-        libc("mount", None, path, None, long(_MS_BIND | _MS_REMOUNT | _MS_RDONLY | flags), None)
+        _remount_read_only_proc(libc, path, flags)
+
+
+def _remount_read_only_proc(libc, path, flags):
+    libc("mount", None, path, None, libc.Long(_MS_BIND | _MS_REMOUNT | _MS_RDONLY | flags), None)
+
+
+def _proc_copies(libc):
+    """In a source: read-only copies of the /proc entries its spares make read-only, in
+    its ``/tmp`` (`_PROC_COPIES`), which they bind from (`_own_proc`); sets
+    ``libc.proc_copies``. Those entries show the kernel's settings, not this PID
+    namespace's processes: the source's serve a spare's /proc as well as its own would.
+    An entry that cannot be copied is left to the spares to bind and remount."""
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    found = []
+    try:
+        posix.mkdir(_PROC_COPIES, 0o700)
+    except OSError:
+        return
+    for name in _PROC_READ_ONLY:
+        path, copy = f"/proc/{name}", f"{_PROC_COPIES}/{name}"
+        try:
+            if posix.stat(path).st_mode & 0o170000 == 0o040000:  # a directory
+                posix.mkdir(copy, 0o700)
+            else:
+                posix.close(posix.open(copy, posix.O_WRONLY | posix.O_CREAT, 0o600))
+            libc("mount", path.encode(), copy.encode(), None, libc.Long(_MS_BIND | _MS_REC),
+                 None)
+        except OSError:
+            continue
+        try:
+            _remount_read_only_proc(libc, copy.encode(), flags)
+        except OSError:
+            try:  # noqa: SIM105 - a writable copy must not stay mounted
+                libc("umount2", copy.encode(), libc.Int(_MNT_DETACH))
+            except OSError:
+                pass
+            continue
+        found.append((copy.encode(), path.encode()))
+    libc.proc_copies = tuple(found)
 
 
 def _loopback_up():
-    """Bring the new network namespace's loopback up, as bubblewrap does."""
+    """Bring the new network namespace's loopback up, as bubblewrap does (one request:
+    `_LOOPBACK_UP`)."""
     import fcntl  # built into the interpreter
 
     probe = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
     try:
-        request = b"lo".ljust(16, b"\0") + bytes(24)
-        found = fcntl.ioctl(probe.fileno(), _SIOCGIFFLAGS, request)
-        flags = int.from_bytes(found[16:18], sys.byteorder) | _IFF_UP
-        fcntl.ioctl(probe.fileno(), _SIOCSIFFLAGS,
-                    found[:16] + flags.to_bytes(2, sys.byteorder) + found[18:])
+        fcntl.ioctl(probe.fileno(), _SIOCSIFFLAGS, _LOOPBACK_UP)
     finally:
         probe.close()
 
@@ -473,7 +556,9 @@ def _capabilities():
     together (a line the kernel does not write counts as none)."""
     fd = posix.open("/proc/self/status", posix.O_RDONLY)
     try:
-        status = posix.read(fd, 1 << 16)
+        # Its capability lines come well within the first 4 KiB; a 64 KiB read buffer
+        # would cost a dozen page faults in a spare just forked.
+        status = posix.read(fd, 1 << 13)
     finally:
         posix.close(fd)
     found = 0
@@ -494,7 +579,7 @@ class Init:
         self.libc = None  # a source's and its spares', ready for their adoption
         self.tmp_bytes = 0  # a spare's /tmp, once adopted
         self.pid_namespace = -1  # a source's own PID namespace, to return to after a fork
-        self.control = _socket.socket(fileno=control_fd)
+        self.control = _seqpacket(control_fd)
         # Every request is read into this buffer: a new one each time costs a 1 MiB
         # mapping and its removal (about 15 us of the init's CPU per request). A spare
         # reads into its source's (its copy, made by the fork): filling a new one would
@@ -567,7 +652,7 @@ class Init:
         elif message[0] == "run" and len(fds) == 4:
             self.run(message[1], message[2], fds)
         elif message[0] == "end" and len(fds) == 1:
-            reply = _socket.socket(fileno=fds[0])
+            reply = _seqpacket(fds[0])
             self.sweep(set(self.running))
             _send(reply, ("ended",))
             reply.close()
@@ -598,7 +683,7 @@ class Init:
 
     def run(self, argv, env, fds):
         channel_fd, stdin, stdout, stderr = fds
-        channel = _socket.socket(fileno=channel_fd)
+        channel = _seqpacket(channel_fd)
         try:
             pid = posix.posix_spawn(
                 argv[0], argv, env, setsid=True, setsigdef=_DEFAULT_SIGNALS, setsigmask=(),
@@ -740,6 +825,7 @@ def main(control_fd, spare=False):
     if spare:  # nobody waits for a source: do now what would hold its spares up
         try:
             init.libc = _Libc()
+            _proc_copies(init.libc)
             init.pid_namespace = posix.open("/proc/self/ns/pid", posix.O_RDONLY)
             import fcntl  # noqa: F401 - imported once here, not in every spare (`_loopback_up`)
         except (ImportError, OSError, AttributeError):

@@ -9,6 +9,7 @@ harness's user: root here, the case where a sandbox uid mapped onto root matters
 from __future__ import annotations
 
 import base64
+import errno
 import os
 import signal
 import sys
@@ -500,8 +501,63 @@ def test_the_overlay_is_reached_only_while_its_namespace_lives(
         os.fstat(descriptor)  # closed with the namespace
     # The file tools work on the host directory again, and see what bash left.
     assert sandbox.read_file(f"{WS}/f") == "one\n"
+    # Nothing of the overlay's work is left beside user-data: the next overlay of the
+    # thread would refuse a volatile one's leftovers.
+    assert os.listdir(sandbox.thread_paths.user_data.parent / ".overlay") == []
+    assert sandbox.execute_command("cat f").stdout == "one\n"  # a new overlay mounts
     sandbox.close()
     assert host not in confined._mounts
+
+
+def test_closes_from_several_threads_take_turns(provider: BwrapSandboxProvider,
+                                               layout: PathLayout) -> None:
+    """An adopted namespace closed from four threads at once (an idle time's end, a killed
+    command's, the caller's): none fails, and each returns once the init is gone."""
+    for thread in ("c1", "c2", "c3"):
+        sandbox = sandbox_for(provider, layout, thread)
+        assert sandbox.execute_command("true").ok
+        namespace = sandbox._namespace
+        assert namespace is not None and namespace.init_pid is not None
+        pid = namespace.init_pid
+        failed: list[BaseException] = []
+        left: list[bool] = []
+        start = threading.Barrier(4)
+
+        def close(namespace=namespace, pid=pid, failed=failed, left=left,
+                  start=start) -> None:
+            start.wait()
+            try:
+                namespace.close(grace=1.0)
+            except BaseException as error:  # the test reports any
+                failed.append(error)
+            left.append(alive(pid))
+
+        closers = [threading.Thread(target=close) for _ in range(4)]
+        for closer in closers:
+            closer.start()
+        for closer in closers:
+            closer.join(60)
+        assert not failed and left == [False] * 4, (failed, left)
+        sandbox.close()
+
+
+def test_an_overlays_leftovers_are_removed_whatever_they_hold(tmp_path: Path) -> None:
+    """What an unmounted overlay left in its work directory goes, the usual entries one by
+    one, and anything else (folders without permissions included) by a walk."""
+    from antler.runtime.sandbox.bwrap import _remove_overlay_work
+
+    usual, unusual = tmp_path / "usual", tmp_path / "unusual"
+    for work in (usual, unusual):
+        (work / "incompat" / "volatile").mkdir(parents=True)
+        (work / "incompat" / "volatile" / "dirty").write_text("")
+    (unusual / "index" / "deep").mkdir(parents=True)
+    (unusual / "index" / "deep" / "file").write_text("x")
+    for folder in (unusual / "index" / "deep", unusual / "index", usual / "incompat",
+                   unusual / "incompat"):
+        folder.chmod(0)
+    for work in (usual, unusual, tmp_path / "absent"):
+        _remove_overlay_work(work)
+        assert not work.exists()
 
 
 def test_where_no_overlay_can_be_mounted_the_thread_directories_are_bind_mounts(
@@ -618,6 +674,72 @@ def test_spares_of_one_source_share_no_tmp_dev_processes_or_network(
     ended.wait(20)
 
 
+_PROBE = """
+import ctypes, errno, os, socket, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+plant = sys.argv[1] == "plant"
+def said(result):
+    return f"{result} {ctypes.get_errno() if result == -1 else 0}"
+# A SysV segment, a POSIX message queue and a key in the user keyring outlive the
+# process that made them; an abstract socket lives while its process listens.
+print("shm", said(libc.shmget(0x4242, 4096, 0o1600 if plant else 0)))
+queue = libc.mq_open(b"/antler-probe", (os.O_CREAT | os.O_RDWR) if plant else os.O_RDWR,
+                     0o600, None)
+print("mq", said(queue))
+if os.uname().machine == "x86_64":  # add_key and keyctl(KEYCTL_SEARCH) by number
+    key = libc.syscall(248, b"user", b"antler-probe", b"secret", 6, -4) if plant else \
+        libc.syscall(250, 10, -4, b"user", b"antler-probe", 0)
+    print("key", said(key))
+probe = socket.socket(socket.AF_UNIX)
+if plant:
+    probe.bind("\\0antler-probe")
+    probe.listen()
+    print("planted", flush=True)
+    time.sleep(6)
+else:
+    print("abstract", probe.connect_ex("\\0antler-probe"))
+"""
+
+
+def test_what_one_threads_commands_leave_no_other_thread_sees(
+        provider: BwrapSandboxProvider, layout: PathLayout) -> None:
+    """A SysV shared memory segment, a POSIX message queue, a key in the user keyring and a
+    listening abstract Unix socket made by one thread's commands: found by that thread's
+    next command, by no command of a second thread whose spare came from the same source
+    (their IPC, network and user namespaces are their own)."""
+    for thread in ("t1", "t2"):
+        paths = layout.thread("u", thread)
+        paths.ensure_directories()
+        (paths.workspace / "probe.py").write_text(_PROBE)
+    first = sandbox_for(provider, layout, "t1")
+    second = sandbox_for(provider, layout, "t2")
+    planted: list[CommandResult] = []
+    ended = threading.Event()
+
+    def hold() -> None:  # a running command of the first thread, listening meanwhile
+        planted.append(first.execute_command("python3 probe.py plant", timeout=20))
+        ended.set()
+
+    threading.Thread(target=hold, daemon=True).start()
+    for _ in range(100):  # until the listener is up
+        mine = first.execute_command("python3 probe.py look")
+        if "abstract 0" in mine.stdout:
+            break
+        time.sleep(0.1)
+    theirs = second.execute_command("python3 probe.py look")
+    assert not ended.is_set()  # the first thread's command was listening meanwhile
+    ended.wait(20)
+    assert planted and "planted" in planted[0].stdout, planted
+    # The first thread finds all of it (so a miss below means something).
+    found = dict(line.split(" ", 1) for line in mine.stdout.splitlines())
+    assert found["abstract"] == "0" and found["shm"].endswith(" 0"), mine
+    assert found["mq"].endswith(" 0") and found.get("key", "1 0").endswith(" 0"), mine
+    seen = dict(line.split(" ", 1) for line in theirs.stdout.splitlines())
+    assert seen["shm"] == f"-1 {errno.ENOENT}" and seen["mq"] == f"-1 {errno.ENOENT}", theirs
+    assert seen.get("key", f"-1 {errno.ENOKEY}") == f"-1 {errno.ENOKEY}", theirs
+    assert seen["abstract"] == str(errno.ECONNREFUSED), theirs
+
+
 def test_a_killed_source_takes_its_spares_along_and_is_replaced(
         provider: BwrapSandboxProvider, layout: PathLayout,
         caplog: pytest.LogCaptureFixture) -> None:
@@ -679,6 +801,38 @@ def test_an_adopted_namespace_shows_no_other_thread_and_no_privilege(
         " umount /mnt/user-data/workspace && echo unmounted'")
     assert "wrote" not in nested.stdout and "unmounted" not in nested.stdout, nested
     assert "Read-only" in nested.stderr, nested
+
+
+def test_a_spares_proc_keeps_the_kernels_settings_read_only_and_its_loopback_up(
+        provider: BwrapSandboxProvider, layout: PathLayout) -> None:
+    """A spare's own /proc has ``sys``, ``sysrq-trigger``, ``irq`` and ``bus`` read-only,
+    as bubblewrap leaves its /proc (bound from read-only copies its source made once,
+    which nothing inside shows); its loopback is up and serves its own commands."""
+    layout.thread("u", "t1").ensure_directories()  # a base directory with a thread: warm
+    provider.warm(layout)
+    wait_for_spare(provider, layout)
+    sandbox = sandbox_for(provider, layout, "t2")
+    result = sandbox.execute_command(
+        "grep -E ' /proc/(sys|sysrq-trigger|irq|bus) ' /proc/self/mountinfo;"
+        " ls -A /tmp; grep -c antler-proc /proc/self/mountinfo;"
+        " python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen();"
+        " c=socket.create_connection(s.getsockname()); print(\"served\", s.accept()[1][0])'")
+    lines = result.stdout.splitlines()
+    mounts = {line.split()[4]: line.split()[5].split(",") for line in lines
+              if line.split()[4:5] and line.split()[4].startswith("/proc/")}
+    present = {f"/proc/{name}" for name in ("sys", "sysrq-trigger", "irq", "bus")
+               if os.path.exists(f"/proc/{name}")}
+    assert present <= set(mounts), lines
+    assert all("ro" in options for options in mounts.values()), mounts
+    assert ".antler-proc" not in lines and "0" in lines, lines  # the copies stay outside
+    assert "served 127.0.0.1" in lines, result
+    # Refused as read-only, not merely for want of permission (the mount table lists the
+    # source's covered entries too: the writes say which one a command reaches).
+    for path in ("/proc/sys/kernel/hostname", "/proc/sysrq-trigger",
+                 "/proc/irq/default_smp_affinity"):
+        if os.path.exists(path):
+            written = sandbox.execute_command(f"echo x > {path}")
+            assert "Read-only file system" in written.stderr, (path, written)
 
 
 def test_spares_end_with_the_provider_and_leave_nothing() -> None:
