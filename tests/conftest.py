@@ -150,6 +150,8 @@ LONG_MODULES = (
     "tests/plugin_api/test_third_party.py",
     "tests/testing/conformance/test_broken_samples.py",
     "tests/test_docs_paths.py",
+    "tests/runtime/test_server.py",
+    "tests/runtime/test_server_boundary.py",
 )
 
 
