@@ -34,6 +34,11 @@ PROPERTY_SETTINGS = settings(
     max_examples=80, deadline=None, derandomize=True, database=None, print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+# Each property runs its graphs for every chain drawn (a few tenths of a CPU-second a
+# chain): `make test` draws a few chains per property, the same first ones every run;
+# the slow checks (`make test-slow`, CI's long checks) draw many more of each.
+QUICK = settings(PROPERTY_SETTINGS, max_examples=20)
+LONG = settings(PROPERTY_SETTINGS, max_examples=100)
 
 _SIMPLE = st.sampled_from([
     ("add",), ("add",), ("add_noid",), ("add_dict",), ("replace",), ("remove",),
@@ -74,42 +79,77 @@ def chains(draw: Any, *, use_async: bool) -> list[MwSpec]:
     return specs
 
 
-@settings(PROPERTY_SETTINGS, max_examples=40)
-@given(specs=chains(use_async=False), tool_rounds=st.integers(0, 2), direct=st.booleans())
-def test_random_chains_agree_when_invoked(specs, tool_rounds, direct):
+def invoked_chains_agree(specs: list[MwSpec], tool_rounds: int, direct: bool) -> None:
     # `direct`: the model ends each run by calling a return_direct tool, and the tools
     # node runs the after_agent hooks (tools_node.ToolsEnd).
     assert_same(specs, turns=script(tool_rounds, direct=direct))
 
 
+INVOKED = dict(specs=chains(use_async=False), tool_rounds=st.integers(0, 2),
+               direct=st.booleans())
+
+
+@QUICK
+@given(**INVOKED)
+def test_random_chains_agree_when_invoked(specs, tool_rounds, direct):
+    invoked_chains_agree(specs, tool_rounds, direct)
+
+
 @pytest.mark.slow
 @settings(PROPERTY_SETTINGS, max_examples=300)
-@given(specs=chains(use_async=False), tool_rounds=st.integers(0, 2), direct=st.booleans())
+@given(**INVOKED)
 def test_many_more_random_chains_agree_when_invoked(specs, tool_rounds, direct):
     """The same property over many more chains (CI's long checks)."""
-    assert_same(specs, turns=script(tool_rounds, direct=direct))
+    invoked_chains_agree(specs, tool_rounds, direct)
 
 
-@settings(PROPERTY_SETTINGS, max_examples=25)
-@given(specs=chains(use_async=True), tool_rounds=st.integers(0, 1), direct=st.booleans())
-def test_random_chains_agree_when_awaited(specs, tool_rounds, direct):
+def awaited_chains_agree(specs: list[MwSpec], tool_rounds: int, direct: bool) -> None:
     assert_same(specs, use_async=True, turns=script(tool_rounds, direct=direct))
 
 
-@settings(PROPERTY_SETTINGS, max_examples=30)
-@given(specs=chains(use_async=False), where=st.integers(0, 6),
-       kind=st.sampled_from(["before_model", "after_model"]))
-def test_random_chains_agree_after_an_interrupt_and_resume(specs, where, kind):
+AWAITED = dict(specs=chains(use_async=True), tool_rounds=st.integers(0, 1),
+               direct=st.booleans())
+
+
+@settings(QUICK, max_examples=12)
+@given(**AWAITED)
+def test_random_chains_agree_when_awaited(specs, tool_rounds, direct):
+    awaited_chains_agree(specs, tool_rounds, direct)
+
+
+@pytest.mark.slow
+@LONG
+@given(**AWAITED)
+def test_many_more_random_chains_agree_when_awaited(specs, tool_rounds, direct):
+    awaited_chains_agree(specs, tool_rounds, direct)
+
+
+def chains_agree_after_an_interrupt(specs: list[MwSpec], where: int, kind: str) -> None:
     asker = specs[where % len(specs)]
     asker.hooks.setdefault(kind, []).append(("ask",))
     unfused, _fused = assert_same(specs, resume="yes", turns=script(1))
     event(f"interrupted {unfused.interrupts} time(s)")
 
 
-@settings(PROPERTY_SETTINGS, max_examples=25)
-@given(specs=chains(use_async=False), where=st.integers(0, 6),
-       kind=st.sampled_from(NODE_HOOKS), direct=st.booleans())
-def test_random_chains_agree_after_a_failure_and_resume(specs, where, kind, direct):
+INTERRUPTED = dict(specs=chains(use_async=False), where=st.integers(0, 6),
+                   kind=st.sampled_from(["before_model", "after_model"]))
+
+
+@settings(QUICK, max_examples=15)
+@given(**INTERRUPTED)
+def test_random_chains_agree_after_an_interrupt_and_resume(specs, where, kind):
+    chains_agree_after_an_interrupt(specs, where, kind)
+
+
+@pytest.mark.slow
+@LONG
+@given(**INTERRUPTED)
+def test_many_more_random_chains_agree_after_an_interrupt_and_resume(specs, where, kind):
+    chains_agree_after_an_interrupt(specs, where, kind)
+
+
+def chains_agree_after_a_failure(specs: list[MwSpec], where: int, kind: str,
+                                 direct: bool) -> None:
     failing = specs[where % len(specs)]
     failing.hooks.setdefault(kind, []).append(("fail",))
 
@@ -126,6 +166,23 @@ def test_random_chains_agree_after_a_failure_and_resume(specs, where, kind, dire
         # them adds without an id gets a fresh one (docs/compiler.md, "How failure
         # differs"): generated ids are compared as generated, not by their order.
         assert _loosely(fused) == _loosely(unfused), f"fused={mode!r} differs"
+
+
+FAILED = dict(specs=chains(use_async=False), where=st.integers(0, 6),
+              kind=st.sampled_from(NODE_HOOKS), direct=st.booleans())
+
+
+@settings(QUICK, max_examples=12)
+@given(**FAILED)
+def test_random_chains_agree_after_a_failure_and_resume(specs, where, kind, direct):
+    chains_agree_after_a_failure(specs, where, kind, direct)
+
+
+@pytest.mark.slow
+@LONG
+@given(**FAILED)
+def test_many_more_random_chains_agree_after_a_failure_and_resume(specs, where, kind, direct):
+    chains_agree_after_a_failure(specs, where, kind, direct)
 
 
 def _loosely(outcome: Any) -> Any:

@@ -20,7 +20,9 @@ import pytest
 
 from tests.runtime.test_server import Server, serving
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# One server for the module: its tests on one xdist worker, which starts it once.
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+              pytest.mark.xdist_group("langgraph-server-boundary")]
 
 # One user per namespace component Antler uses in the store, besides alice and bob.
 TOKENS = {"tok-alice": {"user": "alice", "roles": ["agent"]},
