@@ -124,6 +124,26 @@ class ToolWrapRaiser(Raiser):
         self.fail()
 
 
+class RenamedModelWrapRaiser(ModelWrapRaiser):
+    """`ModelWrapRaiser` with its parameters named otherwise (and one optional more)."""
+
+    def wrap_model_call(self, req: Any, call_next: Any, *rest: Any) -> Any:
+        return super().wrap_model_call(req, call_next)
+
+    async def awrap_model_call(self, req: Any, call_next: Any, *rest: Any) -> Any:
+        return await super().awrap_model_call(req, call_next)
+
+
+class RenamedToolWrapRaiser(ToolWrapRaiser):
+    """`ToolWrapRaiser` with its parameters named otherwise (and one optional more)."""
+
+    def wrap_tool_call(self, req: Any, call_next: Any, *rest: Any) -> Any:
+        return super().wrap_tool_call(req, call_next)
+
+    async def awrap_tool_call(self, req: Any, call_next: Any, *rest: Any) -> Any:
+        return await super().awrap_tool_call(req, call_next)
+
+
 class Refusing(BeforeModelRaiser):
     """Raises an `AntlerError` on purpose."""
 
@@ -289,6 +309,40 @@ def test_a_skipped_hook_leaves_the_run_as_if_it_were_absent(tmp_path, caplog, ho
     assert len(lines) == CALLS[hook]  # one line per failure
     assert all(line.startswith(f"plugin 'raiser' failed in {hook}: ValueError: bad; skipped")
                and "\n" not in line for line in lines)
+
+
+RENAMED = {"wrap_model_call": RenamedModelWrapRaiser, "wrap_tool_call": RenamedToolWrapRaiser}
+
+
+@pytest.mark.parametrize("mode", ["unfused", "into_model"])
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("hook,when", [case for case in CASES if case[0] in RENAMED])
+def test_a_wrap_hook_with_other_parameters_is_skipped_and_fails_alike(tmp_path, caplog, hook,
+                                                                      when, use_async, mode):
+    """Isolation wraps a hook whose parameters are not `request, handler` by another
+    wrapper, which passes the call on and keeps both policies' behaviour."""
+    expected, ran, model_calls = baseline(tmp_path, use_async)
+    agent, model = build(tmp_path / "skip", [raiser_spec(RENAMED[hook]),
+                                             spec("witness", Witness)],
+                         f"raiser: {{when: {when}}}", mode=mode)
+    with agent, caplog.at_level(logging.WARNING, logger=AUDIT_LOGGER):
+        state = turn(agent, use_async)
+    assert answers(state) == expected and len(model.calls) == model_calls == 2
+    handled = [line for line in LOG if line.startswith("handler: ")]
+    assert [line for line in LOG if line not in handled] == ran
+    lines = [r.getMessage() for r in caplog.records if r.name == AUDIT_LOGGER]
+    assert [line.split(";")[0] for line in lines] \
+        == [f"plugin 'raiser' failed in {hook}: ValueError: bad"] * CALLS[hook]
+
+    LOG.clear()
+    agent, model = build(tmp_path / "fail", [raiser_spec(RENAMED[hook]),
+                                             spec("witness", Witness)],
+                         f"raiser: {{when: {when}}}\nplugins: {{raiser: {{on_error: fail}}}}",
+                         mode=mode)
+    with agent, pytest.raises(PluginHookError) as caught:
+        turn(agent, use_async)
+    assert str(caught.value) == f"plugin 'raiser' failed in {hook}: ValueError: bad"
+    assert (len(model.calls), LOG.count("tool")) == BEFORE_FAILURE[hook, when]
 
 
 @pytest.mark.parametrize("mode", ["unfused", "into_model"])
