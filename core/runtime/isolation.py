@@ -162,7 +162,10 @@ class _WriteGuard:
         """
         if result is handled:
             return
-        command, inner_command = _command_of(result), _command_of(handled)
+        command = _command_of(result)
+        if command is None:
+            return  # the usual case (a message or a response of the hook's own): no write
+        inner_command = _command_of(handled)
         steers = steering(command)
         if steers is not None and steers != steering(inner_command):
             raise StateWriteError(describe_steering(self.label, hook, steers),
@@ -179,8 +182,52 @@ class _WriteGuard:
 
 def _command_of(result: Any) -> Any:
     """The `Command` a wrap hook's result is or carries (an ExtendedModelResponse's), if any."""
-    command = getattr(result, "command", result)
+    cls = type(result)
+    read = _COMMAND_READERS.get(cls)
+    if read is None:
+        read = _COMMAND_READERS[cls] = _command_reader(cls)
+    command = read(result)
     return command if isinstance(command, _command_type()) else None
+
+
+_COMMAND_READERS: dict[type, Callable[[Any], Any]] = {}
+"""Per class of result, how `_command_of` reads its `command` attribute (the result if none)."""
+
+
+def _command_reader(cls: type) -> Callable[[Any], Any]:
+    """How to read `getattr(result, "command", result)` for a `result` of class `cls`.
+
+    A pydantic model without a `command` of its class (a message: `ToolMessage`,
+    `AIMessage`) would look it up through pydantic's `__getattr__`, which raises
+    and catches an `AttributeError` each time (microseconds, on every wrap hook
+    that returns a message of its own); read where that lookup would find it, the
+    instance's dictionary, then its extra fields, it costs two dictionary reads.
+    """
+    from pydantic import BaseModel
+
+    if (isinstance(cls, type) and issubclass(cls, BaseModel)
+            and cls.__getattr__ is BaseModel.__getattr__  # type: ignore[attr-defined]
+            and cls.__getattribute__ is object.__getattribute__
+            and "command" not in cls.model_fields
+            and "command" not in cls.__private_attributes__
+            and not hasattr(cls, "command")):
+        return _model_command
+    return _any_command
+
+
+def _model_command(result: Any) -> Any:
+    command = result.__dict__.get("command", result)
+    if command is not result:
+        return command
+    try:
+        extra = result.__pydantic_extra__
+    except AttributeError:  # not initialised yet, as pydantic's own lookup allows
+        return result
+    return extra.get("command", result) if extra else result
+
+
+def _any_command(result: Any) -> Any:
+    return getattr(result, "command", result)
 
 
 @functools.cache

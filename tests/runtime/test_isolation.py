@@ -625,3 +625,46 @@ def test_antler_run_prints_one_line_for_a_failing_plugin(tmp_path, site, policy)
     debug = CliRunner().invoke(cli, ["--debug", *args])
     assert debug.exit_code == 1 and "Traceback" in debug.stderr
     assert 'raise ValueError("audit store unreachable")' in debug.stderr  # the original
+
+
+# -- the write guard's reading of a wrap hook's result ---------------------------------------
+
+
+def _messages_carrying(command: Any) -> list[Any]:
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    in_dict = ToolMessage("mine", tool_call_id="c")
+    object.__setattr__(in_dict, "command", command)  # in the instance's own dictionary
+    return [ToolMessage("mine", tool_call_id="c", command=command),  # an extra field
+            AIMessage("mine", command=command), in_dict]
+
+
+def test_the_wrap_guard_finds_a_command_wherever_attribute_lookup_would():
+    """A message of the hook's own is read without pydantic's failing lookup, and still a
+    `Command` it carries (an extra field, or set on the instance) is found and refused as
+    `getattr` finds it; a message carrying none, or something else, passes."""
+    from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    from antler.errors import StateWriteError
+    from antler.runtime.isolation import _command_of, _WriteGuard
+
+    guard = _WriteGuard("raiser", frozenset({"messages"}), {"title": ["title"]})
+    foreign = Command(update={"title": "x"})
+    handled = ToolMessage("the tool's", tool_call_id="c")
+    for result in _messages_carrying(foreign):
+        with pytest.raises(StateWriteError) as caught:
+            guard.check_wrap(result, handled, "wrap_tool_call")
+        assert caught.value.keys == ["title"]
+    for result in [*_messages_carrying("not a command"), ToolMessage("mine", tool_call_id="c"),
+                   AIMessage("mine"), ModelResponse(result=[AIMessage("mine")]), None]:
+        guard.check_wrap(result, handled, "wrap_tool_call")  # nothing to refuse
+
+    own = Command(update={"messages": []})
+    cases = [*_messages_carrying(foreign), *_messages_carrying(own), *_messages_carrying(1),
+             ToolMessage("m", tool_call_id="c"), AIMessage("m"), ModelResponse(result=[]),
+             ExtendedModelResponse(model_response=ModelResponse(result=[]), command=foreign),
+             foreign, None, "text"]
+    for result in cases * 2:  # the second time through the reader kept for its class
+        expected = getattr(result, "command", result)
+        assert _command_of(result) is (expected if isinstance(expected, Command) else None)
