@@ -185,13 +185,16 @@ def _command_of(result: Any) -> Any:
     cls = type(result)
     read = _COMMAND_READERS.get(cls)
     if read is None:
-        read = _COMMAND_READERS[cls] = _command_reader(cls)
+        read = _command_reader(cls)
+        if len(_COMMAND_READERS) < _KEPT_READERS:  # classes made on the fly do not pile up
+            _COMMAND_READERS[cls] = read
     command = read(result)
     return command if isinstance(command, _command_type()) else None
 
 
 _COMMAND_READERS: dict[type, Callable[[Any], Any]] = {}
 """Per class of result, how `_command_of` reads its `command` attribute (the result if none)."""
+_KEPT_READERS = 256
 
 
 def _command_reader(cls: type) -> Callable[[Any], Any]:

@@ -668,3 +668,16 @@ def test_the_wrap_guard_finds_a_command_wherever_attribute_lookup_would():
     for result in cases * 2:  # the second time through the reader kept for its class
         expected = getattr(result, "command", result)
         assert _command_of(result) is (expected if isinstance(expected, Command) else None)
+
+
+def test_result_classes_made_on_the_fly_do_not_pile_up_in_the_guard():
+    from langchain_core.messages import ToolMessage
+
+    from antler.runtime import isolation
+
+    foreign = Command(update={"title": "x"})
+    for index in range(isolation._KEPT_READERS + 50):
+        made = type(f"Made{index}", (ToolMessage,), {})
+        assert isolation._command_of(made("m", tool_call_id="c", command=foreign)) is foreign
+        assert isolation._command_of(made("m", tool_call_id="c")) is None
+    assert len(isolation._COMMAND_READERS) <= isolation._KEPT_READERS
