@@ -219,6 +219,8 @@ def _command_reader(cls: type) -> Callable[[Any], Any]:
 
 
 def _model_command(result: Any) -> Any:
+    """`result.command` of a pydantic model whose class has none: its dictionary's, then its
+    extra fields' (the result if neither has one)."""
     command = result.__dict__.get("command", result)
     if command is not result:
         return command
@@ -230,6 +232,7 @@ def _model_command(result: Any) -> Any:
 
 
 def _any_command(result: Any) -> Any:
+    """`result.command` (the result if it has none), by the usual attribute lookup."""
     return getattr(result, "command", result)
 
 
