@@ -195,6 +195,7 @@ def _command_of(result: Any) -> Any:
 _COMMAND_READERS: dict[type, Callable[[Any], Any]] = {}
 """Per class of result, how `_command_of` reads its `command` attribute (the result if none)."""
 _KEPT_READERS = 256
+_MISSING = object()
 
 
 def _command_reader(cls: type) -> Callable[[Any], Any]:
@@ -221,8 +222,8 @@ def _command_reader(cls: type) -> Callable[[Any], Any]:
 def _model_command(result: Any) -> Any:
     """`result.command` of a pydantic model whose class has none: its dictionary's, then its
     extra fields' (the result if neither has one)."""
-    command = result.__dict__.get("command", result)
-    if command is not result:
+    command = result.__dict__.get("command", _MISSING)
+    if command is not _MISSING:
         return command
     try:
         extra = result.__pydantic_extra__
