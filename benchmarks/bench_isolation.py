@@ -17,7 +17,8 @@ measured in the same process:
   `traceable` reads on every wrap-hook call: that lookup is cheaper than for
   a bare hook, so the isolated turn can come out faster.
 * one hook call on its own (a node hook and a wrap hook with a do-nothing
-  handler), in nanoseconds: the wrapper's own cost; and one tool call's
+  handler, and a wrap hook returning a message of its own, which the state-write
+  guard reads), in nanoseconds: the wrapper's own cost; and one tool call's
   `invoke`, bare and guarded as a plugin's tool.
 """
 
@@ -58,10 +59,25 @@ def _middleware_class() -> type:
     return Noop
 
 
-def _chain(variant: str) -> list[Any]:
+def _own_message_class() -> type:
+    """A wrap_tool_call that calls its handler and returns a message of its own (as a hook
+    that truncates or cleans a tool's output does): the write guard reads that result."""
+    from langchain_core.messages import ToolMessage
+
+    own = ToolMessage("ok", tool_call_id="c")
+
+    class OwnMessage(_middleware_class()):  # type: ignore[misc]
+        def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+            handler(request)
+            return own
+
+    return OwnMessage
+
+
+def _chain(variant: str, base: type | None = None) -> list[Any]:
     from antler.runtime.isolation import isolate
 
-    base = _middleware_class()
+    base = base or _middleware_class()
     # One class each: LangChain names a middleware after its class, and names must differ.
     middlewares = [type(f"Noop{index}", (base,), {})() for index in range(MIDDLEWARES)]
     if variant == "bare":
@@ -131,6 +147,10 @@ def call_costs(calls: int) -> dict[tuple[str, str], float]:
                             lambda m=middleware: m.wrap_tool_call(None, _handler))):
             best = min(timeit.repeat(call, number=calls, repeat=5))
             costs[hook, variant] = best / calls * 1e9
+        middleware = _chain(variant, _own_message_class())[0]
+        best = min(timeit.repeat(lambda m=middleware: m.wrap_tool_call(None, _handler),
+                                 number=calls, repeat=5))
+        costs["own message", variant] = best / calls * 1e9
     return costs
 
 
@@ -196,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  target ({TARGET:.2f}x bare): {'MISSED' if missed else 'met'}")
     costs = call_costs(args.calls)
     print("One hook call, ns (best of 5):")
-    for hook in ("before_model", "wrap_tool_call"):
+    for hook in ("before_model", "wrap_tool_call", "own message"):
         print(f"  {hook:<15} " + "  ".join(f"{v} {costs[hook, v]:.0f}" for v in VARIANTS))
     tools = tool_costs(max(args.calls // 50, 200))
     print("One tool call's invoke, ns (best of 5): a plugin's tool, guarded, against bare:")

@@ -55,8 +55,8 @@ class). The wrappers keep what both read from a hook: its signature, its
 mentions `interrupt` keeps its own node). The new instance shares the
 original's attribute dictionary, so what a hook stores on `self` is where the
 caller looks. When nothing raises, a wrapper costs one call and one `try`, and
-for a wrap hook also a closure that watches its handler (under `skip`, with a
-small record of what the handler returned); a hook whose parameters are the
+for a wrap hook also a closure that watches its handler (keeping, in the
+wrapper's own variables, what the policy needs of it); a hook whose parameters are the
 usual ones (`state, runtime` or `request, handler`) gets a wrapper with the same
 parameters, so its arguments are not packed and unpacked on every call
 (`benchmarks/bench_isolation.py` measures it).
@@ -162,7 +162,10 @@ class _WriteGuard:
         """
         if result is handled:
             return
-        command, inner_command = _command_of(result), _command_of(handled)
+        command = _command_of(result)
+        if command is None:
+            return  # the usual case (a message or a response of the hook's own): no write
+        inner_command = _command_of(handled)
         steers = steering(command)
         if steers is not None and steers != steering(inner_command):
             raise StateWriteError(describe_steering(self.label, hook, steers),
@@ -179,8 +182,59 @@ class _WriteGuard:
 
 def _command_of(result: Any) -> Any:
     """The `Command` a wrap hook's result is or carries (an ExtendedModelResponse's), if any."""
-    command = getattr(result, "command", result)
+    cls = type(result)
+    read = _COMMAND_READERS.get(cls)
+    if read is None:
+        read = _command_reader(cls)
+        if len(_COMMAND_READERS) < _KEPT_READERS:  # classes made on the fly do not pile up
+            _COMMAND_READERS[cls] = read
+    command = read(result)
     return command if isinstance(command, _command_type()) else None
+
+
+_COMMAND_READERS: dict[type, Callable[[Any], Any]] = {}
+"""Per class of result, how `_command_of` reads its `command` attribute (the result if none)."""
+_KEPT_READERS = 256
+_MISSING = object()
+
+
+def _command_reader(cls: type) -> Callable[[Any], Any]:
+    """How to read `getattr(result, "command", result)` for a `result` of class `cls`.
+
+    A pydantic model without a `command` of its class (a message: `ToolMessage`,
+    `AIMessage`) would look it up through pydantic's `__getattr__`, which raises
+    and catches an `AttributeError` each time (microseconds, on every wrap hook
+    that returns a message of its own); read where that lookup would find it, the
+    instance's dictionary, then its extra fields, it costs two dictionary reads.
+    """
+    from pydantic import BaseModel
+
+    if (isinstance(cls, type) and issubclass(cls, BaseModel)
+            and cls.__getattr__ is BaseModel.__getattr__  # type: ignore[attr-defined]
+            and cls.__getattribute__ is object.__getattribute__
+            and "command" not in cls.model_fields
+            and "command" not in cls.__private_attributes__
+            and not hasattr(cls, "command")):
+        return _model_command
+    return _any_command
+
+
+def _model_command(result: Any) -> Any:
+    """`result.command` of a pydantic model whose class has none: its dictionary's, then its
+    extra fields' (the result if neither has one)."""
+    command = result.__dict__.get("command", _MISSING)
+    if command is not _MISSING:
+        return command
+    try:
+        extra = result.__pydantic_extra__
+    except AttributeError:  # not initialised yet, as pydantic's own lookup allows
+        return result
+    return extra.get("command", result) if extra else result
+
+
+def _any_command(result: Any) -> Any:
+    """`result.command` (the result if it has none), by the usual attribute lookup."""
+    return getattr(result, "command", result)
 
 
 @functools.cache
@@ -291,91 +345,164 @@ def _node_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool
     return node
 
 
-class _Calls:
-    """What the handler a wrap hook was given did: called or not, and its last outcome."""
-
-    __slots__ = ("called", "error", "result")
-
-    def __init__(self) -> None:
-        self.called = False
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-
 def _wrap_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool,
                   passes: type[BaseException], guard: _WriteGuard | None = None,
                   hook: str = "") -> Callable[..., Any]:
-    def instead(request: Any, calls: _Calls, error: Exception) -> tuple[bool, Any]:
+    """`original` (a wrap hook) under the `skip` policy.
+
+    The handler it is given is watched: whether it was called, what it last
+    returned and the exception that last came out of it (None once it returned)
+    are kept in the wrapper's own variables, from which `instead` decides what
+    replaces a hook that raised.
+    """
+    check = guard.check_wrap if guard is not None else None
+
+    def instead(request: Any, called: bool, handled: Any, raised: BaseException | None,
+                error: Exception) -> tuple[bool, Any]:
         """(call the handler with `request`?, else the result) in place of the hook."""
-        if not calls.called:
+        if not called:
             failure.handle(error, "the handler ran with the original request")
             return True, None
-        if calls.error is not None:
+        if raised is not None:
             # The handler failed and the plugin raised something else: without the
             # plugin the handler's exception would have propagated.
             failure.handle(error, "the handler's exception propagates")
-            raise calls.error
+            raise raised
         failure.handle(error, "kept the handler's result")
-        return False, calls.result
+        return False, handled
 
     # The async and sync wrappers (as in `_node_wrapper` and `_failing_wrap_wrapper`)
     # are twins on purpose: LangChain calls one form or the other, one awaits the
     # handler where the other calls it, and a body shared through a helper would add a
     # call to every hook of every run (the module docstring promises one call, one `try`).
+    # A hook whose parameters are not the usual three gets the form that passes the rest on.
+    if not _plain(original, "self", "request", "handler"):
+        return _wrap_wrapper_any(original, is_async, passes, check, hook, instead)
+
     if is_async:
-        async def awrap(self: Any, request: Any, handler: Callable[..., Any],
-                        *args: Any, **kwargs: Any) -> Any:
-            calls = _Calls()
+        async def awrap(self: Any, request: Any, handler: Callable[..., Any]) -> Any:
+            called = False
+            handled = raised = None
 
             async def watched(inner: Any) -> Any:
-                calls.called = True
+                nonlocal called, handled, raised
+                called = True
                 try:
-                    calls.result = await handler(inner)
+                    handled = await handler(inner)
                 except BaseException as error:
-                    calls.error = error
+                    raised = error
                     raise
-                calls.error = None
-                return calls.result
+                raised = None
+                return handled
 
             try:
-                result = await original(self, request, watched, *args, **kwargs)
-                if guard is not None:
-                    guard.check_wrap(result, calls.result, hook)
+                result = await original(self, request, watched)
+                if check is not None and result is not handled:
+                    check(result, handled, hook)
                 return result
             except passes:
                 raise
             except Exception as error:
-                if error is calls.error:
+                if error is raised:
                     raise
-                again, result = instead(request, calls, error)
+                again, result = instead(request, called, handled, raised, error)
+            return await handler(request) if again else result
+        return awrap
+
+    def wrap(self: Any, request: Any, handler: Callable[..., Any]) -> Any:
+        called = False
+        handled = raised = None
+
+        def watched(inner: Any) -> Any:
+            nonlocal called, handled, raised
+            called = True
+            try:
+                handled = handler(inner)
+            except BaseException as error:
+                raised = error
+                raise
+            raised = None
+            return handled
+
+        try:
+            result = original(self, request, watched)
+            if check is not None and result is not handled:
+                check(result, handled, hook)
+            return result
+        except passes:
+            raise
+        except Exception as error:
+            if error is raised:
+                raise
+            again, result = instead(request, called, handled, raised, error)
+        return handler(request) if again else result
+    return wrap
+
+
+def _wrap_wrapper_any(original: Callable[..., Any], is_async: bool,
+                      passes: type[BaseException], check: Callable[..., None] | None,
+                      hook: str, instead: Callable[..., tuple[bool, Any]],
+                      ) -> Callable[..., Any]:
+    """`_wrap_wrapper`'s wrapper for a hook with other parameters than `request, handler`
+    (more of them, or other names): the same, passing the others on."""
+    if is_async:
+        async def awrap(self: Any, request: Any, handler: Callable[..., Any],
+                        *args: Any, **kwargs: Any) -> Any:
+            called = False
+            handled = raised = None
+
+            async def watched(inner: Any) -> Any:
+                nonlocal called, handled, raised
+                called = True
+                try:
+                    handled = await handler(inner)
+                except BaseException as error:
+                    raised = error
+                    raise
+                raised = None
+                return handled
+
+            try:
+                result = await original(self, request, watched, *args, **kwargs)
+                if check is not None and result is not handled:
+                    check(result, handled, hook)
+                return result
+            except passes:
+                raise
+            except Exception as error:
+                if error is raised:
+                    raise
+                again, result = instead(request, called, handled, raised, error)
             return await handler(request) if again else result
         return awrap
 
     def wrap(self: Any, request: Any, handler: Callable[..., Any],
              *args: Any, **kwargs: Any) -> Any:
-        calls = _Calls()
+        called = False
+        handled = raised = None
 
         def watched(inner: Any) -> Any:
-            calls.called = True
+            nonlocal called, handled, raised
+            called = True
             try:
-                calls.result = handler(inner)
+                handled = handler(inner)
             except BaseException as error:
-                calls.error = error
+                raised = error
                 raise
-            calls.error = None
-            return calls.result
+            raised = None
+            return handled
 
         try:
             result = original(self, request, watched, *args, **kwargs)
-            if guard is not None:
-                guard.check_wrap(result, calls.result, hook)
+            if check is not None and result is not handled:
+                check(result, handled, hook)
             return result
         except passes:
             raise
         except Exception as error:
-            if error is calls.error:
+            if error is raised:
                 raise
-            again, result = instead(request, calls, error)
+            again, result = instead(request, called, handled, raised, error)
         return handler(request) if again else result
     return wrap
 

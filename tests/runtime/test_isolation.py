@@ -124,6 +124,26 @@ class ToolWrapRaiser(Raiser):
         self.fail()
 
 
+class RenamedModelWrapRaiser(ModelWrapRaiser):
+    """`ModelWrapRaiser` with its parameters named otherwise (and one optional more)."""
+
+    def wrap_model_call(self, req: Any, call_next: Any, *rest: Any) -> Any:
+        return super().wrap_model_call(req, call_next)
+
+    async def awrap_model_call(self, req: Any, call_next: Any, *rest: Any) -> Any:
+        return await super().awrap_model_call(req, call_next)
+
+
+class RenamedToolWrapRaiser(ToolWrapRaiser):
+    """`ToolWrapRaiser` with its parameters named otherwise (and one optional more)."""
+
+    def wrap_tool_call(self, req: Any, call_next: Any, *rest: Any) -> Any:
+        return super().wrap_tool_call(req, call_next)
+
+    async def awrap_tool_call(self, req: Any, call_next: Any, *rest: Any) -> Any:
+        return await super().awrap_tool_call(req, call_next)
+
+
 class Refusing(BeforeModelRaiser):
     """Raises an `AntlerError` on purpose."""
 
@@ -289,6 +309,40 @@ def test_a_skipped_hook_leaves_the_run_as_if_it_were_absent(tmp_path, caplog, ho
     assert len(lines) == CALLS[hook]  # one line per failure
     assert all(line.startswith(f"plugin 'raiser' failed in {hook}: ValueError: bad; skipped")
                and "\n" not in line for line in lines)
+
+
+RENAMED = {"wrap_model_call": RenamedModelWrapRaiser, "wrap_tool_call": RenamedToolWrapRaiser}
+
+
+@pytest.mark.parametrize("mode", ["unfused", "into_model"])
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("hook,when", [case for case in CASES if case[0] in RENAMED])
+def test_a_wrap_hook_with_other_parameters_is_skipped_and_fails_alike(tmp_path, caplog, hook,
+                                                                      when, use_async, mode):
+    """Isolation wraps a hook whose parameters are not `request, handler` by another
+    wrapper, which passes the call on and keeps both policies' behaviour."""
+    expected, ran, model_calls = baseline(tmp_path, use_async)
+    agent, model = build(tmp_path / "skip", [raiser_spec(RENAMED[hook]),
+                                             spec("witness", Witness)],
+                         f"raiser: {{when: {when}}}", mode=mode)
+    with agent, caplog.at_level(logging.WARNING, logger=AUDIT_LOGGER):
+        state = turn(agent, use_async)
+    assert answers(state) == expected and len(model.calls) == model_calls == 2
+    handled = [line for line in LOG if line.startswith("handler: ")]
+    assert [line for line in LOG if line not in handled] == ran
+    lines = [r.getMessage() for r in caplog.records if r.name == AUDIT_LOGGER]
+    assert [line.split(";")[0] for line in lines] \
+        == [f"plugin 'raiser' failed in {hook}: ValueError: bad"] * CALLS[hook]
+
+    LOG.clear()
+    agent, model = build(tmp_path / "fail", [raiser_spec(RENAMED[hook]),
+                                             spec("witness", Witness)],
+                         f"raiser: {{when: {when}}}\nplugins: {{raiser: {{on_error: fail}}}}",
+                         mode=mode)
+    with agent, pytest.raises(PluginHookError) as caught:
+        turn(agent, use_async)
+    assert str(caught.value) == f"plugin 'raiser' failed in {hook}: ValueError: bad"
+    assert (len(model.calls), LOG.count("tool")) == BEFORE_FAILURE[hook, when]
 
 
 @pytest.mark.parametrize("mode", ["unfused", "into_model"])
@@ -571,3 +625,59 @@ def test_antler_run_prints_one_line_for_a_failing_plugin(tmp_path, site, policy)
     debug = CliRunner().invoke(cli, ["--debug", *args])
     assert debug.exit_code == 1 and "Traceback" in debug.stderr
     assert 'raise ValueError("audit store unreachable")' in debug.stderr  # the original
+
+
+# -- the write guard's reading of a wrap hook's result ---------------------------------------
+
+
+def _messages_carrying(command: Any) -> list[Any]:
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    in_dict = ToolMessage("mine", tool_call_id="c")
+    object.__setattr__(in_dict, "command", command)  # in the instance's own dictionary
+    return [ToolMessage("mine", tool_call_id="c", command=command),  # an extra field
+            AIMessage("mine", command=command), in_dict]
+
+
+def test_the_wrap_guard_finds_a_command_wherever_attribute_lookup_would():
+    """A message of the hook's own is read without pydantic's failing lookup, and still a
+    `Command` it carries (an extra field, or set on the instance) is found and refused as
+    `getattr` finds it; a message carrying none, or something else, passes."""
+    from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    from antler.errors import StateWriteError
+    from antler.runtime.isolation import _command_of, _WriteGuard
+
+    guard = _WriteGuard("raiser", frozenset({"messages"}), {"title": ["title"]})
+    foreign = Command(update={"title": "x"})
+    handled = ToolMessage("the tool's", tool_call_id="c")
+    for result in _messages_carrying(foreign):
+        with pytest.raises(StateWriteError) as caught:
+            guard.check_wrap(result, handled, "wrap_tool_call")
+        assert caught.value.keys == ["title"]
+    for result in [*_messages_carrying("not a command"), ToolMessage("mine", tool_call_id="c"),
+                   AIMessage("mine"), ModelResponse(result=[AIMessage("mine")]), None]:
+        guard.check_wrap(result, handled, "wrap_tool_call")  # nothing to refuse
+
+    own = Command(update={"messages": []})
+    cases = [*_messages_carrying(foreign), *_messages_carrying(own), *_messages_carrying(1),
+             ToolMessage("m", tool_call_id="c"), AIMessage("m"), ModelResponse(result=[]),
+             ExtendedModelResponse(model_response=ModelResponse(result=[]), command=foreign),
+             foreign, None, "text"]
+    for result in cases * 2:  # the second time through the reader kept for its class
+        expected = getattr(result, "command", result)
+        assert _command_of(result) is (expected if isinstance(expected, Command) else None)
+
+
+def test_result_classes_made_on_the_fly_do_not_pile_up_in_the_guard():
+    from langchain_core.messages import ToolMessage
+
+    from antler.runtime import isolation
+
+    foreign = Command(update={"title": "x"})
+    for index in range(isolation._KEPT_READERS + 50):
+        made = type(f"Made{index}", (ToolMessage,), {})
+        assert isolation._command_of(made("m", tool_call_id="c", command=foreign)) is foreign
+        assert isolation._command_of(made("m", tool_call_id="c")) is None
+    assert len(isolation._COMMAND_READERS) <= isolation._KEPT_READERS
