@@ -78,6 +78,7 @@ from .host import HostSandbox, HostSandboxProvider, RunningCommand
 from .namespace import Namespace, NamespaceCommand, NamespaceGoneError, memory_file
 from .probe import BwrapStatus, bwrap_status
 from .spares import SparePool
+from .threaddir import record_init, remove_tree
 
 logger = logging.getLogger(__name__)
 
@@ -236,6 +237,7 @@ class BwrapSandbox(HostSandbox):
             namespace = self._adopted_spare(settings.spares, key)
             if namespace is not None:
                 self._namespace = namespace
+                record_init(self.thread_paths.user_data.parent, namespace.init_pid)
                 return namespace
         files = _etc_files(settings.limits)
         fds = [memory_file(name, data) for name, data in files.items()]
@@ -249,6 +251,8 @@ class BwrapSandbox(HostSandbox):
         namespace.start()
         _hold_in_cgroup(namespace, settings.cgroups)
         self._namespace = namespace
+        # Deleting the thread ends its namespace first (`threaddir`), from any process.
+        record_init(self.thread_paths.user_data.parent, namespace.init_pid)
         return namespace
 
     def _adopted_spare(self, spares: SparePool, key: tuple[Path, tuple[Path, ...]]
@@ -304,7 +308,7 @@ class BwrapSandbox(HostSandbox):
                 (thread / name).mkdir(mode=0o700, parents=True, exist_ok=True)
             # Left by an overlay not unmounted by this process (it died): the overlay
             # would refuse it (`volatile`).
-            _remove_tree(thread / _OVERLAY_WORK / _OVERLAY_OWN_WORK)
+            remove_tree(thread / _OVERLAY_WORK / _OVERLAY_OWN_WORK)
         except OSError as error:
             self._settings.overlays.refuse(f"{error.strerror}: its work directory")
             return None
@@ -549,26 +553,9 @@ def _unmount_overlay(host: str, root_fd: int, work: Path) -> None:
     left in its work directory."""
     confined.unregister_mount(host, root_fd)
     try:
-        _remove_tree(work)
+        remove_tree(work)
     except OSError as error:  # the next adoption tries again
         logger.debug("sandbox: the overlay's work directory stays: %s", error)
-
-
-def _remove_tree(path: Path) -> None:
-    """Remove the directory `path` and everything in it, if it is there; the overlay makes
-    its folders there with no permissions, which only root may pass."""
-    if not path.is_dir():
-        return
-
-    def passable(folder: str) -> None:
-        os.chmod(folder, 0o700)  # before it is listed
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    passable(entry.path)
-
-    passable(str(path))
-    shutil.rmtree(path)
 
 
 class _Overlays:
