@@ -27,7 +27,7 @@ Hooks:
   ``messages`` reducer appends what is new, so an insertion rewrites the list);
   it does so only when a reminder is due.
 
-  The seed's implementation gets the same order by an *ID swap*: the reminder
+  DeerFlow's middleware gets the same order by an *ID swap*: the reminder
   takes the user message's id and the message is re-added as ``<id>__user``.
   Antler does not rename: a client addresses its message by the id it gave it
   (``update_state`` replacing or removing it, the state API listing it), and
