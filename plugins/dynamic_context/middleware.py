@@ -14,25 +14,28 @@ Hooks:
   user's memory facts when configured) or when the date of the newest one is
   not today (the run crossed midnight since: the date only). Otherwise
   nothing happens. The target is the latest genuine user message; when it
-  already has its reminder (one sits right before it, past hidden messages),
-  nothing is done: each user message gets one reminder at most.
+  already has its reminder (one follows it, past hidden messages), nothing is
+  done: each user message gets one reminder at most.
 
-  The reminder goes right before the target: a hidden `SystemMessage`
+  The reminder goes right after the target: a hidden `SystemMessage`
   ``<id>__date`` (``<system-reminder><current_date>YYYY-MM-DD,
   Weekday</current_date></system-reminder>``, with the structured
   ``reminder_date`` field), then the memory as a hidden `HumanMessage`
   ``<id>__memory`` (user-influenceable text stays at user role and never
-  carries a date field), then the user's message itself, unchanged and under
-  its own id. The hook writes the history rebuilt in that order (the
-  ``messages`` reducer appends what is new, so an insertion rewrites the list);
-  it does so only when a reminder is due.
+  carries a date field). The user's message stays as it is, under its own id.
+  The target is the last message on every ordinary turn, so the two are
+  appended, which the graph's message-write journal follows (the other hooks
+  then look only at what is new); otherwise (a run without a new message whose
+  thread never had a reminder) the history is written anew with them in place.
 
-  DeerFlow's middleware gets the same order by an *ID swap*: the reminder
-  takes the user message's id and the message is re-added as ``<id>__user``.
+  DeerFlow's middleware swaps ids instead: the reminder takes the user
+  message's id, placed before it, and the message is re-added as ``<id>__user``.
   Antler does not rename: a client addresses its message by the id it gave it
   (``update_state`` replacing or removing it, the state API listing it), and
   after a swap that id named the hidden reminder, so an edit kept the old text
-  next to the new one and a delete removed the reminder instead. Threads
+  next to the new one and a delete removed the reminder instead. The request
+  is the same but for the memory's place (after the user's message, not
+  before): the reminder joins the leading system message either way. Threads
   saved with a swapped ``<id>__user`` copy stay valid: the copy is the user's
   message to input_sanitization (`reinserted_from`) and gets no second
   reminder.
@@ -187,8 +190,8 @@ def _target(messages: Sequence[BaseMessage]) -> int | None:
 
 
 def _has_reminder(messages: Sequence[BaseMessage], index: int) -> bool:
-    """Whether a date reminder sits right before `messages[index]`, past hidden messages."""
-    for position in range(index - 1, -1, -1):
+    """Whether a date reminder follows `messages[index]`, past hidden messages."""
+    for position in range(index + 1, len(messages)):
         message = messages[position]
         if is_date_reminder(message):
             return True
@@ -273,9 +276,9 @@ class DynamicContextMiddleware(AgentMiddleware[Any, Any]):
             if memory:
                 context.append(HumanMessage(content=memory, id=f"{target_id}{MEMORY_SUFFIX}",
                                             additional_kwargs=hidden_marker(SOURCE)))
-        # The reducer appends new messages: putting context before the target, which keeps
-        # its id, takes the whole list.
-        rebuilt = [*messages[:index], *context, *messages[index:]]
+        if index == len(messages) - 1:
+            return {"messages": context}  # appended after the target
+        rebuilt = [*messages[:index + 1], *context, *messages[index + 1:]]
         return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *rebuilt]}
 
     def _memory(self, runtime: Any) -> str:

@@ -96,14 +96,14 @@ def systems(request: list[BaseMessage]) -> list[str]:
 # -- dynamic_context ----------------------------------------------------------------------
 
 
-def test_first_turn_puts_the_reminder_before_the_user_message(tmp_path, mode, use_async):
+def test_first_turn_puts_the_reminder_after_the_user_message(tmp_path, mode, use_async):
     clock = Clock(TUESDAY)
     store = Store("Prefers metric units", "Works on <b>Antler</b>")
     agent, model = agent_for(tmp_path, 1, clock=clock, store=store, mode=mode)
     state = run(agent, "what day is it?", use_async=use_async)
 
     messages = state["messages"]
-    reminder, memory, user = messages[0], messages[1], messages[2]
+    user, reminder, memory = messages[0], messages[1], messages[2]
     assert is_date_reminder(reminder) and TODAY in reminder.text
     assert reminder.additional_kwargs[DATE_FIELD] == "2026-12-01"
     assert memory.id == f"{user.id}{MEMORY_SUFFIX}" and "Prefers metric units" in memory.text
@@ -140,8 +140,8 @@ def test_crossing_midnight_adds_a_date_only_reminder_and_the_request_keeps_the_n
     reminders = [m for m in state["messages"] if is_date_reminder(m)]
     assert [r.additional_kwargs[DATE_FIELD] for r in reminders] == ["2026-12-01", "2026-12-02"]
     assert sum(m.id.endswith(MEMORY_SUFFIX) for m in state["messages"]) == 1  # date only
-    assert state["messages"][-3].id == reminders[1].id                          # on the new message
-    assert "after midnight" in state["messages"][-2].text
+    assert state["messages"][-2].id == reminders[1].id                          # on the new message
+    assert "after midnight" in state["messages"][-3].text
 
     request = model.calls[1]
     assert len(systems(request)) == 1
@@ -373,14 +373,14 @@ def test_the_user_message_keeps_the_id_its_client_gave_it(tmp_path, mode, use_as
         ("human", "what day is it?"), ("ai", "ok"), ("human", "and now?"), ("ai", "ok")]
     assert [shown[0][1], shown[2][1]] == ["client-1", "client-2"]
     # The client's id names its own message and nothing else; each reminder (and the
-    # memory) sits right before the message it was written for.
+    # memory) sits right after the message it was written for.
     assert [m.id for m in messages].count("client-1") == 1
     ids = [m.id for m in messages]
     first, second = ids.index("client-1"), ids.index("client-2")
-    assert is_date_reminder(messages[first - 2]) and messages[first - 1].id.endswith(
+    assert is_date_reminder(messages[first + 1]) and messages[first + 2].id.endswith(
         MEMORY_SUFFIX)
-    assert is_date_reminder(messages[second - 1])
-    assert messages[second - 1].additional_kwargs[DATE_FIELD] == "2026-12-02"
+    assert is_date_reminder(messages[second + 1])
+    assert messages[second + 1].additional_kwargs[DATE_FIELD] == "2026-12-02"
     # The served state API returns the checkpoint: the same ids.
     saved = agent.graph.get_state(agent.run_config("t1")).values["messages"]
     assert [m.id for m in saved] == ids
@@ -415,3 +415,17 @@ def test_a_run_with_no_new_user_message_after_midnight_adds_no_second_reminder(t
     state = agent.invoke({"messages": []}, thread_id="t1", run_id="r2")
     # The user's message has its reminder already: one reminder per user message.
     assert sum(is_date_reminder(m) for m in state["messages"]) == 1
+
+
+def test_a_thread_that_never_had_a_reminder_gets_it_after_its_last_user_message(tmp_path, mode):
+    from langchain_core.messages import AIMessage
+
+    agent, _ = agent_for(tmp_path, 1, clock=Clock(TUESDAY), store=Store("likes tea"), mode=mode)
+    config = agent.run_config("t1")
+    agent.graph.update_state(config, {"messages": [
+        HumanMessage("old question", id="h1"), AIMessage("old answer", id="a1")]},
+        as_node="model")
+    state = agent.invoke({"messages": []}, thread_id="t1", run_id="r1")
+    ids = [m.id for m in state["messages"]]
+    assert ids[:4] == ["h1", f"h1{DATE_SUFFIX}", f"h1{MEMORY_SUFFIX}", "a1"]
+    assert is_date_reminder(state["messages"][1]) and "likes tea" in state["messages"][2].text
