@@ -1,10 +1,13 @@
 """The `antler` command line: the root command, its global options and its error policy.
 
-Each command group lives in its own module (`cli_chain`, `cli_config`,
-`cli_plugins`) and is imported only when it is invoked, so a new command such as
-`antler run` or `antler demo` is one module plus one line in `COMMANDS`.
-Nothing here imports langchain or the resolver; commands import what they need
-inside their bodies, which keeps `antler --help` and `antler chain show` fast.
+Each command group lives in its own module (`antler.cli.chain`,
+`antler.cli.config`, ...) and is imported only when it is invoked, so a new
+command such as `antler run` or `antler demo` is one module plus one line in
+`COMMANDS`. `antler --help` imports none of them: it lists each command from its
+module's source (`listing`), plugin commands included. Nothing here imports
+langchain or the resolver, and a command module imports them inside the
+functions that need them, so `antler <group> --help` loads only click and its
+own module, and `antler chain show` stays fast.
 
 Error policy: every `AntlerError` is printed as `error: <message>` on stderr
 with exit code 1 (2 for usage errors, such as an unknown plugin name) and no
@@ -92,6 +95,29 @@ class AntlerGroup(click.Group):
             command = getattr(importlib.import_module(module), attr)
             self.add_command(command, cmd_name)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Click's command listing, a command not imported yet read from its source
+        (`listing.listed`): `antler --help` imports none of the commands it lists."""
+        commands = []
+        for name in self.list_commands(ctx):
+            command = self._listed(ctx, name)
+            if command is not None and not command.hidden:
+                commands.append((name, command))
+        if commands:
+            limit = formatter.width - 6 - max(len(name) for name, _ in commands)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, command.get_short_help_str(limit))
+                                    for name, command in commands])
+
+    def _listed(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = self._lazy().get(name)
+        if target is None or name in self.commands \
+                or target.partition(":")[0] in sys.modules:
+            return self.get_command(ctx, name)
+        from .listing import listed
+
+        return listed(name, target) or self.get_command(ctx, name)
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]

@@ -14,9 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from antler.chain.policy import policy_report
-from antler.contracts.serverkeys import server_owned_keys
-
 from . import AntlerGroup, CliUsageError
 from .graph import HOOK_COLUMNS
 from .output import console, print_json, table, warn, write_file, write_or_echo
@@ -190,6 +187,9 @@ _PLACED_BY_ORDER = ("position", "after", "before", "immediately_after", "immedia
 
 
 def show_report(plan: ChainPlan, graph: ChainGraph) -> dict[str, Any]:
+    from antler.chain.policy import policy_report
+    from antler.contracts.serverkeys import server_owned_keys
+
     registry = plan.registry
     plugins = []
     for name in plan.order:
@@ -535,6 +535,8 @@ def explain(session: Session, name: str, chain_name: str, config_path: str | Non
 
 
 def explain_report(plan: ChainPlan, name: str) -> dict[str, Any]:
+    from antler.chain.policy import policy_report
+
     placement = plan.resolution.placements.get(name)
     spec = placement.spec if placement else plan.excluded[name].spec
     report: dict[str, Any] = {

@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from antler.chain.modelrefs import model_reference_problems
-
 from . import AntlerGroup, CliError
 from .output import print_json, warn, write_file, write_or_echo
 from .session import (
@@ -132,6 +130,8 @@ class ConfigReport:
 
 def check_config(session: Session, file: str, *, imports: bool = True) -> ConfigReport:
     """Everything using `file` would run into; raises only when `file` cannot be loaded."""
+    from antler.chain.modelrefs import model_reference_problems
+
     config, load_problems = _load_what_can_be_loaded(session, file)
     registry = session.registry()
     report = ConfigReport(sections=sorted(config.sections), problems=load_problems)

@@ -1,13 +1,18 @@
 """What LangChain redoes on every tool call, done once: the runtime's dump, the type hints.
 
 LangChain validates a tool's input with its argument schema and then dumps the
-validated model to a dict. A tool that takes `runtime: ToolRuntime` has the
-runtime in that schema, and dumping it serializes the runtime's state: every
-message of the thread, on every call, only for the dict to be thrown away (the
-injected value itself is passed on from the input). `without_runtime_dump`
-marks the field excluded from the dump, so a tool call costs the same on a
-thread of two thousand messages as on an empty one. What the model sees of the
-tool (`tool_call_schema`) and what the tool receives do not change.
+validated model to a dict. A tool that takes a `ToolRuntime` (``runtime:
+ToolRuntime``) has the runtime in that schema, and dumping it serializes the
+runtime's state: every message of the thread, on every call, only for the dict
+to be thrown away (the injected value itself is passed on from the input). It
+also checks the runtime against the annotation: a bare ``ToolRuntime``, as
+LangChain documents it, declares a context of type None, so Antler's
+`RunContext` made pydantic warn on every call of such a tool.
+`without_runtime_dump` marks the runtime fields excluded from the dump, so a
+tool call costs the same on a thread of two thousand messages as on an empty
+one and checks nothing it would throw away; the agent applies it to every tool
+it is given. What the model sees of the tool (`tool_call_schema`) and what the
+tool receives do not change.
 
 LangChain also reads a tool function's type hints and signature on every call,
 to find a `RunnableConfig` or `callbacks` parameter to fill in. A function
@@ -29,22 +34,33 @@ from typing import Any
 
 from pydantic import BaseModel, Field, create_model
 
-RUNTIME_ARG = "runtime"
-"""The parameter name LangGraph's tools node injects the `ToolRuntime` into."""
-
 
 def without_runtime_dump(tool: Any) -> Any:
-    """`tool` with its `runtime` argument left out of the validated input's dump."""
+    """`tool` with its `ToolRuntime` arguments left out of the validated input's dump.
+
+    A field counts when its type is `ToolRuntime` (parameterized or not), which
+    LangGraph's tools node injects and LangChain passes on from the input. A
+    tool whose schema is no pydantic model, or has no such field left to
+    exclude, is returned as it is; so is one already done.
+    """
     schema = tool.args_schema
     if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
         return tool
-    field = schema.model_fields.get(RUNTIME_ARG)
-    if field is None:
+    fields = {name: (field.annotation, Field(exclude=True))
+              for name, field in schema.model_fields.items()
+              if not field.exclude and _is_runtime(field.annotation)}
+    if not fields:
         return tool
-    excluded: Any = (field.annotation, Field(exclude=True))
     tool.args_schema = create_model(schema.__name__, __base__=schema, __doc__=schema.__doc__,
-                                    **{RUNTIME_ARG: excluded})
+                                    **fields)  # type: ignore[call-overload]
     return tool
+
+
+def _is_runtime(annotation: Any) -> bool:
+    from langgraph.prebuilt import ToolRuntime
+
+    origin = typing.get_origin(annotation) or annotation
+    return isinstance(origin, type) and issubclass(origin, ToolRuntime)
 
 
 def with_resolved_signatures(tools: Iterable[Any]) -> list[Any]:

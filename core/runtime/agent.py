@@ -50,7 +50,7 @@ from antler.plugin_api.context import (
 )
 from antler.plugin_api.paths import PathLayout, resolve_base, validate_id
 from antler.plugin_api.registry import PluginRegistry, discover
-from antler.plugin_api.toolargs import with_resolved_signatures
+from antler.plugin_api.toolargs import with_resolved_signatures, without_runtime_dump
 from antler.plugin_api.uploads import upload_names
 
 from . import astguard
@@ -727,7 +727,8 @@ def _agent_tools(config: OperatorConfig, built: BuiltChain, chain: str, tools: S
                  build_subagent: Callable[[], AntlerAgent]) -> list[Any]:
     """The tools the agent's model is offered: the caller's, the config's (`tools:`), the
     MCP servers' whose names are free, the `task` tool and the plugins', selected by the
-    chain, the MCP ones deferred behind tool_search when the chain defers.
+    chain, the MCP ones deferred behind tool_search when the chain defers. Each one's
+    injected `ToolRuntime` is kept out of its input's dump (`without_runtime_dump`).
 
     A `task` tool passed by the caller replaces the built-in one: with both, the
     model would be offered two tools of one name and the tools node keep the last.
@@ -738,8 +739,9 @@ def _agent_tools(config: OperatorConfig, built: BuiltChain, chain: str, tools: S
     if chain == "lead" and built.plan.runtime.subagents_enabled and not caller_task:
         extra_tools.append(make_task_tool(build_subagent))
     plugin_tools = _guarded_plugin_tools(config, built)
-    return with_resolved_signatures(_defer(
-        built, select_tools(built, [*extra_tools, *plugin_tools]), services.items[DEFERRED_TOOLS]))
+    selected = [without_runtime_dump(tool)
+                for tool in select_tools(built, [*extra_tools, *plugin_tools])]
+    return with_resolved_signatures(_defer(built, selected, services.items[DEFERRED_TOOLS]))
 
 
 def _guarded_plugin_tools(config: OperatorConfig, built: BuiltChain) -> list[Any]:

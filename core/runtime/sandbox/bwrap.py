@@ -78,6 +78,7 @@ from .host import HostSandbox, HostSandboxProvider, RunningCommand
 from .namespace import Namespace, NamespaceCommand, NamespaceGoneError, memory_file
 from .probe import BwrapStatus, bwrap_status
 from .spares import SparePool
+from .threaddir import record_init, remove_tree
 
 logger = logging.getLogger(__name__)
 
@@ -238,6 +239,7 @@ class BwrapSandbox(HostSandbox):
             namespace = self._adopted_spare(settings.spares, key)
             if namespace is not None:
                 self._namespace = namespace
+                record_init(self.thread_paths.user_data.parent, namespace.init_pid)
                 return namespace
         files = _etc_files(settings.limits)
         fds = [memory_file(name, data) for name, data in files.items()]
@@ -251,6 +253,8 @@ class BwrapSandbox(HostSandbox):
         namespace.start()
         _hold_in_cgroup(namespace, settings.cgroups)
         self._namespace = namespace
+        # Deleting the thread ends its namespace first (`threaddir`), from any process.
+        record_init(self.thread_paths.user_data.parent, namespace.init_pid)
         return namespace
 
     def _adopted_spare(self, spares: SparePool, key: tuple[Path, tuple[Path, ...]]
@@ -307,7 +311,7 @@ class BwrapSandbox(HostSandbox):
                 os.mkdir(thread / _OVERLAY_WORK, 0o700)
             # Left by an overlay not unmounted by this process (it died): the overlay
             # would refuse it (`volatile`). Usually not there: one look.
-            _remove_tree(thread / _OVERLAY_WORK / _OVERLAY_OWN_WORK)
+            remove_tree(thread / _OVERLAY_WORK / _OVERLAY_OWN_WORK)
         except OSError as error:
             self._settings.overlays.refuse(f"{error.strerror}: its work directory")
             return None
@@ -565,7 +569,7 @@ def _remove_overlay_work(work: Path) -> None:
     """Remove `work`, what an unmounted overlay left (`_OVERLAY_LEFT`): entry by entry,
     as root passes the folders the overlay made with no permissions (four calls); else,
     should anything else be there or the entries not be passable, the whole tree
-    (`_remove_tree`: a listing and a permission change per folder)."""
+    (`threaddir.remove_tree`: a listing and a permission change per folder)."""
     base = str(work)
     try:
         os.unlink(f"{base}/{_OVERLAY_LEFT[0]}")
@@ -573,24 +577,7 @@ def _remove_overlay_work(work: Path) -> None:
             os.rmdir(f"{base}/{name}")
         os.rmdir(base)
     except OSError:
-        _remove_tree(work)
-
-
-def _remove_tree(path: Path) -> None:
-    """Remove the directory `path` and everything in it, if it is there; the overlay makes
-    its folders there with no permissions, which only root may pass."""
-    if not path.is_dir():
-        return
-
-    def passable(folder: str) -> None:
-        os.chmod(folder, 0o700)  # before it is listed
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    passable(entry.path)
-
-    passable(str(path))
-    shutil.rmtree(path)
+        remove_tree(work)
 
 
 class _Overlays:

@@ -8,14 +8,12 @@ adapter of its own (`_SqliteTables`, `_PostgresTables`).
 from __future__ import annotations
 
 import contextlib
-import shutil
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from .base import StorageError
-from .failures import storage_errors
 from .locks import FileThreadLocks
 from .opening import Storage, open_storage
 from .postgres import PostgresPool
@@ -130,18 +128,28 @@ class ThreadAdmin:
         return removed, None if before is None or after is None else max(0, before - after)
 
     def delete(self, thread_id: str, user_id: str | None = None) -> None:
-        """Delete the thread's checkpoints, owner record and files."""
+        """Delete the thread's files, then its checkpoints and owner record.
+
+        The files go first: the thread's sandbox namespace, should it still live in
+        the process that ran the thread, is ended, and the directory removed with the
+        folders its overlay left (`antler.runtime.sandbox.threaddir`). When that
+        fails, a `StorageError` says why and the thread is still there to delete again.
+        """
+        from antler.runtime.sandbox.threaddir import ThreadDirectoryError, remove_thread_directory
+
         info = self.info(thread_id, user_id)
         with self.storage.locks.hold(thread_id) if self.storage.locks else (
                 contextlib.nullcontext()):
+            if info.owner is not None:
+                directory = self.base_dir / "users" / info.owner / "threads" / thread_id
+                try:
+                    remove_thread_directory(directory)
+                except ThreadDirectoryError as error:
+                    raise StorageError(f"thread {thread_id!r} was not deleted: {error}",
+                                       directory) from error
             with self.storage.errors():
                 self.storage.saver.delete_thread(thread_id)
                 self.owners.forget(thread_id)
-            if info.owner is not None:
-                directory = self.base_dir / "users" / info.owner / "threads" / thread_id
-                if directory.exists():
-                    with storage_errors(directory):
-                        shutil.rmtree(directory)
         if isinstance(self.storage.locks, FileThreadLocks):
             self.storage.locks.forget(thread_id)
 

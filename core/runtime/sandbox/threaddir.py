@@ -1,0 +1,164 @@
+"""Removing a thread's directory while its sandbox namespace may still live.
+
+A thread's bubblewrap namespace (`antler.runtime.sandbox.bwrap`) lives in the
+process that ran the thread, for up to ``idle_seconds`` after its last command,
+and an adopted spare mounts the thread's files from an overlay, whose work
+folder (``<thread>/.overlay/work``) the kernel makes with no permissions
+at all. Root passes such a folder; a harness that is not root cannot list it,
+so removing the thread's directory failed there, and a command still running
+in the namespace could write into the directory while it was being removed.
+
+So the namespace records its init in the thread's directory when it becomes
+the thread's (`record_init`: the init's host pid and start time, in
+`INIT_FILE`), and `remove_thread_directory`
+
+1. ends that init first, from any process of the same user (or root): it checks
+   that the pid still is that init (its start time and command line), opens a
+   pidfd and kills it; as the namespace's PID 1, its death makes the kernel kill
+   everything in the namespace. The process that kept the namespace finds it
+   gone and starts a new one should the thread run again;
+2. makes every folder below passable for its owner (the overlay's work folder
+   included) and removes the tree, again should a writer that was still
+   finishing have added to it;
+3. raises `ThreadDirectoryError`, naming the path and the reason, when it cannot
+   (an init another user runs, a file the harness may not remove).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+from antler.plugin_api.sandbox import SandboxError
+
+__all__ = ["INIT_FILE", "ThreadDirectoryError", "record_init", "remove_thread_directory",
+           "remove_tree"]
+
+INIT_FILE = ".namespace-init"
+"""In a thread's directory (beside ``user-data``, which no command sees): the host pid and
+start time of the init of the thread's namespace, as ``"<pid> <start time>"``."""
+
+_INIT_COMMAND = b"import posix;exec(posix.read("
+"""What the command line of a namespace's init holds (`antler.runtime.sandbox.namespace`)."""
+_ATTEMPTS = 3
+_RACED = (errno.ENOTEMPTY, errno.EEXIST)
+"""What removing a folder meets when something was still writing in it."""
+_END_WAIT = 5.0
+
+
+class ThreadDirectoryError(SandboxError, OSError):
+    """A thread's directory, or the namespace still using it, could not be removed."""
+
+
+def record_init(thread_dir: Path, pid: int | None) -> None:
+    """Note in `thread_dir` that the init `pid` runs the thread's namespace (best effort:
+    without the note, removing the directory does not end the namespace first)."""
+    started = _start_time(pid) if pid is not None else None
+    if started is None:
+        return
+    with contextlib.suppress(OSError):
+        (thread_dir / INIT_FILE).write_text(f"{pid} {started}\n", encoding="ascii")
+
+
+def remove_thread_directory(thread_dir: Path) -> None:
+    """End the thread's namespace if it still lives, then remove `thread_dir` entirely.
+
+    Raises:
+        ThreadDirectoryError: the namespace cannot be ended, or the directory removed.
+    """
+    _end_init(thread_dir)
+    for attempt in range(_ATTEMPTS):
+        try:
+            remove_tree(thread_dir)
+            return
+        except FileNotFoundError:
+            continue  # something went away while it was being listed: look again
+        except OSError as error:
+            if attempt == _ATTEMPTS - 1 or error.errno not in _RACED:
+                where = error.filename or thread_dir
+                raise ThreadDirectoryError(
+                    f"cannot remove the thread's files: {where}: "
+                    f"{error.strerror or error}. Remove what is left of {thread_dir} as a "
+                    "user who may (its owner, or root), then delete the thread again"
+                ) from error
+    if thread_dir.exists():
+        raise ThreadDirectoryError(f"cannot remove the thread's files in {thread_dir}: "
+                                   "something keeps writing there")
+
+
+def remove_tree(path: Path) -> None:
+    """Remove the directory `path` and everything in it, if it is there; the overlay makes
+    its folders there with no permissions, which only root may pass."""
+    if not path.is_dir() or path.is_symlink():
+        with contextlib.suppress(FileNotFoundError):
+            if path.is_symlink() or path.exists():
+                path.unlink()
+        return
+
+    def passable(folder: str) -> None:
+        with contextlib.suppress(PermissionError):  # not its owner: rmtree says so
+            os.chmod(folder, 0o700)  # before it is listed
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    passable(entry.path)
+
+    passable(str(path))
+    shutil.rmtree(path)
+
+
+def _end_init(thread_dir: Path) -> None:
+    """Kill the init `INIT_FILE` names, if it is still that init; wait until it is gone."""
+    try:
+        recorded = (thread_dir / INIT_FILE).read_text(encoding="ascii").split()
+        pid, started = int(recorded[0]), int(recorded[1])
+    except (OSError, ValueError, IndexError):
+        return  # no namespace was noted (or the note is unreadable: nothing to go by)
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return  # gone already
+    try:
+        # Checked after the pidfd is open: from here on the pid cannot be reused.
+        if _start_time(pid) != started or _INIT_COMMAND not in _command_line(pid):
+            return  # another process has that pid now
+        try:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        except PermissionError as error:
+            raise ThreadDirectoryError(
+                f"the thread's sandbox namespace still runs (init pid {pid}) under another "
+                "user, who may end it: stop the process that runs the thread (a server "
+                "ends a namespace after its idle time), or delete the thread as that user "
+                "or root") from error
+        deadline = time.monotonic() + _END_WAIT
+        while _start_time(pid) == started and time.monotonic() < deadline:
+            time.sleep(0.01)  # until its parent has reaped it (then nothing of it is left)
+    finally:
+        os.close(pidfd)
+
+
+def _start_time(pid: int) -> int | None:
+    """Process `pid`'s start time (clock ticks after boot); None once it is reaped."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    if fields[0] == b"Z":
+        return None  # dead, only its parent's wait left: nothing in it runs any more
+    return int(fields[19])
+
+
+def _command_line(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read()
+    except OSError:
+        return b""
