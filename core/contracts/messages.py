@@ -12,9 +12,6 @@
   ``summary`` is the caller's.
 - A user message a plugin re-adds under a new id (``<id>__user``, after
   putting context in its place) is still the user's: `reinserted_from`.
-  (Renaming a user's message breaks a client that addresses it by its id, so
-  the built-in plugins insert before it instead; threads saved when
-  dynamic_context still renamed hold such copies.)
 - The latest *genuine* user message and its original text
   (``additional_kwargs.original_user_content`` when the server kept one).
 - Removing tool calls from an assistant reply: the structured `tool_calls`, the

@@ -14,32 +14,21 @@ Hooks:
   user's memory facts when configured) or when the date of the newest one is
   not today (the run crossed midnight since: the date only). Otherwise
   nothing happens. The target is the latest genuine user message; when it
-  already has its reminder (one follows it, past hidden messages), nothing is
-  done: each user message gets one reminder at most.
+  already is a re-added copy, nothing is done.
 
-  The reminder goes right after the target: a hidden `SystemMessage`
-  ``<id>__date`` (``<system-reminder><current_date>YYYY-MM-DD,
-  Weekday</current_date></system-reminder>``, with the structured
-  ``reminder_date`` field), then the memory as a hidden `HumanMessage`
+  The reminder takes the target's place by the *ID swap*: a hidden
+  `SystemMessage` reuses the target's id (``<system-reminder><current_date>
+  YYYY-MM-DD, Weekday</current_date></system-reminder>``, with the structured
+  ``reminder_date`` field), the memory follows as a hidden `HumanMessage`
   ``<id>__memory`` (user-influenceable text stays at user role and never
-  carries a date field). The user's message stays as it is, under its own id.
-  The target is the last message on every ordinary turn, so the two are
-  appended, which the graph's message-write journal follows (the other hooks
-  then look only at what is new); otherwise (a run without a new message whose
-  thread never had a reminder) the history is written anew with them in place.
-
-  DeerFlow's middleware swaps ids instead: the reminder takes the user
-  message's id, placed before it, and the message is re-added as ``<id>__user``.
-  Antler does not rename: a client addresses its message by the id it gave it
-  (``update_state`` replacing or removing it, the state API listing it), and
-  after a swap that id named the hidden reminder, so an edit kept the old text
-  next to the new one and a delete removed the reminder instead. The request
-  is the same but for the memory's place (after the user's message, not
-  before): the reminder joins the leading system message either way. Threads
-  saved with a swapped ``<id>__user`` copy stay valid: the copy is the user's
-  message to input_sanitization (`reinserted_from`) and gets no second
-  reminder.
-
+  carries a date field), and the user's message is re-added unchanged as
+  ``<id>__user``. input_sanitization treats that copy as the user's message.
+  The swap is the chain's specified behaviour, and it is what puts the date
+  and the memory *before* the question in one append-only write (the
+  ``messages`` reducer replaces a message in place only by its id; anything
+  else is appended). Its cost for a client: after the first turn, the id the
+  client gave its message names the reminder, so a client that edits or
+  removes its message by id (``update_state``) must use ``<id>__user``.
   The date of the newest reminder is read from the structured field; the
   content is parsed only for marked reminders without it, never for the
   memory message, so a date forged into memory changes nothing.
@@ -51,10 +40,10 @@ Hooks:
   the reminder into its summary, the request (only) gets today's date
   reminder again, so every model call knows the date.
 
-Where it sits: lead chain, after uploads (the user's message carries the
-`<uploaded_files>` block by then) and the tool gates, before summarization;
-its `before_agent` runs before input_provenance, which records the messages as
-the server left them. The reminder is a `SystemMessage` inside the history, so the
+Where it sits: lead chain, after uploads (the swapped copy carries the
+`<uploaded_files>` block) and the tool gates, before summarization; its
+`before_agent` runs before input_provenance, which records the copy as the
+server left it. The reminder is a `SystemMessage` inside the history, so the
 chain requires `system_message_coalescing`, which moves it into the one
 leading system message of each request. Subagents get
 `subagent_date_context` instead (see `subagent.py`).
@@ -95,6 +84,7 @@ from antler.plugin_api import (
     hidden_marker,
     is_hidden,
     reinserted_from,
+    reinserted_id,
     run_context,
 )
 from antler.plugins._lib.memory.service import memory_store
@@ -104,7 +94,6 @@ from .config import DynamicContextConfig
 
 __all__ = [
     "DATE_FIELD",
-    "DATE_SUFFIX",
     "MEMORY_SUFFIX",
     "REMINDER_FLAG",
     "SOURCE",
@@ -124,7 +113,6 @@ REMINDER_FLAG = "dynamic_context_reminder"
 DATE_FIELD = "reminder_date"
 """`additional_kwargs` field holding a reminder's date as ``YYYY-MM-DD``."""
 MEMORY_SUFFIX = "__memory"
-DATE_SUFFIX = "__date"
 
 _LEGACY_DATE = re.compile(r"<current_date>\s*(\d{4}-\d{2}-\d{2})")
 
@@ -179,25 +167,12 @@ def latest_reminder_date(messages: Sequence[Any]) -> str | None:
 
 
 def _target(messages: Sequence[BaseMessage]) -> int | None:
-    """Index of the latest genuine user message, unless it already has its reminder."""
+    """Index of the latest genuine user message, unless it already is a re-added copy."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if isinstance(message, HumanMessage) and not is_hidden(message):
-            if reinserted_from(message.id) or _has_reminder(messages, index):
-                return None
-            return index
+            return None if reinserted_from(message.id) else index
     return None
-
-
-def _has_reminder(messages: Sequence[BaseMessage], index: int) -> bool:
-    """Whether a date reminder follows `messages[index]`, past hidden messages."""
-    for position in range(index + 1, len(messages)):
-        message = messages[position]
-        if is_date_reminder(message):
-            return True
-        if not is_hidden(message):
-            return False
-    return False
 
 
 def memory_text(facts: Sequence[Any], max_chars: int) -> str:
@@ -270,15 +245,17 @@ class DynamicContextMiddleware(AgentMiddleware[Any, Any]):
             return None
         target = messages[index]
         target_id = target.id or str(uuid.uuid5(uuid.NAMESPACE_OID, repr(target.content)))
-        context: list[BaseMessage] = [date_reminder(now, message_id=f"{target_id}{DATE_SUFFIX}")]
+        swapped: list[BaseMessage] = [date_reminder(now, message_id=target_id)]
         if latest is None:
             memory = self._memory(runtime)
             if memory:
-                context.append(HumanMessage(content=memory, id=f"{target_id}{MEMORY_SUFFIX}",
+                swapped.append(HumanMessage(content=memory, id=f"{target_id}{MEMORY_SUFFIX}",
                                             additional_kwargs=hidden_marker(SOURCE)))
-        if index == len(messages) - 1:
-            return {"messages": context}  # appended after the target
-        rebuilt = [*messages[:index + 1], *context, *messages[index + 1:]]
+        swapped.append(target.model_copy(update={"id": reinserted_id(target_id)}))
+        if index == len(messages) - 1 and target.id:
+            # The reminder replaces the target by id; the rest is appended after it.
+            return {"messages": swapped}
+        rebuilt = [*messages[:index], *swapped, *messages[index + 1:]]
         return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *rebuilt]}
 
     def _memory(self, runtime: Any) -> str:

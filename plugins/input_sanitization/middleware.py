@@ -17,8 +17,7 @@ Which messages
     is decided from provenance this middleware records in private state, never
     from markers in the message (``name``, ``additional_kwargs``), which the
     caller writes. A user message a plugin re-adds under ``<id>__user``
-    stays the user's (threads saved when dynamic_context still swapped ids
-    hold such copies). A state with no record at
+    (dynamic_context's ID swap) stays the user's. A state with no record at
     all (``before_agent`` never ran on it) fails closed: every `HumanMessage`
     counts as the user's. All
     genuine messages are sanitized, the last one included:

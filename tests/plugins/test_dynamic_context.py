@@ -18,7 +18,6 @@ from antler.errors import ConfigError
 from antler.plugin_api.context import CLOCK, MEMORY_STORE
 from antler.plugins.dynamic_context.middleware import (
     DATE_FIELD,
-    DATE_SUFFIX,
     MEMORY_SUFFIX,
     date_reminder,
     day_of,
@@ -96,19 +95,19 @@ def systems(request: list[BaseMessage]) -> list[str]:
 # -- dynamic_context ----------------------------------------------------------------------
 
 
-def test_first_turn_puts_the_reminder_after_the_user_message(tmp_path, mode, use_async):
+def test_first_turn_swaps_the_reminder_in_and_keeps_the_user_message(tmp_path, mode, use_async):
     clock = Clock(TUESDAY)
     store = Store("Prefers metric units", "Works on <b>Antler</b>")
     agent, model = agent_for(tmp_path, 1, clock=clock, store=store, mode=mode)
     state = run(agent, "what day is it?", use_async=use_async)
 
     messages = state["messages"]
-    user, reminder, memory = messages[0], messages[1], messages[2]
+    reminder, memory, user = messages[0], messages[1], messages[2]
     assert is_date_reminder(reminder) and TODAY in reminder.text
     assert reminder.additional_kwargs[DATE_FIELD] == "2026-12-01"
-    assert memory.id == f"{user.id}{MEMORY_SUFFIX}" and "Prefers metric units" in memory.text
+    assert memory.id == f"{reminder.id}{MEMORY_SUFFIX}" and "Prefers metric units" in memory.text
     assert "&lt;b&gt;Antler&lt;/b&gt;" in memory.text and DATE_FIELD not in memory.additional_kwargs
-    assert reminder.id == f"{user.id}{DATE_SUFFIX}" and user.text == "what day is it?"
+    assert user.id == f"{reminder.id}__user" and "what day is it?" in user.text
     assert store.users == ["default"]
 
     # One leading system message holds the prompt and the date; the memory rides as user role.
@@ -140,8 +139,8 @@ def test_crossing_midnight_adds_a_date_only_reminder_and_the_request_keeps_the_n
     reminders = [m for m in state["messages"] if is_date_reminder(m)]
     assert [r.additional_kwargs[DATE_FIELD] for r in reminders] == ["2026-12-01", "2026-12-02"]
     assert sum(m.id.endswith(MEMORY_SUFFIX) for m in state["messages"]) == 1  # date only
-    assert state["messages"][-2].id == reminders[1].id                          # on the new message
-    assert "after midnight" in state["messages"][-3].text
+    assert state["messages"][-3].id == reminders[1].id                          # on the new message
+    assert "after midnight" in state["messages"][-2].text
 
     request = model.calls[1]
     assert len(systems(request)) == 1
@@ -225,17 +224,17 @@ def test_sanitization_provenance_memory_and_title_recognise_the_injected_message
     clock.now = WEDNESDAY
     state = run(agent, "again", run_id="r2")
 
-    # input_sanitization: the user's message is the user's (escaped, inside the markers) on
+    # input_sanitization: the re-added copy is the user's (escaped, inside the markers) on
     # both turns, and the memory block is framework context (unwrapped).
     for request in model.calls:
         user = next(m for m in request if isinstance(m, HumanMessage) and "hello" in m.text)
         assert "[BEGIN USER INPUT]" in user.text and "<memory>I am" not in user.text
         memory = next(m for m in request if "likes tea" in m.text)
         assert "[BEGIN USER INPUT]" not in memory.text and memory.text.startswith("<memory>")
-    # input_provenance: the user's messages, and only they, are recorded as user messages.
+    # input_provenance: the copies are recorded as user messages.
     provenance = agent.graph.get_state(agent.run_config("t1")).values[PROVENANCE_KEY]
     assert sorted(i for i in provenance["user"]) == sorted(
-        m.id for m in state["messages"] if m.text in (forged, "again"))
+        m.id for m in state["messages"] if m.id.endswith("__user"))
     # memory: what the user said and the replies, never the reminder or the memory block.
     kept = [m.text for m in filter_messages_for_memory(state["messages"])]
     assert kept == [forged, "ok", "again", "ok"]
@@ -347,85 +346,3 @@ def test_reinserted_ids_name_their_original():
 @given(st.datetimes())
 def test_the_day_is_written_as_strftime_writes_it(now):
     assert day_of(now) == f"{now:%Y-%m-%d}"
-
-
-# -- the ids a client sees ------------------------------------------------------------------
-
-
-def visible(messages: list[BaseMessage]) -> list[tuple[str, str, str]]:
-    """(type, id, text) of the messages a client shows: hidden ones left out."""
-    from antler.contracts.messages import is_hidden
-
-    return [(m.type, m.id or "", m.text) for m in messages if not is_hidden(m)]
-
-
-def test_the_user_message_keeps_the_id_its_client_gave_it(tmp_path, mode, use_async):
-    clock = Clock(TUESDAY)
-    agent, _ = agent_for(tmp_path, 2, clock=clock, store=Store("likes tea"), mode=mode)
-    run(agent, HumanMessage("what day is it?", id="client-1"), use_async=use_async)
-    clock.now = WEDNESDAY
-    state = run(agent, HumanMessage("and now?", id="client-2"), run_id="r2",
-                use_async=use_async)
-
-    messages = state["messages"]
-    shown = visible(messages)
-    assert [(kind, text) for kind, _, text in shown] == [
-        ("human", "what day is it?"), ("ai", "ok"), ("human", "and now?"), ("ai", "ok")]
-    assert [shown[0][1], shown[2][1]] == ["client-1", "client-2"]
-    # The client's id names its own message and nothing else; each reminder (and the
-    # memory) sits right after the message it was written for.
-    assert [m.id for m in messages].count("client-1") == 1
-    ids = [m.id for m in messages]
-    first, second = ids.index("client-1"), ids.index("client-2")
-    assert is_date_reminder(messages[first + 1]) and messages[first + 2].id.endswith(
-        MEMORY_SUFFIX)
-    assert is_date_reminder(messages[second + 1])
-    assert messages[second + 1].additional_kwargs[DATE_FIELD] == "2026-12-02"
-    # The served state API returns the checkpoint: the same ids.
-    saved = agent.graph.get_state(agent.run_config("t1")).values["messages"]
-    assert [m.id for m in saved] == ids
-
-
-def test_a_client_edits_and_deletes_its_message_by_id(tmp_path, mode):
-    from langchain_core.messages import RemoveMessage
-
-    clock = Clock(TUESDAY)
-    agent, _ = agent_for(tmp_path, 2, clock=clock, store=Store("likes tea"), mode=mode)
-    run(agent, HumanMessage("what day is it?", id="client-1"))
-    config = agent.run_config("t1")
-
-    agent.graph.update_state(config, {"messages": [HumanMessage("which day is it?",
-                                                                id="client-1")]})
-    messages = agent.graph.get_state(config).values["messages"]
-    assert [text for kind, _, text in visible(messages) if kind == "human"] == [
-        "which day is it?"]
-    assert sum(is_date_reminder(m) for m in messages) == 1   # the reminder is still there
-
-    agent.graph.update_state(config, {"messages": [RemoveMessage(id="client-1")]})
-    messages = agent.graph.get_state(config).values["messages"]
-    assert [kind for kind, _, _ in visible(messages)] == ["ai"]
-    assert sum(is_date_reminder(m) for m in messages) == 1
-
-
-def test_a_run_with_no_new_user_message_after_midnight_adds_no_second_reminder(tmp_path, mode):
-    clock = Clock(TUESDAY)
-    agent, _ = agent_for(tmp_path, 2, clock=clock, store=Store("likes tea"), mode=mode)
-    run(agent, HumanMessage("what day is it?", id="client-1"))
-    clock.now = WEDNESDAY
-    state = agent.invoke({"messages": []}, thread_id="t1", run_id="r2")
-    # The user's message has its reminder already: one reminder per user message.
-    assert sum(is_date_reminder(m) for m in state["messages"]) == 1
-
-
-def test_a_thread_that_never_had_a_reminder_gets_it_after_its_last_user_message(tmp_path, mode):
-    from langchain_core.messages import AIMessage
-
-    agent, _ = agent_for(tmp_path, 1, clock=Clock(TUESDAY), store=Store("likes tea"), mode=mode)
-    config = agent.run_config("t1")
-    agent.graph.update_state(config, {"messages": [
-        HumanMessage("old question", id="h1"), AIMessage("old answer", id="a1")]},
-        as_node="model")
-    state = agent.invoke({"messages": []}, thread_id="t1", run_id="r1")
-    ids = [m.id for m in state["messages"]]
-    assert ids[:4] == ["h1", f"h1{DATE_SUFFIX}", f"h1{MEMORY_SUFFIX}", "a1"]
-    assert is_date_reminder(state["messages"][1]) and "likes tea" in state["messages"][2].text
