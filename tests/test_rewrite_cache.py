@@ -53,6 +53,11 @@ def test_the_entry_is_the_one_pytest_writes_and_pytest_reads_it(tmp_path):
     assert ran.returncode == 0 and "2 passed" in ran.stdout, ran.stdout + ran.stderr
     assert entry_of(sample).read_bytes() == ours
     sample.write_text(SAMPLE.replace("n + n", "2 * n"))
+    # An entry is keyed on the source's size and whole-second mtime, as pytest's own is:
+    # an edit of the same size within the same second as the first write is not told
+    # apart (by either). An edit a second later is.
+    written = sample.stat().st_mtime
+    os.utime(sample, (written + 2, written + 2))
     assert rewrite_cache.rewrite([sample]) == 1  # a changed source is rewritten
 
 

@@ -57,7 +57,7 @@ _UNPRIVILEGED = textwrap.dedent("""
     sandbox = provider.get(provider.acquire(PathLayout(home).thread("u", "t1")))
     ran = sandbox.execute_command(sys.argv[2])
     thread = home / "users" / "u" / "threads" / "t1"
-    work = thread / ".overlay" / "work" / "work"
+    work = thread / ".overlay" / "work"
     report = {"ran": ran.stdout, "uid": __import__("os").geteuid(),
               "work_mode": work.stat().st_mode & 0o777,
               "init": sandbox._namespace.init_pid}
