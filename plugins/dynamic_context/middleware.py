@@ -97,6 +97,7 @@ __all__ = [
     "MEMORY_SUFFIX",
     "REMINDER_FLAG",
     "SOURCE",
+    "WEEKDAYS",
     "DynamicContextMiddleware",
     "build",
     "date_reminder",
@@ -126,9 +127,14 @@ def day_of(now: datetime) -> str:
     return f"{now.year}-{now.month:02d}-{now.day:02d}"
 
 
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+"""The weekday names the reminder uses, by `datetime.weekday()`: English whatever the process's
+LC_TIME locale (`%A` would read that process-global setting, which another thread may change)."""
+
+
 def format_date(now: datetime) -> str:
-    """The date as the reminder states it: ``2026-12-01, Tuesday``."""
-    return f"{day_of(now)}, {now:%A}"
+    """The date as the reminder states it: ``2026-12-01, Tuesday`` (in any locale)."""
+    return f"{day_of(now)}, {WEEKDAYS[now.weekday()]}"
 
 
 def date_reminder(now: datetime, *, message_id: str | None = None,

@@ -21,7 +21,9 @@ from antler.plugin_api import (
     pass_session,
     print_json,
 )
-from antler.plugins._lib.memory import MEMORY_FILENAME, MemoryFile, MemoryStore
+
+# The memory library (and LangChain under it) is imported by the commands that use it, so
+# `antler memory --help` loads none of it.
 
 
 @click.group()
@@ -32,6 +34,7 @@ def memory() -> None:
 def _json_files(source: str, base: Path) -> list[tuple[Path, str]]:
     """(file, user id) pairs: every `users/*/memory.json` under `base` for 'auto', else the
     one file (its user from the file, else from its directory)."""
+    from antler.plugins._lib.memory import MEMORY_FILENAME
 
     if source == "auto":
         return [(path, path.parent.name)
@@ -69,6 +72,8 @@ def import_memory(session: CommandSession, source: str, home: str | None, config
       facts     facts in the file
       imported  facts that were new to the store
     """
+
+    from antler.plugins._lib.memory import MemoryFile, MemoryStore
 
     store, base = session.open_store(config_path, home)
     try:
@@ -108,6 +113,7 @@ def show_memory(session: CommandSession, user_id: str, home: str | None, config_
     """
     from dataclasses import asdict
 
+    from antler.plugins._lib.memory import MemoryStore
 
     store, _base = session.open_store(config_path, home)
     try:

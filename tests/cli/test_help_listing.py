@@ -122,3 +122,9 @@ def test_a_command_the_source_cannot_describe_is_imported(tmp_path, monkeypatch)
     shown = formatter.getvalue()
     assert "Computed help." in shown and "Short one. (DEPRECATED)" in shown
     assert "secret" not in shown and "listing_probe.cmds" in sys.modules
+
+
+def test_the_memory_help_imports_no_memory_library_and_no_langchain() -> None:
+    loaded = _modules_after("memory", "--help")
+    assert "antler.plugins.memory.cli" in loaded
+    assert not {m for m in loaded if m.startswith(("antler.plugins._lib.memory", "langchain"))}

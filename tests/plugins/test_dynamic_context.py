@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+import textwrap
 import time
 from datetime import datetime
 from typing import Any
@@ -21,6 +25,7 @@ from antler.plugins.dynamic_context.middleware import (
     MEMORY_SUFFIX,
     date_reminder,
     day_of,
+    format_date,
     is_date_reminder,
     latest_reminder_date,
     memory_text,
@@ -280,6 +285,59 @@ def test_a_subagent_reminder_is_date_reminders_own_and_shares_nothing(moments):
             assert reminder.model_fields_set == expected.model_fields_set
             reminder.additional_kwargs[HIDDEN_KEY]["source"] = "changed"
             reminder.additional_kwargs[DATE_FIELD] = "changed"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.datetimes())
+def test_the_date_is_written_as_strftime_writes_it_in_the_c_locale(now):
+    assert format_date(now) == f"{now:%Y-%m-%d, %A}"
+
+
+_PARALLEL_DELEGATIONS = textwrap.dedent("""
+    import locale, sys, threading
+    from concurrent.futures import ThreadPoolExecutor
+    from datetime import datetime
+    from antler.plugins.dynamic_context.middleware import date_reminder
+    from antler.plugins.dynamic_context.subagent.middleware import SubagentDateContextMiddleware
+
+    locale.setlocale(locale.LC_TIME, "de_DE.UTF-8")
+    assert f"{datetime(2026, 12, 1):%A}" == "Dienstag"  # the locale names weekdays its way
+    middleware = SubagentDateContextMiddleware(lambda: datetime(2026, 12, 1, 23, 59))
+    stop = threading.Event()
+
+    def flip():  # the application changes LC_TIME while subagents run
+        while not stop.is_set():
+            for name in ("C", "de_DE.UTF-8"):
+                locale.setlocale(locale.LC_TIME, name)
+
+    def delegate(_):
+        return middleware.before_agent({"messages": []}, None)["messages"][0].text
+
+    flipper = threading.Thread(target=flip)
+    flipper.start()
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            texts = set(pool.map(delegate, range(4000)))
+        texts.add(date_reminder(datetime(2026, 12, 1, 23, 59)).text)
+    finally:
+        stop.set()
+        flipper.join()
+    print(sorted(texts))
+""")
+
+
+@pytest.mark.skipif(shutil.which("localedef") is None, reason="needs localedef to build a locale")
+def test_parallel_subagent_reminders_name_the_weekday_the_same_whatever_the_locale(tmp_path):
+    # Parallel delegations, while another thread switches LC_TIME to a locale whose weekday
+    # names differ: every reminder (and the lead's) says Tuesday, in the same text.
+    built = subprocess.run(["localedef", "-i", "de_DE", "-f", "UTF-8",
+                            str(tmp_path / "de_DE.UTF-8")], capture_output=True, timeout=120)
+    if built.returncode not in (0, 1) or not (tmp_path / "de_DE.UTF-8").is_dir():
+        pytest.skip(f"localedef could not build de_DE: {built.stderr.decode()[-200:]}")
+    done = subprocess.run([sys.executable, "-c", _PARALLEL_DELEGATIONS], capture_output=True,
+                          text=True, timeout=120, env={"LOCPATH": str(tmp_path), "PATH": ""})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == repr([f"<system-reminder>{TODAY}</system-reminder>"])
 
 
 # -- system_message_coalescing -------------------------------------------------------------

@@ -8,8 +8,10 @@ newest) to the subagent's conversation.
 Hooks: `before_agent` (and `abefore_agent`): appends the reminder unless the
 conversation already has one for today. No memory (a subagent works for the
 lead, not for the user directly), no ID swap, no midnight logic. The
-reminder's text is written once a day (naming the weekday takes strftime);
-every delegation gets its own copy of it.
+reminder's text is written once a day; every delegation gets its own copy of
+it. The weekday is named without the process's locale (`format_date`), so the
+text is the same in every run, parallel ones included, and no run reads or
+changes locale state.
 
 Where it sits: subagent chain only, immediately before
 system_message_coalescing, which merges the reminder into the one leading
@@ -22,7 +24,6 @@ Example: on whenever the subagent chain is built; nothing to configure.
 
 from __future__ import annotations
 
-import locale
 from datetime import datetime
 from typing import Any
 
@@ -44,8 +45,8 @@ class SubagentDateContextMiddleware(AgentMiddleware[Any, Any]):
     def __init__(self, clock: Clock | None = None) -> None:
         super().__init__()
         self.clock: Clock = clock or datetime.now
-        self._made: tuple[tuple[str, str], SystemMessage] | None = None
-        """The last reminder written, by its day and the LC_TIME locale that named the weekday."""
+        self._made: tuple[str, SystemMessage] | None = None
+        """The last reminder written, by its day."""
 
     def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         return self._append(state)
@@ -62,10 +63,9 @@ class SubagentDateContextMiddleware(AgentMiddleware[Any, Any]):
 
     def reminder(self, now: datetime, day: str) -> SystemMessage:
         """`date_reminder(now, source=SOURCE)`: a copy of the one written for `day`."""
-        key = (day, locale.setlocale(locale.LC_TIME))
         made = self._made
-        if made is None or made[0] != key:
-            made = self._made = (key, date_reminder(now, source=SOURCE))
+        if made is None or made[0] != day:
+            made = self._made = (day, date_reminder(now, source=SOURCE))
         written = made[1]
         # A message of its own: nothing mutable is shared with the copy kept here.
         kwargs = {name: dict(value) if isinstance(value, dict) else value
