@@ -15,7 +15,12 @@ script, and times four things interleaved, on the calling thread's CPU clock
 - `task`: the whole delegation, the `task` tool's function called with a
   `ToolRuntime` as the tools node passes it (building the context and config,
   running the graph, the result's fields), against the bare agent's `task`
-  stand-in of `bench_fusion`.
+  stand-in of `bench_fusion`;
+- `tool call`: the same delegation through the tool's `invoke` with a tool call,
+  as the tools node calls it (LangChain's tool run around the function: its
+  callback run, the input's validation, the injected runtime), the `task` tool
+  as the agent gives it to the tools node (`with_resolved_signatures`) against
+  the bare stand-in made a LangChain tool as `bench_fusion` makes it.
 
 `--scenario demo` runs the demo's two turns as `bench_fusion` does (default
 chain, fused, in-memory saver, against the bare agent with stand-in tools) and
@@ -88,8 +93,10 @@ class Subagents:
 
     def __init__(self, base: Path, runs: int) -> None:
         from langchain.agents import create_agent
+        from langchain_core.tools import tool
 
         from antler.compat import CONFIG_KEY_DURABILITY
+        from antler.plugin_api.toolargs import with_resolved_signatures
         from antler.runtime.delegation import make_task_tool
         from antler.runtime.demo import SUBAGENT_SCRIPT
 
@@ -97,8 +104,11 @@ class Subagents:
         self.bare = create_agent(model=scripted(SUBAGENT_SCRIPT * runs), tools=[])
         self.config = {"recursion_limit": self.sub.recursion_limit,
                        "configurable": {CONFIG_KEY_DURABILITY: "async"}}
-        self.antler_task = make_task_tool(lambda: self.sub).func
+        self.antler_tool = with_resolved_signatures([make_task_tool(lambda: self.sub)])[0]
+        self.antler_task = self.antler_tool.func
         self.bare_task = _bare_task(self.bare)
+        self.bare_tool = tool("task", description="Delegate a task to a subagent.")(
+            self.bare_task)
 
     def antler_graph(self) -> None:
         from langchain_core.messages import HumanMessage
@@ -113,21 +123,33 @@ class Subagents:
         self.bare.invoke({"messages": [{"role": "user", "content": PROMPT}]})
 
     def antler_delegation(self) -> None:
-        from langchain.tools import ToolRuntime
-
-        from antler.contracts.runcontext import RunContext
-
-        parent = RunContext(thread_id="bench", user_id="bench", run_id="lead-run")
-        runtime = ToolRuntime(state={"messages": []}, context=parent, config={},
-                              stream_writer=lambda _chunk: None, tool_call_id="call-task",
-                              store=None)
-        self.antler_task(description="Summarise notes", prompt=PROMPT, runtime=runtime)
+        self.antler_task(description="Summarise notes", prompt=PROMPT, runtime=_runtime())
 
     def bare_delegation(self) -> None:
         self.bare_task(description="Summarise notes", prompt=PROMPT)
 
+    def antler_tool_call(self) -> None:
+        self.antler_tool.invoke({"name": "task", "id": "call-task", "type": "tool_call",
+                                 "args": {"description": "Summarise notes", "prompt": PROMPT,
+                                          "runtime": _runtime()}})
+
+    def bare_tool_call(self) -> None:
+        self.bare_tool.invoke({"name": "task", "id": "call-task", "type": "tool_call",
+                               "args": {"description": "Summarise notes", "prompt": PROMPT}})
+
     def close(self) -> None:
         self.sub.close()
+
+
+def _runtime() -> Any:
+    """The `ToolRuntime` the lead's tools node would inject into a `task` call."""
+    from langchain.tools import ToolRuntime
+
+    from antler.contracts.runcontext import RunContext
+
+    parent = RunContext(thread_id="bench", user_id="bench", run_id="lead-run")
+    return ToolRuntime(state={"messages": []}, context=parent, config={},
+                       stream_writer=lambda _chunk: None, tool_call_id="call-task", store=None)
 
 
 def _bare_task(subagent: Any) -> Callable[..., str]:
@@ -142,10 +164,12 @@ def _bare_task(subagent: Any) -> Callable[..., str]:
 def alone(runs: int, warmup: int) -> dict[str, list[float]]:
     """Per row, the CPU seconds of each timed run (the `alone` scenario)."""
     with tempfile.TemporaryDirectory(prefix="antler-bench-") as base:
-        pair = Subagents(Path(base), 2 * (runs + warmup))  # a graph run and a task a round
+        pair = Subagents(Path(base), 3 * (runs + warmup))  # a graph, task and tool call a round
         try:
             rows = {"bare graph": pair.bare_graph, "antler graph": pair.antler_graph,
-                    "bare task": pair.bare_delegation, "antler task": pair.antler_delegation}
+                    "bare task": pair.bare_delegation, "antler task": pair.antler_delegation,
+                    "bare tool call": pair.bare_tool_call,
+                    "antler tool call": pair.antler_tool_call}
             for _ in range(warmup):
                 for run in rows.values():
                     run()
@@ -305,7 +329,7 @@ def report(times: dict[str, list[float]]) -> str:
     for name, values in times.items():
         q = statistics.quantiles([v * 1e6 for v in values], n=4)
         lines.append(f"  {name:<{width}} {medians[name]:>10.0f} {q[0]:>9.0f} {q[2]:>9.0f}")
-    for kind in ("graph", "task", "run"):
+    for kind in ("graph", "task", "tool call", "run"):
         bare, antler = medians.get(f"bare {kind}"), medians.get(f"antler {kind}")
         if bare and antler:
             lines.append(f"  {kind}: antler - bare = {antler - bare:.0f} us, "

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import StructuredTool, tool
+from langchain_core.tools import BaseTool, StructuredTool, tool
 
 from antler.plugin_api.toolargs import with_resolved_signatures
 
@@ -76,3 +76,30 @@ def test_a_config_parameter_still_gets_the_config_through_the_agent() -> None:
                        context=agent.context("t-hints", "u"))
     assert SEEN == ["run-7"]
     assert not any(isinstance(v, str) for v in tagged.func.__annotations__.values())
+
+
+class _TaggedTool(BaseTool):
+    """A tool class with its own `_run` (this module's annotations are strings)."""
+
+    name: str = "tagged_class"
+    description: str = "Echo the text with the run's tag."
+
+    def _run(self, text: str, config: RunnableConfig) -> str:
+        SEEN.append(str((config.get("metadata") or {}).get("tag")))
+        return text
+
+
+def test_the_tool_class_run_hints_are_resolved_too() -> None:
+    """LangChain reads `type(tool)._run`'s hints on every call, to find a config parameter."""
+    expected = typing.get_type_hints(_TaggedTool._run, include_extras=True)
+    assert all(isinstance(v, str) for v in _TaggedTool._run.__annotations__.values())
+    structured = typing.get_type_hints(StructuredTool._run, include_extras=True)
+    with_resolved_signatures([_TaggedTool(), _tagged()])
+    assert _TaggedTool._run.__annotations__ == expected
+    assert StructuredTool._run.__annotations__ == structured
+    assert not any(isinstance(v, str) for v in StructuredTool._run.__annotations__.values())
+    assert inspect.signature(_TaggedTool._run) is _TaggedTool._run.__signature__
+    # LangChain still finds the config parameter, and the tool gets the run's config.
+    SEEN.clear()
+    assert _TaggedTool().invoke({"text": "hi"}, config={"metadata": {"tag": "run-8"}}) == "hi"
+    assert SEEN == ["run-8"]
