@@ -371,80 +371,19 @@ def _wrap_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool
         failure.handle(error, "kept the handler's result")
         return False, handled
 
+    return _skip_wrapper(original, is_async, passes, check, hook, instead)
+
+
+def _skip_wrapper(original: Callable[..., Any], is_async: bool,
+                  passes: type[BaseException], check: Callable[..., None] | None,
+                  hook: str, instead: Callable[..., tuple[bool, Any]],
+                  ) -> Callable[..., Any]:
+    """`_wrap_wrapper`'s wrapper, passing on any parameters the hook has beyond
+    `request, handler`."""
     # The async and sync wrappers (as in `_node_wrapper` and `_failing_wrap_wrapper`)
     # are twins on purpose: LangChain calls one form or the other, one awaits the
     # handler where the other calls it, and a body shared through a helper would add a
     # call to every hook of every run (the module docstring promises one call, one `try`).
-    # A hook whose parameters are not the usual three gets the form that passes the rest on.
-    if not _plain(original, "self", "request", "handler"):
-        return _wrap_wrapper_any(original, is_async, passes, check, hook, instead)
-
-    if is_async:
-        async def awrap(self: Any, request: Any, handler: Callable[..., Any]) -> Any:
-            called = False
-            handled = raised = None
-
-            async def watched(inner: Any) -> Any:
-                nonlocal called, handled, raised
-                called = True
-                try:
-                    handled = await handler(inner)
-                except BaseException as error:
-                    raised = error
-                    raise
-                raised = None
-                return handled
-
-            try:
-                result = await original(self, request, watched)
-                if check is not None and result is not handled:
-                    check(result, handled, hook)
-                return result
-            except passes:
-                raise
-            except Exception as error:
-                if error is raised:
-                    raise
-                again, result = instead(request, called, handled, raised, error)
-            return await handler(request) if again else result
-        return awrap
-
-    def wrap(self: Any, request: Any, handler: Callable[..., Any]) -> Any:
-        called = False
-        handled = raised = None
-
-        def watched(inner: Any) -> Any:
-            nonlocal called, handled, raised
-            called = True
-            try:
-                handled = handler(inner)
-            except BaseException as error:
-                raised = error
-                raise
-            raised = None
-            return handled
-
-        try:
-            result = original(self, request, watched)
-            if check is not None and result is not handled:
-                check(result, handled, hook)
-            return result
-        except passes:
-            raise
-        except Exception as error:
-            if error is raised:
-                raise
-            again, result = instead(request, called, handled, raised, error)
-        return handler(request) if again else result
-    return wrap
-
-
-def _wrap_wrapper_any(original: Callable[..., Any], is_async: bool,
-                      passes: type[BaseException], check: Callable[..., None] | None,
-                      hook: str, instead: Callable[..., tuple[bool, Any]],
-                      ) -> Callable[..., Any]:
-    """`_wrap_wrapper`'s wrapper for a hook with other parameters than `request, handler`
-    (more of them, or other names): the same, passing the others on."""
     if is_async:
         async def awrap(self: Any, request: Any, handler: Callable[..., Any],
                         *args: Any, **kwargs: Any) -> Any:
