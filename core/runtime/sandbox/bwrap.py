@@ -307,11 +307,13 @@ class BwrapSandbox(HostSandbox):
         cannot be made."""
         thread = self.thread_paths.user_data.parent
         try:
-            with contextlib.suppress(FileExistsError):
+            try:
                 os.mkdir(thread / _OVERLAY_WORK, 0o700)
-            # Left by an overlay not unmounted by this process (it died): the overlay
-            # would refuse it (`volatile`). Usually not there: one look.
-            remove_tree(thread / _OVERLAY_WORK / _OVERLAY_OWN_WORK)
+            except FileExistsError:
+                # Left by an overlay not unmounted by this process (it died): the overlay
+                # would refuse it (`volatile`). Usually not there: one look. (A folder
+                # just made holds nothing: no look.)
+                remove_tree(thread / _OVERLAY_WORK / _OVERLAY_OWN_WORK)
         except OSError as error:
             self._settings.overlays.refuse(f"{error.strerror}: its work directory")
             return None

@@ -255,6 +255,7 @@ class _Libc:
         self.bounding_drops = tuple((Int(_PR_CAPBSET_DROP), Long(capability), zero, zero, zero)
                                     for capability in range(self.last_capability + 1))
         self.proc_copies = ()  # (copy, /proc entry) pairs: `_proc_copies`
+        self.private_mounts = False  # the source's mounts made private: `_private_mounts`
         # The new mount API, in the C library since glibc 2.36: without it, no overlays.
         for name in ("fsopen", "fsconfig", "fsmount", "move_mount"):
             try:  # noqa: SIM105
@@ -449,7 +450,8 @@ def _own_tmp_and_dev(libc, tmp_bytes):
 
 
 def _own_proc(libc):
-    """Make every mount private to this mount namespace, and mount a ``/proc`` of this PID
+    """Make every mount private to this mount namespace (unless the source's were made
+    private before the fork: `_private_mounts`), and mount a ``/proc`` of this PID
     namespace over the source's (its entries that change the kernel read-only).
 
     The read-only entries are bound from the source's copies (`_proc_copies`), which
@@ -457,7 +459,8 @@ def _own_proc(libc):
     came out writable (it never should) is remounted read-only here; an entry the
     source had no copy of is bound and remounted as bubblewrap does."""
     long = libc.Long
-    libc("mount", None, b"/", None, long(_MS_REC | _MS_PRIVATE), None)
+    if not libc.private_mounts:
+        libc("mount", None, b"/", None, long(_MS_REC | _MS_PRIVATE), None)
     flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
     libc("mount", b"proc", b"/proc", b"proc", long(flags), None)
     copied = set()
@@ -479,6 +482,20 @@ def _own_proc(libc):
 
 def _remount_read_only_proc(libc, path, flags):
     libc("mount", None, path, None, libc.Long(_MS_BIND | _MS_REMOUNT | _MS_RDONLY | flags), None)
+
+
+def _private_mounts(libc):
+    """In a source: make every mount of its namespace private, once; sets
+    ``libc.private_mounts``. A spare's mount namespace starts as a copy of the source's,
+    and the copy of a private mount is private: no mount a spare makes or removes then
+    reaches the source, another spare or the host, and no spare needs to walk its whole
+    mount tree to say so again (`_own_proc`). Mounts the source makes later (`_proc_copies`)
+    sit below private ones, so they are private too."""
+    try:
+        libc("mount", None, b"/", None, libc.Long(_MS_REC | _MS_PRIVATE), None)
+    except OSError:
+        return  # each spare makes its own copy private
+    libc.private_mounts = True
 
 
 def _proc_copies(libc):
@@ -825,6 +842,7 @@ def main(control_fd, spare=False):
     if spare:  # nobody waits for a source: do now what would hold its spares up
         try:
             init.libc = _Libc()
+            _private_mounts(init.libc)
             _proc_copies(init.libc)
             init.pid_namespace = posix.open("/proc/self/ns/pid", posix.O_RDONLY)
             import fcntl  # noqa: F401 - imported once here, not in every spare (`_loopback_up`)

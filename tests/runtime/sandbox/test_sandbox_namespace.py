@@ -674,6 +674,52 @@ def test_spares_of_one_source_share_no_tmp_dev_processes_or_network(
     ended.wait(20)
 
 
+def mounts_of(pid: int) -> list[tuple[str, str]]:
+    """Process `pid`'s mounts as ``(mount point, optional fields)``, from its mountinfo
+    (read from the host: root may)."""
+    found = []
+    for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines():
+        fields = line.split(" - ")[0].split()
+        found.append((fields[4], " ".join(fields[6:])))
+    return found
+
+
+def test_no_mount_of_a_spare_reaches_its_source_another_spare_or_the_host(
+        provider: BwrapSandboxProvider, layout: PathLayout) -> None:
+    """Every mount of a source and of its spares (adopted or made ahead) is private: no
+    propagation tag in their mountinfo, so the thread directories an adoption mounts and
+    the source's ``/tmp`` it detaches stay in that spare (the source makes its mounts
+    private once, before its spares copy them; a spare does not walk its tree again)."""
+    first = sandbox_for(provider, layout, "t1")
+    second = sandbox_for(provider, layout, "t2")
+    assert first.execute_command("true").ok and second.execute_command("true").ok
+    first.end_run()
+    wait_for_spare(provider, layout)  # one made ahead, not yet adopted
+    spares = provider._settings.spares
+    assert spares is not None
+    slot = spares._slots[spare_key(layout)]
+    assert slot.namespace is not None and slot.namespace.init_pid is not None
+    assert slot.next is not None and slot.next.namespace is not None
+    source, ahead = slot.namespace.init_pid, slot.next.namespace.init_pid
+    adopted = [init_pid(first), init_pid(second)]
+    assert None not in adopted and ahead is not None
+    for pid in (source, ahead, *adopted):
+        assert pid is not None
+        tagged = [(point, tags) for point, tags in mounts_of(pid)
+                  if "shared:" in tags or "master:" in tags or "propagate_from:" in tags]
+        assert not tagged, (pid, tagged)
+    workspace = "/mnt/user-data/workspace"
+    # The source and the spare made ahead keep their view and have no thread's mounts...
+    for pid in (source, ahead):
+        points = [point for point, _ in mounts_of(pid)]
+        assert workspace not in points and "/tmp/.antler-view" in points, points
+    # ...and each adopted spare has its own, once, and no view.
+    for pid in adopted:
+        assert pid is not None
+        points = [point for point, _ in mounts_of(pid)]
+        assert points.count(workspace) == 1 and "/tmp/.antler-view" not in points, points
+
+
 _PROBE = """
 import ctypes, errno, os, socket, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
