@@ -131,7 +131,8 @@ _FSOPEN_CLOEXEC, _FSMOUNT_CLOEXEC = 1, 1
 _FSCONFIG_SET_FLAG, _FSCONFIG_SET_STRING, _FSCONFIG_CMD_CREATE = 0, 1, 6
 _MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV = 2, 4
 _MOVE_MOUNT_F_EMPTY_PATH, _AT_FDCWD = 4, -100
-_ENOENT = 2
+_ENOENT, _ESRCH, _EINTR = 2, 3, 4
+_WNOHANG = 1
 
 
 def _ignored_signals():
@@ -168,14 +169,38 @@ def _close(fd):
         pass
 
 
-def _kill(pid, group=False):
+def _kill(pid, group=False, libc=None):
+    """Kill process `pid` (its group, with `group`), should it still be there; whether it
+    was. Through `libc` where the init has it: no exception for a process that is gone,
+    the usual case (a spare's first exception costs it about 0.1 ms of page faults on the
+    interpreter's code for raising one)."""
+    if libc is not None:
+        return libc.kill(-pid if group else pid, _KILL) == 0
     try:
         if group:
             posix.killpg(pid, _KILL)
         else:
             posix.kill(pid, _KILL)
     except OSError:
-        pass
+        return False
+    return True
+
+
+def _wait_any(libc, block):
+    """``(pid, status)`` of an exited child (waited for with `block`), ``(0, 0)`` when none
+    has exited yet, or None when the init has no child; through `libc` where it has it
+    (no exception when there is no child, the usual case: see `_kill`)."""
+    if libc is None:
+        try:
+            return posix.waitpid(-1, 0 if block else posix.WNOHANG)
+        except ChildProcessError:
+            return None
+    while True:
+        pid = libc.waitpid(-1, libc.status_ref, 0 if block else _WNOHANG)
+        if pid >= 0:
+            return pid, libc.status.value
+        if libc.errno() != _EINTR:
+            return None  # ECHILD: no child
 
 
 def _session(pid):
@@ -249,12 +274,19 @@ class _Libc:
             self.last_capability = 63
         for name in ("mount", "umount2", "unshare", "setns", "prctl", "capset"):
             self._functions[name] = Function((name, Library))
+        # For the commands' ends, called directly (-1 and `errno` on failure): `_kill`,
+        # `_wait_any`.
+        self.kill = Function(("kill", Library))
+        self.waitpid = Function(("waitpid", Library))
+        self.status = Int()
+        self.status_ref = _ctypes.byref(self.status)
         # The arguments of the bounding set's drops, one call per capability, built once
         # here rather than in each spare's adoption (a spare inherits them with the fork).
         zero = Long(0)
         self.bounding_drops = tuple((Int(_PR_CAPBSET_DROP), Long(capability), zero, zero, zero)
                                     for capability in range(self.last_capability + 1))
         self.proc_copies = ()  # (copy, /proc entry) pairs: `_proc_copies`
+        self.proc_absent = frozenset()  # /proc entries this kernel has not: `_proc_copies`
         self.private_mounts = False  # the source's mounts made private: `_private_mounts`
         # The new mount API, in the C library since glibc 2.36: without it, no overlays.
         for name in ("fsopen", "fsconfig", "fsmount", "move_mount"):
@@ -471,7 +503,7 @@ def _own_proc(libc):
         copied.add(path)
     for name in _PROC_READ_ONLY:
         path = f"/proc/{name}".encode()
-        if path in copied:
+        if path in copied or path in libc.proc_absent:
             continue
         try:
             libc("mount", path, path, None, long(_MS_BIND | _MS_REC), None)
@@ -503,9 +535,13 @@ def _proc_copies(libc):
     its ``/tmp`` (`_PROC_COPIES`), which they bind from (`_own_proc`); sets
     ``libc.proc_copies``. Those entries show the kernel's settings, not this PID
     namespace's processes: the source's serve a spare's /proc as well as its own would.
-    An entry that cannot be copied is left to the spares to bind and remount."""
+    An entry that cannot be copied is left to the spares to bind and remount; one this
+    kernel does not have (``sysrq-trigger`` without ``CONFIG_MAGIC_SYSRQ``) is noted in
+    ``libc.proc_absent``, and no spare looks for it (the failed bind cost each about
+    0.1 ms: the exception's page faults). Every /proc has the same such entries: they
+    show the kernel, not a PID namespace."""
     flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
-    found = []
+    found, absent = [], []
     try:
         posix.mkdir(_PROC_COPIES, 0o700)
     except OSError:
@@ -513,7 +549,14 @@ def _proc_copies(libc):
     for name in _PROC_READ_ONLY:
         path, copy = f"/proc/{name}", f"{_PROC_COPIES}/{name}"
         try:
-            if posix.stat(path).st_mode & 0o170000 == 0o040000:  # a directory
+            mode = posix.stat(path).st_mode
+        except FileNotFoundError:
+            absent.append(path.encode())
+            continue
+        except OSError:
+            continue
+        try:
+            if mode & 0o170000 == 0o040000:  # a directory
                 posix.mkdir(copy, 0o700)
             else:
                 posix.close(posix.open(copy, posix.O_WRONLY | posix.O_CREAT, 0o600))
@@ -531,6 +574,7 @@ def _proc_copies(libc):
             continue
         found.append((copy.encode(), path.encode()))
     libc.proc_copies = tuple(found)
+    libc.proc_absent = frozenset(absent)
 
 
 def _loopback_up():
@@ -728,17 +772,15 @@ class Init:
         """Anything from a command's channel, or its end: kill the command's group."""
         pid = self.by_fd.pop(fd)
         self.poller.unregister(fd)
-        _kill(pid, group=True)
+        _kill(pid, group=True, libc=self.libc)
         # The exit is still reported, should the harness still listen.
 
     def reap(self):
         while True:
-            try:
-                pid, status = posix.waitpid(-1, posix.WNOHANG)
-            except ChildProcessError:
+            exited = _wait_any(self.libc, block=False)
+            if exited is None or exited[0] == 0:
                 return
-            if pid == 0:
-                return
+            pid, status = exited
             if pid in self.running:
                 self.finished(pid, status)
 
@@ -746,7 +788,7 @@ class Init:
         """A command's shell exited: stop what it left, then report its exit code."""
         channel = self.running.pop(pid)
         if sweep:
-            _kill(pid, group=True)
+            _kill(pid, group=True, libc=self.libc)
             self.sweep(set(self.running))
         code = -posix.WTERMSIG(status) if posix.WIFSIGNALED(status) else \
             posix.WEXITSTATUS(status)
@@ -768,7 +810,7 @@ class Init:
                 pid = int(name)
                 session = _session(pid)
                 if session is not None and session not in spared:
-                    _kill(pid)
+                    _kill(pid, libc=self.libc)
                     killed = True
             if not killed:
                 return
@@ -779,17 +821,16 @@ class Init:
         A process being killed cannot finish a fork, so one ``kill(-1)`` reaches
         every process there is; waiting until no child is left proves them dead.
         """
-        try:
-            posix.kill(-1, _KILL)
-        except OSError:
+        if not _kill(-1, libc=self.libc):
             return  # nobody else
         while True:
             try:
-                pid, status = posix.waitpid(-1, 0)
-            except ChildProcessError:
-                return
+                exited = _wait_any(self.libc, block=True)
             except InterruptedError:
                 continue
+            if exited is None:
+                return
+            pid, status = exited
             if pid in self.running:
                 self.finished(pid, status, sweep=False)
 
