@@ -285,8 +285,10 @@ class _Libc:
         zero = Long(0)
         self.bounding_drops = tuple((Int(_PR_CAPBSET_DROP), Long(capability), zero, zero, zero)
                                     for capability in range(self.last_capability + 1))
-        self.proc_copies = ()  # (copy, /proc entry) pairs: `_proc_copies`
-        self.proc_absent = frozenset()  # /proc entries this kernel has not: `_proc_copies`
+        # (read-only copy, /proc entry) pairs, and the entries a spare binds and remounts
+        # itself (`_proc_copies`: all of them until the source has made its copies).
+        self.proc_copies = ()
+        self.proc_uncopied = tuple(f"/proc/{name}".encode() for name in _PROC_READ_ONLY)
         self.private_mounts = False  # the source's mounts made private: `_private_mounts`
         # The new mount API, in the C library since glibc 2.36: without it, no overlays.
         for name in ("fsopen", "fsconfig", "fsmount", "move_mount"):
@@ -487,24 +489,18 @@ def _own_proc(libc):
     namespace over the source's (its entries that change the kernel read-only).
 
     The read-only entries are bound from the source's copies (`_proc_copies`), which
-    are read-only already: one call each instead of a bind and a remount. A copy that
-    came out writable (it never should) is remounted read-only here; an entry the
-    source had no copy of is bound and remounted as bubblewrap does."""
+    it checked are read-only: one call each instead of a bind and a remount (a bind
+    mount keeps the read-only flag of the mount it copies). An entry the source had no
+    copy of is bound and remounted as bubblewrap does; one the kernel lacks is left
+    out."""
     long = libc.Long
     if not libc.private_mounts:
         libc("mount", None, b"/", None, long(_MS_REC | _MS_PRIVATE), None)
     flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
     libc("mount", b"proc", b"/proc", b"proc", long(flags), None)
-    copied = set()
     for copy, path in libc.proc_copies:
         libc("mount", copy, path, None, long(_MS_BIND | _MS_REC), None)
-        if not posix.statvfs(path).f_flag & _MS_RDONLY:  # ST_RDONLY is MS_RDONLY
-            _remount_read_only_proc(libc, path, flags)
-        copied.add(path)
-    for name in _PROC_READ_ONLY:
-        path = f"/proc/{name}".encode()
-        if path in copied or path in libc.proc_absent:
-            continue
+    for path in libc.proc_uncopied:
         try:
             libc("mount", path, path, None, long(_MS_BIND | _MS_REC), None)
         except OSError:
@@ -533,15 +529,16 @@ def _private_mounts(libc):
 def _proc_copies(libc):
     """In a source: read-only copies of the /proc entries its spares make read-only, in
     its ``/tmp`` (`_PROC_COPIES`), which they bind from (`_own_proc`); sets
-    ``libc.proc_copies``. Those entries show the kernel's settings, not this PID
-    namespace's processes: the source's serve a spare's /proc as well as its own would.
-    An entry that cannot be copied is left to the spares to bind and remount; one this
-    kernel does not have (``sysrq-trigger`` without ``CONFIG_MAGIC_SYSRQ``) is noted in
-    ``libc.proc_absent``, and no spare looks for it (the failed bind cost each about
-    0.1 ms: the exception's page faults). Every /proc has the same such entries: they
-    show the kernel, not a PID namespace."""
+    ``libc.proc_copies`` and ``libc.proc_uncopied``. Those entries show the kernel's
+    settings, not this PID namespace's processes: the source's serve a spare's /proc as
+    well as its own would. Each copy is checked to be read-only here, once, so that no
+    spare checks its bind of it. An entry that cannot be copied is left to the spares
+    to bind and remount; one this kernel does not have (``sysrq-trigger`` without
+    ``CONFIG_MAGIC_SYSRQ``) to none: the failed bind cost each spare about 0.1 ms (the
+    exception's page faults). Every /proc has the same such entries: they show the
+    kernel, not a PID namespace."""
     flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
-    found, absent = [], []
+    found, uncopied = [], []
     try:
         posix.mkdir(_PROC_COPIES, 0o700)
     except OSError:
@@ -551,9 +548,9 @@ def _proc_copies(libc):
         try:
             mode = posix.stat(path).st_mode
         except FileNotFoundError:
-            absent.append(path.encode())
-            continue
+            continue  # this kernel has none
         except OSError:
+            uncopied.append(path.encode())
             continue
         try:
             if mode & 0o170000 == 0o040000:  # a directory
@@ -563,10 +560,14 @@ def _proc_copies(libc):
             libc("mount", path.encode(), copy.encode(), None, libc.Long(_MS_BIND | _MS_REC),
                  None)
         except OSError:
+            uncopied.append(path.encode())
             continue
         try:
             _remount_read_only_proc(libc, copy.encode(), flags)
+            if not posix.statvfs(copy).f_flag & _MS_RDONLY:  # ST_RDONLY is MS_RDONLY
+                raise OSError(30, "the copy is not read-only")  # EROFS
         except OSError:
+            uncopied.append(path.encode())
             try:  # noqa: SIM105 - a writable copy must not stay mounted
                 libc("umount2", copy.encode(), libc.Int(_MNT_DETACH))
             except OSError:
@@ -574,7 +575,7 @@ def _proc_copies(libc):
             continue
         found.append((copy.encode(), path.encode()))
     libc.proc_copies = tuple(found)
-    libc.proc_absent = frozenset(absent)
+    libc.proc_uncopied = tuple(uncopied)
 
 
 def _loopback_up():
