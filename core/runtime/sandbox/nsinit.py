@@ -42,14 +42,16 @@ it as the namespace's root with only the capabilities to unshare and mount
 (``CAP_SETFCAP``) and to mount an overlay (``CAP_DAC_OVERRIDE``: the overlay
 works in a folder it makes with no permissions), a read-only ``/dev`` and a
 view of the base directory's ``users`` tree and of the skill roots mounted in
-its ``/tmp``. It unshares a PID namespace for its next
+its ``/tmp``; it makes its mounts private once, so that every copy of them is.
+It unshares a PID namespace for its next
 child, forks the spare (PID 1 there) and returns to its own PID namespace (a
 source that cannot return ends, rather than put its next spare in the same
 one). The spare unshares mount, IPC and (unless the network is allowed)
-network namespaces, makes its mounts private, mounts a ``/proc`` of its own
+network namespaces, mounts a ``/proc`` of its own
 (with ``sys``, ``sysrq-trigger``, ``irq`` and ``bus`` read-only, as bubblewrap
 does: bound from read-only copies the source made of its own once, in its
-``/tmp``), brings the loopback up and says ``ready``; one that cannot says
+``/tmp``; an entry the kernel lacks is left out), brings the loopback up and
+says ``ready``; one that cannot says
 ``("failed", reason)`` on its own socket and exits. Its UTS namespace is the
 source's: the host name ``sandbox``, which no command can change.
 
