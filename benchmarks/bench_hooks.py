@@ -13,7 +13,12 @@ excludes the handler it calls, so each row is the hook's own work.
 
 - `--scenario demo` (default): the demo's two turns, as `bench_fusion` runs them
   (compiled default chain, in-memory saver). Reported per run: each hook's
-  milliseconds and calls, and the process CPU time of the whole run.
+  milliseconds and calls, and the process CPU time of the whole run. A run
+  allocates the same objects in the same order every time, so a collection of
+  the garbage collector lands in the same hook run after run, and a change
+  that allocates a little more or less elsewhere moves it to another row:
+  compare single rows with `--collector off` (the collector paused while the
+  runs are timed), the total with it on.
 - `--scenario long`: one turn of `bench_long_thread` (a message, one `ls` call,
   the answer) on threads of each `--history` length, in-memory saver. Each
   hook's milliseconds per turn at every length and the ratio of the largest
@@ -129,9 +134,10 @@ def instrument() -> HookTimes:
     return times
 
 
-def demo(times: HookTimes, chain: str, runs: int) -> tuple[dict[Key, float], dict[Key, float],
-                                                           float]:
-    """Per-run hook ms and calls on the demo scenario, and the process CPU ms per run."""
+def demo(times: HookTimes, chain: str, runs: int, collector: bool = True,
+         ) -> tuple[dict[Key, float], dict[Key, float], float]:
+    """Per-run hook ms and calls on the demo scenario, and the process CPU ms per run
+    (`collector`: whether the garbage collector runs while they are timed)."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     from benchmarks.bench_fusion import AntlerRunner
@@ -144,11 +150,14 @@ def demo(times: HookTimes, chain: str, runs: int) -> tuple[dict[Key, float], dic
         prepared = [runner.prepare() for _ in range(runs)]
         gc.collect()
         times.clear()
+        if not collector:
+            gc.disable()
         started = time.process_time()
         for run in prepared:
             run()
         spent = (time.process_time() - started) / runs * 1000
     finally:
+        gc.enable()
         runner.close()
     return ({k: v / runs * 1000 for k, v in times.seconds.items()},
             {k: v / runs for k, v in times.calls.items()}, spent)
@@ -261,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scenario", choices=("demo", "long", "replay"), default="demo")
     parser.add_argument("--collector", choices=("on", "off"), default="on",
-                        help="replay: the garbage collector while timing")
+                        help="demo and replay: the garbage collector while timing")
     parser.add_argument("--runs", type=int, default=20, help="timed runs (demo) or turns")
     parser.add_argument("--history", default="0,2000", help="history lengths (long)")
     parser.add_argument("--chain", choices=("default", "all-optional"), default="default")
@@ -279,9 +288,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     times = instrument()
     if args.scenario == "demo":
-        ms, calls, total = demo(times, args.chain, args.runs)
-        print(f"{args.chain} chain, demo scenario, {args.runs} runs: process CPU "
-              f"{total:.2f} ms per run, hooks {sum(ms.values()):.2f} ms of it")
+        ms, calls, total = demo(times, args.chain, args.runs, args.collector == "on")
+        print(f"{args.chain} chain, demo scenario, {args.runs} runs (collector "
+              f"{args.collector}): process CPU {total:.2f} ms per run, hooks "
+              f"{sum(ms.values()):.2f} ms of it")
         print(f"{'middleware':40} {'hook':16} {'ms/run':>7} {'calls':>6} {'us/call':>8}")
         for key, value in sorted(ms.items(), key=lambda item: -item[1])[:args.top]:
             print(f"{key[0]:40} {key[1]:16} {value:7.3f} {calls[key]:6.1f} "

@@ -164,8 +164,11 @@ def render(delegations: Sequence[Mapping[str, Any]], skills: Sequence[Mapping[st
 
 
 def _entries(state: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
-    value = state.get(key) if isinstance(state, Mapping) else None
-    return [e for e in value if isinstance(e, Mapping)] if isinstance(value, list) else []
+    value = state.get(key) if type(state) is dict or isinstance(state, Mapping) else None
+    if type(value) is not list and not isinstance(value, list):
+        return []
+    # Stored entries are dicts: the Mapping ABC check only for anything else.
+    return [e for e in value if type(e) is dict or isinstance(e, Mapping)]
 
 
 class DurableContextMiddleware(AgentMiddleware[DurableContextState, Any, Any]):
@@ -183,6 +186,7 @@ class DurableContextMiddleware(AgentMiddleware[DurableContextState, Any, Any]):
         # Every model call of a run shows the same record until a capture changes it, so
         # an equal record reuses the messages instead of rendering them again.
         self._last: tuple[tuple[Any, ...], Sequence[Any]] | None = None
+        self._contract = SystemMessage(AUTHORITY_CONTRACT, additional_kwargs=hidden_marker(SOURCE))
 
     # -- capture --------------------------------------------------------------------------
 
@@ -208,26 +212,29 @@ class DurableContextMiddleware(AgentMiddleware[DurableContextState, Any, Any]):
         if not messages:
             return None
         run_id = run_id_of(runtime)
-        cursor = state.get(CURSOR_KEY)
-        if not isinstance(cursor, Mapping) or cursor.get("run_id") != run_id:
-            cursor = {}
+        stored = state.get(CURSOR_KEY)
+        cursor: Mapping[str, Any] = stored if (type(stored) is dict or isinstance(
+            stored, Mapping)) and stored.get("run_id") == run_id else {}
         pending = cursor.get("skill_reads")
-        pending = pending if isinstance(pending, Mapping) else {}
+        if type(pending) is not dict and not isinstance(pending, Mapping):
+            pending = {}
         update: dict[str, Any] = {}
         new = unseen(messages, cursor.get("message_id"))
-        if any(recordable(message) for message in new):
-            found = capture(new, _entries(state, DELEGATIONS_KEY), run_id=run_id,
-                            now=self._now, read_tools=self.skill_read_tools,
-                            pending_reads=pending)
-            if found.delegations:
-                update[DELEGATIONS_KEY] = found.delegations
-            if found.skills:
-                update[SKILL_CONTEXT_KEY] = found.skills
-            pending = found.pending_reads
+        for message in new:
+            if recordable(message):
+                found = capture(new, _entries(state, DELEGATIONS_KEY), run_id=run_id,
+                                now=self._now, read_tools=self.skill_read_tools,
+                                pending_reads=pending)
+                if found.delegations:
+                    update[DELEGATIONS_KEY] = found.delegations
+                if found.skills:
+                    update[SKILL_CONTEXT_KEY] = found.skills
+                pending = found.pending_reads
+                break
         else:
             pending = dict(pending)  # no call and no result: nothing to record
         moved = {"run_id": run_id, "message_id": messages[-1].id, "skill_reads": pending}
-        if moved != state.get(CURSOR_KEY):
+        if moved != stored:
             update[CURSOR_KEY] = moved
         return update or None
 
@@ -271,12 +278,15 @@ class DurableContextMiddleware(AgentMiddleware[DurableContextState, Any, Any]):
         messages[lead:lead] = block
         return overridden(request, messages=messages)
 
-    @staticmethod
-    def _block(text: str) -> tuple[SystemMessage, HumanMessage] | tuple[()]:
-        """The contract and the data message showing `text` (none for an empty record)."""
+    def _block(self, text: str) -> tuple[SystemMessage, HumanMessage] | tuple[()]:
+        """The contract and the data message showing `text` (none for an empty record).
+
+        The contract never changes: every projection shows the one message made for it
+        (a request's messages are never edited in place, only replaced).
+        """
         if not text:
             return ()
-        return (SystemMessage(AUTHORITY_CONTRACT, additional_kwargs=hidden_marker(SOURCE)),
+        return (self._contract,
                 HumanMessage(text, name=SOURCE, additional_kwargs=hidden_marker(SOURCE)))
 
 

@@ -135,8 +135,34 @@ class LlmErrorHandlingMiddleware(AgentMiddleware[StopReasonState, Any, Any]):
     def wrap_model_call(self, request: ModelRequest[Any],
                         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]) -> Any:
         """Call the model; retry by reason; return an error reply when giving up."""
-        call = _Call(self, request)
+        if self.limiter is None:
+            # The usual first attempt: no cap to hold, and a closed circuit, which admits
+            # it with no other effect (`_Call.refusal`); the attempts are counted only
+            # once one fails.
+            breaker = self.breaker(_model_name(request.model))
+            if breaker.state == "closed":
+                try:
+                    response = handler(request)
+                except (GraphBubbleUp, AntlerError):
+                    breaker.release()
+                    raise
+                except Exception as error:
+                    return self._retried(_Call(self, request, attempt=1), error, handler)
+                breaker.success()
+                return response
+        return self._retried(_Call(self, request), None, handler)
+
+    def _retried(self, call: _Call, error: Exception | None,
+                 handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]) -> Any:
+        """The attempts of `call` (after `error`, when its last attempt failed)."""
+        request = call.request
         while True:
+            if error is not None:
+                outcome = call.failed(error)
+                if isinstance(outcome, AIMessage):
+                    return _give_up(outcome, request)
+                (self.sleep or time.sleep)(outcome)
+                error = None
             refusal = call.refusal()
             if refusal is not None:
                 return _give_up(refusal, request)
@@ -146,11 +172,8 @@ class LlmErrorHandlingMiddleware(AgentMiddleware[StopReasonState, Any, Any]):
             except (GraphBubbleUp, AntlerError):
                 call.breaker.release()
                 raise
-            except Exception as error:
-                outcome = call.failed(error)
-                if isinstance(outcome, AIMessage):
-                    return _give_up(outcome, request)
-                (self.sleep or time.sleep)(outcome)
+            except Exception as failure:
+                error = failure
                 continue
             call.breaker.success()
             return response
@@ -202,13 +225,15 @@ def _give_up(reply: AIMessage, request: ModelRequest[Any]) -> ExtendedModelRespo
 class _Call:
     """One model call's attempts: what to do after each failure."""
 
-    def __init__(self, middleware: LlmErrorHandlingMiddleware, request: ModelRequest[Any]) -> None:
+    def __init__(self, middleware: LlmErrorHandlingMiddleware, request: ModelRequest[Any], *,
+                 attempt: int = 0) -> None:
         self.middleware = middleware
         self.config = middleware.config
         self.request = request
         self.model = _model_name(request.model)
         self.breaker = middleware.breaker(self.model)
-        self.attempt = 0
+        self.attempt = attempt
+        """Attempts made so far (a call that failed on the fast path starts at 1)."""
         self.previous_wait = 0.0
 
     def refusal(self) -> AIMessage | None:

@@ -81,8 +81,11 @@ def merged_parts(system: SystemMessage | None, messages: Sequence[Any],
     """The system messages that go into the merged one, in order (older reminders left out)."""
     inner = [messages[i] for i in positions]
     reminders = [m for m in inner if (m.additional_kwargs or {}).get(REMINDER_FLAG)]
+    parts = [system, *inner] if system is not None else inner
+    if len(reminders) < 2:
+        return parts  # no older reminder to leave out (the usual request)
     dropped = {id(m) for m in reminders[:-1]}
-    return [m for m in ([system] if system is not None else []) + inner if id(m) not in dropped]
+    return [m for m in parts if id(m) not in dropped]
 
 
 def merge(parts: Sequence[Any]) -> SystemMessage:

@@ -22,6 +22,7 @@ from antler.contracts.durable import (
     merge_delegations,
     merge_skill_context,
 )
+from antler.contracts.messages import is_hidden
 from antler.contracts.runcontext import RunContext
 from antler.contracts.toolmeta import TOOL_META_KEY
 from antler.errors import ConfigError
@@ -319,6 +320,7 @@ def test_every_projection_shows_the_record_of_its_own_request(records):
     a call in it is in progress): what it sends is always its own record rendered."""
     middleware = durable.DurableContextMiddleware()
     question = HumanMessage("hi", id="q")
+    shown: list[tuple[list[Any], list[str]]] = []
     for delegations, skills, run_id in records:
         request = ModelRequest(model=ScriptedChatModel([]), messages=[question],
                                system_message=None, tools=[], state={
@@ -331,3 +333,7 @@ def test_every_projection_shows_the_record_of_its_own_request(records):
             assert sent == [question]
             continue
         assert [m.text for m in sent] == [AUTHORITY_CONTRACT, text, "hi"]
+        assert isinstance(sent[0], SystemMessage) and is_hidden(sent[0]) and is_hidden(sent[1])
+        shown.append((sent, [AUTHORITY_CONTRACT, text, "hi"]))
+    # Every request sent the contract's one message: each one still reads as it was sent.
+    assert all([m.text for m in sent] == texts for sent, texts in shown)

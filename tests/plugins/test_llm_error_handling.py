@@ -441,6 +441,37 @@ def test_non_retried_errors_and_burst_limits_do_not_count_and_free_the_trial():
     assert middleware.breaker("m1").failures == 0
 
 
+@pytest.mark.parametrize("outcomes, attempts", [
+    (("fine",), 1),
+    ((ModelAPIError("502"), "fine"), 2),
+    ((ModelAPIError("502"), ModelAPIError("502"), "fine"), 3),
+    ((ModelAPIError("502"),) * 4, 3),
+    ((ModelAuthenticationError("no"),), 1),
+    ((BURST, BURST, BURST), 2),
+])
+def test_an_uncapped_call_counts_attempts_and_failures_as_a_capped_one(monkeypatch, outcomes,
+                                                                      attempts):
+    # Without a cap the first attempt skips the attempt loop's bookkeeping; what it
+    # counts (attempts, waits, the breaker's failures, the reply) is the loop's.
+    monkeypatch.setattr(breaker_module, "_PROCESS_LIMITER", None)
+    seen = []
+    for cap in (0, 4):
+        sleeps: list[float] = []
+        middleware = LlmErrorHandlingMiddleware(
+            LlmErrorHandlingConfig(max_concurrent_calls=cap,
+                                   circuit_breaker={"failure_threshold": 10}),
+            sleep=sleeps.append, rng=random.Random(7))
+        assert (middleware.limiter is None) == (cap == 0)
+        handler, calls = failing(*outcomes)
+        reply = reply_of(middleware.wrap_model_call(request(), handler))
+        marker = error_fallback_of(reply)
+        seen.append((len(calls), sleeps, middleware.breaker("m1").failures,
+                     middleware.breaker("m1").state, reply.content,
+                     marker and marker.get("detail")))
+    assert seen[0] == seen[1]
+    assert seen[0][0] == attempts
+
+
 def test_the_concurrency_cap_bounds_attempts_across_threads():
     limiter = ConcurrencyLimiter(2)
     active, peak, lock = [0], [0], threading.Lock()
