@@ -86,3 +86,48 @@ def test_a_completed_delegation_carries_the_answer_and_a_success_stamp(tmp_path,
     assert fields[TOOL_META_KEY] == {
         "status": "success", "error_type": None, "recoverable_by_model": True,
         "recommended_next_action": "continue", "source": "task"}
+
+
+def test_the_model_sees_the_task_tool_as_declared():
+    """Its name, description and two arguments; the injected runtime is not shown."""
+    from antler.runtime.delegation import make_task_tool
+
+    task = make_task_tool(lambda: None)
+    assert task.name == "task"
+    assert task.description == ("Delegate a self-contained task to a subagent and get its "
+                                "final answer back.")
+    schema = task.tool_call_schema.model_json_schema()
+    assert schema["required"] == ["description", "prompt"]
+    assert schema["properties"] == {
+        "description": {"description": "A short (3-5 word) description of the task.",
+                        "title": "Description", "type": "string"},
+        "prompt": {"description": "Everything the subagent needs to know to do the task "
+                                  "alone.", "title": "Prompt", "type": "string"}}
+    assert task.metadata == {"antler": {"sandbox": False, "remote_content": False,
+                                        "delegation": True}}
+
+
+def _echo(messages: list[Any]) -> str:
+    """The subagent's answer names the job its prompt asked for."""
+    [job] = [word for m in messages for word in str(m.content).split() if word.startswith("job-")]
+    return f"finished {job}"
+
+
+@FUSE
+def test_parallel_delegations_each_run_their_own_subagent_run(tmp_path, fuse):
+    """Two `task` calls of one reply run at once on the one subagent (and its one run
+    config): each answer is its own prompt's."""
+    calls = [{"name": "task", "args": {"description": f"job {n}", "prompt": f"Do job-{n}"}}
+             for n in (1, 2)]
+    lead = ScriptedChatModel([{"content": "", "tool_calls": calls}, "both done"])
+    sub = ScriptedChatModel([_echo, _echo])
+    services = {TITLE_MODEL: ScriptedChatModel(["t"] * 5),
+                MEMORY_MODEL: ScriptedChatModel(["{}"] * 5)}
+    with create_agent(parse_config("", discover()), model=lead, subagent_model=sub,
+                      base_dir=tmp_path, checkpointer="memory", fuse=fuse, services=services,
+                      runtime=RuntimeOptions(subagents_enabled=True)) as agent:
+        state = agent.invoke("delegate twice", thread_id="t")
+    results = {m.additional_kwargs["task_description"]: m.content
+               for m in state["messages"] if isinstance(m, ToolMessage)}
+    assert results == {"job 1": "finished job-1", "job 2": "finished job-2"}
+    assert len(sub.requests) == 2
