@@ -50,15 +50,15 @@ async def side_ainvoke(model: Any, prompt: str, config: RunnableConfig) -> Any:
 def _observed(model: Any) -> bool:
     """Whether the call must go through `invoke`: its class calls models its own way, or a
     callback handler or LangSmith could receive the call's run."""
-    if not _plain_invoke(type(model)):
-        return True
-    own = model.callbacks
-    if own is not None and getattr(own, "handlers", own):
+    cls: Any = type(model)
+    if not _plain_invoke(cls):
         return True
     inherited = var_child_runnable_config.get()
-    callbacks = inherited.get("callbacks") if inherited else None
-    if callbacks is not None and getattr(callbacks, "handlers", callbacks):
-        return True
+    callbacks: Any
+    for callbacks in (model.callbacks, inherited.get("callbacks") if inherited else None):
+        # A callback manager, or a list of handlers: any handler observes.
+        if callbacks is not None and getattr(callbacks, "handlers", callbacks):
+            return True
     return _langsmith_tracing()
 
 
