@@ -24,6 +24,7 @@ subagent raised or the error reply it ended with, and its ``antler_tool_meta``
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 import uuid
@@ -31,8 +32,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from langchain.tools import ToolRuntime, tool
+from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import ensure_config, set_config_context
+from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, ConfigDict, Field
 
 from antler.compat import CONFIG_KEY_DURABILITY
@@ -83,7 +87,6 @@ def make_task_tool(build_subagent: Callable[[], Any]) -> Any:
                                         "configurable": {CONFIG_KEY_DURABILITY: "async"}}))
         return built[0]
 
-    @tool(TASK_TOOL, args_schema=TaskArgs)
     def task(description: str, prompt: str, runtime: ToolRuntime) -> ToolMessage:
         """Delegate a self-contained task to a subagent and get its final answer back."""
         sub, config = subagent()
@@ -115,8 +118,65 @@ def make_task_tool(build_subagent: Callable[[], Any]) -> Any:
         return TaskOutcome(description, "completed", result=answer, stop_reason=stop_reason,
                            usage=_sum_usage(replies)).message(runtime.tool_call_id)
 
-    task.metadata = {"antler": {"sandbox": False, "remote_content": False, "delegation": True}}
-    return task
+    return TaskTool(
+        name=TASK_TOOL, func=task, args_schema=TaskArgs, description=task.__doc__,
+        metadata={"antler": {"sandbox": False, "remote_content": False, "delegation": True}})
+
+
+class TaskTool(StructuredTool):
+    """The `task` tool: a `StructuredTool` whose call skips LangChain's tool run (its
+    callback run, the injected arguments looked up twice) when nothing could observe it.
+
+    The tools node calls `invoke` with a tool call. When no callback handler is in the
+    call's config or on the tool, no run id is asked for and LangSmith could not trace
+    (`antler.compiler.wraps.trace_check`), the call's arguments are validated with
+    `TaskArgs` (the same validation, the same `ValidationError`) and the function runs
+    in a copy of the context with the call's config as the one runnables inherit, as
+    LangChain runs it: the subagent's graph gets the lead's config (its nesting, its
+    stream) with the node's callback manager instead of a child of a tool run neither of
+    which has a handler. Anything else (an observed call, a plain dict input, extra
+    arguments, another schema or validation errors answered, `ainvoke`) is LangChain's
+    own run.
+    """
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None,
+               **kwargs: Any) -> Any:
+        if kwargs or not _is_tool_call(input) or not self._plain():
+            return super().invoke(input, config, **kwargs)
+        inherited = ensure_config(config)  # the config LangChain's run would use
+        if self._observed(inherited):
+            return super().invoke(input, config, **kwargs)
+        args = input["args"]
+        valid = TaskArgs.model_validate(args)
+        inherited.pop("run_id", None)
+        inherited.pop("run_name", None)
+        with set_config_context(inherited) as context:
+            function: Any = self.func
+            return context.run(function, valid.description, valid.prompt, args["runtime"])
+
+    def _plain(self) -> bool:
+        """Whether LangChain's run would do nothing the quiet call leaves out: the schema is
+        `TaskArgs`, and a validation error is raised rather than answered."""
+        return self.args_schema is TaskArgs and not self.handle_validation_error
+
+    def _observed(self, config: RunnableConfig) -> bool:
+        """Whether a handler could receive the tool's run (see the class docs)."""
+        callbacks: Any
+        for callbacks in (config.get("callbacks"), self.callbacks):
+            if callbacks is not None and getattr(callbacks, "handlers", callbacks):
+                return True
+        return self.verbose or "run_id" in config or _may_trace()()
+
+
+def _is_tool_call(value: Any) -> bool:
+    return type(value) is dict and value.get("type") == "tool_call" and "args" in value
+
+
+@functools.cache
+def _may_trace() -> Callable[[], bool]:
+    from antler.compiler.wraps import trace_check
+
+    return trace_check()
 
 
 @dataclass(frozen=True)

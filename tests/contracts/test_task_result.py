@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import ToolMessage
+from langchain_core.tools import StructuredTool
 
 from antler.chain.config import parse_config
 from antler.contracts.toolmeta import TOOL_META_KEY
@@ -131,3 +133,85 @@ def test_parallel_delegations_each_run_their_own_subagent_run(tmp_path, fuse):
                for m in state["messages"] if isinstance(m, ToolMessage)}
     assert results == {"job 1": "finished job-1", "job 2": "finished job-2"}
     assert len(sub.requests) == 2
+
+
+class _ToolRuns(BaseCallbackHandler):
+    """A tracer's view of a run: each tool run's name, and every run's parent."""
+
+    def __init__(self) -> None:
+        self.tools: dict[Any, str] = {}
+        self.parents: dict[Any, Any] = {}
+        self.models: list[Any] = []
+
+    def on_tool_start(self, serialized: Any, input_str: str, *, run_id: Any,
+                      parent_run_id: Any = None, **kwargs: Any) -> None:
+        self.tools[run_id] = serialized["name"]
+        self.parents[run_id] = parent_run_id
+
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: Any,
+                       parent_run_id: Any = None, **kwargs: Any) -> None:
+        self.parents[run_id] = parent_run_id
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any,
+                            parent_run_id: Any = None, **kwargs: Any) -> None:
+        self.parents[run_id] = parent_run_id
+        self.models.append(run_id)
+
+    def ancestors(self, run_id: Any) -> list[Any]:
+        found = []
+        while (run_id := self.parents.get(run_id)) is not None:
+            found.append(run_id)
+        return found
+
+
+def _delegating_agent(tmp_path: Any, fuse: bool, calls: list[dict[str, Any]],
+                      sub_script: list[Any]) -> Any:
+    lead = ScriptedChatModel([{"content": "", "tool_calls": calls}, "the lead goes on"] * 2)
+    services = {TITLE_MODEL: ScriptedChatModel(["t"] * 5),
+                MEMORY_MODEL: ScriptedChatModel(["{}"] * 5)}
+    return create_agent(parse_config("", discover()), model=lead,
+                        subagent_model=ScriptedChatModel(sub_script), base_dir=tmp_path,
+                        checkpointer="memory", fuse=fuse, services=services,
+                        runtime=RuntimeOptions(subagents_enabled=True))
+
+
+def _results(state: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [(m.status, m.content, m.additional_kwargs.get("subagent_status"))
+            for m in state["messages"] if isinstance(m, ToolMessage)]
+
+
+@FUSE
+def test_the_task_call_runs_as_a_tool_run_exactly_when_something_observes_it(
+        tmp_path, fuse, monkeypatch):
+    """Unobserved, the call skips LangChain's tool run; with a handler, the handler sees
+    the `task` tool run with the subagent's model call inside it. The answer is the same."""
+    ran = []
+    run = StructuredTool.run
+    monkeypatch.setattr(StructuredTool, "run", lambda self, *a, **k: (
+        ran.append(self.name), run(self, *a, **k))[1])
+    calls = [{"name": "task", "args": {"description": "research", "prompt": "Do job-1"}}]
+    with _delegating_agent(tmp_path, fuse, calls, [_echo, _echo]) as agent:
+        quiet = agent.invoke("delegate", thread_id="t1")
+        assert "task" not in ran
+        tracer = _ToolRuns()
+        observed = agent.graph.invoke(
+            agent.input("delegate"), context=agent.context("t2"),
+            config={**agent.run_config("t2"), "callbacks": [tracer]})
+    assert ran.count("task") == 1
+    assert _results(quiet) == _results(observed) == [
+        ("success", "finished job-1", "completed")]
+    [task_run] = [run_id for run_id, name in tracer.tools.items() if name == "task"]
+    assert any(task_run in tracer.ancestors(model) for model in tracer.models)
+
+
+@FUSE
+def test_an_invalid_task_call_is_refused_alike_observed_or_not(tmp_path, fuse):
+    calls = [{"name": "task", "args": {"description": 7}}]  # no prompt, a number
+    with _delegating_agent(tmp_path, fuse, calls, []) as agent:
+        quiet = agent.invoke("delegate", thread_id="t1")
+        observed = agent.graph.invoke(
+            agent.input("delegate"), context=agent.context("t2"),
+            config={**agent.run_config("t2"), "callbacks": [_ToolRuns()]})
+    [(status, content, _)] = _results(quiet)
+    assert status == "error" and "prompt" in content and "description" in content
+    assert _results(quiet) == _results(observed)
