@@ -24,7 +24,6 @@ subagent raised or the error reply it ended with, and its ``antler_tool_meta``
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import threading
 import uuid
@@ -35,7 +34,6 @@ from typing import Any, Literal
 from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import ensure_config, set_config_context
 from langchain_core.tools import StructuredTool
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,6 +42,8 @@ from antler.contracts.fallback import error_fallback_of
 from antler.contracts.runcontext import run_context
 from antler.contracts.stop_reason import stop_reason_of
 from antler.contracts.toolmeta import TOOL_META_KEY, ToolMeta, classify_error_text
+
+from .quiettools import NOT_QUIET, quiet_call
 
 TASK_TOOL = "task"
 BRIEF_CHARS = 2000
@@ -124,59 +124,15 @@ def make_task_tool(build_subagent: Callable[[], Any]) -> Any:
 
 
 class TaskTool(StructuredTool):
-    """The `task` tool: a `StructuredTool` whose call skips LangChain's tool run (its
-    callback run, the injected arguments looked up twice) when nothing could observe it.
-
-    The tools node calls `invoke` with a tool call. When no callback handler is in the
-    call's config or on the tool, no run id is asked for and LangSmith could not trace
-    (`antler.compiler.wraps.trace_check`), the call's arguments are validated with
-    `TaskArgs` (the same validation, the same `ValidationError`) and the function runs
-    in a copy of the context with the call's config as the one runnables inherit, as
-    LangChain runs it: the subagent's graph gets the lead's config (its nesting, its
-    stream) with the node's callback manager instead of a child of a tool run neither of
-    which has a handler. Anything else (an observed call, a plain dict input, extra
-    arguments, another schema or validation errors answered, `ainvoke`) is LangChain's
-    own run.
-    """
+    """The `task` tool: a call nothing observes skips LangChain's tool run
+    (`antler.runtime.quiettools`); the subagent's graph then inherits the lead's config
+    (its nesting, its stream) with the tools node's callback manager instead of a child
+    of a tool run, neither of which has a handler."""
 
     def invoke(self, input: Any, config: RunnableConfig | None = None,
                **kwargs: Any) -> Any:
-        if kwargs or not _is_tool_call(input) or not self._plain():
-            return super().invoke(input, config, **kwargs)
-        inherited = ensure_config(config)  # the config LangChain's run would use
-        if self._observed(inherited):
-            return super().invoke(input, config, **kwargs)
-        args = input["args"]
-        valid = TaskArgs.model_validate(args)
-        inherited.pop("run_id", None)
-        inherited.pop("run_name", None)
-        with set_config_context(inherited) as context:
-            function: Any = self.func
-            return context.run(function, valid.description, valid.prompt, args["runtime"])
-
-    def _plain(self) -> bool:
-        """Whether LangChain's run would do nothing the quiet call leaves out: the schema is
-        `TaskArgs`, and a validation error is raised rather than answered."""
-        return self.args_schema is TaskArgs and not self.handle_validation_error
-
-    def _observed(self, config: RunnableConfig) -> bool:
-        """Whether a handler could receive the tool's run (see the class docs)."""
-        callbacks: Any
-        for callbacks in (config.get("callbacks"), self.callbacks):
-            if callbacks is not None and getattr(callbacks, "handlers", callbacks):
-                return True
-        return self.verbose or "run_id" in config or _may_trace()()
-
-
-def _is_tool_call(value: Any) -> bool:
-    return type(value) is dict and value.get("type") == "tool_call" and "args" in value
-
-
-@functools.cache
-def _may_trace() -> Callable[[], bool]:
-    from antler.compiler.wraps import trace_check
-
-    return trace_check()
+        result = quiet_call(self, input, config, kwargs)
+        return super().invoke(input, config, **kwargs) if result is NOT_QUIET else result
 
 
 @dataclass(frozen=True)

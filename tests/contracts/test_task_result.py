@@ -12,9 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.callbacks import BaseCallbackHandler, CallbackManager
 from langchain_core.messages import ToolMessage
-from langchain_core.tools import StructuredTool
 
 from antler.chain.config import parse_config
 from antler.contracts.toolmeta import TOOL_META_KEY
@@ -185,10 +184,10 @@ def test_the_task_call_runs_as_a_tool_run_exactly_when_something_observes_it(
         tmp_path, fuse, monkeypatch):
     """Unobserved, the call skips LangChain's tool run; with a handler, the handler sees
     the `task` tool run with the subagent's model call inside it. The answer is the same."""
-    ran = []
-    run = StructuredTool.run
-    monkeypatch.setattr(StructuredTool, "run", lambda self, *a, **k: (
-        ran.append(self.name), run(self, *a, **k))[1])
+    ran = []  # the tool runs LangChain starts, handlers or not
+    start = CallbackManager.on_tool_start
+    monkeypatch.setattr(CallbackManager, "on_tool_start", lambda self, serialized, *a, **k: (
+        ran.append(serialized["name"]), start(self, serialized, *a, **k))[1])
     calls = [{"name": "task", "args": {"description": "research", "prompt": "Do job-1"}}]
     with _delegating_agent(tmp_path, fuse, calls, [_echo, _echo]) as agent:
         quiet = agent.invoke("delegate", thread_id="t1")
