@@ -63,6 +63,7 @@ LANGCHAIN_PRIVATE_NAMES: dict[str, tuple[str, ...]] = {
         "_chain_tool_call_wrappers", "_chain_async_tool_call_wrappers", "_wrap_trace_kwargs",
         "_ComposedExtendedModelResponse"),
     "langchain.chat_models.base": ("_BUILTIN_PROVIDERS",),
+    "langchain_core.tools.base": ("_format_output",),
 }
 """The private LangChain names Antler uses, by module (checked by tests/test_compat.py)."""
 

@@ -29,69 +29,84 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from langchain.tools import ToolRuntime, tool
+from langchain.tools import ToolRuntime
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import StructuredTool
+from pydantic import BaseModel, ConfigDict, Field
 
 from antler.compat import CONFIG_KEY_DURABILITY
 from antler.contracts.fallback import error_fallback_of
-from antler.contracts.runcontext import RunContext, run_context
+from antler.contracts.runcontext import run_context
 from antler.contracts.stop_reason import stop_reason_of
 from antler.contracts.toolmeta import TOOL_META_KEY, ToolMeta, classify_error_text
-from antler.plugin_api.toolargs import without_runtime_dump
+
+from .quiettools import NOT_QUIET, quiet_call
 
 TASK_TOOL = "task"
 BRIEF_CHARS = 2000
+
+
+class TaskArgs(BaseModel):
+    """The `task` tool's arguments: what the model writes, and the runtime the tools node
+    injects (left out of the schema the model sees and of the validated input's dump).
+
+    Declared as plain types, not read from the function's ``Annotated`` hints:
+    LangChain rebuilds every generic annotation of a tool's schema on every call,
+    about 30 us of each delegation; the schema the model sees is the same.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    description: str = Field(description="A short (3-5 word) description of the task.")
+    prompt: str = Field(
+        description="Everything the subagent needs to know to do the task alone.")
+    runtime: ToolRuntime = Field(exclude=True)
 
 
 def make_task_tool(build_subagent: Callable[[], Any]) -> Any:
     """A LangChain tool named `task`; `build_subagent()` returns the subagent's `AntlerAgent`.
 
     The subagent is built on first use, once (parallel tasks wait for it), and
-    reused for every later task of the lead agent.
+    reused for every later task of the lead agent, with the run config its runs get.
     """
-    cache: dict[str, Any] = {}
+    built: list[tuple[Any, dict[str, Any]]] = []
     building = threading.Lock()
 
-    def subagent() -> Any:
-        agent = cache.get("agent")
-        if agent is None:
+    def subagent() -> tuple[Any, dict[str, Any]]:
+        if not built:
             with building:
-                agent = cache.get("agent")
-                if agent is None:
-                    agent = cache["agent"] = build_subagent()
-        return agent
+                if not built:
+                    sub = build_subagent()
+                    # The subagent keeps no checkpoints. LangGraph hands the lead's
+                    # durability down to nested graphs, and 'sync' in a graph without a
+                    # checkpointer waits for a checkpoint that is never written.
+                    built.append((sub, {"recursion_limit": sub.recursion_limit,
+                                        "configurable": {CONFIG_KEY_DURABILITY: "async"}}))
+        return built[0]
 
-    @tool(TASK_TOOL)
-    def task(
-        description: Annotated[str, "A short (3-5 word) description of the task."],
-        prompt: Annotated[str, "Everything the subagent needs to know to do the task alone."],
-        runtime: ToolRuntime[RunContext, Any],
-    ) -> ToolMessage:
+    def task(description: str, prompt: str, runtime: ToolRuntime) -> ToolMessage:
         """Delegate a self-contained task to a subagent and get its final answer back."""
-        sub = subagent()
+        sub, config = subagent()
         # The subagent acts for the same caller: it inherits, never widens, the
         # caller's identity and provenance, so delegating cannot escalate
         # privileges. Same context class too: a served graph's trust setting holds.
         context = replace(run_context(runtime), run_id=uuid.uuid4().hex)
         try:
-            state = sub.graph.invoke(
-                {"messages": [HumanMessage(content=prompt)]}, context=context,
-                # The subagent keeps no checkpoints. LangGraph hands the lead's
-                # durability down to nested graphs, and 'sync' in a graph without a
-                # checkpointer waits for a checkpoint that is never written.
-                config={"recursion_limit": sub.recursion_limit,
-                        "configurable": {CONFIG_KEY_DURABILITY: "async"}},
-            )
+            # LangGraph copies the config it is given: one dict serves every run.
+            state = sub.graph.invoke({"messages": [HumanMessage(content=prompt)]},
+                                     context=context, config=config)
         except Exception as error:  # the lead must be able to recover from a failed delegate
             exc = sub.explain(error)
             detail = f"{type(exc).__name__}: {exc}"
             return TaskOutcome(description, "failed", error=detail,
                                error_kind=detail).message(runtime.tool_call_id)
-        replies = [m for m in state.get("messages", []) if isinstance(m, AIMessage)]
-        answer = str(replies[-1].content) if replies else ""
-        fallback = error_fallback_of(replies[-1]) if replies else None
+        replies = [m for m in state.get("messages", ()) if isinstance(m, AIMessage)]
+        last = replies[-1] if replies else None
+        answer = str(last.content) if last is not None else ""
+        fallback = error_fallback_of(last) if last is not None else None
         stop = stop_reason_of(state, context.run_id)
         stop_reason = stop["reason"] if stop else None
         if fallback is not None:
@@ -103,8 +118,21 @@ def make_task_tool(build_subagent: Callable[[], Any]) -> Any:
         return TaskOutcome(description, "completed", result=answer, stop_reason=stop_reason,
                            usage=_sum_usage(replies)).message(runtime.tool_call_id)
 
-    task.metadata = {"antler": {"sandbox": False, "remote_content": False, "delegation": True}}
-    return without_runtime_dump(task)
+    return TaskTool(
+        name=TASK_TOOL, func=task, args_schema=TaskArgs, description=task.__doc__,
+        metadata={"antler": {"sandbox": False, "remote_content": False, "delegation": True}})
+
+
+class TaskTool(StructuredTool):
+    """The `task` tool: a call nothing observes skips LangChain's tool run
+    (`antler.runtime.quiettools`); the subagent's graph then inherits the lead's config
+    (its nesting, its stream) with the tools node's callback manager instead of a child
+    of a tool run, neither of which has a handler."""
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None,
+               **kwargs: Any) -> Any:
+        result = quiet_call(self, input, config, kwargs)
+        return super().invoke(input, config, **kwargs) if result is NOT_QUIET else result
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ that overrides `invoke` and `ainvoke` (what the tools node calls, for sync and
 async tools alike), so its name, schema and injected arguments stay as they
 were. A result that is not a `Command` costs one `isinstance` test; a
 `Command` whose update is a dict of writable keys, a subset test and a look at
-its `graph` and `goto`.
+its `graph` and `goto`. A sync call nothing observes is made without
+LangChain's callback run (`antler.runtime.quiettools`), the guard applied alike.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from antler.errors import StateWriteError
 from antler.plugin_api.spec import OnError
 
 from .failure import Failure
+from .quiettools import NOT_QUIET, quiet_call, quiet_class
 
 
 def guard_tools(tools: Sequence[Any], plugin: str, policy: OnError,
@@ -123,9 +125,12 @@ def _guarded_class(cls: type, check: _ResultCheck) -> type:
     invoke: Callable[..., Any] = cls.invoke  # type: ignore[attr-defined]
     ainvoke: Callable[..., Any] = cls.ainvoke  # type: ignore[attr-defined]
     refused = check.refused
+    quiet = quiet_class(cls)
 
     def guarded_invoke(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
-        result = invoke(self, input, config, **kwargs)
+        result = quiet_call(self, input, config, kwargs) if quiet else NOT_QUIET
+        if result is NOT_QUIET:
+            result = invoke(self, input, config, **kwargs)
         return refused(result, self.name, input) if isinstance(result, Command) else result
 
     async def guarded_ainvoke(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:

@@ -15,7 +15,9 @@ never stays untitled because a provider hiccupped.
 
 The title call is internal: its answer goes to `title`, never to `messages`,
 it is tagged so LangGraph does not stream it, and the declared
-`InternalCallTransformer` keeps it out of `run.messages`.
+`InternalCallTransformer` keeps it out of `run.messages`. It is a side call
+(`antler.plugins._lib.sidecall`): a tracer sees it inside the run, and when
+nothing observes the run it skips the callback bookkeeping.
 
 Where it sits: after `summarization` and `todo` (docs/chain.md#layer-dependencies), which only
 touch messages before model calls, so the first exchange it reads is stable;
@@ -50,6 +52,7 @@ from antler.plugin_api import (
     side_call_model,
 )
 from antler.plugin_api import message_text as contract_text
+from antler.plugins._lib.sidecall import side_ainvoke, side_invoke
 
 from .config import TitleConfig
 
@@ -228,7 +231,7 @@ class TitleMiddleware(AgentMiddleware[TitleState, Any]):
             return None
         user, reply = exchange
         try:
-            answer = self.model.invoke(self._prompt(user, reply), config=_internal_config())
+            answer = side_invoke(self.model, self._prompt(user, reply), _internal_config())
         except Exception as exc:  # a title is never worth failing the user's run
             logger.warning("title generation failed (%s: %s); using the fallback title",
                            type(exc).__name__, exc)
@@ -242,8 +245,8 @@ class TitleMiddleware(AgentMiddleware[TitleState, Any]):
             return None
         user, reply = exchange
         try:
-            answer = await self.model.ainvoke(self._prompt(user, reply),
-                                              config=_internal_config())
+            answer = await side_ainvoke(self.model, self._prompt(user, reply),
+                                        _internal_config())
         except Exception as exc:
             logger.warning("title generation failed (%s: %s); using the fallback title",
                            type(exc).__name__, exc)

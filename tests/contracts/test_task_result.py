@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler, CallbackManager
 from langchain_core.messages import ToolMessage
 
 from antler.chain.config import parse_config
@@ -86,3 +87,130 @@ def test_a_completed_delegation_carries_the_answer_and_a_success_stamp(tmp_path,
     assert fields[TOOL_META_KEY] == {
         "status": "success", "error_type": None, "recoverable_by_model": True,
         "recommended_next_action": "continue", "source": "task"}
+
+
+def test_the_model_sees_the_task_tool_as_declared():
+    """Its name, description and two arguments; the injected runtime is not shown."""
+    from antler.runtime.delegation import make_task_tool
+
+    task = make_task_tool(lambda: None)
+    assert task.name == "task"
+    assert task.description == ("Delegate a self-contained task to a subagent and get its "
+                                "final answer back.")
+    schema = task.tool_call_schema.model_json_schema()
+    assert schema["required"] == ["description", "prompt"]
+    assert schema["properties"] == {
+        "description": {"description": "A short (3-5 word) description of the task.",
+                        "title": "Description", "type": "string"},
+        "prompt": {"description": "Everything the subagent needs to know to do the task "
+                                  "alone.", "title": "Prompt", "type": "string"}}
+    assert task.metadata == {"antler": {"sandbox": False, "remote_content": False,
+                                        "delegation": True}}
+
+
+def _echo(messages: list[Any]) -> str:
+    """The subagent's answer names the job its prompt asked for."""
+    [job] = [word for m in messages for word in str(m.content).split() if word.startswith("job-")]
+    return f"finished {job}"
+
+
+@FUSE
+def test_parallel_delegations_each_run_their_own_subagent_run(tmp_path, fuse):
+    """Two `task` calls of one reply run at once on the one subagent (and its one run
+    config): each answer is its own prompt's."""
+    calls = [{"name": "task", "args": {"description": f"job {n}", "prompt": f"Do job-{n}"}}
+             for n in (1, 2)]
+    lead = ScriptedChatModel([{"content": "", "tool_calls": calls}, "both done"])
+    sub = ScriptedChatModel([_echo, _echo])
+    services = {TITLE_MODEL: ScriptedChatModel(["t"] * 5),
+                MEMORY_MODEL: ScriptedChatModel(["{}"] * 5)}
+    with create_agent(parse_config("", discover()), model=lead, subagent_model=sub,
+                      base_dir=tmp_path, checkpointer="memory", fuse=fuse, services=services,
+                      runtime=RuntimeOptions(subagents_enabled=True)) as agent:
+        state = agent.invoke("delegate twice", thread_id="t")
+    results = {m.additional_kwargs["task_description"]: m.content
+               for m in state["messages"] if isinstance(m, ToolMessage)}
+    assert results == {"job 1": "finished job-1", "job 2": "finished job-2"}
+    assert len(sub.requests) == 2
+
+
+class _ToolRuns(BaseCallbackHandler):
+    """A tracer's view of a run: each tool run's name, and every run's parent."""
+
+    def __init__(self) -> None:
+        self.tools: dict[Any, str] = {}
+        self.parents: dict[Any, Any] = {}
+        self.models: list[Any] = []
+
+    def on_tool_start(self, serialized: Any, input_str: str, *, run_id: Any,
+                      parent_run_id: Any = None, **kwargs: Any) -> None:
+        self.tools[run_id] = serialized["name"]
+        self.parents[run_id] = parent_run_id
+
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: Any,
+                       parent_run_id: Any = None, **kwargs: Any) -> None:
+        self.parents[run_id] = parent_run_id
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any,
+                            parent_run_id: Any = None, **kwargs: Any) -> None:
+        self.parents[run_id] = parent_run_id
+        self.models.append(run_id)
+
+    def ancestors(self, run_id: Any) -> list[Any]:
+        found = []
+        while (run_id := self.parents.get(run_id)) is not None:
+            found.append(run_id)
+        return found
+
+
+def _delegating_agent(tmp_path: Any, fuse: bool, calls: list[dict[str, Any]],
+                      sub_script: list[Any]) -> Any:
+    lead = ScriptedChatModel([{"content": "", "tool_calls": calls}, "the lead goes on"] * 2)
+    services = {TITLE_MODEL: ScriptedChatModel(["t"] * 5),
+                MEMORY_MODEL: ScriptedChatModel(["{}"] * 5)}
+    return create_agent(parse_config("", discover()), model=lead,
+                        subagent_model=ScriptedChatModel(sub_script), base_dir=tmp_path,
+                        checkpointer="memory", fuse=fuse, services=services,
+                        runtime=RuntimeOptions(subagents_enabled=True))
+
+
+def _results(state: dict[str, Any]) -> list[tuple[Any, ...]]:
+    return [(m.status, m.content, m.additional_kwargs.get("subagent_status"))
+            for m in state["messages"] if isinstance(m, ToolMessage)]
+
+
+@FUSE
+def test_the_task_call_runs_as_a_tool_run_exactly_when_something_observes_it(
+        tmp_path, fuse, monkeypatch):
+    """Unobserved, the call skips LangChain's tool run; with a handler, the handler sees
+    the `task` tool run with the subagent's model call inside it. The answer is the same."""
+    ran = []  # the tool runs LangChain starts, handlers or not
+    start = CallbackManager.on_tool_start
+    monkeypatch.setattr(CallbackManager, "on_tool_start", lambda self, serialized, *a, **k: (
+        ran.append(serialized["name"]), start(self, serialized, *a, **k))[1])
+    calls = [{"name": "task", "args": {"description": "research", "prompt": "Do job-1"}}]
+    with _delegating_agent(tmp_path, fuse, calls, [_echo, _echo]) as agent:
+        quiet = agent.invoke("delegate", thread_id="t1")
+        assert "task" not in ran
+        tracer = _ToolRuns()
+        observed = agent.graph.invoke(
+            agent.input("delegate"), context=agent.context("t2"),
+            config={**agent.run_config("t2"), "callbacks": [tracer]})
+    assert ran.count("task") == 1
+    assert _results(quiet) == _results(observed) == [
+        ("success", "finished job-1", "completed")]
+    [task_run] = [run_id for run_id, name in tracer.tools.items() if name == "task"]
+    assert any(task_run in tracer.ancestors(model) for model in tracer.models)
+
+
+@FUSE
+def test_an_invalid_task_call_is_refused_alike_observed_or_not(tmp_path, fuse):
+    calls = [{"name": "task", "args": {"description": 7}}]  # no prompt, a number
+    with _delegating_agent(tmp_path, fuse, calls, []) as agent:
+        quiet = agent.invoke("delegate", thread_id="t1")
+        observed = agent.graph.invoke(
+            agent.input("delegate"), context=agent.context("t2"),
+            config={**agent.run_config("t2"), "callbacks": [_ToolRuns()]})
+    [(status, content, _)] = _results(quiet)
+    assert status == "error" and "prompt" in content and "description" in content
+    assert _results(quiet) == _results(observed)

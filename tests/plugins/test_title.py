@@ -14,9 +14,11 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
+from pydantic import Field
 
 from antler.chain.config import parse_config
 from antler.contracts.messages import hidden_marker
@@ -197,6 +199,66 @@ def test_async_runs_generate_the_title(tmp_path, registry):
                                                 config=agent.run_config("t1"),
                                                 context=agent.context("t1")))
     assert state["title"] == "Small talk"
+
+
+class _ChatRuns(BaseCallbackHandler):
+    """A tracer's view: every chain run's id, and each chat model run's parent, tags and
+    metadata."""
+
+    def __init__(self) -> None:
+        self.chains: set[Any] = set()
+        self.models: list[dict[str, Any]] = []
+
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: Any,
+                       **kwargs: Any) -> None:
+        self.chains.add(run_id)
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        self.models.append(kwargs)
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+@pytest.mark.parametrize("run_async", [False, True], ids=["sync", "async"])
+def test_a_tracer_sees_the_title_call_inside_the_run(tmp_path, registry, fuse, run_async):
+    tracer = _ChatRuns()
+    model = ScriptedChatModel(["Here is a plan for Lisbon."])
+    titler = ScriptedChatModel(["Weekend in Lisbon"])
+    with make_agent(tmp_path, registry, model, titler, fuse=fuse) as agent:
+        args = (agent.input("Plan my weekend in Lisbon"),)
+        kwargs = {"config": {**agent.run_config("t1"), "callbacks": [tracer]},
+                  "context": agent.context("t1")}
+        state = asyncio.run(agent.graph.ainvoke(*args, **kwargs)) if run_async \
+            else agent.graph.invoke(*args, **kwargs)
+    assert state["title"] == "Weekend in Lisbon"
+    [title] = [run for run in tracer.models if run["metadata"].get("lc_source") == "title"]
+    assert title["parent_run_id"] in tracer.chains  # a child of the node that made it
+    assert title["metadata"]["thread_id"] == "t1" and "nostream" in title["tags"]
+    assert title["name"] == "antler_title"
+
+
+class _TitleGenerations(ScriptedChatModel):
+    """A title model recording the callbacks each `generate` call is given."""
+
+    given: list[Any] = Field(default_factory=list)
+
+    def generate(self, messages: Any, stop: Any = None, callbacks: Any = None,
+                 **kwargs: Any) -> Any:
+        self.given.append((callbacks, kwargs))
+        return super().generate(messages, stop, callbacks, **kwargs)
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_an_unobserved_title_call_carries_only_its_own_config(tmp_path, registry, fuse):
+    """With no handler and no tracing, the call skips the run's callback manager (what
+    `invoke` would hand it), and keeps its own tags and metadata."""
+    model = ScriptedChatModel(["Here is a plan for Lisbon."])
+    titler = _TitleGenerations(["Weekend in Lisbon"])
+    with make_agent(tmp_path, registry, model, titler, fuse=fuse) as agent:
+        state = agent.invoke("Plan my weekend in Lisbon", thread_id="t1")
+    assert state["title"] == "Weekend in Lisbon"
+    [(callbacks, kwargs)] = titler.given
+    assert callbacks is None and kwargs["tags"] == ["nostream"]
+    assert kwargs["metadata"]["lc_source"] == "title" and kwargs["run_name"] == "antler_title"
 
 
 def test_disabled_title_is_not_in_the_chain(tmp_path, registry):

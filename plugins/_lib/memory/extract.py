@@ -16,6 +16,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from antler.plugin_api import jsonsource
+from antler.plugins._lib.sidecall import side_invoke
 
 __all__ = [
     "EXTRACTION_PROMPT",
@@ -223,6 +224,6 @@ class FactExtractor:
         if not any(isinstance(m, HumanMessage) for m in messages):
             return []
         prompt = self.build_prompt(messages, known_facts, title)
-        answer = self.model.invoke(prompt, config={"metadata": {"lc_source": "memory"},
-                                                    "run_name": "antler_memory_extraction"})
+        answer = side_invoke(self.model, prompt, {"metadata": {"lc_source": "memory"},
+                                                  "run_name": "antler_memory_extraction"})
         return parse_facts(answer, max_facts=self.max_facts, max_chars=self.max_fact_chars)

@@ -60,6 +60,35 @@ def test_usage_is_estimated_from_text_length() -> None:
     assert reply.usage_metadata == {"input_tokens": 5, "output_tokens": 3, "total_tokens": 8}
 
 
+def test_usage_estimate_counts_text_blocks_and_tool_calls() -> None:
+    # Only text blocks count of structured content; an assistant message's tool calls
+    # count by name and JSON arguments (non-JSON values as their str).
+    model = ScriptedChatModel(["ok"])
+    call = {"name": "bash", "args": {"command": "ls", "when": Path("/tmp")}, "id": "c1"}
+    reply = model.invoke([
+        HumanMessage([{"type": "text", "text": "abcd"}, {"type": "image_url",
+                                                         "image_url": {"url": "x" * 400}},
+                      "efgh"]),
+        AIMessage("", tool_calls=[call]),
+        ToolMessage("t" * 8, tool_call_id="c1"),
+    ])
+    # 8 + len("bash") + len('{"command": "ls", "when": "/tmp"}') + 8 = 53 chars
+    assert reply.usage_metadata is not None
+    assert reply.usage_metadata["input_tokens"] == 14  # ceil(53 / 4)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"stop": ["END"], "model": "other", "temperature": 0.3,
+                                         "max_tokens": 12}])
+def test_tracing_parameters_are_langchains_default(kwargs: dict[str, object]) -> None:
+    from langchain_core.language_models import BaseChatModel
+
+    class ChatTuned(ScriptedChatModel):
+        temperature: float = 0.7
+
+    for model in (ScriptedChatModel([], model_name="m1"), ChatTuned([], model_name="m2")):
+        assert model._get_ls_params(**kwargs) == BaseChatModel._get_ls_params(model, **kwargs)
+
+
 def test_usage_and_finish_reason_can_be_given() -> None:
     model = ScriptedChatModel(
         [
