@@ -32,19 +32,16 @@ root (`antler.plugin_api.confined`), so a parallel call or the model's own
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
-import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 from langchain.tools import ToolRuntime
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
-from langchain_core.tools.base import create_schema_from_function
 from langgraph.types import Command
-from pydantic import Field, create_model
+from pydantic import BaseModel, ConfigDict, Field
 
 from antler.plugin_api import (
     SKILLS_VIRTUAL_ROOT,
@@ -282,69 +279,33 @@ class SandboxTools:
         """The seven tools, each with a sync and an async form and `TOOL_METADATA`."""
         run = self.run
 
-        def bash(
-            command: Annotated[str, "The shell command to run."],
-            runtime: ToolRuntime[Any, Any],
-        ) -> ToolMessage | Command[Any]:
+        def bash(command: str, runtime: ToolRuntime) -> ToolMessage | Command[Any]:
             return run(runtime, "bash", lambda s: self.bash(s, command))
 
-        def ls(
-            runtime: ToolRuntime[Any, Any],
-            path: Annotated[str, "Directory to list (virtual path)."] = DEFAULT_LS_PATH,
-        ) -> ToolMessage | Command[Any]:
+        def ls(runtime: ToolRuntime, path: str = DEFAULT_LS_PATH) -> ToolMessage | Command[Any]:
             return run(runtime, "ls", lambda s: self.ls(s, path))
 
-        def read_file(
-            path: Annotated[str, "File to read (virtual path, or relative to the workspace)."],
-            runtime: ToolRuntime[Any, Any],
-            start_line: Annotated[int | None, "First line to return (1-based)."] = None,
-            end_line: Annotated[int | None, "Last line to return (inclusive)."] = None,
-        ) -> ToolMessage | Command[Any]:
+        def read_file(path: str, runtime: ToolRuntime, start_line: int | None = None,
+                      end_line: int | None = None) -> ToolMessage | Command[Any]:
             return run(runtime, "read_file",
                        lambda s: self.read_file(s, path, start_line, end_line))
 
-        def write_file(
-            path: Annotated[str, "File to write (virtual path, or relative to the workspace)."],
-            content: Annotated[str, "The text to write."],
-            runtime: ToolRuntime[Any, Any],
-            append: Annotated[bool, "Add to the end of the file instead of replacing it."] = False,
-        ) -> ToolMessage | Command[Any]:
+        def write_file(path: str, content: str, runtime: ToolRuntime,
+                       append: bool = False) -> ToolMessage | Command[Any]:
             return run(runtime, "write_file", lambda s: self.write_file(s, path, content, append))
 
-        def str_replace(
-            path: Annotated[str, "File to edit (virtual path, or relative to the workspace)."],
-            old: Annotated[str, "Exact text to replace; must occur exactly once."],
-            new: Annotated[str, "Replacement text."],
-            runtime: ToolRuntime[Any, Any],
-        ) -> ToolMessage | Command[Any]:
+        def str_replace(path: str, old: str, new: str,
+                        runtime: ToolRuntime) -> ToolMessage | Command[Any]:
             return run(runtime, "str_replace", lambda s: self.str_replace(s, path, old, new))
 
-        def glob(
-            pattern: Annotated[str, "Glob pattern relative to `path`: '*' and '?' within a "
-                                    "name, '**' across directories (e.g. '**/*.py')."],
-            path: Annotated[str, f"Directory to search: an absolute virtual path under "
-                                 f"{VIRTUAL_ROOT} (or {SKILLS_VIRTUAL_ROOT})."],
-            runtime: ToolRuntime[Any, Any],
-            include_dirs: Annotated[bool, "Also list matching directories."] = False,
-            max_results: Annotated[int, "Most paths to return (at most 1000)."] = 200,
-        ) -> ToolMessage | Command[Any]:
+        def glob(pattern: str, path: str, runtime: ToolRuntime, include_dirs: bool = False,
+                 max_results: int = 200) -> ToolMessage | Command[Any]:
             return run(runtime, "glob",
                        lambda s: self.glob(s, pattern, path, include_dirs, max_results))
 
-        # Each tool's signature is its schema for the model, so glob and grep spell out
-        # their shared `path` parameter each (one annotation per tool, no shared logic).
-        def grep(
-            pattern: Annotated[str, "Regular expression (Python syntax) to find, or the exact "
-                                    "text with literal=true."],
-            path: Annotated[str, f"Directory to search: an absolute virtual path under "
-                                 f"{VIRTUAL_ROOT} (or {SKILLS_VIRTUAL_ROOT})."],
-            runtime: ToolRuntime[Any, Any],
-            glob: Annotated[str | None, "Only files matching this glob ('*.py' matches at any "
-                                        "depth; 'src/**/*.py' from `path`)."] = None,
-            literal: Annotated[bool, "Search for the pattern as plain text."] = False,
-            case_sensitive: Annotated[bool, "Match case exactly."] = False,
-            max_results: Annotated[int, "Most matching lines to return (at most 1000)."] = 100,
-        ) -> ToolMessage | Command[Any]:
+        def grep(pattern: str, path: str, runtime: ToolRuntime, glob: str | None = None,
+                 literal: bool = False, case_sensitive: bool = False,
+                 max_results: int = 100) -> ToolMessage | Command[Any]:
             return run(runtime, "grep", lambda s: self.grep(
                 s, pattern, path, glob, literal, case_sensitive, max_results))
 
@@ -373,53 +334,104 @@ class SandboxTools:
             return await asyncio.to_thread(func, **kwargs)
 
         name = func.__name__
-        if name not in _ARGS_SCHEMAS:
-            _ARGS_SCHEMAS[name] = args_schema(func)
         tool = StructuredTool.from_function(
             func=func, coroutine=coroutine, name=name, description=description,
-            args_schema=_ARGS_SCHEMAS[name],
+            args_schema=ARGS_SCHEMAS[name],
         )
         tool.metadata = {key: dict(value) for key, value in TOOL_METADATA.items()}
         return tool
 
 
-_ARGS_SCHEMAS: dict[str, Any] = {}
-"""Each tool's argument schema, by name (`args_schema`). The seven signatures never
-change, so their schemas are worked out once a process: inferring one (a pydantic model
-per tool) was more than half the cost of building an agent."""
+class _ToolArgs(BaseModel):
+    """A sandbox tool's arguments: what the model writes, then the `ToolRuntime`
+    LangGraph's tools node injects (left out of the schema the model sees and of the
+    validated input's dump; declared last, so errors list fields as before).
 
-_RUNTIME_ARG = "runtime"
-"""The parameter LangGraph's tools node injects the `ToolRuntime` into."""
-
-
-def args_schema(func: Callable[..., Any]) -> Any:
-    """The argument schema `StructuredTool.from_function` infers for the tool function
-    `func`, as `without_runtime_dump` leaves it (the runtime kept out of the dump).
-
-    LangChain infers it from `func`'s signature without the `runtime` parameter, which
-    is then added as `without_runtime_dump` adds it. The result is the same model, but
-    pydantic works out the schema of `ToolRuntime` (a dataclass holding a whole
-    `RunnableConfig`) for each model that has the field: inferring with it builds
-    three (the signature's, LangChain's subset of it, the dump-free subclass), this
-    builds one, which halves the cost of the first build's tools.
+    Each tool's arguments are declared as plain types, not read from its function's
+    ``Annotated`` hints: LangChain rebuilds every generic annotation of a tool's schema
+    on every call (70-140 us a call for these). The schema the model sees, the
+    arguments and the validation errors are the ones the hints gave
+    (tests/plugins/test_builtin_tool_schemas.py pins them).
     """
-    signature = inspect.signature(func)
-    hints = typing.get_type_hints(func, include_extras=True)
 
-    def without_runtime(**_kwargs: Any) -> Any:  # only its signature is read
-        raise NotImplementedError
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    without_runtime.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=[p for p in signature.parameters.values() if p.name != _RUNTIME_ARG])
-    without_runtime.__annotations__ = {key: hint for key, hint in hints.items()
-                                       if key != _RUNTIME_ARG}
-    without_runtime.__name__, without_runtime.__qualname__ = func.__name__, func.__qualname__
-    without_runtime.__doc__ = func.__doc__
-    schema: Any = create_schema_from_function(func.__name__, without_runtime)
-    excluded: Any = (hints[_RUNTIME_ARG], Field(exclude=True))
-    return create_model(schema.__name__, __base__=schema, __doc__=schema.__doc__,
-                        **{_RUNTIME_ARG: excluded})
 
+class _BashArgs(_ToolArgs):
+    model_config = ConfigDict(title="bash")
+
+    command: str = Field(description="The shell command to run.")
+    runtime: ToolRuntime = Field(exclude=True)
+
+
+class _LsArgs(_ToolArgs):
+    model_config = ConfigDict(title="ls")
+
+    path: str = Field(DEFAULT_LS_PATH, description="Directory to list (virtual path).")
+    runtime: ToolRuntime = Field(exclude=True)
+
+
+class _ReadFileArgs(_ToolArgs):
+    model_config = ConfigDict(title="read_file")
+
+    path: str = Field(description="File to read (virtual path, or relative to the workspace).")
+    start_line: int | None = Field(None, description="First line to return (1-based).")
+    end_line: int | None = Field(None, description="Last line to return (inclusive).")
+    runtime: ToolRuntime = Field(exclude=True)
+
+
+class _WriteFileArgs(_ToolArgs):
+    model_config = ConfigDict(title="write_file")
+
+    path: str = Field(description="File to write (virtual path, or relative to the workspace).")
+    content: str = Field(description="The text to write.")
+    append: bool = Field(False, description="Add to the end of the file instead of replacing it.")
+    runtime: ToolRuntime = Field(exclude=True)
+
+
+class _StrReplaceArgs(_ToolArgs):
+    model_config = ConfigDict(title="str_replace")
+
+    path: str = Field(description="File to edit (virtual path, or relative to the workspace).")
+    old: str = Field(description="Exact text to replace; must occur exactly once.")
+    new: str = Field(description="Replacement text.")
+    runtime: ToolRuntime = Field(exclude=True)
+
+
+_SEARCH_PATH = (f"Directory to search: an absolute virtual path under {VIRTUAL_ROOT} "
+                f"(or {SKILLS_VIRTUAL_ROOT}).")
+
+
+class _GlobArgs(_ToolArgs):
+    model_config = ConfigDict(title="glob")
+
+    pattern: str = Field(description="Glob pattern relative to `path`: '*' and '?' within a "
+                                     "name, '**' across directories (e.g. '**/*.py').")
+    path: str = Field(description=_SEARCH_PATH)
+    include_dirs: bool = Field(False, description="Also list matching directories.")
+    max_results: int = Field(200, description="Most paths to return (at most 1000).")
+    runtime: ToolRuntime = Field(exclude=True)
+
+
+class _GrepArgs(_ToolArgs):
+    model_config = ConfigDict(title="grep")
+
+    pattern: str = Field(description="Regular expression (Python syntax) to find, or the exact "
+                                     "text with literal=true.")
+    path: str = Field(description=_SEARCH_PATH)
+    glob: str | None = Field(None, description="Only files matching this glob ('*.py' matches "
+                                               "at any depth; 'src/**/*.py' from `path`).")
+    literal: bool = Field(False, description="Search for the pattern as plain text.")
+    case_sensitive: bool = Field(False, description="Match case exactly.")
+    max_results: int = Field(100, description="Most matching lines to return (at most 1000).")
+    runtime: ToolRuntime = Field(exclude=True)
+
+
+ARGS_SCHEMAS: dict[str, type[_ToolArgs]] = {
+    schema.model_config["title"]: schema  # type: ignore[misc]
+    for schema in (_BashArgs, _LsArgs, _ReadFileArgs, _WriteFileArgs, _StrReplaceArgs,
+                   _GlobArgs, _GrepArgs)}
+"""Each tool's argument schema, by tool name."""
 
 def build_tools(provider: SandboxProvider, layout: PathLayout, config: SandboxConfig,
                 budgeted: Callable[[], bool] = lambda: False) -> list[BaseTool]:

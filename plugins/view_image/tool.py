@@ -29,6 +29,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import ToolRuntime
 from langgraph.types import Command
+from pydantic import BaseModel, ConfigDict, Field
 
 from antler.plugin_api import (
     AntlerError,
@@ -36,7 +37,6 @@ from antler.plugin_api import (
     ThreadPaths,
     VirtualPathMapper,
     confined,
-    without_runtime_dump,
 )
 
 from .config import DEFAULT_MAX_IMAGE_BYTES
@@ -152,12 +152,25 @@ def load_image(mapper: VirtualPathMapper, image_path: Any,
     return virtual, {"base64": base64.b64encode(data).decode("ascii"), "mime_type": mime_type}
 
 
+class _ViewImageArgs(BaseModel):
+    """`view_image`'s arguments: the path the model writes, then the `ToolRuntime` the
+    tools node injects (out of the model's schema and the validated input's dump).
+    Declared as plain types: LangChain rebuilds a generic hint such as
+    ``ToolRuntime[Any, Any]`` on every call; the model's schema and the validation
+    errors are the ones the function's hints gave (tests/plugins/test_builtin_tool_schemas.py)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, title=TOOL_NAME)
+
+    image_path: str
+    runtime: ToolRuntime = Field(exclude=True)
+
+
 def make_tool(context: Any = None) -> BaseTool:
     """A `view_image` tool; the size cap comes from the plugin's config when there is one."""
     max_bytes = getattr(getattr(context, "config", None), "max_image_bytes",
                         DEFAULT_MAX_IMAGE_BYTES)
 
-    def view_image(image_path: str, runtime: ToolRuntime[Any, Any]) -> Command[Any] | ToolMessage:
+    def view_image(image_path: str, runtime: ToolRuntime) -> Command[Any] | ToolMessage:
         call_id = runtime.tool_call_id or ""
         try:
             mapper = mapper_from_thread_data((runtime.state or {}).get(THREAD_DATA_KEY))
@@ -174,12 +187,13 @@ def make_tool(context: Any = None) -> BaseTool:
             "messages": [ToolMessage(note, tool_call_id=call_id, name=TOOL_NAME)],
         })
 
-    return without_runtime_dump(StructuredTool.from_function(
+    return StructuredTool.from_function(
         func=view_image,
         name=TOOL_NAME,
         description=DESCRIPTION,
+        args_schema=_ViewImageArgs,
         metadata=copy.deepcopy(TOOL_METADATA),
-    ))
+    )
 
 
 def _size(count: int) -> str:

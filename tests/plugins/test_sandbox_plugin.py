@@ -372,43 +372,6 @@ def test_a_tool_call_does_not_copy_the_threads_state(tmp_path):
     assert dumped == []
 
 
-def test_each_tools_schema_is_the_one_langchain_infers(tmp_path):
-    """`args_schema` (inferred without the runtime, which is then added) gives each tool
-    what `StructuredTool.from_function` and `without_runtime_dump` give: the model's view
-    (`tool_call_schema`), the arguments, each field's type, description, default and
-    dump exclusion, and what a call validates."""
-    from langchain.tools import ToolRuntime
-    from langchain_core.tools import StructuredTool
-
-    from antler.plugin_api import without_runtime_dump
-    from antler.plugins.sandbox.tools import SandboxTools
-
-    def fields(schema: Any) -> dict[str, Any]:
-        return {name: (repr(field.annotation), field.description, repr(field.default),
-                       field.exclude, field.is_required())
-                for name, field in schema.model_fields.items()}
-
-    sandbox = SandboxTools(LocalSandboxProvider(), PathLayout(tmp_path), SandboxConfig())
-    built = {t.name: t for t in sandbox.tools()}
-    assert sorted(built) == sorted(SANDBOX_TOOLS)
-    for name, tool in built.items():
-        inferred = without_runtime_dump(StructuredTool.from_function(
-            func=tool.func, name=name, description=tool.description))
-        assert fields(tool.args_schema) == fields(inferred.args_schema), name
-        assert tool.args == inferred.args, name
-        assert (tool.tool_call_schema.model_json_schema()
-                == inferred.tool_call_schema.model_json_schema()), name
-        assert tool.args_schema.__name__ == inferred.args_schema.__name__ == name
-        runtime = ToolRuntime(state={"messages": []}, context=RunContext(thread_id="t1"),
-                              config={}, stream_writer=None, tool_call_id="c", store=None)
-        given = {**_sample_args(name), "runtime": runtime}
-        assert tool._parse_input(given, "c") == inferred._parse_input(given, "c"), name
-        if name != "ls":  # every other tool has a required argument
-            for schema in (tool.args_schema, inferred.args_schema):
-                with pytest.raises(ValidationError):
-                    schema.model_validate({"runtime": runtime})
-
-
 def _sample_args(name: str) -> dict[str, Any]:
     return {"bash": {"command": "true"}, "ls": {}, "read_file": {"path": "a"},
             "write_file": {"path": "a", "content": "x"},
