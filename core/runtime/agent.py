@@ -66,6 +66,7 @@ from .inputs import (
 )
 from .isolation import isolate
 from .mcp import mcp_tools
+from .quiettools import quiet_tools
 from .skills import SkillsRegistry
 from .storage import CHECKPOINT_FILENAME as CHECKPOINT_FILENAME
 from .storage import (
@@ -728,13 +729,15 @@ def _agent_tools(config: OperatorConfig, built: BuiltChain, chain: str, tools: S
     """The tools the agent's model is offered: the caller's, the config's (`tools:`), the
     MCP servers' whose names are free, the `task` tool and the plugins', selected by the
     chain, the MCP ones deferred behind tool_search when the chain defers. Each one's
-    injected `ToolRuntime` is kept out of its input's dump (`without_runtime_dump`).
+    injected `ToolRuntime` is kept out of its input's dump (`without_runtime_dump`); the
+    caller's, the config's and the MCP servers' are called quietly when nothing observes
+    the call (`quiet_tools`).
 
     A `task` tool passed by the caller replaces the built-in one: with both, the
     model would be offered two tools of one name and the tools node keep the last.
     """
     given = [*tools, *load_config_tools(config.tools, chain)]
-    extra_tools = [*given, *_unclaimed(mcp_loaded, [*given, *built.tools])]
+    extra_tools = quiet_tools([*given, *_unclaimed(mcp_loaded, [*given, *built.tools])])
     caller_task = any(getattr(t, "name", None) == TASK_TOOL for t in tools)
     if chain == "lead" and built.plan.runtime.subagents_enabled and not caller_task:
         extra_tools.append(make_task_tool(build_subagent))

@@ -22,18 +22,23 @@ error handling flags; anything else, and every observed call, goes through
 `invoke` as before.
 
 Plugin tools (`antler.runtime.toolguard`) and the `task` tool
-(`antler.runtime.delegation`) call through it.
+(`antler.runtime.delegation`) call through it; the application's, the config's and
+the MCP servers' tools do through `quiet_tools`, which gives each tool whose class
+qualifies a copy under a subclass whose `invoke` tries `quiet_call` first (its name,
+schema, function and flags are the tool's own; `ainvoke` is LangChain's).
 """
 
 from __future__ import annotations
 
+import copy
 import functools
-from collections.abc import Callable, Mapping
+import inspect
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from antler.compat import langchain_private
 
-__all__ = ["NOT_QUIET", "quiet_call", "quiet_class"]
+__all__ = ["NOT_QUIET", "quiet_call", "quiet_class", "quiet_tools"]
 
 NOT_QUIET: Any = object()
 """What `quiet_call` returns when the call must go through the tool's `invoke`."""
@@ -72,6 +77,51 @@ def quiet_class(cls: type) -> bool:
     return issubclass(cls, StructuredTool) and all(
         getattr(cls, name) is getattr(owner, name)
         for name, owner in (("run", BaseTool), ("invoke", BaseTool), ("_run", StructuredTool)))
+
+
+def quiet_tools(tools: Sequence[Any]) -> list[Any]:
+    """`tools` (same order), each tool of a class `quiet_class` vouches for a copy whose
+    calls nothing observes are made by `quiet_call`; any other item is kept as it is, and
+    so is a tool with no sync function (`quiet_call` would leave each call to `invoke`) or
+    whose function takes LangChain's `callbacks` (its run's child manager, which only
+    LangChain's run makes)."""
+    quiet = []
+    for item in tools:
+        cls = type(item)
+        if not quiet_class(cls) or getattr(cls, _QUIET_MARK, False) or item.func is None \
+                or _takes_callbacks(item.func):
+            quiet.append(item)
+            continue
+        clone = copy.copy(item)
+        object.__setattr__(clone, "__class__", _quiet_subclass(cls))
+        quiet.append(clone)
+    return quiet
+
+
+_QUIET_MARK = "_antler_quiet_invoke"
+
+
+def _takes_callbacks(function: Any) -> bool:
+    """Whether `function` takes a `callbacks` argument (or its parameters cannot be read)."""
+    try:
+        return "callbacks" in inspect.signature(function).parameters
+    except (TypeError, ValueError, NameError):
+        return True
+
+
+@functools.cache
+def _quiet_subclass(cls: type) -> type:
+    """A subclass of tool class `cls` whose `invoke` makes an unobserved call quietly."""
+    invoke: Callable[..., Any] = cls.invoke  # type: ignore[attr-defined]
+
+    def quiet_invoke(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        result = quiet_call(self, input, config, kwargs)
+        return invoke(self, input, config, **kwargs) if result is NOT_QUIET else result
+
+    return type(cls.__name__, (cls,), {"invoke": quiet_invoke, _QUIET_MARK: True,
+                                       "__module__": cls.__module__,
+                                       "__qualname__": cls.__qualname__,
+                                       "__doc__": cls.__doc__})
 
 
 def _observed(tool: Any, config: Mapping[str, Any]) -> bool:
