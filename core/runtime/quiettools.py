@@ -87,7 +87,7 @@ def quiet_tools(tools: Sequence[Any]) -> list[Any]:
     LangChain's run makes)."""
     quiet = []
     for item in tools:
-        cls = type(item)
+        cls: type = type(item)
         if not quiet_class(cls) or getattr(cls, _QUIET_MARK, False) or item.func is None \
                 or _takes_callbacks(item.func):
             quiet.append(item)
