@@ -21,6 +21,7 @@ keeps its own times, so no lock is taken; with one, it was 1.3 us per step).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import gc
 import os
@@ -40,10 +41,11 @@ class _ThreadTimes:
     """One thread's CPU time in the fused nodes' runs and in their steps, and how deep it is
     in them: each thread adds to its own, so timing a step takes no lock."""
 
-    __slots__ = ("depth", "runner", "steps")
+    __slots__ = ("depth", "in_step", "runner", "steps")
 
     def __init__(self) -> None:
         self.depth = 0
+        self.in_step = False
         self.runner = 0.0
         self.steps = 0.0
 
@@ -85,12 +87,14 @@ class GlueClock:
                     return method(*args, **kwargs)
                 finally:
                     times.depth = depth
+            in_step, times.in_step = times.in_step, False  # its steps are timed again
             started = clock()
             try:
                 return method(*args, **kwargs)
             finally:
                 times.runner += clock() - started
                 times.depth = depth
+                times.in_step = in_step
         return timed
 
     def around_step(self, invoke: Callable[..., Any]) -> Callable[..., Any]:
@@ -99,20 +103,37 @@ class GlueClock:
         @functools.wraps(invoke)
         def timed(*args: Any, **kwargs: Any) -> Any:
             times = local.times if hasattr(local, "times") else self._times()
+            if times.in_step:  # a hook `_invoke` calls: timed with it already
+                return invoke(*args, **kwargs)
             depth = times.depth
             times.depth = 0  # a node run inside a step (a subagent's) counts on its own
+            times.in_step = True
             started = clock()
             try:
                 return invoke(*args, **kwargs)
             finally:
                 times.steps += clock() - started
                 times.depth = depth
+                times.in_step = False
         return timed
 
     def install(self) -> None:
+        """Time the fused nodes' runs, `_invoke` (a step run through its runnable) and
+        each hook `run_steps` calls itself (`Step.direct`, timed from the hook's call on:
+        the member's config and the context variable count as glue)."""
+        import antler.compiler as compiler
         from antler.compiler import model_node, start_node, steps
 
         steps._invoke = self.around_step(steps._invoke)
+        make_step = steps.make_step
+
+        def timed_step(*args: Any, **kwargs: Any) -> Any:
+            step = make_step(*args, **kwargs)
+            if step.direct is None:
+                return step
+            return dataclasses.replace(step, direct=self.around_step(step.direct))
+
+        steps.make_step = compiler.make_step = timed_step  # type: ignore[attr-defined]
         for cls in (steps.StepRunner, start_node.AgentStart, model_node.ModelHooks):
             cls.run = self.around_runner(cls.run)  # type: ignore[method-assign]
 
@@ -121,6 +142,13 @@ class GlueClock:
         with self._lock:
             threads = list(self._threads)
         return sum(times.runner - times.steps for times in threads)
+
+    @property
+    def nodes(self) -> float:
+        """Thread CPU time in the fused nodes' runs, steps included."""
+        with self._lock:
+            threads = list(self._threads)
+        return sum(times.runner for times in threads)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,13 +173,15 @@ def main(argv: list[str] | None = None) -> int:
             chain.prepare()()
             bare.prepare()()
         glue: list[float] = []
+        nodes: list[float] = []
         bare_ms: list[float] = []
         gc.collect()
         for _ in range(args.runs):
             run = chain.prepare()
-            before = watch.glue
+            before, nodes_before = watch.glue, watch.nodes
             run()
             glue.append((watch.glue - before) * 1000)
+            nodes.append((watch.nodes - nodes_before) * 1000)
             run = bare.prepare()
             started = process()
             run()
@@ -165,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
           f"start, {os.getloadavg()[0]:.1f} at the end")
     print(f"  glue {median_glue:.3f} ms per run = {median_glue / median_bare:.3f}x a bare "
           f"run ({median_bare:.2f} ms CPU, interleaved)")
+    median_nodes = statistics.median(nodes)
+    print(f"  fused nodes, steps included, {median_nodes:.3f} ms per run = "
+          f"{median_nodes / median_bare:.3f}x a bare run")
     return 0
 
 

@@ -128,28 +128,38 @@ _HOOK_SIGNATURES = _signatures()
 
 def model_chain(hooks: Sequence[Any]) -> Any:
     """`hooks` (sync `wrap_model_call` hooks, outermost first) as one handler, composed as
-    LangChain's `_chain_model_call_handlers` composes them (see the module docs)."""
+    LangChain's `_chain_model_call_handlers` composes them (see the module docs).
+
+    A layer hands the one outside it (its response, its commands); the commands are None
+    while there are none, the usual case, so no list is made for them.
+    """
     Composed = composed_model_response()
     split = _result_splitter()
+    plain = _plain_response_type()
     last = len(hooks) - 1
 
-    def level(index: int, request: Any, handler: Any) -> tuple[Any, list[Any]]:
+    def level(index: int, request: Any, handler: Any) -> tuple[Any, list[Any] | None]:
         hook = hooks[index]
         if index == last:
-            return split(hook(request, handler), None)
+            result = hook(request, handler)
+            return (result, None) if type(result) is plain else split(result, None)
         inner_commands: list[Any] = []
 
         def inner(inner_request: Any) -> Any:
             inner_commands.clear()  # a retry keeps the commands of its last call only
             response, commands = level(index + 1, inner_request, handler)
-            inner_commands.extend(commands)
+            if commands:
+                inner_commands.extend(commands)
             return response
 
-        return split(hook(request, inner), inner_commands)
+        result = hook(request, inner)
+        if type(result) is plain and not inner_commands:
+            return result, None
+        return split(result, inner_commands)
 
     def chain(request: Any, handler: Any) -> Any:
         response, commands = level(0, request, handler)
-        return Composed(model_response=response, commands=commands)
+        return Composed(model_response=response, commands=commands or [])
 
     return chain
 
@@ -158,27 +168,41 @@ def amodel_chain(hooks: Sequence[Any]) -> Any:
     """`model_chain` of async `awrap_model_call` hooks."""
     Composed = composed_model_response()
     split = _result_splitter()
+    plain = _plain_response_type()
     last = len(hooks) - 1
 
-    async def level(index: int, request: Any, handler: Any) -> tuple[Any, list[Any]]:
+    async def level(index: int, request: Any, handler: Any) -> tuple[Any, list[Any] | None]:
         hook = hooks[index]
         if index == last:
-            return split(await hook(request, handler), None)
+            result = await hook(request, handler)
+            return (result, None) if type(result) is plain else split(result, None)
         inner_commands: list[Any] = []
 
         async def inner(inner_request: Any) -> Any:
             inner_commands.clear()
             response, commands = await level(index + 1, inner_request, handler)
-            inner_commands.extend(commands)
+            if commands:
+                inner_commands.extend(commands)
             return response
 
-        return split(await hook(request, inner), inner_commands)
+        result = await hook(request, inner)
+        if type(result) is plain and not inner_commands:
+            return result, None
+        return split(result, inner_commands)
 
     async def chain(request: Any, handler: Any) -> Any:
         response, commands = await level(0, request, handler)
-        return Composed(model_response=response, commands=commands)
+        return Composed(model_response=response, commands=commands or [])
 
     return chain
+
+
+@functools.cache
+def _plain_response_type() -> type:
+    """LangChain's `ModelResponse`, the usual result of a layer (nothing to unwrap)."""
+    from langchain.agents.middleware.types import ModelResponse
+
+    return ModelResponse
 
 
 @functools.cache
