@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 from antler.compat import branch_spec, runnable_callable, task_config_keys, update_fields
 
 from .fusionplan import DESTINATIONS, FUSED_EVENT, JUMP_KEY, MODEL_NODE, Member, hook_events_asked
+from .leanchannels import lean_aggregate_class
 from .proxies import overrides
 
 if TYPE_CHECKING:
@@ -78,10 +79,15 @@ def state_channels(middlewares: Sequence[Any], base: type
     for fields in hints.values():
         merged.update(fields)
     graph = StateGraph(TypedDict("FusionView", merged))  # type: ignore[operator]
+    lean = lean_aggregate_class()
     channels: dict[str, Channel] = {}
     for key, channel in graph.channels.items():
         if isinstance(channel, BinaryOperatorAggregate):
-            channels[key] = Channel("reduce", channel, _is_add_messages(channel.operator),
+            # The template a run copies for a key's first value (`Run._through_channel`):
+            # a `LeanAggregate` copies without working its empty value's type out again.
+            template = (lean.of(channel) if type(channel) is BinaryOperatorAggregate
+                        else None) or channel
+            channels[key] = Channel("reduce", template, _is_add_messages(channel.operator),
                                      _is_plain_add_messages(channel.operator))
         elif isinstance(channel, EphemeralValue):
             channels[key] = Channel("ephemeral", channel)
@@ -699,6 +705,8 @@ def _updates_of(result: Any, label: str) -> tuple[list[tuple[str, Any]], list[An
     if isinstance(result, dict):
         return list(result.items()), [], False
     Command = command_type()
+    if type(result) is list and len(result) == 1 and type(result[0]) is Command:
+        result = result[0]  # the model's or a tool's usual result: read as the Command itself
     if isinstance(result, Command):
         if result.graph == Command.PARENT:
             return [], [result], True
@@ -822,7 +830,8 @@ def ending_edge(graph: Any, node: str, decided: SavedAnswers | None = None,
         return END if state.get(END_MARK) else ask(state, config)
 
     ends = None if spec.ends is None else {**spec.ends, END: END}
-    routed = spec._replace(path=RunnableCallable(ending, trace=False), ends=ends)
+    # `recurse=False`: `ask` already runs a runnable the route returns (`route_caller`).
+    routed = spec._replace(path=RunnableCallable(ending, trace=False, recurse=False), ends=ends)
     replaced = routed.run(edge.kwargs["writer"], read)
     return [replaced if writer is edge else writer for writer in graph.nodes[node].writers], route
 
