@@ -13,9 +13,14 @@ measured as the thread CPU time of each fused node's run minus the time inside
 its steps (each hook, and the model call with its wrap layers), summed over
 the lead's and the subagent's nodes, and reported per run beside a bare
 `create_agent`'s whole run (bare's run time, CPU of the process, measured
-interleaved). What the wrappers timing the steps do outside their timer reads
-counts as glue: about 0.5 us per step, 32 us per run of the demo (each thread
-keeps its own times, so no lock is taken; with one, it was 1.3 us per step).
+interleaved). A step is timed from `_invoke` on, or, for a hook `run_steps`
+calls itself (`Step.direct`), from the hook's call on: the member's config and
+state copy then count as glue. What the wrappers timing the steps do outside
+their timer reads counts as glue: about 0.5 us per step, 32 us per run of the
+demo (each thread keeps its own times, so no lock is taken; with one, it was
+1.3 us per step). The fused nodes' whole time (steps included) is reported
+too: it compares two versions of the glue without depending on where a step's
+timer starts.
 """
 
 from __future__ import annotations
