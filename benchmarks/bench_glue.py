@@ -1,6 +1,6 @@
 """Benchmark: the compiler's own glue around the fused hooks, per run of the demo.
 
-    python -m benchmarks.bench_glue [--runs N] [--chain default|all-optional]
+    python -m benchmarks.bench_glue [--runs N] [--chain default|all-optional] [--instructions]
 
 The compiled chain runs the hooks of a fused node one after another on a view
 of the state (`antler.compiler.nodes`): the input step with the
@@ -21,6 +21,13 @@ demo (each thread keeps its own times, so no lock is taken; with one, it was
 1.3 us per step). The fused nodes' whole time (steps included) is reported
 too: it compares two versions of the glue without depending on where a step's
 timer starts.
+
+`--instructions` counts instead what the load on a shared machine does not
+move: the chain's runs and bare's (`--runs`, 5 is plenty), each in a process of
+its own under valgrind's callgrind, counted around the runs only (after three
+warm-up runs; worker threads included, the commands the sandbox starts not).
+Two counts of the same code differ by about 1%, so a change of a tenth of a
+millisecond per run shows where time medians at load 3 cannot resolve 4%.
 """
 
 from __future__ import annotations
@@ -30,7 +37,11 @@ import dataclasses
 import functools
 import gc
 import os
+import re
+import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -156,12 +167,72 @@ class GlueClock:
         return sum(times.runner for times in threads)
 
 
+def count_instructions(runs: int, chain: str) -> int:
+    """Print the chain's and bare's instructions for `runs` runs of the demo, per saver."""
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        print("--instructions needs valgrind (callgrind_control) on the PATH")
+        return 2
+    counts: dict[tuple[str, str], int] = {}
+    with tempfile.TemporaryDirectory(prefix="antler-bench-") as scratch:
+        for saver in ("memory", "none"):
+            for kind in ("chain", "bare"):
+                out = Path(scratch) / f"{kind}-{saver}.out"
+                done = subprocess.run(
+                    ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                     f"--callgrind-out-file={out}", sys.executable, "-m", "benchmarks.bench_glue",
+                     "--chain", chain, "--count", kind, saver, str(runs)],
+                    capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"},
+                    check=False)
+                found = re.search(r"Collected : (\d+)", done.stderr)
+                if done.returncode or found is None:
+                    print(f"callgrind failed for {kind} ({saver}):\n{done.stderr[-2000:]}")
+                    return 1
+                counts[kind, saver] = int(found.group(1))
+    print(f"Instructions for {runs} runs of the demo (callgrind, whole process, counted around the "
+          f"runs only, after 3 warm-up runs; PYTHONHASHSEED=0), {chain} chain (fused) and bare:")
+    for saver in ("memory", "none"):
+        mine, bare = counts["chain", saver], counts["bare", saver]
+        print(f"  {saver:<7} chain {mine / 1e6:8.1f}M  bare {bare / 1e6:8.1f}M  "
+              f"x bare {mine / bare:.3f}  excess {(mine - bare) / runs / 1e6:.2f}M per run")
+    return 0
+
+
+def _counted(kind: str, saver: str, runs: int, chain_name: str) -> int:
+    """The runs `count_instructions` counts, in this process (run under callgrind)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    with tempfile.TemporaryDirectory(prefix="antler-bench-") as scratch:
+        checkpointer = InMemorySaver() if saver == "memory" else None
+        runner: Any = (AntlerRunner(chain_name, "fused", checkpointer, Path(scratch), runs + 3)
+                       if kind == "chain" else BareRunner(checkpointer, runs + 3, Path(scratch)))
+        for _ in range(3):
+            runner.prepare()()
+        prepared = [runner.prepare() for _ in range(runs)]
+        gc.collect()
+        toggle = ["callgrind_control", "-i"]
+        subprocess.run([*toggle, "on", str(os.getpid())], capture_output=True, check=False)
+        for run in prepared:
+            run()
+        subprocess.run([*toggle, "off", str(os.getpid())], capture_output=True, check=False)
+        runner.close()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--chain", choices=("default", "all-optional"), default="default")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions under callgrind instead (--runs 5 is plenty)")
+    parser.add_argument("--count", nargs=3, metavar=("KIND", "SAVER", "RUNS"),
+                        help=argparse.SUPPRESS)  # the runs --instructions counts
     args = parser.parse_args(argv)
+    if args.count:
+        kind, saver, runs = args.count
+        return _counted(kind, saver, int(runs), args.chain)
+    if args.instructions:
+        return count_instructions(args.runs, args.chain)
     watch = GlueClock()
     watch.install()
     process = clock_of("cpu")
