@@ -135,7 +135,10 @@ class ModelHooks(StepRunner):
                               f"node: {problem}; compile with into_model=False")
         node = graph.nodes[MODEL_NODE]
         self.model = Step(MODEL_NODE, MODEL_NODE, _ModelCall(node.bound, self.answers), ())
-        update: dict[str, Any] = {"bound": RunnableCallable(self.run, self.arun, trace=False)}
+        # `recurse=False`: the node returns its writes, never a runnable to run in their place
+        # (LangGraph would test every result against the `Runnable` ABC).
+        bound = RunnableCallable(self.run, self.arun, trace=False, recurse=False)
+        update: dict[str, Any] = {"bound": bound}
         if self.end:
             update["writers"], self.route = ending_edge(graph, MODEL_NODE, self.routes)
             self.ask_route = route_caller(self.route)

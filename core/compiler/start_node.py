@@ -97,9 +97,10 @@ class AgentStart(StepRunner):
         # Writes of the node's output as every other node's: state updates, then gotos.
         output = next(w for w in graph.nodes[self.entry].writers if isinstance(w, ChannelWrite))
         # It reads the state as well as its input (the `__start__` channel).
+        # `recurse=False`: the node returns its writes, never a runnable (see `ModelHooks`).
         graph.nodes[START_NODE] = node.copy({
             "channels": [*self.channels, START_NODE],
-            "bound": RunnableCallable(self.run, self.arun, trace=False),
+            "bound": RunnableCallable(self.run, self.arun, trace=False, recurse=False),
             "writers": [ChannelWrite(output.writes, tags=output.tags)],
         })
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 from antler.compat import branch_spec, runnable_callable, task_config_keys, update_fields
 
 from .fusionplan import DESTINATIONS, FUSED_EVENT, JUMP_KEY, MODEL_NODE, Member, hook_events_asked
+from .leanchannels import lean_aggregate_class
 from .proxies import overrides
 
 if TYPE_CHECKING:
@@ -78,10 +79,15 @@ def state_channels(middlewares: Sequence[Any], base: type
     for fields in hints.values():
         merged.update(fields)
     graph = StateGraph(TypedDict("FusionView", merged))  # type: ignore[operator]
+    lean = lean_aggregate_class()
     channels: dict[str, Channel] = {}
     for key, channel in graph.channels.items():
         if isinstance(channel, BinaryOperatorAggregate):
-            channels[key] = Channel("reduce", channel, _is_add_messages(channel.operator),
+            # The template a run copies for a key's first value (`Run._through_channel`):
+            # a `LeanAggregate` copies without working its empty value's type out again.
+            template = (lean.of(channel) if type(channel) is BinaryOperatorAggregate
+                        else None) or channel
+            channels[key] = Channel("reduce", template, _is_add_messages(channel.operator),
                                      _is_plain_add_messages(channel.operator))
         elif isinstance(channel, EphemeralValue):
             channels[key] = Channel("ephemeral", channel)
@@ -174,9 +180,10 @@ def _as_messages(value: Any) -> Any:
         return value
     else:
         items = value if isinstance(value, list) else [value]
-    kind = _message_kind
+    kinds = _message_kinds
     for item in items:
-        if kind(type(item)) == _CONVERTED:
+        cls = type(item)
+        if (kinds[cls] if cls in kinds else _message_kind(cls)) == _CONVERTED:
             break
     else:
         return value
@@ -284,15 +291,36 @@ def run_steps(run: Run, steps: Iterable[Step], runtime: Any, config: RunnableCon
     """Run `steps` one after another on `run`'s view, until one ends the group.
 
     `runtime` is the node's own (LangGraph's `Runtime` of this task), which is
-    what each member would be given as a node of its own.
+    what each member would be given as a node of its own. A hook that only
+    takes the runtime besides the state (`Step.direct`) is called here, in the
+    loop, when nothing listens: what `_invoke` does for it, without its frame
+    and without working the node's metadata out again for every member.
     """
     direct = runtime if runtime is not None and not _listened(config) else None
     timed = run.events is not None  # a step's duration is only reported in its event
     view, ephemeral = run.view, run.node.ephemeral
+    metadata = config.get("metadata")
+    var = _CHILD_CONFIG[0] if _CHILD_CONFIG else _child_config_var()
     for step in steps:
         started = time.perf_counter() if timed else 0.0
-        # Each hook node gets a fresh dict from LangGraph; so does each member here.
-        result = _invoke(step, view.copy(), direct, config)
+        hook = step.direct if direct is not None else None
+        if hook is not None:
+            # `_invoke`'s direct case; the member's config as `_member_config` makes it.
+            node = step.node
+            member = config if node == MODEL_NODE else {
+                **config, "metadata": {**metadata, "langgraph_node": node} if metadata
+                else {"langgraph_node": node}}
+            # Each hook node gets a fresh dict from LangGraph; so does each member here.
+            state = view.copy()
+            token = var.set(member)
+            try:
+                result = hook(state, runtime=direct)
+                if result is not None and type(result) is not dict and _is_runnable(result):
+                    result = result.invoke(state, member)  # as RunnableCallable.invoke recurses
+            finally:
+                var.reset(token)
+        else:
+            result = _invoke(step, view.copy(), direct, config)
         if result is None and not timed:  # the usual result: `absorb`'s first case, inline
             run.step += 1
             for key in ephemeral:
@@ -398,10 +426,25 @@ def _child_config_var() -> Any:
 
 
 def _is_runnable(result: Any) -> bool:
-    """Whether a hook returned a runnable, which `RunnableCallable` runs in its place."""
+    """Whether a hook returned a runnable, which `RunnableCallable` runs in its place.
+
+    Known per class (`Runnable` is an ABC: an `isinstance` test goes through
+    `ABCMeta.__instancecheck__` on every result of a hook's other kinds, a `Command`).
+    """
     if result is None or type(result) is dict:
-        return False  # the usual results: no isinstance check against the ABC
-    return isinstance(result, _runnable_type())
+        return False  # the usual results
+    cls = type(result)
+    known = _RUNNABLE_CLASSES.get(cls)
+    if known is None:
+        known = issubclass(cls, _runnable_type())
+        if len(_RUNNABLE_CLASSES) < _KEPT_CLASSES:  # classes made on the fly do not pile up
+            _RUNNABLE_CLASSES[cls] = known
+    return known
+
+
+_RUNNABLE_CLASSES: dict[type, bool] = {}
+"""Per class of a hook's result, whether it is a `Runnable` (`_is_runnable`)."""
+_KEPT_CLASSES = 256
 
 
 @functools.cache
@@ -518,7 +561,7 @@ class Run:
         else:
             if channel.messages:
                 value = _as_messages(value)
-            if _is_overwrite(value):
+            if type(value) is not list and _is_overwrite(value):  # a list never is one
                 self.overwritten.add(key)
                 self._through_channel(key, channel, [value])
             elif key not in view:
@@ -572,8 +615,10 @@ class Run:
         if type(current) is not list:
             return False
         batch = value if type(value) is list else value if isinstance(value, list) else [value]
+        kinds = _message_kinds
         for message in batch:
-            if _message_kind(type(message)) != _PLAIN:
+            cls = type(message)
+            if (kinds[cls] if cls in kinds else _message_kind(cls)) != _PLAIN:
                 return False
         indexed = self.indexed.get(key)
         if indexed is not None and indexed[0] is current:
@@ -660,6 +705,8 @@ def _updates_of(result: Any, label: str) -> tuple[list[tuple[str, Any]], list[An
     if isinstance(result, dict):
         return list(result.items()), [], False
     Command = command_type()
+    if type(result) is list and len(result) == 1 and type(result[0]) is Command:
+        result = result[0]  # the model's or a tool's usual result: read as the Command itself
     if isinstance(result, Command):
         if result.graph == Command.PARENT:
             return [], [result], True
@@ -783,7 +830,8 @@ def ending_edge(graph: Any, node: str, decided: SavedAnswers | None = None,
         return END if state.get(END_MARK) else ask(state, config)
 
     ends = None if spec.ends is None else {**spec.ends, END: END}
-    routed = spec._replace(path=RunnableCallable(ending, trace=False), ends=ends)
+    # `recurse=False`: `ask` already runs a runnable the route returns (`route_caller`).
+    routed = spec._replace(path=RunnableCallable(ending, trace=False, recurse=False), ends=ends)
     replaced = routed.run(edge.kwargs["writer"], read)
     return [replaced if writer is edge else writer for writer in graph.nodes[node].writers], route
 

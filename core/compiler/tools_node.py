@@ -97,8 +97,10 @@ class ToolsEnd(StepRunner):
         self.tools = node.bound
         writers, self.route = ending_edge(graph, TOOLS_NODE, self.routes)
         self.ask_route = route_caller(self.route)
+        # `recurse=False`: the node returns its writes, never a runnable (see `ModelHooks`).
         graph.nodes[TOOLS_NODE] = node.copy({
-            "bound": RunnableCallable(self.run, self.arun, trace=False), "writers": writers})
+            "bound": RunnableCallable(self.run, self.arun, trace=False, recurse=False),
+            "writers": writers})
 
     def run(self, input: Any, runtime: Any, config: RunnableConfig) -> Any:
         key = task_key(config)

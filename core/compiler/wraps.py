@@ -14,9 +14,11 @@ LangChain's own composition function. Model-call wrappers are composed by
 `model_chain`, which keeps LangChain's rules (a retry keeps the commands of the
 last call only, a short circuit keeps inner members out, an `ExtendedModelResponse`'s
 command joins the list inner first) without its per-layer result objects: a
-layer hands the layer outside it the model response and its commands as a pair,
-and the usual result, a `ModelResponse`, is recognised by its class before any
-`isinstance` test (an `AIMessage` test goes through pydantic's metaclass).
+layer returns the model response and leaves its commands in a list the layer
+outside it holds, each layer's handler is the next layer bound to its place (one
+frame per layer), and the usual result, a `ModelResponse`, is recognised by its
+class before any `isinstance` test (an `AIMessage` test goes through pydantic's
+metaclass).
 `tests/compiler/test_compiler_wraps.py` runs each composition beside
 LangChain's nested layers. The members' wrap hooks are hidden from
 `create_agent` by their proxies, as fused node hooks are. When LangSmith traces
@@ -128,27 +130,40 @@ _HOOK_SIGNATURES = _signatures()
 
 def model_chain(hooks: Sequence[Any]) -> Any:
     """`hooks` (sync `wrap_model_call` hooks, outermost first) as one handler, composed as
-    LangChain's `_chain_model_call_handlers` composes them (see the module docs)."""
+    LangChain's `_chain_model_call_handlers` composes them (see the module docs).
+
+    The handler a layer is given is the next layer itself, bound to its place
+    (`functools.partial`, made in C): one frame per layer, not a closure calling a
+    function. A layer leaves the commands it and the layers inside it returned in
+    the list it is given, clearing it first (a retry keeps the commands of its last
+    call only); the usual result, a `ModelResponse` with no command, adds none.
+    """
     Composed = composed_model_response()
     split = _result_splitter()
+    plain = _plain_response_type()
     last = len(hooks) - 1
+    partial = functools.partial
 
-    def level(index: int, request: Any, handler: Any) -> tuple[Any, list[Any]]:
+    def layer(index: int, handler: Any, commands: list[Any], request: Any) -> Any:
+        commands.clear()
         hook = hooks[index]
         if index == last:
-            return split(hook(request, handler), None)
-        inner_commands: list[Any] = []
-
-        def inner(inner_request: Any) -> Any:
-            inner_commands.clear()  # a retry keeps the commands of its last call only
-            response, commands = level(index + 1, inner_request, handler)
-            inner_commands.extend(commands)
-            return response
-
-        return split(hook(request, inner), inner_commands)
+            result = hook(request, handler)
+            if type(result) is plain:
+                return result
+            response, own = split(result, None)
+        else:
+            inner: list[Any] = []
+            result = hook(request, partial(layer, index + 1, handler, inner))
+            if type(result) is plain and not inner:
+                return result
+            response, own = split(result, inner)
+        commands.extend(own)
+        return response
 
     def chain(request: Any, handler: Any) -> Any:
-        response, commands = level(0, request, handler)
+        commands: list[Any] = []
+        response = layer(0, handler, commands, request)
         return Composed(model_response=response, commands=commands)
 
     return chain
@@ -158,27 +173,41 @@ def amodel_chain(hooks: Sequence[Any]) -> Any:
     """`model_chain` of async `awrap_model_call` hooks."""
     Composed = composed_model_response()
     split = _result_splitter()
+    plain = _plain_response_type()
     last = len(hooks) - 1
+    partial = functools.partial
 
-    async def level(index: int, request: Any, handler: Any) -> tuple[Any, list[Any]]:
+    async def layer(index: int, handler: Any, commands: list[Any], request: Any) -> Any:
+        commands.clear()
         hook = hooks[index]
         if index == last:
-            return split(await hook(request, handler), None)
-        inner_commands: list[Any] = []
-
-        async def inner(inner_request: Any) -> Any:
-            inner_commands.clear()
-            response, commands = await level(index + 1, inner_request, handler)
-            inner_commands.extend(commands)
-            return response
-
-        return split(await hook(request, inner), inner_commands)
+            result = await hook(request, handler)
+            if type(result) is plain:
+                return result
+            response, own = split(result, None)
+        else:
+            inner: list[Any] = []
+            result = await hook(request, partial(layer, index + 1, handler, inner))
+            if type(result) is plain and not inner:
+                return result
+            response, own = split(result, inner)
+        commands.extend(own)
+        return response
 
     async def chain(request: Any, handler: Any) -> Any:
-        response, commands = await level(0, request, handler)
+        commands: list[Any] = []
+        response = await layer(0, handler, commands, request)
         return Composed(model_response=response, commands=commands)
 
     return chain
+
+
+@functools.cache
+def _plain_response_type() -> type:
+    """LangChain's `ModelResponse`, the usual result of a layer (nothing to unwrap)."""
+    from langchain.agents.middleware.types import ModelResponse
+
+    return ModelResponse
 
 
 @functools.cache

@@ -64,7 +64,8 @@ _FIRST_SEEN = ("created_at", "run_id")
 def _entries(value: Any) -> list[Mapping[str, Any]]:
     if not isinstance(value, list | tuple):
         return []
-    return [entry for entry in value if isinstance(entry, Mapping)]
+    # A dict (every entry a reducer writes) needs no `Mapping` ABC check.
+    return [entry for entry in value if type(entry) is dict or isinstance(entry, Mapping)]
 
 
 def _merge_entry(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:

@@ -67,7 +67,8 @@ def hidden_source(message: Any) -> str | None:
     ``name`` or text, never its marker.
     """
     marker = (getattr(message, "additional_kwargs", None) or {}).get(HIDDEN_KEY)
-    source = marker.get("source") if isinstance(marker, Mapping) else None
+    source = (marker.get("source") if type(marker) is dict or isinstance(marker, Mapping)
+              else None)
     return source if isinstance(source, str) else None
 
 

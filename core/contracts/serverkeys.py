@@ -79,7 +79,7 @@ def strip_server_owned(message: Any, keys: Collection[str]) -> tuple[Any, list[s
     Pass `keys` as a set: the message's few entries are looked up in it.
     """
     kwargs = getattr(message, "additional_kwargs", None)
-    if not isinstance(kwargs, Mapping):
+    if type(kwargs) is not dict and not isinstance(kwargs, Mapping):  # dict: no ABC check
         return message, []
     found = [key for key in kwargs if key in keys]
     if not found:

@@ -4,7 +4,8 @@ LangChain's one layer per middleware.
 Each chain is built twice, once as LangChain wires it and once compiled, and the two
 runs are compared: final state, the model's requests, tool executions, and the order in
 which every wrapper saw each call and its result. The wrappers edit requests, retry their
-handler, short-circuit, and return `ExtendedModelResponse` commands.
+handler (also when the retry fails inside and the first answer stands), short-circuit,
+and return `ExtendedModelResponse` commands.
 """
 
 from __future__ import annotations
@@ -56,22 +57,41 @@ class Wrapper(AgentMiddleware):
                                          command=Command(update={"log": [self._name]}))
         return response
 
+    def _flaky(self) -> None:
+        """`flaky`: every second model call fails (before its handler runs)."""
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.mode == "flaky" and self.calls % 2 == 0:
+            self.seen.append(f"{self._name} fails")
+            raise RuntimeError(f"{self._name} failed")
+
     def wrap_model_call(self, request: Any, handler: Any) -> Any:
         self.seen.append(f"{self._name} model {len(request.messages)}")
+        self._flaky()
         if self.mode == "short":
             return AIMessage(content=f"{self._name} answered", id=f"short-{len(self.seen)}")
         response = handler(self._request(request))
         if self.mode == "retry":
             response = handler(self._request(request))
+        if self.mode == "recover":  # a second try that fails: the first answer stands
+            try:
+                handler(self._request(request))
+            except RuntimeError:
+                self.seen.append(f"{self._name} kept its first answer")
         return self._model_result(response)
 
     async def awrap_model_call(self, request: Any, handler: Any) -> Any:
         self.seen.append(f"{self._name} model {len(request.messages)}")
+        self._flaky()
         if self.mode == "short":
             return AIMessage(content=f"{self._name} answered", id=f"short-{len(self.seen)}")
         response = await handler(self._request(request))
         if self.mode == "retry":
             response = await handler(self._request(request))
+        if self.mode == "recover":
+            try:
+                await handler(self._request(request))
+            except RuntimeError:
+                self.seen.append(f"{self._name} kept its first answer")
         return self._model_result(response)
 
     def _tool_result(self, result: Any) -> Any:
@@ -115,6 +135,9 @@ CHAINS = {
     "retrying": ["tag", "retry", "tag", "command"],
     "commands": ["command", "tag", "command"],
     "short circuit": ["tag", "short", "tag"],
+    # The commands of a try that failed inside are dropped (LangChain clears them when the
+    # handler is called again), while the answer of the try before stands.
+    "failed retry": ["recover", "command", "flaky"],
 }
 
 
