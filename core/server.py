@@ -25,8 +25,9 @@ except AntlerError as error:  # a bad $ANTLER_CONFIG: stop the server, do not se
     raise
 graph = agent.graph
 # `"http": {"app": "antler.server:app"}`: run input checked before a run is queued,
-# another user's thread id answered as a missing thread (`antler.runtime.serverapp`).
-app = served_app(agent.config.input.allow_roles)
+# another user's thread id answered as a missing thread, a deleted thread's files removed
+# (`antler.runtime.serverapp`).
+app = served_app(agent.config.input.allow_roles, agent.services.get("paths"))
 # Sandboxes kept between a thread's runs and memory updates still debouncing are
 # settled when the server process ends.
 atexit.register(agent.close)

@@ -18,24 +18,45 @@ Two things a client would otherwise get wrong answers for:
   the caller that the id is taken. `HiddenThreadConflicts` answers such a 409
   with what reading the thread answers the same caller: the owner still gets
   409 for their own thread, anyone else the server's own 404.
+
+And one thing the server would leave half done:
+
+* **A deleted thread loses its files.** The server's ``DELETE /threads/{id}``
+  removes the thread's checkpoints only. When it answers with success (its
+  auth decided the caller may delete the thread), `DeletedThreadFiles` ends
+  the thread's sandbox namespace and removes its directory under the base
+  directory, ``users/<owner>/threads/<id>`` (uploads, workspace, outputs), as
+  `antler threads delete` does, before the answer goes out. The owner is the
+  user the served graph runs the caller's turns as (`served_thread_files`).
+  Any other answer (404, 403, 409, 422) removes nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import re
 from collections.abc import Collection
+from pathlib import Path
 from typing import Any
 
+from antler.contracts.runcontext import AUTH_USER_KEY, RunContext, authenticated
 from antler.errors import InputError
+from antler.plugin_api.paths import InvalidIdentifierError, PathLayout
 
 from .inputs import check_input, check_input_keys
+from .sandbox.threaddir import ThreadDirectoryError, remove_thread_directory
 
-__all__ = ["HiddenThreadConflicts", "RunInputCheck", "check_run_request", "served_app"]
+__all__ = ["DeletedThreadFiles", "HiddenThreadConflicts", "RunInputCheck", "check_run_request",
+           "remove_served_thread_files", "served_app", "served_thread_files"]
+
+logger = logging.getLogger(__name__)
 
 _RUN_PATH = re.compile(r"^/(?:threads/[^/]+/)?runs(?:/stream|/wait|/batch|/crons)?/?$")
 _COPY_PATH = re.compile(r"^/threads/([^/]+)/copy/?$")
 _THREADS_PATH = re.compile(r"^/threads/?$")
+_THREAD_PATH = re.compile(r"^/threads/([^/]+)/?$")
 _REFUSED_STATUS = 400
 
 
@@ -128,12 +149,89 @@ class HiddenThreadConflicts:
             await send(message)
 
 
-def served_app(allow_roles: Collection[str]) -> Any:
-    """The Starlette app `langgraph.json` names: no routes, the two middlewares."""
+def served_thread_files(paths: PathLayout, user: Any, thread_id: str) -> Path | None:
+    """The directory of served thread `thread_id`'s files, for the server's auth `user`.
+
+    The served graph runs a caller's turns as the user id `authenticated` gives
+    the auth handler's user (its ``identity``; ``default`` without an auth
+    handler), and keeps the thread's files under ``users/<user id>/threads/
+    <thread id>`` of the base directory. None when either id is not one a thread
+    directory can have (``..``, a path, a control character): the graph never
+    made a directory for it, and no such id may name a path.
+    """
+    user_id = authenticated(RunContext(), {AUTH_USER_KEY: user}).user_id
+    try:
+        return paths.thread(user_id, thread_id).user_data.parent
+    except InvalidIdentifierError:
+        return None
+
+
+def remove_served_thread_files(paths: PathLayout, user: Any, thread_id: str) -> Path | None:
+    """End served thread `thread_id`'s sandbox namespace and remove its directory
+    (`remove_thread_directory`); which directory it was, or None for an id no
+    directory can have.
+
+    Raises:
+        ThreadDirectoryError: the namespace or the directory could not be removed.
+    """
+    directory = served_thread_files(paths, user, thread_id)
+    users = paths.base / "users"
+    if directory is None or directory.parent.parent.parent != users:
+        return None  # validated ids give exactly that layout; anything else is refused
+    remove_thread_directory(directory)
+    return directory
+
+
+class DeletedThreadFiles:
+    """ASGI middleware: a thread the server deleted loses its directory and namespace."""
+
+    def __init__(self, app: Any, paths: PathLayout) -> None:
+        self.app = app
+        self.paths = paths
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        deleted = _THREAD_PATH.match(scope["path"]) if scope["type"] == "http" \
+            and scope["method"] == "DELETE" else None
+        if deleted is None:
+            await self.app(scope, receive, send)
+            return
+        # The answer is held until the files are gone: a client that reads the thread's
+        # directory after its 204 finds it removed.
+        status, messages = await _capture(self.app, scope, receive)
+        if 200 <= status < 300:
+            # The server's auth middleware put the caller in the scope it was handed.
+            await asyncio.to_thread(self._remove, scope.get("user"), deleted.group(1))
+        for message in messages:
+            await send(message)
+
+    def _remove(self, user: Any, thread_id: str) -> None:
+        try:
+            remove_served_thread_files(self.paths, user, thread_id)
+        except ThreadDirectoryError as error:
+            directory = served_thread_files(self.paths, user, thread_id)
+            logger.error(
+                "DELETE /threads/%s: the server deleted the thread's checkpoints, but its "
+                "files in %s were not removed: %s. Nothing else refers to them now: remove "
+                "%s by hand (as its owner or root); deleting the thread again answers 404.",
+                thread_id, directory, _reason(error), directory)
+
+
+def _reason(error: ThreadDirectoryError) -> str:
+    """Why the removal failed, without `remove_thread_directory`'s advice to delete again."""
+    cause = error.__cause__
+    if isinstance(cause, OSError) and cause.strerror:
+        return f"{cause.filename or ''}: {cause.strerror}".lstrip(": ")
+    return str(error)
+
+
+def served_app(allow_roles: Collection[str], paths: PathLayout | None = None) -> Any:
+    """The Starlette app `langgraph.json` names: no routes, the middlewares
+    (`DeletedThreadFiles` when `paths`, the agent's, says where thread files are)."""
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
 
-    return Starlette(middleware=[Middleware(HiddenThreadConflicts),
+    deleting = [Middleware(DeletedThreadFiles, paths=paths)] if paths is not None else []
+    return Starlette(middleware=[*deleting, Middleware(HiddenThreadConflicts),
                                  Middleware(RunInputCheck, allow_roles=allow_roles)])
 
 
