@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_type_hints
 
 from antler.compat import branch_spec, runnable_callable, task_config_keys, update_fields
+from antler.contracts.folding import fold_of
 
 from .fusionplan import DESTINATIONS, FUSED_EVENT, JUMP_KEY, MODEL_NODE, Member, hook_events_asked
 from .leanchannels import lean_aggregate_class
@@ -41,6 +42,9 @@ class Channel:
     merged_by_id: bool = False
     """The reducer is `add_messages` itself (no `format`): `Run` merges a write that only
     adds or replaces messages by id without calling it (`Run._merge_messages`)."""
+    fold: Any = None
+    """How a node's several writes of this reducer key fold into fewer
+    (`antler.contracts.folding`; `fold_messages` for `add_messages`), or None."""
 
 
 _SCHEMA_HINTS: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDictionary()
@@ -87,8 +91,9 @@ def state_channels(middlewares: Sequence[Any], base: type
             # a `LeanAggregate` copies without working its empty value's type out again.
             template = (lean.of(channel) if type(channel) is BinaryOperatorAggregate
                         else None) or channel
+            plain = _is_plain_add_messages(channel.operator)
             channels[key] = Channel("reduce", template, _is_add_messages(channel.operator),
-                                     _is_plain_add_messages(channel.operator))
+                                     plain, fold_messages if plain else fold_of(channel.operator))
         elif isinstance(channel, EphemeralValue):
             channels[key] = Channel("ephemeral", channel)
         elif type(channel) in (LastValue, UntrackedValue):
@@ -107,6 +112,26 @@ def _is_add_messages(operator: Any) -> bool:
     inner = operator.func if isinstance(operator, functools.partial) else None
     return getattr(inner, "__name__", "") == "add_messages" and \
         getattr(inner, "__module__", "") == "langgraph.graph.message"
+
+
+def fold_messages(values: list[Any]) -> list[Any]:
+    """A node's writes of an `add_messages` key as one list, when each only adds or replaces
+    messages that have their ids (the values unchanged otherwise).
+
+    `add_messages` applies a list's messages one by one, replacing the one with the same id
+    or appending, so their concatenation gives what the writes one after another give.
+    """
+    kinds = _message_kinds
+    batch: list[Any] = []
+    for value in values:
+        items = value if type(value) is list else [value]
+        for message in items:
+            cls = type(message)
+            if (kinds[cls] if cls in kinds else _message_kind(cls)) != _PLAIN or \
+                    message.id is None:
+                return values  # a removal, a conversion or an id the reducer gives: kept
+        batch.extend(items)
+    return [batch]
 
 
 def _is_plain_add_messages(operator: Any) -> bool:
@@ -467,12 +492,14 @@ class Run:
     key by key as it is, without being regrouped.
     """
 
-    __slots__ = ("events", "extra", "indexed", "jumped", "last_writer", "node", "overwritten",
-                 "step", "view", "writes")
+    __slots__ = ("before", "events", "extra", "indexed", "jumped", "last_writer", "node",
+                 "overwritten", "step", "view", "writes")
 
     def __init__(self, node: StepRunner, state: Any, config: RunnableConfig | None = None,
                  ) -> None:
         self.node = node
+        self.before: Any = state
+        """The state the node read: a plain key's write of the value it holds is left out."""
         self.view: dict[str, Any] = dict(state)
         self.writes: dict[str, list[Any]] = {}
         self.indexed: dict[str, tuple[list[Any], dict[Any, int]]] = {}
@@ -645,7 +672,7 @@ class Run:
         return True
 
     def finish(self, runtime: Any, config: RunnableConfig | None) -> Any:
-        node, view = self.node, self.view
+        node, view, before = self.node, self.view, self.before
         channels = node.channels
         emitted: dict[str, list[Any]] = {}
         repeated: dict[str, list[Any]] = {}  # reducer keys written more than once
@@ -655,11 +682,17 @@ class Run:
                 if key in self.overwritten:
                     emitted[key] = [_overwrite(view[key])]
                 else:
+                    if len(values) > 1 and channels[key].fold is not None:
+                        values = channels[key].fold(values)  # fewer writes, the same value
                     emitted[key] = values
                     if len(values) > 1:
                         repeated[key] = values
             elif kind == "last":
-                emitted[key] = [values[-1]]
+                value = values[-1]
+                if type(value) in _UNCHANGING and key in before and \
+                        type(before[key]) is type(value) and before[key] == value:
+                    continue  # the channel holds this value already: the write changes nothing
+                emitted[key] = [value]
             elif self.last_writer[key] == self.step and key in view:
                 if (key == JUMP_KEY and not self.jumped and not node.loop_exit
                         and node.can_jump and view[key] in DESTINATIONS):
@@ -682,6 +715,12 @@ class Run:
             commands.append(Command(update={key: values[i] for key, values in repeated.items()
                                             if i < len(values)}))
         return commands + self.extra
+
+
+_UNCHANGING = frozenset({type(None), bool, int, float, str, bytes})
+"""Types of plain values `Run.finish` leaves unwritten when the channel holds an equal one of
+the same type: immutable, so no member can have changed the channel's object in place (a
+mutable one might have been, and the saver stores a channel's value only when it is written)."""
 
 
 def _overwrite(value: Any) -> Any:

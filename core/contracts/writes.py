@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict
 
-__all__ = ["LIMIT", "WRITES_KEY", "MessageWrites", "merge_writes"]
+from antler.contracts.folding import folds_with
+
+__all__ = ["LIMIT", "WRITES_KEY", "MessageWrites", "fold_writes", "merge_writes"]
 
 WRITES_KEY = "antler_message_writes"
 """Private state channel holding `MessageWrites`."""
@@ -45,6 +47,17 @@ class MessageWrites(TypedDict):
     built without `record_message_writes` never sets it, and its readers never trust it)."""
 
 
+def fold_writes(values: list[Any]) -> list[Any]:
+    """The writes of one superstep from its last ``{"base": token}`` on: a mark starts the
+    list over, so what came before it changes nothing (`antler.contracts.folding`)."""
+    for index in range(len(values) - 1, 0, -1):
+        change = values[index]
+        if isinstance(change, dict) and "base" in change:
+            return values[index:]
+    return values
+
+
+@folds_with(fold_writes)
 def merge_writes(current: MessageWrites | None, change: Any) -> MessageWrites:
     """The channel's reducer: ``{"base": token}`` starts a new list, anything else adds to it."""
     if isinstance(change, dict) and "base" in change:

@@ -97,6 +97,9 @@ if TYPE_CHECKING:
     from antler.contracts.fallback import (
         is_error_fallback as is_error_fallback,
     )
+    from antler.contracts.folding import (
+        folds_with as folds_with,
+    )
     from antler.contracts.mcp import (
         MCP_ADAPTER_PACKAGE as MCP_ADAPTER_PACKAGE,
     )
@@ -771,6 +774,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "antler.contracts.writes": (
         "WRITES_KEY", "MessageWrites", "merge_writes"
     ),
+    "antler.contracts.folding": ("folds_with",),
     "antler.contracts.toolgroups": (
         "FILE_READ_TOOLS", "FILE_WRITE_TOOLS", "SANDBOX_TOOLS", "TOOL_GROUPS",
         "expand_tool_groups"
@@ -986,6 +990,7 @@ __all__ = [
     "error_fallback_of",
     "evaluate",
     "expand_tool_groups",
+    "folds_with",
     "has_tool_call_intent",
     "hidden_marker",
     "hidden_source",

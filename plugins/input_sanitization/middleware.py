@@ -109,6 +109,7 @@ from antler.plugin_api import (
     MessageMemo,
     MessageWrites,
     StopReasonState,
+    folds_with,
     merge_writes,
     run_context,
     server_owned_keys,
@@ -176,6 +177,34 @@ class ProvenanceChange(TypedDict, total=False):
     """The writer's ledger token (a change without one leaves the record without one)."""
 
 
+def fold_provenance(changes: list[Any]) -> list[Any]:
+    """Changes written in one step as one that `merge_provenance` applies the same way.
+
+    Each change removes its ``gone`` ids, then adds its ``seen`` and ``user``; one change
+    removes every change's ``gone`` first, so an entry an earlier change added is kept
+    only when no later change removed it. The last change's ``token`` is the record's.
+    The changes are returned unchanged when one is no dict.
+    """
+    if not all(type(change) is dict for change in changes):
+        return changes
+    gone: set[str] = set()
+    seen: dict[str, str] = {}
+    user: list[str] = []
+    for change in changes:
+        removed = set(change.get("gone") or ())
+        if removed:
+            gone |= removed
+            seen = {i: d for i, d in seen.items() if i not in removed}
+            user = [i for i in user if i not in removed]
+        seen.update(change.get("seen") or {})
+        user.extend(change.get("user") or ())
+    folded: dict[str, Any] = {"seen": seen, "user": user, "token": changes[-1].get("token")}
+    if gone:
+        folded["gone"] = sorted(gone)
+    return [folded]
+
+
+@folds_with(fold_provenance)
 def merge_provenance(current: InputProvenance | None, change: Any) -> InputProvenance:
     """The record's reducer: `change` applied to `current`, neither modified.
 
