@@ -9,7 +9,8 @@ to ``messages`` touched (`antler.runtime.inputs.record_message_writes` wraps the
 writes of every node, the input step's included, so ``update_state`` through
 a node is listed too). A reader writes ``{"base": token}`` with its own state
 update: the list starts over, and ``base`` tells the next run which of the
-reader's records the list continues from.
+reader's records the list continues from. A node that marks and writes messages
+in one update writes one entry, the mark with its writes listed.
 
 A write the journal cannot follow message by message (an ``Overwrite``, the
 removal of all messages, a value that is no message list) sets ``all``; so
@@ -59,10 +60,18 @@ def fold_writes(values: list[Any]) -> list[Any]:
 
 @folds_with(fold_writes)
 def merge_writes(current: MessageWrites | None, change: Any) -> MessageWrites:
-    """The channel's reducer: ``{"base": token}`` starts a new list, anything else adds to it."""
+    """The channel's reducer: ``{"base": token}`` starts a new list, anything else adds to it.
+
+    A mark that also lists writes (``{"base": token, "ids": [...], ...}``, a node's mark and
+    its own writes in one) starts the list over and then adds them.
+    """
     if isinstance(change, dict) and "base" in change:
-        return {"base": change["base"], "ids": [], "removed": [], "all": False,
-                "recorded": False}
+        start: MessageWrites = {"base": change["base"], "ids": [], "removed": [], "all": False,
+                                "recorded": False}
+        if len(change) == 1:
+            return start
+        return merge_writes(start, {key: value for key, value in change.items()
+                                    if key != "base"})
     base: MessageWrites = current if isinstance(current, dict) else {
         "base": None, "ids": [], "removed": [], "all": False, "recorded": False}
     if not isinstance(change, dict):

@@ -268,6 +268,15 @@ def _journaled(mapper: Callable[[Any], Any]) -> Callable[[Any], Any]:
                     entry["removed"].append(message.id)
         if entry is not None:
             # Last among the node's writes: a reader's new mark in the same update comes first.
+            # When the node's last journal write is such a mark, the entry joins it: one
+            # write that starts the list over and lists these (`merge_writes`).
+            for index in range(len(updates) - 1, -1, -1):
+                key, written = updates[index]
+                if key == WRITES_KEY:
+                    if type(written) is dict and written.keys() == {"base"}:
+                        updates[index] = (key, {**written, **entry})
+                        return updates
+                    break
             updates.append((WRITES_KEY, entry))
         return updates
 

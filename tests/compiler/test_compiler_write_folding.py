@@ -27,7 +27,7 @@ from antler.contracts.writes import fold_writes, merge_writes
 from antler.plugins.input_sanitization.middleware import fold_provenance, merge_provenance
 from antler.runtime.models import ScriptedChatModel
 
-DEMO_WRITES = {"fused": 61, "nodes": 91}
+DEMO_WRITES = {"fused": 58, "nodes": 88}
 """Channel writes per run of the demo (both turns, the subagent's graph included), in
 memory. Before the writes were folded: 74 (fused into the model node) and 96 (nodes)."""
 
@@ -93,10 +93,10 @@ def test_a_fused_input_step_writes_messages_and_the_journal_once(tmp_path):
     assert len(starts) == 3  # the lead's two turns and the subagent's
     for channels in starts:
         # Several hooks rewrite messages and the provenance record, and two mark the
-        # journal: one write each reaches the graph (and one journal entry after a mark).
+        # journal: one write each reaches the graph (the last mark with the node's writes).
         assert channels.count("messages") == 1, channels
         assert channels.count("input_provenance") <= 1, channels
-        assert channels.count("antler_message_writes") <= 2, channels
+        assert channels.count("antler_message_writes") == 1, channels
 
 
 # --- each fold gives what the writes one by one give, from any value before ---------------
@@ -165,6 +165,24 @@ def test_folded_journal_writes_give_the_same_journal():
         assert _apply(merge_writes, current, fold_writes(values)) == \
             _apply(merge_writes, current, values)
     assert fold_writes([{"base": "a"}, {"base": "b"}]) == [{"base": "b"}]
+
+
+def test_a_mark_with_writes_gives_the_mark_then_the_writes():
+    rng = random.Random(11)
+    for _ in range(1000):
+        current = rng.choice([None, merge_writes(None, {"ids": ["x"], "removed": []}),
+                              merge_writes(None, {"base": "b0", "ids": ["y"]})])
+        entry: dict[str, Any] = {"ids": [f"m{rng.randint(0, 4)}" for _ in range(3)],
+                                 "removed": [f"m{rng.randint(0, 4)}"] * rng.randint(0, 1)}
+        if rng.random() < 0.2:
+            entry["all"] = True
+        mark = {"base": f"b{rng.randint(1, 3)}"}
+        assert merge_writes(current, {**mark, **entry}) == \
+            merge_writes(merge_writes(current, mark), entry)
+    # A mark alone still starts an empty list the graph has not yet written to.
+    assert merge_writes({"base": "a", "ids": ["x"], "removed": [], "all": False,
+                         "recorded": True}, {"base": "b"}) == {
+        "base": "b", "ids": [], "removed": [], "all": False, "recorded": False}
 
 
 def test_folded_message_writes_give_the_same_messages():
