@@ -17,8 +17,13 @@ from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
-DEFAULT_LIMIT = 50_000
-"""Entries kept before the memo starts over (it holds a reference to each message)."""
+DEFAULT_LIMIT = 10_000
+"""Entries kept before the memo starts over. Each entry holds its message and the
+result (often a copy of it), so this bounds what a long-lived server keeps for
+threads whose runs have ended: about a thousand threads of the demo's size, or
+five threads of 2,000 messages each, before a thread's next run computes its
+history once more. A history longer than the limit is computed afresh on every
+call, as it would be without the memo."""
 
 
 class MessageMemo(Generic[T]):

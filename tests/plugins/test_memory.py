@@ -464,3 +464,23 @@ def test_the_memory_copy_text_is_the_patterns_text(text):
     expected = memory_module._BLANK_LINES.sub(
         "\n\n", memory_module._UPLOADED_FILES.sub("", text)).strip()
     assert memory_module._clean_text(HumanMessage(text)) == expected
+
+
+def test_the_memory_file_keeps_no_lock_for_users_it_is_done_with(tmp_path):
+    # A long-lived server writes memory for many users: a lock per user ever served,
+    # kept for the life of the process, would grow without bound.
+    memory = MemoryFile(tmp_path)
+    for index in range(50):
+        memory.add_facts(f"user-{index}", [f"fact {index}"])
+        assert [fact.content for fact in memory.facts(f"user-{index}")] == [f"fact {index}"]
+    assert len(memory._locks) == 0
+    # Two threads writing one user's memory at once still lose no fact.
+    writers = [threading.Thread(target=memory.add_facts, args=("shared", [f"fact {i}"]))
+               for i in range(8)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    assert sorted(fact.content for fact in memory.facts("shared")) == sorted(
+        f"fact {i}" for i in range(8))
+    assert len(memory._locks) == 0

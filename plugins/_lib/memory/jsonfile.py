@@ -23,6 +23,7 @@ import os
 import tempfile
 import threading
 import uuid
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -38,6 +39,15 @@ logger = logging.getLogger(__name__)
 
 MEMORY_FILENAME = "memory.json"
 FORMAT_VERSION = 1
+
+
+class _UserLock:
+    """One user's lock within this process (a weak table's value)."""
+
+    __slots__ = ("__weakref__", "lock")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
 
 
 class MemoryFile:
@@ -56,7 +66,10 @@ class MemoryFile:
             raise ValueError(f"max_facts must be at least 1, got {max_facts!r}")
         self.base = Path(base).expanduser().absolute()
         self.max_facts = max_facts
-        self._locks: dict[str, threading.Lock] = {}
+        # A user's thread lock lives while a call holds or waits for it (a weak table),
+        # so a long-lived server keeps none for users it served once.
+        self._locks: weakref.WeakValueDictionary[str, _UserLock] = (
+            weakref.WeakValueDictionary())
         self._locks_guard = threading.Lock()
 
     def path_for(self, user_id: str) -> Path:
@@ -107,8 +120,10 @@ class MemoryFile:
         locks the same inode.
         """
         with self._locks_guard:
-            local = self._locks.setdefault(user_id, threading.Lock())
-        with local:
+            local = self._locks.get(user_id)
+            if local is None:
+                local = self._locks[user_id] = _UserLock()
+        with local.lock:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path.with_name(path.name + ".lock"),
                          os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
