@@ -823,8 +823,10 @@ class Init:
 
         A process being killed cannot finish a fork, so one ``kill(-1)`` reaches
         every process there is; waiting until no child is left proves them dead.
+        Only as its namespace's PID 1: anywhere else ``kill(-1)`` would reach every
+        process the user may signal outside it (the host's, as root).
         """
-        if not _kill(-1, libc=self.libc):
+        if posix.getpid() != 1 or not _kill(-1, libc=self.libc):
             return  # nobody else
         while True:
             try:

@@ -1011,3 +1011,26 @@ def test_the_inits_group_kill_and_wait_reap_everything_and_raise_nothing(
     # The shell and its two sleeps: all killed by SIGKILL and reaped; then no child, and
     # no exception on the way.
     assert done.stdout.splitlines() == ["3 True True [9] None []"], done.stdout
+
+
+def test_the_inits_kill_of_every_process_is_refused_outside_its_pid_namespace() -> None:
+    """`Init.kill_all` signals ``-1``, which in a namespace of its own reaches only the
+    namespace's processes. An init started anywhere else (a launch that lost its PID
+    namespace, a test that runs the init's code in a plain process) must not send it:
+    as root, ``kill(-1)`` reaches every process of the machine. Run here, in pytest's
+    process (not PID 1), with the kill recorded instead of sent."""
+    init_source = Path(__file__).parents[3] / "core" / "runtime" / "sandbox" / "nsinit.py"
+    scope: dict = {"__name__": "nsinit"}
+    exec(compile(init_source.read_text(), "nsinit", "exec"), scope)
+    sent: list[int] = []
+
+    def recorded_kill(pid: int, group: bool = False, libc: object = None) -> bool:
+        sent.append(pid)
+        return False
+
+    scope["_kill"] = recorded_kill
+    init = scope["Init"].__new__(scope["Init"])
+    init.libc = None
+    assert os.getpid() != 1
+    init.kill_all()
+    assert -1 not in sent, "kill(-1) was sent from a process that is not its namespace's PID 1"
