@@ -14,7 +14,6 @@ import fcntl
 import os
 import threading
 import time
-import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,42 +64,21 @@ class FileThreadLocks:
             self.path_for(thread_id).unlink()
 
 
-class _HeldLock:
-    """A thread's lock, alive while a run holds or waits for it (a weak table's value)."""
-
-    __slots__ = ("__weakref__", "lock")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-
-
 class ProcessThreadLocks:
     """Run locks of one process: for the in-memory saver, whose history no other
-    process can see.
-
-    A thread's lock lives only while a run holds or waits for it: the table is
-    weak, so a long-lived process that serves many threads keeps no entry for a
-    thread once its run ends (a later run of that thread makes a new one).
-    """
+    process can see."""
 
     def __init__(self) -> None:
-        self._locks: weakref.WeakValueDictionary[str, _HeldLock] = (
-            weakref.WeakValueDictionary())
+        self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
     @contextlib.contextmanager
     def hold(self, thread_id: str, *, wait: bool = False) -> Iterator[None]:
         with self._guard:
-            held = self._locks.get(thread_id)
-            if held is None:
-                held = self._locks[thread_id] = _HeldLock()
-        if not held.lock.acquire(blocking=wait):
+            lock = self._locks.setdefault(thread_id, threading.Lock())
+        if not lock.acquire(blocking=wait):
             raise thread_busy(thread_id)
         try:
             yield
         finally:
-            held.lock.release()
-
-    def __len__(self) -> int:
-        """Threads whose lock a run holds or waits for."""
-        return len(self._locks)
+            lock.release()
