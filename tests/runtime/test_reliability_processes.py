@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -275,6 +276,9 @@ def test_after_a_wrap_the_sweep_reads_the_pids_on_both_sides(monkeypatch):
     read: list[int] = []
     monkeypatch.setattr(reaper.os, "listdir", lambda path: [*map(str, listed), "self"])
     monkeypatch.setattr(reaper, "_environment_has", lambda pid, needle: read.append(int(pid)))
+    # The sweep skips its own process's thread ids, which after a real pid wrap can be
+    # any of the listed pids: this process has none of them here.
+    monkeypatch.setattr(reaper, "threading", SimpleNamespace(enumerate=lambda: []))
     # The run's first command got a pid near the top; the last pid handed out since is 500.
     monkeypatch.setattr(reaper, "pid_counters", lambda: counters._replace(last_pid=500))
     reaper.sweep("t", since=reaper.PidMark(pid_max - 100, counters))
