@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
+from langchain_core.callbacks import BaseCallbackHandler
 
 from antler.contracts.messages import is_hidden
 from antler.plugin_api.context import MEMORY_MODEL, TITLE_MODEL
@@ -60,3 +61,13 @@ def visible(messages: list[Any]) -> list[Any]:
     """The conversation without the server's hidden messages (dynamic_context's date
     reminder and memory block, which sit among the messages since it is on by default)."""
     return [m for m in messages if not is_hidden(m)]
+
+
+class ToolRuns(BaseCallbackHandler):
+    """A callback handler that records the name of every tool run it sees start."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
+        self.names.append(serialized["name"])

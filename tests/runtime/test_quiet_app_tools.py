@@ -15,22 +15,15 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from langchain_core.callbacks import BaseCallbackHandler, CallbackManager
+from langchain_core.callbacks import CallbackManager
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import InjectedToolCallId, StructuredTool, ToolException, tool
 
 from antler.runtime.quiettools import quiet_tools
+from tests.plugins.support import ToolRuns as _ToolRuns
 from tests.plugins.support import make_agent
 
 FUSE = pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
-
-
-class _ToolRuns(BaseCallbackHandler):
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
-        self.names.append(serialized["name"])
 
 
 @tool

@@ -13,20 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.callbacks import BaseCallbackHandler, CallbackManager
+from langchain_core.callbacks import CallbackManager
 from langchain_core.messages import ToolMessage
 
+from tests.plugins.support import ToolRuns as _ToolRuns
 from tests.plugins.support import make_agent
 
 FUSE = pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
-
-
-class _ToolRuns(BaseCallbackHandler):
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def on_tool_start(self, serialized: Any, input_str: str, **kwargs: Any) -> None:
-        self.names.append(serialized["name"])
 
 
 def _turns() -> list[Any]:
