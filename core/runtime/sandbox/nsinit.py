@@ -135,6 +135,7 @@ _MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV = 2, 4
 _MOVE_MOUNT_F_EMPTY_PATH, _AT_FDCWD = 4, -100
 _ENOENT, _ESRCH, _EINTR = 2, 3, 4
 _WNOHANG = 1
+_PEEK = _socket.MSG_PEEK | _socket.MSG_DONTWAIT  # a look at a channel, taking nothing
 
 
 def _ignored_signals():
@@ -206,13 +207,18 @@ def _wait_any(libc, block):
 
 
 def _session(pid):
-    """The session of `pid` (from /proc), or None when it is gone."""
+    """The session of `pid` (from /proc), or None when it is gone.
+
+    A process may be reaped between the open and the read (by its own parent, a
+    command's shell): the read then fails with ESRCH, which is an answer too."""
     try:
         fd = posix.open(f"/proc/{pid}/stat", posix.O_RDONLY)
     except OSError:
         return None
     try:
         stat = posix.read(fd, 4096)
+    except OSError:
+        return None
     finally:
         posix.close(fd)
     try:
@@ -772,8 +778,22 @@ class Init:
         self.poller.register(channel.fileno(), select.POLLIN)
 
     def channel(self, fd):
-        """Anything from a command's channel, or its end: kill the command's group."""
-        pid = self.by_fd.pop(fd)
+        """Anything from a command's channel, or its end: kill the command's group.
+
+        The event may be stale: one poll reports several, and handling an earlier one
+        may have finished the command (its channel closed) and, for a later request,
+        given its descriptor number to a new command's channel, which has said nothing.
+        """
+        pid = self.by_fd.get(fd)
+        if pid is None:
+            return  # its command finished earlier in this round
+        try:
+            self.running[pid].recv(1, _PEEK)
+        except BlockingIOError:
+            return  # a new command's channel, on a reused descriptor: nothing for it
+        except OSError:
+            pass  # the channel failed: as good as ended
+        del self.by_fd[fd]
         self.poller.unregister(fd)
         _kill(pid, group=True, libc=self.libc)
         # The exit is still reported, should the harness still listen.

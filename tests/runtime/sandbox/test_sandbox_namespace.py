@@ -1034,3 +1034,99 @@ def test_the_inits_kill_of_every_process_is_refused_outside_its_pid_namespace() 
     assert os.getpid() != 1
     init.kill_all()
     assert -1 not in sent, "kill(-1) was sent from a process that is not its namespace's PID 1"
+
+
+# Runs the init's loop pieces in a plain process: no sweep and no kill_all, which outside a
+# PID namespace of its own would reach the machine's processes.
+_RACES = """
+import posix, sys, _socket
+exec(compile(open(sys.argv[1]).read(), "nsinit", "exec"))
+import posix as real_posix
+
+# A process reaped by its parent between the init's open of /proc/PID/stat and its read.
+child = real_posix.fork()
+if child == 0:
+    real_posix._exit(0)
+
+
+class ReapedBeforeTheRead:
+    def __getattr__(self, name):
+        return getattr(real_posix, name)
+
+    def read(self, fd, size):
+        real_posix.waitpid(child, 0)
+        return real_posix.read(fd, size)
+
+
+posix = ReapedBeforeTheRead()
+print("session", _session(child))
+posix = real_posix
+
+control, _harness = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+init = Init(control.detach())
+
+
+def start(at=None, pair=None):
+    mine, theirs = pair or _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+    channel = theirs.detach()
+    if at is not None:  # the number the init's next request would get: the lowest free
+        posix.dup2(channel, at)
+        posix.close(channel)
+        channel = at
+    read, write = posix.pipe()
+    devnull = posix.open("/dev/null", posix.O_RDONLY)
+    init.run(["/bin/sleep", "30"], {}, [channel, devnull, write, posix.dup(write)])
+    pid = init.by_fd[channel]
+    return mine, pid, channel
+
+
+def alive(pid):
+    return posix.waitpid(pid, posix.WNOHANG) == (0, 0)
+
+
+# One poll round reports a kill asked on A's channel; handled earlier in the round, A's
+# exit finished A (its channel closed) and a request started B, whose channel got A's
+# descriptor number. Then the round comes to A's event.
+a_mine, a, a_fd = start()
+b_pair = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+a_mine.send(b"kill")
+posix.kill(a, 9)
+init.finished(*posix.waitpid(a, 0), sweep=False)
+b_mine, b, b_fd = start(at=a_fd, pair=b_pair)
+init.channel(a_fd)
+print("reused", b_fd == a_fd, "b alive", alive(b))
+# A round's event for a channel finished earlier in it, its number not reused.
+c_mine, c, c_fd = start()
+c_mine.send(b"kill")
+posix.kill(c, 9)
+init.finished(*posix.waitpid(c, 0), sweep=False)
+init.channel(c_fd)
+print("stale event ignored")
+# A real kill on B's channel still kills B.
+b_mine.send(b"kill")
+init.channel(b_fd)
+print("b killed", posix.WTERMSIG(posix.waitpid(b, 0)[1]))
+"""
+
+
+def test_the_inits_loop_survives_a_reaped_process_and_a_stale_channel_event(
+        tmp_path: Path) -> None:
+    """The init serves every command of a thread: an exception in its loop ends it, and
+    with it every running command (seen as exit -9 with all of a command's output there,
+    when sixteen commands ran at once on a busy machine). Two races it must take: a
+    process its sweep lists may be reaped by its parent between the open of its
+    ``/proc`` entry and the read (ESRCH), and one poll round may report an event for a
+    channel whose command an earlier event of the round finished, its descriptor number
+    given to a new command's channel meanwhile (that command must not be killed)."""
+    import subprocess
+
+    init_source = Path(__file__).parents[3] / "core" / "runtime" / "sandbox" / "nsinit.py"
+    python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+    script = tmp_path / "races.py"
+    script.write_text(_RACES)
+    done = subprocess.run([python, "-I", "-S", str(script), str(init_source)],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "session None", "reused True b alive True", "stale event ignored", "b killed 9"], \
+        done.stdout
