@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 from typing import Annotated, Any
 
 from langchain_core.tools import InjectedToolCallId, tool
+
+from benchmarks.interval import paired_medians
 
 
 def _tools() -> list[Any]:
@@ -61,10 +62,7 @@ def measure(calls: int, rounds: int) -> dict[str, dict[str, float]]:
                 spent = (time.thread_time() - started) / calls * 1e6
                 if rnd:
                     samples.setdefault(name, {}).setdefault(which, []).append(spent)
-    return {name: {which: statistics.median(values) for which, values in found.items()}
-            | {"difference": statistics.median(
-                a - b for a, b in zip(found[LOUD], found["quiet"], strict=True))}
-            for name, found in samples.items()}
+    return paired_medians(samples, LOUD, "quiet")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,12 +28,13 @@ import argparse
 import copy
 import inspect
 import os
-import statistics
 import tempfile
 import time
 import types
 from pathlib import Path
 from typing import Annotated, Any
+
+from benchmarks.interval import paired_medians
 
 CALLS: dict[str, dict[str, Any]] = {
     "ls": {},
@@ -152,10 +153,7 @@ def measure(calls: int, rounds: int) -> dict[tuple[str, str], dict[str, float]]:
                         if rnd:  # round 0 warms up
                             samples.setdefault((name, path), {}).setdefault(
                                 which, []).append(spent)
-    return {key: {which: statistics.median(values) for which, values in found.items()}
-            | {"difference": statistics.median(
-                h - d for h, d in zip(found["hinted"], found["declared"], strict=True))}
-            for key, found in samples.items()}
+    return paired_medians(samples, "hinted", "declared")
 
 
 def main(argv: list[str] | None = None) -> int:
