@@ -643,7 +643,12 @@ class _SpareStarter:
                    "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/"]
         environment = {"PATH": _PATH, "HOME": WORKSPACE,
                        "LANG": os.environ.get("LANG") or "C.UTF-8",
-                       reaper.TOKEN_VARIABLE: reaper.new_token()}
+                       reaper.TOKEN_VARIABLE: reaper.new_token(),
+                       # Every C function resolved once, at the source's start: resolved
+                       # lazily, each spare would resolve again those the source never
+                       # called (the interpreter's after-fork work, its setup's), writing
+                       # the copied symbol tables (a dozen page faults a spare).
+                       "LD_BIND_NOW": "1"}
         namespace = Namespace(self._bwrap, options, self._python, environment, fds=fds,
                               spare=True)
         namespace.launch()
