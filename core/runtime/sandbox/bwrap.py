@@ -263,8 +263,8 @@ class BwrapSandbox(HostSandbox):
         """A spare namespace made this thread's: one from the pool's source for `key`
         (started now when there is none); None when spares do not work here (the caller
         starts the namespace with the thread's mounts, as bubblewrap's options)."""
-        # Strings, not `Path`s: their joins and `relative_to` cost each new thread about
-        # 0.1 ms of CPU. `_spare_key` checked that `user_data` is below the `users` tree.
+        # Strings, not `Path`s: their joins and `relative_to` cost each new thread some
+        # 30 us of CPU. `_spare_key` checked that `user_data` is below the `users` tree.
         user_data = str(self.thread_paths.user_data)
         relative = user_data[len(str(key[0])) + 1:]
         thread_binds = [(f"{_SPARE_VIEW}/{relative}/{name}", f"{VIRTUAL_ROOT}/{name}",
@@ -650,7 +650,7 @@ class _SpareStarter:
                        # Every C function resolved once, at the source's start: resolved
                        # lazily, each spare would resolve again those the source never
                        # called (the interpreter's after-fork work, its setup's), writing
-                       # the copied symbol tables (a dozen page faults a spare).
+                       # the copied symbol tables (about 35 page faults a spare).
                        "LD_BIND_NOW": "1"}
         namespace = Namespace(self._bwrap, options, self._python, environment, fds=fds,
                               spare=True)
