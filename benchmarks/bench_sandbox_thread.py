@@ -1,6 +1,7 @@
 """Benchmark: the CPU a new thread's sandbox costs, bwrap against the local provider.
 
     python -m benchmarks.bench_sandbox_thread [--runs N] [--clock cgroup|cpu]
+        [--init-against FILE]
 
 What `bench_fusion`'s `default-auto` chain pays per run for its sandbox, without
 the chain around it: a run on a new thread, as the sandbox middleware and the
@@ -22,17 +23,26 @@ bootstrap interval. The clock (`benchmarks.clock`) is ``cgroup`` where it works
 reaped by the namespace's init, which the ``cpu`` clock reads in 10 ms ticks),
 else ``cpu``. The thread's namespace lives on for its idle time, as in a real run;
 its end (closing, the kernel's teardown) is not counted.
+
+``--init-against FILE`` adds a third provider to each round, ``bwrap-other``: bwrap
+whose namespaces run the init in FILE (another version of
+`antler.runtime.sandbox.nsinit`, say the one of an earlier commit: ``git show
+REV:core/runtime/sandbox/nsinit.py > FILE``), and reports the median of its rounds
+less bwrap's, with that median's 90% bootstrap interval: a change to the init,
+measured in one process, interleaved, where a change of a tenth of a millisecond is
+lost between two processes on a loaded machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
 import random
 import statistics
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,24 +77,42 @@ def _round(provider: Any, layout: Any, thread: str, read: Callable[[], float]) -
     return [(after - before) * 1000 for before, after in itertools.pairwise(marks)]
 
 
-def measure(runs: int, clock: str) -> dict[str, list[list[float]]]:
+@contextlib.contextmanager
+def _init_from(path: Path | None) -> Iterator[None]:
+    """Namespaces started meanwhile run the init in `path` (None: this tree's)."""
+    from antler.runtime.sandbox import namespace
+
+    if path is None:
+        yield
+        return
+    own, namespace._INIT_SOURCE = namespace._INIT_SOURCE, path
+    try:
+        yield
+    finally:
+        namespace._INIT_SOURCE = own
+
+
+def measure(runs: int, clock: str, init_against: Path | None = None
+            ) -> dict[str, list[list[float]]]:
     """Each provider's stage times (CPU ms) of `runs` interleaved rounds."""
     from antler.plugin_api.paths import PathLayout
     from antler.plugin_api.sandbox import load_sandbox_provider
 
     read = clock_of(clock)
     names = itertools.count()
+    inits = {"local": None, "bwrap": None, "bwrap-other": init_against}
     with tempfile.TemporaryDirectory(prefix="antler-bench-thread-") as scratch:
-        layout = PathLayout(Path(scratch))
-        providers = {name: load_sandbox_provider(name) for name in ("local", "bwrap")}
+        layout = PathLayout(Path(scratch))  # each provider has sources of its own
+        providers = {name: load_sandbox_provider(name.split("-")[0]) for name in inits
+                     if name != "bwrap-other" or init_against is not None}
         try:
             samples: dict[str, list[list[float]]] = {name: [] for name in providers}
-            for _ in range(5):  # warm up: the source namespace, caches, the watchdog
-                for provider in providers.values():
-                    _round(provider, layout, f"t{next(names)}", read)
-            for _ in range(runs):
+            for index in range(5 + runs):  # 5 to warm up: sources, caches, the watchdog
                 for name, provider in providers.items():
-                    samples[name].append(_round(provider, layout, f"t{next(names)}", read))
+                    with _init_from(inits[name]):
+                        stages = _round(provider, layout, f"t{next(names)}", read)
+                    if index >= 5:
+                        samples[name].append(stages)
         finally:
             for provider in providers.values():
                 provider.shutdown()
@@ -95,10 +123,10 @@ def report(samples: dict[str, list[list[float]]], clock: str, runs: int) -> str:
     totals = {name: [sum(stages) for stages in rounds] for name, rounds in samples.items()}
     lines = [f"a new thread's sandbox, median {clock} ms of {runs} interleaved rounds "
              f"(load average {os.getloadavg()[0]:.1f}):",
-             f"{'provider':<9}" + "".join(f"{stage:>9}" for stage in STAGES) + f"{'total':>9}"]
+             f"{'provider':<12}" + "".join(f"{stage:>9}" for stage in STAGES) + f"{'total':>9}"]
     for name, rounds in samples.items():
         medians = [statistics.median(column) for column in zip(*rounds, strict=True)]
-        lines.append(f"{name:<9}" + "".join(f"{ms:>9.2f}" for ms in medians)
+        lines.append(f"{name:<12}" + "".join(f"{ms:>9.2f}" for ms in medians)
                      + f"{statistics.median(totals[name]):>9.2f}")
     added = [bwrap - local for bwrap, local in zip(totals["bwrap"], totals["local"],
                                                      strict=True)]
@@ -108,6 +136,14 @@ def report(samples: dict[str, list[list[float]]], clock: str, runs: int) -> str:
                  f"rounds' differences"
                  + (f"; 90% interval {spread[0]:.2f}-{spread[1]:.2f} ms" if spread else "")
                  + (f"; bwrap/local {ratio[0]:.2f}-{ratio[1]:.2f}x" if ratio else "") + ")")
+    if "bwrap-other" in totals:
+        other = [theirs - ours for theirs, ours in zip(totals["bwrap-other"], totals["bwrap"],
+                                                       strict=True)]
+        spread = _difference_interval(other)
+        lines.append(f"the other init costs {statistics.median(other):+.2f} ms a thread "
+                     "against this tree's (median of the rounds' differences"
+                     + (f"; 90% interval {spread[0]:+.2f} to {spread[1]:+.2f} ms" if spread
+                        else "") + ")")
     return "\n".join(lines)
 
 
@@ -127,7 +163,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--clock", choices=("cgroup", "cpu"), default=None,
                         help="cgroup where it works (the default), else cpu")
+    parser.add_argument("--init-against", type=Path, default=None, metavar="FILE",
+                        help="also measure bwrap with the namespace init in FILE, against "
+                             "this tree's (see the module docstring)")
     args = parser.parse_args(argv)
+    if args.init_against is not None and not args.init_against.is_file():
+        parser.error(f"--init-against: no file {args.init_against}; write one with "
+                     "git show REV:core/runtime/sandbox/nsinit.py > FILE")
     from antler.runtime.sandbox.bwrap import bwrap_status
 
     status = bwrap_status()
@@ -142,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         except CgroupClockError as error:
             print(f"(the cpu clock: {error})")
             clock = "cpu"
-    print(report(measure(args.runs, clock), clock, args.runs))
+    print(report(measure(args.runs, clock, args.init_against), clock, args.runs))
     return 0
 
 

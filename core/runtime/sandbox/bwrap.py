@@ -239,7 +239,8 @@ class BwrapSandbox(HostSandbox):
             namespace = self._adopted_spare(settings.spares, key)
             if namespace is not None:
                 self._namespace = namespace
-                record_init(self.thread_paths.user_data.parent, namespace.init_pid)
+                record_init(os.path.dirname(str(self.thread_paths.user_data)),
+                            namespace.init_pid)
                 return namespace
         files = _etc_files(settings.limits)
         fds = [memory_file(name, data) for name, data in files.items()]
@@ -262,12 +263,14 @@ class BwrapSandbox(HostSandbox):
         """A spare namespace made this thread's: one from the pool's source for `key`
         (started now when there is none); None when spares do not work here (the caller
         starts the namespace with the thread's mounts, as bubblewrap's options)."""
-        user_data = self.thread_paths.user_data
-        relative = user_data.relative_to(key[0]).as_posix()
+        # Strings, not `Path`s: their joins and `relative_to` cost each new thread some
+        # 30 us of CPU. `_spare_key` checked that `user_data` is below the `users` tree.
+        user_data = str(self.thread_paths.user_data)
+        relative = user_data[len(str(key[0])) + 1:]
         thread_binds = [(f"{_SPARE_VIEW}/{relative}/{name}", f"{VIRTUAL_ROOT}/{name}",
                          read_only, False) for name, read_only in _THREAD_DIRS]
         overlays = self._settings.overlays
-        thread = self._overlay_layers(key[0]) if overlays.enabled else None
+        thread = self._overlay_layers(relative) if overlays.enabled else None
         # A running source may be stale (its view of a `users` folder removed since): if
         # its spare cannot adopt, a new source decides whether spares work here.
         fresh = not spares.ready(key)
@@ -294,31 +297,32 @@ class BwrapSandbox(HostSandbox):
                 overlays.refuse(refused)
             if root_fd is not None:
                 # The thread's files are reached through the overlay while it is mounted.
-                confined.register_mount(str(user_data), root_fd)
+                confined.register_mount(user_data, root_fd)
                 namespace.on_close(functools.partial(
-                    _unmount_overlay, str(user_data), root_fd,
-                    user_data.parent / _OVERLAY_WORK / _OVERLAY_OWN_WORK))
+                    _unmount_overlay, user_data, root_fd,
+                    f"{os.path.dirname(user_data)}/{_OVERLAY_WORK}/{_OVERLAY_OWN_WORK}"))
             return namespace
 
-    def _overlay_layers(self, users: Path) -> tuple[str, str, str, str] | None:
+    def _overlay_layers(self, relative: str) -> tuple[str, str, str, str] | None:
         """The thread's overlay for `Namespace.adopt`: its directory in the spare's view
         and, relative to it, ``user-data`` (the upper layer) and the work directory (made
         here), then the empty lower layer (the spare's own); None when the work directory
-        cannot be made."""
-        thread = self.thread_paths.user_data.parent
+        cannot be made. `relative`: ``user-data`` relative to the ``users`` tree."""
+        thread = os.path.dirname(str(self.thread_paths.user_data))
         try:
             try:
-                os.mkdir(thread / _OVERLAY_WORK, 0o700)
+                os.mkdir(f"{thread}/{_OVERLAY_WORK}", 0o700)
             except FileExistsError:
                 # Left by an overlay not unmounted by this process (it died): the overlay
                 # would refuse it (`volatile`). Usually not there: one look. (A folder
                 # just made holds nothing: no look.)
-                remove_tree(thread / _OVERLAY_WORK / _OVERLAY_OWN_WORK)
+                remove_tree(Path(thread, _OVERLAY_WORK, _OVERLAY_OWN_WORK))
         except OSError as error:
             self._settings.overlays.refuse(f"{error.strerror}: its work directory")
             return None
-        return (f"{_SPARE_VIEW}/{thread.relative_to(users).as_posix()}",
-                self.thread_paths.user_data.name, _OVERLAY_WORK, _SPARE_EMPTY)
+        thread_relative, _, user_data_name = relative.rpartition("/")
+        return (f"{_SPARE_VIEW}/{thread_relative}", user_data_name, _OVERLAY_WORK,
+                _SPARE_EMPTY)
 
     def _mounts_current(self) -> bool:
         """Whether the workspace mounted is still the thread's (directories removed between
@@ -552,7 +556,7 @@ class _Settings:
         return self.start_spare.pool
 
 
-def _unmount_overlay(host: str, root_fd: int, work: Path) -> None:
+def _unmount_overlay(host: str, root_fd: int, work: str) -> None:
     """After a namespace ended: stop reaching the thread's files through its overlay,
     whose last reference that was (so it is unmounted now), and remove what the overlay
     left in its work directory."""
@@ -567,19 +571,18 @@ def _unmount_overlay(host: str, root_fd: int, work: Path) -> None:
 _OVERLAY_LEFT = ("incompat/volatile/dirty", "incompat/volatile", "incompat")
 
 
-def _remove_overlay_work(work: Path) -> None:
+def _remove_overlay_work(work: str) -> None:
     """Remove `work`, what an unmounted overlay left (`_OVERLAY_LEFT`): entry by entry,
     as root passes the folders the overlay made with no permissions (four calls); else,
     should anything else be there or the entries not be passable, the whole tree
     (`threaddir.remove_tree`: a listing and a permission change per folder)."""
-    base = str(work)
     try:
-        os.unlink(f"{base}/{_OVERLAY_LEFT[0]}")
+        os.unlink(f"{work}/{_OVERLAY_LEFT[0]}")
         for name in _OVERLAY_LEFT[1:]:
-            os.rmdir(f"{base}/{name}")
-        os.rmdir(base)
+            os.rmdir(f"{work}/{name}")
+        os.rmdir(work)
     except OSError:
-        remove_tree(work)
+        remove_tree(Path(work))
 
 
 class _Overlays:
@@ -643,7 +646,12 @@ class _SpareStarter:
                    "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/"]
         environment = {"PATH": _PATH, "HOME": WORKSPACE,
                        "LANG": os.environ.get("LANG") or "C.UTF-8",
-                       reaper.TOKEN_VARIABLE: reaper.new_token()}
+                       reaper.TOKEN_VARIABLE: reaper.new_token(),
+                       # Every C function resolved once, at the source's start: resolved
+                       # lazily, each spare would resolve again those the source never
+                       # called (the interpreter's after-fork work, its setup's), writing
+                       # the copied symbol tables (about 35 page faults a spare).
+                       "LD_BIND_NOW": "1"}
         namespace = Namespace(self._bwrap, options, self._python, environment, fds=fds,
                               spare=True)
         namespace.launch()

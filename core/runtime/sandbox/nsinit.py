@@ -116,6 +116,7 @@ _CLONE_NEWCGROUP, _CLONE_NEWUSER = 0x02000000, 0x10000000
 _CLONE_NEWNS, _CLONE_NEWIPC = 0x00020000, 0x08000000
 _CLONE_NEWPID, _CLONE_NEWNET = 0x20000000, 0x40000000
 _SIOCSIFFLAGS, _IFF_UP, _IFF_LOOPBACK = 0x8914, 0x1, 0x8
+_AF_INET, _SOCK_DGRAM, _SOCK_CLOEXEC = _socket.AF_INET, _socket.SOCK_DGRAM, _socket.SOCK_CLOEXEC
 # The loopback's flags as one SIOCSIFFLAGS request sets them: up. A new network
 # namespace's loopback has no flag but IFF_LOOPBACK, which no request changes, so
 # the request needs no SIOCGIFFLAGS before it (`_loopback_up`).
@@ -280,7 +281,8 @@ class _Libc:
                 posix.close(fd)
         except (OSError, ValueError):
             self.last_capability = 63
-        for name in ("mount", "umount2", "unshare", "setns", "prctl", "capset"):
+        for name in ("mount", "umount2", "unshare", "setns", "prctl", "capset", "socket",
+                     "ioctl"):
             self._functions[name] = Function((name, Library))
         # For the commands' ends, called directly (-1 and `errno` on failure): `_kill`,
         # `_wait_any`.
@@ -586,16 +588,16 @@ def _proc_copies(libc):
     libc.proc_uncopied = tuple(uncopied)
 
 
-def _loopback_up():
+def _loopback_up(libc):
     """Bring the new network namespace's loopback up, as bubblewrap does (one request:
-    `_LOOPBACK_UP`)."""
-    import fcntl  # built into the interpreter
-
-    probe = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
+    `_LOOPBACK_UP`), through a socket of this namespace made and closed by the C library
+    (a socket object and the ``fcntl`` module cost a spare just forked about 20 page
+    faults)."""
+    fd = libc("socket", libc.Int(_AF_INET), libc.Int(_SOCK_DGRAM | _SOCK_CLOEXEC), libc.Int(0))
     try:
-        fcntl.ioctl(probe.fileno(), _SIOCSIFFLAGS, _LOOPBACK_UP)
+        libc("ioctl", libc.Int(fd), libc.Long(_SIOCSIFFLAGS), _LOOPBACK_UP)
     finally:
-        probe.close()
+        posix.close(fd)
 
 
 def _start_spare(libc, control_fd, network, tmp_bytes, buffer):
@@ -609,7 +611,7 @@ def _start_spare(libc, control_fd, network, tmp_bytes, buffer):
         posix.closerange(control_fd + 1, 1 << 16)
         _own_proc(libc)
         if not network:
-            _loopback_up()
+            _loopback_up(libc)
         init = Init(control_fd, spare=True, buffer=buffer)
     except BaseException as error:  # said on the spare's socket, then exit
         _say(control_fd, ("failed", str(error)))
@@ -911,7 +913,6 @@ def main(control_fd, spare=False):
             _private_mounts(init.libc)
             _proc_copies(init.libc)
             init.pid_namespace = posix.open("/proc/self/ns/pid", posix.O_RDONLY)
-            import fcntl  # noqa: F401 - imported once here, not in every spare (`_loopback_up`)
         except (ImportError, OSError, AttributeError):
             init.libc = None  # it spawns nothing, and namespaces are started whole
         _warm_up()

@@ -55,7 +55,7 @@ class ThreadDirectoryError(SandboxError, OSError):
     """A thread's directory, or the namespace still using it, could not be removed."""
 
 
-def record_init(thread_dir: Path, pid: int | None) -> None:
+def record_init(thread_dir: Path | str, pid: int | None) -> None:
     """Note in `thread_dir` that the init `pid` runs the thread's namespace (best effort:
     without the note, removing the directory does not end the namespace first)."""
     started = _start_time(pid) if pid is not None else None

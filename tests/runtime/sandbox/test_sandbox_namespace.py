@@ -637,6 +637,30 @@ def test_a_new_thread_adopts_a_spare_made_by_the_source_started_before_it(
     assert not (layout.thread("u", "t1").workspace / "note").exists()
 
 
+def test_the_sources_init_binds_its_functions_at_start_and_no_command_sees_that(
+        provider: BwrapSandboxProvider, layout: PathLayout) -> None:
+    """A source's init resolves every C function when it starts (``LD_BIND_NOW``), so
+    that its spares, copies of it, resolve none again; the setting is the init's own: a
+    command's environment is the harness's, and holds neither it nor anything else of
+    the init's."""
+    first = sandbox_for(provider, layout, "t1")
+    assert first.execute_command("true").ok
+    first.end_run()
+    wait_for_spare(provider, layout)
+    spares = provider._settings.spares
+    assert spares is not None
+    source = spares._slots[spare_key(layout)].namespace
+    assert source is not None and source.init_pid is not None
+    with open(f"/proc/{source.init_pid}/environ", "rb") as environ:
+        assert b"LD_BIND_NOW=1" in environ.read().split(b"\0")
+    second = sandbox_for(provider, layout, "t2")
+    seen = second.execute_command("env")
+    assert seen.ok and "LD_BIND_NOW" not in seen.stdout and "ANTLER" not in seen.stdout, seen
+    namespace = second._namespace
+    assert namespace is not None and namespace.init_pid is not None
+    assert host_parent(namespace.init_pid) == source.init_pid  # a spare, not a whole start
+
+
 def test_spares_of_one_source_share_no_tmp_dev_processes_or_network(
         provider: BwrapSandboxProvider, layout: PathLayout) -> None:
     first = sandbox_for(provider, layout, "t1")
