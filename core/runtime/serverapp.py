@@ -152,7 +152,7 @@ class HiddenThreadConflicts:
         status, messages = await _capture(self.app, scope, receive)
         if status == 409:
             read_status, read = await _capture(self.app, _read_scope(original, thread_id),
-                                               _empty_body)
+                                               _empty_body())
             if read_status == 404:
                 messages = read
         for message in messages:
@@ -244,7 +244,7 @@ class DeletedThreadFiles:
         if not _THREAD_ID.match(thread_id):
             return
         status, messages = await _capture(self.app, _sub_scope(
-            scope, "GET", f"/threads/{thread_id}/runs", b"limit=1000"), _empty_body)
+            scope, "GET", f"/threads/{thread_id}/runs", b"limit=1000"), _empty_body())
         runs = _json(_body_of(messages)) if status == 200 else None
         for run in runs if isinstance(runs, list) else []:
             if not isinstance(run, dict) or run.get("status") not in _IN_PROGRESS \
@@ -253,7 +253,7 @@ class DeletedThreadFiles:
             wait = b"&wait=1" if run["status"] == "running" else b""
             cancel = _capture(self.app, _sub_scope(
                 scope, "POST", f"/threads/{thread_id}/runs/{run['run_id']}/cancel",
-                b"action=interrupt" + wait), _empty_body)
+                b"action=interrupt" + wait), _empty_body())
             try:
                 await asyncio.wait_for(cancel, _RUN_END_WAIT)
             except TimeoutError:
@@ -263,7 +263,7 @@ class DeletedThreadFiles:
                                _RUN_END_WAIT)
 
     async def _status(self, scope: dict[str, Any], method: str, path: str) -> int:
-        status, _ = await _capture(self.app, _sub_scope(scope, method, path), _empty_body)
+        status, _ = await _capture(self.app, _sub_scope(scope, method, path), _empty_body())
         return status
 
     def _remove(self, user_id: str, thread_id: str, request: str) -> None:
@@ -311,8 +311,20 @@ async def _read_body(receive: Any) -> tuple[bytes, Any]:
     return body, replay
 
 
-async def _empty_body() -> dict[str, Any]:
-    return {"type": "http.request", "body": b"", "more_body": False}
+def _empty_body() -> Any:
+    """A `receive` for a sub-request: an empty body, then nothing (the client stays
+    connected while a streamed answer, such as a cancel that waits for the run, runs)."""
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await asyncio.Event().wait()  # until the server is done with the request
+        return {"type": "http.disconnect"}
+
+    return receive
 
 
 async def _capture(app: Any, scope: dict[str, Any], receive: Any,
