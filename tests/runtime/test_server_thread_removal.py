@@ -36,7 +36,8 @@ pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
 TOKENS = {"tok-alice": {"user": "alice", "roles": ["agent"]},
           "tok-bob": {"user": "bob", "roles": ["agent"]}}
 # Every run: a sandbox command that writes kept.txt and, in a thread whose uploads hold
-# `slow`, then sleeps and writes late.txt; then an answer.
+# `slow`, then sleeps and writes late.txt; then a file written by the write_file tool;
+# then an answer.
 TURN = """\
 - content: ""
   tool_calls:
@@ -46,6 +47,9 @@ TURN = """\
           echo kept > /mnt/user-data/outputs/kept.txt;
           if [ -e /mnt/user-data/uploads/slow ]; then sleep 5;
           echo late > /mnt/user-data/outputs/late.txt; fi; echo written
+- content: ""
+  tool_calls:
+    - {name: write_file, args: {path: /mnt/user-data/outputs/after.txt, content: "after"}}
 - "done"
 """
 MESSAGE = {"messages": [{"role": "user", "content": "write it"}]}
@@ -54,6 +58,13 @@ MESSAGE = {"messages": [{"role": "user", "content": "write it"}]}
 @pytest.fixture(scope="module")
 def server(tmp_path_factory) -> Iterator[Server]:
     with serving(tmp_path_factory.mktemp("langgraph-removal"), TURN * 19, TOKENS) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory) -> Iterator[Server]:
+    """A server of its own: the run its test cancels leaves the rest of the script unread."""
+    with serving(tmp_path_factory.mktemp("langgraph-interrupted"), TURN * 2, TOKENS) as running:
         yield running
 
 
@@ -144,7 +155,8 @@ def test_a_stateless_run_leaves_no_thread_directory(server):
 
 # -- a delete during a run -------------------------------------------------------------------
 
-def test_a_delete_during_a_run_cancels_it_first_and_nothing_comes_back(server):
+def test_a_delete_during_a_run_cancels_it_first_and_nothing_comes_back(interrupted):
+    server = interrupted
     alice = server.client("tok-alice")
     thread_id = str(alice.threads.create()["thread_id"])
     directory = thread_dir(server, "alice", thread_id)
