@@ -9,7 +9,8 @@ Two things a client would otherwise get wrong answers for:
   the request, so the refusal would come back as a failed run or an error
   reply. `RunInputCheck` checks the body of every request that starts a run
   (``/runs``, ``/threads/{id}/runs``, their ``/stream``, ``/wait``,
-  ``/batch`` and ``/crons`` forms) as the graph would (`check_run_request`)
+  ``/batch`` and ``/crons`` forms, and a cron's ``PATCH``, which replaces
+  the input its runs start with) as the graph would (`check_run_request`)
   and answers 400 with Antler's one-line reason before a run is queued.
   What passes is still checked by the graph.
 * **Another user's thread id is a missing thread.** LangGraph Server answers
@@ -31,7 +32,9 @@ And one thing the server would leave half done:
   (`antler.runtime.servedfiles`), before the answer goes out, as `antler
   threads delete` does. Any other answer (404, 403, 409, 422) removes nothing;
   a prune removes the files of the threads it deleted (those the caller could
-  read before and cannot after).
+  read before and cannot after). A thread's ``ttl`` (on ``POST /threads`` or
+  ``PATCH /threads/{id}``) is refused with 400: the server would delete the
+  thread when it expires, where no middleware sees it.
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ __all__ = ["DeletedThreadFiles", "HiddenThreadConflicts", "RunInputCheck", "chec
 logger = logging.getLogger(__name__)
 
 _RUN_PATH = re.compile(r"^/(?:threads/[^/]+/)?runs(?:/stream|/wait|/batch|/crons)?/?$")
+_CRON_PATH = re.compile(r"^/runs/crons/[^/]+/?$")
+"""``PATCH`` there replaces a cron's run payload, input included."""
 _COPY_PATH = re.compile(r"^/threads/([^/]+)/copy/?$")
 _THREADS_PATH = re.compile(r"^/threads/?$")
 _THREAD_PATH = re.compile(r"^/threads/([^/]+)/?$")
@@ -65,6 +70,10 @@ _PRUNE_PATH = re.compile(r"^/threads/prune/?$")
 _THREAD_ID = re.compile(r"^[0-9a-fA-F-]{1,64}$")
 """What a sub-request may put in a path: the server's thread and run ids are UUIDs."""
 _IN_PROGRESS = ("pending", "running")
+_TTL_REFUSED = (
+    "a thread's `ttl` is refused: the server would delete the thread when it expires "
+    "without removing its files (uploads, workspace, outputs) or ending its sandbox; send "
+    "no `ttl`, and delete threads with DELETE /threads/{thread_id} or POST /threads/prune")
 _RUN_END_WAIT = 30.0
 """Seconds a delete waits for a cancelled run of the thread to end before it goes on."""
 _REFUSED_STATUS = 400
@@ -118,8 +127,9 @@ class RunInputCheck:
         self.allow_roles = frozenset(allow_roles)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" \
-                or not _RUN_PATH.match(scope["path"]):
+        if scope["type"] != "http" or not (
+                (scope["method"] == "POST" and _RUN_PATH.match(scope["path"]))
+                or (scope["method"] == "PATCH" and _CRON_PATH.match(scope["path"]))):
             await self.app(scope, receive, send)
             return
         body, receive = await _read_body(receive)
@@ -185,14 +195,27 @@ class DeletedThreadFiles:
         self.files = ServedThreadFiles(paths)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["method"] == "DELETE" \
-                and (deleted := _THREAD_PATH.match(scope["path"])):
+        method, path = (scope["method"], scope["path"]) if scope["type"] == "http" \
+            else (None, "")
+        if method == "DELETE" and (deleted := _THREAD_PATH.match(path)):
             await self._delete(scope, receive, send, deleted.group(1))
-        elif scope["type"] == "http" and scope["method"] == "POST" \
-                and _PRUNE_PATH.match(scope["path"]):
+        elif method == "POST" and _PRUNE_PATH.match(path):
             await self._prune(scope, receive, send)
+        elif (method == "POST" and _THREADS_PATH.match(path)) \
+                or (method == "PATCH" and _THREAD_PATH.match(path)):
+            await self._refuse_ttl(scope, receive, send)
         else:
             await self.app(scope, receive, send)
+
+    async def _refuse_ttl(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """A thread created or changed with a ``ttl`` gets 400: the server would delete it
+        when it expires, past this middleware, and its files would stay."""
+        body, receive = await _read_body(receive)
+        payload = _json(body)
+        if isinstance(payload, dict) and payload.get("ttl") is not None:
+            await _answer(send, _REFUSED_STATUS, _TTL_REFUSED)
+            return
+        await self.app(scope, receive, send)
 
     async def _delete(self, scope: dict[str, Any], receive: Any, send: Any,
                       thread_id: str) -> None:

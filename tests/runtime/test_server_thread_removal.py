@@ -7,6 +7,8 @@ attacker would hit it:
 * ``POST /threads/prune`` (strategy ``delete``) removes the pruned threads'
   directories; a prune the server refuses (another user's thread in the list,
   ``keep_latest``, which the in-memory server does not offer) removes nothing;
+* a thread's ``ttl`` (the server would delete the thread when it expires, where
+  no middleware sees it) is refused with 400 and the reason;
 * a stateless run (``POST /runs/wait``: the server deletes its thread when the
   run ends) leaves no thread directory behind;
 * a ``DELETE`` while a run of the thread is still in its sandbox command cancels
@@ -142,6 +144,24 @@ def test_a_prune_of_missing_or_hostile_ids_removes_nothing(server):
     for hostile in ("..", "../bob", "/etc"):
         assert status_of(lambda h=hostile: alice.threads.prune([h])) == 422
     assert (server.home / "users" / "alice").is_dir()
+
+
+def test_a_thread_ttl_is_refused_with_the_reason(server):
+    # The server would delete an expired thread where no middleware sees it.
+    import httpx
+
+    headers = {"Authorization": "Bearer tok-alice"}
+    ttl = {"ttl": {"strategy": "delete", "ttl": 1}}
+    thread_id = run_thread(server, "tok-alice", "alice")
+    for method, path in (("POST", "/threads"), ("PATCH", f"/threads/{thread_id}")):
+        response = httpx.request(method, server.url + path, json=ttl, headers=headers)
+        assert response.status_code == 400, (method, response.text)
+        assert "`ttl` is refused" in response.json()["detail"]
+        assert "DELETE /threads/{thread_id}" in response.json()["detail"]
+    assert kept(server, "alice", thread_id).exists()
+    # Without a ttl both still work.
+    assert httpx.patch(f"{server.url}/threads/{thread_id}", json={"metadata": {"a": 1}},
+                       headers=headers).status_code == 200
 
 
 # -- stateless runs --------------------------------------------------------------------------
