@@ -189,9 +189,14 @@ def test_a_delete_during_a_run_cancels_it_first_and_nothing_comes_back(interrupt
         time.sleep(0.1)
     alice.threads.delete(thread_id)  # 204: no error raised
     assert not directory.exists()
-    time.sleep(7)  # past the command's sleep and the run's answer
+    time.sleep(7)  # past the command's sleep and the run's next turns
     assert not directory.exists()
     assert status_of(lambda: alice.threads.get(thread_id)) == 404
+    # The run was cancelled before the thread went; it did not go on into a deleted
+    # thread (whose end the server's worker then fails on: the thread is not found).
+    log = (server.home.parent / "server.log").read_text(errors="replace")
+    assert "Background run interrupted" in log
+    assert "Background worker failed" not in log
 
 
 # -- trust_client_identity -------------------------------------------------------------------
