@@ -81,6 +81,7 @@ class ServedThreadFiles:
         if directory is None:
             return  # no directory can have these ids: the run's own checks refuse them
         with self._locked(thread_id, create=True) as fd:
+            assert fd is not None  # created when missing
             noted = _user_ids(_read(fd))
             if user_id in noted:
                 return

@@ -165,29 +165,31 @@ def guard_served_graph(graph: Any, boundary: StateUpdateBoundary,
 def _guarded(base: Any, boundary: StateUpdateBoundary, files: ServedThreadFiles | None) -> Any:
     def stream(self: Any, input: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
         _refuse_state_commands(input)
-        run = _served_run(self, args, kwargs) if files is not None else None
-        if run is None:
+        noted = files  # a local, which the checks below narrow
+        run = _served_run(self, args, kwargs) if noted is not None else None
+        if noted is None or run is None:
             yield from base.stream(self, input, *args, **kwargs)
             return
-        _claim(files, run)
+        _claim(noted, run)
         try:
             yield from base.stream(self, input, *args, **kwargs)
         finally:
-            _settle(files, run, _temporary(self, args, kwargs))
+            _settle(noted, run, _temporary(self, args, kwargs))
 
     async def astream(self: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
         _refuse_state_commands(input)
-        run = _served_run(self, args, kwargs) if files is not None else None
-        if run is None:
+        noted = files
+        run = _served_run(self, args, kwargs) if noted is not None else None
+        if noted is None or run is None:
             async for chunk in base.astream(self, input, *args, **kwargs):
                 yield chunk
             return
-        await asyncio.to_thread(_claim, files, run)
+        await asyncio.to_thread(_claim, noted, run)
         try:
             async for chunk in base.astream(self, input, *args, **kwargs):
                 yield chunk
         finally:
-            await asyncio.to_thread(_settle, files, run, _temporary(self, args, kwargs))
+            await asyncio.to_thread(_settle, noted, run, _temporary(self, args, kwargs))
 
     def bulk_update_state(self: Any, config: Any, supersteps: Any) -> Any:
         def history() -> set[str]:
