@@ -9,6 +9,8 @@ attacker would hit it:
   ``keep_latest``, which the in-memory server does not offer) removes nothing;
 * a thread's ``ttl`` (the server would delete the thread when it expires, where
   no middleware sees it) is refused with 400 and the reason;
+* a copy of a thread keeps its files apart: its runs use its own directory, and
+  deleting either thread leaves the other's files;
 * a stateless run (``POST /runs/wait``: the server deletes its thread when the
   run ends) leaves no thread directory behind;
 * a ``DELETE`` while a run of the thread is still in its sandbox command cancels
@@ -162,6 +164,22 @@ def test_a_thread_ttl_is_refused_with_the_reason(server):
     # Without a ttl both still work.
     assert httpx.patch(f"{server.url}/threads/{thread_id}", json={"metadata": {"a": 1}},
                        headers=headers).status_code == 200
+
+
+def test_a_copy_keeps_its_files_apart_from_the_original(server):
+    # A copy carries the original's checkpoints (its thread_data and sandbox included):
+    # its runs must still use its own directory, and each delete only its own.
+    original = run_thread(server, "tok-alice", "alice")
+    alice = server.client("tok-alice")
+    copy = str(alice.threads.copy(original)["thread_id"])
+    result = alice.runs.wait(copy, "antler", input=MESSAGE)
+    assert not (isinstance(result, dict) and "__error__" in result), result
+    assert kept(server, "alice", copy).exists()
+    alice.threads.delete(original)
+    assert not thread_dir(server, "alice", original).exists()
+    assert kept(server, "alice", copy).exists()
+    alice.threads.delete(copy)
+    assert not thread_dir(server, "alice", copy).exists()
 
 
 # -- stateless runs --------------------------------------------------------------------------
