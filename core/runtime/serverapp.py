@@ -74,6 +74,9 @@ _TTL_REFUSED = (
     "a thread's `ttl` is refused: the server would delete the thread when it expires "
     "without removing its files (uploads, workspace, outputs) or ending its sandbox; send "
     "no `ttl`, and delete threads with DELETE /threads/{thread_id} or POST /threads/prune")
+_PRUNE_MAX = 1000
+"""Thread ids one prune may name: each costs a few requests to the server (before, its
+runs cancelled; after, whether it went)."""
 _RUN_END_WAIT = 30.0
 """Seconds a delete waits for a cancelled run of the thread to end before it goes on."""
 _REFUSED_STATUS = 400
@@ -241,6 +244,11 @@ class DeletedThreadFiles:
             # keep_latest keeps the threads (and so their files); a malformed body is the
             # server's to refuse.
             await self.app(scope, receive, send)
+            return
+        if len(thread_ids) > _PRUNE_MAX:
+            await _answer(send, _REFUSED_STATUS, (
+                f"POST /threads/prune names {len(thread_ids)} threads; prune at most "
+                f"{_PRUNE_MAX} per request (send the rest in further requests)"))
             return
         original = dict(scope)
         readable = [t for t in dict.fromkeys(thread_ids)

@@ -146,6 +146,15 @@ def test_a_prune_of_missing_or_hostile_ids_removes_nothing(server):
     for hostile in ("..", "../bob", "/etc"):
         assert status_of(lambda h=hostile: alice.threads.prune([h])) == 422
     assert (server.home / "users" / "alice").is_dir()
+    # A hostile size: refused with the limit before any thread is looked at.
+    import httpx
+
+    many = [str(uuid.uuid4()) for _ in range(1001)]
+    response = httpx.post(f"{server.url}/threads/prune", json={"thread_ids": many},
+                          headers={"Authorization": "Bearer tok-alice"})
+    assert response.status_code == 400
+    assert "names 1001 threads; prune at most 1000" in response.json()["detail"]
+    assert thread_dir(server, "alice", missing).is_dir()
 
 
 def test_a_thread_ttl_is_refused_with_the_reason(server):
