@@ -44,7 +44,6 @@ import json
 import logging
 import re
 from collections.abc import Collection
-from pathlib import Path
 from typing import Any
 
 from antler.contracts.runcontext import AUTH_USER_KEY, RunContext, authenticated
@@ -56,7 +55,7 @@ from .sandbox.threaddir import ThreadDirectoryError
 from .servedfiles import ServedThreadFiles
 
 __all__ = ["DeletedThreadFiles", "HiddenThreadConflicts", "RunInputCheck", "check_run_request",
-           "served_app", "served_thread_files"]
+           "served_app"]
 
 logger = logging.getLogger(__name__)
 
@@ -170,17 +169,6 @@ class HiddenThreadConflicts:
                 messages = read
         for message in messages:
             await send(message)
-
-
-def served_thread_files(paths: PathLayout, user: Any, thread_id: str) -> Path | None:
-    """The directory of served thread `thread_id`'s files for the server's auth `user`
-    (its ``identity``; ``default`` without an auth handler), as the served graph runs
-    the caller's turns; None when either id is not one a directory can have.
-
-    With ``trust_client_identity`` a thread's runs may have used other users'
-    directories too; `ServedThreadFiles` knows them all.
-    """
-    return ServedThreadFiles(paths).directory(_user_id(user), thread_id)
 
 
 def _user_id(user: Any) -> str:
