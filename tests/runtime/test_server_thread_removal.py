@@ -191,6 +191,23 @@ def test_a_copy_keeps_its_files_apart_from_the_original(server):
     assert not thread_dir(server, "alice", copy).exists()
 
 
+def test_a_thread_id_sent_in_the_runs_config_names_no_other_directory(server):
+    # The server's thread id, not one the client puts in the run's configurable, names
+    # the directory: a hostile one reaches no path, another user's reaches not theirs.
+    alice = server.client("tok-alice")
+    bobs = run_thread(server, "tok-bob", "bob")
+    before = set((server.home / "users" / "bob").rglob("*"))
+    for claimed in ("../../bob/threads/" + bobs, "..", bobs):
+        thread_id = str(alice.threads.create()["thread_id"])
+        alice.runs.wait(thread_id, "antler", input=MESSAGE, raise_error=False,
+                        config={"configurable": {"thread_id": claimed}})
+        assert kept(server, "alice", thread_id).exists()  # the server's id named it
+        alice.threads.delete(thread_id)
+        assert not thread_dir(server, "alice", thread_id).exists()
+    assert set((server.home / "users" / "bob").rglob("*")) == before
+    assert kept(server, "bob", bobs).read_text() == "kept\n"
+
+
 # -- stateless runs --------------------------------------------------------------------------
 
 def test_a_stateless_run_leaves_no_thread_directory(server):
