@@ -33,6 +33,13 @@ What differs from `create_agent` for a local run:
   initial supersteps, forks). The served graph checks every such write as it
   checks a run's input (`antler.runtime.stateupdates`) before LangGraph
   applies it, whatever the auth handler allows.
+* **A thread's files are where its deletion finds them.** Before each run the
+  served graph notes whose directory the run's files go to
+  (`antler.runtime.servedfiles`), so deleting the thread removes every
+  directory its runs used, whatever identity a trusted client stated. A run
+  without a checkpointer (a stateless run, whose thread the server deletes
+  when it ends) removes its files when it ends, and a run whose thread was
+  deleted while it ran removes what it wrote afterwards.
 * **Refusals are the client's errors.** What the served graph refuses is a
   `ClientInputError` (a `ValueError`), which the server answers with 400 and
   Antler's one-line reason instead of hiding it as an internal error.
@@ -40,13 +47,22 @@ What differs from `create_agent` for a local run:
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from antler.chain.conditions import runtime_for
 from antler.chain.config import load_config
-from antler.contracts.runcontext import RunContext, TrustingRunContext
+from antler.contracts.runcontext import (
+    AUTH_USER_KEY,
+    DEFAULT_USER,
+    RunContext,
+    TrustingRunContext,
+    authenticated,
+)
 from antler.contracts.serverkeys import server_owned_keys
 from antler.errors import ClientInputError, InputError
 from antler.plugin_api.context import DEPLOYMENT
@@ -54,9 +70,13 @@ from antler.plugin_api.registry import PluginRegistry, discover
 
 from .agent import AntlerAgent, create_agent, is_resume
 from .models import ModelCatalog
+from .sandbox.threaddir import ThreadDirectoryError
+from .servedfiles import ServedThreadFiles
 from .stateupdates import StateUpdateBoundary
 
 __all__ = ["CONFIG_ENV", "build_server_agent", "fail_server_start", "guard_served_graph"]
+
+logger = logging.getLogger(__name__)
 
 CONFIG_ENV = "ANTLER_CONFIG"
 """The environment variable naming the operator config the server builds from."""
@@ -91,7 +111,9 @@ def build_server_agent(config_path: str | Path | None = None, *,
     # plugins keep the shared store they took from the services at build time.
     boundary = StateUpdateBoundary(config.input.allow_roles,
                                    server_owned_keys(registry.specs.values()))
-    agent.graph = guard_served_graph(agent.graph.copy(update={"store": None}), boundary)
+    paths = agent.services.get("paths")
+    files = ServedThreadFiles(paths) if paths is not None else None
+    agent.graph = guard_served_graph(agent.graph.copy(update={"store": None}), boundary, files)
     return agent
 
 
@@ -122,7 +144,8 @@ def fail_server_start(error: Exception) -> None:
     os._exit(3)
 
 
-def guard_served_graph(graph: Any, boundary: StateUpdateBoundary) -> Any:
+def guard_served_graph(graph: Any, boundary: StateUpdateBoundary,
+                       files: ServedThreadFiles | None = None) -> Any:
     """`graph`, refusing writes from outside it that skip the input boundary.
 
     A `Command` input other than `Command(resume=...)` is refused, and every
@@ -131,20 +154,42 @@ def guard_served_graph(graph: Any, boundary: StateUpdateBoundary) -> Any:
     `ClientInputError`s. Every way of running the graph goes through `stream`
     or `astream` and every state update through `bulk_update_state` or
     `abulk_update_state`; copies (`graph.copy`, `with_config`) keep the class,
-    so the checks hold for them too.
+    so the checks hold for them too. With `files`, each run notes whose
+    directory it uses before it starts and settles it when it ends
+    (`ServedThreadFiles.claim`, `.settle`).
     """
-    graph.__class__ = _guarded(type(graph), boundary)
+    graph.__class__ = _guarded(type(graph), boundary, files)
     return graph
 
 
-def _guarded(base: Any, boundary: StateUpdateBoundary) -> Any:
-    def stream(self: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
+def _guarded(base: Any, boundary: StateUpdateBoundary, files: ServedThreadFiles | None) -> Any:
+    def stream(self: Any, input: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
         _refuse_state_commands(input)
-        return base.stream(self, input, *args, **kwargs)
+        noted = files  # a local, which the checks below narrow
+        run = _served_run(self, args, kwargs) if noted is not None else None
+        if noted is None or run is None:
+            yield from base.stream(self, input, *args, **kwargs)
+            return
+        _claim(noted, run)
+        try:
+            yield from base.stream(self, input, *args, **kwargs)
+        finally:
+            _settle(noted, run, _temporary(self, args, kwargs))
 
-    def astream(self: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
+    async def astream(self: Any, input: Any, *args: Any, **kwargs: Any) -> Any:
         _refuse_state_commands(input)
-        return base.astream(self, input, *args, **kwargs)
+        noted = files
+        run = _served_run(self, args, kwargs) if noted is not None else None
+        if noted is None or run is None:
+            async for chunk in base.astream(self, input, *args, **kwargs):
+                yield chunk
+            return
+        await asyncio.to_thread(_claim, noted, run)
+        try:
+            async for chunk in base.astream(self, input, *args, **kwargs):
+                yield chunk
+        finally:
+            await asyncio.to_thread(_settle, noted, run, _temporary(self, args, kwargs))
 
     def bulk_update_state(self: Any, config: Any, supersteps: Any) -> Any:
         def history() -> set[str]:
@@ -160,6 +205,61 @@ def _guarded(base: Any, boundary: StateUpdateBoundary) -> Any:
     return type(base.__name__, (base,), {
         "stream": stream, "astream": astream, "bulk_update_state": bulk_update_state,
         "abulk_update_state": abulk_update_state, "__module__": base.__module__})
+
+
+_ServedRun = tuple[str, str, str]
+"""(thread id, the user id whose directory the run uses, the authenticated user id)."""
+
+
+def _served_run(graph: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _ServedRun | None:
+    """Whose thread directory a run of `graph` with these arguments uses, as the graph's
+    context resolution decides it (`runcontext.run_context`); None without a thread id."""
+    configurable = _configurable(graph, args, kwargs)
+    thread_id = configurable.get("thread_id")
+    if thread_id is None:
+        return None
+    context = kwargs.get("context")
+    stated = context.get("user_id") if isinstance(context, Mapping) \
+        else getattr(context, "user_id", None)
+    stated_id = str(stated) if stated is not None else DEFAULT_USER
+    if AUTH_USER_KEY not in configurable:  # not LangGraph Server's run: the caller's context
+        return str(thread_id), stated_id, stated_id
+    authenticated_id = authenticated(RunContext(), configurable).user_id
+    schema = getattr(graph, "context_schema", None)
+    trusting = bool(getattr(schema, "trust_client_identity", False))
+    return str(thread_id), stated_id if trusting else authenticated_id, authenticated_id
+
+
+def _configurable(graph: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    config = kwargs.get("config", args[0] if args else None)
+    bound = (getattr(graph, "config", None) or {}).get("configurable") or {}
+    given = (config or {}).get("configurable") or {} if isinstance(config, Mapping) else {}
+    return {**bound, **given}
+
+
+def _temporary(graph: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether the run keeps no thread: no checkpointer (LangGraph Server's stateless runs,
+    whose thread it deletes when the run ends)."""
+    from langgraph.constants import CONFIG_KEY_CHECKPOINTER
+
+    return getattr(graph, "checkpointer", None) is None \
+        and _configurable(graph, args, kwargs).get(CONFIG_KEY_CHECKPOINTER) is None
+
+
+def _claim(files: ServedThreadFiles, run: _ServedRun) -> None:
+    try:
+        files.claim(*run)
+    except InputError as error:
+        raise ClientInputError(str(error)) from None
+
+
+def _settle(files: ServedThreadFiles, run: _ServedRun, temporary: bool) -> None:
+    thread_id, user_id, authenticated_id = run
+    try:
+        files.settle(thread_id, user_id, authenticated_id, temporary=temporary)
+    except (ThreadDirectoryError, OSError) as error:
+        logger.error("thread %s: its files could not be removed after its run: %s",
+                     thread_id, error)
 
 
 def _refuse_state_commands(input: Any) -> None:

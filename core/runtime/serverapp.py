@@ -9,7 +9,8 @@ Two things a client would otherwise get wrong answers for:
   the request, so the refusal would come back as a failed run or an error
   reply. `RunInputCheck` checks the body of every request that starts a run
   (``/runs``, ``/threads/{id}/runs``, their ``/stream``, ``/wait``,
-  ``/batch`` and ``/crons`` forms) as the graph would (`check_run_request`)
+  ``/batch`` and ``/crons`` forms, and a cron's ``PATCH``, which replaces
+  the input its runs start with) as the graph would (`check_run_request`)
   and answers 400 with Antler's one-line reason before a run is queued.
   What passes is still checked by the graph.
 * **Another user's thread id is a missing thread.** LangGraph Server answers
@@ -22,13 +23,18 @@ Two things a client would otherwise get wrong answers for:
 And one thing the server would leave half done:
 
 * **A deleted thread loses its files.** The server's ``DELETE /threads/{id}``
-  removes the thread's checkpoints only. When it answers with success (its
-  auth decided the caller may delete the thread), `DeletedThreadFiles` ends
-  the thread's sandbox namespace and removes its directory under the base
-  directory, ``users/<owner>/threads/<id>`` (uploads, workspace, outputs), as
-  `antler threads delete` does, before the answer goes out. The owner is the
-  user the served graph runs the caller's turns as (`served_thread_files`).
-  Any other answer (404, 403, 409, 422) removes nothing.
+  and ``POST /threads/prune`` (strategy ``delete``) remove checkpoints only.
+  `DeletedThreadFiles` first cancels the thread's runs still in progress and
+  waits for them to end (so none writes into the thread after it is gone),
+  then lets the server delete it; when the server answers with success (its
+  auth decided the caller may delete the thread), it ends the thread's sandbox
+  namespaces and removes every directory its runs used
+  (`antler.runtime.servedfiles`), before the answer goes out, as `antler
+  threads delete` does. Any other answer (404, 403, 409, 422) removes nothing;
+  a prune removes the files of the threads it deleted (those the caller could
+  read before and cannot after). A thread's ``ttl`` (on ``POST /threads`` or
+  ``PATCH /threads/{id}``) is refused with 400: the server would delete the
+  thread when it expires, where no middleware sees it.
 """
 
 from __future__ import annotations
@@ -38,25 +44,40 @@ import json
 import logging
 import re
 from collections.abc import Collection
-from pathlib import Path
 from typing import Any
 
 from antler.contracts.runcontext import AUTH_USER_KEY, RunContext, authenticated
 from antler.errors import InputError
-from antler.plugin_api.paths import InvalidIdentifierError, PathLayout
+from antler.plugin_api.paths import PathLayout
 
 from .inputs import check_input, check_input_keys
-from .sandbox.threaddir import ThreadDirectoryError, remove_thread_directory
+from .sandbox.threaddir import ThreadDirectoryError
+from .servedfiles import ServedThreadFiles
 
 __all__ = ["DeletedThreadFiles", "HiddenThreadConflicts", "RunInputCheck", "check_run_request",
-           "remove_served_thread_files", "served_app", "served_thread_files"]
+           "served_app"]
 
 logger = logging.getLogger(__name__)
 
 _RUN_PATH = re.compile(r"^/(?:threads/[^/]+/)?runs(?:/stream|/wait|/batch|/crons)?/?$")
+_CRON_PATH = re.compile(r"^/runs/crons/[^/]+/?$")
+"""``PATCH`` there replaces a cron's run payload, input included."""
 _COPY_PATH = re.compile(r"^/threads/([^/]+)/copy/?$")
 _THREADS_PATH = re.compile(r"^/threads/?$")
 _THREAD_PATH = re.compile(r"^/threads/([^/]+)/?$")
+_PRUNE_PATH = re.compile(r"^/threads/prune/?$")
+_THREAD_ID = re.compile(r"^[0-9a-fA-F-]{1,64}$")
+"""What a sub-request may put in a path: the server's thread and run ids are UUIDs."""
+_IN_PROGRESS = ("pending", "running")
+_TTL_REFUSED = (
+    "a thread's `ttl` is refused: the server would delete the thread when it expires "
+    "without removing its files (uploads, workspace, outputs) or ending its sandbox; send "
+    "no `ttl`, and delete threads with DELETE /threads/{thread_id} or POST /threads/prune")
+_PRUNE_MAX = 1000
+"""Thread ids one prune may name: each costs a few requests to the server (before, its
+runs cancelled; after, whether it went)."""
+_RUN_END_WAIT = 30.0
+"""Seconds a delete waits for a cancelled run of the thread to end before it goes on."""
 _REFUSED_STATUS = 400
 
 
@@ -108,8 +129,9 @@ class RunInputCheck:
         self.allow_roles = frozenset(allow_roles)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" \
-                or not _RUN_PATH.match(scope["path"]):
+        if scope["type"] != "http" or not (
+                (scope["method"] == "POST" and _RUN_PATH.match(scope["path"]))
+                or (scope["method"] == "PATCH" and _CRON_PATH.match(scope["path"]))):
             await self.app(scope, receive, send)
             return
         body, receive = await _read_body(receive)
@@ -142,86 +164,136 @@ class HiddenThreadConflicts:
         status, messages = await _capture(self.app, scope, receive)
         if status == 409:
             read_status, read = await _capture(self.app, _read_scope(original, thread_id),
-                                               _empty_body)
+                                               _empty_body())
             if read_status == 404:
                 messages = read
         for message in messages:
             await send(message)
 
 
-def served_thread_files(paths: PathLayout, user: Any, thread_id: str) -> Path | None:
-    """The directory of served thread `thread_id`'s files, for the server's auth `user`.
-
-    The served graph runs a caller's turns as the user id `authenticated` gives
-    the auth handler's user (its ``identity``; ``default`` without an auth
-    handler), and keeps the thread's files under ``users/<user id>/threads/
-    <thread id>`` of the base directory. None when either id is not one a thread
-    directory can have (``..``, a path, a control character): the graph never
-    made a directory for it, and no such id may name a path.
-    """
-    user_id = authenticated(RunContext(), {AUTH_USER_KEY: user}).user_id
-    try:
-        return paths.thread(user_id, thread_id).user_data.parent
-    except InvalidIdentifierError:
-        return None
-
-
-def remove_served_thread_files(paths: PathLayout, user: Any, thread_id: str) -> Path | None:
-    """End served thread `thread_id`'s sandbox namespace and remove its directory
-    (`remove_thread_directory`); which directory it was, or None for an id no
-    directory can have.
-
-    Raises:
-        ThreadDirectoryError: the namespace or the directory could not be removed.
-    """
-    directory = served_thread_files(paths, user, thread_id)
-    users = paths.base / "users"
-    if directory is None or directory.parent.parent.parent != users:
-        return None  # validated ids give exactly that layout; anything else is refused
-    remove_thread_directory(directory)
-    return directory
+def _user_id(user: Any) -> str:
+    """The user id the served graph runs auth `user`'s turns as."""
+    return authenticated(RunContext(), {AUTH_USER_KEY: user}).user_id
 
 
 class DeletedThreadFiles:
-    """ASGI middleware: a thread the server deleted loses its directory and namespace."""
+    """ASGI middleware: a thread the server deleted (``DELETE /threads/{id}``, ``POST
+    /threads/prune``) first has its runs in progress cancelled, then loses its directories
+    and namespaces."""
 
     def __init__(self, app: Any, paths: PathLayout) -> None:
         self.app = app
-        self.paths = paths
+        self.files = ServedThreadFiles(paths)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        deleted = _THREAD_PATH.match(scope["path"]) if scope["type"] == "http" \
-            and scope["method"] == "DELETE" else None
-        if deleted is None:
+        method, path = (scope["method"], scope["path"]) if scope["type"] == "http" \
+            else (None, "")
+        if method == "DELETE" and (deleted := _THREAD_PATH.match(path)):
+            await self._delete(scope, receive, send, deleted.group(1))
+        elif method == "POST" and _PRUNE_PATH.match(path):
+            await self._prune(scope, receive, send)
+        elif (method == "POST" and _THREADS_PATH.match(path)) \
+                or (method == "PATCH" and _THREAD_PATH.match(path)):
+            await self._refuse_ttl(scope, receive, send)
+        else:
             await self.app(scope, receive, send)
+
+    async def _refuse_ttl(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """A thread created or changed with a ``ttl`` gets 400: the server would delete it
+        when it expires, past this middleware, and its files would stay."""
+        body, receive = await _read_body(receive)
+        payload = _json(body)
+        if isinstance(payload, dict) and payload.get("ttl") is not None:
+            await _answer(send, _REFUSED_STATUS, _TTL_REFUSED)
             return
+        await self.app(scope, receive, send)
+
+    async def _delete(self, scope: dict[str, Any], receive: Any, send: Any,
+                      thread_id: str) -> None:
+        original = dict(scope)  # the server's router adds to the scope it is given
+        await self._end_runs(original, thread_id)
         # The answer is held until the files are gone: a client that reads the thread's
         # directory after its 204 finds it removed.
         status, messages = await _capture(self.app, scope, receive)
         if 200 <= status < 300:
             # The server's auth middleware put the caller in the scope it was handed.
-            await asyncio.to_thread(self._remove, scope.get("user"), deleted.group(1))
+            await asyncio.to_thread(self._remove, _user_id(scope.get("user")), thread_id,
+                                    f"DELETE /threads/{thread_id}")
         for message in messages:
             await send(message)
 
-    def _remove(self, user: Any, thread_id: str) -> None:
+    async def _prune(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        body, receive = await _read_body(receive)
+        payload = _json(body)
+        thread_ids = payload.get("thread_ids") if isinstance(payload, dict) else None
+        strategy = payload.get("strategy", "delete") if isinstance(payload, dict) else None
+        if strategy != "delete" or not isinstance(thread_ids, list) \
+                or not all(isinstance(t, str) for t in thread_ids):
+            # keep_latest keeps the threads (and so their files); a malformed body is the
+            # server's to refuse.
+            await self.app(scope, receive, send)
+            return
+        if len(thread_ids) > _PRUNE_MAX:
+            await _answer(send, _REFUSED_STATUS, (
+                f"POST /threads/prune names {len(thread_ids)} threads; prune at most "
+                f"{_PRUNE_MAX} per request (send the rest in further requests)"))
+            return
+        original = dict(scope)
+        readable = [t for t in dict.fromkeys(thread_ids)
+                    if _THREAD_ID.match(t)
+                    and await self._status(original, "GET", f"/threads/{t}") == 200]
+        for thread_id in readable:
+            await self._end_runs(original, thread_id)
+        status, messages = await _capture(self.app, scope, receive)
+        if 200 <= status < 300:
+            user_id = _user_id(scope.get("user"))
+            for thread_id in readable:
+                if await self._status(original, "GET", f"/threads/{thread_id}") == 404:
+                    await asyncio.to_thread(self._remove, user_id, thread_id,
+                                            "POST /threads/prune")
+        for message in messages:
+            await send(message)
+
+    async def _end_runs(self, scope: dict[str, Any], thread_id: str) -> None:
+        """Cancel the thread's runs in progress, as the caller, and wait for them to end.
+
+        The caller's own credentials decide: a thread they may not read lists no runs,
+        and a thread they may not delete answers the delete as it would have.
+        """
+        if not _THREAD_ID.match(thread_id):
+            return
+        status, messages = await _capture(self.app, _sub_scope(
+            scope, "GET", f"/threads/{thread_id}/runs", b"limit=1000"), _empty_body())
+        runs = _json(_body_of(messages)) if status == 200 else None
+        for run in runs if isinstance(runs, list) else []:
+            if not isinstance(run, dict) or run.get("status") not in _IN_PROGRESS \
+                    or not _THREAD_ID.match(str(run.get("run_id"))):
+                continue
+            wait = b"&wait=1" if run["status"] == "running" else b""
+            cancel = _capture(self.app, _sub_scope(
+                scope, "POST", f"/threads/{thread_id}/runs/{run['run_id']}/cancel",
+                b"action=interrupt" + wait), _empty_body())
+            try:
+                await asyncio.wait_for(cancel, _RUN_END_WAIT)
+            except TimeoutError:
+                logger.warning("thread %s: run %s did not end within %.0fs of its "
+                               "cancellation; deleting the thread anyway (the run removes "
+                               "what it writes after)", thread_id, run["run_id"],
+                               _RUN_END_WAIT)
+
+    async def _status(self, scope: dict[str, Any], method: str, path: str) -> int:
+        status, _ = await _capture(self.app, _sub_scope(scope, method, path), _empty_body())
+        return status
+
+    def _remove(self, user_id: str, thread_id: str, request: str) -> None:
         try:
-            remove_served_thread_files(self.paths, user, thread_id)
+            self.files.remove(thread_id, user_id)
         except ThreadDirectoryError as error:
-            directory = served_thread_files(self.paths, user, thread_id)
             logger.error(
-                "DELETE /threads/%s: the server deleted the thread's checkpoints, but its "
-                "files in %s were not removed: %s. Nothing else refers to them now: remove "
-                "%s by hand (as its owner or root); deleting the thread again answers 404.",
-                thread_id, directory, _reason(error), directory)
-
-
-def _reason(error: ThreadDirectoryError) -> str:
-    """Why the removal failed, without `remove_thread_directory`'s advice to delete again."""
-    cause = error.__cause__
-    if isinstance(cause, OSError) and cause.strerror:
-        return f"{cause.filename or ''}: {cause.strerror}".lstrip(": ")
-    return str(error)
+                "%s: the server deleted thread %s's checkpoints, but its files were not "
+                "removed: %s. Nothing else refers to them now: remove them by hand (as "
+                "their owner or root); deleting the thread again answers 404.",
+                request, thread_id, error)
 
 
 def served_app(allow_roles: Collection[str], paths: PathLayout | None = None) -> Any:
@@ -258,8 +330,20 @@ async def _read_body(receive: Any) -> tuple[bytes, Any]:
     return body, replay
 
 
-async def _empty_body() -> dict[str, Any]:
-    return {"type": "http.request", "body": b"", "more_body": False}
+def _empty_body() -> Any:
+    """A `receive` for a sub-request: an empty body, then nothing (the client stays
+    connected while a streamed answer, such as a cancel that waits for the run, runs)."""
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await asyncio.Event().wait()  # until the server is done with the request
+        return {"type": "http.disconnect"}
+
+    return receive
 
 
 async def _capture(app: Any, scope: dict[str, Any], receive: Any,
@@ -277,11 +361,20 @@ async def _capture(app: Any, scope: dict[str, Any], receive: Any,
 
 def _read_scope(scope: dict[str, Any], thread_id: str) -> dict[str, Any]:
     """`GET /threads/{thread_id}` as the caller of `scope` (same credentials)."""
-    path = f"/threads/{thread_id}"
+    return _sub_scope(scope, "GET", f"/threads/{thread_id}")
+
+
+def _sub_scope(scope: dict[str, Any], method: str, path: str,
+               query: bytes = b"") -> dict[str, Any]:
+    """A request without a body to `path` as the caller of `scope` (same credentials)."""
     headers = [(name, value) for name, value in scope.get("headers", [])
                if name.lower() not in (b"content-length", b"content-type")]
-    return {**scope, "method": "GET", "path": path, "raw_path": path.encode(),
-            "query_string": b"", "headers": headers}
+    return {**scope, "method": method, "path": path, "raw_path": path.encode(),
+            "query_string": query, "headers": headers}
+
+
+def _body_of(messages: list[dict[str, Any]]) -> bytes:
+    return b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body")
 
 
 def _json(body: bytes) -> Any:

@@ -82,8 +82,10 @@ def server(tmp_path_factory) -> Iterator[Server]:
 
 
 @contextlib.contextmanager
-def serving(work: Path, lead_script: str, tokens: dict[str, Any]) -> Iterator[Server]:
-    """`langgraph dev` on a free port in `work`, its lead model scripted by `lead_script`."""
+def serving(work: Path, lead_script: str, tokens: dict[str, Any],
+            config: str = "") -> Iterator[Server]:
+    """`langgraph dev` on a free port in `work`, its lead model scripted by `lead_script`
+    (`config`: more of the operator config, YAML)."""
     cli = Path(sys.executable).with_name("langgraph")
     try:
         import langgraph_api  # noqa: F401  (the `inmem` extra: `langgraph dev` needs it)
@@ -99,8 +101,8 @@ def serving(work: Path, lead_script: str, tokens: dict[str, Any]) -> Iterator[Se
     (work / "antler.yaml").write_text(
         f"models: {{default: 'scripted:{work / 'lead.yaml'}'}}\n"
         f"title: {{model: 'scripted:{work / 'title.yaml'}'}}\n"
-        f"memory: {{model: 'scripted:{work / 'memory.yaml'}', debounce_seconds: 0}}\n",
-        encoding="utf-8")
+        f"memory: {{model: 'scripted:{work / 'memory.yaml'}', debounce_seconds: 0}}\n"
+        + config, encoding="utf-8")
     port = free_port()
     env = {**os.environ, "ANTLER_CONFIG": str(work / "antler.yaml"), "ANTLER_HOME": str(home),
            "ANTLER_AUTH_TOKENS": json.dumps(tokens), "LANGGRAPH_CLI_NO_ANALYTICS": "1",

@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 import pytest
 
 from antler.plugin_api.paths import PathLayout
-from antler.runtime import serverapp
+from antler.runtime import servedfiles
 from antler.runtime.sandbox.threaddir import INIT_FILE, ThreadDirectoryError
 from antler.runtime.serverapp import DeletedThreadFiles
 from tests.runtime.test_server import Server, serving
@@ -226,14 +226,15 @@ def test_a_failed_removal_is_logged_with_the_directory_and_the_fix(home, monkeyp
         denied = PermissionError(13, "Permission denied", str(directory / "user-data"))
         raise ThreadDirectoryError(f"cannot remove the thread's files: {denied}") from denied
 
-    monkeypatch.setattr(serverapp, "remove_thread_directory", refuse)
+    monkeypatch.setattr(servedfiles, "remove_thread_directory", refuse)
     app = DeletedThreadFiles(permissive({"identity": "alice"}), PathLayout(home))
     with caplog.at_level(logging.ERROR, logger="antler.runtime.serverapp"):
         assert delete(app, "/threads/t1") == 204  # the checkpoints are gone: still a success
     directory = home / "users" / "alice" / "threads" / "t1"
     [record] = [r for r in caplog.records if r.name == "antler.runtime.serverapp"]
     message = record.getMessage()
-    assert f"files in {directory} were not removed" in message
-    assert "Permission denied" in message and f"remove {directory} by hand" in message
-    assert "checkpoints" in message
+    assert message.startswith("DELETE /threads/t1: ")
+    assert f"were not removed: {directory}: {directory / 'user-data'}: Permission denied" \
+        in message
+    assert "remove them by hand" in message and "checkpoints" in message
     assert os.path.isdir(directory)
