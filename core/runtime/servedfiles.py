@@ -36,6 +36,7 @@ from antler.errors import InputError
 from antler.plugin_api.paths import InvalidIdentifierError, PathLayout
 
 from .sandbox.threaddir import ThreadDirectoryError, remove_thread_directory
+from .storage.base import StorageError
 
 __all__ = ["RECORD_DIR", "ServedThreadFiles"]
 
@@ -76,10 +77,24 @@ class ServedThreadFiles:
         Raises:
             InputError: `user_id` is a stated identity (not `authenticated_id`) and
                 its directory of the thread exists, made by nothing this thread ran.
+            StorageError: the note cannot be written (the base directory is not
+                writable, the disk is full); the run does not start.
         """
         directory = self.directory(user_id, thread_id)
         if directory is None:
             return  # no directory can have these ids: the run's own checks refuse them
+        try:
+            self._claim(thread_id, user_id, authenticated_id, directory)
+        except OSError as error:
+            raise StorageError(
+                f"thread {thread_id}: cannot note whose files its run uses in "
+                f"{self._record(thread_id)}: {error.strerror or error}. The served graph "
+                f"keeps one note per thread under {self.records}: make that directory "
+                f"writable by the server (or free space), then run again",
+                path=self.records) from None
+
+    def _claim(self, thread_id: str, user_id: str, authenticated_id: str,
+               directory: Path) -> None:
         with self._locked(thread_id, create=True) as fd:
             assert fd is not None  # created when missing
             noted = _user_ids(_read(fd))

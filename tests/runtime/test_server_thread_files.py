@@ -23,6 +23,7 @@ from antler.plugin_api.paths import PathLayout
 from antler.runtime.models import ScriptedChatModel
 from antler.runtime.servedfiles import RECORD_DIR, ServedThreadFiles
 from antler.runtime.server import build_server_agent
+from antler.runtime.storage.base import StorageError
 from tests.runtime.test_server_identity import RBAC, SCRIPT, served
 
 
@@ -193,3 +194,21 @@ def test_the_served_graph_refuses_a_stated_takeover_before_anything_runs(tmp_pat
     plain = served(tmp_path / "plain")
     state = run(plain, {"identity": "front"}, "t1", context={"user_id": "bob"})
     assert "/users/front/threads/t1/" in state["thread_data"]["workspace_path"]
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_a_note_that_cannot_be_written_stops_the_run_with_a_clear_error(tmp_path, fuse):
+    """The served graph notes each run's directory before the run: when it cannot (here a
+    file stands where the notes' folder goes), the run does not start and the error says
+    which path, why, and what to do, instead of a bare OSError."""
+    agent = sandboxed(tmp_path, fuse=fuse)
+    (tmp_path / "home").mkdir(exist_ok=True)
+    (tmp_path / "home" / RECORD_DIR).write_text("not a folder")
+    try:
+        with pytest.raises(StorageError) as raised:
+            run(agent, {"identity": "front"}, "t1", context=CAROL)
+    finally:
+        agent.close()
+    message = str(raised.value)
+    assert RECORD_DIR in message and "writable" in message and "t1" in message, message
+    assert not (tmp_path / "home" / "users" / "carol" / "threads" / "t1").exists()
