@@ -601,7 +601,8 @@ class HostSandbox(Sandbox):
     def end_run(self) -> None:
         """Stop what finished commands left running: their groups and their `setsid` children.
 
-        Commands still running (a parallel call of the same thread) are spared.
+        Commands still running (a parallel call of the same thread) are spared, and
+        none starts until the sweep is done: it would carry the token the sweep kills by.
         """
         with self._lock:
             running = {process.pid for process in self._running}
@@ -611,12 +612,12 @@ class HostSandbox(Sandbox):
             mark = self._pid_mark
             if not self._sessions:
                 self._pid_mark = None
-        if not finished or not self.leaves_strays:
-            return
-        for session in finished:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(session, signal.SIGKILL)
-        reaper.sweep(self._token, spare_sessions=running, since=mark)
+            if not finished or not self.leaves_strays:
+                return
+            for session in finished:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(session, signal.SIGKILL)
+            reaper.sweep(self._token, spare_sessions=running, since=mark)
 
     def close(self) -> None:
         """Kill any running commands and what they started, and refuse further use."""
