@@ -87,7 +87,7 @@ def record_init(thread_dir: Path, pid: int | None) -> int | None:
     without the note, removing the directory does not end the namespace first); return
     the start time noted, None when nothing was."""
     started = _start_time(pid) if pid is not None else None
-    if started is None:
+    if pid is None or started is None:
         return None
     # `os` calls on a string: a text file object costs five more system calls.
     with _noting, contextlib.suppress(OSError):
