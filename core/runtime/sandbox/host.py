@@ -780,13 +780,15 @@ class HostSandboxProvider(SandboxProvider):
             return live
 
     def existing_sandbox_id(self, thread_paths: ThreadPaths) -> str | None:
-        """The id of the thread's sandbox while the provider keeps one (None once dropped:
-        nothing of it runs)."""
+        """The id of the thread's sandbox when `get` finds it: kept, or dropped and its
+        thread's directory there (nothing is made)."""
         with self._lock:
             if thread_paths.base not in self._base_numbers:
                 return None
             sandbox_id = self._id_of(thread_paths)
-            return sandbox_id if sandbox_id in self._by_id else None
+            if sandbox_id in self._by_id or thread_paths.user_data.is_dir():
+                return sandbox_id
+            return None
 
     def get(self, sandbox_id: str) -> HostSandbox:
         """The sandbox `sandbox_id` names, made again from its thread's paths if it was

@@ -118,7 +118,11 @@ def test_a_threads_next_turn_after_its_sandbox_was_dropped_sees_its_files(
         sandbox_id = first["sandbox"]["sandbox_id"]
         assert sandbox_id == "local:default/t1"
         assert provider._by_id == {}  # released and idle: dropped
-        assert provider.existing_sandbox_id(PathLayout(home).thread("default", "t1")) is None
+        # Still the thread's id (the next run's end releases it: nothing to do), made
+        # again only when used.
+        assert provider.existing_sandbox_id(PathLayout(home).thread("default", "t1")) == \
+            sandbox_id
+        assert provider._by_id == {}
         # The id in state still works: `get` makes the thread's sandbox again.
         assert provider.get(sandbox_id).read_file("notes.md") == "turn one\n"
         second = agent.invoke("two", thread_id="t1")
@@ -184,6 +188,9 @@ def test_forged_and_stale_ids_get_a_clear_error_and_make_nothing(tmp_path: Path)
         subprocess.run(["rm", "-rf", str(layout.thread("alice", "t1").user_data)], check=True)
         with pytest.raises(SandboxNotFoundError, match="no such sandbox: 'local:alice/t1'"):
             provider.get(mine)
+        assert provider.existing_sandbox_id(layout.thread("alice", "t1")) is None
+        assert provider.existing_sandbox_id(layout.thread("bob", "t1")) is None
+        assert provider.existing_sandbox_id(PathLayout(tmp_path / "new").thread("a", "b")) is None
         # Released again (a run that recorded it ends): nothing to do, no error.
         provider.release(other_base)
         provider.release(other_base)
