@@ -20,7 +20,9 @@ Everything else lives here, once:
   the whole group, and background children that hold the output open killed
   after a short grace;
 * stopping commands with their run (`interrupt`), and what finished commands
-  left running when the run ends (`end_run`, with `reaper.sweep`).
+  left running when the run ends (`end_run`, with `reaper.sweep`);
+* keeping a thread's sandbox only while a run holds it or something of it runs,
+  and making it again from the id the thread's state keeps (`HostSandboxProvider`).
 """
 
 from __future__ import annotations
