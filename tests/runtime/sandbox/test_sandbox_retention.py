@@ -348,7 +348,7 @@ def test_parallel_acquire_get_release_never_give_a_thread_two_sandboxes(
         provider.get(provider.acquire(paths)).write_file("name.txt", paths.thread_id)
         provider.release(provider.acquire(paths))
     try:
-        failures = hammer(provider, threads, seconds=4.0, workers=8)
+        failures = hammer(provider, threads, seconds=2.5, workers=8)
         assert not failures, failures[:5]
         assert not provider.overlaps.found, provider.overlaps.found[:5]
         # Sandboxes were dropped and made again many times.
@@ -568,7 +568,7 @@ def test_bwrap_parallel_acquire_get_release_never_give_a_thread_two_sandboxes(
         provider.get(provider.acquire(paths)).write_file("name.txt", paths.thread_id)
         provider.release(provider.acquire(paths))
     try:
-        failures = hammer(provider, threads, seconds=5.0, workers=4, pause=0.3)
+        failures = hammer(provider, threads, seconds=3.0, workers=4, pause=0.3)
         assert not failures, failures[:5]
         assert not provider.overlaps.found, provider.overlaps.found[:5]
         assert len(provider.overlaps.made) > len(threads)  # dropped and made again
