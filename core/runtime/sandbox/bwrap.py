@@ -78,7 +78,7 @@ from .host import HostSandbox, HostSandboxProvider, RunningCommand
 from .namespace import Namespace, NamespaceCommand, NamespaceGoneError, memory_file
 from .probe import BwrapStatus, bwrap_status
 from .spares import SparePool
-from .threaddir import record_init, remove_tree
+from .threaddir import record_namespace, remove_tree
 
 logger = logging.getLogger(__name__)
 
@@ -194,6 +194,7 @@ class BwrapSandbox(HostSandbox):
         self._workspace_identity: tuple[int, int] | None = None
         self._idle_timer: Deadline | None = None
         self._preparing = False
+        self._ending = False  # its namespace is being closed after its idle time
         self._shell_path: str | None = None
 
     def _thread_arguments(self) -> list[str]:
@@ -239,8 +240,7 @@ class BwrapSandbox(HostSandbox):
             namespace = self._adopted_spare(settings.spares, key)
             if namespace is not None:
                 self._namespace = namespace
-                record_init(os.path.dirname(str(self.thread_paths.user_data)),
-                            namespace.init_pid)
+                record_namespace(os.path.dirname(str(self.thread_paths.user_data)), namespace)
                 return namespace
         files = _etc_files(settings.limits)
         fds = [memory_file(name, data) for name, data in files.items()]
@@ -255,7 +255,7 @@ class BwrapSandbox(HostSandbox):
         _hold_in_cgroup(namespace, settings.cgroups)
         self._namespace = namespace
         # Deleting the thread ends its namespace first (`threaddir`), from any process.
-        record_init(self.thread_paths.user_data.parent, namespace.init_pid)
+        record_namespace(os.path.dirname(str(self.thread_paths.user_data)), namespace)
         return namespace
 
     def _adopted_spare(self, spares: SparePool, key: tuple[Path, tuple[Path, ...]]
@@ -375,7 +375,8 @@ class BwrapSandbox(HostSandbox):
         """
         with self._lock:
             namespace = self._namespace
-            if self._closed or self._preparing or (namespace is not None and namespace.alive):
+            if (self._closed or self._dropped or self._preparing
+                    or (namespace is not None and namespace.alive)):
                 return
             self._preparing = True
         self._fill_spares()  # here, not in the background (`Namespace.launch` says why)
@@ -434,7 +435,17 @@ class BwrapSandbox(HostSandbox):
                 return
             self._namespace = None
             self._idle_timer = None
-        namespace.close()
+            self._ending = True
+        try:
+            namespace.close()
+        finally:
+            with self._lock:
+                self._ending = False
+        self._went_idle()
+
+    def _holds_nothing(self) -> bool:
+        # Its namespace (starting, running or ending) is the thread's until it has ended.
+        return self._namespace is None and not self._preparing and not self._ending
 
     def close(self) -> None:
         super().close()

@@ -20,7 +20,9 @@ Everything else lives here, once:
   the whole group, and background children that hold the output open killed
   after a short grace;
 * stopping commands with their run (`interrupt`), and what finished commands
-  left running when the run ends (`end_run`, with `reaper.sweep`).
+  left running when the run ends (`end_run`, with `reaper.sweep`);
+* keeping a thread's sandbox only while a run holds it or something of it runs,
+  and making it again from the id the thread's state keeps (`HostSandboxProvider`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import contextlib
 import functools
 import math
 import os
+import re
 import selectors
 import shutil
 import signal
@@ -42,7 +45,14 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from antler.plugin_api import confined
-from antler.plugin_api.paths import SKILLS_VIRTUAL_ROOT, VIRTUAL_ROOT, PathEscapeError, ThreadPaths
+from antler.plugin_api.paths import (
+    SKILLS_VIRTUAL_ROOT,
+    VIRTUAL_ROOT,
+    InvalidIdentifierError,
+    PathEscapeError,
+    PathLayout,
+    ThreadPaths,
+)
 from antler.plugin_api.sandbox import (
     CommandInterrupted,
     CommandResult,
@@ -168,6 +178,10 @@ class HostSandbox(Sandbox):
         self._token = reaper.new_token()
         self._closed = False
         self.in_use = False
+        self._provider: HostSandboxProvider | None = None
+        # Dropped from its provider's tables while idle (`HostSandboxProvider`): its files
+        # still work; a command goes to the thread's sandbox in the tables (`_live`).
+        self._dropped = False
 
     @property
     def sandbox_id(self) -> str:
@@ -181,14 +195,21 @@ class HostSandbox(Sandbox):
         if limit <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         with self._lock:  # so `interrupt` and `close` see every command that started
-            # The first command since the last `end_run` marks where its sweep starts.
-            first = not self._sessions and self.leaves_strays
-            counters = reaper.recent_pid_counters() if first else None
-            process = self._spawn(self._command_text(command))
-            if first:
-                self._pid_mark = reaper.PidMark.after(counters, process.pid)
-            self._running.add(process)
-            self._sessions.add(process.pid)
+            if self._dropped:
+                process = None
+            else:
+                # The first command since the last `end_run` marks where its sweep starts.
+                first = not self._sessions and self.leaves_strays
+                counters = reaper.recent_pid_counters() if first else None
+                process = self._spawn(self._command_text(command))
+                if first:
+                    self._pid_mark = reaper.PidMark.after(counters, process.pid)
+                self._running.add(process)
+                self._sessions.add(process.pid)
+        if process is None:
+            # Held across the end of a run while the provider dropped it: the command runs
+            # in the thread's sandbox, this one taken back when the thread has none.
+            return self._live().execute_command(command, timeout)
         try:
             stdout, stderr, timed_out, reaped = self._collect(process, limit)
         finally:
@@ -534,6 +555,38 @@ class HostSandbox(Sandbox):
 
     # -- lifecycle ----------------------------------------------------------------
 
+    def _holds_nothing(self) -> bool:
+        """Whether dropping this sandbox would end nothing of the thread (a provider whose
+        sandbox keeps more than its commands, such as a namespace, says so here).
+
+        Called with the sandbox's lock held."""
+        return True
+
+    def _drop_if_idle(self) -> bool:
+        """Mark the sandbox dropped if no run holds it and nothing of it runs; say whether.
+
+        Called by its provider, with the provider's lock held."""
+        with self._lock:
+            if (self.in_use or self._closed or self._running or self._sessions
+                    or not self._holds_nothing()):
+                return False
+            self._dropped = True
+            return True
+
+    def _live(self) -> HostSandbox:
+        """The sandbox its provider keeps for this thread now, this one put back when the
+        thread has none; this one when no provider keeps it."""
+        if self._provider is None:
+            with self._lock:
+                self._dropped = False
+            return self
+        return self._provider._reinstated(self)
+
+    def _went_idle(self) -> None:
+        """What kept the sandbox (its namespace) has ended: its provider may drop it."""
+        if self._provider is not None:
+            self._provider._drop(self)
+
     def _check_open(self) -> None:
         if self._closed:
             raise SandboxClosedError(f"Sandbox {self._id!r} has been shut down.")
@@ -550,7 +603,8 @@ class HostSandbox(Sandbox):
     def end_run(self) -> None:
         """Stop what finished commands left running: their groups and their `setsid` children.
 
-        Commands still running (a parallel call of the same thread) are spared.
+        Commands still running (a parallel call of the same thread) are spared, and
+        none starts until the sweep is done: it would carry the token the sweep kills by.
         """
         with self._lock:
             running = {process.pid for process in self._running}
@@ -560,12 +614,12 @@ class HostSandbox(Sandbox):
             mark = self._pid_mark
             if not self._sessions:
                 self._pid_mark = None
-        if not finished or not self.leaves_strays:
-            return
-        for session in finished:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(session, signal.SIGKILL)
-        reaper.sweep(self._token, spare_sessions=running, since=mark)
+            if not finished or not self.leaves_strays:
+                return
+            for session in finished:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(session, signal.SIGKILL)
+            reaper.sweep(self._token, spare_sessions=running, since=mark)
 
     def close(self) -> None:
         """Kill any running commands and what they started, and refuse further use."""
@@ -604,7 +658,19 @@ def _close_quietly(stream: IO[bytes]) -> None:
 
 
 class HostSandboxProvider(SandboxProvider):
-    """Hands out one `HostSandbox` per thread and keeps it for the thread's lifetime.
+    """Hands out one `HostSandbox` per thread, and keeps it only while it is of use.
+
+    A thread's sandbox is made when the thread acquires one, and dropped from the
+    provider's tables once its run has released it and nothing of it runs (when the
+    sandbox keeps something between runs, the bwrap provider's namespace, once that has
+    ended). Its id names the thread, ``<name>:<user>/<thread>`` (``#<n>`` after it for
+    the n-th base directory the provider serves), so the thread's next `acquire` or
+    `get` makes it again from the thread's paths, files and all; `get` of an id no
+    thread's directory answers to raises `SandboxNotFoundError`. So the provider holds
+    the sandboxes of the threads running now, not of every thread it ever served. A
+    thread never has two: each is made, dropped and taken back under the provider's
+    lock, and a command sent to a dropped one (held by a caller across the end of a run)
+    runs in the one the provider keeps for the thread (`HostSandbox._live`).
 
     Subclasses name themselves (`name`, the prefix of their sandbox ids) and
     build the sandbox (`_new_sandbox`).
@@ -634,58 +700,119 @@ class HostSandboxProvider(SandboxProvider):
         self.shell = shell
         self._lock = threading.RLock()  # re-entered by a signal handler (interrupt)
         self._by_id: dict[str, HostSandbox] = {}
-        self._id_by_dir: dict[Path, str] = {}
+        # The base directories served, in the order first seen (the ``#<n>`` of an id).
+        self._layouts: list[PathLayout] = []
+        self._base_numbers: dict[Path, int] = {}
         self._closed = False
 
     def acquire(self, thread_paths: ThreadPaths) -> str:
         with self._lock:
             if self._closed:
                 raise SandboxClosedError(f"The {self.name} sandbox provider has been shut down.")
-            existing = self._id_by_dir.get(thread_paths.user_data)
-            if existing is not None:
-                sandbox = self._by_id[existing]
-            else:
-                sandbox = self._new_sandbox(self._new_id(thread_paths), thread_paths)
-                self._by_id[sandbox.sandbox_id] = sandbox
-                self._id_by_dir[thread_paths.user_data] = sandbox.sandbox_id
+            sandbox_id = self._id_of(thread_paths)
+            sandbox = self._by_id.get(sandbox_id)
+            if sandbox is None:
+                sandbox = self._keep(self._new_sandbox(sandbox_id, thread_paths))
             sandbox.in_use = True
         # Acquisition means a tool is about to run: this is the lazy moment.
         thread_paths.ensure_directories()
-        return sandbox.sandbox_id
+        return sandbox_id
 
     @abstractmethod
     def _new_sandbox(self, sandbox_id: str, thread_paths: ThreadPaths) -> HostSandbox:
         """A new sandbox for ``thread_paths``, with this provider's settings."""
 
-    def _new_id(self, thread_paths: ThreadPaths) -> str:
-        # Ids never contain '/', so "user/thread" is unambiguous. A second base
-        # directory with the same user and thread gets a numbered suffix.
-        candidate = f"{self.name}:{thread_paths.user_id}/{thread_paths.thread_id}"
-        sandbox_id, n = candidate, 1
-        while sandbox_id in self._by_id:
-            n += 1
-            sandbox_id = f"{candidate}#{n}"
-        return sandbox_id
+    def _id_of(self, thread_paths: ThreadPaths) -> str:
+        """The id of the thread's sandbox (its base directory numbered on first sight)."""
+        number = self._base_numbers.get(thread_paths.base)
+        if number is None:
+            number = self._base_numbers[thread_paths.base] = len(self._layouts)
+            self._layouts.append(PathLayout(thread_paths.base, thread_paths.skill_roots))
+        # User and thread ids never contain '/' or '#' (`validate_id`): the id reads back.
+        suffix = f"#{number + 1}" if number else ""
+        return f"{self.name}:{thread_paths.user_id}/{thread_paths.thread_id}{suffix}"
+
+    def _thread_of(self, sandbox_id: str) -> ThreadPaths:
+        """The paths of the thread `sandbox_id` names, which must have its directory.
+
+        Raises:
+            SandboxNotFoundError: the provider is shut down, the id is not one it makes
+                (another provider's, a base directory it does not serve, ids no thread
+                can have), or the thread has no files (deleted, or never run).
+        """
+        if self._closed:
+            raise SandboxNotFoundError(self._not_found(sandbox_id))
+        prefix = f"{self.name}:"
+        found = _SANDBOX_ID.fullmatch(sandbox_id[len(prefix):]) if isinstance(
+            sandbox_id, str) and sandbox_id.startswith(prefix) else None
+        number = int(found["number"] or 1) - 1 if found is not None else -1
+        if found is None or not 0 <= number < len(self._layouts):
+            raise SandboxNotFoundError(self._not_found(sandbox_id))
+        try:
+            paths = self._layouts[number].thread(found["user"], found["thread"])
+        except InvalidIdentifierError:
+            raise SandboxNotFoundError(self._not_found(sandbox_id)) from None
+        if self._id_of(paths) != sandbox_id or not paths.user_data.is_dir():
+            raise SandboxNotFoundError(self._not_found(sandbox_id))
+        return paths
+
+    def _keep(self, sandbox: HostSandbox) -> HostSandbox:
+        """Put `sandbox` in the tables (with the provider's lock held)."""
+        sandbox._provider = self
+        self._by_id[sandbox.sandbox_id] = sandbox
+        return sandbox
+
+    def _drop(self, sandbox: HostSandbox) -> None:
+        """Drop `sandbox` from the tables if no run holds it and nothing of it runs."""
+        with self._lock:
+            if self._by_id.get(sandbox.sandbox_id) is sandbox and sandbox._drop_if_idle():
+                del self._by_id[sandbox.sandbox_id]
+
+    def _reinstated(self, sandbox: HostSandbox) -> HostSandbox:
+        """The sandbox kept for the thread of the dropped `sandbox`: `sandbox` itself, put
+        back, when the thread has none."""
+        with self._lock:
+            if self._closed:
+                raise SandboxClosedError(f"The {self.name} sandbox provider has been shut down.")
+            live = self._by_id.get(sandbox.sandbox_id)
+            if live is None:
+                with sandbox._lock:
+                    sandbox._dropped = False
+                live = self._keep(sandbox)
+            return live
 
     def existing_sandbox_id(self, thread_paths: ThreadPaths) -> str | None:
+        """The id of the thread's sandbox when `get` finds it: kept, or dropped and its
+        thread's directory there (nothing is made)."""
         with self._lock:
-            return self._id_by_dir.get(thread_paths.user_data)
+            if thread_paths.base not in self._base_numbers:
+                return None
+            sandbox_id = self._id_of(thread_paths)
+            if sandbox_id in self._by_id or thread_paths.user_data.is_dir():
+                return sandbox_id
+            return None
 
     def get(self, sandbox_id: str) -> HostSandbox:
+        """The sandbox `sandbox_id` names, made again from its thread's paths if it was
+        dropped (`_thread_of` says when there is none)."""
         with self._lock:
             sandbox = self._by_id.get(sandbox_id)
             if sandbox is None:
-                raise SandboxNotFoundError(self._not_found(sandbox_id))
+                paths = self._thread_of(sandbox_id)
+                sandbox = self._keep(self._new_sandbox(sandbox_id, paths))
             return sandbox
 
     def release(self, sandbox_id: str) -> None:
-        """The run is over: stop what its commands left running in the background."""
+        """The run is over: stop what its commands left running in the background, and
+        drop the sandbox if nothing of it runs any more."""
         with self._lock:
             sandbox = self._by_id.get(sandbox_id)
             if sandbox is None:
-                raise SandboxNotFoundError(self._not_found(sandbox_id))
+                self._thread_of(sandbox_id)  # raises for an id that names no thread
+                return  # dropped already: nothing of it runs
             sandbox.in_use = False
         sandbox.end_run()
+        self._drop(sandbox)
 
     def interrupt(self) -> None:
         with self._lock:
@@ -698,7 +825,6 @@ class HostSandboxProvider(SandboxProvider):
             self._closed = True
             sandboxes = list(self._by_id.values())
             self._by_id.clear()
-            self._id_by_dir.clear()
         for sandbox in sandboxes:
             sandbox.close()
 
@@ -708,3 +834,7 @@ class HostSandboxProvider(SandboxProvider):
             f"The {self.name} sandbox provider {state}: {sandbox_id!r}. Acquire a sandbox for the "
             "thread first and use the id acquire() returned."
         )
+
+
+_SANDBOX_ID = re.compile(r"(?P<user>[^/#]+)/(?P<thread>[^/#]+)(?:#(?P<number>[2-9]|[1-9][0-9]+))?")
+"""What follows a provider's name and ``:`` in the ids it makes (`HostSandboxProvider`)."""

@@ -9,8 +9,9 @@ so removing the thread's directory failed there, and a command still running
 in the namespace could write into the directory while it was being removed.
 
 So the namespace records its init in the thread's directory when it becomes
-the thread's (`record_init`: the init's host pid and start time, in
-`INIT_FILE`), and `remove_thread_directory`
+the thread's (`record_namespace`: the init's host pid and start time, in
+`INIT_FILE`; the note goes when the namespace has ended, unless a newer namespace
+of the thread has noted itself since), and `remove_thread_directory`
 
 1. ends that init first, from any process of the same user (or root): it checks
    that the pid still is that init (its start time and command line), opens a
@@ -28,16 +29,20 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import shutil
 import signal
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from antler.plugin_api.sandbox import SandboxError
 
-__all__ = ["INIT_FILE", "ThreadDirectoryError", "record_init", "remove_thread_directory",
-           "remove_tree"]
+__all__ = ["INIT_FILE", "ThreadDirectoryError", "forget_init", "record_init",
+           "record_namespace", "remove_thread_directory", "remove_tree"]
 
 INIT_FILE = ".namespace-init"
 """In a thread's directory (beside ``user-data``, which no command sees): the host pid and
@@ -51,24 +56,72 @@ _RACED = (errno.ENOTEMPTY, errno.EEXIST)
 _END_WAIT = 5.0
 
 
+_noting = threading.Lock()
+"""Held while this process writes or removes a note: an ended namespace's removal of its
+own note (read, compared, unlinked) never takes a newer namespace's written meanwhile."""
+
+
 class ThreadDirectoryError(SandboxError, OSError):
     """A thread's directory, or the namespace still using it, could not be removed."""
 
 
-def record_init(thread_dir: Path | str, pid: int | None) -> None:
+class _Noted(Protocol):
+    """What `record_namespace` needs of a started namespace (`namespace.Namespace`)."""
+
+    init_pid: int | None
+
+    def on_close(self, callback: Callable[[], None]) -> None: ...
+
+
+def record_namespace(thread_dir: Path | str, namespace: _Noted) -> None:
+    """`record_init` for the started `namespace`; the note is removed once the namespace
+    has ended (`forget_init`, when it closes)."""
+    pid = namespace.init_pid
+    started = record_init(thread_dir, pid)
+    if pid is not None and started is not None:
+        namespace.on_close(functools.partial(forget_init, thread_dir, pid, started))
+
+
+def record_init(thread_dir: Path | str, pid: int | None) -> int | None:
     """Note in `thread_dir` that the init `pid` runs the thread's namespace (best effort:
-    without the note, removing the directory does not end the namespace first)."""
+    without the note, removing the directory does not end the namespace first); return
+    the start time noted, None when nothing was."""
     started = _start_time(pid) if pid is not None else None
-    if started is None:
-        return
+    if pid is None or started is None:
+        return None
     # `os` calls on a string: a text file object costs five more system calls.
-    with contextlib.suppress(OSError):
+    with _noting, contextlib.suppress(OSError):
         fd = os.open(f"{thread_dir}/{INIT_FILE}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC
                      | os.O_CLOEXEC, 0o644)
         try:
-            os.write(fd, f"{pid} {started}\n".encode("ascii"))
+            os.write(fd, _note(pid, started))
         finally:
             os.close(fd)
+        return started
+    return None
+
+
+def forget_init(thread_dir: Path | str, pid: int, started: int) -> None:
+    """Remove the note of the init `pid` (started at `started`) from `thread_dir` once its
+    namespace has ended, if the note still names it.
+
+    Safe against a deletion from another process, which reads the note to end the
+    init first: the init is gone by now, so a deletion that finds no note has nothing to
+    end, and one that read it just before finds the init gone (`_end_init`).
+    """
+    note = f"{thread_dir}/{INIT_FILE}"
+    with _noting, contextlib.suppress(OSError):
+        fd = os.open(note, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            noted = os.read(fd, 64)
+        finally:
+            os.close(fd)
+        if noted == _note(pid, started):
+            os.unlink(note)
+
+
+def _note(pid: int, started: int) -> bytes:
+    return f"{pid} {started}\n".encode("ascii")
 
 
 def remove_thread_directory(thread_dir: Path) -> None:

@@ -73,7 +73,7 @@ def test_same_ids_under_two_bases_get_distinct_sandboxes(
     assert one != two
 
 
-def test_release_keeps_sandbox_for_reuse(
+def test_release_keeps_the_id_for_the_threads_next_run(
     provider: LocalSandboxProvider, paths: ThreadPaths
 ) -> None:
     sandbox_id = provider.acquire(paths)
@@ -81,9 +81,11 @@ def test_release_keeps_sandbox_for_reuse(
     sandbox.write_file("state.txt", "from turn 1")
     provider.release(sandbox_id)
 
+    # Idle, it is dropped (tests/runtime/sandbox/test_sandbox_retention.py); the id stays
+    # the thread's, and the next run's sandbox, made again, has the thread's files.
     assert sandbox.in_use is False
     assert provider.acquire(paths) == sandbox_id
-    assert sandbox.in_use is True
+    assert provider.get(sandbox_id).in_use is True
     assert provider.get(sandbox_id).read_file("state.txt") == "from turn 1"
 
 
