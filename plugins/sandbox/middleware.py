@@ -124,8 +124,9 @@ class SandboxMiddleware(AgentMiddleware[SandboxState]):
         When state records a sandbox, releases the thread's own (the one the
         provider handed out for the thread's paths; the id in state is never
         trusted, see `_release_own`). Releasing tells the provider this run is done with
-        it; the provider keeps it for the thread's next run. Sandboxes are torn
-        down only when the agent closes (provider shutdown).
+        it; once nothing of it runs, the provider drops it and makes it again from the
+        thread's paths for the thread's next run (the files stay). Every sandbox still
+        held goes when the agent closes (provider shutdown).
 
     The async forms run provider calls in a worker thread: a provider may
     block on a container or a remote service.
