@@ -19,7 +19,11 @@ copy), each writer after it, all given the node's config without `run_name`, as
 the steps' configs are. When something could observe it, it is a `RunnableSeq`
 and runs as one, so traces and the `messages` stream see the node's run as
 before. What a hook can tell apart: `config["callbacks"]` is the node's manager
-rather than a child of the node's run (neither has a handler).
+rather than a child of the node's run (neither has a handler). A quiet node
+tells its steps that LangSmith's tracing was off when it started
+(`wraps.UNTRACED`), so the checks inside it skip asking again; an observed
+node inside a quiet one (a subagent's, given a handler) clears that for its
+own steps.
 
 `antler.agent.create_agent` makes every graph it builds quiet;
 `create_fused_agent` too. A node LangGraph rebuilds (a `PregelNode` copied, or
@@ -44,11 +48,12 @@ __all__ = ["quiet_nodes", "quiet_seq_class"]
 @functools.cache
 def quiet_seq_class() -> type[Any]:
     """The `QuietSeq` class (LangGraph is imported on first use, not with Antler)."""
-    from .wraps import trace_check
+    from .wraps import UNTRACED, trace_check
 
     base = langgraph_private("langgraph._internal._runnable", "RunnableSeq")
     in_context = langgraph_private("langgraph._internal._runnable", "set_config_context")
     may_trace = trace_check()
+    untraced = UNTRACED
 
     def observed(config: RunnableConfig) -> bool:
         """Whether a handler could receive the node's callback run (see the module docs)."""
@@ -71,10 +76,17 @@ def quiet_seq_class() -> type[Any]:
         def invoke(self, input: Any, config: RunnableConfig | None = None,
                    **kwargs: Any) -> Any:
             if config is None or observed(config):
-                return super().invoke(input, config, **kwargs)
+                if not untraced.get():
+                    return super().invoke(input, config, **kwargs)
+                token = untraced.set(False)  # observed: its steps ask LangSmith again
+                try:
+                    return super().invoke(input, config, **kwargs)
+                finally:
+                    untraced.reset(token)
             config = step_config(config)
             body, *writers = self.steps
             with in_context(config, None) as context:
+                context.run(untraced.set, True)
                 input = context.run(body.invoke, input, config, **kwargs)
             for writer in writers:
                 input = writer.invoke(input, config)
@@ -83,10 +95,17 @@ def quiet_seq_class() -> type[Any]:
         async def ainvoke(self, input: Any, config: RunnableConfig | None = None,
                           **kwargs: Any) -> Any:
             if config is None or observed(config):
-                return await super().ainvoke(input, config, **kwargs)
+                if not untraced.get():
+                    return await super().ainvoke(input, config, **kwargs)
+                token = untraced.set(False)
+                try:
+                    return await super().ainvoke(input, config, **kwargs)
+                finally:
+                    untraced.reset(token)
             config = step_config(config)
             body, *writers = self.steps
             with in_context(config, None) as context:
+                context.run(untraced.set, True)
                 input = await asyncio.create_task(body.ainvoke(input, config, **kwargs),
                                                   context=context)
             for writer in writers:

@@ -39,6 +39,17 @@ directly when `traceable` could not trace the call: no LangSmith run in the
 context, no callback handler in the config (a LangChain tracer is one) and
 tracing not enabled; it then runs in a copy of the context, as `traceable`
 runs it. Otherwise `traceable` is called as before.
+
+Whether tracing is enabled is LangSmith's answer (`tracing_is_enabled`: the
+context's `tracing_context` setting, the process's `configure`, the
+environment), a few microseconds a call. A quiet node (`quietnodes`) asks it
+when it starts and, when it is off, says so for the steps it runs
+(`UNTRACED`): the checks made inside that node (its wrap layers, quiet tool
+calls, a subagent's nodes) then look only for a run tree and a callback
+handler, which is how tracing turned on inside a node reaches them (LangChain
+gives a runnable invoked under `tracing_context(enabled=True)` its tracer). A
+process-wide `langsmith.configure(enabled=True)` made while a node runs takes
+effect from the next node on.
 """
 
 from __future__ import annotations
@@ -327,6 +338,8 @@ def trace_check() -> Any:
     from langsmith.run_helpers import get_current_run_tree
     from langsmith.utils import tracing_is_enabled
 
+    untraced = UNTRACED
+
     def may_trace() -> bool:
         if get_current_run_tree() is not None:
             return True
@@ -334,9 +347,17 @@ def trace_check() -> Any:
         callbacks = config.get("callbacks") if config else None
         if getattr(callbacks, "handlers", callbacks):
             return True
+        if untraced.get():
+            return False  # asked when the node started (see the module docs)
         return bool(tracing_is_enabled())
 
     return may_trace
+
+
+UNTRACED: contextvars.ContextVar[bool] = contextvars.ContextVar("antler_untraced",
+                                                               default=False)
+"""True in the context a quiet node runs its steps in: LangSmith's tracing setting was
+off when the node started (`trace_check` then asks only for a run tree and a handler)."""
 
 
 def _tracing() -> bool:

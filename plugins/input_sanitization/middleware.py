@@ -211,21 +211,24 @@ def merge_provenance(current: InputProvenance | None, change: Any) -> InputProve
     The record is written as changes, so a turn writes its own messages' entries
     rather than the whole record (and a delta checkpoint stores only those).
     """
-    base: dict[str, Any] = dict(current or {})
+    base: Any = current or {}
     seen: dict[str, str] = dict(base.get("seen") or {})
     user: list[str] = list(base.get("user") or [])
     if not isinstance(change, dict):
         return {"seen": seen, "user": user}
-    gone = set(change.get("gone") or ())
-    if gone:
+    removed = change.get("gone")
+    if removed:
+        gone = set(removed)
         seen = {i: d for i, d in seen.items() if i not in gone}
         user = [i for i in user if i not in gone]
     seen.update(change.get("seen") or {})
-    known = set(user)
-    for message_id in change.get("user") or ():
-        if message_id not in known:
-            known.add(message_id)
-            user.append(message_id)
+    joined = change.get("user")
+    if joined:  # the list is looked up only when ids join it (the record's largest part)
+        known = set(user)
+        for message_id in joined:
+            if message_id not in known:
+                known.add(message_id)
+                user.append(message_id)
     return {"seen": seen, "user": user, "token": change.get("token")}
 
 

@@ -6,7 +6,9 @@ no listener opens no callback run for any node and ends in the same state as the
 same graph with LangGraph's own nodes; a context variable a hook sets stays inside
 its node, and the hook reads its node's config through `get_config`; with a
 callback handler every node's run is reported as before, named as the node, and
-so it is when LangSmith tracing is on; a node LangGraph rebuilds is plain again.
+so it is when LangSmith tracing is on; a node LangGraph rebuilds is plain again. A quiet
+node tells its steps that tracing was off (`wraps.UNTRACED`), and tracing turned on inside
+it still reaches a nested agent.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from langgraph.config import get_config
 from antler.compat import langgraph_private
 from antler.compiler import create_fused_agent
 from antler.compiler.quietnodes import quiet_nodes, quiet_seq_class
+from antler.compiler.wraps import UNTRACED
 from antler.runtime.models import ScriptedChatModel
 
 RunnableSeq = langgraph_private("langgraph._internal._runnable", "RunnableSeq")
@@ -189,3 +192,112 @@ def test_a_rebuilt_node_is_langgraphs_own_again():
     assert type(rebuilt.node) is RunnableSeq
     state = graph.invoke({"messages": [HumanMessage("hi", id="h1")]})
     assert state["messages"][-1].content == "done"
+
+
+class TracingSeen(AgentMiddleware):
+    """Records, in each hook kind and tool call, whether the untraced flag is set."""
+
+    def __init__(self, seen: list[tuple[str, bool]]) -> None:
+        super().__init__()
+        self.seen = seen
+
+    def before_model(self, state: Any, runtime: Any) -> None:
+        self.seen.append(("before_model", UNTRACED.get()))
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        self.seen.append(("wrap_model_call", UNTRACED.get()))
+        return handler(request)
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        self.seen.append(("wrap_model_call", UNTRACED.get()))
+        return await handler(request)
+
+    def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+        self.seen.append(("wrap_tool_call", UNTRACED.get()))
+        return handler(request)
+
+    async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+        self.seen.append(("wrap_tool_call", UNTRACED.get()))
+        return await handler(request)
+
+
+def _quiet_langsmith(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """LangSmith's traced runs counted (`_setup_run`), none of them sent anywhere."""
+    from langsmith import run_helpers
+    from langsmith.run_trees import RunTree
+
+    monkeypatch.setenv("LANGSMITH_API_KEY", "test")
+    for method in ("post", "patch", "end"):
+        monkeypatch.setattr(RunTree, method, lambda self, *a, **k: None)
+    setups: list[str] = []
+    real_setup = run_helpers._setup_run
+
+    def counted_setup(func: Any, *args: Any, **kwargs: Any) -> Any:
+        setups.append(getattr(func, "__name__", ""))
+        return real_setup(func, *args, **kwargs)
+
+    monkeypatch.setattr(run_helpers, "_setup_run", counted_setup)
+    return setups
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_a_quiet_node_tells_its_steps_that_tracing_was_off(monkeypatch, use_async):
+    # A quiet node asked LangSmith whether tracing is on when it started: its steps (hooks,
+    # the fused wrap layers, tool calls) are told, so their own checks skip the question.
+    # A run something could observe (a handler, tracing on) never sets the flag, and the
+    # flag never leaves the node.
+    from langsmith import tracing_context
+
+    _quiet_langsmith(monkeypatch)
+    seen: list[tuple[str, bool]] = []
+    graph, _plan = create_fused_agent([TracingSeen(seen)], model=ScriptedChatModel(turns() * 3),
+                                      tools=[lookup])
+
+    def run(config: dict[str, Any] | None = None) -> list[tuple[str, bool]]:
+        seen.clear()
+        request = {"messages": [HumanMessage("hi", id="h1")]}
+        if use_async:
+            asyncio.run(graph.ainvoke(request, config))
+        else:
+            graph.invoke(request, config)
+        return list(seen)
+
+    kinds = [("before_model", True), ("wrap_model_call", True), ("wrap_tool_call", True),
+             ("before_model", True), ("wrap_model_call", True)]
+    assert run() == kinds
+    assert UNTRACED.get() is False
+    listened = [(kind, False) for kind, _ in kinds]
+    assert run({"callbacks": [BaseCallbackHandler()]}) == listened
+    with tracing_context(enabled=True, client=_NoClient()):
+        assert run() == listened
+
+
+def test_tracing_turned_on_inside_a_quiet_node_reaches_a_nested_agent(monkeypatch):
+    # A tool of a quiet run turns tracing on around an agent of its own (a subagent): the
+    # nested agent's nodes get LangChain's tracer as a handler, so they are observed, tell
+    # their steps nothing, and the nested wrap layer is traced, as before the flag existed.
+    from langsmith import tracing_context
+
+    setups = _quiet_langsmith(monkeypatch)
+    inner_seen: list[tuple[str, bool]] = []
+    inner, _plan = create_fused_agent([TracingSeen(inner_seen)],
+                                      model=ScriptedChatModel([AIMessage("inner", id="i1")]))
+
+    @tool
+    def delegate(task: str) -> str:
+        """Hand a task to the nested agent."""
+        with tracing_context(enabled=True, client=_NoClient()):
+            state = inner.invoke({"messages": [HumanMessage(task, id="t1")]})
+        return str(state["messages"][-1].content)
+
+    outer_seen: list[tuple[str, bool]] = []
+    outer, _plan = create_fused_agent(
+        [TracingSeen(outer_seen)], tools=[delegate], model=ScriptedChatModel([
+            AIMessage("", id="o1", tool_calls=[{"name": "delegate", "args": {"task": "x"},
+                                                "id": "call-d"}]),
+            AIMessage("done", id="o2")]))
+    state = outer.invoke({"messages": [HumanMessage("go", id="g1")]})
+    assert [m.content for m in state["messages"]] == ["go", "", "inner", "done"]
+    assert ("wrap_tool_call", True) in outer_seen  # the outer run is quiet
+    assert inner_seen == [("before_model", False), ("wrap_model_call", False)]
+    assert "wrap_model_call" in setups  # the nested layer ran under `traceable`
