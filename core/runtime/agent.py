@@ -239,11 +239,12 @@ class AntlerAgent:
     @contextlib.asynccontextmanager
     async def ahold(self, thread_id: str, user_id: str = "default", *, wait: bool = False,
                     on_interrupted: InterruptedCalls | None = None) -> AsyncIterator[None]:
-        """`hold` for an event loop: the lock and owner record are taken in a worker thread.
+        """`hold` for an event loop: the lock and owner record are taken in a worker thread,
+        and a busy thread is waited for on the loop (`Storage.arun`).
 
-        A caller cancelled while waiting for a busy thread (`wait=True`) gives
-        the lock back as soon as the worker gets it, so the thread is not left
-        held by a run that no longer exists.
+        A caller cancelled while waiting for a busy thread (`wait=True`) leaves
+        the thread free: a lock a try took meanwhile is given back as soon as
+        the worker gets it.
         """
         async with self._ahold(thread_id, user_id, wait, on_interrupted):
             yield
@@ -287,25 +288,12 @@ class AntlerAgent:
         if storage is None:
             yield None
             return
-        held = contextlib.ExitStack()
-        taking = asyncio.ensure_future(asyncio.to_thread(
-            held.enter_context, storage.run(thread_id, user_id, wait=wait)))
-        try:
-            await asyncio.shield(taking)
-        except asyncio.CancelledError:
-            def give_back(done: asyncio.Future[Any]) -> None:
-                if not done.cancelled() and done.exception() is None:
-                    held.close()
-            taking.add_done_callback(give_back)
-            raise
-        try:
+        async with storage.arun(thread_id, user_id, wait=wait):
             with storage.errors():
                 interrupted, history = await self._asettle(self.async_graph(), thread_id)
                 if interrupted and on_interrupted is not None:
                     on_interrupted(interrupted)
                 yield history
-        finally:
-            await asyncio.to_thread(held.close)
 
     def _run(self, thread_id: str, user_id: str, identity: dict[str, Any], *,
              expand: bool = False) -> dict[str, Any]:

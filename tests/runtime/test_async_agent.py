@@ -40,6 +40,9 @@ from antler.runtime.tracing import Tracer
 THREAD = "t-async"
 LANGCHAIN_BUILTINS = "antler.contrib.langchain_builtins"
 USER = "alice"
+HANG_GUARD = 60
+"""Seconds a step that waits on another run may take before the test fails instead of
+hanging (a guard only: it says nothing about speed)."""
 FILE = "/mnt/user-data/workspace/notes.txt"
 # A 1x1 PNG, uploaded so `view_image` has something to show.
 PIXEL = base64.b64decode(
@@ -262,18 +265,43 @@ def held_model_agent(home: Path, replies: list[str]) -> tuple[AntlerAgent, async
     return agent, entered, release
 
 
+async def until_inside(first: asyncio.Task[Any], entered: asyncio.Event) -> None:
+    """Wait until `first` is in its model call; raise what ended it if it never got there
+    (a run that failed early would otherwise leave the test waiting forever)."""
+    watching = asyncio.ensure_future(entered.wait())
+    await asyncio.wait([first, watching], timeout=HANG_GUARD,
+                       return_when=asyncio.FIRST_COMPLETED)
+    watching.cancel()
+    if first.done():
+        first.result()
+        pytest.fail("the first run ended before its model call")
+    if not entered.is_set():
+        pytest.fail(f"the first run did not reach its model call in {HANG_GUARD} s")
+
+
 def test_a_busy_thread_raises_or_waits_in_async_runs(tmp_path):
     agent, entered, release = held_model_agent(tmp_path, ["first", "second"])
 
     async def run() -> list[str]:
         first = asyncio.create_task(agent.ainvoke("one", thread_id=THREAD, user_id=USER))
-        await entered.wait()
-        with pytest.raises(ThreadBusyError, match="is busy"):
-            await agent.ainvoke("two", thread_id=THREAD, user_id=USER)
-        queued = asyncio.create_task(
-            agent.ainvoke("two", thread_id=THREAD, user_id=USER, wait=True))
-        release.set()
-        states = [await first, await queued]
+        try:
+            await until_inside(first, entered)
+            # Bounded: a second run let through would wait in the model for a release
+            # given only after this refusal, and the test would hang instead of failing.
+            try:
+                await asyncio.wait_for(agent.ainvoke("two", thread_id=THREAD, user_id=USER),
+                                       HANG_GUARD)
+            except ThreadBusyError as refused:
+                assert "is busy" in str(refused)
+            except TimeoutError:
+                pytest.fail("a second run of the held thread was let in beside the first")
+            else:
+                pytest.fail("a second run of the held thread was not refused")
+            queued = asyncio.create_task(
+                agent.ainvoke("two", thread_id=THREAD, user_id=USER, wait=True))
+        finally:
+            release.set()
+        states = await asyncio.wait_for(asyncio.gather(first, queued), HANG_GUARD)
         await agent.aclose()
         return [state["messages"][-1].content for state in states]
 
@@ -285,7 +313,7 @@ def test_a_run_cancelled_while_waiting_for_a_busy_thread_does_not_keep_it(tmp_pa
 
     async def run() -> str:
         first = asyncio.create_task(agent.ainvoke("one", thread_id=THREAD, user_id=USER))
-        await entered.wait()
+        await until_inside(first, entered)
         waiting = asyncio.create_task(
             agent.ainvoke("two", thread_id=THREAD, user_id=USER, wait=True))
         await asyncio.sleep(0.1)  # let it reach the lock (the test passes either way)

@@ -7,7 +7,6 @@ adapter of its own (`_SqliteTables`, `_PostgresTables`).
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,8 +118,7 @@ class ThreadAdmin:
         targets = thread_ids if thread_ids is not None else [
             info.thread_id for info in self.threads()]
         for thread in targets:
-            with self.storage.locks.hold(thread) if self.storage.locks else (
-                    contextlib.nullcontext()), self.storage.errors():
+            with self.storage.lock(thread), self.storage.errors():
                 removed += self.tables.prune(thread, keep)
         with self.storage.errors():
             self.tables.compact()
@@ -138,8 +136,7 @@ class ThreadAdmin:
         from antler.runtime.sandbox.threaddir import ThreadDirectoryError, remove_thread_directory
 
         info = self.info(thread_id, user_id)
-        with self.storage.locks.hold(thread_id) if self.storage.locks else (
-                contextlib.nullcontext()):
+        with self.storage.lock(thread_id):
             if info.owner is not None:
                 directory = self.base_dir / "users" / info.owner / "threads" / thread_id
                 try:

@@ -64,21 +64,53 @@ class FileThreadLocks:
             self.path_for(thread_id).unlink()
 
 
-class ProcessThreadLocks:
-    """Run locks of one process: for the in-memory saver, whose history no other
-    process can see."""
+class _ThreadLock:
+    """One thread's lock in `ProcessThreadLocks`, with how many runs hold or wait for it."""
+
+    __slots__ = ("lock", "users")
 
     def __init__(self) -> None:
-        self._locks: dict[str, threading.Lock] = {}
+        self.lock = threading.Lock()
+        self.users = 0
+
+
+class ProcessThreadLocks:
+    """Run locks of one process: for the in-memory saver, whose history no other
+    process can see.
+
+    A thread's entry lives while a run holds or waits for its lock, and goes
+    when the last of them leaves, so a long-lived process that serves many
+    threads keeps nothing for a thread no run is on (a later run makes a new
+    entry). The count is kept under the table's guard rather than left to the
+    collector (a weak table): an entry is dropped at one known point, by the
+    run that leaves it, whichever thread or event loop that run is on.
+    """
+
+    def __init__(self) -> None:
+        self._locks: dict[str, _ThreadLock] = {}
         self._guard = threading.Lock()
 
     @contextlib.contextmanager
     def hold(self, thread_id: str, *, wait: bool = False) -> Iterator[None]:
         with self._guard:
-            lock = self._locks.setdefault(thread_id, threading.Lock())
-        if not lock.acquire(blocking=wait):
-            raise thread_busy(thread_id)
+            entry = self._locks.get(thread_id)
+            if entry is None:
+                entry = self._locks[thread_id] = _ThreadLock()
+            entry.users += 1
         try:
-            yield
+            if not entry.lock.acquire(blocking=wait):
+                raise thread_busy(thread_id)
+            try:
+                yield
+            finally:
+                entry.lock.release()
         finally:
-            lock.release()
+            with self._guard:
+                entry.users -= 1
+                if not entry.users:
+                    del self._locks[thread_id]
+
+    def threads(self) -> list[str]:
+        """The threads whose lock a run holds or waits for (the entries kept)."""
+        with self._guard:
+            return sorted(self._locks)

@@ -16,21 +16,31 @@ A thread's checkpoints, its owner and its run lock are three services of one
   same name;
 * the **run lock** lets one run at a time work on a thread, across processes
   (`locks`; a Postgres deployment slots an advisory lock in behind the same
-  `ThreadLocks` interface).
+  `ThreadLocks` interface). An async run (`Storage.arun`) tries the lock in a
+  worker thread and waits between tries on its event loop, so runs queued
+  behind a busy thread occupy no worker thread.
 
 Beside it the storage opens the shared store (`store`) on the same backend.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .base import ThreadLocks, ThreadOwners, not_yours, resolve_backend
+from .base import (
+    LOCK_POLL_SECONDS,
+    ThreadBusyError,
+    ThreadLocks,
+    ThreadOwners,
+    not_yours,
+    resolve_backend,
+)
 from .failures import ensure_directory, storage_errors
 from .locks import LOCKS_DIRNAME, FileThreadLocks, ProcessThreadLocks
 from .owners import MemoryOwners, SqliteOwners
@@ -99,6 +109,19 @@ class Storage:
         if owner is not None and owner != user_id:
             raise not_yours(thread_id, user_id)
 
+    def lock(self, thread_id: str, *,
+             wait: bool = False) -> contextlib.AbstractContextManager[None]:
+        """The thread's run lock for a block; nothing to hold for storage without locks.
+
+        Only a missing lock service (None) means no lock. A lock service is
+        never asked whether it is true: one with a `__len__` (a table of the
+        locks held) would be false while it held none, and every run would then
+        go unlocked.
+        """
+        if self.locks is None:
+            return contextlib.nullcontext()
+        return self.locks.hold(thread_id, wait=wait)
+
     @contextlib.contextmanager
     def run(self, thread_id: str, user_id: str, *, wait: bool = False) -> Iterator[None]:
         """Hold the thread for one run of `user_id`, claiming it when it is new.
@@ -107,14 +130,53 @@ class Storage:
         waiting) and again after it, when the claim is made.
         """
         self.check_owner(thread_id, user_id)
-        lock = self.locks.hold(thread_id, wait=wait) if self.locks else contextlib.nullcontext()
-        with lock:
+        with self.lock(thread_id, wait=wait):
             if self.owners is not None:
                 with self.errors():
                     owner = self.owners.claim(thread_id, user_id)
                 if owner != user_id:
                     raise not_yours(thread_id, user_id)
             yield
+
+    @contextlib.asynccontextmanager
+    async def arun(self, thread_id: str, user_id: str, *,
+                   wait: bool = False) -> AsyncIterator[None]:
+        """`run` for an event loop: the thread is held, and given back, in a worker thread.
+
+        Each try takes the lock without waiting for it; a busy thread is waited
+        for on the loop (`LOCK_POLL_SECONDS` between tries), never in a worker
+        thread: the loop's executor has a few threads, and runs parked there
+        in a lock wait would leave none for the run that holds the lock to
+        give it back, so every run would hang. A caller cancelled during a try
+        gives the lock back as soon as the worker gets it, so the thread is not
+        left held by a run that no longer exists.
+        """
+        while True:
+            held = contextlib.ExitStack()
+            taking = asyncio.ensure_future(asyncio.to_thread(
+                held.enter_context, self.run(thread_id, user_id)))
+            try:
+                await asyncio.shield(taking)
+                break
+            except ThreadBusyError:
+                if not wait:
+                    raise
+            except asyncio.CancelledError:
+                taking.add_done_callback(_give_back(held))
+                raise
+            await asyncio.sleep(LOCK_POLL_SECONDS)
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(held.close)
+
+
+def _give_back(held: contextlib.ExitStack) -> Callable[[asyncio.Future[Any]], None]:
+    """A done callback that releases what a try took, for a caller that left meanwhile."""
+    def give_back(done: asyncio.Future[Any]) -> None:
+        if not done.cancelled() and done.exception() is None:
+            held.close()
+    return give_back
 
 
 def storage_for(settings: Any, base_dir: Path) -> Storage:
