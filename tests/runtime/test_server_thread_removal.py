@@ -36,6 +36,10 @@ from tests.runtime.test_server import Server, serving
 
 pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
               pytest.mark.xdist_group("langgraph-server-removal")]
+# The tests of each server share a worker (it starts that server once); the three servers'
+# tests may run on three workers at once (a test's own mark is the one xdist reads).
+ON_THE_INTERRUPTED_SERVER = pytest.mark.xdist_group("langgraph-server-removal-interrupted")
+ON_THE_TRUSTING_SERVER = pytest.mark.xdist_group("langgraph-server-removal-trusting")
 
 TOKENS = {"tok-alice": {"user": "alice", "roles": ["agent"]},
           "tok-bob": {"user": "bob", "roles": ["agent"]}}
@@ -219,6 +223,7 @@ def test_a_stateless_run_leaves_no_thread_directory(server):
 
 # -- a delete during a run -------------------------------------------------------------------
 
+@ON_THE_INTERRUPTED_SERVER
 def test_a_delete_during_a_run_cancels_it_first_and_nothing_comes_back(interrupted):
     server = interrupted
     alice = server.client("tok-alice")
@@ -245,6 +250,7 @@ def test_a_delete_during_a_run_cancels_it_first_and_nothing_comes_back(interrupt
 
 # -- trust_client_identity -------------------------------------------------------------------
 
+@ON_THE_TRUSTING_SERVER
 def test_a_thread_run_as_stated_users_loses_all_their_directories(trusting):
     front = trusting.client("tok-front")
     thread_id = run_thread(trusting, "tok-front", "carol", context={"user_id": "carol"})
@@ -255,6 +261,7 @@ def test_a_thread_run_as_stated_users_loses_all_their_directories(trusting):
     assert not thread_dir(trusting, "dave", thread_id).exists()
 
 
+@ON_THE_TRUSTING_SERVER
 def test_a_stated_identity_cannot_take_over_another_users_directory(trusting):
     # bob's directory of a thread id this server never ran (a local thread, a leftover).
     taken = str(uuid.uuid4())
