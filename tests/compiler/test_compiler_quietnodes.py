@@ -30,6 +30,7 @@ from antler.compiler import create_fused_agent
 from antler.compiler.quietnodes import quiet_nodes, quiet_seq_class
 from antler.compiler.wraps import UNTRACED
 from antler.runtime.models import ScriptedChatModel
+from tests.compiler.test_compiler_wraps import counted_traced_setups
 
 RunnableSeq = langgraph_private("langgraph._internal._runnable", "RunnableSeq")
 SEEN: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="outside")
@@ -223,21 +224,8 @@ class TracingSeen(AgentMiddleware):
 
 def _quiet_langsmith(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """LangSmith's traced runs counted (`_setup_run`), none of them sent anywhere."""
-    from langsmith import run_helpers
-    from langsmith.run_trees import RunTree
-
     monkeypatch.setenv("LANGSMITH_API_KEY", "test")
-    for method in ("post", "patch", "end"):
-        monkeypatch.setattr(RunTree, method, lambda self, *a, **k: None)
-    setups: list[str] = []
-    real_setup = run_helpers._setup_run
-
-    def counted_setup(func: Any, *args: Any, **kwargs: Any) -> Any:
-        setups.append(getattr(func, "__name__", ""))
-        return real_setup(func, *args, **kwargs)
-
-    monkeypatch.setattr(run_helpers, "_setup_run", counted_setup)
-    return setups
+    return counted_traced_setups(monkeypatch)
 
 
 @pytest.mark.parametrize("use_async", [False, True])

@@ -267,12 +267,9 @@ class _NoClient:
         return lambda *args, **kwargs: None
 
 
-@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
-def test_a_call_nothing_could_trace_skips_traceable(monkeypatch, use_async):
-    """The fused layers (model and tool calls) run without LangSmith's `traceable` when
-    nothing could trace the call; a callback handler listening, or tracing enabled, still
-    gets the traced layer."""
-    from langchain_core.callbacks import BaseCallbackHandler
+def counted_traced_setups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the functions LangSmith sets a traced run up for (`_setup_run`), in
+    order; no run tree is sent anywhere."""
     from langsmith import run_helpers
     from langsmith.run_trees import RunTree
 
@@ -286,6 +283,18 @@ def test_a_call_nothing_could_trace_skips_traceable(monkeypatch, use_async):
         return real_setup(func, *args, **kwargs)
 
     monkeypatch.setattr(run_helpers, "_setup_run", counted_setup)
+    return setups
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_a_call_nothing_could_trace_skips_traceable(monkeypatch, use_async):
+    """The fused layers (model and tool calls) run without LangSmith's `traceable` when
+    nothing could trace the call; a callback handler listening, or tracing enabled, still
+    gets the traced layer."""
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langsmith import run_helpers
+
+    setups = counted_traced_setups(monkeypatch)
     seen: list[str] = []
 
     @tool
