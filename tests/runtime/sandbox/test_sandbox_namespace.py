@@ -24,6 +24,7 @@ import pytest
 from antler.plugin_api.paths import PathLayout
 from antler.plugin_api.sandbox import CommandInterrupted, CommandResult
 from antler.runtime.sandbox.bwrap import BwrapSandbox, BwrapSandboxProvider
+from antler.runtime.sandbox.namespace import Namespace
 from tests.runtime.sandbox.test_sandbox_bwrap import needs_bwrap, orphans_left, settle
 from tests.runtime.test_reliability_processes import running
 
@@ -608,6 +609,21 @@ def wait_for_spare(provider: BwrapSandboxProvider, layout: PathLayout) -> None:
     raise AssertionError("no spare namespace started")
 
 
+def first_thread_and_its_source(provider: BwrapSandboxProvider, layout: PathLayout,
+                                command: str = "true") -> tuple[BwrapSandbox, Namespace]:
+    """Thread t1 after one command (its acquisition started the source of spares) and
+    that source, once its spare for the next thread is ready."""
+    first = sandbox_for(provider, layout, "t1")
+    assert first.execute_command(command).ok
+    first.end_run()
+    wait_for_spare(provider, layout)
+    spares = provider._settings.spares
+    assert spares is not None
+    source = spares._slots[spare_key(layout)].namespace
+    assert source is not None and source.init_pid is not None
+    return first, source
+
+
 def host_parent(pid: int) -> int:
     with open(f"/proc/{pid}/stat", "rb") as stat:
         return int(stat.read().rsplit(b")", 1)[1].split()[1])
@@ -615,14 +631,9 @@ def host_parent(pid: int) -> int:
 
 def test_a_new_thread_adopts_a_spare_made_by_the_source_started_before_it(
         provider: BwrapSandboxProvider, layout: PathLayout) -> None:
-    first = sandbox_for(provider, layout, "t1")
-    assert first.execute_command("true").ok  # its acquisition started the source
-    first.end_run()
-    wait_for_spare(provider, layout)
+    first, source = first_thread_and_its_source(provider, layout)
     spares = provider._settings.spares
-    assert spares is not None
-    source = spares._slots[spare_key(layout)].namespace
-    assert source is not None and source.alive and source.spare and source.init_pid
+    assert spares is not None and source.alive and source.spare
     second = sandbox_for(provider, layout, "t2")
     result = second.execute_command("echo mine > note; cat note; ls /mnt/user-data")
     assert (result.stdout, result.exit_code) == ("mine\noutputs\nuploads\nworkspace\n", 0), \
@@ -643,14 +654,7 @@ def test_the_sources_init_binds_its_functions_at_start_and_no_command_sees_that(
     that its spares, copies of it, resolve none again; the setting is the init's own: a
     command's environment is the harness's, and holds neither it nor anything else of
     the init's."""
-    first = sandbox_for(provider, layout, "t1")
-    assert first.execute_command("true").ok
-    first.end_run()
-    wait_for_spare(provider, layout)
-    spares = provider._settings.spares
-    assert spares is not None
-    source = spares._slots[spare_key(layout)].namespace
-    assert source is not None and source.init_pid is not None
+    _first, source = first_thread_and_its_source(provider, layout)
     with open(f"/proc/{source.init_pid}/environ", "rb") as environ:
         assert b"LD_BIND_NOW=1" in environ.read().split(b"\0")
     second = sandbox_for(provider, layout, "t2")
@@ -813,14 +817,9 @@ def test_what_one_threads_commands_leave_no_other_thread_sees(
 def test_a_killed_source_takes_its_spares_along_and_is_replaced(
         provider: BwrapSandboxProvider, layout: PathLayout,
         caplog: pytest.LogCaptureFixture) -> None:
-    first = sandbox_for(provider, layout, "t1")
-    assert first.execute_command("echo one > note").ok
-    first.end_run()
-    wait_for_spare(provider, layout)
+    first, source = first_thread_and_its_source(provider, layout, "echo one > note")
     spares = provider._settings.spares
     assert spares is not None
-    source = spares._slots[spare_key(layout)].namespace
-    assert source is not None and source.init_pid is not None
     made = init_pid(first)
     os.kill(source.init_pid, signal.SIGKILL)
     for _ in range(200):
