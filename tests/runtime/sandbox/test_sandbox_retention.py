@@ -28,6 +28,7 @@ from antler.runtime.sandbox.host import RunningCommand
 from antler.runtime.sandbox.local import LocalSandbox, LocalSandboxProvider
 from antler.runtime.sandbox.threaddir import INIT_FILE, record_namespace
 from tests.plugins.support import make_agent
+from tests.runtime.sandbox.test_sandbox_namespace import alive
 
 
 def call(name: str, **args: Any) -> dict[str, Any]:
@@ -492,14 +493,6 @@ def _until(condition: Any, seconds: float = 15.0) -> bool:
     return condition()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
-
-
 def test_bwrap_keeps_the_sandbox_while_its_namespace_lives_then_drops_it(
         tmp_path: Path) -> None:
     provider = _bwrap_provider(idle_seconds=0.5)
@@ -512,9 +505,9 @@ def test_bwrap_keeps_the_sandbox_while_its_namespace_lives_then_drops_it(
         init = int(note.read_text().split()[0])
         provider.release(sandbox_id)
         # Its namespace (and /tmp) waits idle_seconds for the thread's next run.
-        assert provider._by_id.get(sandbox_id) is sandbox and _alive(init)
+        assert provider._by_id.get(sandbox_id) is sandbox and alive(init)
         assert _until(lambda: sandbox_id not in provider._by_id)
-        assert not _alive(init)
+        assert not alive(init)
         assert not note.exists()  # the ended namespace's note is gone with it
         # The next run: a new sandbox and namespace, the thread's files.
         again = provider.get(provider.acquire(paths))
