@@ -20,14 +20,16 @@ __all__ = ["CONFIG_ENV", "agent", "app", "graph"]
 
 try:
     agent = build_server_agent()
+    # `"http": {"app": "antler.server:app"}`: every request that starts a run or writes a
+    # thread checked before the server sees it, a stated identity's takeover refused, another
+    # user's thread id answered as a missing thread, a removed thread's files removed
+    # (`antler.runtime.serverapp`).
+    app = served_app(agent.config.input.allow_roles, agent.services.get("paths"),
+                     trust_client_identity=agent.config.server.trust_client_identity)
 except AntlerError as error:  # a bad $ANTLER_CONFIG: stop the server, do not serve nothing
     fail_server_start(error)
     raise
 graph = agent.graph
-# `"http": {"app": "antler.server:app"}`: run input checked before a run is queued,
-# another user's thread id answered as a missing thread, a deleted thread's files removed
-# (`antler.runtime.serverapp`).
-app = served_app(agent.config.input.allow_roles, agent.services.get("paths"))
 # Sandboxes kept between a thread's runs and memory updates still debouncing are
 # settled when the server process ends.
 atexit.register(agent.close)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from antler.contracts.runcontext import DEFAULT_USER
@@ -101,12 +101,20 @@ class ServedThreadFiles:
             if user_id in noted:
                 return
             if user_id != authenticated_id and directory.exists():
-                raise InputError(
-                    f"thread {thread_id}: user {user_id!r} already has files for this thread "
-                    f"id that no run of this thread made; a run may not take over another "
-                    f"user's directory by stating its identity. Start a new thread, or run "
-                    f"as {authenticated_id!r}")
+                raise InputError(_takeover(thread_id, user_id, authenticated_id))
             os.write(fd, f"{user_id}\n".encode())
+
+    def takeover(self, thread_id: str, user_id: str, authenticated_id: str) -> str | None:
+        """Why a run of `thread_id` as `user_id` would be refused by `claim` (None: it
+        would not): a stated identity whose directory of the thread exists, made by
+        nothing this thread ran. Reads only; `claim` decides again when the run starts."""
+        directory = self.directory(user_id, thread_id)
+        if user_id == authenticated_id or directory is None or not directory.exists():
+            return None
+        with self._locked(thread_id, create=False) as fd:
+            if user_id in _user_ids(_read(fd)):
+                return None
+        return _takeover(thread_id, user_id, authenticated_id)
 
     def remove(self, thread_id: str, authenticated_id: str) -> list[Path]:
         """End the namespaces of `thread_id` and remove every directory noted for it
@@ -120,17 +128,44 @@ class ServedThreadFiles:
             return []
         with self._locked(thread_id, create=False) as fd:
             users = _user_ids(_read(fd)) if fd is not None else [authenticated_id]
-            directories = [d for d in (self.directory(u, thread_id) for u in users) if d]
-            failed: list[str] = []
-            for directory in directories:
-                try:
-                    remove_thread_directory(directory)
-                except ThreadDirectoryError as error:
-                    failed.append(f"{directory}: {_reason(error)}")
-            if fd is not None and not failed:
-                self._record(thread_id).unlink(missing_ok=True)
+            return self._remove_locked(thread_id, users, noted=fd is not None)
+
+    def noted_threads(self) -> list[str]:
+        """The thread ids that have a note (a served run of theirs noted its directory)."""
+        try:
+            names = sorted(entry.name for entry in os.scandir(self.records)
+                           if entry.is_file(follow_symlinks=False))
+        except FileNotFoundError:
+            return []
+        return [name for name in names if self._valid(name)]
+
+    def remove_if_gone(self, thread_id: str, gone: Callable[[], bool]) -> list[Path]:
+        """Remove what `remove` would for `thread_id`, only when it has a note and
+        `gone()`, asked while the note is locked, says the server no longer has the
+        thread (a run claiming the thread meanwhile waits, and finds no note after).
+
+        Raises:
+            ThreadDirectoryError: as `remove`.
+        """
+        if not self._valid(thread_id):
+            return []
+        with self._locked(thread_id, create=False) as fd:
+            if fd is None or not gone():
+                return []
+            return self._remove_locked(thread_id, _user_ids(_read(fd)), noted=True)
+
+    def _remove_locked(self, thread_id: str, users: list[str], *, noted: bool) -> list[Path]:
+        directories = [d for d in (self.directory(u, thread_id) for u in users) if d]
+        failed: list[str] = []
+        for directory in directories:
+            try:
+                remove_thread_directory(directory)
+            except ThreadDirectoryError as error:
+                failed.append(f"{directory}: {_reason(error)}")
         if failed:
             raise ThreadDirectoryError("; ".join(failed))
+        if noted:
+            self._record(thread_id).unlink(missing_ok=True)
         return directories
 
     def settle(self, thread_id: str, user_id: str, authenticated_id: str, *,
@@ -198,6 +233,12 @@ def _read(fd: int | None) -> str:
 
 def _user_ids(text: str) -> list[str]:
     return list(dict.fromkeys(line for line in text.splitlines() if line))
+
+
+def _takeover(thread_id: str, user_id: str, authenticated_id: str) -> str:
+    return (f"thread {thread_id}: user {user_id!r} already has files for this thread id that "
+            f"no run of this thread made; a run may not take over another user's directory "
+            f"by stating its identity. Start a new thread, or run as {authenticated_id!r}")
 
 
 def _reason(error: ThreadDirectoryError) -> str:
