@@ -19,7 +19,8 @@ attacker would hit it:
 * with ``server: {trust_client_identity: true}`` a thread run as stated users
   loses every one of their directories of it when deleted, and a client cannot
   take over (and later delete) another user's existing directory by creating a
-  thread under its id and stating that user.
+  thread under its id and stating that user: the run request answers 409 with
+  the reason, and no run starts.
 """
 
 from __future__ import annotations
@@ -270,10 +271,16 @@ def test_a_stated_identity_cannot_take_over_another_users_directory(trusting):
     secret.write_text("bob's\n")
     front = trusting.client("tok-front")
     front.threads.create(thread_id=taken)
-    result = front.runs.wait(taken, "antler", input=MESSAGE, context={"user_id": "bob"},
-                             raise_error=False)
-    assert isinstance(result, dict) and "take over another user's directory" in str(
-        result.get("__error__")), result
+    # Refused at the HTTP layer, with the reason and the fix, before any run starts.
+    import httpx
+
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        front.runs.wait(taken, "antler", input=MESSAGE, context={"user_id": "bob"})
+    assert refused.value.response.status_code == 409
+    detail = refused.value.response.json()["detail"]
+    assert "take over another user's directory" in detail
+    assert "Start a new thread, or run as 'front'" in detail
+    assert front.runs.list(taken) == []
     assert not kept(trusting, "bob", taken).exists()  # no command ran in bob's directory
     front.threads.delete(taken)
     assert secret.read_text() == "bob's\n"
