@@ -83,9 +83,9 @@ def server(tmp_path_factory) -> Iterator[Server]:
 
 @contextlib.contextmanager
 def serving(work: Path, lead_script: str, tokens: dict[str, Any],
-            config: str = "") -> Iterator[Server]:
+            config: str = "", environment: dict[str, str] | None = None) -> Iterator[Server]:
     """`langgraph dev` on a free port in `work`, its lead model scripted by `lead_script`
-    (`config`: more of the operator config, YAML)."""
+    (`config`: more of the operator config, YAML; `environment`: more of the server's)."""
     cli = Path(sys.executable).with_name("langgraph")
     try:
         import langgraph_api  # noqa: F401  (the `inmem` extra: `langgraph dev` needs it)
@@ -106,7 +106,7 @@ def serving(work: Path, lead_script: str, tokens: dict[str, Any],
     port = free_port()
     env = {**os.environ, "ANTLER_CONFIG": str(work / "antler.yaml"), "ANTLER_HOME": str(home),
            "ANTLER_AUTH_TOKENS": json.dumps(tokens), "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-           "LANGSMITH_TRACING": "false"}
+           "LANGSMITH_TRACING": "false", **(environment or {})}
     log = work / "server.log"
     with log.open("wb") as output:
         process = subprocess.Popen(

@@ -20,7 +20,10 @@ attacker would hit it:
   loses every one of their directories of it when deleted, and a client cannot
   take over (and later delete) another user's existing directory by creating a
   thread under its id and stating that user: the run request answers 409 with
-  the reason, and no run starts.
+  the reason, and no run starts;
+* a thread the server no longer has (its row deleted in the database, a TTL
+  sweep) loses every noted directory at the served app's next sweep; a thread it
+  has, and a directory without a note, keep theirs.
 """
 
 from __future__ import annotations
@@ -81,7 +84,8 @@ def interrupted(tmp_path_factory) -> Iterator[Server]:
 def trusting(tmp_path_factory) -> Iterator[Server]:
     tokens = {"tok-front": {"user": "front", "roles": ["agent"]}}
     with serving(tmp_path_factory.mktemp("langgraph-trusting"), TURN * 19, tokens,
-                 config="server: {trust_client_identity: true}\n") as running:
+                 config="server: {trust_client_identity: true}\n",
+                 environment={"ANTLER_SERVED_SWEEP_SECONDS": "1"}) as running:
         yield running
 
 
@@ -293,3 +297,23 @@ def test_a_stated_identity_cannot_take_over_another_users_directory(trusting):
     front.threads.delete(thread_id)
     assert canaries <= set((trusting.home / "users").rglob("*"))
     assert secret.read_text() == "bob's\n"
+
+
+@ON_THE_TRUSTING_SERVER
+def test_a_thread_the_server_no_longer_has_loses_its_files_at_the_next_sweep(trusting):
+    # This server sweeps every second. A thread it has, after a turn as carol...
+    live = run_thread(trusting, "tok-front", "carol", context={"user_id": "carol"})
+    # ... and one whose row went without a request: its note and carol's and dave's files.
+    gone = str(uuid.uuid4())
+    (trusting.home / "served-threads" / gone).write_text("carol\ndave\n")
+    for user in ("carol", "dave"):
+        (thread_dir(trusting, user, gone) / "user-data").mkdir(parents=True)
+    unnoted = thread_dir(trusting, "carol", str(uuid.uuid4())) / "user-data"
+    unnoted.mkdir(parents=True)
+    deadline = time.monotonic() + 20
+    while thread_dir(trusting, "carol", gone).exists() \
+            or thread_dir(trusting, "dave", gone).exists():
+        assert time.monotonic() < deadline, "the sweep did not remove the gone thread's files"
+        time.sleep(0.1)
+    assert not (trusting.home / "served-threads" / gone).exists()
+    assert kept(trusting, "carol", live).exists() and unnoted.exists()
