@@ -17,6 +17,15 @@ exists and is not noted for the thread, the run is refused. Otherwise a client
 could create a thread under the id of another user's directory, state that
 user, and read the files or, by deleting the thread, remove them.
 
+`takeover` asks the same question without noting anything, so the HTTP layer
+can refuse such a run before it starts.
+
+A thread the server removed without a request (its TTL sweep, a row deleted in
+its database) is found by its note: `remove_if_gone` removes the noted
+directories of a thread whose note exists, only when the server, asked while
+the note is locked, no longer has it; a directory without a note is never
+touched.
+
 A run that ends after its thread was deleted (the note is gone) removes the
 directory it used again, so no run leaves files of a deleted thread behind;
 a run without a checkpointer (LangGraph Server's stateless runs, whose thread

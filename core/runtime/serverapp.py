@@ -2,17 +2,29 @@
 
 `langgraph.json` names it (`"http": {"app": "antler.server:app"}`); the server
 puts its middleware in front of every route, before any auth handler runs.
-Two things a client would otherwise get wrong answers for:
+Three things a client would otherwise get wrong answers for:
 
-* **A refused run input is the client's error.** The served graph refuses
-  input a caller may not send, but a run starts after the server has answered
-  the request, so the refusal would come back as a failed run or an error
-  reply. `RunInputCheck` checks the body of every request that starts a run
-  (``/runs``, ``/threads/{id}/runs``, their ``/stream``, ``/wait``,
-  ``/batch`` and ``/crons`` forms, and a cron's ``PATCH``, which replaces
-  the input its runs start with) as the graph would (`check_run_request`)
-  and answers 400 with Antler's one-line reason before a run is queued.
+* **A refused write is the client's error.** The served graph refuses input a
+  caller may not send, but a run starts after the server has answered the
+  request, so the refusal would come back as a failed run or an error reply.
+  `RunInputCheck` checks the body of every request that can start a run or
+  write a thread's state (`thread_write`, tested against the server's route
+  table): ``/runs`` and ``/threads/{id}/runs`` with their ``/stream``,
+  ``/wait``, ``/batch`` and ``/crons`` forms, a cron's ``PATCH``, state
+  updates (``POST /threads/{id}/state``), a new thread's ``supersteps``, MCP's
+  ``tools/call``, A2A's ``message/send`` and ``message/stream``, and protocol
+  commands (``run.start``, ``input.respond``) over ``POST
+  /threads/{id}/commands`` and the thread's WebSocket. It checks them as the
+  graph would (`check_run_request`, the state boundary) and answers with
+  Antler's one-line reason before anything is queued: 400 for refused input or
+  a body nested past the parse depth, 413 for one over
+  ``$ANTLER_MAX_REQUEST_BYTES``, in the error shape of the route's protocol.
   What passes is still checked by the graph.
+* **A stated identity cannot take over a directory.** With
+  ``trust_client_identity`` a run's ``context.user_id`` names whose directory
+  it uses; `StatedIdentityCheck` answers 409 with the reason and the fix when
+  that user's directory of the thread exists and no run of the thread made it,
+  before a run starts (the graph decides again when it does).
 * **Another user's thread id is a missing thread.** LangGraph Server answers
   409 both when a client creates a thread under an id that exists and when it
   copies a thread its auth filter hides (or that does not exist), which tells
@@ -20,7 +32,7 @@ Two things a client would otherwise get wrong answers for:
   with what reading the thread answers the same caller: the owner still gets
   409 for their own thread, anyone else the server's own 404.
 
-And one thing the server would leave half done:
+And what the server would leave half done:
 
 * **A deleted thread loses its files.** The server's ``DELETE /threads/{id}``
   and ``POST /threads/prune`` (strategy ``delete``) remove checkpoints only.
@@ -35,6 +47,11 @@ And one thing the server would leave half done:
   read before and cannot after). A thread's ``ttl`` (on ``POST /threads`` or
   ``PATCH /threads/{id}``) is refused with 400: the server would delete the
   thread when it expires, where no middleware sees it.
+* **A thread removed without a request loses its files too.** The server's own
+  TTL sweep and rows deleted in its database pass no middleware. `GoneThreadSweep`
+  runs while the app serves (at start, then every ``$ANTLER_SERVED_SWEEP_SECONDS``)
+  and removes the noted directories of every served thread the server, asked as
+  itself, no longer has.
 """
 
 from __future__ import annotations
