@@ -1,7 +1,8 @@
 """Every route of the served API that starts a run or writes a thread, checked at the HTTP boundary.
 
-The route table is the real LangGraph server's (listed in a child process,
-since the server's configuration is read when its modules are imported):
+The route table is the real LangGraph server's (listed once, in a child process
+of about two seconds, since the server reads its configuration when its modules
+are imported and would keep it in this one):
 each route that can start a run or write a thread's state has a check in
 `RunInputCheck` (`thread_write`), each other route is named here with why it
 writes nothing, and a route a server upgrade adds fails the test until it is
