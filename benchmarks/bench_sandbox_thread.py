@@ -17,7 +17,8 @@ the chain around it: a run on a new thread, as the sandbox middleware and the
 
 Reported: the median CPU milliseconds of each stage and of the whole round per
 provider, and the median of bwrap's round less the local provider's in the same
-round (interleaved, so that load on the machine hits both alike), with its 90%
+round (interleaved, so that load on the machine hits both alike; every other round
+in the reverse order, so that neither pays for its place in the round), with its 90%
 bootstrap interval. The clock (`benchmarks.clock`) is ``cgroup`` where it works
 (the process and every descendant, to the nanosecond: a bwrap command's own CPU is
 reaped by the namespace's init, which the ``cpu`` clock reads in 10 ms ticks),
@@ -107,8 +108,12 @@ def measure(runs: int, clock: str, init_against: Path | None = None
                      if name != "bwrap-other" or init_against is not None}
         try:
             samples: dict[str, list[list[float]]] = {name: [] for name in providers}
+            order = list(providers.items())
             for index in range(5 + runs):  # 5 to warm up: sources, caches, the watchdog
-                for name, provider in providers.items():
+                # Every other round in the reverse order: a provider's place in the round
+                # costs it (caches, the previous provider's background work), about 0.2 ms
+                # at the last place, which would otherwise count as its own.
+                for name, provider in order if index % 2 else order[::-1]:
                     with _init_from(inits[name]):
                         stages = _round(provider, layout, f"t{next(names)}", read)
                     if index >= 5:
