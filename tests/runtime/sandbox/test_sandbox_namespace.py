@@ -872,6 +872,36 @@ def test_an_adopted_namespace_shows_no_other_thread_and_no_privilege(
     assert "Read-only" in nested.stderr, nested
 
 
+def test_an_adopted_spares_skills_stay_read_only_to_a_write_and_a_remount(
+        provider: BwrapSandboxProvider, layout: PathLayout) -> None:
+    """A skill folder an adopted spare binds from its read-only overlay of the skill root
+    is read-only, nosuid and nodev as the bind is made (it copies the overlay's flags; no
+    remount follows): a command's write is refused, and so is a remount to read-write in
+    a user and mount namespace of the command's own, and nothing reaches the host."""
+    layout.thread("u", "t1").ensure_directories()  # a base directory with a thread: warm
+    provider.warm(layout)
+    wait_for_spare(provider, layout)
+    sandbox = sandbox_for(provider, layout, "t2")
+    skill = "/mnt/skills/public/data-report"
+    result = sandbox.execute_command(
+        f"grep ' {skill} ' /proc/self/mountinfo; echo x > {skill}/SKILL.md || echo refused;"
+        f" unshare -rm sh -c 'mount -o remount,bind,rw {skill} || echo remount-refused;"
+        f" touch {skill}/planted && echo planted'")
+    namespace, spares = sandbox._namespace, provider._settings.spares
+    assert namespace is not None and namespace.init_pid is not None and spares is not None
+    source = spares._slots[spare_key(layout)].namespace
+    assert source is not None and host_parent(namespace.init_pid) == source.init_pid
+    lines = result.stdout.splitlines()
+    mounted = [line.split() for line in lines if f" {skill} " in line]
+    assert len(mounted) == 1 and "overlay" in mounted[0], lines  # from the skill's overlay
+    assert {"ro", "nosuid", "nodev"} <= set(mounted[0][5].split(",")), mounted
+    assert "refused" in lines and "remount-refused" in lines, result
+    assert "planted" not in lines and "Read-only file system" in result.stderr, result
+    root = layout.skill_roots[0] / "public" / "data-report"
+    assert sorted(path.name for path in root.iterdir()) == ["SKILL.md"]
+    assert (root / "SKILL.md").read_text(encoding="utf-8").startswith("---")
+
+
 def test_a_spares_proc_keeps_the_kernels_settings_read_only_and_its_loopback_up(
         provider: BwrapSandboxProvider, layout: PathLayout) -> None:
     """A spare's own /proc has ``sys``, ``sysrq-trigger``, ``irq`` and ``bus`` read-only,
