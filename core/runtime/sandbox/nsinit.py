@@ -422,8 +422,9 @@ def _overlays_over_view(libc, overlays):
 
 def _overlay_mount(libc, layers, writable):
     """A detached overlay mount of `layers` (``(key, name)`` pairs), nosuid and nodev, and
-    read-only unless `writable`: its descriptor. Its extended attributes are the ``user.`` ones (no privilege beyond
-    this user namespace needed, and no warning in the kernel's log); with `writable`
+    read-only unless `writable`: its descriptor. Its extended attributes are the ``user.``
+    ones (no privilege beyond this user namespace needed, and no warning in the kernel's
+    log); with `writable`
     (an upper layer), ``uuid=off`` (it writes none on the upper directory's root) and
     ``volatile``: it never syncs the upper file system (an unmount would otherwise sync
     the whole file system the thread's directory is on, milliseconds each time)."""
