@@ -17,8 +17,8 @@ the chain around it: a run on a new thread, as the sandbox middleware and the
 
 Reported: the median CPU milliseconds of each stage and of the whole round per
 provider, and the median of bwrap's round less the local provider's in the same
-round (interleaved, so that load on the machine hits both alike; every other round
-in the reverse order, so that neither pays for its place in the round), with its 90%
+round (interleaved, so that load on the machine hits both alike; the order turns by
+one each round, so that none pays for its place in the round), with its 90%
 bootstrap interval. The clock (`benchmarks.clock`) is ``cgroup`` where it works
 (the process and every descendant, to the nanosecond: a bwrap command's own CPU is
 reaped by the namespace's init, which the ``cpu`` clock reads in 10 ms ticks),
@@ -110,10 +110,11 @@ def measure(runs: int, clock: str, init_against: Path | None = None
             samples: dict[str, list[list[float]]] = {name: [] for name in providers}
             order = list(providers.items())
             for index in range(5 + runs):  # 5 to warm up: sources, caches, the watchdog
-                # Every other round in the reverse order: a provider's place in the round
-                # costs it (caches, the previous provider's background work), about 0.2 ms
-                # at the last place, which would otherwise count as its own.
-                for name, provider in order if index % 2 else order[::-1]:
+                # The order turns by one each round: a provider's place in the round, and
+                # which provider ran before it, cost it (caches, the other's background
+                # work; some 0.2 ms), which would otherwise count as its own.
+                turn = index % len(order)
+                for name, provider in order[turn:] + order[:turn]:
                     with _init_from(inits[name]):
                         stages = _round(provider, layout, f"t{next(names)}", read)
                     if index >= 5:
