@@ -73,9 +73,7 @@ view and names relative to it (or absolute ones inside the namespace). The init
 mounts an overlay file system for each: a writable one whose upper layer is
 ``upper`` (the thread's ``user-data``), with ``work`` as its work directory and
 the empty ``lower`` below; or, with no ``upper``, a read-only one of the layers
-``lower`` (a skill root, ``.``, and an empty directory: the kernel wants two),
-mounted read-only: a bind copies the flags of the mount it is made from, so a
-read-only bind from it needs no remount of its own.
+``lower`` (a skill root, ``.``, and an empty directory: the kernel wants two).
 It mounts each overlay over its top layer in the view, so that the ``binds``
 whose source is below it come from the overlay: the kernel prints an overlay's
 root as ``/`` and its options as given, names that say nothing of the host (a
@@ -134,7 +132,7 @@ _CAPABILITY_VERSION_3 = 0x20080522
 # The new mount API (fsopen(2), fsconfig(2), fsmount(2), move_mount(2)).
 _FSOPEN_CLOEXEC, _FSMOUNT_CLOEXEC = 1, 1
 _FSCONFIG_SET_FLAG, _FSCONFIG_SET_STRING, _FSCONFIG_CMD_CREATE = 0, 1, 6
-_MOUNT_ATTR_RDONLY, _MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV = 1, 2, 4
+_MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV = 2, 4
 _MOVE_MOUNT_F_EMPTY_PATH, _AT_FDCWD = 4, -100
 _ENOENT, _ESRCH, _EINTR = 2, 3, 4
 _WNOHANG = 1
@@ -350,14 +348,10 @@ def _adopt(libc, tmp_bytes, view, binds, workdir, overlays=()):
 
     Returns ``(descriptor, refused)``: a descriptor of the writable overlay's root, or
     None and why the overlays could not be mounted (None without `overlays`)."""
-    root_fd, refused, read_only_overlays = None, None, ()
+    root_fd, refused = None, None
     if overlays:
         try:
             root_fd = _overlays_over_view(libc, overlays)
-            # A bind copies the flags of the mount it is made from: one from a read-only
-            # overlay is read-only, nosuid and nodev as it is made, without a remount.
-            read_only_overlays = tuple(f"{directory}/" for directory, upper, _work, _lower
-                                       in overlays if not upper)
         except OSError as error:
             refused = str(error)
     try:
@@ -368,7 +362,7 @@ def _adopt(libc, tmp_bytes, view, binds, workdir, overlays=()):
                 if optional and optional[0] and error.errno == _ENOENT:
                     continue  # a skill removed, or added since the source started
                 raise
-            if read_only and not source.startswith(read_only_overlays):
+            if read_only:
                 _remount_read_only(libc, target)
         if not view.startswith("/tmp/"):  # else it goes with the source's /tmp, next
             libc("umount2", view.encode(), libc.Int(_MNT_DETACH))
@@ -421,10 +415,9 @@ def _overlays_over_view(libc, overlays):
 
 
 def _overlay_mount(libc, layers, writable):
-    """A detached overlay mount of `layers` (``(key, name)`` pairs), nosuid and nodev, and
-    read-only unless `writable`: its descriptor. Its extended attributes are the ``user.``
-    ones (no privilege beyond this user namespace needed, and no warning in the kernel's
-    log); with `writable`
+    """A detached overlay mount of `layers` (``(key, name)`` pairs), nosuid and nodev:
+    its descriptor. Its extended attributes are the ``user.`` ones (no privilege beyond
+    this user namespace needed, and no warning in the kernel's log); with `writable`
     (an upper layer), ``uuid=off`` (it writes none on the upper directory's root) and
     ``volatile``: it never syncs the upper file system (an unmount would otherwise sync
     the whole file system the thread's directory is on, milliseconds each time)."""
@@ -440,8 +433,7 @@ def _overlay_mount(libc, layers, writable):
         except OSError as error:
             said = _kernel_says(fs)
             raise OSError(error.errno, f"{error.strerror}{said}") from None
-        return libc("fsmount", fs, _FSMOUNT_CLOEXEC, _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV
-                    | (0 if writable else _MOUNT_ATTR_RDONLY))
+        return libc("fsmount", fs, _FSMOUNT_CLOEXEC, _MOUNT_ATTR_NOSUID | _MOUNT_ATTR_NODEV)
     finally:
         posix.close(fs)
 

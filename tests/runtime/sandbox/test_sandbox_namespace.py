@@ -874,10 +874,10 @@ def test_an_adopted_namespace_shows_no_other_thread_and_no_privilege(
 
 def test_an_adopted_spares_skills_stay_read_only_to_a_write_and_a_remount(
         provider: BwrapSandboxProvider, layout: PathLayout) -> None:
-    """A skill folder an adopted spare binds from its read-only overlay of the skill root
-    is read-only, nosuid and nodev as the bind is made (it copies the overlay's flags; no
-    remount follows): a command's write is refused, and so is a remount to read-write in
-    a user and mount namespace of the command's own, and nothing reaches the host."""
+    """A skill folder an adopted spare binds from its overlay of the skill root is
+    read-only, nosuid and nodev: a command's write is refused, and so is a remount to
+    read-write in a user and mount namespace of the command's own; nothing reaches the
+    host's skill folder."""
     layout.thread("u", "t1").ensure_directories()  # a base directory with a thread: warm
     provider.warm(layout)
     wait_for_spare(provider, layout)
