@@ -648,6 +648,32 @@ def test_a_new_thread_adopts_a_spare_made_by_the_source_started_before_it(
     assert not (layout.thread("u", "t1").workspace / "note").exists()
 
 
+def test_a_spare_serves_with_descriptors_of_its_own_none_of_its_sources(
+        provider: BwrapSandboxProvider, layout: PathLayout) -> None:
+    """A spare's init serves with its copy of its source's loop: its control socket and
+    its SIGCHLD pipe are its own, and it holds no descriptor of its source's (the
+    source's control socket would let a command's init ask for spares; a shared pipe
+    would take one init's wake-ups from another). Its commands' exits still arrive."""
+    _first, source = first_thread_and_its_source(provider, layout)
+    second = sandbox_for(provider, layout, "t2")
+    assert second.execute_command("sleep 0.1; echo done").stdout == "done\n"
+    pid = init_pid(second)
+    assert pid is not None and source.init_pid is not None
+    assert host_parent(pid) == source.init_pid
+
+    def held(owner: int) -> set[str]:
+        """What `owner` holds beyond its standard descriptors (the spare's are its source's:
+        /dev/null and bubblewrap's stderr pipe, which the harness closed once ready)."""
+        return {os.readlink(f"/proc/{owner}/fd/{fd}") for fd in os.listdir(f"/proc/{owner}/fd")
+                if int(fd) > 2}
+
+    mine, theirs = held(pid), held(source.init_pid)
+    assert any(link.startswith("pipe:") for link in mine), mine  # its own wake-up pipe
+    assert any(link.startswith("socket:") for link in mine), mine  # its control socket
+    shared = {link for link in mine & theirs if link.startswith(("pipe:", "socket:"))}
+    assert not shared, (mine, theirs)
+
+
 def test_the_sources_init_binds_its_functions_at_start_and_no_command_sees_that(
         provider: BwrapSandboxProvider, layout: PathLayout) -> None:
     """A source's init resolves every C function when it starts (``LD_BIND_NOW``), so
