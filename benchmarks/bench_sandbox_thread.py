@@ -17,7 +17,8 @@ the chain around it: a run on a new thread, as the sandbox middleware and the
 
 Reported: the median CPU milliseconds of each stage and of the whole round per
 provider, and the median of bwrap's round less the local provider's in the same
-round (interleaved, so that load on the machine hits both alike), with its 90%
+round (interleaved, so that load on the machine hits both alike; the order turns by
+one each round, so that none pays for its place in the round), with its 90%
 bootstrap interval. The clock (`benchmarks.clock`) is ``cgroup`` where it works
 (the process and every descendant, to the nanosecond: a bwrap command's own CPU is
 reaped by the namespace's init, which the ``cpu`` clock reads in 10 ms ticks),
@@ -107,8 +108,13 @@ def measure(runs: int, clock: str, init_against: Path | None = None
                      if name != "bwrap-other" or init_against is not None}
         try:
             samples: dict[str, list[list[float]]] = {name: [] for name in providers}
+            order = list(providers.items())
             for index in range(5 + runs):  # 5 to warm up: sources, caches, the watchdog
-                for name, provider in providers.items():
+                # The order turns by one each round: a provider's place in the round, and
+                # which provider ran before it, cost it (caches, the other's background
+                # work; some 0.2 ms), which would otherwise count as its own.
+                turn = index % len(order)
+                for name, provider in order[turn:] + order[:turn]:
                     with _init_from(inits[name]):
                         stages = _round(provider, layout, f"t{next(names)}", read)
                     if index >= 5:

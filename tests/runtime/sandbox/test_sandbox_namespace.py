@@ -648,6 +648,32 @@ def test_a_new_thread_adopts_a_spare_made_by_the_source_started_before_it(
     assert not (layout.thread("u", "t1").workspace / "note").exists()
 
 
+def test_a_spare_serves_with_descriptors_of_its_own_none_of_its_sources(
+        provider: BwrapSandboxProvider, layout: PathLayout) -> None:
+    """A spare's init serves with its copy of its source's loop: its control socket and
+    its SIGCHLD pipe are its own, and it holds no descriptor of its source's (the
+    source's control socket would let a command's init ask for spares; a shared pipe
+    would take one init's wake-ups from another). Its commands' exits still arrive."""
+    _first, source = first_thread_and_its_source(provider, layout)
+    second = sandbox_for(provider, layout, "t2")
+    assert second.execute_command("sleep 0.1; echo done").stdout == "done\n"
+    pid = init_pid(second)
+    assert pid is not None and source.init_pid is not None
+    assert host_parent(pid) == source.init_pid
+
+    def held(owner: int) -> set[str]:
+        """What `owner` holds beyond its standard descriptors (the spare's are its source's:
+        /dev/null and bubblewrap's stderr pipe, which the harness closed once ready)."""
+        return {os.readlink(f"/proc/{owner}/fd/{fd}") for fd in os.listdir(f"/proc/{owner}/fd")
+                if int(fd) > 2}
+
+    mine, theirs = held(pid), held(source.init_pid)
+    assert any(link.startswith("pipe:") for link in mine), mine  # its own wake-up pipe
+    assert any(link.startswith("socket:") for link in mine), mine  # its control socket
+    shared = {link for link in mine & theirs if link.startswith(("pipe:", "socket:"))}
+    assert not shared, (mine, theirs)
+
+
 def test_the_sources_init_binds_its_functions_at_start_and_no_command_sees_that(
         provider: BwrapSandboxProvider, layout: PathLayout) -> None:
     """A source's init resolves every C function when it starts (``LD_BIND_NOW``), so
@@ -870,6 +896,36 @@ def test_an_adopted_namespace_shows_no_other_thread_and_no_privilege(
         " umount /mnt/user-data/workspace && echo unmounted'")
     assert "wrote" not in nested.stdout and "unmounted" not in nested.stdout, nested
     assert "Read-only" in nested.stderr, nested
+
+
+def test_an_adopted_spares_skills_stay_read_only_to_a_write_and_a_remount(
+        provider: BwrapSandboxProvider, layout: PathLayout) -> None:
+    """A skill folder an adopted spare binds from its overlay of the skill root is
+    read-only, nosuid and nodev: a command's write is refused, and so is a remount to
+    read-write in a user and mount namespace of the command's own; nothing reaches the
+    host's skill folder."""
+    layout.thread("u", "t1").ensure_directories()  # a base directory with a thread: warm
+    provider.warm(layout)
+    wait_for_spare(provider, layout)
+    sandbox = sandbox_for(provider, layout, "t2")
+    skill = "/mnt/skills/public/data-report"
+    result = sandbox.execute_command(
+        f"grep ' {skill} ' /proc/self/mountinfo; echo x > {skill}/SKILL.md || echo refused;"
+        f" unshare -rm sh -c 'mount -o remount,bind,rw {skill} || echo remount-refused;"
+        f" touch {skill}/planted && echo planted'")
+    namespace, spares = sandbox._namespace, provider._settings.spares
+    assert namespace is not None and namespace.init_pid is not None and spares is not None
+    source = spares._slots[spare_key(layout)].namespace
+    assert source is not None and host_parent(namespace.init_pid) == source.init_pid
+    lines = result.stdout.splitlines()
+    mounted = [line.split() for line in lines if f" {skill} " in line]
+    assert len(mounted) == 1 and "overlay" in mounted[0], lines  # from the skill's overlay
+    assert {"ro", "nosuid", "nodev"} <= set(mounted[0][5].split(",")), mounted
+    assert "refused" in lines and "remount-refused" in lines, result
+    assert "planted" not in lines and "Read-only file system" in result.stderr, result
+    root = layout.skill_roots[0] / "public" / "data-report"
+    assert sorted(path.name for path in root.iterdir()) == ["SKILL.md"]
+    assert (root / "SKILL.md").read_text(encoding="utf-8").startswith("---")
 
 
 def test_a_spares_proc_keeps_the_kernels_settings_read_only_and_its_loopback_up(
