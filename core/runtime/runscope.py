@@ -74,20 +74,26 @@ class RunScope:
 
 def current_run() -> RunScope | None:
     """The scope of the run the caller runs in; None outside a run of a scoped graph."""
-    from langgraph.config import get_config
+    global _get_config
+    if _get_config is None:
+        from langgraph.config import get_config
 
+        _get_config = get_config
     try:
-        config = get_config()
+        config = _get_config()
     except RuntimeError:  # not inside a running graph
         return None
     scope = (config.get("configurable") or {}).get(RUN_SCOPE_KEY)
     return scope if isinstance(scope, RunScope) else None
 
 
+_get_config: Callable[[], Any] | None = None
+
+
 def scope_runs(graph: Any) -> Any:
     """Make every run of `graph` (and of its copies: `with_config` keeps the class) run in a
     `RunScope` of its own, ended when the run ends."""
-    graph.__class__ = _scoped(type(graph))
+    graph.__class__ = _scoped(graph.__class__)
     return graph
 
 
@@ -112,7 +118,7 @@ async def _aend(scope: RunScope) -> None:
 
 
 @functools.cache
-def _scoped(base: type) -> type:
+def _scoped(base: Any) -> Any:
     if getattr(base, "_antler_scoped", False):
         return base
 

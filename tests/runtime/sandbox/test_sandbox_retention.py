@@ -27,9 +27,9 @@ from langchain_core.runnables import RunnableLambda
 from antler.plugin_api.context import SANDBOX_PROVIDER
 from antler.plugin_api.paths import PathLayout, ThreadPaths
 from antler.plugin_api.sandbox import SandboxClosedError, SandboxNotFoundError
+from antler.runtime.runscope import RUN_SCOPE_KEY, RunScope
 from antler.runtime.sandbox.host import RunningCommand
 from antler.runtime.sandbox.local import LocalSandbox, LocalSandboxProvider
-from antler.runtime.runscope import RUN_SCOPE_KEY, RunScope
 from antler.runtime.sandbox.threaddir import INIT_FILE, record_namespace
 from tests.plugins.support import make_agent
 from tests.runtime.sandbox.test_sandbox_namespace import alive
