@@ -5,7 +5,9 @@ not every thread it ever served, and a thread's next run must find its files aga
 sandbox made anew from the id in its state. Dropping and making sandboxes again must
 never give one thread directory two sandboxes at once (parallel runs of one thread, a
 caller holding a sandbox across a run's end), nor let an id written into state reach
-another thread's files.
+another thread's files. Each run holds the sandbox until it releases it or ends: one run's
+end never drops it under another run of the thread, a cancelled or failed run lets go of it
+(its command stopped), and a sandbox only `get` made goes at the provider's next sweep.
 """
 
 from __future__ import annotations
