@@ -28,7 +28,11 @@ from langchain_core.runnables import RunnableLambda
 
 from antler.plugin_api.context import SANDBOX_PROVIDER
 from antler.plugin_api.paths import PathLayout, ThreadPaths
-from antler.plugin_api.sandbox import SandboxClosedError, SandboxNotFoundError
+from antler.plugin_api.sandbox import (
+    CommandInterrupted,
+    SandboxClosedError,
+    SandboxNotFoundError,
+)
 from antler.runtime.runscope import RUN_SCOPE_KEY, RunScope
 from antler.runtime.sandbox.host import RunningCommand
 from antler.runtime.sandbox.local import LocalSandbox, LocalSandboxProvider
@@ -677,6 +681,26 @@ def test_a_double_release_never_lets_go_for_another_run(tmp_path: Path) -> None:
         in_run(second, provider.release, sandbox_id)
         assert provider._by_id == {}
         second.end()
+        assert provider._by_id == {}
+    finally:
+        provider.shutdown()
+
+
+def test_a_run_that_ends_holding_the_sandbox_lets_go_and_starts_no_more_commands(
+        tmp_path: Path) -> None:
+    # A run ends without releasing (its last hook never ran): its end lets go of the
+    # sandbox. A tool of that run still going in a worker thread starts no command.
+    provider = LocalSandboxProvider(default_timeout=10)
+    paths = PathLayout(tmp_path).thread("u", "t1")
+    run = RunScope()
+    try:
+        sandbox = provider.get(in_run(run, provider.acquire, paths))
+        assert sandbox.in_use
+        run.end()
+        assert not sandbox.in_use and provider._by_id == {}
+        with pytest.raises(CommandInterrupted, match="run has ended"):
+            in_run(run, sandbox.execute_command, "touch late")
+        assert not (paths.workspace / "late").exists()
         assert provider._by_id == {}
     finally:
         provider.shutdown()
