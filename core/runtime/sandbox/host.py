@@ -209,6 +209,10 @@ class HostSandbox(Sandbox):
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         run = current_run()
         with self._lock:  # so `interrupt` and `close` see every command that started
+            if run is not None and run.ended:
+                # A tool of a cancelled run, still going in a worker thread: nothing
+                # will read the output (checked under the lock `_stop_commands_of` takes).
+                raise CommandInterrupted(f"the command's run has ended: {command[:80]!r}")
             if self._dropped:
                 process = None
             else:
