@@ -67,6 +67,7 @@ from .inputs import (
 from .isolation import isolate
 from .mcp import mcp_tools
 from .quiettools import quiet_tools
+from .runscope import scope_runs
 from .skills import SkillsRegistry
 from .storage import CHECKPOINT_FILENAME as CHECKPOINT_FILENAME
 from .storage import (
@@ -773,7 +774,8 @@ def _compile_graph(config: OperatorConfig, built: BuiltChain, chat_model: Any,
     else LangChain's `create_agent`; either way the input step records what
     each run receives, its reducer channels copy without working their type out
     again (`lean_channels`), its nodes skip LangChain's callback run when nothing
-    could observe it (`quiet_nodes`), and with `storage.messages_channel: delta`
+    could observe it (`quiet_nodes`), each run has a `RunScope` whose end is seen
+    however the run ends (`scope_runs`), and with `storage.messages_channel: delta`
     and a saver the growing channels are checkpointed as deltas. The graph's defaults are
     the step limit of `agent.max_model_calls` and, with a saver, `durability`.
     """
@@ -807,6 +809,7 @@ def _compile_graph(config: OperatorConfig, built: BuiltChain, chat_model: Any,
     input_step_in_run_context(graph)
     lean_channels(graph)
     quiet_nodes(graph)  # last: a node changed after this runs its callback run again
+    scope_runs(graph)  # what a run holds is let go when it ends, however it ends
     if config.storage.messages_channel == "delta" and saver not in (None, False):
         use_delta_channels(graph, delta_channel_names(built.middlewares),
                            config.storage.snapshot_every)

@@ -22,7 +22,9 @@ Everything else lives here, once:
 * stopping commands with their run (`interrupt`), and what finished commands
   left running when the run ends (`end_run`, with `reaper.sweep`);
 * keeping a thread's sandbox only while a run holds it or something of it runs,
-  and making it again from the id the thread's state keeps (`HostSandboxProvider`).
+  and making it again from the id the thread's state keeps (`HostSandboxProvider`);
+  a run that ends without releasing it (cancelled, failed) lets go of it too, its
+  commands stopped (`antler.runtime.runscope`).
 """
 
 from __future__ import annotations
@@ -63,9 +65,10 @@ from antler.plugin_api.sandbox import (
     SandboxProvider,
 )
 
+from ..runscope import RunScope, current_run
 from . import reaper, search
 
-__all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "DEFAULT_TIMEOUT_SECONDS", "HostSandbox",
+__all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "DEFAULT_TIMEOUT_SECONDS", "OUTSIDE_A_RUN", "HostSandbox",
            "HostSandboxProvider", "Launch", "RunningCommand"]
 
 DEFAULT_TIMEOUT_SECONDS = 60.0
@@ -177,7 +180,12 @@ class HostSandbox(Sandbox):
         self._pid_mark: reaper.PidMark | None = None
         self._token = reaper.new_token()
         self._closed = False
-        self.in_use = False
+        # Who holds it: the runs that acquired it and have not let it go (`RunScope`s), and
+        # `OUTSIDE_A_RUN` for callers outside any run (one holder for all of them).
+        self._holders: set[object] = set()
+        # The run each of its running commands was started in, when one was: a run that
+        # ends without releasing (cancelled, failed) has its commands stopped.
+        self._runs_of: dict[RunningCommand, RunScope] = {}
         self._provider: HostSandboxProvider | None = None
         # Dropped from its provider's tables while idle (`HostSandboxProvider`): its files
         # still work; a command goes to the thread's sandbox in the tables (`_live`).
@@ -187,6 +195,11 @@ class HostSandbox(Sandbox):
     def sandbox_id(self) -> str:
         return self._id
 
+    @property
+    def in_use(self) -> bool:
+        """Whether a run (or a caller outside any run) holds it."""
+        return bool(self._holders)
+
     # -- commands -----------------------------------------------------------------
 
     def execute_command(self, command: str, timeout: float | None = None) -> CommandResult:
@@ -194,7 +207,12 @@ class HostSandbox(Sandbox):
         limit = self.default_timeout if timeout is None else timeout
         if limit <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        run = current_run()
         with self._lock:  # so `interrupt` and `close` see every command that started
+            if run is not None and run.ended:
+                # A tool of a cancelled run, still going in a worker thread: nothing
+                # will read the output (checked under the lock `_stop_commands_of` takes).
+                raise CommandInterrupted(f"the command's run has ended: {command[:80]!r}")
             if self._dropped:
                 process = None
             else:
@@ -206,6 +224,8 @@ class HostSandbox(Sandbox):
                     self._pid_mark = reaper.PidMark.after(counters, process.pid)
                 self._running.add(process)
                 self._sessions.add(process.pid)
+                if run is not None:
+                    self._runs_of[process] = run
         if process is None:
             # Held across the end of a run while the provider dropped it: the command runs
             # in the thread's sandbox, this one taken back when the thread has none.
@@ -215,8 +235,16 @@ class HostSandbox(Sandbox):
         finally:
             with self._lock:
                 self._running.discard(process)
+                self._runs_of.pop(process, None)
                 interrupted = process in self._interrupted
                 self._interrupted.discard(process)
+                # The last command of a run that has ended and let the sandbox go
+                # (cancelled while the command ran): nothing else will end what it left.
+                orphaned = (run is not None and run.ended and not self._holders
+                            and not self._running)
+            if orphaned:
+                self.end_run()
+                self._went_idle()
         if interrupted:
             raise CommandInterrupted(f"the command was stopped with its run: {command[:80]!r}")
 
@@ -567,7 +595,7 @@ class HostSandbox(Sandbox):
 
         Called by its provider, with the provider's lock held."""
         with self._lock:
-            if (self.in_use or self._closed or self._running or self._sessions
+            if (self._holders or self._closed or self._running or self._sessions
                     or not self._holds_nothing()):
                 return False
             self._dropped = True
@@ -590,6 +618,16 @@ class HostSandbox(Sandbox):
     def _check_open(self) -> None:
         if self._closed:
             raise SandboxClosedError(f"Sandbox {self._id!r} has been shut down.")
+
+    def _stop_commands_of(self, run: RunScope) -> None:
+        """Kill the commands `run` started that still run (it has ended: nothing will read
+        their output); each of their calls raises `CommandInterrupted`."""
+        with self._lock:
+            running = [process for process, started_in in self._runs_of.items()
+                       if started_in is run]
+            self._interrupted.update(running)
+        for process in running:
+            self._kill(process)
 
     def interrupt(self) -> None:
         """Kill the running commands now; each of their calls raises `CommandInterrupted`."""
@@ -661,16 +699,33 @@ class HostSandboxProvider(SandboxProvider):
     """Hands out one `HostSandbox` per thread, and keeps it only while it is of use.
 
     A thread's sandbox is made when the thread acquires one, and dropped from the
-    provider's tables once its run has released it and nothing of it runs (when the
-    sandbox keeps something between runs, the bwrap provider's namespace, once that has
-    ended). Its id names the thread, ``<name>:<user>/<thread>`` (``#<n>`` after it for
-    the n-th base directory the provider serves), so the thread's next `acquire` or
-    `get` makes it again from the thread's paths, files and all; `get` of an id no
-    thread's directory answers to raises `SandboxNotFoundError`. So the provider holds
-    the sandboxes of the threads running now, not of every thread it ever served. A
-    thread never has two: each is made, dropped and taken back under the provider's
-    lock, and a command sent to a dropped one (held by a caller across the end of a run)
-    runs in the one the provider keeps for the thread (`HostSandbox._live`).
+    provider's tables once no run holds it and nothing of it runs (when the sandbox
+    keeps something between runs, the bwrap provider's namespace, once that has ended).
+    Its id names the thread, ``<name>:<user>/<thread>`` (``#<n>`` after it for the n-th
+    base directory the provider serves), so the thread's next `acquire` or `get` makes
+    it again from the thread's paths, files and all; `get` of an id no thread's
+    directory answers to raises `SandboxNotFoundError`. So the provider holds the
+    sandboxes of the threads running now, not of every thread it ever served. A thread
+    never has two: each is made, dropped and taken back under the provider's lock, and
+    a command sent to a dropped one (held by a caller across the end of a run) runs in
+    the one the provider keeps for the thread (`HostSandbox._live`).
+
+    Who holds a sandbox:
+
+    * each run that acquired it (`acquire` inside a run, as the sandbox tools do on
+      every call), until that run releases it (`release` inside the same run, the
+      sandbox middleware's ``after_agent``) or ends: a run cancelled or failed before
+      its last hook lets go of it when it ends, its commands still running stopped
+      (`antler.runtime.runscope`). Overlapping runs of one thread each hold it, so the
+      first to end never drops it under another; a second release is a no-op;
+    * callers outside any run (`acquire` with no run, or in a graph not built by
+      `create_agent`), as one holder: any `release` of theirs lets it go.
+
+    A sandbox that only `get` made (or took back: a dropped one whose caller ran a
+    command in it) is held by nobody: it is kept until the provider's next sweep after
+    nothing of it runs. The provider sweeps at every `release` and whenever a run lets
+    go at its end: every sandbox no one holds has what its finished commands left in the
+    background stopped, and is dropped once nothing of it runs.
 
     Subclasses name themselves (`name`, the prefix of their sandbox ids) and
     build the sandbox (`_new_sandbox`).
@@ -706,6 +761,8 @@ class HostSandboxProvider(SandboxProvider):
         self._closed = False
 
     def acquire(self, thread_paths: ThreadPaths) -> str:
+        """The thread's sandbox id, the sandbox held for the caller's run (see the class)."""
+        run = current_run()
         with self._lock:
             if self._closed:
                 raise SandboxClosedError(f"The {self.name} sandbox provider has been shut down.")
@@ -713,7 +770,12 @@ class HostSandboxProvider(SandboxProvider):
             sandbox = self._by_id.get(sandbox_id)
             if sandbox is None:
                 sandbox = self._keep(self._new_sandbox(sandbox_id, thread_paths))
-            sandbox.in_use = True
+            with sandbox._lock:
+                held = (run if run is not None else OUTSIDE_A_RUN) in sandbox._holders
+                if not held:
+                    sandbox._holders.add(run if run is not None else OUTSIDE_A_RUN)
+        if run is not None and not held:
+            run.on_end((self, sandbox_id), functools.partial(self._run_ended, sandbox_id, run))
         # Acquisition means a tool is about to run: this is the lazy moment.
         thread_paths.ensure_directories()
         return sandbox_id
@@ -794,7 +856,8 @@ class HostSandboxProvider(SandboxProvider):
 
     def get(self, sandbox_id: str) -> HostSandbox:
         """The sandbox `sandbox_id` names, made again from its thread's paths if it was
-        dropped (`_thread_of` says when there is none)."""
+        dropped (`_thread_of` says when there is none). `get` holds nothing: one it made
+        is kept until the next sweep after nothing of it runs (see the class)."""
         with self._lock:
             sandbox = self._by_id.get(sandbox_id)
             if sandbox is None:
@@ -803,16 +866,51 @@ class HostSandboxProvider(SandboxProvider):
             return sandbox
 
     def release(self, sandbox_id: str) -> None:
-        """The run is over: stop what its commands left running in the background, and
-        drop the sandbox if nothing of it runs any more."""
+        """The caller's run is done with the sandbox: stop what finished commands left
+        running in the background, and sweep (the sandbox is dropped once no run holds
+        it and nothing of it runs)."""
+        run = current_run()
         with self._lock:
             sandbox = self._by_id.get(sandbox_id)
             if sandbox is None:
                 self._thread_of(sandbox_id)  # raises for an id that names no thread
-                return  # dropped already: nothing of it runs
-            sandbox.in_use = False
+            else:
+                with sandbox._lock:
+                    sandbox._holders.discard(run if run is not None else OUTSIDE_A_RUN)
+        if run is not None:
+            run.forget((self, sandbox_id))  # let go of here: nothing to do at its end
+        if sandbox is not None:
+            sandbox.end_run()
+        self._sweep()
+
+    def _run_ended(self, sandbox_id: str, run: RunScope) -> None:
+        """`run` ended holding the sandbox (it was cancelled or failed before releasing
+        it): stop its commands still running, let go of it, and sweep."""
+        with self._lock:
+            sandbox = self._by_id.get(sandbox_id)
+        if sandbox is None:
+            return
+        sandbox._stop_commands_of(run)
+        with sandbox._lock:
+            if run not in sandbox._holders:
+                return
+            sandbox._holders.discard(run)
         sandbox.end_run()
-        self._drop(sandbox)
+        self._sweep()
+
+    def _sweep(self) -> None:
+        """Drop every sandbox no one holds once nothing of it runs: first stop what its
+        finished commands left in the background (commands `get` callers ran, or the
+        last ones of a run that ended without releasing)."""
+        with self._lock:
+            unheld = [sandbox for sandbox in self._by_id.values() if not sandbox._holders]
+        for sandbox in unheld:
+            with sandbox._lock:
+                leftovers = bool(sandbox._sessions) and not sandbox._running \
+                    and not sandbox._holders
+            if leftovers:
+                sandbox.end_run()
+            self._drop(sandbox)
 
     def interrupt(self) -> None:
         with self._lock:
@@ -835,6 +933,9 @@ class HostSandboxProvider(SandboxProvider):
             "thread first and use the id acquire() returned."
         )
 
+
+OUTSIDE_A_RUN = object()
+"""The holder of a sandbox acquired outside any run (`HostSandboxProvider`)."""
 
 _SANDBOX_ID = re.compile(r"(?P<user>[^/#]+)/(?P<thread>[^/#]+)(?:#(?P<number>[2-9]|[1-9][0-9]+))?")
 """What follows a provider's name and ``:`` in the ids it makes (`HostSandboxProvider`)."""

@@ -5,11 +5,14 @@ not every thread it ever served, and a thread's next run must find its files aga
 sandbox made anew from the id in its state. Dropping and making sandboxes again must
 never give one thread directory two sandboxes at once (parallel runs of one thread, a
 caller holding a sandbox across a run's end), nor let an id written into state reach
-another thread's files.
+another thread's files. Each run holds the sandbox until it releases it or ends: one run's
+end never drops it under another run of the thread, a cancelled or failed run lets go of it
+(its command stopped), and a sandbox only `get` made goes at the provider's next sweep.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
 import subprocess
 import threading
@@ -19,11 +22,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import ToolMessage
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableLambda
 
 from antler.plugin_api.context import SANDBOX_PROVIDER
 from antler.plugin_api.paths import PathLayout, ThreadPaths
-from antler.plugin_api.sandbox import SandboxClosedError, SandboxNotFoundError
+from antler.plugin_api.sandbox import (
+    CommandInterrupted,
+    SandboxClosedError,
+    SandboxNotFoundError,
+)
+from antler.runtime.runscope import RUN_SCOPE_KEY, RunScope
 from antler.runtime.sandbox.host import RunningCommand
 from antler.runtime.sandbox.local import LocalSandbox, LocalSandboxProvider
 from antler.runtime.sandbox.threaddir import INIT_FILE, record_namespace
@@ -568,5 +578,223 @@ def test_bwrap_parallel_acquire_get_release_never_give_a_thread_two_sandboxes(
         assert _until(lambda: provider._by_id == {})
         for paths in threads:
             assert not (paths.user_data.parent / INIT_FILE).exists()
+    finally:
+        provider.shutdown()
+
+
+# -- who holds a sandbox: each run that acquired it, until it releases it or ends --------------
+
+
+class Gate(AgentMiddleware):
+    """Holds a run before its model's second call (its first command done) until let go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reached = threading.Event()
+        self.go = threading.Event()
+
+    def before_model(self, state: Any, runtime: Any) -> None:
+        if sum(isinstance(m, ToolMessage) for m in state["messages"]) == 1:
+            self.reached.set()
+            assert self.go.wait(20)
+
+
+def _provider(kind: str, idle_seconds: float = 0.1) -> Any:
+    return RacedProvider(default_timeout=20) if kind == "local" else \
+        _bwrap_provider(idle_seconds=idle_seconds)
+
+
+def _graph_run(agent: Any, thread_id: str) -> dict[str, Any]:
+    """A run of the agent's graph itself, as LangGraph Server starts one: nothing holds the
+    thread, so runs of one thread can overlap."""
+    return dict(agent.graph.invoke({"messages": [HumanMessage("go")]},
+                                   config=agent.run_config(thread_id),
+                                   context=agent.context(thread_id)))
+
+
+@pytest.mark.parametrize("kind", ["local", "bwrap"])
+@pytest.mark.parametrize("fuse", [True, False])
+def test_overlapping_runs_of_a_thread_keep_its_sandbox_until_the_last_lets_go(
+        tmp_path: Path, fuse: bool, kind: str) -> None:
+    # Run B of a thread holds its sandbox across two runs of A of the same thread: A's
+    # first run ends while B's command runs, A's second while B is between two commands
+    # (under bwrap, until its namespace has ended after its idle time). B's second
+    # command is in the same sandbox: one sandbox for the thread, never made again while
+    # a run holds it. (A flag for "in use" was cleared by A's release, and the idle
+    # sandbox dropped under B.)
+    provider = _provider(kind)
+    home = tmp_path / "home"
+    gate = Gate()
+    workspace = PathLayout(home).thread("default", "t1").workspace
+    a, _ = make_agent(home, [call("bash", command="echo a1 >> a.txt"), "done",
+                             call("bash", command="echo a2 >> a.txt"), "done"],
+                      services={SANDBOX_PROVIDER: provider}, fuse=fuse, checkpointer=None)
+    b, _ = make_agent(home, [
+        call("bash", command="echo b1 > b.txt; touch started; "
+                             "while [ ! -e a-ended ]; do sleep 0.01; done; echo first"),
+        call("bash", command="cat b.txt a.txt"), "done"],
+        services={SANDBOX_PROVIDER: provider}, fuse=fuse, checkpointer=None,
+        custom_middlewares=[gate])
+    outcome: list[Any] = []
+    runner = threading.Thread(target=lambda: outcome.append(_graph_run(b, "t1")))
+    try:
+        runner.start()
+        assert _until(lambda: (workspace / "started").exists())
+        sandbox = provider.get("local:default/t1" if kind == "local" else "bwrap:default/t1")
+        assert tool_results(_graph_run(a, "t1")) == ["(no output)"]  # A's first run ended
+        assert provider._by_id.get(sandbox.sandbox_id) is sandbox and sandbox.in_use
+        sandbox.write_file("a-ended", "")  # through the sandbox: under bwrap an overlay
+        assert gate.reached.wait(20)  # B's first command is done; B holds the sandbox
+        assert tool_results(_graph_run(a, "t1")) == ["(no output)"]  # A's second run ended
+        if kind == "bwrap":  # nothing runs: its namespace ends after its idle time
+            assert _until(lambda: sandbox._namespace is None)
+        assert provider._by_id.get(sandbox.sandbox_id) is sandbox and sandbox.in_use
+    finally:
+        gate.go.set()
+        runner.join(30)
+    try:
+        assert outcome, "run B failed"
+        assert tool_results(outcome[0]) == ["first", "b1\na1\na2"]
+        assert provider.overlaps.made == [sandbox]  # made once, for all three runs
+        assert not provider.overlaps.found
+        assert _until(lambda: provider._by_id == {})  # B let go: dropped
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_double_release_never_lets_go_for_another_run(tmp_path: Path) -> None:
+    # Two runs hold one sandbox; the first releases twice (a retried hook). The second
+    # still holds it: kept, until the second releases it.
+    provider = LocalSandboxProvider(default_timeout=10)
+    paths = PathLayout(tmp_path).thread("u", "t1")
+    first, second = RunScope(), RunScope()
+    try:
+        sandbox_id = in_run(first, provider.acquire, paths)
+        assert in_run(second, provider.acquire, paths) == sandbox_id
+        sandbox = provider.get(sandbox_id)
+        in_run(first, provider.release, sandbox_id)
+        in_run(first, provider.release, sandbox_id)
+        assert sandbox.in_use and provider._by_id.get(sandbox_id) is sandbox
+        first.end()  # its end: nothing more to let go
+        assert provider._by_id.get(sandbox_id) is sandbox
+        in_run(second, provider.release, sandbox_id)
+        assert provider._by_id == {}
+        second.end()
+        assert provider._by_id == {}
+    finally:
+        provider.shutdown()
+
+
+def test_a_run_that_ends_holding_the_sandbox_lets_go_and_starts_no_more_commands(
+        tmp_path: Path) -> None:
+    # A run ends without releasing (its last hook never ran): its end lets go of the
+    # sandbox. A tool of that run still going in a worker thread starts no command.
+    provider = LocalSandboxProvider(default_timeout=10)
+    paths = PathLayout(tmp_path).thread("u", "t1")
+    run = RunScope()
+    try:
+        sandbox = provider.get(in_run(run, provider.acquire, paths))
+        assert sandbox.in_use
+        run.end()
+        assert not sandbox.in_use and provider._by_id == {}
+        with pytest.raises(CommandInterrupted, match="run has ended"):
+            in_run(run, sandbox.execute_command, "touch late")
+        assert not (paths.workspace / "late").exists()
+        assert provider._by_id == {}
+    finally:
+        provider.shutdown()
+
+
+def in_run(run: RunScope, function: Any, *args: Any) -> Any:
+    """`function(*args)` inside a run whose scope is `run`, as hooks and tools run."""
+    return RunnableLambda(lambda _: function(*args)).invoke(
+        None, {"configurable": {RUN_SCOPE_KEY: run}})
+
+
+@pytest.mark.parametrize("kind", ["local", "bwrap"])
+@pytest.mark.parametrize("fuse", [True, False])
+def test_a_run_cancelled_mid_command_lets_go_of_its_sandbox_and_stops_the_command(
+        tmp_path: Path, fuse: bool, kind: str) -> None:
+    # The run's task is cancelled while its command runs: its last hook (the release)
+    # never runs. Its end still lets go of the sandbox and stops the command, and the
+    # sandbox is dropped. (It stayed in use, its command running, before.)
+    provider = _provider(kind, idle_seconds=0.05)
+    home = tmp_path / "home"
+    workspace = PathLayout(home).thread("default", "t1").workspace
+    agent, _ = make_agent(home, [call("bash", command="echo $$ > pid; exec sleep 30"), "done"],
+                          services={SANDBOX_PROVIDER: provider}, fuse=fuse)
+
+    async def cancelled() -> None:
+        run = asyncio.create_task(agent.ainvoke("go", thread_id="t1"))
+        for _ in range(1000):
+            if (workspace / "pid").exists() and (workspace / "pid").read_text():
+                break
+            await asyncio.sleep(0.01)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+
+    with agent:
+        asyncio.run(cancelled())
+        sandbox = provider.overlaps.made[0]
+        assert not sandbox.in_use
+        assert _until(lambda: provider._by_id == {}, 10)
+        if kind == "local":
+            assert not alive(int((workspace / "pid").read_text()))
+        assert not sandbox._running
+
+
+def test_a_run_that_fails_or_whose_stream_is_closed_lets_go_of_its_sandbox(
+        tmp_path: Path) -> None:
+    # One run's model fails after its command (its script runs out), another run's stream
+    # is closed after its tools' step: neither reaches after_agent. Both let go.
+    provider = LocalSandboxProvider(default_timeout=10)
+    home = tmp_path / "home"
+    failing, _ = make_agent(home, [call("bash", command="echo one")],
+                            services={SANDBOX_PROVIDER: provider})
+    closed, _ = make_agent(home, [call("bash", command="echo two"), "done"],
+                           services={SANDBOX_PROVIDER: provider})
+    with failing, closed:
+        with pytest.raises(Exception, match="script"):
+            failing.invoke("go", thread_id="t1")
+        assert provider._by_id == {}
+        chunks = closed.stream("go", thread_id="t2")
+        for chunk in chunks:
+            if "tools" in chunk:
+                assert provider.get("local:default/t2").in_use
+                break
+        chunks.close()
+        assert provider._by_id == {}
+
+
+# -- a sandbox only `get` made: held by no run, dropped at the provider's next sweep -----------
+
+
+@pytest.mark.parametrize("kind", ["local", "bwrap"])
+def test_a_sandbox_only_get_made_is_dropped_at_the_next_sweep(tmp_path: Path,
+                                                              kind: str) -> None:
+    provider = _provider(kind, idle_seconds=0.05)
+    layout = PathLayout(tmp_path / "home")
+    paths, other = layout.thread("alice", "t1"), layout.thread("bob", "t1")
+    try:
+        sandbox_id = provider.acquire(paths)
+        provider.release(sandbox_id)
+        assert _until(lambda: provider._by_id == {})
+        # A caller outside any run reads the thread's files and runs a command that
+        # leaves a process behind: no run holds the sandbox.
+        looked_at = provider.get(sandbox_id)
+        result = looked_at.execute_command("sleep 30 & echo $! > bg; echo hi")
+        assert result.stdout == "hi\n" and not looked_at.in_use
+        background = int((paths.workspace / "bg").read_text())
+        assert provider.get(sandbox_id) is looked_at  # kept until the sweep
+        # Another thread's run ends: the provider sweeps. What the command left is
+        # stopped, and the sandbox dropped (under bwrap, once its namespace has ended).
+        provider.release(provider.acquire(other))
+        assert _until(lambda: provider._by_id == {})
+        if kind == "local":
+            assert not alive(background)
+        # The id still works: made again from the thread's paths.
+        assert provider.get(sandbox_id).read_file("bg") == f"{background}\n"
     finally:
         provider.shutdown()
