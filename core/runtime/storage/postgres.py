@@ -24,20 +24,18 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import time
 from collections.abc import Iterator
 from typing import Any
 
 from antler.errors import AntlerError
 
 from .base import (
-    LOCK_POLL_SECONDS,
     RunLockLostError,
     StorageError,
     created_at_now,
-    thread_busy,
 )
 from .savers import AsyncSide
+from .turns import QueuedThreadLocks
 
 __all__ = [
     "CONNECT_TIMEOUT_SECONDS",
@@ -256,7 +254,7 @@ class PostgresOwners:
             return {row["thread_id"]: (row["user_id"], row["created_at"]) for row in rows}
 
 
-class PostgresThreadLocks:
+class PostgresThreadLocks(QueuedThreadLocks):
     """Run locks as session advisory locks, one pooled connection held per run.
 
     Every process sharing the database excludes every other, and Postgres
@@ -264,29 +262,41 @@ class PostgresThreadLocks:
     It drops it too when the server restarts under a run that is still going:
     `check`, the fence of every checkpoint write (`DualSaver`), finds the
     holding connection gone and stops that run before it writes, since another
-    run may hold the thread by then.
+    run may hold the thread by then. The runs of this process line up first
+    (`turns`): only the one with the turn asks the database.
     """
 
     def __init__(self, pool: PostgresPool) -> None:
+        super().__init__()
         self._pool = pool
         self._held: dict[str, Any] = {}
         """The connection holding each thread this process runs."""
 
-    @contextlib.contextmanager
-    def hold(self, thread_id: str, *, wait: bool = False) -> Iterator[None]:
+    def _try(self, thread_id: str) -> tuple[Any, int, contextlib.ExitStack] | None:
         key = _lock_key(f"antler:thread:{thread_id}")
-        with self._pool.errors(), self._pool.connection() as conn:
-            while not conn.execute("SELECT pg_try_advisory_lock(%s) AS held",
-                                   (key,)).fetchone()["held"]:
-                if not wait:
-                    raise thread_busy(thread_id)
-                time.sleep(LOCK_POLL_SECONDS)
-            self._held[thread_id] = conn
-            try:
-                yield
-            finally:
-                self._held.pop(thread_id, None)
-                _unlock(conn, key)
+        leased = contextlib.ExitStack()
+        try:
+            with self._pool.errors():
+                conn = leased.enter_context(self._pool.connection())
+                took = conn.execute("SELECT pg_try_advisory_lock(%s) AS held",
+                                    (key,)).fetchone()["held"]
+        except BaseException:
+            leased.close()
+            raise
+        if not took:
+            leased.close()  # the connection goes back to the pool between tries
+            return None
+        self._held[thread_id] = conn
+        return conn, key, leased
+
+    def _release(self, thread_id: str, held: tuple[Any, int, contextlib.ExitStack]) -> None:
+        conn, key, leased = held
+        self._held.pop(thread_id, None)
+        try:
+            _unlock(conn, key)
+        finally:
+            with self._pool.errors():
+                leased.close()
 
     def check(self, thread_id: str) -> None:
         """Raise `RunLockLostError` when this process's run of `thread_id` no longer holds
