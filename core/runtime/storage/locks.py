@@ -1,29 +1,260 @@
-"""Run locks of the embedded backends (the Postgres one lives with it).
+"""Run locks: one run at a time holds a thread, and a process serves its runs in turn.
 
 Two runs interleaving their checkpoints on one thread lose a turn or leave a
-tool call unanswered, so one run at a time holds a thread. `FileThreadLocks`
-is an advisory file lock (`{base}/locks/{thread}.lock`), which the kernel
-releases when its process dies, even by `kill -9`; `ProcessThreadLocks`
-serves the in-memory saver, whose history no other process sees. Both serve
-the runs of their process in arrival order (`turns`).
+tool call unanswered, so one run at a time holds a thread, across every
+process that shares the storage. Each backend's lock is tried without waiting:
+`FileThreadLocks` is an advisory file lock (`{base}/locks/{thread}.lock`),
+which the kernel releases when its process dies, even by `kill -9`;
+`PostgresThreadLocks` a session advisory lock, which Postgres releases when
+the holding connection ends; `ProcessThreadLocks` serves the in-memory saver,
+whose history no other process sees.
+
+In front of each lock the runs of one process that want a thread line up,
+each with a ticket (`ThreadTurns`), and only the run at the head of the line
+tries the lock itself (`QueuedThreadLocks`). When the holder gives the thread
+back, the next ticket gets the turn at once and its run is woken: a sync run
+through its `threading.Event`, an async one through its own event loop
+(`call_soon_threadsafe` on a future). So no run waits out a poll interval
+behind a holder of its own process, and none that came later overtakes one
+that came earlier, whether each waits in a thread or on a loop. A holder in
+another process cannot wake anyone here: the head of the line alone polls it,
+every `LOCK_POLL_SECONDS`.
+
+An async run waits for its turn on its loop and tries the lock in a worker
+thread without waiting, so runs queued behind a busy thread occupy no
+executor thread and the holder always finds one to give the thread back. A
+run that leaves the line (cancelled, interrupted) gives its turn on if it was
+handed it meanwhile, and a try it no longer waits for gives back what it
+took. A thread's line is dropped when its last run leaves, so a long-lived
+process keeps nothing for a thread no run is on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
+import functools
 import os
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from antler.plugin_api.paths import validate_id
 
+from .base import LOCK_POLL_SECONDS, RunLockLostError, thread_busy
 from .failures import ensure_directory, storage_errors
-from .turns import QueuedThreadLocks, Ticket
+from .postgres import PostgresPool, advisory_key, without_secrets
 
-__all__ = ["LOCKS_DIRNAME", "FileThreadLocks", "ProcessThreadLocks"]
+__all__ = [
+    "LOCKS_DIRNAME",
+    "FileThreadLocks",
+    "PostgresThreadLocks",
+    "ProcessThreadLocks",
+    "QueuedThreadLocks",
+    "ThreadTurns",
+]
 
 LOCKS_DIRNAME = "locks"
+
+
+class _Ticket:
+    """One run's place in a thread's line, and how to wake its run when its turn comes."""
+
+    __slots__ = ("thread_id", "wake")
+
+    def __init__(self, thread_id: str, wake: Callable[[], object]) -> None:
+        self.thread_id = thread_id
+        self.wake = wake
+        """Tells the run its turn came; raises `RuntimeError` when its loop is closed."""
+
+
+def _settle(turn: asyncio.Future[None]) -> None:
+    if not turn.done():  # a cancelled waiter gives the turn on itself
+        turn.set_result(None)
+
+
+class ThreadTurns:
+    """Each thread's line of runs in this process; the head of a line has the turn.
+
+    A line lives while a run holds or waits for the thread, under one guard
+    shared by every thread and event loop of the process.
+    """
+
+    def __init__(self) -> None:
+        self._lines: dict[str, deque[_Ticket]] = {}
+        self._guard = threading.Lock()
+
+    def _join(self, ticket: _Ticket, wait: bool) -> bool:
+        """Put `ticket` in its line: True when it has the turn at once. Without `wait`,
+        a thread another run holds or waits for is refused (`ThreadBusyError`)."""
+        with self._guard:
+            line = self._lines.get(ticket.thread_id)
+            if line is None:
+                self._lines[ticket.thread_id] = deque((ticket,))
+                return True
+            if not wait:
+                raise thread_busy(ticket.thread_id)
+            line.append(ticket)
+            return False
+
+    def take(self, thread_id: str, wait: bool) -> _Ticket:
+        """Wait in this thread for the turn on `thread_id` (see `_join`)."""
+        woken = threading.Event()
+        ticket = _Ticket(thread_id, woken.set)
+        if not self._join(ticket, wait):
+            try:
+                woken.wait()
+            except BaseException:
+                self.leave(ticket)
+                raise
+        return ticket
+
+    async def atake(self, thread_id: str, wait: bool) -> _Ticket:
+        """Wait on the running loop for the turn on `thread_id` (see `_join`)."""
+        loop = asyncio.get_running_loop()
+        turn: asyncio.Future[None] = loop.create_future()
+        ticket = _Ticket(thread_id, functools.partial(loop.call_soon_threadsafe, _settle, turn))
+        if not self._join(ticket, wait):
+            try:
+                await turn
+            except BaseException:  # cancelled, even as the turn came: give it on
+                self.leave(ticket)
+                raise
+        return ticket
+
+    def leave(self, ticket: _Ticket) -> None:
+        """Take `ticket` out of its line; if it had the turn, hand the turn to the next."""
+        with self._guard:
+            line = self._lines.get(ticket.thread_id)
+            if line is None:
+                return
+            if line[0] is not ticket:
+                with contextlib.suppress(ValueError):
+                    line.remove(ticket)
+                return
+            line.popleft()
+            while line:
+                try:
+                    line[0].wake()
+                    return
+                except RuntimeError:  # its loop is closed: nobody is left to run
+                    line.popleft()
+            del self._lines[ticket.thread_id]
+
+    def threads(self) -> list[str]:
+        """The threads a run of this process holds or waits for (the lines kept)."""
+        with self._guard:
+            return sorted(self._lines)
+
+    def queued(self, thread_id: str) -> int:
+        """How many runs of this process wait behind the one with the turn on `thread_id`."""
+        with self._guard:
+            line = self._lines.get(thread_id)
+            return len(line) - 1 if line else 0
+
+
+class QueuedThreadLocks:
+    """A run lock with this process's line in front of it.
+
+    A backend says how to try its lock once without waiting (`_try`: what it
+    took, or None while another process holds it) and how to give it back
+    (`_release`); `hold` and `ahold` put each run in the line first, so only
+    the run with the turn tries.
+    """
+
+    def __init__(self) -> None:
+        self._turns = ThreadTurns()
+
+    def _check(self, thread_id: str) -> None:
+        """Refuse a thread id the backend cannot lock, before the run queues."""
+
+    def _try(self, thread_id: str) -> Any:
+        raise NotImplementedError
+
+    def _release(self, thread_id: str, held: Any) -> None:
+        raise NotImplementedError
+
+    def threads(self) -> list[str]:
+        """The threads a run of this process holds or waits for."""
+        return self._turns.threads()
+
+    def queued(self, thread_id: str) -> int:
+        """How many runs of this process wait behind the one with the turn on `thread_id`."""
+        return self._turns.queued(thread_id)
+
+    @contextlib.contextmanager
+    def hold(self, thread_id: str, *, wait: bool = False) -> Iterator[None]:
+        """Hold the thread for the block, waiting in this thread with `wait`; else a busy
+        thread raises `ThreadBusyError` at once."""
+        self._check(thread_id)
+        ticket = self._turns.take(thread_id, wait)
+        try:
+            while (held := self._try(thread_id)) is None:
+                if not wait:
+                    raise thread_busy(thread_id)
+                time.sleep(LOCK_POLL_SECONDS)  # a holder in another process
+            try:
+                yield
+            finally:
+                self._release(thread_id, held)
+        finally:
+            self._turns.leave(ticket)
+
+    @contextlib.asynccontextmanager
+    async def ahold(self, thread_id: str, *, wait: bool = False) -> AsyncIterator[None]:
+        """`hold` for an event loop: the run waits on the loop, the lock is tried and given
+        back in a worker thread."""
+        self._check(thread_id)
+        ticket = await self._turns.atake(thread_id, wait)
+        held = await self._atake(thread_id, wait, ticket)
+        try:
+            yield
+        finally:
+            await self._agive_back(thread_id, held, ticket)
+
+    async def _atake(self, thread_id: str, wait: bool, ticket: _Ticket) -> Any:
+        """The backend lock for the run with the turn; on any failure the run leaves the
+        line (a cancelled run once the try it left has given back what it took)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            trying = loop.run_in_executor(None, self._try, thread_id)
+            try:
+                held = await asyncio.shield(trying)
+                if held is not None:
+                    return held
+                if not wait:
+                    raise thread_busy(thread_id)
+                await asyncio.sleep(LOCK_POLL_SECONDS)  # a holder in another process
+            except asyncio.CancelledError:
+                trying.add_done_callback(self._give_back_late(thread_id, ticket))
+                raise
+            except BaseException:
+                self._turns.leave(ticket)
+                raise
+
+    def _give_back_late(self, thread_id: str,
+                        ticket: _Ticket) -> Callable[[asyncio.Future[Any]], None]:
+        """A done callback for a try whose run left: what it took goes back, then the turn."""
+        def give_back(trying: asyncio.Future[Any]) -> None:
+            try:
+                if not trying.cancelled() and trying.exception() is None \
+                        and trying.result() is not None:
+                    self._release(thread_id, trying.result())
+            finally:
+                self._turns.leave(ticket)
+        return give_back
+
+    async def _agive_back(self, thread_id: str, held: Any, ticket: _Ticket) -> None:
+        """Give the lock back in a worker thread, then the turn (even if the run is
+        cancelled meanwhile: the next run then finds the lock free)."""
+        releasing = asyncio.get_running_loop().run_in_executor(
+            None, self._release, thread_id, held)
+        releasing.add_done_callback(lambda _: self._turns.leave(ticket))
+        await asyncio.shield(releasing)
 
 
 class FileThreadLocks(QueuedThreadLocks):
@@ -83,8 +314,87 @@ class ProcessThreadLocks(QueuedThreadLocks):
     def _release(self, thread_id: str, held: Any) -> None:
         pass
 
-    async def _atake(self, thread_id: str, wait: bool, ticket: Ticket) -> bool:
+    async def _atake(self, thread_id: str, wait: bool, ticket: _Ticket) -> bool:
         return True  # nothing to try in a worker thread
 
-    async def _agive_back(self, thread_id: str, held: Any, ticket: Ticket) -> None:
+    async def _agive_back(self, thread_id: str, held: Any, ticket: _Ticket) -> None:
         self._turns.leave(ticket)
+
+
+class PostgresThreadLocks(QueuedThreadLocks):
+    """Run locks as session advisory locks, one pooled connection held per run.
+
+    Every process sharing the database excludes every other, and Postgres
+    drops the lock when the holder's connection ends (a crash, `kill -9`).
+    It drops it too when the server restarts under a run that is still going:
+    `check`, the fence of every checkpoint write (`DualSaver`), finds the
+    holding connection gone and stops that run before it writes, since another
+    run may hold the thread by then. The runs of this process line up first
+    (`ThreadTurns`): only the one with the turn asks the database.
+    """
+
+    def __init__(self, pool: PostgresPool) -> None:
+        super().__init__()
+        self._pool = pool
+        self._held: dict[str, Any] = {}
+        """The connection holding each thread this process runs."""
+
+    def _try(self, thread_id: str) -> tuple[Any, int, contextlib.ExitStack] | None:
+        key = advisory_key(f"antler:thread:{thread_id}")
+        leased = contextlib.ExitStack()
+        try:
+            with self._pool.errors():
+                conn = leased.enter_context(self._pool.connection())
+                took = conn.execute("SELECT pg_try_advisory_lock(%s) AS held",
+                                    (key,)).fetchone()["held"]
+        except BaseException:
+            leased.close()
+            raise
+        if not took:
+            leased.close()  # the connection goes back to the pool between tries
+            return None
+        self._held[thread_id] = conn
+        return conn, key, leased
+
+    def _release(self, thread_id: str, held: tuple[Any, int, contextlib.ExitStack]) -> None:
+        conn, key, leased = held
+        self._held.pop(thread_id, None)
+        try:
+            _unlock(conn, key)
+        finally:
+            with self._pool.errors():
+                leased.close()
+
+    def check(self, thread_id: str) -> None:
+        """Raise `RunLockLostError` when this process's run of `thread_id` no longer holds
+        its lock (the session that held it ended); nothing for a thread not held here.
+
+        A live session still holds its advisory locks, so one round trip on the
+        holding connection answers it.
+        """
+        conn = self._held.get(thread_id)
+        if conn is None:
+            return
+        import psycopg
+
+        try:
+            conn.execute("")
+        except psycopg.Error as exc:
+            reason = without_secrets(str(exc) or type(exc).__name__, self._pool.url)
+            raise RunLockLostError(
+                f"thread {thread_id!r} lost its run lock: the connection to "
+                f"{self._pool.where} that held it ended ({reason.rstrip(' .')}), so another "
+                "run may be working on the thread. This run stopped before saving its next "
+                "step; run the thread again to resume it.") from None
+
+
+def _unlock(conn: Any, key: int) -> None:
+    """Release advisory lock `key` of `conn`'s session; a session that cannot answer is
+    closed, which releases its locks too (a connection that ended already has)."""
+    import psycopg
+
+    try:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    except psycopg.Error:
+        with contextlib.suppress(Exception):
+            conn.close()

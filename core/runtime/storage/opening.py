@@ -18,7 +18,7 @@ A thread's checkpoints, its owner and its run lock are three services of one
   (`locks`; a Postgres deployment slots an advisory lock in behind the same
   `ThreadLocks` interface). The runs of one process that wait for a thread
   take it in the order they came, each woken when the run before it lets go
-  (`turns`); an async run (`Storage.arun`) waits on its event loop and tries
+  (`locks.ThreadTurns`); an async run (`Storage.arun`) waits on its event loop and tries
   the lock in a worker thread, so runs queued behind a busy thread occupy no
   worker thread.
 
@@ -42,9 +42,9 @@ from .base import (
     resolve_backend,
 )
 from .failures import ensure_directory, storage_errors
-from .locks import LOCKS_DIRNAME, FileThreadLocks, ProcessThreadLocks
+from .locks import LOCKS_DIRNAME, FileThreadLocks, PostgresThreadLocks, ProcessThreadLocks
 from .owners import MemoryOwners, SqliteOwners
-from .postgres import PostgresOwners, PostgresPool, PostgresThreadLocks, is_postgres_url
+from .postgres import PostgresOwners, PostgresPool, is_postgres_url
 from .savers import DualSaver
 from .sqlite import CHECKPOINT_FILENAME, sqlite_saver
 from .store import LazyStore, open_store
@@ -160,7 +160,7 @@ class Storage:
         A run never waits in a worker thread: the loop's executor has a few
         threads, and runs parked there in a lock wait would leave none for the
         run that holds the lock to give it back, so every run would hang. The
-        run waits in the thread's line (`turns`) and is woken on its loop when
+        run waits in the thread's line (`locks.ThreadTurns`) and is woken on its loop when
         its turn comes, in arrival order with the sync runs of the process. A
         caller cancelled while waiting leaves the line, giving the lock back as
         soon as a try it left gets it, so the thread is not left held by a run
