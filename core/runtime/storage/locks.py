@@ -150,11 +150,10 @@ class ThreadTurns:
         with self._guard:
             return sorted(self._lines)
 
-    def queued(self, thread_id: str) -> int:
-        """How many runs of this process wait behind the one with the turn on `thread_id`."""
+    def in_line(self, thread_id: str) -> int:
+        """How many runs of this process hold or wait for `thread_id`."""
         with self._guard:
-            line = self._lines.get(thread_id)
-            return len(line) - 1 if line else 0
+            return len(self._lines.get(thread_id, ()))
 
 
 class QueuedThreadLocks:
@@ -182,9 +181,10 @@ class QueuedThreadLocks:
         """The threads a run of this process holds or waits for."""
         return self._turns.threads()
 
-    def queued(self, thread_id: str) -> int:
-        """How many runs of this process wait behind the one with the turn on `thread_id`."""
-        return self._turns.queued(thread_id)
+    def in_line(self, thread_id: str) -> int:
+        """How many runs of this process hold or wait for `thread_id` (the one with the
+        turn, which holds the lock or tries it, and those behind it)."""
+        return self._turns.in_line(thread_id)
 
     @contextlib.contextmanager
     def hold(self, thread_id: str, *, wait: bool = False) -> Iterator[None]:
