@@ -220,9 +220,10 @@ class QueuedThreadLocks:
         """The backend lock for the run with the turn; on any failure the run leaves the
         line (a cancelled run once the try it left has given back what it took)."""
         loop = asyncio.get_running_loop()
+        trying: asyncio.Future[Any] | None = None
         while True:
-            trying = loop.run_in_executor(None, self._try, thread_id)
             try:
+                trying = loop.run_in_executor(None, self._try, thread_id)
                 held = await asyncio.shield(trying)
                 if held is not None:
                     return held
@@ -230,6 +231,7 @@ class QueuedThreadLocks:
                     raise thread_busy(thread_id)
                 await asyncio.sleep(LOCK_POLL_SECONDS)  # a holder in another process
             except asyncio.CancelledError:
+                assert trying is not None  # a cancellation comes at an await, after a try
                 trying.add_done_callback(self._give_back_late(thread_id, ticket))
                 raise
             except BaseException:
