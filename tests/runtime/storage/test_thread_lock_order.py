@@ -309,13 +309,13 @@ def test_waiters_behind_another_process_keep_their_order(two_storages, thread_id
 def test_the_turns_of_agent_runs_follow_their_arrival(tmp_path):
     # Through the real agent: sync and async runs queued behind a held thread each
     # add their turn to the history in the order they came.
-    replies = 8
+    replies = 4
     agent = create_agent(model=ScriptedChatModel(["done"] * replies), checkpointer="memory",
                          base_dir=tmp_path, runtime=RuntimeOptions(user_id=USER),
                          services={TITLE_MODEL: ScriptedChatModel(["t"] * replies),
                                    MEMORY_MODEL: ScriptedChatModel(["[]"] * replies)})
     running = Loop()
-    kinds = ["async", "sync", "sync", "async", "async", "sync"]
+    kinds = ["async", "sync", "sync", "async"]
     names = [f"{kind}-{index}" for index, kind in enumerate(kinds)]
     started: list[Any] = []
     try:
