@@ -18,9 +18,9 @@ A thread's checkpoints, its owner and its run lock are three services of one
   (`locks`; a Postgres deployment slots an advisory lock in behind the same
   `ThreadLocks` interface). The runs of one process that wait for a thread
   take it in the order they came, each woken when the run before it lets go
-  (`locks.ThreadTurns`); an async run (`Storage.arun`) waits on its event loop and tries
-  the lock in a worker thread, so runs queued behind a busy thread occupy no
-  worker thread.
+  (`locks.ThreadTurns`); an async run (`Storage.arun`) waits on its event
+  loop and tries the lock in a worker thread, so runs queued behind a busy
+  thread occupy no worker thread.
 
 Beside it the storage opens the shared store (`store`) on the same backend.
 """
@@ -160,11 +160,11 @@ class Storage:
         A run never waits in a worker thread: the loop's executor has a few
         threads, and runs parked there in a lock wait would leave none for the
         run that holds the lock to give it back, so every run would hang. The
-        run waits in the thread's line (`locks.ThreadTurns`) and is woken on its loop when
-        its turn comes, in arrival order with the sync runs of the process. A
-        caller cancelled while waiting leaves the line, giving the lock back as
-        soon as a try it left gets it, so the thread is not left held by a run
-        that no longer exists.
+        run waits in the thread's line (`locks.ThreadTurns`) and is woken on
+        its loop when its turn comes, in arrival order with the sync runs of
+        the process. A caller cancelled while waiting leaves the line, giving
+        the lock back as soon as a try it left gets it, so the thread is not
+        left held by a run that no longer exists.
         """
         if self.owners is not None:
             await asyncio.to_thread(self.check_owner, thread_id, user_id)

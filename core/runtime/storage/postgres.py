@@ -80,6 +80,7 @@ def describe_url(url: str) -> str:
 
 
 def without_secrets(text: str, url: str) -> str:
+    """`text` with `url` described and its password masked, for messages."""
     password = _parts(url).get("password")
     text = text.replace(url, describe_url(url))
     if password:
