@@ -7,9 +7,10 @@ Its modules import one way, each only from those above it in this list:
   backend setting (`resolve_backend`);
 * `savers`: `DualSaver`, one checkpointer for sync and async runs;
 * `deltas`: delta checkpoints (`storage.messages_channel: delta`);
-* `postgres`: the PostgreSQL backend (pool, owners, advisory run locks);
+* `postgres`: the PostgreSQL backend (pool, owners, advisory lock keys);
 * `failures`: database and file-system errors as one `StorageError`;
-* `owners`, `locks`: owner records and run locks of the embedded backends;
+* `owners`: owner records of the embedded backends;
+* `locks`: the run locks of every backend, behind each process's line of runs;
 * `sqlite`: SQLite files and the SQLite checkpointer;
 * `store`: the shared store (`LazyStore`, `open_store`);
 * `opening`: `Storage` and `open_storage`/`storage_for`;

@@ -39,7 +39,8 @@ CHECKPOINT_DATABASE = "checkpoint database"
 SHARED_STORE = "shared store"
 """What error messages call each database."""
 LOCK_POLL_SECONDS = 0.05
-"""How often a run waiting for a thread's lock tries it again."""
+"""How often the run next in line for a thread tries its lock again while a run of
+another process holds it (a holder of the same process wakes it instead)."""
 
 
 class StorageError(AntlerError):
@@ -105,6 +106,11 @@ class ThreadLocks(Protocol):
     def hold(self, thread_id: str, *,
              wait: bool = False) -> contextlib.AbstractContextManager[None]:
         """Hold the thread's lock for the block; `ThreadBusyError` if busy and not `wait`."""
+
+    def ahold(self, thread_id: str, *,
+              wait: bool = False) -> contextlib.AbstractAsyncContextManager[None]:
+        """`hold` for an event loop: a waiting run waits on the loop, never in a worker
+        thread."""
 
 
 _ENV_REFERENCE = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")

@@ -16,9 +16,11 @@ A thread's checkpoints, its owner and its run lock are three services of one
   same name;
 * the **run lock** lets one run at a time work on a thread, across processes
   (`locks`; a Postgres deployment slots an advisory lock in behind the same
-  `ThreadLocks` interface). An async run (`Storage.arun`) tries the lock in a
-  worker thread and waits between tries on its event loop, so runs queued
-  behind a busy thread occupy no worker thread.
+  `ThreadLocks` interface). The runs of one process that wait for a thread
+  take it in the order they came, each woken when the run before it lets go
+  (`locks.ThreadTurns`); an async run (`Storage.arun`) waits on its event
+  loop and tries the lock in a worker thread, so runs queued behind a busy
+  thread occupy no worker thread.
 
 Beside it the storage opens the shared store (`store`) on the same backend.
 """
@@ -34,17 +36,15 @@ from pathlib import Path
 from typing import Any
 
 from .base import (
-    LOCK_POLL_SECONDS,
-    ThreadBusyError,
     ThreadLocks,
     ThreadOwners,
     not_yours,
     resolve_backend,
 )
 from .failures import ensure_directory, storage_errors
-from .locks import LOCKS_DIRNAME, FileThreadLocks, ProcessThreadLocks
+from .locks import LOCKS_DIRNAME, FileThreadLocks, PostgresThreadLocks, ProcessThreadLocks
 from .owners import MemoryOwners, SqliteOwners
-from .postgres import PostgresOwners, PostgresPool, PostgresThreadLocks, is_postgres_url
+from .postgres import PostgresOwners, PostgresPool, is_postgres_url
 from .savers import DualSaver
 from .sqlite import CHECKPOINT_FILENAME, sqlite_saver
 from .store import LazyStore, open_store
@@ -122,61 +122,56 @@ class Storage:
             return contextlib.nullcontext()
         return self.locks.hold(thread_id, wait=wait)
 
+    def alock(self, thread_id: str, *,
+              wait: bool = False) -> contextlib.AbstractAsyncContextManager[None]:
+        """`lock` for an event loop (the lock service's `ahold`)."""
+        if self.locks is None:
+            return contextlib.nullcontext()
+        return self.locks.ahold(thread_id, wait=wait)
+
+    def claim(self, thread_id: str, user_id: str) -> None:
+        """Make `user_id` the owner of a new thread; refuse them if another user owns it."""
+        if self.owners is None:
+            return
+        with self.errors():
+            owner = self.owners.claim(thread_id, user_id)
+        if owner != user_id:
+            raise not_yours(thread_id, user_id)
+
     @contextlib.contextmanager
     def run(self, thread_id: str, user_id: str, *, wait: bool = False) -> Iterator[None]:
         """Hold the thread for one run of `user_id`, claiming it when it is new.
 
         The owner is checked before the lock (a stranger learns nothing by
-        waiting) and again after it, when the claim is made.
+        waiting) and again after it, when the claim is made. Runs of this
+        process that wait for the thread take it in the order they came.
         """
         self.check_owner(thread_id, user_id)
         with self.lock(thread_id, wait=wait):
-            if self.owners is not None:
-                with self.errors():
-                    owner = self.owners.claim(thread_id, user_id)
-                if owner != user_id:
-                    raise not_yours(thread_id, user_id)
+            self.claim(thread_id, user_id)
             yield
 
     @contextlib.asynccontextmanager
     async def arun(self, thread_id: str, user_id: str, *,
                    wait: bool = False) -> AsyncIterator[None]:
-        """`run` for an event loop: the thread is held, and given back, in a worker thread.
+        """`run` for an event loop: the owner record is read and written, and the lock
+        tried and given back, in worker threads; a busy thread is waited for on the loop.
 
-        Each try takes the lock without waiting for it; a busy thread is waited
-        for on the loop (`LOCK_POLL_SECONDS` between tries), never in a worker
-        thread: the loop's executor has a few threads, and runs parked there
-        in a lock wait would leave none for the run that holds the lock to
-        give it back, so every run would hang. A caller cancelled during a try
-        gives the lock back as soon as the worker gets it, so the thread is not
+        A run never waits in a worker thread: the loop's executor has a few
+        threads, and runs parked there in a lock wait would leave none for the
+        run that holds the lock to give it back, so every run would hang. The
+        run waits in the thread's line (`locks.ThreadTurns`) and is woken on
+        its loop when its turn comes, in arrival order with the sync runs of
+        the process. A caller cancelled while waiting leaves the line, giving
+        the lock back as soon as a try it left gets it, so the thread is not
         left held by a run that no longer exists.
         """
-        while True:
-            held = contextlib.ExitStack()
-            taking = asyncio.ensure_future(asyncio.to_thread(
-                held.enter_context, self.run(thread_id, user_id)))
-            try:
-                await asyncio.shield(taking)
-                break
-            except ThreadBusyError:
-                if not wait:
-                    raise
-            except asyncio.CancelledError:
-                taking.add_done_callback(_give_back(held))
-                raise
-            await asyncio.sleep(LOCK_POLL_SECONDS)
-        try:
+        if self.owners is not None:
+            await asyncio.to_thread(self.check_owner, thread_id, user_id)
+        async with self.alock(thread_id, wait=wait):
+            if self.owners is not None:
+                await asyncio.to_thread(self.claim, thread_id, user_id)
             yield
-        finally:
-            await asyncio.to_thread(held.close)
-
-
-def _give_back(held: contextlib.ExitStack) -> Callable[[asyncio.Future[Any]], None]:
-    """A done callback that releases what a try took, for a caller that left meanwhile."""
-    def give_back(done: asyncio.Future[Any]) -> None:
-        if not done.cancelled() and done.exception() is None:
-            held.close()
-    return give_back
 
 
 def storage_for(settings: Any, base_dir: Path) -> Storage:

@@ -9,10 +9,11 @@ on its event loop (see `antler.runtime.storage.savers`).
 * The schema is migrated on first use (the savers' and the store's `setup()`),
   under an advisory lock so two processes starting together do not race.
 * Owner records live in table `antler_threads`, as in SQLite.
-* The run lock is a session advisory lock on a connection held for the run:
-  Postgres releases it when that connection ends, so a crashed process never
-  leaves a thread locked. A run whose lock ended under it (the server
-  restarted) is stopped before its next checkpoint write.
+* The run lock (`locks.PostgresThreadLocks`) is a session advisory lock on a
+  connection of this pool held for the run (`advisory_key`): Postgres releases
+  it when that connection ends, so a crashed process never leaves a thread
+  locked. A run whose lock ended under it (the server restarted) is stopped
+  before its next checkpoint write.
 * A connection failure is one `StorageError` naming host, port, database and
   user, never the password.
 * Each connection is checked as it leaves the pool (an empty query): one that
@@ -24,18 +25,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import time
 from collections.abc import Iterator
 from typing import Any
 
 from antler.errors import AntlerError
 
 from .base import (
-    LOCK_POLL_SECONDS,
-    RunLockLostError,
     StorageError,
     created_at_now,
-    thread_busy,
 )
 from .savers import AsyncSide
 
@@ -44,10 +41,11 @@ __all__ = [
     "POSTGRES_SCHEMES",
     "PostgresOwners",
     "PostgresPool",
-    "PostgresThreadLocks",
+    "advisory_key",
     "describe_url",
     "is_postgres_url",
     "postgres_error",
+    "without_secrets",
 ]
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -81,7 +79,8 @@ def describe_url(url: str) -> str:
             + (f", user {user}" if user else ""))
 
 
-def _without_secrets(text: str, url: str) -> str:
+def without_secrets(text: str, url: str) -> str:
+    """`text` with `url` described and its password masked, for messages."""
     password = _parts(url).get("password")
     text = text.replace(url, describe_url(url))
     if password:
@@ -95,7 +94,7 @@ def postgres_error(error: BaseException, url: str) -> StorageError | None:
     if not (module.startswith("psycopg") or module.startswith("psycopg_pool")):
         return None
     where = describe_url(url)
-    reason = _without_secrets(str(error) or type(error).__name__, url).rstrip(" .?")
+    reason = without_secrets(str(error) or type(error).__name__, url).rstrip(" .?")
     import psycopg
 
     if isinstance(error, psycopg.OperationalError) or module.startswith("psycopg_pool"):
@@ -163,11 +162,11 @@ class PostgresPool:
     def setup_lock(self) -> Iterator[None]:
         """Hold the database-wide migration lock: one process migrates at a time."""
         with self.connection() as conn:
-            conn.execute("SELECT pg_advisory_lock(%s)", (_lock_key(_SETUP_LOCK),))
+            conn.execute("SELECT pg_advisory_lock(%s)", (advisory_key(_SETUP_LOCK),))
             try:
                 yield
             finally:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (_lock_key(_SETUP_LOCK),))
+                conn.execute("SELECT pg_advisory_unlock(%s)", (advisory_key(_SETUP_LOCK),))
 
     def sync_saver(self) -> Any:
         """LangGraph's `PostgresSaver` on this pool, its tables migrated."""
@@ -213,7 +212,7 @@ def _translated(url: str) -> Iterator[None]:
         raise translated from None
 
 
-def _lock_key(name: str) -> int:
+def advisory_key(name: str) -> int:
     """A signed 64-bit advisory lock key for `name` (stable across processes)."""
     digest = hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
@@ -254,70 +253,3 @@ class PostgresOwners:
         with self._pool.errors(), self._pool.connection() as conn:
             rows = conn.execute("SELECT thread_id, user_id, created_at FROM antler_threads")
             return {row["thread_id"]: (row["user_id"], row["created_at"]) for row in rows}
-
-
-class PostgresThreadLocks:
-    """Run locks as session advisory locks, one pooled connection held per run.
-
-    Every process sharing the database excludes every other, and Postgres
-    drops the lock when the holder's connection ends (a crash, `kill -9`).
-    It drops it too when the server restarts under a run that is still going:
-    `check`, the fence of every checkpoint write (`DualSaver`), finds the
-    holding connection gone and stops that run before it writes, since another
-    run may hold the thread by then.
-    """
-
-    def __init__(self, pool: PostgresPool) -> None:
-        self._pool = pool
-        self._held: dict[str, Any] = {}
-        """The connection holding each thread this process runs."""
-
-    @contextlib.contextmanager
-    def hold(self, thread_id: str, *, wait: bool = False) -> Iterator[None]:
-        key = _lock_key(f"antler:thread:{thread_id}")
-        with self._pool.errors(), self._pool.connection() as conn:
-            while not conn.execute("SELECT pg_try_advisory_lock(%s) AS held",
-                                   (key,)).fetchone()["held"]:
-                if not wait:
-                    raise thread_busy(thread_id)
-                time.sleep(LOCK_POLL_SECONDS)
-            self._held[thread_id] = conn
-            try:
-                yield
-            finally:
-                self._held.pop(thread_id, None)
-                _unlock(conn, key)
-
-    def check(self, thread_id: str) -> None:
-        """Raise `RunLockLostError` when this process's run of `thread_id` no longer holds
-        its lock (the session that held it ended); nothing for a thread not held here.
-
-        A live session still holds its advisory locks, so one round trip on the
-        holding connection answers it.
-        """
-        conn = self._held.get(thread_id)
-        if conn is None:
-            return
-        import psycopg
-
-        try:
-            conn.execute("")
-        except psycopg.Error as exc:
-            reason = _without_secrets(str(exc) or type(exc).__name__, self._pool.url)
-            raise RunLockLostError(
-                f"thread {thread_id!r} lost its run lock: the connection to "
-                f"{self._pool.where} that held it ended ({reason.rstrip(' .')}), so another "
-                "run may be working on the thread. This run stopped before saving its next "
-                "step; run the thread again to resume it.") from None
-
-
-def _unlock(conn: Any, key: int) -> None:
-    """Release advisory lock `key` of `conn`'s session; a session that cannot answer is
-    closed, which releases its locks too (a connection that ended already has)."""
-    import psycopg
-
-    try:
-        conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-    except psycopg.Error:
-        with contextlib.suppress(Exception):
-            conn.close()
