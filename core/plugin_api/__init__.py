@@ -477,9 +477,6 @@ if TYPE_CHECKING:
     from antler.plugin_api.models import (
         side_call_model as side_call_model,
     )
-    from antler.plugin_api.tracing import (
-        could_trace as could_trace,
-    )
     from antler.plugin_api.paths import (
         SKILLS_VIRTUAL_ROOT as SKILLS_VIRTUAL_ROOT,
     )
@@ -674,6 +671,9 @@ if TYPE_CHECKING:
     )
     from antler.plugin_api.toolargs import (
         without_runtime_dump as without_runtime_dump,
+    )
+    from antler.plugin_api.tracing import (
+        could_trace as could_trace,
     )
     from antler.plugin_api.uploads import (
         UploadError as UploadError,
