@@ -53,7 +53,8 @@ async def side_ainvoke(model: Any, prompt: str, config: RunnableConfig) -> Any:
 def _observed(model: Any) -> bool:
     """Whether the call must go through `invoke`: its class calls models its own way, or a
     callback handler or LangSmith could receive the call's run."""
-    if not _plain_invoke(type(model)):
+    cls: Any = type(model)
+    if not _plain_invoke(cls):
         return True
     callbacks: Any = model.callbacks
     # A callback manager, or a list of handlers: any handler observes. The inherited
