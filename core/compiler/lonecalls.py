@@ -80,11 +80,11 @@ def inline_lone_calls(graph: Any) -> bool:
     from langchain_core.runnables.config import get_executor_for_config
     from langgraph.prebuilt import ToolNode
 
-    node = getattr(graph.nodes.get(TOOLS_NODE), "bound", None)
+    node: Any = getattr(graph.nodes.get(TOOLS_NODE), "bound", None)
     if not isinstance(node, ToolNode):
         return False
     bound = node.func
-    function = getattr(bound, "__func__", None)
+    function: Any = getattr(bound, "__func__", None)
     code = getattr(function, "__code__", None)
     if getattr(bound, "__self__", None) is not node or code is None or \
             _EXECUTOR not in code.co_names or \
