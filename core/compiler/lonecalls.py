@@ -80,9 +80,10 @@ def inline_lone_calls(graph: Any) -> bool:
     from langchain_core.runnables.config import get_executor_for_config
     from langgraph.prebuilt import ToolNode
 
-    node: Any = getattr(graph.nodes.get(TOOLS_NODE), "bound", None)
-    if not isinstance(node, ToolNode):
+    found = getattr(graph.nodes.get(TOOLS_NODE), "bound", None)
+    if not isinstance(found, ToolNode):
         return False
+    node: Any = found
     bound = node.func
     function: Any = getattr(bound, "__func__", None)
     code = getattr(function, "__code__", None)
