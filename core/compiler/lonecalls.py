@@ -96,5 +96,5 @@ def inline_lone_calls(graph: Any) -> bool:
     body.__kwdefaults__ = function.__kwdefaults__
     body.__qualname__ = function.__qualname__
     body.__wrapped__ = function  # type: ignore[attr-defined]
-    node.func = types.MethodType(body, node)
+    node.func = types.MethodType(body, node)  # type: ignore[union-attr]
     return True
