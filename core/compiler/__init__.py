@@ -125,7 +125,8 @@ inside the input step), `wraps` (wrap hooks in one layer),
 `streams` (per-hook `updates`), `leanchannels` (reducer channels that copy
 cheaply, which `antler.agent.create_agent` puts in every graph it builds),
 `quietnodes` (nodes that skip LangChain's callback run when nothing could
-observe it), and this module, which compiles a middleware list and builds the
+observe it), `lonecalls` (a tools node's lone call run in the node's thread, not a
+pool's), and this module, which compiles a middleware list and builds the
 agent.
 """
 
@@ -161,6 +162,7 @@ from .fusionplan import (
     plan_wraps,
     wrap_layers,
 )
+from .lonecalls import inline_lone_calls
 from .model_node import ModelHooks
 from .nodes import FusedHooks, agent_end_class, fused_middleware, model_edge_class
 from .proxies import first_member, interrupting_wrap, make_member, make_proxy, overrides
@@ -398,6 +400,7 @@ def create_fused_agent(middleware: Sequence[AgentMiddleware], *,
             filter(None, [compiled.plan.note, f"hooks keep their nodes: {problem}"]))
     if prepare_input is not None:
         prepare_input(graph)
+    inline_lone_calls(graph)  # before `install`: the tools node may be taken over there
     compiled.install(graph)
     quiet_nodes(graph)
     return graph, compiled.plan

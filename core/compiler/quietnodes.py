@@ -12,7 +12,7 @@ and a bare agent's input step (a writer alone) never pays it.
 
 `quiet_nodes` gives every such node a `QuietSeq`, a `RunnableSeq` that, when
 nothing could observe the run (no callback handler in the node's config, no
-LangSmith run current, tracing not enabled; `wraps.trace_check`), runs the
+LangSmith run current, tracing not enabled; `antler.plugin_api.tracing`), runs the
 same steps the same way without the callback run: the body in a copy of the
 context with the config set as the inherited one (for async, a task in that
 copy), each writer after it, all given the node's config without `run_name`, as
@@ -21,7 +21,7 @@ and runs as one, so traces and the `messages` stream see the node's run as
 before. What a hook can tell apart: `config["callbacks"]` is the node's manager
 rather than a child of the node's run (neither has a handler). A quiet node
 tells its steps that LangSmith's tracing was off when it started
-(`wraps.UNTRACED`), so the checks inside it skip asking again; an observed
+(`tracing.UNTRACED`), so the checks inside it skip asking again; an observed
 node inside a quiet one (a subagent's, given a handler) clears that for its
 own steps.
 
@@ -48,7 +48,7 @@ __all__ = ["quiet_nodes", "quiet_seq_class"]
 @functools.cache
 def quiet_seq_class() -> type[Any]:
     """The `QuietSeq` class (LangGraph is imported on first use, not with Antler)."""
-    from .wraps import UNTRACED, trace_check
+    from antler.plugin_api.tracing import UNTRACED, trace_check
 
     base = langgraph_private("langgraph._internal._runnable", "RunnableSeq")
     in_context = langgraph_private("langgraph._internal._runnable", "set_config_context")

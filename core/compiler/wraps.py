@@ -40,16 +40,9 @@ context, no callback handler in the config (a LangChain tracer is one) and
 tracing not enabled; it then runs in a copy of the context, as `traceable`
 runs it. Otherwise `traceable` is called as before.
 
-Whether tracing is enabled is LangSmith's answer (`tracing_is_enabled`: the
-context's `tracing_context` setting, the process's `configure`, the
-environment), a few microseconds a call. A quiet node (`quietnodes`) asks it
-when it starts and, when it is off, says so for the steps it runs
-(`UNTRACED`): the checks made inside that node (its wrap layers, quiet tool
-calls, a subagent's nodes) then look only for a run tree and a callback
-handler, which is how tracing turned on inside a node reaches them (LangChain
-gives a runnable invoked under `tracing_context(enabled=True)` its tracer). A
-process-wide `langsmith.configure(enabled=True)` made while a node runs takes
-effect from the next node on.
+Whether the call could be traced is `antler.plugin_api.tracing.trace_check`'s
+answer, which a quiet node (`quietnodes`) gives its steps from what it found
+when it started (`UNTRACED`).
 """
 
 from __future__ import annotations
@@ -61,6 +54,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from antler.compat import composed_model_response, wrap_composers, wrap_trace_kwargs
+from antler.plugin_api.tracing import trace_check
 
 
 def _traced(middleware: Any, hook: str) -> Any:
@@ -324,40 +318,6 @@ def _when_traced(traced: Any, plain: Any, is_async: bool) -> Any:
             return traced(request, handler)
         return contextvars.copy_context().run(plain, request, handler)
     return handler_
-
-
-@functools.cache
-def trace_check() -> Any:
-    """A function telling whether LangSmith's `traceable` could trace a call made now.
-
-    It could when a LangSmith run is current, when the config a runnable called now
-    inherits has a callback handler (a LangChain tracer gives `traceable` its parent
-    run), or when tracing is enabled (the context's setting, else the environment's).
-    """
-    from langchain_core.runnables.config import var_child_runnable_config
-    from langsmith.run_helpers import get_current_run_tree
-    from langsmith.utils import tracing_is_enabled
-
-    untraced = UNTRACED
-
-    def may_trace() -> bool:
-        if get_current_run_tree() is not None:
-            return True
-        config = var_child_runnable_config.get()
-        callbacks = config.get("callbacks") if config else None
-        if getattr(callbacks, "handlers", callbacks):
-            return True
-        if untraced.get():
-            return False  # asked when the node started (see the module docs)
-        return bool(tracing_is_enabled())
-
-    return may_trace
-
-
-UNTRACED: contextvars.ContextVar[bool] = contextvars.ContextVar("antler_untraced",
-                                                               default=False)
-"""True in the context a quiet node runs its steps in: LangSmith's tracing setting was
-off when the node started (`trace_check` then asks only for a run tree and a handler)."""
 
 
 def _tracing() -> bool:

@@ -20,7 +20,8 @@ The groups (docs/plugins.md has a section for each):
   from message text).
 - Thread paths and files: a run's directories (`ThreadPaths.for_run`), virtual paths,
   confined file access and uploads.
-- Models: a config field naming a model, resolving it, side calls and provider failures.
+- Models: a config field naming a model, resolving it, side calls (and whether one
+  could be traced) and provider failures.
 - Provider interfaces: authorization, guardrail and sandbox providers, each loaded by
   name from its entry point group.
 - Contracts: what plugins agree on without importing each other: tool-result metadata,
@@ -671,6 +672,9 @@ if TYPE_CHECKING:
     from antler.plugin_api.toolargs import (
         without_runtime_dump as without_runtime_dump,
     )
+    from antler.plugin_api.tracing import (
+        could_trace as could_trace,
+    )
     from antler.plugin_api.uploads import (
         UploadError as UploadError,
     )
@@ -732,6 +736,9 @@ _MODULES: dict[str, tuple[str, ...]] = {
     # Models
     "antler.plugin_api.models": (
         "ModelSpec", "resolve_model", "side_call_model"
+    ),
+    "antler.plugin_api.tracing": (
+        "could_trace",
     ),
     "antler.plugin_api.modelerrors": (
         "describe_provider_error", "unreachable"
@@ -982,6 +989,7 @@ __all__ = [
     "config_option",
     "confined",
     "console",
+    "could_trace",
     "denied_tool_message",
     "describe_provider_error",
     "describe_stop_reason",

@@ -31,6 +31,7 @@ from antler.compiler import (
     wants_expansion,
 )
 from antler.compiler.leanchannels import lean_channels
+from antler.compiler.lonecalls import inline_lone_calls
 from antler.compiler.quietnodes import quiet_nodes
 from antler.contracts.deferred import DEFERRED_TOOLS, PROMOTED_KEY, DeferredTools
 from antler.contracts.mcp import mcp_routing_of
@@ -773,7 +774,8 @@ def _compile_graph(config: OperatorConfig, built: BuiltChain, chat_model: Any,
     timeline as skipped). With `fuse` the chain compiler builds the graph,
     else LangChain's `create_agent`; either way the input step records what
     each run receives, its reducer channels copy without working their type out
-    again (`lean_channels`), its nodes skip LangChain's callback run when nothing
+    again (`lean_channels`), its tools node runs a lone tool call in its own thread
+    (`inline_lone_calls`), its nodes skip LangChain's callback run when nothing
     could observe it (`quiet_nodes`), each run has a `RunScope` whose end is seen
     however the run ends (`scope_runs`), and with `storage.messages_channel: delta`
     and a saver the growing channels are checkpointed as deltas. The graph's defaults are
@@ -806,6 +808,7 @@ def _compile_graph(config: OperatorConfig, built: BuiltChain, chat_model: Any,
     else:
         graph = langchain_create_agent(middleware=middlewares, **agent_kwargs)
         _record_writes(graph)
+        inline_lone_calls(graph)  # `create_fused_agent` did it for a fused graph
     input_step_in_run_context(graph)
     lean_channels(graph)
     quiet_nodes(graph)  # last: a node changed after this runs its callback run again

@@ -5,7 +5,7 @@ manager, looks up the injected arguments a second time to show the handlers
 the call's input, starts the run, gives the function a child manager of it,
 and ends the run. When no callback handler is in the call's config or on the
 tool, no run id is asked for and LangSmith could not trace
-(`antler.compiler.wraps.trace_check`), nobody receives any of it, and it costs
+(`antler.plugin_api.tracing.trace_check`), nobody receives any of it, and it costs
 about 90 us of a plugin tool's call (150 us in all, on a warm cache).
 
 `quiet_call` makes such a call the way LangChain's run makes it, without the
@@ -136,7 +136,7 @@ def _observed(tool: Any, config: Mapping[str, Any]) -> bool:
 
 @functools.cache
 def _may_trace() -> Callable[[], bool]:
-    from antler.compiler.wraps import trace_check
+    from antler.plugin_api.tracing import trace_check
 
     check: Callable[[], bool] = trace_check()
     return check

@@ -7,10 +7,12 @@ callback run under the node's, about 40 us of a title call, which is what
 lets a tracer show the call inside the run that made it.
 
 When nothing could observe that run (no callback handler in the inherited
-config or on the model, no LangSmith run current, tracing not enabled),
-`side_invoke` calls the model's `generate` with the call's own tags,
-metadata and run name instead: what `invoke` does for a prompt, less the
-inheritance no handler receives. The model's own work is the same (its
+config or on the model, no LangSmith run current, tracing not enabled:
+`could_trace`, which inside a quiet graph node answers with tracing's setting
+as the node found it when it started, without asking LangSmith again),
+`side_invoke` calls the model's `generate` with the call's own tags, metadata
+and run name instead: what `invoke` does for a prompt, less the inheritance no
+handler receives. The model's own work is the same (its
 cache, rate limiter, retries, streaming choice and callbacks). A model whose
 class changes `invoke` or `generate_prompt` is always called through `invoke`.
 """
@@ -23,7 +25,8 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.runnables.config import var_child_runnable_config
+
+from antler.plugin_api import could_trace
 
 __all__ = ["side_ainvoke", "side_invoke"]
 
@@ -53,13 +56,12 @@ def _observed(model: Any) -> bool:
     cls: Any = type(model)
     if not _plain_invoke(cls):
         return True
-    inherited = var_child_runnable_config.get()
-    callbacks: Any
-    for callbacks in (model.callbacks, inherited.get("callbacks") if inherited else None):
-        # A callback manager, or a list of handlers: any handler observes.
-        if callbacks is not None and getattr(callbacks, "handlers", callbacks):
-            return True
-    return _langsmith_tracing()
+    callbacks: Any = model.callbacks
+    # A callback manager, or a list of handlers: any handler observes. The inherited
+    # config's handlers and LangSmith are `could_trace`'s.
+    if callbacks is not None and getattr(callbacks, "handlers", callbacks):
+        return True
+    return could_trace()
 
 
 @functools.cache
@@ -68,19 +70,3 @@ def _plain_invoke(cls: type) -> bool:
     return issubclass(cls, BaseChatModel) and all(
         getattr(cls, name) is getattr(BaseChatModel, name)
         for name in ("invoke", "ainvoke", "generate_prompt", "agenerate_prompt"))
-
-
-def _langsmith_tracing() -> bool:
-    """A LangSmith run is current, or tracing is on (the context's setting or the
-    environment's): LangChain would trace the call."""
-    current_run, enabled = _langsmith()
-    return current_run() is not None or bool(enabled())
-
-
-@functools.cache
-def _langsmith() -> tuple[Any, Any]:
-    """LangSmith's current run and tracing switch, imported on first use."""
-    from langsmith.run_helpers import get_current_run_tree
-    from langsmith.utils import tracing_is_enabled
-
-    return get_current_run_tree, tracing_is_enabled

@@ -7,7 +7,7 @@ same graph with LangGraph's own nodes; a context variable a hook sets stays insi
 its node, and the hook reads its node's config through `get_config`; with a
 callback handler every node's run is reported as before, named as the node, and
 so it is when LangSmith tracing is on; a node LangGraph rebuilds is plain again. A quiet
-node tells its steps that tracing was off (`wraps.UNTRACED`), and tracing turned on inside
+node tells its steps that tracing was off (`tracing.UNTRACED`), and tracing turned on inside
 it still reaches a nested agent.
 """
 
@@ -28,7 +28,7 @@ from langgraph.config import get_config
 from antler.compat import langgraph_private
 from antler.compiler import create_fused_agent
 from antler.compiler.quietnodes import quiet_nodes, quiet_seq_class
-from antler.compiler.wraps import UNTRACED
+from antler.plugin_api.tracing import UNTRACED
 from antler.runtime.models import ScriptedChatModel
 from tests.compiler.test_compiler_wraps import counted_traced_setups
 

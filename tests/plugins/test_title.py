@@ -394,3 +394,47 @@ def test_hook_returns_nothing_once_titled():
 def test_message_text_drops_upload_blocks_as_the_pattern_does(text):
     expected = " ".join(title_module._UPLOADED_FILES.sub(" ", text).split())
     assert message_text(HumanMessage(text)) == expected
+
+
+class _NoClient:
+    """A LangSmith client that accepts runs and sends nothing."""
+
+    tracing_queue = None
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: None
+
+
+class _TracingTurnedOn(ScriptedChatModel):
+    """The agent's model, which turns LangSmith tracing on for the whole process as it
+    answers (`langsmith.configure`), sending nowhere."""
+
+    def _generate(self, *args: Any, **kwargs: Any) -> Any:
+        import langsmith
+
+        langsmith.configure(enabled=True, client=_NoClient())
+        return super()._generate(*args, **kwargs)
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_the_title_call_follows_tracing_as_its_node_found_it(tmp_path, registry, fuse,
+                                                              monkeypatch):
+    """Tracing turned on for the process while a node runs takes effect from the next node
+    on, for a side call as for a hook: fused, the title's hook runs in the model node, which
+    started with tracing off, and its call stays quiet without asking LangSmith again;
+    unfused, the title's node starts after the change and the call goes through `invoke`,
+    under that node's run."""
+    import langsmith
+
+    monkeypatch.setenv("LANGSMITH_API_KEY", "test")
+    model = _TracingTurnedOn(["Here is a plan for Lisbon."])
+    titler = _TitleGenerations(["Weekend in Lisbon"])
+    try:
+        with make_agent(tmp_path, registry, model, titler, fuse=fuse) as agent:
+            state = agent.invoke("Plan my weekend in Lisbon", thread_id="t1")
+    finally:
+        langsmith.configure(enabled=None, client=None)
+    assert state["title"] == "Weekend in Lisbon"
+    [(callbacks, kwargs)] = titler.given
+    # Quiet: only the call's own config. Through `invoke`: the node's callback manager.
+    assert (callbacks is None) is fuse and kwargs["run_name"] == "antler_title"
