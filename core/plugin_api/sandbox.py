@@ -238,9 +238,14 @@ class SandboxProvider(ABC):
 
     @abstractmethod
     def release(self, sandbox_id: str) -> None:
-        """Tell the provider the current turn is done with the sandbox.
+        """Tell the provider the current run is done with the sandbox.
 
-        Providers may keep the sandbox for reuse by the next turn; releasing does
+        Called once at the end of each run that used it; a run may have called
+        `acquire` many times (once per tool call). Runs of one thread can overlap:
+        one run's release must not take the sandbox from another run still using
+        it (the built-in providers count the runs that hold it, and also let go of
+        a run that ended without its last hook: failed, cancelled or closed early).
+        Providers may keep the sandbox for reuse by the next run; releasing does
         not invalidate the id.
         """
 

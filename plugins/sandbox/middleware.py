@@ -125,8 +125,10 @@ class SandboxMiddleware(AgentMiddleware[SandboxState]):
         provider handed out for the thread's paths; the id in state is never
         trusted, see `_release_own`). Releasing tells the provider this run is done with
         it; once nothing of it runs, the provider drops it and makes it again from the
-        thread's paths for the thread's next run (the files stay). Every sandbox still
-        held goes when the agent closes (provider shutdown).
+        thread's paths for the thread's next run (the files stay). A run that ends
+        without this hook (it failed, was cancelled or its stream was closed) is let
+        go of by the built-in providers when the run ends. Every sandbox still held
+        goes when the agent closes (provider shutdown).
 
     The async forms run provider calls in a worker thread: a provider may
     block on a container or a remote service.
