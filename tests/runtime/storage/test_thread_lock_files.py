@@ -148,6 +148,13 @@ def _hold_and_delete(directory: str, inside: object, most: object, held: object,
     """Take the thread `HOLDS` times as fast as it comes free, and remove its lock file
     on every hold (runs in a child process)."""
     locks = FileThreadLocks(Path(directory))
+    flock = fcntl.flock
+
+    def descheduled_before_locking(fd: int, operation: int) -> None:
+        os.sched_yield()  # the widest gap between opening the file and locking it
+        flock(fd, operation)
+
+    fcntl.flock = descheduled_before_locking  # this child's own module
     start.wait(GUARD)  # type: ignore[attr-defined]
     deadline = time.monotonic() + GUARD
     count = 0
