@@ -147,8 +147,8 @@ class ThreadAdmin:
             with self.storage.errors():
                 self.storage.saver.delete_thread(thread_id)
                 self.owners.forget(thread_id)
-        if isinstance(self.storage.locks, FileThreadLocks):
-            self.storage.locks.forget(thread_id)
+            if isinstance(self.storage.locks, FileThreadLocks):
+                self.storage.locks.forget(thread_id)  # under the lock (see `FileThreadLocks`)
 
 
 class _ThreadTables(Protocol):

@@ -26,7 +26,14 @@ executor thread and the holder always finds one to give the thread back. A
 run that leaves the line (cancelled, interrupted) gives its turn on if it was
 handed it meanwhile, and a try it no longer waits for gives back what it
 took. A thread's line is dropped when its last run leaves, so a long-lived
-process keeps nothing for a thread no run is on.
+process keeps nothing for a thread no run is on. The `FileThreadLocks` of one
+process on one lock directory share their lines, so two agents on one home
+take turns as the runs of one agent do.
+
+Deleting a thread removes its lock file under the lock, and a file lock once
+taken is checked to be the file still at its path (`FileThreadLocks`): a run
+that opened the file before it was removed never holds the thread beside a
+run that locked the new file.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +68,17 @@ __all__ = [
 LOCKS_DIRNAME = "locks"
 
 
+Line = tuple[Hashable, str]
+"""A line's key: the lock it queues for (`QueuedThreadLocks.scope`) and the thread id."""
+
+
 class _Ticket:
     """One run's place in a thread's line, and how to wake its run when its turn comes."""
 
-    __slots__ = ("thread_id", "wake")
+    __slots__ = ("line", "wake")
 
-    def __init__(self, thread_id: str, wake: Callable[[], object]) -> None:
-        self.thread_id = thread_id
+    def __init__(self, line: Line, wake: Callable[[], object]) -> None:
+        self.line = line
         self.wake = wake
         """Tells the run its turn came; raises `RuntimeError` when its loop is closed."""
 
@@ -80,31 +91,32 @@ def _settle(turn: asyncio.Future[None]) -> None:
 class ThreadTurns:
     """Each thread's line of runs in this process; the head of a line has the turn.
 
-    A line lives while a run holds or waits for the thread, under one guard
-    shared by every thread and event loop of the process.
+    A line is keyed by the lock it queues for and the thread (`Line`), and lives
+    while a run holds or waits for the thread, under one guard shared by every
+    thread and event loop of the process.
     """
 
     def __init__(self) -> None:
-        self._lines: dict[str, deque[_Ticket]] = {}
+        self._lines: dict[Line, deque[_Ticket]] = {}
         self._guard = threading.Lock()
 
     def _join(self, ticket: _Ticket, wait: bool) -> bool:
         """Put `ticket` in its line: True when it has the turn at once. Without `wait`,
         a thread another run holds or waits for is refused (`ThreadBusyError`)."""
         with self._guard:
-            line = self._lines.get(ticket.thread_id)
+            line = self._lines.get(ticket.line)
             if line is None:
-                self._lines[ticket.thread_id] = deque((ticket,))
+                self._lines[ticket.line] = deque((ticket,))
                 return True
             if not wait:
-                raise thread_busy(ticket.thread_id)
+                raise thread_busy(ticket.line[1])
             line.append(ticket)
             return False
 
-    def take(self, thread_id: str, wait: bool) -> _Ticket:
-        """Wait in this thread for the turn on `thread_id` (see `_join`)."""
+    def take(self, line: Line, wait: bool) -> _Ticket:
+        """Wait in this thread for the turn in `line` (see `_join`)."""
         woken = threading.Event()
-        ticket = _Ticket(thread_id, woken.set)
+        ticket = _Ticket(line, woken.set)
         if not self._join(ticket, wait):
             try:
                 woken.wait()
@@ -113,11 +125,11 @@ class ThreadTurns:
                 raise
         return ticket
 
-    async def atake(self, thread_id: str, wait: bool) -> _Ticket:
-        """Wait on the running loop for the turn on `thread_id` (see `_join`)."""
+    async def atake(self, line: Line, wait: bool) -> _Ticket:
+        """Wait on the running loop for the turn in `line` (see `_join`)."""
         loop = asyncio.get_running_loop()
         turn: asyncio.Future[None] = loop.create_future()
-        ticket = _Ticket(thread_id, functools.partial(loop.call_soon_threadsafe, _settle, turn))
+        ticket = _Ticket(line, functools.partial(loop.call_soon_threadsafe, _settle, turn))
         if not self._join(ticket, wait):
             try:
                 await turn
@@ -129,7 +141,7 @@ class ThreadTurns:
     def leave(self, ticket: _Ticket) -> None:
         """Take `ticket` out of its line; if it had the turn, hand the turn to the next."""
         with self._guard:
-            line = self._lines.get(ticket.thread_id)
+            line = self._lines.get(ticket.line)
             if line is None:
                 return
             if line[0] is not ticket:
@@ -143,17 +155,18 @@ class ThreadTurns:
                     return
                 except RuntimeError:  # its loop is closed: nobody is left to run
                     line.popleft()
-            del self._lines[ticket.thread_id]
+            del self._lines[ticket.line]
 
-    def threads(self) -> list[str]:
-        """The threads a run of this process holds or waits for (the lines kept)."""
+    def threads(self, scope: Hashable) -> list[str]:
+        """The threads a run of this process holds or waits for on the lock `scope`
+        (the lines kept)."""
         with self._guard:
-            return sorted(self._lines)
+            return sorted(thread_id for kept, thread_id in self._lines if kept == scope)
 
-    def in_line(self, thread_id: str) -> int:
-        """How many runs of this process hold or wait for `thread_id`."""
+    def in_line(self, line: Line) -> int:
+        """How many runs of this process hold or wait for their turn in `line`."""
         with self._guard:
-            return len(self._lines.get(thread_id, ()))
+            return len(self._lines.get(line, ()))
 
 
 class QueuedThreadLocks:
@@ -162,11 +175,16 @@ class QueuedThreadLocks:
     A backend says how to try its lock once without waiting (`_try`: what it
     took, or None while another process holds it) and how to give it back
     (`_release`); `hold` and `ahold` put each run in the line first, so only
-    the run with the turn tries.
+    the run with the turn tries. The lines are those of `turns` for `scope`:
+    by default a line of its own per lock service; services that share a lock
+    share its lines (`FileThreadLocks` on one directory).
     """
 
-    def __init__(self) -> None:
-        self._turns = ThreadTurns()
+    def __init__(self, turns: ThreadTurns | None = None,
+                 scope: Hashable | None = None) -> None:
+        self._turns = ThreadTurns() if turns is None else turns
+        self.scope: Hashable = object() if scope is None else scope
+        """What the lines of `_turns` are kept for: the lock itself."""
 
     def _check(self, thread_id: str) -> None:
         """Refuse a thread id the backend cannot lock, before the run queues."""
@@ -179,19 +197,19 @@ class QueuedThreadLocks:
 
     def threads(self) -> list[str]:
         """The threads a run of this process holds or waits for."""
-        return self._turns.threads()
+        return self._turns.threads(self.scope)
 
     def in_line(self, thread_id: str) -> int:
         """How many runs of this process hold or wait for `thread_id` (the one with the
         turn, which holds the lock or tries it, and those behind it)."""
-        return self._turns.in_line(thread_id)
+        return self._turns.in_line((self.scope, thread_id))
 
     @contextlib.contextmanager
     def hold(self, thread_id: str, *, wait: bool = False) -> Iterator[None]:
         """Hold the thread for the block, waiting in this thread with `wait`; else a busy
         thread raises `ThreadBusyError` at once."""
         self._check(thread_id)
-        ticket = self._turns.take(thread_id, wait)
+        ticket = self._turns.take((self.scope, thread_id), wait)
         try:
             while (held := self._try(thread_id)) is None:
                 if not wait:
@@ -209,7 +227,7 @@ class QueuedThreadLocks:
         """`hold` for an event loop: the run waits on the loop, the lock is tried and given
         back in a worker thread."""
         self._check(thread_id)
-        ticket = await self._turns.atake(thread_id, wait)
+        ticket = await self._turns.atake((self.scope, thread_id), wait)
         held = await self._atake(thread_id, wait, ticket)
         try:
             yield
@@ -259,16 +277,32 @@ class QueuedThreadLocks:
         await asyncio.shield(releasing)
 
 
+_DIRECTORY_TURNS = ThreadTurns()
+"""The lines of every `FileThreadLocks` of this process, kept per lock directory."""
+
+
 class FileThreadLocks(QueuedThreadLocks):
     """`flock` on `{directory}/{thread}.lock`: released by the kernel when the holder dies.
 
     Each try opens its own file description, so a run of this process and one
-    of another (or of another `FileThreadLocks` here) exclude each other.
+    of another exclude each other. Every `FileThreadLocks` of the process on one
+    directory (two agents on one home) lines its runs up in the same lines,
+    kept per resolved directory, so their runs too are handed the thread in turn
+    rather than polling each other.
+
+    Deleting a thread removes its lock file (`forget`), which a run of another
+    process may have opened already: once it locks that file, the file is no
+    longer the thread's lock, and a run that came later locks a new file at the
+    path. So `forget` unlinks only while holding the thread, and a try that got
+    its lock checks that the file it locked is still the one at the path; if it
+    is not, it opens the path again.
     """
 
     def __init__(self, directory: Path) -> None:
-        super().__init__()
+        super().__init__(_DIRECTORY_TURNS, os.path.realpath(directory))
         self.directory = directory
+        self._held: dict[str, int] = {}
+        """The descriptor of each thread's lock file a run of this service holds."""
 
     def path_for(self, thread_id: str) -> Path:
         return self.directory / f"{validate_id('thread id', thread_id)}.lock"
@@ -279,24 +313,51 @@ class FileThreadLocks(QueuedThreadLocks):
     def _try(self, thread_id: str) -> int | None:
         path = self.path_for(thread_id)
         ensure_directory(self.directory, "lock directory")
-        with storage_errors(path):
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return None
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+        while True:
+            with storage_errors(path):
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                with storage_errors(path):
+                    live = _is_at(fd, path)
+            except BlockingIOError:
+                os.close(fd)
+                return None
+            except BaseException:
+                os.close(fd)
+                raise
+            if live:
+                self._held[thread_id] = fd
+                return fd
+            os.close(fd)  # the thread was deleted since the open: lock the file now there
 
     def _release(self, thread_id: str, held: int) -> None:
+        if self._held.get(thread_id) == held:
+            del self._held[thread_id]
         os.close(held)  # closing the description releases the lock
 
     def forget(self, thread_id: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.path_for(thread_id).unlink()
+        """Remove the thread's lock file (its thread was deleted), inside `hold`: only
+        the holder may remove it, or a run could lock the removed file while another
+        locks a new one."""
+        path = self.path_for(thread_id)
+        if thread_id not in self._held:
+            raise RuntimeError(f"the lock file of thread {thread_id!r} can only be removed "
+                               "while holding the thread (inside `hold`)")
+        with storage_errors(path), contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def _is_at(fd: int, path: Path) -> bool:
+    """Whether the open file `fd` is the file at `path`, and not one unlinked since."""
+    opened = os.fstat(fd)
+    if opened.st_nlink == 0:
+        return False
+    try:
+        there = os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (opened.st_dev, opened.st_ino) == (there.st_dev, there.st_ino)
 
 
 class ProcessThreadLocks(QueuedThreadLocks):

@@ -21,10 +21,13 @@ import asyncio
 import concurrent.futures
 import contextlib
 import fcntl
+import functools
+import os
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -280,23 +283,39 @@ def test_a_waiter_cancelled_as_it_is_handed_the_thread_gives_it_on(
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def two_storages(request, tmp_path) -> Iterator[tuple[Storage, Storage]]:
-    """Two storages on the same files or database, as two processes would open them."""
+def elsewhere(request, tmp_path) -> Iterator[tuple[Storage, Callable[[str], Any]]]:
+    """A storage, and a way to hold its threads as another process would: for the file
+    lock an `flock` of its own on the thread's lock file (storages of one process on one
+    directory share their lines), for Postgres a second pool's advisory lock."""
     kind = request.getfixturevalue("postgres_url") if request.param == "postgres" \
         else request.param
     one = open_storage(kind, tmp_path, store=None)
-    two = open_storage(kind, tmp_path, store=None)
-    yield one, two
+    if kind == "sqlite":
+        yield one, functools.partial(_flock_held, tmp_path / "locks")
+    else:
+        two = open_storage(kind, tmp_path, store=None)
+        yield one, lambda thread_id: two.run(thread_id, USER)
+        two.close()
     one.close()
-    two.close()
 
 
-def test_waiters_behind_another_process_keep_their_order(two_storages, thread_id, loop):
-    # A holder the line cannot see (another storage, as another process would be):
-    # the head of the line polls it, the others wait their turn behind the head.
-    storage, other = two_storages
+@contextlib.contextmanager
+def _flock_held(directory: Path, thread_id: str) -> Iterator[None]:
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / f"{thread_id}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        yield
+    finally:
+        os.close(fd)
+
+
+def test_waiters_behind_another_process_keep_their_order(elsewhere, thread_id, loop):
+    # A holder the line cannot see (another process): the head of the line polls
+    # it, the others wait their turn behind the head.
+    storage, hold_elsewhere = elsewhere
     waiters = Waiters(storage, thread_id, loop)
-    with other.run(thread_id, USER):
+    with hold_elsewhere(thread_id):
         waiters.arrive("async-0", "async")  # has the turn, finds the lock busy, polls
         waiters.arrive("sync-1", "sync")
         waiters.arrive("async-2", "async")
