@@ -161,6 +161,13 @@ def describe_validation_error(
                 message += f"; valid keys: {', '.join(sorted(owner.model_fields))}"
         elif error["type"] == "missing":
             message = "required key is missing"
+        elif error["type"] == "invalid_key":
+            # pydantic's loc ends with the key itself (as text when it is null).
+            parent, _ = _clean_loc(tuple(error["loc"])[:-1], data, error["type"])
+            full = (*base, *parent)
+            where = doc.locate((*full, error.get("input")))
+            key = _flow(error.get("input"))
+            message = f"the key `{key}` is not text; quote it (`'{key}': ...`) or remove it"
         elif tag_at is not None and len(loc) == tag_at:
             # Every branch of a union failed on the value itself: one line, all shapes.
             shape = _SHAPE_ERRORS.get(error["type"], message)
@@ -176,6 +183,11 @@ def describe_validation_error(
             message = _expected_shape(model, loc, error)
         lines.append(f"{where}: {dotted(full)}: {message}")
     return lines
+
+
+def _first_paragraph(text: str) -> str:
+    """The first paragraph of a (docstring) description, on one line."""
+    return " ".join(text.strip().split("\n\n")[0].split())
 
 
 def _is_union_tag(part: Any) -> bool:
@@ -238,7 +250,7 @@ def _expected_shape(model: type[BaseModel] | None, loc: tuple[Any, ...],
         if default is not None and _shape_of(default) == expected:
             example = default
         if field.description:
-            what = f" ({field.description.rstrip('.')})"
+            what = f" ({_first_paragraph(field.description).rstrip('.')})"
     return (f"expects {expected}{what}, e.g. `{loc[-1]}: {_flow(example)}`; "
             f"got {_yaml_kind(error.get('input'))}")
 
