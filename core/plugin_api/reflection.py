@@ -7,7 +7,6 @@ write. Every failure says which string, which step failed, and how to fix it.
 
 from __future__ import annotations
 
-
 import importlib
 import inspect
 import re
