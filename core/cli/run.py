@@ -263,6 +263,10 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
                             else:
                                 _echo_update(payload, streamed, shown, saved)
                                 outcome.collect(payload)
+                except Exception:
+                    if any(message_id not in shown for message_id in streamed):
+                        click.echo()  # end the streamed line before the error's line
+                    raise
                 finally:  # the script's position and the flags stay with the thread
                     _remember(thread_dir, model, config_path, spec)
             waiting = pending_approvals(agent, thread_id) if agent.checkpointer else []
