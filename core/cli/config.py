@@ -130,12 +130,13 @@ class ConfigReport:
 
 def check_config(session: Session, file: str, *, imports: bool = True) -> ConfigReport:
     """Everything using `file` would run into; raises only when `file` cannot be loaded."""
-    from antler.chain.modelrefs import model_reference_problems
+    from antler.chain.modelrefs import model_reference_problems, unset_environment_references
 
     config, load_problems = _load_what_can_be_loaded(session, file)
     registry = session.registry()
     report = ConfigReport(sections=sorted(config.sections), problems=load_problems)
     report.problems += model_reference_problems(config)
+    report.warnings += unset_environment_references(config)
     fatal = registry.required_failures(config.required_plugins())
     report.problems += [str(d) for d in fatal]
     report.warnings += [f"{d} (optional: skipped)" for d in registry.diagnostics

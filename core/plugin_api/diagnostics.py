@@ -181,6 +181,8 @@ def describe_validation_error(
             message = f"expects {shape}; got {_yaml_kind(error.get('input'))}"
         elif error["type"] in _SHAPE_ERRORS and loc and not isinstance(loc[-1], int):
             message = _expected_shape(model, loc, error)
+        elif error["type"] == "value_error":
+            message = message.removeprefix("Value error, ")  # a validator's own sentence
         lines.append(f"{where}: {dotted(full)}: {message}")
     return lines
 
