@@ -197,3 +197,47 @@ def test_an_unreadable_file_says_to_fix_its_permissions(tmp_path):
     with pytest.raises(ConfigError, match="cannot read: Permission denied; make the file "
                                           "readable"):
         load_config(path, PluginRegistry())
+
+
+LONG_ID = "x" * 500
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["threads", "show", "../x"], "Invalid thread id '../x': it contains a path separator"),
+    (["threads", "delete", "--yes", "../.."], "Invalid thread id '../..': it contains a path"),
+    (["threads", "delete", "--yes", LONG_ID],
+     f"Invalid thread id '{LONG_ID[:39]}...' (500 chars): it is 500 characters long"),
+    (["threads", "prune", "ok", "a\x01b"], "Invalid thread id 'a\\x01b': it contains a NUL"),
+    (["threads", "show", "t", "--user", "../u"], "Invalid user id '../u'"),
+    (["threads", "list", "--user", ".."], "Invalid user id '..'"),
+], ids=["show_dotdot", "delete_dotdot", "delete_long", "prune_control", "show_user",
+        "list_user"])
+def test_threads_commands_refuse_an_impossible_id_with_its_rule(tmp_path, args, expected):
+    """An id no thread can have is refused before the database is asked, with the rule
+    it breaks (not 'there is no thread ...' echoing a 500-character id back)."""
+    result = CliRunner().invoke(cli, [*args, "--home", str(tmp_path)])
+
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith(f"error: {expected}"), result.output
+    assert len(result.output) < 400 and LONG_ID not in result.output
+
+
+class CallsTheModelTwice(AgentMiddleware):
+    """Legitimate (a retry does it), but the one-turn script then runs out mid-run."""
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        handler(request)
+        return handler(request)
+
+
+def test_a_run_that_fails_after_streaming_text_ends_the_line_before_the_error(tmp_path):
+    (tmp_path / "script.yaml").write_text("turns: ['hello there']\n")
+    (tmp_path / "antler.yaml").write_bytes(extension("CallsTheModelTwice"))
+
+    result = CliRunner().invoke(cli, [
+        "run", "hi", "--config", str(tmp_path / "antler.yaml"), "--model",
+        f"scripted:{tmp_path / 'script.yaml'}", "--home", str(tmp_path / "home")])
+
+    assert result.exit_code == 1
+    assert result.stdout == "hello there\n"
+    assert "ran out of script" in result.stderr and "Traceback" not in result.output
