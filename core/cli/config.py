@@ -279,13 +279,14 @@ def _check_extensions(config: OperatorConfig, report: ConfigReport) -> None:
         if not problems:
             # Constructed as the build constructs it: a bad value is found now, not in a run.
             at = (*key, "config") if config.was_set(*key, "config") else key
+            fault: str | None
             try:
-                problem = middleware_name_problem(instantiate(cls, path, kwargs))
-                problem = problem and f"{path}: {problem}"
+                fault = middleware_name_problem(instantiate(cls, path, kwargs))
+                fault = fault and f"{path}: {fault}"
             except ReflectionError as exc:
-                problem = str(exc)
-            if problem:
-                report.problems.append(f"{config.locate(*at)}: {_dotted(at)}: {problem}")
+                fault = str(exc)
+            if fault:
+                report.problems.append(f"{config.locate(*at)}: {_dotted(at)}: {fault}")
 
 
 def _check_tools(config: OperatorConfig, report: ConfigReport) -> None:
