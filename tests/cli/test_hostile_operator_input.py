@@ -103,6 +103,10 @@ CASES: list[tuple[str, bytes, list[str]]] = [
      b"      api_key: ${OPENAI_KEY\n",
      [":6:7: models.named.main.api_key: '${OPENAI_KEY' is not an environment reference; "
       "write ${NAME} or $NAME"]),
+    ("section_enables_what_plugins_switches_off",
+     b"plugins:\n  title: {enabled: false}\ntitle:\n  enabled: true\n",
+     [":4:3: title.enabled: true contradicts ", ":2:11: plugins.title.enabled: false, which "
+      "switches plugin 'title' off; remove one of the two"]),
     ("node_hook_without_state", extension("NodeHookWithoutState"),
      [":3:7: extensions.middlewares[0]: " + HERE + ":NodeHookWithoutState: `before_model(self)`"
       " cannot be called with (state, runtime); define `def before_model(self, state, "
