@@ -245,3 +245,18 @@ def test_a_run_that_fails_after_streaming_text_ends_the_line_before_the_error(tm
     assert result.exit_code == 1
     assert result.stdout == "hello there\n"
     assert "ran out of script" in result.stderr and "Traceback" not in result.output
+
+
+def test_doctor_warns_of_a_hook_langchain_cannot_call(tmp_path):
+    import json
+
+    path = tmp_path / "antler.yaml"
+    path.write_bytes(extension("WrapHookWithoutHandler"))
+
+    result = CliRunner().invoke(cli, ["doctor", "--json", "--config", str(path)])
+
+    checks = {check["name"]: check for check in json.loads(result.stdout)["checks"]}
+    assert checks["plugins"]["status"] == "warn"
+    assert ("plugin 'wrap_hook_without_handler' [" in checks["plugins"]["detail"]
+            and "`wrap_model_call(self, request)` cannot be called with (request, handler)"
+            in checks["plugins"]["detail"])
