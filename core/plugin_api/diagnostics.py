@@ -139,10 +139,17 @@ def describe_validation_error(
     # Union branches the input got into (their errors lie deeper than the union itself).
     entered = {loc[:tag_at] for loc, tag_at, _ in problems
                if tag_at is not None and len(loc) > tag_at}
+    # Union values whose branch of the input's shape refused the value itself (a
+    # validator's sentence): that sentence alone, not "expects a string or <sentence>".
+    refused = {loc for loc, tag_at, error in problems
+               if tag_at is not None and len(loc) == tag_at and error["type"] == "value_error"}
     lines: list[str] = []
     shallow: dict[tuple[Any, ...], tuple[int, list[str]]] = {}
     for loc, tag_at, error in problems:
         if tag_at is not None and len(loc) == tag_at and loc in entered:
+            continue
+        if loc in refused and tag_at is not None and len(loc) == tag_at \
+                and error["type"] != "value_error":
             continue
         full = (*base, *loc)
         where = doc.locate(full)
@@ -168,6 +175,8 @@ def describe_validation_error(
             where = doc.locate((*full, error.get("input")))
             key = _flow(error.get("input"))
             message = f"the key `{key}` is not text; quote it (`'{key}': ...`) or remove it"
+        elif tag_at is not None and len(loc) == tag_at and loc in refused:
+            message = message.removeprefix("Value error, ")
         elif tag_at is not None and len(loc) == tag_at:
             # Every branch of a union failed on the value itself: one line, all shapes.
             shape = _SHAPE_ERRORS.get(error["type"], message)

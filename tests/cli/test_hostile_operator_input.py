@@ -107,6 +107,18 @@ CASES: list[tuple[str, bytes, list[str]]] = [
      b"plugins:\n  title: {enabled: false}\ntitle:\n  enabled: true\n",
      [":4:3: title.enabled: true contradicts ", ":2:11: plugins.title.enabled: false, which "
       "switches plugin 'title' off; remove one of the two"]),
+    ("extension_joining_no_chain",
+     f"extensions:\n  middlewares:\n    - {{use: '{HERE}:StateOnlyHook', chains: []}}\n"
+     .encode(),
+     [".chains: is empty, so the extension would join no chain; list the chains it joins"]),
+    ("extension_with_an_empty_path", b"extensions:\n  middlewares:\n    - ''\n",
+     [":3:7: extensions.middlewares[0]: class path '' is not of the form "
+      "'package.module:ClassName'"]),
+    ("extension_gate_that_would_fail_open",
+     f"extensions:\n  middlewares:\n    - {{use: '{HERE}:StateOnlyHook', security_gate: true,"
+     " required: false}\n".encode(),
+     [":3:7: extensions.middlewares[0]: security_gate: true fails closed, so `required: "
+      "false` is refused"]),
     ("node_hook_without_state", extension("NodeHookWithoutState"),
      [":3:7: extensions.middlewares[0]: " + HERE + ":NodeHookWithoutState: `before_model(self)`"
       " cannot be called with (state, runtime); define `def before_model(self, state, "
@@ -141,6 +153,7 @@ def test_bad_operator_input_is_one_located_error_with_its_fix(tmp_path, text, ex
     for part in expected:
         assert part in output, output
     assert "<unicode string>" not in output and "Value error," not in output
+    assert "unexpected" not in output and "expects a string or" not in output
 
 
 @pytest.mark.parametrize("entry", ["StateOnlyHook", "RuntimeByKeyword"])

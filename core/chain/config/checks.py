@@ -102,8 +102,8 @@ def extension_problems(config: OperatorConfig) -> list[str]:
         name = extension_name(entry)
         where = config.locate("extensions", "middlewares", index)
         try:
+            split_path(entry if isinstance(entry, str) else entry.use)  # the name comes from it
             check_plugin_name(name)
-            split_path(entry if isinstance(entry, str) else entry.use)
         except (ValueError, ReflectionError) as exc:
             problems.append(f"{where}: extensions.middlewares[{index}]: {exc}")
         if isinstance(entry, ExtensionEntry) and entry.security_gate:
