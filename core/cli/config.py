@@ -261,11 +261,8 @@ def _check_extensions(config: OperatorConfig, report: ConfigReport) -> None:
         try:
             cls = resolve_middleware_class(path)
         except ReflectionError as exc:
-            if required:
+            if required:  # an optional one's is a warning of the plan, left out as it says
                 report.problems.append(f"{config.locate(*key)}: {_dotted(key)}: {exc}")
-            else:
-                report.warnings.append(f"{config.locate(*key)}: {_dotted(key)}: optional "
-                                       f"extension will be left out: {exc}")
             continue
         for problem in hook_signature_problems(cls):
             report.problems.append(f"{config.locate(*key)}: {_dotted(key)}: {path}: {problem}")
@@ -275,7 +272,11 @@ def _check_extensions(config: OperatorConfig, report: ConfigReport) -> None:
             # `config:`, or to the entry when it has none.
             at = (*key, "config", argument) if argument else (
                 (*key, "config") if config.was_set(*key, "config") else key)
-            report.problems.append(f"{config.locate(*at)}: {_dotted(at)}: {message}")
+            if required:
+                report.problems.append(f"{config.locate(*at)}: {_dotted(at)}: {message}")
+            else:
+                report.warnings.append(f"{config.locate(*at)}: {_dotted(at)}: optional "
+                                       f"extension will be left out: {message}")
         if not problems:
             # Constructed as the build constructs it: a bad value is found now, not in a run.
             at = (*key, "config") if config.was_set(*key, "config") else key
@@ -285,8 +286,11 @@ def _check_extensions(config: OperatorConfig, report: ConfigReport) -> None:
                 fault = fault and f"{path}: {fault}"
             except ReflectionError as exc:
                 fault = str(exc)
-            if fault:
+            if fault and required:
                 report.problems.append(f"{config.locate(*at)}: {_dotted(at)}: {fault}")
+            elif fault:  # a run leaves it out, as the build fails open for it
+                report.warnings.append(f"{config.locate(*at)}: {_dotted(at)}: optional "
+                                       f"extension will be left out: {fault}")
 
 
 def _check_tools(config: OperatorConfig, report: ConfigReport) -> None:

@@ -273,3 +273,27 @@ def test_doctor_warns_of_a_hook_langchain_cannot_call(tmp_path):
     assert ("plugin 'wrap_hook_without_handler' [" in checks["plugins"]["detail"]
             and "`wrap_model_call(self, request)` cannot be called with (request, handler)"
             in checks["plugins"]["detail"])
+
+
+class RaisesInInit(AgentMiddleware):
+    def __init__(self) -> None:
+        raise ValueError("cannot start")
+
+
+def test_optional_extensions_that_cannot_load_or_build_are_warnings_naming_why(tmp_path):
+    path = tmp_path / "antler.yaml"
+    path.write_text("extensions:\n  middlewares:\n"
+                    "    - {use: 'antler_no_such_module:Guard', required: false}\n"
+                    f"    - {{use: '{HERE}:RaisesInInit', required: false}}\n")
+
+    code, output = check(path)
+
+    assert code == 0, output
+    assert (f"warning: optional plugin 'guard' ({path}:3) is excluded from the lead "
+            "chain: optional extension failed to load: middleware class "
+            "'antler_no_such_module:Guard': module 'antler_no_such_module' is not installed"
+            in output)
+    assert (":4:7: extensions.middlewares[1]: optional extension will be left out: "
+            f"constructing '{HERE}:RaisesInInit' with no arguments failed: ValueError: "
+            "cannot start") in output
+    assert check(path, "--strict")[0] == 1
