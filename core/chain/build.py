@@ -86,10 +86,9 @@ def build_chain(
 
     `custom_middlewares` (instances) take the `custom` slot, just before the
     configured extensions. Only participants' factories are imported. An
-    optional plugin whose factory does not import, or whose factory (an extension's
-    constructor) raises, is left out (the plan records the problem) and the chain
-    is planned again without it; a required one stops the build, with every other
-    such failure listed.
+    optional plugin whose factory does not import is left out (the plan records
+    the problem) and the chain is planned again without it; a required one
+    stops the build, with every other such failure listed.
     """
     registry = registry or discover()
     config = config or OperatorConfig()
@@ -107,13 +106,14 @@ def build_chain(
     if not isinstance(services, Services):
         services = Services(dict(services or {}))
     secrets = ChainSecrets()
-    entries = _instantiate_all(plan, services, secrets)
-    while isinstance(entries, tuple):  # an optional plugin failed to build: without it
-        name, message = entries
-        failures[name] = message
-        plan = plan_chain(config, chain, runtime, registry=registry,
-                          custom_middlewares=custom_middlewares, unloadable=failures)
-        entries = _instantiate_all(plan, services, secrets)
+    entries = []
+    for index, name in enumerate(plan.order, start=1):
+        spec = plan.resolution.placements[name].spec
+        context = _context(plan, spec, services, secrets)
+        middleware = _instantiate(spec, plan.builders.get(name), context)
+        entries.append(ChainEntry(name, index, spec, middleware,
+                                  _checked_hooks(spec, middleware),
+                                  claim(name, spec, type(middleware))))
     owners = check_owners(entry.state for entry in entries if entry.state is not None)
     built = BuiltChain(plan, entries, services=services, secrets=secrets, state_owners=owners)
     built.tools, built.tool_sources = _contributed_tools(built)
@@ -125,27 +125,6 @@ def build_chain(
             registry.ask(entry_point, "antler_chain_resolved", config.required_plugins(),
                          chain=built)
     return built
-
-
-def _instantiate_all(plan: ChainPlan, services: Services,
-                     secrets: ChainSecrets) -> list[ChainEntry] | tuple[str, str]:
-    """The chain's entries, or (name, why) of the first optional plugin that failed to
-    build (a required one's failure raises): the build fails open for it, as for one
-    whose factory does not import."""
-    entries = []
-    for index, name in enumerate(plan.order, start=1):
-        spec = plan.resolution.placements[name].spec
-        context = _context(plan, spec, services, secrets)
-        try:
-            middleware = _instantiate(spec, plan.builders.get(name), context)
-        except BuildError as exc:
-            if name in plan.required:
-                raise
-            return name, str(exc)
-        entries.append(ChainEntry(name, index, spec, middleware,
-                                  _checked_hooks(spec, middleware),
-                                  claim(name, spec, type(middleware))))
-    return entries
 
 
 def factory_import_failures(plan: ChainPlan) -> dict[str, str]:

@@ -178,10 +178,6 @@ def plan_chain(
                 spec, f"optional extension failed to load: {load_error}", "load_failed")
             problems.append(Problem(excluded[spec.name].reason, (spec.name,), "load"))
             continue
-        failed = _unloadable(spec, unloadable)
-        if failed is not None:  # its class loaded, but building it failed
-            excluded[spec.name] = failed
-            continue
         specs[spec.name] = spec
         builders[spec.name] = builder
         if is_required:
@@ -216,7 +212,8 @@ def _required(spec: PluginSpec, config: OperatorConfig, registry: PluginRegistry
 def _unloadable(spec: PluginSpec, unloadable: Mapping[str, str] | None) -> Exclusion | None:
     if not unloadable or spec.name not in unloadable:
         return None
-    return Exclusion(spec, f"it could not be loaded: {unloadable[spec.name]}", "load_failed")
+    return Exclusion(spec, f"its factory cannot be imported: {unloadable[spec.name]}",
+                     "load_failed")
 
 
 def _switched_off(spec: PluginSpec, config: OperatorConfig,

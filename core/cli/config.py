@@ -272,11 +272,7 @@ def _check_extensions(config: OperatorConfig, report: ConfigReport) -> None:
             # `config:`, or to the entry when it has none.
             at = (*key, "config", argument) if argument else (
                 (*key, "config") if config.was_set(*key, "config") else key)
-            if required:
-                report.problems.append(f"{config.locate(*at)}: {_dotted(at)}: {message}")
-            else:
-                report.warnings.append(f"{config.locate(*at)}: {_dotted(at)}: optional "
-                                       f"extension will be left out: {message}")
+            report.problems.append(f"{config.locate(*at)}: {_dotted(at)}: {message}")
         if not problems:
             # Constructed as the build constructs it: a bad value is found now, not in a run.
             at = (*key, "config") if config.was_set(*key, "config") else key
@@ -286,11 +282,8 @@ def _check_extensions(config: OperatorConfig, report: ConfigReport) -> None:
                 fault = fault and f"{path}: {fault}"
             except ReflectionError as exc:
                 fault = str(exc)
-            if fault and required:
+            if fault:
                 report.problems.append(f"{config.locate(*at)}: {_dotted(at)}: {fault}")
-            elif fault:  # a run leaves it out, as the build fails open for it
-                report.warnings.append(f"{config.locate(*at)}: {_dotted(at)}: optional "
-                                       f"extension will be left out: {fault}")
 
 
 def _check_tools(config: OperatorConfig, report: ConfigReport) -> None:
