@@ -165,7 +165,6 @@ def plan_chain(
     builders: dict[str, Callable[[BuildContext], Any]] = {}
     required: set[str] = set()
     excluded: dict[str, Exclusion] = {}
-    problems = [Problem(message, (name,), "load") for name, message in (unloadable or {}).items()]
     for spec, builder, is_required, load_error in [
             *_custom_specs(custom_middlewares), *_extension_specs(config, load_extensions)]:
         if spec.name in specs:
@@ -176,7 +175,6 @@ def plan_chain(
         if load_error is not None:
             excluded[spec.name] = Exclusion(
                 spec, f"optional extension failed to load: {load_error}", "load_failed")
-            problems.append(Problem(excluded[spec.name].reason, (spec.name,), "load"))
             continue
         specs[spec.name] = spec
         builders[spec.name] = builder
@@ -184,6 +182,7 @@ def plan_chain(
             required.add(spec.name)
     required.update(name for name, spec in specs.items()
                     if name not in builders and _required(spec, config, registry))
+    problems = [Problem(message, (name,), "load") for name, message in (unloadable or {}).items()]
     participants = []
     for spec in specs.values():
         exclusion = (_unloadable(spec, unloadable) or _switched_off(spec, config, registry)

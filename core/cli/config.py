@@ -261,8 +261,11 @@ def _check_extensions(config: OperatorConfig, report: ConfigReport) -> None:
         try:
             cls = resolve_middleware_class(path)
         except ReflectionError as exc:
-            if required:  # an optional one's is a warning of the plan, left out as it says
+            if required:
                 report.problems.append(f"{config.locate(*key)}: {_dotted(key)}: {exc}")
+            else:
+                report.warnings.append(f"{config.locate(*key)}: {_dotted(key)}: optional "
+                                       f"extension will be left out: {exc}")
             continue
         for problem in hook_signature_problems(cls):
             report.problems.append(f"{config.locate(*key)}: {_dotted(key)}: {path}: {problem}")

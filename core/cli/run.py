@@ -190,6 +190,7 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
     from antler.runtime.tracing import Tracer
 
     from .chain import print_plan_warnings
+    from .output import warn
 
     validate_id("user id", user_id)
     registry = session.registry()
@@ -221,6 +222,11 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
                           checkpointer=None if checkpointer == "none" else checkpointer,
                           tracer=tracer, fuse=fuse, record=record_path) as agent:
             print_plan_warnings(agent.chain.plan)
+            for name, exclusion in agent.chain.plan.excluded.items():
+                if exclusion.kind == "load_failed" and not any(
+                        name in problem.plugins for problem in agent.chain.plan.problems):
+                    warn(f"{name!r} [{exclusion.spec.provenance}] is left out of the "
+                         f"{agent.chain.plan.chain} chain: {exclusion.reason}")
             click.echo(f"thread: {thread_id}", err=True)
             with _stops_commands(agent, thread_id):
                 if agent.storage is not None:

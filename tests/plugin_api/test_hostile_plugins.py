@@ -143,24 +143,3 @@ def test_a_middleware_whose_name_is_unusable_stops_the_build_naming_the_plugin(
     assert f"the middleware '{HERE}:{cls}' built: {expected}" in message
 
 
-
-@pytest.mark.parametrize("mode", ["unfused", "into_model"])
-def test_an_optional_extension_that_does_not_import_is_a_problem_of_the_plan(tmp_path, mode):
-    """It is left out, its neighbour runs, and the plan names it and why among its
-    problems (which `antler run` prints as warnings), not only in `chain show`'s table."""
-    Neighbour.seen = []
-    agent, model = agent_with(
-        tmp_path, "    - {use: 'antler_no_such_module:Guard', required: false}\n"
-                  f"    - {{use: '{HERE}:Neighbour', name: neighbour}}\n", mode)
-    with agent:
-        state = agent.invoke("hi", thread_id="t")
-
-    assert state["messages"][-1].text == "done" and Neighbour.seen == ["before_model"]
-    assert len(model.calls) == 1
-    plan = agent.chain.plan
-    assert "guard" not in agent.chain.names and plan.excluded["guard"].kind == "load_failed"
-    assert [(problem.plugins, problem.stage) for problem in plan.problems] == [
-        (("guard",), "load")]
-    assert plan.problems[0].message.startswith(
-        "optional extension failed to load: middleware class 'antler_no_such_module:Guard': "
-        "module 'antler_no_such_module' is not installed")
