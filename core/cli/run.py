@@ -7,6 +7,7 @@ LangChain and build graphs; `antler chain show` stays fast.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -407,6 +408,11 @@ def _read_prompt(prompt: str | None, prompt_file: str | None) -> str:
     return text
 
 
+STOP_GRACE_SECONDS = 10.0
+"""How long a stopped `antler run` waits for its main thread to take the stop before it
+ends the process (a hook that never returns would otherwise keep it running)."""
+
+
 class _Stopped(KeyboardInterrupt):
     """Ctrl-C or SIGTERM reached `antler run`."""
 
@@ -449,6 +455,14 @@ def _stops_commands(agent: Any, thread_id: str) -> Iterator[None]:
                 provider = agent.services.items.get("sandbox_provider")
                 if provider is not None:
                     provider.interrupt()
+                if not done.wait(STOP_GRACE_SECONDS):
+                    # Something that never returns to Python (a plugin's hook blocked in a
+                    # sleep or a lock) keeps the main thread from taking the stop: end here.
+                    # The thread keeps the checkpoints it saved, as after any stop.
+                    os.write(2, (f"\nstopped: the run did not stop within "
+                                 f"{STOP_GRACE_SECONDS:g} s (a plugin's hook does not return); "
+                                 f"thread {thread_id!r} keeps what it saved\n").encode())
+                    os._exit(128 + info.si_signo)
 
     def stop(signum: int, _frame: Any) -> None:
         raise _Stopped(signum)

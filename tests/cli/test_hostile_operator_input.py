@@ -294,3 +294,41 @@ def test_a_run_warns_of_an_optional_extension_it_leaves_out(tmp_path):
     assert (f"warning: 'guard' [{config}:3] is left out of the lead chain: optional extension "
             "failed to load: middleware class 'antler_no_such_module:Guard': module "
             "'antler_no_such_module' is not installed") in result.stderr
+
+
+def test_a_stop_ends_a_run_whose_hook_never_returns(monkeypatch, capfd):
+    """SIGTERM reaches the run through its watcher thread, which hands the stop to the main
+    thread; a plugin's hook blocked where Python never gets control back (a sleep, a lock)
+    kept the run alive. After the grace period the process ends, saying why. In process:
+    `os._exit` is replaced, and the 'hook' is a wait that the replacement ends."""
+    import gc
+    import signal
+    import threading
+    from types import SimpleNamespace
+
+    import click
+
+    from antler.cli import run as run_module
+
+    ended = threading.Event()
+    codes: list[int] = []
+
+    def exit_(code: int) -> None:
+        codes.append(code)
+        ended.set()
+
+    monkeypatch.setattr(run_module, "os", SimpleNamespace(write=os.write, _exit=exit_))
+    monkeypatch.setattr(run_module, "STOP_GRACE_SECONDS", 0.2)
+    agent = SimpleNamespace(services=SimpleNamespace(items={}))
+
+    try:
+        with pytest.raises(click.exceptions.Exit) as caught, \
+                run_module._stops_commands(agent, "t1"):
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert ended.wait(10)  # a hook that does not return until the process ends
+    finally:
+        gc.unfreeze()  # the stop freezes the collector, for a process about to end
+
+    assert codes == [128 + signal.SIGTERM] and caught.value.exit_code == 128 + signal.SIGTERM
+    assert "stopped: the run did not stop within 0.2 s (a plugin's hook does not return); "\
+           "thread 't1' keeps what it saved" in capfd.readouterr().err
