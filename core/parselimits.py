@@ -17,6 +17,7 @@ their own (`skills: {max_file_bytes: ...}`).
 
 from __future__ import annotations
 
+import errno
 import os
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -55,6 +56,16 @@ def max_file_bytes() -> int:
     return limit
 
 
+_READ_FIXES = {
+    errno.ENOENT: "; check the path (it is relative to the current directory)",
+    errno.EISDIR: "; give the path of a file, not of a directory",
+    errno.EACCES: "; make the file readable by this user (chmod), or run as its owner",
+    errno.ENOTDIR: "; a part of the path is a file, not a directory: check the path",
+    errno.ELOOP: "; the path is a symbolic link loop: point it at the real file",
+}
+"""How to fix the common reasons a file cannot be opened, after its reason."""
+
+
 def read_bounded(source: str | Path | Traversable, limit: int | None = None, *,
                  setting: str | None = None) -> str:
     """The UTF-8 text of `source`, read only up to `limit` (default: `max_file_bytes()`)
@@ -67,7 +78,8 @@ def read_bounded(source: str | Path | Traversable, limit: int | None = None, *,
         with path.open("rb") as stream:
             data = stream.read(limit + 1)
     except OSError as exc:
-        raise SourceLimitError(f"{source}: cannot read: {exc.strerror or exc}") from None
+        raise SourceLimitError(f"{source}: cannot read: {exc.strerror or exc}"
+                               f"{_READ_FIXES.get(exc.errno or 0, '')}") from None
     if len(data) > limit:
         raise SourceLimitError(
             f"{source}:1:1: larger than the {limit:,}-byte limit for files Antler parses; "

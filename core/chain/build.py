@@ -8,6 +8,7 @@ contribute.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
 import time
@@ -173,6 +174,58 @@ def implemented_hooks(middleware_class: type) -> list[str]:
     return found
 
 
+def hook_signature_problems(middleware_class: type) -> list[str]:
+    """Each hook of `middleware_class` LangChain could not call, and the signature it needs.
+
+    A node hook is called with the state (and the runtime, positionally or by the
+    keyword `runtime`), a wrap hook with the request and the handler. A hook that
+    cannot take them fails on every call (skipped, or stopping the run, by its
+    plugin's `on_error`), so `antler config check` names it first.
+    """
+    problems = []
+    for hook in implemented_hooks(middleware_class):
+        wrap = hook.startswith("wrap_")
+        usual = "request, handler" if wrap else "state, runtime"
+        for variant in (hook, "a" + hook):
+            method = getattr(middleware_class, variant, None)
+            if method is getattr(_agent_middleware(), variant, None) or method is None:
+                continue
+            if not callable(method):
+                problems.append(f"`{variant}` is {type(method).__name__}, not a method; define "
+                                f"`def {variant}(self, {usual})`")
+                continue
+            try:
+                signature = inspect.signature(method)
+            except (TypeError, ValueError):  # a builtin: nothing to compare with
+                continue
+            calls = [(3, {})] if wrap else [(3, {}), (2, {}), (2, {"runtime": None})]
+            if not any(_binds(signature, count, keywords) for count, keywords in calls):
+                problems.append(
+                    f"`{variant}{_shown_signature(signature)}` cannot be called with "
+                    f"({usual}); define `def {variant}(self, {usual})`")
+    return problems
+
+
+def _agent_middleware() -> type:
+    from langchain.agents.middleware import AgentMiddleware
+
+    return AgentMiddleware
+
+
+def _binds(signature: inspect.Signature, positional: int, keywords: dict[str, Any]) -> bool:
+    try:
+        signature.bind(*([None] * positional), **keywords)
+    except TypeError:
+        return False
+    return True
+
+
+def _shown_signature(signature: inspect.Signature) -> str:
+    return str(signature.replace(return_annotation=inspect.Signature.empty,
+                                 parameters=[p.replace(annotation=p.empty)
+                                             for p in signature.parameters.values()]))
+
+
 def _checked_hooks(spec: PluginSpec, middleware: Any) -> list[str]:
     actual = implemented_hooks(type(middleware))
     if spec.hooks is not None:
@@ -208,7 +261,25 @@ def _instantiate(spec: PluginSpec, builder: Callable[[BuildContext], Any] | None
             f"plugin {spec.name!r} [{spec.provenance}]: factory {spec.factory!r} returned "
             f"{type(middleware).__name__}, not an AgentMiddleware instance"
         )
+    problem = middleware_name_problem(middleware)
+    if problem:
+        raise BuildError(f"plugin {spec.name!r} [{spec.provenance}]: the middleware "
+                         f"{spec.factory!r} built: {problem}")
     return middleware
+
+
+def middleware_name_problem(middleware: Any) -> str | None:
+    """Why `middleware.name` is unusable (None when it is a non-empty string): LangChain
+    names the graph's nodes after it, and Antler its errors and trace."""
+    try:
+        name = middleware.name
+    except Exception as exc:
+        return (f"reading its `name` raised {type(exc).__name__}: {exc}; make `name` a plain "
+                "string attribute (or drop it: the class name is the default)")
+    if isinstance(name, str) and name:
+        return None
+    return (f"its `name` is {name!r}, not a non-empty string; make it a string (or drop it: "
+            "the class name is the default)")
 
 def _context(plan: ChainPlan, spec: PluginSpec, services: Services,
              secrets: ChainSecrets) -> BuildContext:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from antler.errors import AntlerError, BuildError, ReflectionError, ResolutionError
+from antler.errors import AntlerError, BuildError, ConfigError, ReflectionError, ResolutionError
 from antler.plugin_api.context import BuildContext, RuntimeOptions
 from antler.plugin_api.diagnostics import did_you_mean
 from antler.plugin_api.reflection import instantiate, resolve_middleware_class
@@ -336,7 +336,8 @@ def _extension_specs(
         where = config.locate("extensions", "middlewares", index)
         if ordering.is_empty():
             ordering = Ordering(slot=EXTENSION_SLOT)
-        spec = PluginSpec(
+        spec = _extension_spec(
+            where, index,
             name=extension_name(entry), factory=path, chains=chains,
             summary=f"configured extension {path}", order=ordering,
             rank=_EXTENSION_RANK + index,
@@ -350,6 +351,18 @@ def _extension_specs(
         # by `chain show`; a required one fails the build in its factory call.
         error = None if required or not load else _load_error(path)
         yield spec, _extension_builder(path, kwargs, str(where)), required, error
+
+
+def _extension_spec(where: object, index: int, **fields: Any) -> PluginSpec:
+    """The spec of extension entry `index`; what the spec refuses (the entry passed the
+    config's own checks) is a config error at the entry, not a validation traceback."""
+    from pydantic import ValidationError
+
+    try:
+        return PluginSpec(**fields)
+    except ValidationError as exc:
+        reasons = "; ".join(error["msg"].removeprefix("Value error, ") for error in exc.errors())
+        raise ConfigError(f"{where}: extensions.middlewares[{index}]: {reasons}") from None
 
 
 def _load_error(path: str) -> str | None:

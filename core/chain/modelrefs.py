@@ -10,10 +10,13 @@ for `antler config check` and `antler run`.
 
 from __future__ import annotations
 
+import os
+import re
+
 from antler.chain.config import OperatorConfig, is_model_reference
 from antler.plugin_api.diagnostics import did_you_mean
 
-__all__ = ["model_reference_problems"]
+__all__ = ["model_reference_problems", "unset_environment_references"]
 
 
 def model_reference_problems(config: OperatorConfig) -> list[str]:
@@ -33,3 +36,25 @@ def model_reference_problems(config: OperatorConfig) -> list[str]:
             "a model spec ('provider:model', a known model name such as 'gpt-4o', or "
             "'scripted:FILE'); name one under `models.named` or write a spec")
     return problems
+
+
+_REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+"""`${NAME}` or `$NAME`, as the model catalog expands them when it builds a model."""
+
+
+def unset_environment_references(config: OperatorConfig) -> list[str]:
+    """One line per environment reference of a named model that is not set here (a run
+    that builds the model stops on it; a check may run where the secrets are not)."""
+    found = []
+    for name, entry in sorted(config.models.named.items()):
+        values = {key: getattr(entry, key) for key in ("model", "api_key", "base_url")}
+        values.update({f"kwargs.{key}": value for key, value in entry.kwargs.items()})
+        for key, value in values.items():
+            for braced, bare in _REFERENCE.findall(value if isinstance(value, str) else ""):
+                variable = braced or bare
+                if variable not in os.environ:
+                    where = config.locate("models", "named", name, *key.split("."))
+                    found.append(f"{where}: models.named.{name}.{key} refers to ${variable}, "
+                                 f"which is not set here; export {variable} where the agent "
+                                 "runs")
+    return found

@@ -138,15 +138,23 @@ def _rivals(a: StateClaim, b: StateClaim, key: str) -> bool:
 def written_keys(update: Any) -> list[str]:
     """The state keys `update` writes: a node hook's mapping, or a `Command`'s update read
     as LangGraph applies it (a mapping, `(key, value)` pairs, an object's annotated
-    fields)."""
+    fields). Anything else is no update at all: `TypeError`, which the hook's isolation
+    handles as the hook's failure."""
     if update is None:
         return []
     if isinstance(update, Mapping):
         return list(update)
     as_pairs = getattr(update, "_update_as_tuples", None)  # a Command: LangGraph's own reading
     if as_pairs is None:
-        return []
+        raise TypeError(f"returned {_shown(update)}; a node hook returns a dict of state "
+                        "updates (`{'key': value}`), a Command or None")
     return [key for key, _value in as_pairs()]
+
+
+def _shown(value: Any) -> str:
+    """`value` for a message: its type and a bounded repr (a hook may return anything)."""
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
 
 
 def steering(command: Any) -> str | None:

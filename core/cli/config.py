@@ -130,12 +130,13 @@ class ConfigReport:
 
 def check_config(session: Session, file: str, *, imports: bool = True) -> ConfigReport:
     """Everything using `file` would run into; raises only when `file` cannot be loaded."""
-    from antler.chain.modelrefs import model_reference_problems
+    from antler.chain.modelrefs import model_reference_problems, unset_environment_references
 
     config, load_problems = _load_what_can_be_loaded(session, file)
     registry = session.registry()
     report = ConfigReport(sections=sorted(config.sections), problems=load_problems)
     report.problems += model_reference_problems(config)
+    report.warnings += unset_environment_references(config)
     fatal = registry.required_failures(config.required_plugins())
     report.problems += [str(d) for d in fatal]
     report.warnings += [f"{d} (optional: skipped)" for d in registry.diagnostics
@@ -211,21 +212,26 @@ def _check_factories(plans: list[ChainPlan], report: ConfigReport) -> None:
 
 
 def _check_hooks(spec: PluginSpec, report: ConfigReport) -> None:
-    """`hooks:` against the class a class factory builds (a function factory is not run)."""
-    from antler.chain import implemented_hooks
+    """`hooks:` and the hooks' signatures against the class a class factory builds (a
+    function factory is not run)."""
+    from antler.chain import hook_signature_problems, implemented_hooks
     from antler.plugin_api.reflection import resolve_object
 
     target = resolve_object(spec.factory, f"factory of plugin {spec.name!r}")
-    if spec.hooks is None or not isinstance(target, type):
+    if not isinstance(target, type):
         return
     from langchain.agents.middleware import AgentMiddleware
 
     if not issubclass(target, AgentMiddleware):
         return
+    where = f"{spec.provenance}: plugin {spec.name!r}"
+    report.problems.extend(f"{where}: {spec.factory}: {problem}"
+                           for problem in hook_signature_problems(target))
+    if spec.hooks is None:
+        return
     actual = implemented_hooks(target)
     undeclared = [hook for hook in actual if hook not in spec.hooks]
     unimplemented = [hook for hook in spec.hooks if hook not in actual]
-    where = f"{spec.provenance}: plugin {spec.name!r}"
     if undeclared:
         report.problems.append(
             f"{where}: {spec.factory} implements {undeclared}, which its manifest's `hooks:` "
@@ -239,7 +245,11 @@ def _check_hooks(spec: PluginSpec, report: ConfigReport) -> None:
 
 def _check_extensions(config: OperatorConfig, report: ConfigReport) -> None:
     """Import every configured extension class and bind its `config:` to the constructor."""
-    from antler.chain import constructor_problems
+    from antler.chain import (
+        constructor_problems,
+        hook_signature_problems,
+        middleware_name_problem,
+    )
     from antler.chain.config import extension_ordering
     from antler.errors import ReflectionError
     from antler.plugin_api.reflection import instantiate, resolve_middleware_class
@@ -257,6 +267,8 @@ def _check_extensions(config: OperatorConfig, report: ConfigReport) -> None:
                 report.warnings.append(f"{config.locate(*key)}: {_dotted(key)}: optional "
                                        f"extension will be left out: {exc}")
             continue
+        for problem in hook_signature_problems(cls):
+            report.problems.append(f"{config.locate(*key)}: {_dotted(key)}: {path}: {problem}")
         problems = constructor_problems(cls, kwargs)
         for argument, message in problems:
             # An unknown argument is a key under `config:`; a missing one belongs to
@@ -267,10 +279,14 @@ def _check_extensions(config: OperatorConfig, report: ConfigReport) -> None:
         if not problems:
             # Constructed as the build constructs it: a bad value is found now, not in a run.
             at = (*key, "config") if config.was_set(*key, "config") else key
+            fault: str | None
             try:
-                instantiate(cls, path, kwargs)
+                fault = middleware_name_problem(instantiate(cls, path, kwargs))
+                fault = fault and f"{path}: {fault}"
             except ReflectionError as exc:
-                report.problems.append(f"{config.locate(*at)}: {_dotted(at)}: {exc}")
+                fault = str(exc)
+            if fault:
+                report.problems.append(f"{config.locate(*at)}: {_dotted(at)}: {fault}")
 
 
 def _check_tools(config: OperatorConfig, report: ConfigReport) -> None:

@@ -23,6 +23,7 @@ from .output import console, print_json
 from .session import Session, manifest_option, pass_session
 
 if TYPE_CHECKING:
+    from antler.chain import ChainPlan
     from antler.chain.config import OperatorConfig
 
 _MARKS = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "fail": ("FAIL", "red")}
@@ -54,9 +55,30 @@ def check_plugins(session: Session, config: OperatorConfig) -> dict[str, str]:
         return _check("plugins", "fail", str(error))
     notes = [row["message"] for row in load_diagnostics(plan.registry, config)]
     notes += [problem_text(row) for row in plan_problems(plan)]
+    notes += _hook_signature_notes(plan)
     if notes:
         return _check("plugins", "warn", "; ".join(notes))
     return _check("plugins", "ok", f"{len(plan.order)} plugins in the lead chain, all loaded")
+
+
+def _hook_signature_notes(plan: ChainPlan) -> list[str]:
+    """The hooks LangChain could not call, of each participant built from a class (a
+    factory that does not import is the imports check's and the plan's to name)."""
+    from antler.chain import hook_signature_problems
+    from antler.errors import ReflectionError
+    from antler.plugin_api.reflection import resolve_object
+
+    notes = []
+    for name in plan.order:
+        spec = plan.resolution.placements[name].spec
+        try:
+            target = resolve_object(spec.factory)
+        except ReflectionError:
+            continue
+        if isinstance(target, type):
+            notes += [f"plugin {name!r} [{spec.provenance}]: {problem}"
+                      for problem in hook_signature_problems(target)]
+    return notes
 
 
 def check_imports(session: Session, config: OperatorConfig) -> dict[str, str]:

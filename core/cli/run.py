@@ -7,6 +7,7 @@ LangChain and build graphs; `antler chain show` stays fast.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -190,6 +191,7 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
     from antler.runtime.tracing import Tracer
 
     from .chain import print_plan_warnings
+    from .output import warn
 
     validate_id("user id", user_id)
     registry = session.registry()
@@ -221,6 +223,11 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
                           checkpointer=None if checkpointer == "none" else checkpointer,
                           tracer=tracer, fuse=fuse, record=record_path) as agent:
             print_plan_warnings(agent.chain.plan)
+            for name, exclusion in agent.chain.plan.excluded.items():
+                if exclusion.kind == "load_failed" and not any(
+                        name in problem.plugins for problem in agent.chain.plan.problems):
+                    warn(f"{name!r} [{exclusion.spec.provenance}] is left out of the "
+                         f"{agent.chain.plan.chain} chain: {exclusion.reason}")
             click.echo(f"thread: {thread_id}", err=True)
             with _stops_commands(agent, thread_id):
                 if agent.storage is not None:
@@ -263,6 +270,10 @@ def _execute(session: Session, thread_id: str, text: str | None, *, uploads: tup
                             else:
                                 _echo_update(payload, streamed, shown, saved)
                                 outcome.collect(payload)
+                except Exception:
+                    if any(message_id not in shown for message_id in streamed):
+                        click.echo()  # end the streamed line before the error's line
+                    raise
                 finally:  # the script's position and the flags stay with the thread
                     _remember(thread_dir, model, config_path, spec)
             waiting = pending_approvals(agent, thread_id) if agent.checkpointer else []
@@ -397,6 +408,11 @@ def _read_prompt(prompt: str | None, prompt_file: str | None) -> str:
     return text
 
 
+STOP_GRACE_SECONDS = 10.0
+"""How long a stopped `antler run` waits for its main thread to take the stop before it
+ends the process (a hook that never returns would otherwise keep it running)."""
+
+
 class _Stopped(KeyboardInterrupt):
     """Ctrl-C or SIGTERM reached `antler run`."""
 
@@ -439,6 +455,14 @@ def _stops_commands(agent: Any, thread_id: str) -> Iterator[None]:
                 provider = agent.services.items.get("sandbox_provider")
                 if provider is not None:
                     provider.interrupt()
+                if not done.wait(STOP_GRACE_SECONDS):
+                    # Something that never returns to Python (a plugin's hook blocked in a
+                    # sleep or a lock) keeps the main thread from taking the stop: end here.
+                    # The thread keeps the checkpoints it saved, as after any stop.
+                    os.write(2, (f"\nstopped: the run did not stop within "
+                                 f"{STOP_GRACE_SECONDS:g} s (a plugin's hook does not return); "
+                                 f"thread {thread_id!r} keeps what it saved\n").encode())
+                    os._exit(128 + info.si_signo)
 
     def stop(signum: int, _frame: Any) -> None:
         raise _Stopped(signum)

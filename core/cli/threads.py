@@ -28,6 +28,17 @@ def store_options(f: Any) -> Any:
     return config_option(home_option(f))
 
 
+def _check_ids(thread_ids: tuple[str, ...] | list[str], user_id: str | None = None) -> None:
+    """Refuse an id no thread can have (`..`, a path, a control character, too long) with
+    the rule it breaks, before the database is asked (ids become directory names)."""
+    from antler.plugin_api.paths import validate_id
+
+    for thread_id in thread_ids:
+        validate_id("thread id", thread_id)
+    if user_id is not None:
+        validate_id("user id", user_id)
+
+
 @contextmanager
 def _admin(home: str | None, config_path: str | None) -> Iterator[ThreadAdmin | None]:
     """The thread admin of the checkpoint database `storage.checkpointer` names (the
@@ -80,6 +91,7 @@ def list_threads(home: str | None, config_path: str | None, user_id: str | None,
       checkpoints  how many checkpoints it keeps
       bytes        their size in the database
     """
+    _check_ids([], user_id)
     with _admin(home, config_path) as admin:
         infos = admin.threads(user_id) if admin is not None else []
     if as_json:
@@ -116,6 +128,7 @@ def show_thread(thread_id: str, home: str | None, config_path: str | None,
     from antler.contracts.messages import is_hidden
     from antler.runtime.storage import StorageError
 
+    _check_ids([thread_id], user_id)
     with _admin(home, config_path) as admin:
         if admin is None:
             raise StorageError(f"there are no threads under {home or 'the base directory'}")
@@ -150,6 +163,7 @@ def prune_threads(thread_ids: tuple[str, ...], keep: int, home: str | None,
     JSON (--json): {removed: checkpoints removed, freed: bytes the file shrank by
     (null for Postgres, whose own vacuum reuses the space)}
     """
+    _check_ids(thread_ids)
     with _admin(home, config_path) as admin:
         removed, freed = admin.prune(keep, list(thread_ids) or None) if admin else (0, 0)
     if as_json:
@@ -185,6 +199,7 @@ def delete_thread(thread_id: str, home: str | None, config_path: str | None,
     from . import CliUsageError
     from .output import confirm
 
+    _check_ids([thread_id], user_id)
     with _admin(home, config_path) as admin:
         if admin is None:
             raise StorageError(f"there is no thread {thread_id!r} to delete")
@@ -224,13 +239,12 @@ def export_thread(thread_id: str, fmt: str, output: str | None, home: str | None
     """
     from pathlib import Path
 
-    from antler.plugin_api.paths import validate_id
     from antler.replay.export import export_thread as export
     from antler.replay.recording import dump_recording, save_recording
     from antler.runtime.agent import create_agent
     from antler.runtime.storage import StorageError
 
-    validate_id("thread id", thread_id)
+    _check_ids([thread_id], user_id)
     with _admin(home, config_path) as admin:
         if admin is None:
             raise StorageError(f"there is no thread {thread_id!r} to export")

@@ -139,10 +139,17 @@ def describe_validation_error(
     # Union branches the input got into (their errors lie deeper than the union itself).
     entered = {loc[:tag_at] for loc, tag_at, _ in problems
                if tag_at is not None and len(loc) > tag_at}
+    # Union values whose branch of the input's shape refused the value itself (a
+    # validator's sentence): that sentence alone, not "expects a string or <sentence>".
+    refused = {loc for loc, tag_at, error in problems
+               if tag_at is not None and len(loc) == tag_at and error["type"] == "value_error"}
     lines: list[str] = []
     shallow: dict[tuple[Any, ...], tuple[int, list[str]]] = {}
     for loc, tag_at, error in problems:
         if tag_at is not None and len(loc) == tag_at and loc in entered:
+            continue
+        if loc in refused and tag_at is not None and len(loc) == tag_at \
+                and error["type"] != "value_error":
             continue
         full = (*base, *loc)
         where = doc.locate(full)
@@ -161,6 +168,15 @@ def describe_validation_error(
                 message += f"; valid keys: {', '.join(sorted(owner.model_fields))}"
         elif error["type"] == "missing":
             message = "required key is missing"
+        elif error["type"] == "invalid_key":
+            # pydantic's loc ends with the key itself (as text when it is null).
+            parent, _ = _clean_loc(tuple(error["loc"])[:-1], data, error["type"])
+            full = (*base, *parent)
+            where = doc.locate((*full, error.get("input")))
+            key = _flow(error.get("input"))
+            message = f"the key `{key}` is not text; quote it (`'{key}': ...`) or remove it"
+        elif tag_at is not None and len(loc) == tag_at and loc in refused:
+            message = message.removeprefix("Value error, ")
         elif tag_at is not None and len(loc) == tag_at:
             # Every branch of a union failed on the value itself: one line, all shapes.
             shape = _SHAPE_ERRORS.get(error["type"], message)
@@ -174,8 +190,15 @@ def describe_validation_error(
             message = f"expects {shape}; got {_yaml_kind(error.get('input'))}"
         elif error["type"] in _SHAPE_ERRORS and loc and not isinstance(loc[-1], int):
             message = _expected_shape(model, loc, error)
+        elif error["type"] == "value_error":
+            message = message.removeprefix("Value error, ")  # a validator's own sentence
         lines.append(f"{where}: {dotted(full)}: {message}")
     return lines
+
+
+def _first_paragraph(text: str) -> str:
+    """The first paragraph of a (docstring) description, on one line."""
+    return " ".join(text.strip().split("\n\n")[0].split())
 
 
 def _is_union_tag(part: Any) -> bool:
@@ -238,7 +261,7 @@ def _expected_shape(model: type[BaseModel] | None, loc: tuple[Any, ...],
         if default is not None and _shape_of(default) == expected:
             example = default
         if field.description:
-            what = f" ({field.description.rstrip('.')})"
+            what = f" ({_first_paragraph(field.description).rstrip('.')})"
     return (f"expects {expected}{what}, e.g. `{loc[-1]}: {_flow(example)}`; "
             f"got {_yaml_kind(error.get('input'))}")
 

@@ -8,6 +8,7 @@ write. Every failure says which string, which step failed, and how to fix it.
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 from typing import Any
 
@@ -104,10 +105,16 @@ def resolve_middleware_class(path: str, what: str = "middleware class") -> type:
 
     target = resolve_object(path, what)
     if not (isinstance(target, type) and issubclass(target, AgentMiddleware)):
-        kind = type(target).__name__ if not isinstance(target, type) else f"class {target!r}"
+        if isinstance(target, type):
+            kind = f"a class {target!r}"
+        elif inspect.isroutine(target):
+            kind = "a function"
+        else:
+            shown = repr(target)
+            kind = f"a value of type {type(target).__name__} ({shown[:40]})"
         raise ReflectionError(
-            f"{what} {path!r} names a {kind}, not a subclass of "
-            "langchain.agents.middleware.AgentMiddleware"
+            f"{what} {path!r} names {kind}, not a subclass of "
+            "langchain.agents.middleware.AgentMiddleware; point it at a middleware class"
         )
     return target
 

@@ -170,11 +170,12 @@ def load_yaml(text: str, source: str = "<string>") -> YamlDocument:
             raise YamlSyntaxError(f"{source}: invalid YAML: {problem}",
                                   problem=problem) from None
         what = "" if isinstance(exc, YamlLimitError) else "invalid YAML: "
-        if "nesting depth" in problem:  # libyaml's own bound, found before the composer's
-            problem = f"{problem}; flatten the structure (up to {MAX_DEPTH} levels)"
+        problem += _syntax_hint(problem, text, mark.index)
         raise YamlSyntaxError(f"{source}:{mark.line + 1}:{mark.column + 1}: {what}{problem}",
                               line=mark.line + 1, column=mark.column + 1,
                               problem=f"{what}{problem}") from None
+    except yaml.reader.ReaderError as exc:
+        raise _reader_error(exc, text, source) from None
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(f"{source}: invalid YAML: {exc}", problem=str(exc)) from None
     finally:
@@ -189,6 +190,33 @@ def load_yaml(text: str, source: str = "<string>") -> YamlDocument:
     finally:
         loader.dispose()
     return doc
+
+
+def _syntax_hint(problem: str, text: str, index: int) -> str:
+    """How to fix the common YAML mistakes PyYAML names only by symptom ('' for others)."""
+    if "nesting depth" in problem:  # libyaml's own bound, found before the composer's
+        return f"; flatten the structure (up to {MAX_DEPTH} levels)"
+    if text[index:index + 1] == "\t":
+        return "; YAML indents with spaces, never tabs: replace the tab with spaces"
+    if "another document" in problem:
+        return ("; the file holds one YAML document: remove this `---` and what follows, or "
+                "merge it into the first")
+    return ""
+
+
+def _reader_error(exc: yaml.reader.ReaderError, text: str, source: str) -> YamlSyntaxError:
+    """A character YAML does not allow (a NUL, another control character), at its line."""
+    before = text[:exc.position]
+    line = before.count("\n") + 1
+    column = exc.position - (before.rfind("\n") + 1) + 1
+    code = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "?")
+    problem = (f"invalid YAML: the character U+{code:04X} (a control character) is not allowed "
+               "in a YAML file; remove it, or write it as an escape inside double quotes "
+               f'("\\x{code:02x}")' if code < 0x100 else
+               f"invalid YAML: the character U+{code:04X} is not allowed in a YAML file; "
+               "remove it")
+    return YamlSyntaxError(f"{source}:{line}:{column}: {problem}", line=line, column=column,
+                           problem=problem)
 
 
 def load_yaml_file(path: str | Path, max_bytes: int | None = None) -> YamlDocument:

@@ -34,10 +34,22 @@ def silenced_entry_points(config: OperatorConfig, registry: PluginRegistry) -> l
 
 
 def toggle_problems(config: OperatorConfig, registry: PluginRegistry) -> list[str]:
+    """An `always` plugin's section that disables it, and a section that enables a plugin
+    `plugins:` switches off (one of the two would be silently ignored)."""
     problems = []
     for key, owners in section_owners(registry).items():
         section = config.section(key)
-        if section is None or getattr(section, "enabled", None) is not False:
+        toggle = getattr(section, "enabled", None) if section is not None else None
+        if toggle is True and config.was_set(key, "enabled"):
+            for spec in owners:
+                switch = config.switch(*registry.names_of(spec))
+                if switch is not None and not switch[1]:
+                    problems.append(
+                        f"{config.locate(key, 'enabled')}: {key}.enabled: true contradicts "
+                        f"{config.locate('plugins', switch[0], 'enabled')}: "
+                        f"plugins.{switch[0]}.enabled: false, which switches plugin "
+                        f"{spec.name!r} off; remove one of the two")
+        if toggle is not False:
             continue
         for spec in owners:
             if spec.enabled == "always":
@@ -90,8 +102,8 @@ def extension_problems(config: OperatorConfig) -> list[str]:
         name = extension_name(entry)
         where = config.locate("extensions", "middlewares", index)
         try:
+            split_path(entry if isinstance(entry, str) else entry.use)  # the name comes from it
             check_plugin_name(name)
-            split_path(entry if isinstance(entry, str) else entry.use)
         except (ValueError, ReflectionError) as exc:
             problems.append(f"{where}: extensions.middlewares[{index}]: {exc}")
         if isinstance(entry, ExtensionEntry) and entry.security_gate:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from antler.chain.policy import gate_problems
 from antler.errors import ConfigError
-from antler.plugin_api.diagnostics import describe_validation_error
+from antler.plugin_api.diagnostics import describe_validation_error, did_you_mean
 from antler.plugin_api.registry import PluginRegistry
 from antler.plugin_api.yamlsource import YamlDocument, YamlSyntaxError, load_yaml, load_yaml_file
 
@@ -96,8 +96,8 @@ def _orphan_sections(doc: YamlDocument, data: dict[str, Any], model: type[BaseMo
 
     A section of a plugin that was skipped names the plugin, its distribution and
     why; a mapping with `enabled:` that no installed plugin owns is most likely a
-    plugin's whose distribution is not installed (any other unknown key is left to
-    the schema, with its did-you-mean).
+    plugin's whose distribution is not installed, unless its name is close to a
+    section's (any other unknown key is left to the schema, with its did-you-mean).
     """
     found = {}
     for key, value in data.items():
@@ -112,7 +112,8 @@ def _orphan_sections(doc: YamlDocument, data: dict[str, Any], model: type[BaseMo
                 f"{diagnostic.distribution!r} (entry point {diagnostic.entry_point!r}), which "
                 f"was skipped: {diagnostic.cause}. Fix or upgrade that distribution, or "
                 "remove the section")
-        elif isinstance(value, dict) and "enabled" in value:
+        elif (isinstance(value, dict) and "enabled" in value
+              and not did_you_mean(key, model.model_fields)):  # a misspelt section's is kept
             found[key] = (
                 f"{where}: section {key!r}: no installed plugin is named {key!r}; install "
                 "the distribution that provides it, or remove the section")

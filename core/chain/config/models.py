@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -38,6 +39,17 @@ class ModelEntry(BaseModel):
     kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Further constructor arguments, passed unchanged "
         "(string values may hold environment references).")
+
+    @field_validator("model", "api_key", "base_url", "kwargs")
+    @classmethod
+    def _references_well_formed(cls, value: Any) -> Any:
+        for text in _strings(value):
+            broken = _BROKEN_REFERENCE.search(text)
+            if broken:
+                raise ValueError(
+                    f"{broken.group(0)!r} is not an environment reference; write ${{NAME}} or "
+                    "$NAME, NAME being letters, digits and '_' (not starting with a digit)")
+        return value
 
     # Alike in shape to config/agent.py's tool `use:` check, but this one takes a
     # 'provider:model' string as well as a 'module:Class' path.
@@ -78,7 +90,9 @@ class ModelsSettings(BaseModel):
     @field_validator("default", "title", "memory", "subagent")
     @classmethod
     def _a_name_or_a_spec(cls, reference: str | None, info: ValidationInfo) -> str | None:
-        named = info.data.get("named") or {}
+        if "named" not in info.data:
+            return reference  # `named` failed on its own: said there, not once per reference
+        named = info.data["named"] or {}
         if reference is not None and not is_model_reference(reference, named):
             names = ", ".join(sorted(named)) or "none"
             raise ValueError(
@@ -86,6 +100,21 @@ class ModelsSettings(BaseModel):
                 f"{names}){did_you_mean(reference, named)} nor a model spec "
                 "('provider:model', a known model name such as 'gpt-4o', or 'scripted')")
         return reference
+
+
+_BROKEN_REFERENCE = re.compile(r"\$\{(?![A-Za-z_][A-Za-z0-9_]*\})[^}\s]{0,40}\}?")
+"""A `${` that does not open a `${NAME}` reference (unclosed, empty, or not a name)."""
+
+
+def _strings(value: Any) -> list[str]:
+    """The strings in `value` (a `kwargs` mapping holds them at any depth)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _strings(item)]
+    return []
 
 
 def is_model_reference(reference: str, named: dict[str, Any]) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from antler.plugin_api.spec import CHAIN_NAMES, Chain, Ordering
 
@@ -60,6 +60,23 @@ class ExtensionEntry(Ordering):
         False, description="true: the extension is a security gate and fails closed: a class "
         "that does not load or construct stops the build, a hook that raises stops the run "
         "(`on_error: skip` and `required: false` are refused with it).")
+
+    @field_validator("chains")
+    @classmethod
+    def _joins_a_chain(cls, chains: list[Chain]) -> list[Chain]:
+        if not chains:
+            raise ValueError("is empty, so the extension would join no chain; list the chains "
+                             "it joins ([lead], [subagent] or both), or leave `chains` out for "
+                             "both")
+        return chains
+
+    @field_validator("use")
+    @classmethod
+    def _use_not_blank(cls, use: str) -> str:
+        if not use.strip():
+            raise ValueError("is empty; write the 'package.module:ClassName' of an "
+                             "AgentMiddleware subclass")
+        return use
 
     @model_validator(mode="after")
     def _gate_fails_closed(self) -> ExtensionEntry:

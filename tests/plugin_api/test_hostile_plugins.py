@@ -1,0 +1,145 @@
+"""Third-party plugins that misbehave at run time, through the real `create_agent` graph.
+
+A node hook that returns something that is no update (a number, a list, a string) is
+the hook's failure like an exception it raised: under `skip` the run goes on as if the
+hook were absent, with one audit line naming the plugin, the hook and what it
+returned; under `fail` the run stops with `PluginHookError` naming the same. A
+middleware whose `name` cannot be read, or is not text, stops the build naming the
+plugin, never a bare `AttributeError` from inside the graph. Unfused, fused and fused
+into the model node; the plugins are configured `extensions.middlewares` (third-party
+code, `skip` by default).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+from langchain.agents.middleware import AgentMiddleware
+
+from antler.errors import BuildError, PluginHookError
+from antler.runtime.agent import create_agent
+from antler.runtime.isolation import AUDIT_LOGGER
+from antler.runtime.models import ScriptedChatModel
+from antler.testing import load_test_config, make_registry
+
+HERE = __name__
+MODES = {"unfused": {"fuse": False}, "fused": {"fuse": True, "fuse_into_model": False},
+         "into_model": {"fuse": True, "fuse_into_model": True}}
+RETURNED = {"int": 42, "list": ["x"], "str": "done"}
+
+
+class ReturnsNoUpdate(AgentMiddleware):
+    """Its `before_model` and `after_model` return `value`, which is no state update."""
+
+    def __init__(self, value: str = "int") -> None:
+        super().__init__()
+        self.value = RETURNED[value]
+
+    def before_model(self, state: Any, runtime: Any) -> Any:
+        return self.value
+
+    async def abefore_model(self, state: Any, runtime: Any) -> Any:
+        return self.value
+
+    def after_model(self, state: Any, runtime: Any) -> Any:
+        return self.value
+
+    async def aafter_model(self, state: Any, runtime: Any) -> Any:
+        return self.value
+
+
+class Neighbour(AgentMiddleware):
+    """A well-behaved plugin beside it: its hooks still run."""
+
+    seen: list[str] = []
+
+    def before_model(self, state: Any, runtime: Any) -> None:
+        Neighbour.seen.append("before_model")
+
+    async def abefore_model(self, state: Any, runtime: Any) -> None:
+        Neighbour.seen.append("before_model")
+
+
+class NameRaises(AgentMiddleware):
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        raise RuntimeError("no name today")
+
+
+class NameNotText(AgentMiddleware):
+    name = 5  # type: ignore[assignment]
+
+
+def agent_with(tmp_path: Any, extensions: str, mode: str = "unfused") -> tuple[Any, Any]:
+    registry = make_registry()
+    model = ScriptedChatModel(["done"])
+    config = load_test_config(f"extensions:\n  middlewares:\n{extensions}", registry)
+    agent = create_agent(config, registry=registry, model=model, checkpointer="memory",
+                         base_dir=tmp_path, **MODES[mode])
+    return agent, model
+
+
+def run(agent: Any, use_async: bool) -> dict[str, Any]:
+    if use_async:
+        return asyncio.run(agent.graph.ainvoke(agent.input("hi"), config=agent.run_config("t"),
+                                               context=agent.context("t")))
+    return agent.invoke("hi", thread_id="t")
+
+
+def entries(value: str, policy: str = "skip") -> str:
+    return (f"    - {{use: '{HERE}:ReturnsNoUpdate', name: hostile, on_error: {policy},"
+            f" config: {{value: {value}}}}}\n"
+            f"    - {{use: '{HERE}:Neighbour', name: neighbour}}\n")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("value", RETURNED)
+def test_a_node_hook_returning_no_update_is_skipped_as_if_absent(tmp_path, caplog, value,
+                                                                 use_async, mode):
+    Neighbour.seen = []
+    agent, model = agent_with(tmp_path, entries(value), mode)
+    with agent, caplog.at_level(logging.WARNING, logger=AUDIT_LOGGER):
+        state = run(agent, use_async)
+
+    assert [(m.type, m.text) for m in state["messages"]] == [("human", "hi"), ("ai", "done")]
+    assert len(model.calls) == 1 and Neighbour.seen == ["before_model"]
+    lines = [r.getMessage() for r in caplog.records if r.name == AUDIT_LOGGER]
+    shown = repr(RETURNED[value])
+    assert [line.split("; skipped")[0] for line in lines] == [
+        f"plugin 'hostile' failed in {hook}: TypeError: returned {type(RETURNED[value]).__name__}"
+        f" {shown}; a node hook returns a dict of state updates (`{{'key': value}}`), a "
+        "Command or None" for hook in ("before_model", "after_model")]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_under_fail_a_node_hook_returning_no_update_stops_the_run_naming_it(tmp_path, mode):
+    agent, model = agent_with(tmp_path, entries("list", "fail"), mode)
+    with agent, pytest.raises(PluginHookError) as caught:
+        agent.invoke("hi", thread_id="t")
+
+    assert (caught.value.plugin, caught.value.hook) == ("hostile", "before_model")
+    assert str(caught.value).startswith("plugin 'hostile' failed in before_model: TypeError: "
+                                        "returned list ['x']; a node hook returns a dict")
+    assert not model.calls
+
+
+@pytest.mark.parametrize(("cls", "plugin", "expected"), [
+    ("NameRaises", "name_raises", "reading its `name` raised RuntimeError: no name today; make "
+                                  "`name` a plain string attribute"),
+    ("NameNotText", "name_not_text", "its `name` is 5, not a non-empty string; make it a "
+                                     "string"),
+])
+def test_a_middleware_whose_name_is_unusable_stops_the_build_naming_the_plugin(
+        tmp_path, cls, plugin, expected):
+    with pytest.raises(BuildError) as caught:
+        agent_with(tmp_path, f"    - {HERE}:{cls}\n")
+
+    message = str(caught.value)
+    assert message.startswith(f"plugin {plugin!r} [")
+    assert f"the middleware '{HERE}:{cls}' built: {expected}" in message
+
+
