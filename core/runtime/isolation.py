@@ -180,6 +180,48 @@ class _WriteGuard:
                                   plugin=self.label, keys=refused)
 
 
+def _result_check(hook: str, guard: _WriteGuard | None) -> Callable[[Any, Any, str], None]:
+    """What a wrap hook's result of its own (not the handler's, passed on) is checked for:
+    a kind of result LangChain can use (`_RESULT_KINDS`), then its writes (`guard`).
+
+    A wrong kind (None, a string) would otherwise fail later, in LangChain, as an
+    `AttributeError` outside the plugin's isolation; raised here, it is the hook's
+    failure, handled under the plugin's `on_error` like an exception it raised.
+    """
+    kinds, expected = _result_kinds(hook.removeprefix("a"))
+    write_check = guard.check_wrap if guard is not None else None
+
+    def check(result: Any, handled: Any, hook: str) -> None:
+        if not isinstance(result, kinds):
+            raise TypeError(f"returned {_kind_of(result)}; a {hook.removeprefix('a')} returns "
+                            f"what its handler returned, {expected}")
+        if write_check is not None:
+            write_check(result, handled, hook)
+    return check
+
+
+@functools.cache
+def _result_kinds(hook: str) -> tuple[tuple[type, ...], str]:
+    """The result classes LangChain takes from `hook` (`wrap_model_call` or
+    `wrap_tool_call`), and how to say them."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    if hook == "wrap_tool_call":
+        return (ToolMessage, _command_type()), "a ToolMessage or a Command"
+    from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
+
+    return ((ModelResponse, AIMessage, ExtendedModelResponse),
+            "a ModelResponse, an AIMessage or an ExtendedModelResponse")
+
+
+def _kind_of(value: Any) -> str:
+    """`value` for a message: its type and a bounded repr (a hook may return anything)."""
+    if value is None:
+        return "None"
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
 def _command_of(result: Any) -> Any:
     """The `Command` a wrap hook's result is or carries (an ExtendedModelResponse's), if any."""
     cls = type(result)
@@ -355,7 +397,7 @@ def _wrap_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool
     are kept in the wrapper's own variables, from which `instead` decides what
     replaces a hook that raised.
     """
-    check = guard.check_wrap if guard is not None else None
+    check = _result_check(hook, guard)
 
     def instead(request: Any, called: bool, handled: Any, raised: BaseException | None,
                 error: Exception) -> tuple[bool, Any]:
@@ -375,7 +417,7 @@ def _wrap_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool
 
 
 def _skip_wrapper(original: Callable[..., Any], is_async: bool,
-                  passes: type[BaseException], check: Callable[..., None] | None,
+                  passes: type[BaseException], check: Callable[..., None],
                   hook: str, instead: Callable[..., tuple[bool, Any]],
                   ) -> Callable[..., Any]:
     """`_wrap_wrapper`'s wrapper, passing on any parameters the hook has beyond
@@ -403,7 +445,7 @@ def _skip_wrapper(original: Callable[..., Any], is_async: bool,
 
             try:
                 result = await original(self, request, watched, *args, **kwargs)
-                if check is not None and result is not handled:
+                if result is not handled:
                     check(result, handled, hook)
                 return result
             except passes:
@@ -433,7 +475,7 @@ def _skip_wrapper(original: Callable[..., Any], is_async: bool,
 
         try:
             result = original(self, request, watched, *args, **kwargs)
-            if check is not None and result is not handled:
+            if result is not handled:
                 check(result, handled, hook)
             return result
         except passes:
@@ -457,7 +499,7 @@ def _failing_wrap_wrapper(original: Callable[..., Any], failure: Failure, is_asy
     """
     if not _plain(original, "self", "request", "handler"):
         return _wrap_wrapper(original, failure, is_async, passes, guard, hook)
-    check = guard.check_wrap if guard is not None else None
+    check = _result_check(hook, guard)
 
     if is_async:
         async def awrap(self: Any, request: Any, handler: Callable[..., Any]) -> Any:
@@ -474,7 +516,7 @@ def _failing_wrap_wrapper(original: Callable[..., Any], failure: Failure, is_asy
 
             try:
                 result = await original(self, request, watched)
-                if check is not None and result is not handled:
+                if result is not handled:
                     check(result, handled, hook)
                 return result
             except Exception as error:
@@ -497,7 +539,7 @@ def _failing_wrap_wrapper(original: Callable[..., Any], failure: Failure, is_asy
 
         try:
             result = original(self, request, watched)
-            if check is not None and result is not handled:
+            if result is not handled:
                 check(result, handled, hook)
             return result
         except Exception as error:

@@ -143,3 +143,96 @@ def test_a_middleware_whose_name_is_unusable_stops_the_build_naming_the_plugin(
     assert f"the middleware '{HERE}:{cls}' built: {expected}" in message
 
 
+
+
+WRAP_RETURNED = {"none": None, "str": "oops"}
+
+
+class WrapReturnsNoResult(AgentMiddleware):
+    """Its wrap hooks call the handler, then return `value`, which LangChain cannot use."""
+
+    def __init__(self, value: str = "none") -> None:
+        super().__init__()
+        self.value = WRAP_RETURNED[value]
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        handler(request)
+        return self.value
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        await handler(request)
+        return self.value
+
+    def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+        handler(request)
+        return self.value
+
+    async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+        await handler(request)
+        return self.value
+
+
+def wrap_entries(value: str, policy: str = "skip") -> str:
+    return (f"    - {{use: '{HERE}:WrapReturnsNoResult', name: hostile_wrap, "
+            f"on_error: {policy}, config: {{value: {value}}}}}\n")
+
+
+def tool_call_agent(tmp_path: Any, extensions: str, mode: str) -> tuple[Any, Any]:
+    """An agent whose model calls its one tool (`lookup`) once, then answers."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look `key` up."""
+        return f"value of {key}"
+
+    registry = make_registry()
+    model = ScriptedChatModel([
+        AIMessage(content="", tool_calls=[{"name": "lookup", "args": {"key": "k"},
+                                           "id": "call_1"}]),
+        "done"])
+    config = load_test_config(f"extensions:\n  middlewares:\n{extensions}", registry)
+    agent = create_agent(config, registry=registry, model=model, checkpointer="memory",
+                         tools=[lookup], base_dir=tmp_path, **MODES[mode])
+    return agent, model
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("value", WRAP_RETURNED)
+def test_a_wrap_hook_returning_no_result_keeps_the_handlers_result_under_skip(
+        tmp_path, caplog, value, use_async, mode):
+    agent, model = tool_call_agent(tmp_path, wrap_entries(value), mode)
+    with agent, caplog.at_level(logging.WARNING, logger=AUDIT_LOGGER):
+        state = run(agent, use_async)
+
+    # The model's reply and the tool's answer are the handlers', as if the plugin were absent.
+    assert [m.type for m in state["messages"]] == ["human", "ai", "tool", "ai"]
+    assert state["messages"][-1].text == "done" and len(model.calls) == 2
+    assert state["messages"][2].text == "value of k"
+    lines = [r.getMessage() for r in caplog.records if r.name == AUDIT_LOGGER]
+    shown = "None" if value == "none" else "str 'oops'"
+    expected = {
+        hook: f"plugin 'hostile_wrap' failed in {hook}: TypeError: returned {shown}; a {hook} "
+              f"returns what its handler returned, {kinds}"
+        for hook, kinds in (
+            ("wrap_model_call", "a ModelResponse, an AIMessage or an ExtendedModelResponse"),
+            ("wrap_tool_call", "a ToolMessage or a Command"))}
+    assert all(line.endswith("; skipped (on_error: skip): kept the handler's result")
+               for line in lines)
+    seen = [line.split("; skipped")[0] for line in lines]
+    assert sorted(set(seen)) == sorted(expected.values())
+    assert seen.count(expected["wrap_model_call"]) == 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_under_fail_a_wrap_hook_returning_no_result_stops_the_run_naming_it(tmp_path, mode):
+    agent, _model = tool_call_agent(tmp_path, wrap_entries("none", "fail"), mode)
+    with agent, pytest.raises(PluginHookError) as caught:
+        agent.invoke("hi", thread_id="t")
+
+    assert (caught.value.plugin, caught.value.hook) == ("hostile_wrap", "wrap_model_call")
+    assert str(caught.value).startswith(
+        "plugin 'hostile_wrap' failed in wrap_model_call: TypeError: returned None; "
+        "a wrap_model_call returns what its handler returned")

@@ -17,7 +17,7 @@ from langchain_core.messages import ToolMessage
 from antler.contracts.deferred import PROMOTED_KEY, TOOL_SEARCH
 from antler.contracts.toolmeta import tool_meta
 from antler.contracts.tooloutput import budgeted_output
-from antler.errors import BuildError
+from antler.errors import BuildError, ConfigError
 from antler.plugin_api.context import SKILLS
 from antler.plugins.tool_result_sanitization.middleware import AUDIT_KEY
 from antler.runtime.mcp import MCP_SESSIONS
@@ -256,13 +256,22 @@ def test_the_subagent_chain_defers_too(tmp_path, sessions, use_async):
     assert state[PROMOTED_KEY]["names"] == ["slow"]
 
 
+SWITCHED_OFF = "plugins: {deferred_tool_filter: {enabled: false}, mcp_routing: {enabled: false}}\n"
+
+
 def test_switching_the_filter_off_leaves_the_mcp_tools_plain(tmp_path, sessions):
-    agent, model = agent_for(tmp_path, sessions, ["done"],
-                             SEARCH + "plugins: {deferred_tool_filter: {enabled: false}, "
-                             "mcp_routing: {enabled: false}}\n")
+    agent, model = agent_for(tmp_path, sessions, ["done"], SWITCHED_OFF)
     run(agent, "hello")
     assert set(TOOL_NAMES) <= set(model.requests[0].tool_names)
     assert TOOL_SEARCH not in model.requests[0].tool_names
+
+
+def test_tool_search_enabled_with_its_plugins_switched_off_is_refused_naming_both(
+        tmp_path, sessions):
+    with pytest.raises(ConfigError) as caught:
+        agent_for(tmp_path, sessions, ["done"], SEARCH + SWITCHED_OFF)
+    assert "tool_search.enabled: true contradicts" in str(caught.value)
+    assert "plugins.deferred_tool_filter.enabled: false" in str(caught.value)
 
 
 def test_a_guardrail_still_checks_tool_search(tmp_path, sessions):
