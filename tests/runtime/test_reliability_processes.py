@@ -6,7 +6,6 @@ timeouts only stop a hung test, they assert nothing about speed.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import subprocess
@@ -26,7 +25,7 @@ from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
 from antler.runtime.sandbox import reaper
 from antler.runtime.sandbox.local import LocalSandboxProvider
-from tests.memory_writers import memory_of, write_fifty_facts
+from tests.memory_writers import memory_of, write_fifty_facts, writers
 from tests.processes import read_stderr_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -135,7 +134,7 @@ def test_a_second_process_on_a_busy_thread_is_refused_or_waits(tmp_path):
 
 @pytest.mark.parametrize("kind", ["store", "json"])
 def test_four_processes_writing_fifty_facts_each_keep_all_two_hundred(tmp_path, kind):
-    context = multiprocessing.get_context("spawn")
+    context = writers()
     workers = [context.Process(target=write_fifty_facts, args=(kind, str(tmp_path), w))
                for w in range(4)]
     for worker in workers:
