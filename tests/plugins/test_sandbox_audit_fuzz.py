@@ -24,7 +24,6 @@ import random
 import shlex
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -34,7 +33,7 @@ from antler.plugins.sandbox_audit.classifier import Verdict, classify
 from antler.plugins.sandbox_audit.interpreter_code import shell_commands
 from antler.plugins.sandbox_audit.rules import RULES_BY_NAME, Action
 from antler.plugins.sandbox_audit.splitter import Budget, Unauditable, split
-from tests.depth import examples
+from tests.depth import scaled
 
 FRAGMENTS = [
     "$(", ")", "`", "\\`", "<(", ">(", "${", "}", "{", "(", "'", '"', "\\", "\n", " ", "\t",
@@ -50,14 +49,9 @@ fragments = st.sampled_from(FRAGMENTS)
 noise = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6)
 commands = st.lists(st.one_of(fragments, fragments, noise), max_size=40).map("".join)
 
-_FUZZ_SETTINGS = settings(derandomize=True, database=None, deadline=None,
-                          max_examples=examples(400),
-                          suppress_health_check=[HealthCheck.too_slow])
-
-
-def fuzz(test: Callable[..., None]) -> Any:
-    """400 examples in the long checks (`make test-slow`), a quarter of them in `make test`."""
-    return pytest.mark.fuzz(_FUZZ_SETTINGS(test))
+# 400 examples in the long checks (`make test-slow`), a quarter of them in `make test`.
+fuzz = scaled(400, derandomize=True, database=None, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow])
 
 
 @fuzz
