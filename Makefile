@@ -85,10 +85,12 @@ test: $(STAMP)
 	exit $$status
 
 # The long checks `make test` leaves out (100,000-input fuzzing, the twenty-process
-# store race, the PostgreSQL restarts); CI runs them too.
+# store race, the PostgreSQL restarts, the slower `antler run` process tests), and the
+# `fuzz` property tests again with all their examples (`make test` draws a quarter);
+# CI runs them too.
 test-slow: $(STAMP)
 	$(PY) -m compileall -q core plugins contrib
-	$(PY) -m pytest -m slow $(PYTEST_ARGS)
+	$(PY) -m pytest -m "slow or fuzz" --full-examples $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(VENV)/bin/antler demo

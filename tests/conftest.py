@@ -24,8 +24,23 @@ import pytest
 
 from antler.runtime import astguard
 from antler.testing import PluginConformance
+from tests import depth
 from tests.distbuilder import Site
 from tests.machine import bare_path, forget_a_stale_bwrap_probe, in_ci, require
+
+# -- how many examples the property tests draw ---------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--full-examples", action="store_true", default=False,
+                     help="property tests marked `fuzz` draw their full number of examples "
+                          "(`make test-slow` passes it; `make test` draws a quarter)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any test module is imported: the property tests' example counts follow it."""
+    depth.FULL = bool(config.getoption("full_examples"))
+
 
 # -- test order -------------------------------------------------------------------------
 

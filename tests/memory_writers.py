@@ -1,13 +1,16 @@
-"""What the processes of the multi-process memory tests run.
+"""What the processes of the multi-process memory tests run, and how they start.
 
-A spawned process imports the module of the function it runs. These functions live
-here, beside nothing but the memory stores they write, so each process imports the
-stores (about half a CPU-second) and not a test module's agent, LangChain and
-LangGraph (two more CPU-seconds apiece).
+The processes start from a fork server that imported this module once (`writers`): each
+is a process of its own, opening the store itself, but none imports the stores again
+(about half a CPU-second apiece). These functions live here, beside nothing but the
+memory stores they write, so the server imports the stores and not a test module's
+agent, LangChain and LangGraph (two more CPU-seconds).
 """
 
 from __future__ import annotations
 
+import multiprocessing
+from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,14 @@ from antler.runtime.storage import open_store
 
 BARRIER_GUARD = 600
 """Twenty interpreters starting at once on two busy cores take minutes to all arrive."""
+
+
+def writers() -> BaseContext:
+    """The multiprocessing context the tests start their writers with: forked from a
+    server process that imported this module, once per test process."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return context
 
 
 def memory_of(kind: str, base: str) -> tuple[Any, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -23,6 +24,7 @@ from antler.errors import CycleError
 from antler.plugin_api.context import RuntimeOptions
 from antler.plugin_api.manifest import Manifest
 from antler.plugin_api.spec import Ordering, PluginSpec, PointSpec, SlotSpec
+from tests.depth import Test, scaled
 from tests.fixtures import (
     CUSTOM,
     CUSTOM_NAME,
@@ -43,8 +45,9 @@ DETERMINISTIC = settings(derandomize=True, database=None, deadline=None,
                          suppress_health_check=[HealthCheck.too_slow])
 
 
-def examples(count: int) -> settings:
-    return settings(DETERMINISTIC, max_examples=count)
+def examples(count: int) -> Callable[[Test], Test]:
+    """`count` examples in the long checks (`make test-slow`), a quarter in `make test`."""
+    return scaled(count, DETERMINISTIC)
 
 
 # Fields that order two plugins, and whether the declaring plugin comes first in

@@ -326,6 +326,10 @@ def test_without_scripts_the_page_says_so(tmp_path):
     assert reader.found["h1"].startswith("Antler chains (")  # the title needs no script
 
 
+# A Chromium each (about a CPU-second): in the long checks. `make test` takes a screenshot of
+# the page at 1400 pixels (test_the_page_renders_in_chromium) and measures this page's layout
+# at both widths (test_a_person_can_read_the_page).
+@pytest.mark.slow
 @pytest.mark.parametrize("width", [1400, 900])
 def test_screenshots_at_both_widths(chromium, cycle_page, tmp_path, width):
     shot = tmp_path / f"chains-{width}.png"

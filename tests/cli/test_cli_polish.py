@@ -166,6 +166,15 @@ def _busy_thread(tmp_path: Path) -> Iterator[threading.Event]:
     assert not runner.is_alive() and not failures, failures
 
 
+def test_without_wait_a_run_of_a_busy_thread_is_refused(tmp_path):
+    with _busy_thread(tmp_path):
+        refused = antler("run", "next", "--thread", "t1", "--home", tmp_path / "home",
+                         "--model", script(tmp_path / "r.yaml", ["never"]))
+    assert refused.returncode == 1, refused.stderr
+    assert "thread 't1' is busy" in refused.stderr and "Traceback" not in refused.stderr
+    assert "never" not in refused.stdout
+
+
 def test_wait_says_it_waits_and_then_runs(tmp_path):
     with _busy_thread(tmp_path) as release:
         waiting = started("run", "next", "--wait", "--thread", "t1", "--home",
@@ -184,7 +193,11 @@ def test_wait_says_it_waits_and_then_runs(tmp_path):
     assert out.strip() == "after the wait"
 
 
-@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+# SIGTERM's exit code is shown at the prompt below too: the wait's SIGTERM (an `antler run`,
+# two CPU-seconds) is in the long checks.
+@pytest.mark.parametrize(
+    "how", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)],
+    ids=["ctrl-c", "sigterm"])
 def test_a_signal_stops_the_wait_with_its_exit_code(tmp_path, how):
     with _busy_thread(tmp_path):
         waiting = started("run", "next", "--wait", "--thread", "t1", "--home",

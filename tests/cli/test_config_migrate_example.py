@@ -4,8 +4,8 @@
 follow the layout of DeerFlow's example files (every model commented out, host
 bash off, a guardrail deny list, the guards switched on, MCP servers and skill
 switches in the extensions file). Each step is the real command an operator
-types: `antler config migrate`, `antler config check`, `antler chain show`,
-`antler run` with a scripted model. The protections the DeerFlow file asked
+types: `antler config migrate`, `antler config check`, `antler chain show` (through
+the command line in this process), `antler run` with a scripted model (a process). The protections the DeerFlow file asked
 for must hold in the run, not only appear in the migrated text.
 """
 
@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
+from antler.cli import cli
 from antler.runtime.sandbox.bwrap import bwrap_status
 from tests.machine import bare_path, require
 
@@ -36,11 +38,20 @@ def antler(*args: object, env: dict[str, str] | None = None) -> subprocess.Compl
                           env={**os.environ, **(env or {})})
 
 
+def command(*args: object) -> subprocess.CompletedProcess[str]:
+    """`antler ARGS` through the real command in this process: `config migrate`, `config
+    check` and `chain show` (each would spend up to a CPU-second and a half importing Antler
+    in a process of its own); `antler run`, which runs commands, gets its own (`antler`)."""
+    done = CliRunner().invoke(cli, list(map(str, args)))
+    assert done.exception is None or isinstance(done.exception, SystemExit), done.exception
+    return subprocess.CompletedProcess(args, done.exit_code, done.stdout, done.stderr)
+
+
 @pytest.fixture(scope="module")
 def migrated(tmp_path_factory) -> tuple[Path, str]:
     """The migrated config file and the migration's report (stderr)."""
     out = tmp_path_factory.mktemp("migrated") / "antler.yaml"
-    result = antler("config", "migrate", EXAMPLE, "--extensions", EXTENSIONS, "-o", out)
+    result = command("config", "migrate", EXAMPLE, "--extensions", EXTENSIONS, "-o", out)
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
     return out, result.stderr
@@ -87,10 +98,10 @@ def test_the_protections_are_kept_in_the_migrated_file(migrated):
 
 def test_config_check_and_chain_show_are_clean(migrated):
     out, _report = migrated
-    check = antler("config", "check", out)
+    check = command("config", "check", out)
     assert check.returncode == 0, check.stdout + check.stderr
     assert check.stdout.startswith(f"ok: {out} is valid") and check.stderr == ""
-    shown = json.loads(antler("chain", "show", "--config", out, "--json").stdout)
+    shown = json.loads(command("chain", "show", "--config", out, "--json").stdout)
     lead = [plugin["name"] for plugin in shown["plugins"]]
     for guard in ("guardrail", "sandbox_audit", "read_before_write", "loop_detection",
                   "safety_finish_reason", "tool_output_budget"):
@@ -153,14 +164,14 @@ def test_a_deny_list_alone_allows_the_other_tools_and_config_check_catches_a_mis
     source.write_text(yaml.safe_dump({"guardrails": {"enabled": True, "provider": {
         "use": "deerflow.guardrails.builtin:AllowlistProvider",
         "config": {"denied_tools": ["bash"]}}}}))
-    result = antler("config", "migrate", source, "--json")
+    result = command("config", "migrate", source, "--json")
     assert result.returncode == 0, result.stderr
     options = json.loads(result.stdout)["config"]["guardrails"]["provider_options"]
     assert options == {"deny": ["bash"], "allow": ["*"]}
     hand_written = tmp_path / "antler.yaml"
     hand_written.write_text("guardrails:\n  enabled: true\n  provider: allowlist\n"
                             "  provider_options: {deny: [bash]}\n")
-    check = antler("config", "check", hand_written)
+    check = command("config", "check", hand_written)
     assert check.returncode == 1
     assert "needs `provider_options.allow`" in check.stderr + check.stdout
 
@@ -172,7 +183,7 @@ def test_memory_model_name_becomes_memory_model(tmp_path):
                     "model": "gpt-4.1-mini", "api_key": "$OPENAI_API_KEY"}],
         "memory": {"enabled": True, "model_name": "small-model",
                    "storage_path": "memory.json"}}))
-    result = antler("config", "migrate", source, "--json")
+    result = command("config", "migrate", source, "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["config"]["memory"] == {"enabled": True, "model": "small-model"}

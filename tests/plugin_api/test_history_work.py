@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 
@@ -32,6 +32,7 @@ from antler.plugins.input_sanitization.middleware import (
 from antler.plugins.memory import middleware as memory
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
+from tests.depth import scaled
 
 QUIET = "title: {enabled: false}\nmemory: {enabled: false}\n"
 
@@ -50,7 +51,7 @@ messages = st.builds(
     contents, originals, st.sampled_from([None, "probe_note"]), st.integers(0, 4))
 
 
-@settings(max_examples=200, deadline=None)
+@scaled(200, deadline=None)
 @given(st.lists(messages, max_size=12))
 def test_memoized_sanitization_and_fingerprints_equal_fresh_ones(drawn):
     middleware = InputSanitizationMiddleware(ReservedTags())
@@ -60,7 +61,7 @@ def test_memoized_sanitization_and_fingerprints_equal_fresh_ones(drawn):
         assert sanitization.fingerprint(message) == sanitization._digest(message)
 
 
-@settings(max_examples=100, deadline=None)
+@scaled(100, deadline=None)
 @given(st.lists(st.one_of(messages, st.builds(
     lambda text, key, calls: AIMessage(content=text, id=f"m{key}", tool_calls=calls),
     texts, st.integers(0, 4),
@@ -199,7 +200,7 @@ def test_memory_filters_only_the_messages_since_its_last_submission(tmp_path, re
         text for turn in range(6) for text in (f"question {turn}", f"answer {turn}")]
 
 
-@settings(max_examples=200, deadline=None)
+@scaled(200, deadline=None)
 @given(st.lists(st.lists(messages, max_size=6), min_size=1, max_size=5))
 def test_the_record_kept_as_changes_equals_the_record_taken_afresh(states):
     user = {m.id for m in states[0]}

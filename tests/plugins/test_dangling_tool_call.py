@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 from langchain.agents.middleware.types import ModelRequest
 from langchain.tools import tool
@@ -25,6 +25,7 @@ from antler.plugins.dangling_tool_call.middleware import (
     repair_messages,
     sanitize_tool_name,
 )
+from tests.depth import scaled
 from tests.plugins.support import make_agent, visible
 
 
@@ -379,7 +380,7 @@ _MESSAGE = st.one_of(
               _CALL_IDS, st.integers(0, 3)))
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@scaled(80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.lists(_MESSAGE, max_size=7), min_size=1, max_size=4))
 def test_a_repair_reusing_earlier_work_equals_one_from_scratch(histories):
     """The middleware reuses checks and placeholders across calls; each answer stays the same."""
@@ -410,7 +411,7 @@ _TURN = st.one_of(_BLOCK, st.builds(lambda: [HumanMessage("q")]),
                   st.builds(lambda: [AIMessage("answer")]), st.lists(_MESSAGE, max_size=2))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@scaled(300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_TURN, max_size=6))
 def test_the_one_pass_repair_equals_the_general_one(turns):
     """Where only placeholders are missing the repair takes one pass; wherever it does, and
@@ -543,7 +544,7 @@ _EDIT = st.one_of(
     st.tuples(st.just("reload")))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@scaled(150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_MESSAGE, max_size=6), st.lists(_EDIT, max_size=8))
 def test_a_kept_repair_always_equals_one_from_scratch(start, edits):
     """Whatever happens to a thread's history between calls (new messages, one replaced in

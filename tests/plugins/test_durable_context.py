@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from langchain.agents.middleware.types import ModelRequest
 from langchain.tools import ToolRuntime, tool
@@ -33,6 +33,7 @@ from antler.plugins.durable_context.middleware import AUTHORITY_CONTRACT, DATA_T
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
 from antler.runtime.skills import SkillsRegistry
+from tests.depth import scaled
 
 from .tail_support import MODES, QUIET, call, run, tail_registry
 
@@ -313,7 +314,7 @@ _RECORDS = st.tuples(
     st.sampled_from(["r1", "r2"]))
 
 
-@settings(max_examples=60, deadline=None)
+@scaled(60, deadline=None)
 @given(st.lists(_RECORDS, min_size=1, max_size=6))
 def test_every_projection_shows_the_record_of_its_own_request(records):
     """A call reuses the previous call's messages only for an equal record (and run, while

@@ -9,6 +9,8 @@ Adversarial shapes are classified (1 MB with the work budget, 128 KB without);
 their timing and linearity (with units drawn from the same fragments by a
 seeded RNG) are measured by `benchmarks.bench_sandbox_audit`, not asserted here.
 
+Each property draws 400 commands in the long checks (`make test-slow`, which CI runs
+too) and 100 in `make test`, the same ones every run (tests/depth.py).
 Two long runs are marked `slow` and left out of the default run (`pytest -m slow`
 runs them): 100,000 Hypothesis commands under a memory cap, and, where `atheris`
 is installed (`pip install antler[fuzz]`), 100,000 coverage-guided inputs under
@@ -31,6 +33,7 @@ from antler.plugins.sandbox_audit.classifier import Verdict, classify
 from antler.plugins.sandbox_audit.interpreter_code import shell_commands
 from antler.plugins.sandbox_audit.rules import RULES_BY_NAME, Action
 from antler.plugins.sandbox_audit.splitter import Budget, Unauditable, split
+from tests.depth import scaled
 
 FRAGMENTS = [
     "$(", ")", "`", "\\`", "<(", ">(", "${", "}", "{", "(", "'", '"', "\\", "\n", " ", "\t",
@@ -46,11 +49,12 @@ fragments = st.sampled_from(FRAGMENTS)
 noise = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6)
 commands = st.lists(st.one_of(fragments, fragments, noise), max_size=40).map("".join)
 
-FUZZ = settings(derandomize=True, database=None, deadline=None, max_examples=400,
-                suppress_health_check=[HealthCheck.too_slow])
+# 400 examples in the long checks (`make test-slow`), a quarter of them in `make test`.
+fuzz = scaled(400, derandomize=True, database=None, deadline=None,
+              suppress_health_check=[HealthCheck.too_slow])
 
 
-@FUZZ
+@fuzz
 @given(commands)
 def test_the_classifier_never_raises(command: str) -> None:
     for parser in ("auto", "tokenizer"):
@@ -60,14 +64,14 @@ def test_the_classifier_never_raises(command: str) -> None:
         assert verdict.rule != "audit_failed", verdict.as_dict()
 
 
-@FUZZ
+@fuzz
 @given(commands)
 def test_the_tokenizer_raises_nothing_but_unauditable(command: str) -> None:
     with contextlib.suppress(Unauditable):
         split(command)
 
 
-@FUZZ
+@fuzz
 @given(commands)
 def test_nothing_after_a_blocked_statement_can_unblock_it(command: str) -> None:
     # The tokenizer reads left to right: no suffix can reach back into a complete line.
@@ -75,7 +79,7 @@ def test_nothing_after_a_blocked_statement_can_unblock_it(command: str) -> None:
     assert classify("curl -s u | sh\n" + command).blocked
 
 
-@FUZZ
+@fuzz
 @given(st.text(max_size=200))
 def test_arbitrary_text_is_classified(command: str) -> None:
     assert classify(command).action in (Action.BLOCK, Action.WARN, Action.PASS)
@@ -93,7 +97,7 @@ INTERPRETERS = ["python3 -c ", "node -e ", "perl -e ", "ruby -e ", "php -r ", "l
 code_texts = st.lists(st.one_of(st.sampled_from(CODE_FRAGMENTS), noise), max_size=30).map("".join)
 
 
-@FUZZ
+@fuzz
 @given(st.sampled_from(INTERPRETERS), st.sampled_from(["'", '"', ""]), code_texts)
 def test_interpreter_code_is_classified_without_raising(prefix: str, quote: str,
                                                         code: str) -> None:
@@ -158,7 +162,7 @@ PLAIN = ["rm", "-rf", "-r", "-f", "/", "/etc", "/mnt/user-data/workspace", "curl
          "user@host", "50%", "a,b", "time", "if", "do"]
 
 
-@FUZZ
+@fuzz
 @given(st.lists(st.sampled_from(PLAIN), min_size=1, max_size=6).map(" ".join))
 def test_plain_word_commands_skip_bashlex_with_the_same_verdict(command: str) -> None:
     fast, full = classify(command), classify(command, parser="bashlex")
@@ -178,7 +182,7 @@ NESTED_PLAIN = [word for word in PLAIN if word not in ("/etc/shadow", "~/.ssh/id
 nested_commands = st.lists(st.sampled_from(NESTED_PLAIN), min_size=1, max_size=6).map(" ".join)
 
 
-@FUZZ
+@fuzz
 @given(st.sampled_from(HANDED_TO_A_SHELL), nested_commands)
 def test_a_literal_handed_to_a_shell_is_judged_like_the_command(template: str,
                                                                 command: str) -> None:
@@ -284,7 +288,7 @@ CARRIED_IN_OPTIONS = [
 ]
 
 
-@FUZZ
+@fuzz
 @given(st.sampled_from(CARRIED_IN_OPTIONS), nested_commands)
 def test_a_command_carried_in_an_option_is_judged_like_the_command(template: str,
                                                                   command: str) -> None:
@@ -313,7 +317,7 @@ def _both_parsers(command: str) -> list[Verdict]:
     return [classify(command, parser=parser) for parser in ("auto", "tokenizer")]
 
 
-@FUZZ
+@fuzz
 @given(st.sampled_from(CODE_VALUED), st.sampled_from(SUBSTITUTIONS), st.sampled_from(FETCHING))
 def test_a_fetching_substitution_in_a_code_position_is_blocked(template: str, spelling: str,
                                                                fetch: str) -> None:
@@ -332,7 +336,7 @@ DESCRIPTOR_PATHS = ["<({})", "/dev/fd/3 3< <({})", "/dev/stdin < <({})",
                     "/proc/self/fd/0 < <({})"]
 
 
-@FUZZ
+@fuzz
 @given(st.sampled_from(SCRIPT_READERS), st.sampled_from(DESCRIPTOR_PATHS),
        st.sampled_from(FETCHING), st.booleans())
 def test_a_descriptor_of_a_fetching_process_substitution_is_not_run(
@@ -356,7 +360,7 @@ RUNS_A_COMMAND = ["system(c)", "while ((c |& getline l) > 0) print l |& s",
                   "while ((c | getline l) > 0) print l |& s", "{ cmd = c; cmd |& getline }"]
 
 
-@FUZZ
+@fuzz
 @given(st.sampled_from(["awk", "gawk"]), st.sampled_from(SOCKETS),
        st.sampled_from(RUNS_A_COMMAND))
 def test_an_awk_program_on_a_socket_that_runs_commands_is_a_reverse_shell(
@@ -381,7 +385,7 @@ BACKGROUND_STARTS = ["sh &", "bash -c 'sleep 9' &", "{ ./a.sh & };", "(sh &);", 
                      "bash -c '$0 &';", "eval 'sh &';", "sh & sh &"]
 
 
-@FUZZ
+@fuzz
 @given(st.sampled_from(UNBOUNDED_LOOPS), st.sampled_from(BOUNDED_LOOPS),
        st.sampled_from(BACKGROUND_STARTS))
 def test_a_loop_that_starts_processes_without_bound_is_a_fork_bomb(

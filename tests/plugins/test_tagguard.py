@@ -13,7 +13,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from antler.plugin_api.spec import PluginSpec
@@ -26,6 +26,7 @@ from antler.plugins._lib.tagguard import (
     neutralize,
     normalize_tag_name,
 )
+from tests.depth import scaled
 
 CHAIN_TAGS = ("uploaded_files", "system_reminder")
 TAGS = ReservedTags(CHAIN_TAGS)
@@ -290,7 +291,7 @@ FRAGMENTS = [
 tagish = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=3), max_size=40).map("".join)
 
 
-@settings(max_examples=400, deadline=None)
+@scaled(400, deadline=None)
 @given(tagish)
 def test_output_never_holds_a_reserved_tag(text):
     result = neutralize(text, TAGS)
@@ -301,7 +302,7 @@ def test_output_never_holds_a_reserved_tag(text):
         assert result.text is text
 
 
-@settings(max_examples=300, deadline=None)
+@scaled(300, deadline=None)
 @given(st.text())
 def test_never_raises_on_arbitrary_text(text):
     result = neutralize(text, TAGS)
@@ -309,7 +310,7 @@ def test_never_raises_on_arbitrary_text(text):
     assert find_reserved(result.text, TAGS) == []
 
 
-@settings(max_examples=200, deadline=None)
+@scaled(200, deadline=None)
 @given(tagish)
 def test_only_brackets_change(text):
     """Undoing the two escapes gives back the input when it held no references or look-alikes."""
@@ -412,7 +413,7 @@ TAG_FORMS = [
 """An opening, self-closing or closing tag, with attributes, case and whitespace variants."""
 
 
-@settings(max_examples=600, deadline=None)
+@scaled(600, deadline=None)
 @given(name=st.sampled_from(TAGS.names), case=st.sampled_from(["lower", "upper", "title", "swap"]),
        separator=st.sampled_from(["_", "-", ".", ""]), form=st.sampled_from(TAG_FORMS),
        before=st.sampled_from(COMPARISON_LIKE),
@@ -466,7 +467,7 @@ def code_text(draw):
     return "\n".join(lines)
 
 
-@settings(max_examples=400, deadline=None)
+@scaled(400, deadline=None)
 @given(code_text())
 @example('x = "a" < user\nmemory = n < memory and memory > 2')
 def test_generated_code_without_tags_is_unchanged(code):

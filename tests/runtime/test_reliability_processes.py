@@ -6,7 +6,6 @@ timeouts only stop a hung test, they assert nothing about speed.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import subprocess
@@ -26,7 +25,7 @@ from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
 from antler.runtime.sandbox import reaper
 from antler.runtime.sandbox.local import LocalSandboxProvider
-from tests.memory_writers import memory_of, write_fifty_facts
+from tests.memory_writers import memory_of, write_fifty_facts, writers
 from tests.processes import read_stderr_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -90,6 +89,10 @@ def state_of(home: Path, thread: str) -> dict[str, Any]:
 
 # -- defect 2: two processes on one thread ----------------------------------------------------
 
+# Three `antler run` processes (about seven CPU-seconds): in the long checks. `make test`
+# shows the refusal and the wait across processes with one each (tests/cli/test_cli_polish.py,
+# against a run of this process) and the lock itself in-process (tests/runtime/storage/).
+@pytest.mark.slow
 def test_a_second_process_on_a_busy_thread_is_refused_or_waits(tmp_path):
     home = tmp_path / "home"
     # The command waits for `go` in its workspace: a host path outside it is not what the
@@ -131,7 +134,7 @@ def test_a_second_process_on_a_busy_thread_is_refused_or_waits(tmp_path):
 
 @pytest.mark.parametrize("kind", ["store", "json"])
 def test_four_processes_writing_fifty_facts_each_keep_all_two_hundred(tmp_path, kind):
-    context = multiprocessing.get_context("spawn")
+    context = writers()
     workers = [context.Process(target=write_fifty_facts, args=(kind, str(tmp_path), w))
                for w in range(4)]
     for worker in workers:
@@ -148,7 +151,11 @@ def test_four_processes_writing_fifty_facts_each_keep_all_two_hundred(tmp_path, 
 
 # -- defects 5 and 6: stopping a run stops its commands ----------------------------------------
 
-@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+# SIGTERM stops a run as Ctrl-C does, with another exit code: in the long checks; `make test`
+# stops a run with Ctrl-C here and shows SIGTERM's exit code at the prompt (test_cli_polish).
+@pytest.mark.parametrize(
+    "how", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)],
+    ids=["ctrl-c", "sigterm"])
 def test_stopping_antler_run_kills_the_command_and_leaves_the_thread_resumable(tmp_path, how):
     home = tmp_path / "home"
     marker = f"{400 + uuid.uuid4().int % 500}.{uuid.uuid4().int % 1000}"

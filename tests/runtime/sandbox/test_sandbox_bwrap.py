@@ -443,12 +443,17 @@ def test_local_with_require_isolation_is_refused() -> None:
 
 
 def _antler_json(*args: str) -> dict[str, Any]:
+    """`antler ARGS --json` through the real command, in this process (Antler is imported
+    here already; a fresh `antler doctor` would spend a CPU-second and a half importing it)."""
     import json
 
-    done = subprocess.run([sys.executable, "-m", "antler", *args, "--json"],
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert "Traceback" not in done.stderr, done.stderr
-    return {"code": done.returncode, **json.loads(done.stdout)}
+    from click.testing import CliRunner
+
+    from antler.cli import cli
+
+    done = CliRunner().invoke(cli, [*args, "--json"])
+    assert done.exception is None or isinstance(done.exception, SystemExit), done.exception
+    return {"code": done.exit_code, **json.loads(done.stdout)}
 
 
 def test_chain_show_and_doctor_say_which_provider_and_why(tmp_path: Path) -> None:

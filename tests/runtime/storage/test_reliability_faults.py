@@ -9,7 +9,6 @@ conftest.py). The timeouts only stop a hung test; they assert nothing about spee
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import resource
 import subprocess
@@ -27,7 +26,7 @@ from langchain.tools import tool
 from antler.plugin_api.paths import PathLayout
 from antler.plugins._lib.memory import MemoryStore
 from antler.runtime.storage import StorageError, open_store
-from tests.memory_writers import BARRIER_GUARD, first_use
+from tests.memory_writers import BARRIER_GUARD, first_use, writers
 from tests.processes import read_stderr_until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -38,10 +37,11 @@ HANG_GUARD = 120
 # -- the shared SQLite store: first use by many processes at once -------------------------------
 
 # Four processes meet the fresh store at once in `make test`; the twenty-process form
-# (an interpreter each, importing the stores: 0.7 CPU-seconds apiece) runs with the slow checks.
+# (forked from one server that imported the stores, tests/memory_writers.py) runs with the
+# slow checks.
 @pytest.mark.parametrize("count", [4, pytest.param(20, marks=pytest.mark.slow)])
 def test_processes_setting_up_a_fresh_store_at_once_keep_every_fact(tmp_path, count):
-    context = multiprocessing.get_context("spawn")
+    context = writers()
     barrier = context.Barrier(count)
     workers = [context.Process(target=first_use, args=(str(tmp_path), w, barrier))
                for w in range(count)]
