@@ -36,7 +36,7 @@ from antler.compiler.quietnodes import quiet_nodes
 from antler.contracts.deferred import DEFERRED_TOOLS, PROMOTED_KEY, DeferredTools
 from antler.contracts.mcp import mcp_routing_of
 from antler.contracts.runcontext import RunContext
-from antler.errors import InputError, ModelCallBudgetError
+from antler.errors import ConfigError, InputError, ModelCallBudgetError
 from antler.plugin_api.context import (
     MEMORY_MODEL,
     MEMORY_QUEUE,
@@ -582,7 +582,7 @@ def create_agent(
     """
     astguard.install()
     registry = registry or discover()
-    config = config or OperatorConfig()
+    config = _operator_config(config)
     base = resolve_base(base_dir or config.storage.base_dir)
     if checkpointer == FROM_CONFIG:
         checkpointer = config.storage.checkpointer
@@ -711,6 +711,20 @@ def _open_backends(config: OperatorConfig, services: Services, checkpointer: Any
     with _closing_on_error(storage.close):
         mcp_loaded, close_mcp = mcp_tools(config, services)
     return storage, list(mcp_loaded), close_mcp
+
+
+def _operator_config(config: Any) -> OperatorConfig:
+    """`create_agent`'s `config`: an `OperatorConfig`, or None for the defaults; anything
+    else (a path, YAML text, a mapping) is refused with how to load it."""
+    if config is None:
+        return OperatorConfig()
+    if isinstance(config, OperatorConfig):
+        return config
+    raise ConfigError(
+        f"create_agent's config is {type(config).__name__} {config!r:.60}, not an "
+        "OperatorConfig; load a file or a mapping first with "
+        "`antler.chain.config.load_config(path, registry)` (YAML text: `parse_config(text, "
+        "registry)`), or pass None for the defaults")
 
 
 def _agent_tools(config: OperatorConfig, built: BuiltChain, chain: str, tools: Sequence[Any],

@@ -236,3 +236,14 @@ def test_under_fail_a_wrap_hook_returning_no_result_stops_the_run_naming_it(tmp_
     assert str(caught.value).startswith(
         "plugin 'hostile_wrap' failed in wrap_model_call: TypeError: returned None; "
         "a wrap_model_call returns what its handler returned")
+
+
+@pytest.mark.parametrize("config", ["antler.yaml", {"agent": {}}, 3])
+def test_create_agent_given_no_operator_config_says_how_to_load_one(config):
+    from antler.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        create_agent(config, registry=make_registry())
+    message = str(caught.value)
+    assert message.startswith(f"create_agent's config is {type(config).__name__} ")
+    assert "load_config(path, registry)" in message
