@@ -5,8 +5,9 @@ follow the layout of DeerFlow's example files (every model commented out, host
 bash off, a guardrail deny list, the guards switched on, MCP servers and skill
 switches in the extensions file). Each step is the real command an operator
 types: `antler config migrate`, `antler config check`, `antler chain show` (through
-the command line in this process), `antler run` with a scripted model (a process). The protections the DeerFlow file asked
-for must hold in the run, not only appear in the migrated text.
+the command line in this process), `antler run` with a scripted model (a process).
+The protections the DeerFlow file asked for must hold in the run, not only appear in
+the migrated text.
 """
 
 from __future__ import annotations
