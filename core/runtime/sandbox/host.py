@@ -613,7 +613,7 @@ class HostSandbox(Sandbox):
     def _went_idle(self) -> None:
         """What kept the sandbox (its namespace) has ended: its provider may drop it."""
         if self._provider is not None:
-            self._provider._drop(self)
+            self._provider._idle(self)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -755,6 +755,9 @@ class HostSandboxProvider(SandboxProvider):
         self.shell = shell
         self._lock = threading.RLock()  # re-entered by a signal handler (interrupt)
         self._by_id: dict[str, HostSandbox] = {}
+        # The sandboxes the next sweep looks at (`_sweep`): not every one kept, so that a
+        # release costs the same with ten threads kept as with ten thousand.
+        self._unswept: dict[str, HostSandbox] = {}
         # The base directories served, in the order first seen (the ``#<n>`` of an id).
         self._layouts: list[PathLayout] = []
         self._base_numbers: dict[Path, int] = {}
@@ -822,13 +825,27 @@ class HostSandboxProvider(SandboxProvider):
         """Put `sandbox` in the tables (with the provider's lock held)."""
         sandbox._provider = self
         self._by_id[sandbox.sandbox_id] = sandbox
+        self._unswept[sandbox.sandbox_id] = sandbox  # `get` alone may use it: no release
         return sandbox
 
-    def _drop(self, sandbox: HostSandbox) -> None:
-        """Drop `sandbox` from the tables if no run holds it and nothing of it runs."""
+    def _drop(self, sandbox: HostSandbox) -> bool:
+        """Drop `sandbox` from the tables if no run holds it and nothing of it runs; say
+        whether it is out of them."""
         with self._lock:
-            if self._by_id.get(sandbox.sandbox_id) is sandbox and sandbox._drop_if_idle():
+            if self._by_id.get(sandbox.sandbox_id) is not sandbox:
+                return True
+            if sandbox._drop_if_idle():
                 del self._by_id[sandbox.sandbox_id]
+                self._unswept.pop(sandbox.sandbox_id, None)
+                return True
+            return False
+
+    def _idle(self, sandbox: HostSandbox) -> None:
+        """What kept `sandbox` (its namespace) has ended: drop it, or leave it to a sweep."""
+        if not self._drop(sandbox):
+            with self._lock:
+                if self._by_id.get(sandbox.sandbox_id) is sandbox:
+                    self._unswept[sandbox.sandbox_id] = sandbox
 
     def _reinstated(self, sandbox: HostSandbox) -> HostSandbox:
         """The sandbox kept for the thread of the dropped `sandbox`: `sandbox` itself, put
@@ -863,6 +880,8 @@ class HostSandboxProvider(SandboxProvider):
             if sandbox is None:
                 paths = self._thread_of(sandbox_id)
                 sandbox = self._keep(self._new_sandbox(sandbox_id, paths))
+            elif not sandbox._holders:  # a caller no run holds it for: the next sweep's
+                self._unswept[sandbox_id] = sandbox
             return sandbox
 
     def release(self, sandbox_id: str) -> None:
@@ -881,6 +900,7 @@ class HostSandboxProvider(SandboxProvider):
             run.forget((self, sandbox_id))  # let go of here: nothing to do at its end
         if sandbox is not None:
             sandbox.end_run()
+            self._to_sweep(sandbox)
         self._sweep()
 
     def _run_ended(self, sandbox_id: str, run: RunScope) -> None:
@@ -896,21 +916,41 @@ class HostSandboxProvider(SandboxProvider):
                 return
             sandbox._holders.discard(run)
         sandbox.end_run()
+        self._to_sweep(sandbox)
         self._sweep()
+
+    def _to_sweep(self, sandbox: HostSandbox) -> None:
+        with self._lock:
+            if self._by_id.get(sandbox.sandbox_id) is sandbox:
+                self._unswept[sandbox.sandbox_id] = sandbox
 
     def _sweep(self) -> None:
         """Drop every sandbox no one holds once nothing of it runs: first stop what its
         finished commands left in the background (commands `get` callers ran, or the
-        last ones of a run that ended without releasing)."""
+        last ones of a run that ended without releasing).
+
+        It looks at the sandboxes that may have become droppable since the last sweep
+        (`_unswept`): each one made or taken back, each one `get` handed out while no run
+        held it, each one released or let go of at a run's end, and each one a sweep could
+        not drop yet. One held now
+        is left to its release; one only its namespace keeps, to the namespace's end
+        (`HostSandbox._went_idle`)."""
         with self._lock:
-            unheld = [sandbox for sandbox in self._by_id.values() if not sandbox._holders]
-        for sandbox in unheld:
+            candidates = list(self._unswept.values())
+            self._unswept.clear()
+        for sandbox in candidates:
             with sandbox._lock:
-                leftovers = bool(sandbox._sessions) and not sandbox._running \
-                    and not sandbox._holders
+                if sandbox._holders:
+                    continue
+                leftovers = bool(sandbox._sessions) and not sandbox._running
             if leftovers:
                 sandbox.end_run()
-            self._drop(sandbox)
+            if self._drop(sandbox):
+                continue
+            with sandbox._lock:
+                waiting = not sandbox._holders and (sandbox._running or sandbox._sessions)
+            if waiting:
+                self._to_sweep(sandbox)
 
     def interrupt(self) -> None:
         with self._lock:
@@ -923,6 +963,7 @@ class HostSandboxProvider(SandboxProvider):
             self._closed = True
             sandboxes = list(self._by_id.values())
             self._by_id.clear()
+            self._unswept.clear()
         for sandbox in sandboxes:
             sandbox.close()
 

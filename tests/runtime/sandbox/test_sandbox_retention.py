@@ -793,8 +793,52 @@ def test_a_sandbox_only_get_made_is_dropped_at_the_next_sweep(tmp_path: Path,
         provider.release(provider.acquire(other))
         assert _until(lambda: provider._by_id == {})
         if kind == "local":
-            assert not alive(background)
+            assert _until(lambda: not alive(background))  # SIGKILL takes effect async
         # The id still works: made again from the thread's paths.
         assert provider.get(sandbox_id).read_file("bg") == f"{background}\n"
+    finally:
+        provider.shutdown()
+
+
+
+def test_bwrap_a_release_looks_only_at_the_sandboxes_that_may_have_become_droppable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server keeps the sandbox of each thread whose namespace still lives (for
+    `idle_seconds` after its run): one thread's release must not look at every one of
+    them, or each release costs more the more threads ran lately."""
+    from antler.runtime.sandbox.bwrap import BwrapSandbox
+
+    provider = _bwrap_provider(idle_seconds=60)
+    layout = PathLayout(tmp_path / "home")
+    looked_at: list[str] = []
+    drop_if_idle = BwrapSandbox._drop_if_idle
+
+    def counted(self: Any) -> bool:
+        looked_at.append(self.sandbox_id)
+        return drop_if_idle(self)
+
+    try:
+        kept = []
+        for n in range(8):
+            sandbox_id = provider.acquire(layout.thread("alice", f"t{n}"))
+            assert provider.get(sandbox_id).execute_command("echo hi").stdout == "hi\n"
+            provider.release(sandbox_id)
+            kept.append(sandbox_id)
+        assert sorted(provider._by_id) == sorted(kept)  # their namespaces live on
+        monkeypatch.setattr(BwrapSandbox, "_drop_if_idle", counted)
+        done = provider.acquire(layout.thread("bob", "t1"))
+        provider.release(done)
+        assert looked_at == [done]
+        # A sandbox only `get` uses, its command still running, is looked at by each sweep
+        # until nothing of it runs; then dropped once its namespace has ended.
+        looked_at.clear()
+        running = threading.Thread(
+            target=lambda: provider.get(kept[0]).execute_command("sleep 0.5"))
+        running.start()
+        assert _until(lambda: bool(provider._by_id[kept[0]]._running))
+        provider.release(provider.acquire(layout.thread("carol", "t1")))
+        running.join()
+        assert kept[0] in looked_at and not set(looked_at) & set(kept[1:])
+        assert set(kept) <= set(provider._by_id)  # their namespaces still live
     finally:
         provider.shutdown()
