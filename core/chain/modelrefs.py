@@ -11,9 +11,9 @@ for `antler config check` and `antler run`.
 from __future__ import annotations
 
 import os
-import re
 
 from antler.chain.config import OperatorConfig, is_model_reference
+from antler.chain.config.models import ENV_REFERENCE
 from antler.plugin_api.diagnostics import did_you_mean
 
 __all__ = ["model_reference_problems", "unset_environment_references"]
@@ -38,10 +38,6 @@ def model_reference_problems(config: OperatorConfig) -> list[str]:
     return problems
 
 
-_REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
-"""`${NAME}` or `$NAME`, as the model catalog expands them when it builds a model."""
-
-
 def unset_environment_references(config: OperatorConfig) -> list[str]:
     """One line per environment reference of a named model that is not set here (a run
     that builds the model stops on it; a check may run where the secrets are not)."""
@@ -50,7 +46,7 @@ def unset_environment_references(config: OperatorConfig) -> list[str]:
         values = {key: getattr(entry, key) for key in ("model", "api_key", "base_url")}
         values.update({f"kwargs.{key}": value for key, value in entry.kwargs.items()})
         for key, value in values.items():
-            for braced, bare in _REFERENCE.findall(value if isinstance(value, str) else ""):
+            for braced, bare in ENV_REFERENCE.findall(value if isinstance(value, str) else ""):
                 variable = braced or bare
                 if variable not in os.environ:
                     where = config.locate("models", "named", name, *key.split("."))

@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from antler.compat import langchain_private
+from antler.plugin_api.tracing import trace_check
 
 __all__ = ["NOT_QUIET", "quiet_call", "quiet_class", "quiet_tools"]
 
@@ -131,15 +132,7 @@ def _observed(tool: Any, config: Mapping[str, Any]) -> bool:
     for callbacks in (config.get("callbacks"), tool.callbacks):
         if callbacks is not None and getattr(callbacks, "handlers", callbacks):
             return True
-    return bool(tool.verbose) or config.get("run_id") is not None or _may_trace()()
-
-
-@functools.cache
-def _may_trace() -> Callable[[], bool]:
-    from antler.plugin_api.tracing import trace_check
-
-    check: Callable[[], bool] = trace_check()
-    return check
+    return bool(tool.verbose) or config.get("run_id") is not None or trace_check()()
 
 
 @functools.cache

@@ -11,7 +11,8 @@ from antler.chain.modelspec import provider_of
 from antler.plugin_api.diagnostics import did_you_mean
 from antler.plugin_api.models import ModelSpec
 
-__all__ = ["ModelEntry", "ModelSpec", "ModelsSettings", "is_model_reference"]
+__all__ = ["ENV_REFERENCE", "ModelEntry", "ModelSpec", "ModelsSettings",
+           "is_model_reference"]
 
 
 class ModelEntry(BaseModel):
@@ -102,7 +103,11 @@ class ModelsSettings(BaseModel):
         return reference
 
 
-_BROKEN_REFERENCE = re.compile(r"\$\{(?![A-Za-z_][A-Za-z0-9_]*\})[^}\s]{0,40}\}?")
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+ENV_REFERENCE = re.compile(rf"\$(?:\{{(?P<braced>{_NAME})\}}|(?P<bare>{_NAME}))")
+"""An environment reference in a model entry's strings, `${NAME}` or `$NAME`, as the
+model catalog expands it when it builds the model."""
+_BROKEN_REFERENCE = re.compile(rf"\$\{{(?!{_NAME}\}})[^}}\s]{{0,40}}\}}?")
 """A `${` that does not open a `${NAME}` reference (unclosed, empty, or not a name)."""
 
 

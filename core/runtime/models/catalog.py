@@ -33,6 +33,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
+from antler.chain.config.models import ENV_REFERENCE
 from antler.errors import ReflectionError
 from antler.plugin_api.context import MODEL_CATALOG
 from antler.plugin_api.models import side_call_model
@@ -50,8 +51,6 @@ __all__ = [
     "ModelCatalog", "expand_env", "is_class_path", "resolve_reference", "side_call_model",
 ]
 
-_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-_ENV_REF = re.compile(rf"\$(?:\{{(?P<braced>{_NAME})\}}|(?P<bare>{_NAME}))")
 _CLASS_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Z]\w*$")
 
 
@@ -75,7 +74,7 @@ def expand_env(value: str, where: str) -> str:
                 "secrets)")
         return os.environ[name]
 
-    return _ENV_REF.sub(replace, value)
+    return ENV_REFERENCE.sub(replace, value)
 
 
 class ModelCatalog:
