@@ -21,14 +21,14 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from antler.runtime.storage import FileThreadLocks, ThreadBusyError, open_storage
 from antler.runtime.storage.admin import ThreadAdmin
-from antler.runtime.storage.base import LOCK_POLL_SECONDS
+from tests.runtime.storage.test_thread_lock_order import until
 
 THREAD = "t1"
 USER = "u"
@@ -197,29 +197,6 @@ def test_two_processes_deleting_the_lock_file_as_they_go_never_hold_the_thread_t
 
 
 # -- two storages of one process on one directory -----------------------------------------
-
-
-@pytest.fixture
-def polls(monkeypatch) -> list[float]:
-    """Every poll-interval sleep a run takes."""
-    slept: list[float] = []
-    sleep = time.sleep
-
-    def counted_sleep(seconds: float) -> None:
-        if seconds == LOCK_POLL_SECONDS:
-            slept.append(seconds)
-        sleep(seconds)
-
-    monkeypatch.setattr(time, "sleep", counted_sleep)
-    return slept
-
-
-def until(condition: Callable[[], bool], what: str) -> None:
-    """Wait for `condition` (a synchronisation point, not a timing check)."""
-    deadline = time.monotonic() + GUARD
-    while not condition():
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        time.sleep(0.002)
 
 
 def test_runs_of_two_storages_on_one_directory_take_the_thread_in_arrival_order(

@@ -36,7 +36,6 @@ from antler.plugin_api.context import MEMORY_MODEL, TITLE_MODEL, RuntimeOptions
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel
 from antler.runtime.storage import Storage, ThreadBusyError, open_storage
-from antler.runtime.storage.base import LOCK_POLL_SECONDS
 
 USER = "u"
 GUARD = 20
@@ -57,27 +56,6 @@ def storage(request, tmp_path) -> Iterator[Storage]:
 @pytest.fixture
 def thread_id() -> str:
     return f"t-{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture
-def polls(monkeypatch) -> list[str]:
-    """Every poll-interval sleep a run takes, sync or async."""
-    slept: list[str] = []
-    sync_sleep, async_sleep = time.sleep, asyncio.sleep
-
-    def counted_sleep(seconds: float) -> None:
-        if seconds == LOCK_POLL_SECONDS:
-            slept.append("sync")
-        sync_sleep(seconds)
-
-    async def counted_async_sleep(seconds: float, result: Any = None) -> Any:
-        if seconds == LOCK_POLL_SECONDS:
-            slept.append("async")
-        return await async_sleep(seconds, result)
-
-    monkeypatch.setattr(time, "sleep", counted_sleep)
-    monkeypatch.setattr(asyncio, "sleep", counted_async_sleep)
-    return slept
 
 
 def until(condition: Callable[[], bool], what: str) -> None:
