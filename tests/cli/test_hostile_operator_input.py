@@ -18,6 +18,7 @@ from click.testing import CliRunner
 from langchain.agents.middleware import AgentMiddleware
 
 from antler.cli import cli
+from tests.plugin_api.test_hostile_plugins import NameNotText, NameRaises  # noqa: F401 - named by path below
 
 HERE = __name__
 
@@ -53,16 +54,6 @@ class RuntimeByKeyword(AgentMiddleware):
 
     def before_model(self, state: Any, *, runtime: Any) -> None:  # type: ignore[override]
         return None
-
-
-class NameRaises(AgentMiddleware):
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        raise RuntimeError("no name today")
-
-
-class NameNotText(AgentMiddleware):
-    name = 5  # type: ignore[assignment]
 
 
 NOT_A_CLASS = 3

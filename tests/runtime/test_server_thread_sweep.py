@@ -26,6 +26,7 @@ from antler.errors import ConfigError
 from antler.plugin_api.paths import PathLayout
 from antler.runtime.servedfiles import RECORD_DIR, ServedThreadFiles
 from antler.runtime.serverapp import SWEEP_SECONDS_ENV, GoneThreadSweep, served_app
+from tests.runtime.test_server_thread_files import make
 
 
 class Server:
@@ -73,20 +74,12 @@ def files(tmp_path) -> ServedThreadFiles:
     return ServedThreadFiles(PathLayout(tmp_path))
 
 
-def made(files: ServedThreadFiles, user: str, thread_id: str) -> Path:
-    directory = files.directory(user, thread_id)
-    assert directory is not None
-    (directory / "user-data" / "outputs").mkdir(parents=True, exist_ok=True)
-    (directory / "user-data" / "outputs" / "f.txt").write_text("x")
-    return directory
-
-
 def served_thread(files: ServedThreadFiles, *users: str) -> tuple[str, list[Path]]:
     """A thread whose served runs noted `users`' directories, each holding a file."""
     thread_id = str(uuid.uuid4())
     for user in users:
         files.claim(thread_id, user, user)
-    return thread_id, [made(files, user, thread_id) for user in users]
+    return thread_id, [make(files, user, thread_id) for user in users]
 
 
 def sweep(files: ServedThreadFiles, server: Server) -> list[str]:
@@ -97,7 +90,7 @@ def test_a_noted_thread_the_server_lacks_loses_its_files_and_nothing_else_does(f
     gone, gone_dirs = served_thread(files, "alice", "carol")
     kept, kept_dirs = served_thread(files, "alice")
     # A directory without a note (a local thread's), whose id the server lacks too.
-    local = made(files, "alice", str(uuid.uuid4()))
+    local = make(files, "alice", str(uuid.uuid4()))
     # Files in the notes' directory that are no note of a thread id.
     records = Path(files.paths.base) / RECORD_DIR
     (records / "README").write_text("not a note")
