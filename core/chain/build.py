@@ -182,13 +182,15 @@ def hook_signature_problems(middleware_class: type) -> list[str]:
     cannot take them fails on every call (skipped, or stopping the run, by its
     plugin's `on_error`), so `antler config check` names it first.
     """
+    from langchain.agents.middleware import AgentMiddleware
+
     problems = []
     for hook in implemented_hooks(middleware_class):
         wrap = hook.startswith("wrap_")
         usual = "request, handler" if wrap else "state, runtime"
         for variant in (hook, "a" + hook):
             method = getattr(middleware_class, variant, None)
-            if method is getattr(_agent_middleware(), variant, None) or method is None:
+            if method is getattr(AgentMiddleware, variant, None) or method is None:
                 continue
             if not callable(method):
                 problems.append(f"`{variant}` is {type(method).__name__}, not a method; define "
@@ -204,12 +206,6 @@ def hook_signature_problems(middleware_class: type) -> list[str]:
                     f"`{variant}{_shown_signature(signature)}` cannot be called with "
                     f"({usual}); define `def {variant}(self, {usual})`")
     return problems
-
-
-def _agent_middleware() -> type:
-    from langchain.agents.middleware import AgentMiddleware
-
-    return AgentMiddleware
 
 
 def _binds(signature: inspect.Signature, positional: int, keywords: dict[str, Any]) -> bool:

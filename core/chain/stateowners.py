@@ -146,13 +146,15 @@ def written_keys(update: Any) -> list[str]:
         return list(update)
     as_pairs = getattr(update, "_update_as_tuples", None)  # a Command: LangGraph's own reading
     if as_pairs is None:
-        raise TypeError(f"returned {_shown(update)}; a node hook returns a dict of state "
+        raise TypeError(f"returned {shown_value(update)}; a node hook returns a dict of state "
                         "updates (`{'key': value}`), a Command or None")
     return [key for key, _value in as_pairs()]
 
 
-def _shown(value: Any) -> str:
+def shown_value(value: Any) -> str:
     """`value` for a message: its type and a bounded repr (a hook may return anything)."""
+    if value is None:
+        return "None"
     text = repr(value)
     return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
 

@@ -74,6 +74,7 @@ from antler.chain.stateowners import (
     describe_refusal,
     describe_steering,
     refused_keys,
+    shown_value,
     steering,
     written_keys,
 )
@@ -193,8 +194,8 @@ def _result_check(hook: str, guard: _WriteGuard | None) -> Callable[[Any, Any, s
 
     def check(result: Any, handled: Any, hook: str) -> None:
         if not isinstance(result, kinds):
-            raise TypeError(f"returned {_kind_of(result)}; a {hook.removeprefix('a')} returns "
-                            f"what its handler returned, {expected}")
+            raise TypeError(f"returned {shown_value(result)}; a {hook.removeprefix('a')} "
+                            f"returns what its handler returned, {expected}")
         if write_check is not None:
             write_check(result, handled, hook)
     return check
@@ -212,14 +213,6 @@ def _result_kinds(hook: str) -> tuple[tuple[type, ...], str]:
 
     return ((ModelResponse, AIMessage, ExtendedModelResponse),
             "a ModelResponse, an AIMessage or an ExtendedModelResponse")
-
-
-def _kind_of(value: Any) -> str:
-    """`value` for a message: its type and a bounded repr (a hook may return anything)."""
-    if value is None:
-        return "None"
-    text = repr(value)
-    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
 
 
 def _command_of(result: Any) -> Any:
