@@ -9,6 +9,7 @@ harness's user: root here, the case where a sandbox uid mapped onto root matters
 from __future__ import annotations
 
 import base64
+import contextlib
 import errno
 import os
 import signal
@@ -663,9 +664,15 @@ def test_a_spare_serves_with_descriptors_of_its_own_none_of_its_sources(
 
     def held(owner: int) -> set[str]:
         """What `owner` holds beyond its standard descriptors (the spare's are its source's:
-        /dev/null and bubblewrap's stderr pipe, which the harness closed once ready)."""
-        return {os.readlink(f"/proc/{owner}/fd/{fd}") for fd in os.listdir(f"/proc/{owner}/fd")
-                if int(fd) > 2}
+        /dev/null and bubblewrap's stderr pipe, which the harness closed once ready). The
+        source may be making the next spare meanwhile: a descriptor it closes between the
+        listing and the read is skipped."""
+        links = set()
+        for fd in os.listdir(f"/proc/{owner}/fd"):
+            if int(fd) > 2:
+                with contextlib.suppress(FileNotFoundError):
+                    links.add(os.readlink(f"/proc/{owner}/fd/{fd}"))
+        return links
 
     mine, theirs = held(pid), held(source.init_pid)
     assert any(link.startswith("pipe:") for link in mine), mine  # its own wake-up pipe
