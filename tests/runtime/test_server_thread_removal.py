@@ -7,8 +7,8 @@ attacker would hit it:
 * ``POST /threads/prune`` (strategy ``delete``) removes the pruned threads'
   directories; a prune the server refuses (another user's thread in the list,
   ``keep_latest``, which the in-memory server does not offer) removes nothing;
-* a thread's ``ttl`` (the server would delete the thread when it expires, where
-  no middleware sees it) is refused with 400 and the reason;
+* a thread's ``ttl`` is the server's to apply: a thread created or changed with
+  one runs as any other, and its files are noted for the served app's sweep;
 * a copy of a thread keeps its files apart: its runs use its own directory, and
   deleting either thread leaves the other's files;
 * a stateless run (``POST /runs/wait``: the server deletes its thread when the
@@ -166,22 +166,23 @@ def test_a_prune_of_missing_or_hostile_ids_removes_nothing(server):
     assert thread_dir(server, "alice", missing).is_dir()
 
 
-def test_a_thread_ttl_is_refused_with_the_reason(server):
-    # The server would delete an expired thread where no middleware sees it.
+def test_a_thread_ttl_is_the_servers_to_apply(server):
+    # The server deletes an expired thread where no middleware sees it; the served app's
+    # sweep removes its files then (tests/runtime/test_server_thread_sweep.py).
     import httpx
 
     headers = {"Authorization": "Bearer tok-alice"}
-    ttl = {"ttl": {"strategy": "delete", "ttl": 1}}
-    thread_id = run_thread(server, "tok-alice", "alice")
-    for method, path in (("POST", "/threads"), ("PATCH", f"/threads/{thread_id}")):
-        response = httpx.request(method, server.url + path, json=ttl, headers=headers)
-        assert response.status_code == 400, (method, response.text)
-        assert "`ttl` is refused" in response.json()["detail"]
-        assert "DELETE /threads/{thread_id}" in response.json()["detail"]
+    ttl = {"ttl": {"strategy": "delete", "ttl": 60}}
+    created = httpx.post(server.url + "/threads", json=ttl, headers=headers)
+    assert created.status_code == 200, created.text
+    thread_id = created.json()["thread_id"]
+    changed = httpx.patch(f"{server.url}/threads/{thread_id}", json=ttl, headers=headers)
+    assert changed.status_code == 200, changed.text
+    # The thread runs as any other, and its files are noted for the sweep.
+    client = server.client("tok-alice")
+    client.runs.wait(thread_id, "antler", input=MESSAGE)
     assert kept(server, "alice", thread_id).exists()
-    # Without a ttl both still work.
-    assert httpx.patch(f"{server.url}/threads/{thread_id}", json={"metadata": {"a": 1}},
-                       headers=headers).status_code == 200
+    assert (server.home / "served-threads" / thread_id).read_text().split() == ["alice"]
 
 
 def test_a_copy_keeps_its_files_apart_from_the_original(server):

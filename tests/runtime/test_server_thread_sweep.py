@@ -8,7 +8,8 @@ standing for the server (its auth lets only the in-process ``/noauth`` client
 through): only noted threads the server lacks lose files, never a thread it
 has, a directory without a note or anything when the server cannot say; a run
 claiming the thread meanwhile keeps its note; the app's lifespan sweeps at
-start and then periodically.
+start and then periodically; a thread created with a ``ttl`` (which the served
+app lets through) loses its files at the first sweep after the server drops it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,12 @@ import pytest
 from antler.errors import ConfigError
 from antler.plugin_api.paths import PathLayout
 from antler.runtime.servedfiles import RECORD_DIR, ServedThreadFiles
-from antler.runtime.serverapp import SWEEP_SECONDS_ENV, GoneThreadSweep, served_app
+from antler.runtime.serverapp import (
+    SWEEP_SECONDS_ENV,
+    DeletedThreadFiles,
+    GoneThreadSweep,
+    served_app,
+)
 from tests.runtime.test_server_thread_files import make
 
 
@@ -38,6 +44,11 @@ class Server:
         self.search = search
         self.failing = failing
         self.asked: list[str] = []
+        self.ttls: dict[str, Any] = {}
+
+    def expire(self) -> None:
+        """The server's TTL sweep: every thread with a ``ttl`` goes, no request naming it."""
+        self.threads -= set(self.ttls)
 
     def app(self, lifespan: Any = None) -> Any:
         from starlette.applications import Starlette
@@ -64,8 +75,23 @@ class Server:
                 return JSONResponse({"thread_id": thread_id})
             return JSONResponse({"detail": f"Thread with ID {thread_id} not found"}, 404)
 
+        async def create(request: Request) -> JSONResponse:
+            body = await request.json()
+            thread_id = body.get("thread_id") or str(uuid.uuid4())
+            self.threads.add(thread_id)
+            if body.get("ttl") is not None:
+                self.ttls[thread_id] = body["ttl"]
+            return JSONResponse({"thread_id": thread_id})
+
+        async def patch(request: Request) -> JSONResponse:
+            thread_id = request.path_params["thread_id"]
+            self.ttls[thread_id] = (await request.json()).get("ttl")
+            return JSONResponse({"thread_id": thread_id})
+
         return Starlette(routes=[Route("/threads/search", search, methods=["POST"]),
-                                 Route("/threads/{thread_id}", get, methods=["GET"])],
+                                 Route("/threads", create, methods=["POST"]),
+                                 Route("/threads/{thread_id}", get, methods=["GET"]),
+                                 Route("/threads/{thread_id}", patch, methods=["PATCH"])],
                          lifespan=lifespan)
 
 
@@ -169,3 +195,25 @@ def test_a_bad_sweep_interval_stops_the_app_with_the_fix(files, monkeypatch):
     monkeypatch.setenv(SWEEP_SECONDS_ENV, "-1")
     with pytest.raises(ConfigError, match=f"{SWEEP_SECONDS_ENV}='-1' is not a number"):
         served_app({"human"}, files.paths)
+
+
+def test_a_thread_with_a_ttl_loses_its_files_at_the_sweep_after_the_server_drops_it(files):
+    from starlette.testclient import TestClient
+
+    server = Server(set())
+    client = TestClient(DeletedThreadFiles(server.app(), files.paths))
+    thread_id = str(uuid.uuid4())
+    ttl = {"strategy": "delete", "ttl": 1}
+    # The served app lets a thread's ttl through, on creation and on a change.
+    assert client.post("/threads", json={"thread_id": thread_id, "ttl": ttl}).status_code == 200
+    assert client.patch(f"/threads/{thread_id}", json={"ttl": ttl}).status_code == 200
+    assert server.ttls == {thread_id: ttl}
+    # Its served runs note their directories, which stay while the server has the thread.
+    files.claim(thread_id, "alice", "alice")
+    files.claim(thread_id, "carol", "alice")
+    directories = [make(files, user, thread_id) for user in ("alice", "carol")]
+    assert sweep(files, server) == []
+    assert all(d.exists() for d in directories)
+    server.expire()  # the ttl ran out: the server drops the thread, no request names it
+    assert sweep(files, server) == [thread_id]
+    assert not any(d.exists() for d in directories) and files.users(thread_id) is None

@@ -68,7 +68,7 @@ WRITE_NOTHING = {
     ("POST", "/threads/search"), ("POST", "/threads/count"),
     ("POST", "/threads/{thread_id}/history"),
     ("POST", "/threads/{thread_id}/state/checkpoint"),
-    # Removal (its files go with it: DeletedThreadFiles), metadata (a `ttl` is refused).
+    # Removal (its files go with it: DeletedThreadFiles), metadata and `ttl` (the sweep).
     ("POST", "/threads/prune"), ("DELETE", "/threads/{thread_id}"),
     ("PATCH", "/threads/{thread_id}"),
     # A copy holds only what the thread held, which passed the boundary; it reads no body.

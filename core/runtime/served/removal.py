@@ -9,7 +9,8 @@ ends the thread's sandbox namespaces and removes every directory its runs used
 (`antler.runtime.servedfiles`), before the answer goes out, as ``antler
 threads delete`` does. Any other answer (404, 403, 409, 422) removes nothing; a
 prune removes the files of the threads it deleted (those the caller could read
-before and cannot after).
+before and cannot after). A thread the server removes on its own (its ``ttl``
+expired) passes no middleware: `GoneThreadSweep` removes its files.
 """
 
 from __future__ import annotations
@@ -32,16 +33,12 @@ from .exchange import (
     read_body,
     sub_scope,
 )
-from .routes import PRUNE_PATH, THREAD_ID, THREAD_PATH, THREADS_PATH
+from .routes import PRUNE_PATH, THREAD_ID, THREAD_PATH
 
 __all__ = ["DeletedThreadFiles"]
 
 _REFUSED_STATUS = 400
 _IN_PROGRESS = ("pending", "running")
-_TTL_REFUSED = (
-    "a thread's `ttl` is refused: the server would delete the thread when it expires "
-    "without removing its files (uploads, workspace, outputs) or ending its sandbox; send "
-    "no `ttl`, and delete threads with DELETE /threads/{thread_id} or POST /threads/prune")
 _PRUNE_MAX = 1000
 """Thread ids one prune may name: each costs a few requests to the server (before, its
 runs cancelled; after, whether it went)."""
@@ -65,21 +62,8 @@ class DeletedThreadFiles:
             await self._delete(scope, receive, send, deleted.group(1))
         elif method == "POST" and PRUNE_PATH.match(path):
             await self._prune(scope, receive, send)
-        elif (method == "POST" and THREADS_PATH.match(path)) \
-                or (method == "PATCH" and THREAD_PATH.match(path)):
-            await self._refuse_ttl(scope, receive, send)
         else:
             await self.app(scope, receive, send)
-
-    async def _refuse_ttl(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        """A thread created or changed with a ``ttl`` gets 400: the server would delete it
-        when it expires, past this middleware, and its files would stay."""
-        body, receive, _ = await read_body(receive)
-        payload = parse_json(body)
-        if isinstance(payload, dict) and payload.get("ttl") is not None:
-            await answer(send, _REFUSED_STATUS, _TTL_REFUSED)
-            return
-        await self.app(scope, receive, send)
 
     async def _delete(self, scope: dict[str, Any], receive: Any, send: Any,
                       thread_id: str) -> None:
