@@ -11,6 +11,7 @@ the caller, says who the caller is. In process, in front of an app whose
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +145,78 @@ def test_the_served_app_checks_identities_only_when_it_trusts_them(tmp_path):
     assert trusting[:3] == [RunInputCheck, StatedIdentityCheck, DeletedThreadFiles]
     assert StatedIdentityCheck not in [m.cls for m in served_app({"human"}, layout)
                                        .user_middleware]
+
+
+ASSISTANT = "5e0a3c7d-2f4b-4a61-8d0e-9b7c6a5f4e3d"
+ASSISTANTS = {ASSISTANT: {"assistant_id": ASSISTANT, "graph_id": "antler",
+                          "context": {"user_id": "bob"}}}
+
+
+class AssistantServer(Server):
+    """`Server`, which also answers ``GET /assistants/{id}`` with the assistant as the
+    caller may read it (404 for one it lacks or hides)."""
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = scope["path"]
+        if scope["method"] != "GET" or not path.startswith("/assistants/") \
+                or self.caller is None:
+            await super().__call__(scope, receive, send)
+            return
+        self.requests.append((scope["method"], path))
+        assistant = ASSISTANTS.get(path.rsplit("/", 1)[1])
+        await send({"type": "http.response.start", "status": 200 if assistant else 404,
+                    "headers": []})
+        await send({"type": "http.response.body",
+                    "body": json.dumps(assistant or {"detail": "not found"}).encode()})
+
+
+def assistant_client(files: ServedThreadFiles, caller: str) -> tuple[Any, Server]:
+    from starlette.testclient import TestClient
+
+    server = AssistantServer(caller)
+    return TestClient(StatedIdentityCheck(server, files.paths)), server
+
+
+RUN_START = f"/threads/{THREAD}/commands"
+
+
+@pytest.mark.parametrize("path", [*RUN_PATHS, RUN_START])
+def test_an_identity_from_the_runs_assistant_is_refused_before_a_run(files, path):
+    bobs = bobs_directory(files)
+    http, server = assistant_client(files, "front")
+    run = {"assistant_id": ASSISTANT, "input": HUMAN}
+    body = {"id": 1, "method": "run.start", "params": run} if path == RUN_START else run
+    response = http.post(path, json=body)
+    assert response.status_code == 409, response.text
+    assert "user 'bob' already has files" in response.json()["detail"]
+    # The assistant was read as the caller; no run request reached the server.
+    assert ("GET", f"/assistants/{ASSISTANT}") in server.requests
+    assert ("POST", path) not in server.requests
+    assert (bobs / "user-data" / "outputs" / "secret.txt").exists()
+
+
+@pytest.mark.parametrize("path", [RUN_PATHS[0], RUN_START])
+def test_an_identity_from_the_runs_configurable_is_refused_before_a_run(files, path):
+    bobs_directory(files)
+    http, server = client(files, "front")
+    run = {"assistant_id": "antler", "input": HUMAN,
+           "config": {"configurable": {"user_id": "bob"}}}
+    body = {"id": 1, "method": "run.start", "params": run} if path == RUN_START else run
+    response = http.post(path, json=body)
+    assert response.status_code == 409 and "user 'bob'" in response.json()["detail"]
+    assert ("POST", path) not in server.requests
+
+
+def test_the_runs_own_context_stands_over_its_assistants(files):
+    bobs_directory(files)
+    http, server = assistant_client(files, "front")
+    # The request's context names carol: the assistant's bob is not the run's identity.
+    response = http.post(RUN_PATHS[0], json={"assistant_id": ASSISTANT, "input": HUMAN,
+                                             "context": {"user_id": "carol"}})
+    assert response.status_code == 200
+    assert server.requests == [("POST", RUN_PATHS[0])]  # and it was not asked for
+    # An assistant the caller cannot read states no one (the server refuses the run).
+    missing = "00000000-0000-4000-8000-000000000000"
+    assert http.post(RUN_PATHS[0], json={"assistant_id": missing, "input": HUMAN}
+                     ).status_code == 200
+    assert server.requests[-2:] == [("GET", f"/assistants/{missing}"), ("POST", RUN_PATHS[0])]

@@ -20,7 +20,8 @@ attacker would hit it:
   loses every one of their directories of it when deleted, and a client cannot
   take over (and later delete) another user's existing directory by creating a
   thread under its id and stating that user: the run request answers 409 with
-  the reason, and no run starts;
+  the reason, and no run starts, whether the identity is stated in the run's
+  context, its assistant's or its configurable;
 * a thread the server no longer has (its row deleted in the database, a TTL
   sweep) loses every noted directory at the served app's next sweep; a thread it
   has, and a directory without a note, keep theirs.
@@ -82,7 +83,8 @@ def interrupted(tmp_path_factory) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def trusting(tmp_path_factory) -> Iterator[Server]:
-    tokens = {"tok-front": {"user": "front", "roles": ["agent"]}}
+    tokens = {"tok-front": {"user": "front", "roles": ["agent"]},
+              "tok-admin": {"user": "admin", "roles": ["agent", "admin"]}}
     with serving(tmp_path_factory.mktemp("langgraph-trusting"), TURN * 19, tokens,
                  config="server: {trust_client_identity: true}\n",
                  environment={"ANTLER_SERVED_SWEEP_SECONDS": "1"}) as running:
@@ -297,6 +299,38 @@ def test_a_stated_identity_cannot_take_over_another_users_directory(trusting):
                         raise_error=False)
     front.threads.delete(thread_id)
     assert canaries <= set((trusting.home / "users").rglob("*"))
+    assert secret.read_text() == "bob's\n"
+
+
+@ON_THE_TRUSTING_SERVER
+def test_an_identity_from_an_assistant_or_the_configurable_is_refused_the_same(trusting):
+    import httpx
+
+    front, admin = trusting.client("tok-front"), trusting.client("tok-admin")
+    # The server makes a run's context of its assistant's (an admin made them) and of the
+    # request's configurable: each names the directory the run uses.
+    carols = admin.assistants.create("antler", context={"user_id": "carol"})["assistant_id"]
+    by_assistant = str(front.threads.create()["thread_id"])
+    front.runs.wait(by_assistant, carols, input=MESSAGE)
+    assert kept(trusting, "carol", by_assistant).exists()
+    by_configurable = str(front.threads.create()["thread_id"])
+    front.runs.wait(by_configurable, "antler", input=MESSAGE,
+                    config={"configurable": {"user_id": "erin"}})
+    assert kept(trusting, "erin", by_configurable).exists()
+    # So either stating bob on his directory's thread id is refused before a run starts.
+    taken = str(uuid.uuid4())
+    secret = thread_dir(trusting, "bob", taken) / "user-data" / "outputs" / "secret.txt"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("bob's\n")
+    front.threads.create(thread_id=taken)
+    bobs = admin.assistants.create("antler", context={"user_id": "bob"})["assistant_id"]
+    for assistant, config in ((bobs, None), ("antler", {"configurable": {"user_id": "bob"}})):
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            front.runs.wait(taken, assistant, input=MESSAGE, config=config)
+        assert refused.value.response.status_code == 409
+        assert "take over another user's directory" in refused.value.response.json()["detail"]
+    assert front.runs.list(taken) == []
+    front.threads.delete(taken)
     assert secret.read_text() == "bob's\n"
 
 
