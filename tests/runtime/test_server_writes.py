@@ -134,14 +134,27 @@ def test_every_route_that_writes_a_thread_is_checked_and_every_other_is_named(se
 # -- each checked route, attacked ------------------------------------------------------------
 
 class Recorder:
-    """An ASGI app standing for the server: answers 200 and keeps each body it got."""
+    """An ASGI app standing for the server: answers 200 and keeps each body it got; a read
+    of a thread (``GET``) it answers with `thread` (404 when not `readable`), keeping the
+    path and the caller's credentials."""
 
-    def __init__(self) -> None:
+    def __init__(self, thread: dict[str, Any] | None = None, readable: bool = True) -> None:
         self.bodies: list[bytes] = []
+        self.thread = thread if thread is not None else {"status": "idle", "interrupts": {}}
+        self.readable = readable
+        self.reads: list[tuple[str, bytes | None]] = []
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "websocket":
             await self.websocket(receive, send)
+            return
+        if scope["method"] == "GET":
+            self.reads.append((scope["path"], dict(scope["headers"]).get(b"authorization")))
+            found = self.readable
+            await send({"type": "http.response.start", "status": 200 if found else 404,
+                        "headers": []})
+            await send({"type": "http.response.body",
+                        "body": json.dumps(self.thread if found else {}).encode()})
             return
         chunks = []
         while True:
@@ -235,7 +248,8 @@ ATTACKS = [
      "only Command(resume=...)", a2a_send([{"kind": "text", "text": "hi"}],
                                           command={"resume": "yes"})),
     ("POST", f"{T}/commands", command("run.start", input={"messages": SYSTEM}),
-     "run.start (answer an interrupt with input.respond): input message 1",
+     "run.start: `params.input` starts a new run, the thread awaiting no answer to an "
+     "interrupt: input message 1",
      command("run.start", input={"messages": HUMAN})),
     ("POST", f"{T}/commands", command("input.respond", interrupt_id="i1", response="ok",
                                       update={"messages": SYSTEM}),
@@ -353,3 +367,61 @@ def test_a_bad_size_limit_stops_the_app_with_the_fix(monkeypatch):
     monkeypatch.setenv(MAX_REQUEST_BYTES_ENV, "lots")
     with pytest.raises(ConfigError, match=f"{MAX_REQUEST_BYTES_ENV}='lots' is not a size"):
         served_app({"human"})
+
+
+INTERRUPTED = {"status": "interrupted",
+               "interrupts": {"task-1": [{"id": "i1", "value": {"action": "approve?"}}]}}
+CALLER = {"Authorization": "Bearer tok-alice"}
+
+
+@pytest.mark.parametrize("answer", ["approve", {"decisions": [{"type": "approve"}]}])
+def test_a_run_start_answering_the_threads_interrupt_is_a_resume(answer):
+    # The server takes run.start's input as the answer to the interrupt the thread waits on
+    # (Command(resume=input)): a resume's value, as input.respond's response, not run input.
+    from starlette.testclient import TestClient
+
+    recorder = Recorder(INTERRUPTED)
+    client = TestClient(RunInputCheck(recorder, {"human"}, max_bytes=LIMIT))
+    body = json.dumps(command("run.start", input=answer))
+    assert client.post(f"{T}/commands", content=body, headers=CALLER).status_code == 200
+    with client.websocket_connect(f"{T}/stream/events", headers=CALLER) as socket:
+        socket.send_text(body)
+        assert socket.receive_json() == {"reached": True}
+    assert recorder.bodies == [body.encode()] * 2
+    # Whether the thread waits on an interrupt, the server said to the caller.
+    assert recorder.reads == [(T, b"Bearer tok-alice")] * 2
+
+
+@pytest.mark.parametrize("thread, readable", [(None, True), (INTERRUPTED, False)],
+                         ids=["no interrupt", "thread the caller cannot read"])
+def test_a_run_start_whose_input_answers_no_interrupt_is_refused_with_the_fix(thread,
+                                                                              readable):
+    from starlette.testclient import TestClient
+
+    recorder = Recorder(thread, readable)
+    client = TestClient(RunInputCheck(recorder, {"human"}, max_bytes=LIMIT))
+    body = json.dumps(command("run.start", input="approve"))
+    response = client.post(f"{T}/commands", content=body, headers=CALLER)
+    assert response.status_code == 400
+    reason = response.json()["message"]
+    assert reason.startswith("run.start: `params.input` starts a new run, the thread "
+                             "awaiting no answer to an interrupt: run input is a str")
+    assert "as input.respond's `response` with its `interrupt_id`" in reason
+    with client.websocket_connect(f"{T}/stream/events", headers=CALLER) as socket:
+        socket.send_text(body)
+        assert socket.receive_json()["message"] == reason
+    assert recorder.bodies == []
+
+
+def test_a_run_start_carrying_a_command_is_refused_with_the_fix():
+    # The server drops run.start's `command`: refused, interrupted thread or not.
+    from starlette.testclient import TestClient
+
+    recorder = Recorder(INTERRUPTED)
+    client = TestClient(RunInputCheck(recorder, {"human"}, max_bytes=LIMIT))
+    for params in ({"command": {"resume": "approve"}},
+                   {"input": "approve", "command": {"resume": "approve"}}):
+        response = client.post(f"{T}/commands", json=command("run.start", **params))
+        assert response.status_code == 400
+        assert "`params.command` is no part of run.start" in response.json()["message"]
+    assert recorder.bodies == []

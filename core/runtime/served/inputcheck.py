@@ -25,7 +25,16 @@ from antler.parselimits import MAX_DEPTH
 
 from ..inputs import check_input, check_input_keys
 from ..stateupdates import StateUpdateBoundary
-from .exchange import content_length, parse_json, read_body, send_json
+from .exchange import (
+    body_of,
+    capture,
+    content_length,
+    empty_body,
+    parse_json,
+    read_body,
+    send_json,
+    sub_scope,
+)
 from .routes import (
     A2A_PATH,
     COMMANDS_PATH,
@@ -34,6 +43,7 @@ from .routes import (
     MCP_PATH,
     RUN_PATH,
     STATE_PATH,
+    THREAD_ID,
     THREADS_PATH,
 )
 
@@ -174,21 +184,34 @@ def _a2ui(part: dict[str, Any]) -> bool:
 def check_protocol_command(body: Any, allow_roles: Collection[str]) -> None:
     """Raise `InputError` when a protocol command (``POST /threads/{id}/commands``, a
     WebSocket message) would start a run with refused input: ``run.start``'s ``input``
-    is the run's input, ``input.respond``'s ``update`` and ``goto`` its command's."""
+    is the run's input (unless the thread waits on an interrupt, which `RunInputCheck`
+    asks the server: then it is the interrupt's answer), ``input.respond``'s ``update``
+    and ``goto`` its command's."""
     if not isinstance(body, dict):
         return
     params = body.get("params")
     params = params if isinstance(params, dict) else {}
-    try:
-        if body.get("method") == "run.start":
+    if body.get("method") == "run.start":
+        if params.get("command") is not None:
+            raise InputError(
+                "run.start: `params.command` is no part of run.start (the server would drop "
+                "it); to answer an interrupt, send the answer as `params.input` while the "
+                "thread is interrupted, or send input.respond with the interrupt's "
+                "`interrupt_id` and your `response`")
+        try:
             check_run_request({"input": params.get("input")}, allow_roles)
-        elif body.get("method") == "input.respond":
+        except InputError as error:
+            raise InputError(
+                f"run.start: `params.input` starts a new run, the thread awaiting no answer "
+                f"to an interrupt: {error}. To answer an interrupt, send the answer while "
+                "the thread is interrupted, as run.start's `input` or as input.respond's "
+                "`response` with its `interrupt_id`") from None
+    elif body.get("method") == "input.respond":
+        try:
             check_run_request({"command": {"resume": True, "update": params.get("update"),
                                            "goto": params.get("goto")}}, allow_roles)
-    except InputError as error:
-        hint = " (answer an interrupt with input.respond)" \
-            if body.get("method") == "run.start" else ""
-        raise InputError(f"{body.get('method')}{hint}: {error}") from None
+        except InputError as error:
+            raise InputError(f"input.respond: {error}") from None
 
 
 _CHECKS: dict[str, Callable[[Any, Collection[str]], None]] = {
@@ -250,21 +273,21 @@ class RunInputCheck:
             await self.app(scope, receive, send)
             return
         if scope["type"] == "websocket":
-            await self.app(scope, self._checked_messages(receive, send), send)
+            await self.app(scope, self._checked_messages(scope, receive, send), send)
             return
         if (content_length(scope) or 0) > self.max_bytes:
             body, over = b"", True
         else:
             body, receive, over = await read_body(receive, self.max_bytes)
-        refusal = self._refusal(kind, scope["path"], body, over)
+        refusal = await self._refusal(scope, kind, scope["path"], body, over)
         if refusal is None:
             await self.app(scope, receive, send)
             return
         status, reason = refusal
         await _answer_as(send, kind, parse_json(body) if not over else None, status, reason)
 
-    def _refusal(self, kind: str, path: str, body: bytes, over: bool,
-                 ) -> tuple[int, str] | None:
+    async def _refusal(self, scope: dict[str, Any], kind: str, path: str, body: bytes,
+                       over: bool) -> tuple[int, str] | None:
         """(status, reason) for a request to refuse, None to let through."""
         if over:
             return _TOO_LARGE_STATUS, (
@@ -278,13 +301,35 @@ class RunInputCheck:
             return _REFUSED_STATUS, (
                 f"the body of this request to {path} is nested deeper than {MAX_DEPTH} "
                 f"levels of objects and arrays (at byte {deep}): flatten it")
+        payload = parse_json(body)
         try:
-            _CHECKS[kind](parse_json(body), self.allow_roles)
+            _CHECKS[kind](payload, self.allow_roles)
         except InputError as error:
+            if kind == "command" and await self._answers_an_interrupt(scope, payload):
+                return None
             return _REFUSED_STATUS, str(error)
         return None
 
-    def _checked_messages(self, receive: Any, send: Any) -> Any:
+    async def _answers_an_interrupt(self, scope: dict[str, Any], payload: Any) -> bool:
+        """Whether a protocol ``run.start`` is a resume: the server makes its ``input`` the
+        answer to the thread's interrupt (``Command(resume=input)``, as ``input.respond``
+        and ``/runs``' ``command.resume`` send one) when the thread, as the caller reads
+        it, waits on one. The graph checks the run again when it starts."""
+        params = payload.get("params") if isinstance(payload, dict) \
+            and payload.get("method") == "run.start" else None
+        if not isinstance(params, dict) or params.get("input") is None \
+                or params.get("command") is not None:
+            return False
+        thread = COMMANDS_PATH.match(scope["path"]) or EVENTS_PATH.match(scope["path"])
+        if thread is None or not THREAD_ID.match(thread.group(1)):
+            return False
+        status, messages = await capture(self.app, sub_scope(
+            {**scope, "type": "http"}, "GET", f"/threads/{thread.group(1)}"), empty_body())
+        state = parse_json(body_of(messages)) if status == 200 else None
+        return isinstance(state, dict) and (state.get("status") == "interrupted"
+                                            or bool(state.get("interrupts")))
+
+    def _checked_messages(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
         """`receive` for a protocol WebSocket: a command with refused input is answered
         with the protocol's error message and never reaches the server."""
         async def checked() -> dict[str, Any]:
@@ -294,8 +339,8 @@ class RunInputCheck:
                     return message
                 raw = message.get("text")
                 body = raw.encode() if isinstance(raw, str) else message.get("bytes") or b""
-                refusal = self._refusal("command", "the WebSocket", body,
-                                        len(body) > self.max_bytes)
+                refusal = await self._refusal(scope, "command", "the WebSocket", body,
+                                              len(body) > self.max_bytes)
                 if refusal is None:
                     return message
                 payload = parse_json(body) if len(body) <= self.max_bytes else None
