@@ -8,6 +8,8 @@ the server's route table) as the graph would (`check_run_request`, the state
 boundary) and answers with Antler's one-line reason before anything is queued:
 400 for refused input or a body nested past the parse depth, 413 for one over
 ``$ANTLER_MAX_REQUEST_BYTES``, in the error shape of the route's protocol.
+A protocol ``run.start`` on a thread waiting on an interrupt is a resume (the
+server makes its input the interrupt's answer): it passes as other resumes do.
 What passes is still checked by the graph.
 """
 

@@ -57,7 +57,7 @@ class StatedIdentityCheck:
         body, receive, _ = await read_body(receive, None)
         stated = await self._stated_users(scope, parse_json(body))
         # No caller is named "": this lists the stated users whose directory of the thread
-        # exists, made by no run of it (most requests: none, and no more is asked).
+        # exists, made by no run of it (most requests: none, and the caller is not asked).
         suspect = [user for user in stated
                    if await asyncio.to_thread(self.files.takeover, thread_id, user, "")]
         if suspect:
