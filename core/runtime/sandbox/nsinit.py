@@ -850,8 +850,22 @@ class Init:
         every process there is; waiting until no child is left proves them dead.
         Only as its namespace's PID 1: anywhere else ``kill(-1)`` would reach every
         process the user may signal outside it (the host's, as root).
+
+        An init with no child, running or exited, is alone in its namespace: every
+        other process there descends from it (an orphan goes to the init, or to a
+        subreaper that itself descends from it, before its parent can be reaped), so
+        no ``kill(-1)`` is sent then. The kernel answers that signal by walking every
+        process of the machine, not only the namespace's: after most commands (a shell
+        that leaves nothing behind) there is nobody else to find.
         """
-        if posix.getpid() != 1 or not _kill(-1, libc=self.libc):
+        if posix.getpid() != 1:
+            return
+        exited = _wait_any(self.libc, block=False)
+        if exited is None:
+            return  # no child: nobody else
+        if exited[0] != 0 and exited[0] in self.running:
+            self.finished(exited[0], exited[1], sweep=False)
+        if not _kill(-1, libc=self.libc):
             return  # nobody else
         while True:
             try:
