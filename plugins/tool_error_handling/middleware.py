@@ -49,8 +49,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from http import HTTPStatus
 from collections.abc import Awaitable, Callable, Mapping
+from http import HTTPStatus
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
