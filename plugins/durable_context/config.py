@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-
 SKILL_READ_TOOLS = ("read_file", "read", "view", "cat")
 """The usual names of file-reading tools: Antler's own and those MCP servers commonly offer."""
 
