@@ -28,12 +28,13 @@ backoff, uniform between the base delay and three times the previous wait,
 capped. A call is attempted at most `retry_max_attempts` times, fewer for
 a burst limit (`burst_retry_max_attempts`) and for an exception known to
 repeat itself (`EXCEPTION_MAX_ATTEMPTS`: a stream that stalled mid-answer,
-``StreamChunkTimeoutError``, is tried twice). Each retry is logged and sent on the custom stream as an
-``llm_retry`` event {attempt, max_attempts, wait_ms, reason, message}. A circuit
-breaker per model (`CircuitBreaker`) stops calling a model after
-`failure_threshold` consecutive transient or busy failures, answers at once
-while it is open, then lets one trial call through. An optional process-wide
-cap bounds the calls in flight; it bounds each attempt, not the waits between.
+``StreamChunkTimeoutError``, is tried twice). Each retry is logged and sent
+on the custom stream as an ``llm_retry`` event {attempt, max_attempts,
+wait_ms, reason, message}. A circuit breaker per model (`CircuitBreaker`)
+stops calling a model after `failure_threshold` consecutive transient or busy
+failures, answers at once while it is open, then lets one trial call through.
+An optional process-wide cap bounds the calls in flight; it bounds each
+attempt, not the waits between.
 
 Hooks: `wrap_model_call` / `awrap_model_call`.
 
