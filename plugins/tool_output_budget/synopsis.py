@@ -13,10 +13,10 @@ from __future__ import annotations
 import csv
 import json
 import re
-
-import yaml
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+import yaml
 
 from antler.plugins._lib.jsontext import json_container
 
@@ -148,12 +148,20 @@ def _xml_shape(text: str, lines: int) -> Shape | None:
     return Shape("xml", len(text), lines, [f"root element <{root}>"])
 
 
+YAML_PARSE_LIMIT = 1_000_000
+"""Longer YAML-looking results are not loaded (the YAML parser is far slower than JSON's)."""
+
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _yaml_shape(text: str, lines: int) -> Shape | None:
+    if len(text) > YAML_PARSE_LIMIT:
+        return None
     sample = [line for line in _head_lines(text, _SAMPLE_LINES * 2) if line.strip()]
     if len(sample) < 3 or sum(1 for line in sample if _YAML_LINE.match(line)) < len(sample):
         return None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError:
         return None
     if isinstance(data, dict) and data:
