@@ -161,7 +161,7 @@ def _yaml_shape(text: str, lines: int) -> Shape | None:
     if len(sample) < 3 or sum(1 for line in sample if _YAML_LINE.match(line)) < len(sample):
         return None
     try:
-        data = yaml.load(text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader
+        data = yaml.load(text, Loader=_YAML_LOADER)  # a safe loader
     except yaml.YAMLError:
         return None
     if isinstance(data, dict) and data:
