@@ -19,8 +19,8 @@ written to the conversation.
   message, holding the escaped skill body, its name, category, path and
   sha256, and the remaining task (or a prompt to ask the user for it). The
   skill file is read and the activation audited (logger
-  ``antler.audit.skills``, event ``middleware:skill_activation``) once per slash message and run; later model calls
-  of the run reuse the same message, also once summarization has folded
+  ``antler.audit.skills``, event ``middleware:skill_activation``) once per
+  slash message and run; later model calls of the run reuse the same message, also once summarization has folded
   the slash message into its summary. The activation is recorded only after
   the model answered, so a retried model call still carries it and a
   failed one is not audited as done.
