@@ -20,8 +20,9 @@ written to the conversation.
   sha256, and the remaining task (or a prompt to ask the user for it). The
   skill file is read and the activation audited (logger
   ``antler.audit.skills``, event ``middleware:skill_activation``) once per
-  slash message and run; later model calls of the run reuse the same message, also once summarization has folded
-  the slash message into its summary. The activation is recorded only after
+  slash message and run; later model calls of the run reuse the same
+  message, also once summarization has folded the slash message into its
+  summary. The activation is recorded only after
   the model answered, so a retried model call still carries it and a
   failed one is not audited as done.
 
