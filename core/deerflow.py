@@ -108,7 +108,7 @@ _OUTSIDE = {
 # (section, key) pairs with a meaning Antler does not have, and what Antler does instead.
 _KEY_NOTES: dict[tuple[str, str], tuple[Outcome, str]] = {
     ("loop_detection", "max_tracked_threads"):
-        ("dropped", "Antler keeps loop counts per run, so nothing accumulates across threads"),
+        ("dropped", "Antler keeps loop counts in each thread's own state, not in the process"),
     ("title", "max_words"): ("dropped", "Antler bounds titles by `title.max_chars`"),
     ("sandbox", "read_file_output_max_chars"):
         ("dropped", "the `tool_output` budget caps every tool's result, read_file's included"),
