@@ -108,10 +108,8 @@ _OUTSIDE = {
 # (section, key) pairs with a meaning Antler does not have, and what Antler does instead.
 _KEY_NOTES: dict[tuple[str, str], tuple[Outcome, str]] = {
     ("loop_detection", "max_tracked_threads"):
-        ("dropped", "Antler keeps loop counts per run, so nothing accumulates across threads"),
+        ("dropped", "Antler keeps loop counts in each thread's own state, not in the process"),
     ("title", "max_words"): ("dropped", "Antler bounds titles by `title.max_chars`"),
-    ("summarization", "skill_file_read_tool_names"):
-        ("dropped", "Antler records skill files read through `read_file`"),
     ("sandbox", "read_file_output_max_chars"):
         ("dropped", "the `tool_output` budget caps every tool's result, read_file's included"),
     ("sandbox", "ls_output_max_chars"):
@@ -526,8 +524,16 @@ class _Migrator:
         self.same("title", value, special={"model_name": self._model_name("title")})
 
     def summarization(self, value: Any) -> None:
+        def read_tools(item: Any, path: tuple[Any, ...]) -> None:
+            if "durable_context" in self.sections:
+                self.put("durable_context.skill_read_tools", item, path,
+                         "Antler's durable_context records the skill files these tools read")
+            else:
+                self.unmapped(path, "the durable_context plugin is not installed")
+
         self.same("summarization", value,
-                  special={"model_name": self._model_name("summarization")})
+                  special={"model_name": self._model_name("summarization"),
+                           "skill_file_read_tool_names": read_tools})
 
     def memory(self, value: Any) -> None:
         def injection(item: Any, path: tuple[Any, ...]) -> None:

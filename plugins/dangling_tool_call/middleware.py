@@ -47,7 +47,8 @@ logger = logging.getLogger(__name__)
 
 INTERRUPTED_PLACEHOLDER = "[Tool call was interrupted and did not return a result.]"
 MALFORMED_PLACEHOLDER = "[Tool call was malformed and was not executed.]"
-FALLBACK_TOOL_NAME = "unknown_tool"
+FALLBACK_TOOL_NAME = "unknown"
+"""The name of a call that has none, and of its placeholder result."""
 MISSING_ID_PREFIX = "antler_missing_id_"
 MAX_TOOL_NAME = 64  # OpenAI's limit, the strictest common one
 

@@ -46,7 +46,7 @@ counts a run's delegations from the ``delegations`` channel. The data block's
 tag is declared in `emits_tags`, so input sanitization escapes a forged one in
 the user's text.
 
-Configuration (`durable_context:`): `skill_read_tools` (``[read_file]``; ``[]``
+Configuration (`durable_context:`): `skill_read_tools` (``[read_file, read, view, cat]``; ``[]``
 records no skills), `ledger_chars` (6000).
 
 Example: a run delegates "Summarize sales" with `task`; twenty messages later
@@ -77,7 +77,7 @@ from antler.plugin_api import (
 )
 from antler.plugins._lib.requestcopy import overridden
 
-from .config import DurableContextConfig
+from .config import SKILL_READ_TOOLS, DurableContextConfig
 from .ledger import capture, recordable, unseen
 
 __all__ = ["AUTHORITY_CONTRACT", "CURSOR_KEY", "DATA_TAG", "DurableContextMiddleware", "build",
@@ -176,7 +176,7 @@ class DurableContextMiddleware(AgentMiddleware[DurableContextState, Any, Any]):
 
     state_schema = DurableContextState
 
-    def __init__(self, *, skill_read_tools: Sequence[str] = ("read_file",),
+    def __init__(self, *, skill_read_tools: Sequence[str] = SKILL_READ_TOOLS,
                  ledger_chars: int = 6000, clock: Callable[[], datetime] | None = None) -> None:
         super().__init__()
         self.skill_read_tools = frozenset(skill_read_tools)

@@ -25,12 +25,16 @@ script, a misconfiguration): they are bugs to fix, not provider failures.
 Retries wait for the provider's ``Retry-After`` (or ``retry-after-ms``) when
 it sends one, up to `max_retry_after_sec`; otherwise a decorrelated jittered
 backoff, uniform between the base delay and three times the previous wait,
-capped. Each retry is logged and sent on the custom stream as an
-``llm_retry`` event {attempt, max_attempts, wait_ms, reason, message}. A circuit
-breaker per model (`CircuitBreaker`) stops calling a model after
-`failure_threshold` consecutive transient or busy failures, answers at once
-while it is open, then lets one trial call through. An optional process-wide
-cap bounds the calls in flight; it bounds each attempt, not the waits between.
+capped. A call is attempted at most `retry_max_attempts` times, fewer for
+a burst limit (`burst_retry_max_attempts`) and for an exception known to
+repeat itself (`EXCEPTION_MAX_ATTEMPTS`: a stream that stalled mid-answer,
+``StreamChunkTimeoutError``, is tried twice). Each retry is logged and sent
+on the custom stream as an ``llm_retry`` event {attempt, max_attempts,
+wait_ms, reason, message}. A circuit breaker per model (`CircuitBreaker`)
+stops calling a model after `failure_threshold` consecutive transient or busy
+failures, answers at once while it is open, then lets one trial call through.
+An optional process-wide cap bounds the calls in flight; it bounds each
+attempt, not the waits between.
 
 Hooks: `wrap_model_call` / `awrap_model_call`.
 
@@ -90,12 +94,16 @@ from .config import LlmErrorHandlingConfig
 
 # The header of every plugin module (SDK imports, `__all__`, logger, names): alike
 # in shape across plugins, by layout, with no logic to share.
-__all__ = ["RETRY_EVENT", "SLEEP_SERVICE", "LlmErrorHandlingMiddleware", "build"]
+__all__ = ["EXCEPTION_MAX_ATTEMPTS", "RETRY_EVENT", "SLEEP_SERVICE", "LlmErrorHandlingMiddleware",
+           "build"]
 
 logger = logging.getLogger(__name__)
 
 RETRY_EVENT = "llm_retry"
 """The custom stream event sent before each retry."""
+
+EXCEPTION_MAX_ATTEMPTS = {"StreamChunkTimeoutError": 2}
+"""Most attempts for an exception class (by name, its bases included), below the config's."""
 
 SLEEP_SERVICE = "llm_retry_sleep"
 """Optional service: the callable that waits between attempts (seconds)."""
@@ -256,7 +264,7 @@ class _Call:
         if reason not in RETRIED:
             logger.warning("model call failed (%s), not retried: %s", reason, detail)
             return self.fallback(reason, describe(reason, error=detail), detail)
-        limit = self.max_attempts(reason)
+        limit = self.max_attempts(reason, error)
         if self.attempt >= limit or self.breaker.state == "open":
             logger.warning("model call failed (%s) after %d attempts: %s", reason,
                            self.attempt, detail)
@@ -275,10 +283,16 @@ class _Call:
         self.emit(reason, limit, wait, detail)
         return wait
 
-    def max_attempts(self, reason: str) -> int:
+    def max_attempts(self, reason: str, error: BaseException | None = None) -> int:
+        """The configured attempts, lowered by the reason's and the exception's own limit."""
         limit = self.config.retry_max_attempts
         if reason == "burst":
             limit = min(limit, self.config.burst_retry_max_attempts)
+        if error is not None:
+            for cls in type(error).__mro__:
+                own = EXCEPTION_MAX_ATTEMPTS.get(cls.__name__)
+                if own is not None:
+                    limit = min(limit, own)
         return limit
 
     def backoff(self, reason: str) -> float:

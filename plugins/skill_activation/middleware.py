@@ -19,9 +19,10 @@ written to the conversation.
   message, holding the escaped skill body, its name, category, path and
   sha256, and the remaining task (or a prompt to ask the user for it). The
   skill file is read and the activation audited (logger
-  ``antler.audit.skills``) once per slash message and run; later model calls
-  of the run reuse the same message, also once summarization has folded
-  the slash message into its summary. The activation is recorded only after
+  ``antler.audit.skills``, event ``middleware:skill_activation``) once per
+  slash message and run; later model calls of the run reuse the same
+  message, also once summarization has folded the slash message into its
+  summary. The activation is recorded only after
   the model answered, so a retried model call still carries it and a
   failed one is not audited as done.
 
@@ -81,6 +82,8 @@ __all__ = ["ACTIVATION_KEY", "AUDIT_LOGGER", "SkillActivationMiddleware", "build
 
 SOURCE = "skill_activation"
 AUDIT_LOGGER = "antler.audit.skills"
+AUDIT_EVENT = "middleware:skill_activation"
+"""The `event` of the activation's audit record."""
 RESERVED = frozenset({"bootstrap", "goal", "help", "memory", "models", "new", "status"})
 _SLASH = re.compile(r"^/([a-z0-9]+(?:-[a-z0-9]+)*)(?:\s+|$)")
 
@@ -174,7 +177,7 @@ class SkillActivationMiddleware(AgentMiddleware[Any, Any]):
         def commit() -> None:
             self._done.set(run_key_of(request.runtime) if key is None else key, activation)
             context = run_context(request.runtime)
-            record = {"skill": skill.name, "category": skill.category,
+            record = {"event": AUDIT_EVENT, "skill": skill.name, "category": skill.category,
                       "path": skill.container_path, "sha256": digest,
                       "thread": context.thread_id, "run": context.run_id}
             logger.info("skill activated: %s (%s)", skill.name, skill.container_path,

@@ -17,7 +17,12 @@ Hooks
       update, gets the metadata once (`result_meta`: error, partial success or
       success from its status and text). A result an earlier layer stamped (a
       gate's refusal, an MCP error it classified) keeps its stamp. A
-      `Command` is otherwise passed on as it is.
+      `Command` is otherwise passed on as it is;
+    * a ``web_fetch`` page whose title is nothing but an HTTP error status
+      (``# 404 Not Found``, ``Title: 503 Service Unavailable``, ``HTTP/1.1
+      403 Forbidden``) is an error page the server sent, not content: it is
+      stamped as an error classified from that status line
+      (`http_error_title`), even though the fetch itself succeeded.
 
 Where it sits and why
     Position 13 (docs/chain.md#tool_error_handling): the innermost of the base tool wrappers, inside
@@ -43,7 +48,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import Awaitable, Callable, Mapping
+from http import HTTPStatus
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
@@ -66,12 +73,22 @@ from antler.plugin_api import (
 
 # The header of every plugin module (SDK imports, `__all__`, logger, names): alike
 # in shape across plugins, by layout, with no logic to share.
-__all__ = ["MAX_DETAIL_CHARS", "ToolErrorHandlingMiddleware", "build", "error_message"]
+__all__ = ["MAX_DETAIL_CHARS", "ToolErrorHandlingMiddleware", "build", "error_message",
+           "http_error_title"]
 
 logger = logging.getLogger(__name__)
 
 MAX_DETAIL_CHARS = 500
 MISSING_CALL_ID = "missing_tool_call_id"
+PAGE_FETCH_TOOLS = frozenset({"web_fetch"})
+"""Tools returning a fetched page, whose title can reveal a server's error page."""
+
+_TITLE_SCAN_CHARS = 2000
+_TITLE_LABEL = re.compile(r"^(?:#{1,6}\s*|title\s*:\s*)", re.IGNORECASE)
+_HTTP_ERROR_LINE = re.compile(
+    r"(?:http/\d(?:\.\d)?\s+)?(?:(?:http\s+)?error\s*[:-]?\s*)?([45]\d\d)(?:\s*[:-]?\s*(.*))?",
+    re.IGNORECASE)
+_REASON_SPELLING = re.compile(r"[\s_-]+")
 
 Result = ToolMessage | Command[Any]
 
@@ -113,10 +130,44 @@ def _unstamped(message: Any) -> bool:
     return isinstance(message, ToolMessage) and TOOL_META_KEY not in message.additional_kwargs
 
 
+def http_error_title(text: str) -> str | None:
+    """The status line when a fetched page's title is only an HTTP error status, else None.
+
+    The title is the page's first non-blank line, without a Markdown heading mark
+    or a ``Title:`` label. Only 4xx and 5xx statuses count, and only when the
+    title holds nothing else than the code and its standard reason phrase:
+    "404 Not Found" is an error page, "404 errors explained" is an article.
+    """
+    for line in text[:_TITLE_SCAN_CHARS].splitlines():
+        title = _TITLE_LABEL.sub("", line.strip()).strip().rstrip(".")
+        if not title:
+            continue
+        found = _HTTP_ERROR_LINE.fullmatch(title)
+        if found is None:
+            return None
+        try:
+            phrase = HTTPStatus(int(found.group(1))).phrase
+        except ValueError:  # not a registered status (e.g. 499): no phrase to compare
+            phrase = ""
+        reason = found.group(2) or ""
+        if reason and _REASON_SPELLING.sub(" ", reason).strip().lower() != phrase.lower():
+            return None
+        return title
+    return None
+
+
 def _stamped(message: ToolMessage) -> ToolMessage:
     if not _unstamped(message):
         return message
-    meta = result_meta(message_text(message), errored=message.status == "error")
+    text = message_text(message)
+    if message.name in PAGE_FETCH_TOOLS and message.status != "error":
+        status_line = http_error_title(text)
+        if status_line is not None:
+            error_type, recoverable, action = classify_error_text(status_line)
+            return with_tool_meta(message, ToolMeta(
+                status="error", error_type=error_type, recoverable_by_model=recoverable,
+                recommended_next_action=action, source="tool", http_status_title=status_line))
+    meta = result_meta(text, errored=message.status == "error")
     return with_tool_meta(message, meta)
 
 

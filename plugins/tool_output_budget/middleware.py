@@ -5,9 +5,9 @@ Hooks
     than the tool's threshold (``externalize_min_chars``, or its entry in
     ``tool_overrides``) is written in full to
     ``/mnt/user-data/outputs/<storage_subdir>/<tool>-<12 hex>.<log|json|txt>``
-    and replaced by a typed synopsis (`synopsis.py`): size, kind (text, JSON,
-    table, log) and structure (JSON top-level keys, table columns, a log's
-    error lines), head and tail, and the exact ``read_file`` call that reads
+    and replaced by a typed synopsis (`synopsis.py`): size, kind (json, csv,
+    tsv, yaml, xml, code, log, text) and structure (JSON and YAML top-level
+    keys, table columns, the XML root, a log's error lines), head and tail, and the exact ``read_file`` call that reads
     the file in pages. When the file cannot be written, the text is cut to its
     head and tail instead (at most ``fallback_max_chars``). A result at or
     under the threshold, a multimodal result and an exempt tool's result

@@ -1,8 +1,9 @@
 """What a long tool result looks like, told in a few lines: its kind, size, structure and ends.
 
-`describe` finds the kind (``json``, ``table``, ``log`` or ``text``) and the
-structure worth knowing before reading on: a JSON document's top-level keys,
-a table's columns and row count, a log's error lines. `synopsis` writes the
+`describe` finds the kind (``json``, ``csv``, ``tsv``, ``yaml``, ``xml``,
+``code``, ``log`` or ``text``) and the structure worth knowing before reading
+on: a JSON or YAML document's top-level keys, a table's columns and row count,
+an XML document's root element, a log's error lines. `synopsis` writes the
 block the model sees in place of the result; `cut` is the fallback when the
 result could not be saved: its head and tail, never longer than asked.
 """
@@ -14,6 +15,8 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+import yaml
 
 from antler.plugins._lib.jsontext import json_container
 
@@ -35,6 +38,12 @@ _MAX_ERROR_LINES = 5
 _LOG_LINE = re.compile(
     r"^\s*\[?(\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}|(ERROR|WARN(ING)?|INFO|DEBUG|TRACE|FATAL)\b)")
 _ERROR_LINE = re.compile(r"\b(error|failed|failure|exception|traceback|fatal)\b", re.IGNORECASE)
+_XML_START = re.compile(r"<\?xml\b|<([A-Za-z_][\w:.-]*)[\s>/]")
+_YAML_LINE = re.compile(r"^(?:---|\s*-\s|\s*-$|\s*[\w\"'][\w .\"'-]*:(?:\s|$)|\s*#)")
+_CODE_LINE = re.compile(
+    r"^\s*(?:(?:def|class|import|from\s+\S+\s+import|function|const|let|var|return|package"
+    r"|public|private|protected|fn|func|struct|enum|interface|async\s+def|#include|#define)\b"
+    r"|[}\])]|@\w+)|[;{]\s*$")
 
 
 @dataclass(frozen=True)
@@ -63,6 +72,12 @@ def describe(text: str, tool: str = "") -> Shape:
     log_like = bool(sample) and sum(1 for line in sample if _LOG_LINE.match(line)) * 3 \
         >= len(sample)
     shape = _table_shape(text, lines) if parse and not log_like else None
+    if shape is None and parse:
+        shape = _xml_shape(text, lines)
+    if shape is None and parse and not log_like:
+        shape = _yaml_shape(text, lines)
+    if shape is None and not log_like and tool not in LOG_TOOLS:
+        shape = _code_shape(text, lines)
     if shape is not None:
         return shape
     if log_like or tool in LOG_TOOLS:
@@ -117,10 +132,58 @@ def _table_shape(text: str, lines: int) -> Shape | None:
         widths = {len(row) for row in rows}
         if len(widths) == 1 and rows[0] and len(rows[0]) >= 2:
             header = ", ".join(cell.strip() for cell in rows[0][:_MAX_KEYS])
-            return Shape("table", len(text), lines,
+            return Shape(name.lower(), len(text), lines,
                          [f"{name}, {len(rows[0])} columns, about {max(lines - 1, 0):,} rows "
                           "after the first", f"first row: {header}"])
     return None
+
+
+def _xml_shape(text: str, lines: int) -> Shape | None:
+    start, end = text.lstrip()[:400], text.rstrip()[-1:]
+    if end != ">" or not _XML_START.match(start):
+        return None
+    root = next((m.group(1) for m in re.finditer(r"<([A-Za-z_][\w:.-]*)[\s>/]", start)), None)
+    if root is None:
+        return None
+    return Shape("xml", len(text), lines, [f"root element <{root}>"])
+
+
+YAML_PARSE_LIMIT = 1_000_000
+"""Longer YAML-looking results are not loaded (the YAML parser is far slower than JSON's)."""
+
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _yaml_shape(text: str, lines: int) -> Shape | None:
+    if len(text) > YAML_PARSE_LIMIT:
+        return None
+    sample = [line for line in _head_lines(text, _SAMPLE_LINES * 2) if line.strip()]
+    if len(sample) < 3 or sum(1 for line in sample if _YAML_LINE.match(line)) < len(sample):
+        return None
+    try:
+        data = yaml.load(text, Loader=_YAML_LOADER)  # a safe loader
+    except yaml.YAMLError:
+        return None
+    if isinstance(data, dict) and data:
+        keys = [str(key) for key in list(data)[:_MAX_KEYS]]
+        more = f", and {len(data) - _MAX_KEYS} more" if len(data) > _MAX_KEYS else ""
+        return Shape("yaml", len(text), lines,
+                     [f"mapping with {len(data)} top-level keys: {', '.join(keys)}{more}"])
+    if isinstance(data, list) and data:
+        return Shape("yaml", len(text), lines, [f"sequence of {len(data)} items"])
+    return None
+
+
+def _code_shape(text: str, lines: int) -> Shape | None:
+    sample = [line for line in _head_lines(text, 200) if line.strip()]
+    if len(sample) < 5:
+        return None
+    hits = sum(1 for line in sample if _CODE_LINE.search(line))
+    if hits * 3 < len(sample):  # a third of the lines look like source code
+        return None
+    return Shape("code", len(text), lines, [f"source code; {hits} of the first "
+                                            f"{len(sample)} non-blank lines are statements "
+                                            "or declarations"])
 
 
 def _error_lines(text: str) -> list[str]:

@@ -56,6 +56,9 @@ def test_a_full_deerflow_config_migrates_and_passes_config_check(tmp_path, regis
                                    "snapshot_every": 50}
     assert migrated["subagent_token_budget"]["max_tokens"] == 1000000
     assert migrated["summarization"]["model"] == "helper"
+    # the read tools whose SKILL.md reads record a skill: durable_context's setting here
+    assert migrated["durable_context"]["skill_read_tools"] == ["read_file"]
+    assert "skill_file_read_tool_names" not in migrated["summarization"]
     # every key is reported, with its line
     assert "full.yaml:78:3: sandbox.bash_command_timeout -> sandbox.command_timeout" in stderr
     assert "full.yaml:61:3: loop_detection.max_tracked_threads: dropped:" in stderr

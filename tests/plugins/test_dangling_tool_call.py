@@ -175,7 +175,7 @@ def test_malformed_calls_are_sanitized_for_the_model_and_kept_raw_in_state(tmp_p
     assert shape(sent) == ["s", "h", "ai(c1,c2)", "tool(c2!)", "tool(c1!)", "h"]
     sent_ai = sent[2]
     assert [(c["name"], c["args"]) for c in sent_ai.tool_calls] == [
-        ("my_tool_", {}), ("unknown_tool", {"raw_arguments": "{oops"})]
+        ("my_tool_", {}), ("unknown", {"raw_arguments": "{oops"})]
     assert sent_ai.invalid_tool_calls == []
     assert sent_ai.additional_kwargs["tool_calls"] == raw_payload  # raw payload preserved
     assert (sent[4].name, sent[4].content) == ("my_tool_", INTERRUPTED_PLACEHOLDER)
@@ -183,6 +183,22 @@ def test_malformed_calls_are_sanitized_for_the_model_and_kept_raw_in_state(tmp_p
     assert kept.tool_calls[0]["name"] == "my tool!"
     assert kept.invalid_tool_calls[0]["args"] == "{oops"
     assert not any(m.content == INTERRUPTED_PLACEHOLDER for m in state["messages"])
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_an_interrupted_call_without_a_name_is_answered_as_unknown(tmp_path, fuse):
+    nameless = AIMessage(content="", id="a1",
+                         tool_calls=[{"name": "", "args": {}, "id": "c1"}])
+    agent, model = make_agent(tmp_path / "home", ["ok"], fuse=fuse)
+    with agent:
+        config = agent.run_config("t1")
+        agent.graph.update_state(config, {"messages": [HumanMessage("go", id="h1"), nameless]})
+        agent.invoke("next", thread_id="t1")
+    sent = model.calls[0]
+    assert shape(sent) == ["s", "h", "ai(c1)", "tool(c1!)", "h"]
+    assert sent[2].tool_calls[0]["name"] == "unknown"
+    assert (sent[3].name, sent[3].status, sent[3].content) == (
+        "unknown", "error", INTERRUPTED_PLACEHOLDER)
 
 
 def test_async_runs_repair_too(tmp_path):
@@ -271,8 +287,8 @@ def test_non_object_arguments_become_objects(args, expected):
 
 
 @pytest.mark.parametrize(("name", "expected"), [
-    ("bash", "bash"), ("web.search", "web_search"), ("", "unknown_tool"), ("  ", "unknown_tool"),
-    (None, "unknown_tool"), ("x" * 100, "x" * 64), ("outil-été", "outil-_t_"),
+    ("bash", "bash"), ("web.search", "web_search"), ("", "unknown"), ("  ", "unknown"),
+    (None, "unknown"), ("x" * 100, "x" * 64), ("outil-été", "outil-_t_"),
 ])
 def test_tool_names_are_made_acceptable(name, expected):
     assert sanitize_tool_name(name) == expected

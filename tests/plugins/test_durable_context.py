@@ -183,6 +183,22 @@ def test_a_skill_read_is_recorded_without_its_body_and_shown(tmp_path, mode):
     assert "Do not run shell commands" not in block.text
 
 
+@pytest.mark.parametrize("reader", ["read", "view", "cat"])
+def test_the_usual_read_tool_names_record_a_skill_by_default(tmp_path, mode, reader):
+    body = (SKILLS_ROOT / "public" / "data-report" / "SKILL.md").read_text(encoding="utf-8")
+
+    @tool(reader)
+    def read_tool(path: str) -> str:
+        """Read a file."""
+        return body
+
+    agent, _ = make(tmp_path, [call(reader, path=SKILL_MD), "Done."], tools=[read_tool],
+                    mode=mode, **{SKILLS: SkillsRegistry([SKILLS_ROOT])})
+    run(agent, "read the skill")
+    [skill] = record(agent, "skill_context")
+    assert (skill["path"], skill["name"]) == (SKILL_MD, "data-report")
+
+
 def test_no_read_tools_records_no_skills(tmp_path):
     agent, model = make(tmp_path, [call("read_file", path=SKILL_MD), "Done."],
                         config="durable_context: {skill_read_tools: []}\n",

@@ -694,3 +694,51 @@ def test_it_encloses_every_model_wrapper_of_the_request_it_retries(registry, cha
                 if "wrap_model_call" in (registry.specs[name].hooks or ())]
     outer = wrappers[:wrappers.index("llm_error_handling")]
     assert outer == ["input_sanitization", "tool_output_budget", "dangling_tool_call"], wrappers
+
+
+class StreamChunkTimeoutError(TimeoutError):
+    """What a provider client raises when a streamed answer stalls between chunks."""
+
+
+class StallingModel(ScriptedChatModel):
+    """A scripted model whose first `stalls[0]` calls stall mid-stream (a shared counter:
+    the agent may call a copy of the model)."""
+
+    stalls: Any  # a list kept as is (a validated `list[int]` would be a copy)
+
+    def _generate(self, *args: Any, **kwargs: Any) -> Any:
+        self._stall()
+        return super()._generate(*args, **kwargs)
+
+    async def _agenerate(self, *args: Any, **kwargs: Any) -> Any:
+        self._stall()
+        return await super()._agenerate(*args, **kwargs)
+
+    def _stall(self) -> None:
+        if self.stalls[0] > 0:
+            self.stalls[0] -= 1
+            raise StreamChunkTimeoutError("no chunk for 30 s")
+
+
+@pytest.mark.parametrize("fuse, use_async", MODES, ids=MODE_IDS)
+def test_a_stalled_stream_is_tried_twice_whatever_the_attempt_budget(tmp_path, registry, fuse,
+                                                                    use_async):
+    sleeps: list[float] = []
+    stalls = [2]
+    model = StallingModel(["Hello!"], stalls=stalls)
+    agent = create_agent(parse_config(QUIET, registry), model=model, checkpointer="memory",
+                         base_dir=tmp_path, registry=registry, fuse=fuse,
+                         services={"llm_retry_sleep": sleeps.append})
+    with agent:
+        state = run(agent, "hi", use_async=use_async)
+    reply = state["messages"][-1]
+    assert error_fallback_of(reply) is not None  # given up after the second stall
+    assert len(sleeps) == 1 and stalls == [0]  # two attempts; "Hello!" never asked for
+    assert stop_reason_of(state)["reason"] == "error_fallback"
+
+
+def test_other_timeouts_keep_the_configured_attempts():
+    middleware = LlmErrorHandlingMiddleware(sleep=lambda s: None)
+    handler, calls = failing(ModelTimeoutError("slow"), ModelTimeoutError("slow"), "ok")
+    assert reply_of(middleware.wrap_model_call(request(), handler)).content == "ok"
+    assert len(calls) == 3

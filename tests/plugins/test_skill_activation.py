@@ -66,6 +66,7 @@ def test_activation_loads_the_skill_for_every_model_call_of_the_run_and_audits_o
     # Nothing is written to the conversation, and the file was audited once.
     assert not any(ACTIVATION_KEY in m.additional_kwargs for m in state["messages"])
     (record,) = audits(caplog)
+    assert record["event"] == "middleware:skill_activation"
     assert record["skill"] == "data-report" and record["run"] == "r1"
     assert len(record["sha256"]) == 64
 

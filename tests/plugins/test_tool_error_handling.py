@@ -221,3 +221,35 @@ def test_a_command_passes_with_its_tool_message_stamped(home, mode):
     assert state["sandbox"]["sandbox_id"]
     [result] = tool_results(state)
     assert result.content == "hi" and meta(result)["status"] == "success"
+
+
+# -- fetched error pages -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("fuse", "mode"), MODES)
+@pytest.mark.parametrize(("page", "expected"), [
+    ("# 404 Not Found\n\nThe requested URL was not found on this server.",
+     ("error", "not_found", "rewrite_query")),
+    ("Title: 503 Service Unavailable\n\nURL Source: https://example.com/\n\nTry later.",
+     ("error", "transient", "try_alternative")),
+    ("\n\nHTTP/1.1 403 Forbidden\n\nnginx", ("error", "auth", "stop")),
+    ("# 404 errors explained\n\nA 404 means the page is gone.", ("success", None, "continue")),
+    ("# 200 OK\n\nfine", ("success", None, "continue")),
+])
+def test_a_fetched_page_titled_with_an_http_error_status_is_an_error(home, fuse, mode, page,
+                                                                       expected):
+    fetch = tool("web_fetch", lambda **_: page)
+    agent, _ = make_agent(home, [call("web_fetch", url="https://example.com/"), "done"],
+                          tools=[fetch], fuse=fuse)
+    [result] = tool_results(invoke(agent, mode))
+    stamped = meta(result)
+    assert (stamped["status"], stamped["error_type"], stamped["recommended_next_action"]) \
+        == expected
+    assert result.content == page  # the page itself reaches the model unchanged
+
+
+def test_only_a_page_fetch_is_judged_by_its_title(home):
+    agent, _ = make_agent(home, [call("probe"), "done"],
+                          tools=[tool("probe", lambda **_: "# 404 Not Found")])
+    [result] = tool_results(invoke(agent, "sync"))
+    assert meta(result)["status"] == "success"

@@ -150,11 +150,43 @@ def test_json_tables_and_logs_are_described_by_their_kind(home):
     assert record(as_json)["kind"] == "json" and record(as_json)["path"].endswith(".json")
     assert "3 top-level keys: items (array of 30), total (number), next (null)" \
         in as_json.content
-    assert record(as_table)["kind"] == "table"
+    assert record(as_table)["kind"] == "csv"
     assert "CSV, 2 columns, about 30 rows" in as_table.content and "name, size" \
         in as_table.content
     assert record(as_log)["kind"] == "log" and record(as_log)["path"].endswith(".log")
     assert "1 lines mention an error or failure (first at lines 61)" in as_log.content
+
+
+@pytest.mark.parametrize(("fuse", "mode"), MODES)
+def test_yaml_xml_code_and_tsv_are_described_by_their_kind(home, fuse, mode):
+    documents = {
+        "yaml": "name: app\nversion: 2\nservices:\n"
+                + "".join(f"  svc{i}:\n    image: img{i}\n" for i in range(20)),
+        "xml": '<?xml version="1.0"?>\n<catalog>\n'
+               + "".join(f'  <book id="{i}"><title>T{i}</title></book>\n' for i in range(20))
+               + "</catalog>\n",
+        "code": "import os\n\n" + "".join(f"def step_{i}(x):\n    y = x + {i}\n    return y\n\n"
+                                            for i in range(20)),
+        "tsv": "name\tsize\n" + "".join(f"file{i}\t{i}\n" for i in range(40)),
+    }
+    script = [calls(*(("echo", {"text": text}) for text in documents.values())), "done"]
+    config = "tool_output: {tool_overrides: {echo: 100}}\n"
+    agent, _ = make_agent(home, script, config, tools=[echo_tool()], fuse=fuse)
+    results = tool_results(invoke(agent, mode))
+    assert [record(result)["kind"] for result in results] == list(documents)
+    as_yaml, as_xml, as_code, as_tsv = results
+    assert "mapping with 3 top-level keys: name, version, services" in as_yaml.content
+    assert "root element <catalog>" in as_xml.content
+    assert "kind: code" in as_code.content
+    assert "TSV, 2 columns, about 40 rows" in as_tsv.content
+
+
+def test_prose_and_logs_are_not_taken_for_yaml_or_code():
+    prose = "The quick brown fox jumps.\nNote: it was sunny, mostly.\nThen it rained.\n"
+    log = "".join(f"2024-01-01 10:0{i} INFO key: value {i}\n" for i in range(9))
+    assert describe(prose).kind == "text"
+    assert describe(log).kind == "log"
+    assert describe("import os\nx = 1;\n" * 10, "bash").kind == "log"
 
 
 def test_a_result_of_long_lines_is_read_back_in_character_ranges(home):
@@ -294,7 +326,7 @@ def test_log_lines_and_tab_indented_output_are_not_tables():
 def test_csv_with_a_quoted_first_row_is_a_table():
     table = '"name, full","size"\n' + "\n".join(f'"n{i}, x",{i}' for i in range(10))
     shape = describe(table)
-    assert shape.kind == "table" and "first row: name, full, size" in shape.details
+    assert shape.kind == "csv" and "first row: name, full, size" in shape.details
 
 
 def test_very_large_input_is_not_parsed():
