@@ -427,14 +427,19 @@ def _stops_commands(agent: Any, thread_id: str) -> Iterator[None]:
 
     Without this the signal waits for the command it interrupted (up to the
     command timeout): a signal reaching a worker thread does not wake the main
-    thread. So the signals are blocked in every thread of the run and taken
-    by one watcher thread, which kills the commands (their calls then end at
-    once) and hands the stop to the main thread. A stopped run keeps the
-    checkpoints it saved: running the same thread again reports the
+    thread. So the signals are blocked in the main thread and every thread the
+    run starts, and one watcher thread takes them. Whichever thread the kernel
+    hands a signal to (the watcher, or a thread started before the run, which
+    does not block it), the interpreter's handler notes the stop for the main
+    thread and writes the signal's number to a pipe (`signal.set_wakeup_fd`),
+    which wakes the watcher: it kills the commands (their calls then end at
+    once, and the main thread takes the stop) and ends the process if the main
+    thread has not taken it within `STOP_GRACE_SECONDS`. A stopped run keeps
+    the checkpoints it saved: running the same thread again reports the
     unfinished calls as interrupted.
     """
-    import _thread
     import gc
+    import select
     import signal
     import threading
 
@@ -443,49 +448,63 @@ def _stops_commands(agent: Any, thread_id: str) -> Iterator[None]:
         yield
         return
     done = threading.Event()
+    reader, writer = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
 
     def watch() -> None:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)  # the run's one taker
         while not done.is_set():
-            info = signal.sigtimedwait(signals, 0.2)
-            if info is not None and not done.is_set():
-                # The stop first: the main thread, waiting for a command, takes it as soon
-                # as the command's kill wakes it, before the command's call can raise
-                # `CommandInterrupted` (which would leave the stop to arrive during cleanup).
-                _thread.interrupt_main(signal.Signals(info.si_signo))
-                provider = agent.services.items.get("sandbox_provider")
-                if provider is not None:
-                    provider.interrupt()
-                if not done.wait(STOP_GRACE_SECONDS):
-                    # Something that never returns to Python (a plugin's hook blocked in a
-                    # sleep or a lock) keeps the main thread from taking the stop: end here.
-                    # The thread keeps the checkpoints it saved, as after any stop.
-                    os.write(2, (f"\nstopped: the run did not stop within "
-                                 f"{STOP_GRACE_SECONDS:g} s (a plugin's hook does not return); "
-                                 f"thread {thread_id!r} keeps what it saved\n").encode())
-                    os._exit(128 + info.si_signo)
+            select.select([reader], [], [])
+            try:
+                numbers = os.read(reader, 64)
+            except BlockingIOError:  # read by an earlier pass
+                continue
+            received = [signum for signum in numbers if signum in signals]
+            if received and not done.is_set():
+                stopped(received[0])
+
+    def stopped(signum: int) -> None:
+        # The main thread's stop is noted already (before the pipe was written): it takes
+        # it as soon as the command's kill wakes it, before the command's call can raise
+        # `CommandInterrupted` (which would leave the stop to arrive during cleanup).
+        provider = agent.services.items.get("sandbox_provider")
+        if provider is not None:
+            provider.interrupt()
+        if not done.wait(STOP_GRACE_SECONDS):
+            # Something that never returns to Python (a plugin's hook blocked in a sleep
+            # or a lock) keeps the main thread from taking the stop: end here. The thread
+            # keeps the checkpoints it saved, as after any stop.
+            os.write(2, (f"\nstopped: the run did not stop within {STOP_GRACE_SECONDS:g} s "
+                         f"(a plugin's hook does not return); thread {thread_id!r} keeps "
+                         "what it saved\n").encode())
+            os._exit(128 + signum)
 
     def stop(signum: int, _frame: Any) -> None:
         raise _Stopped(signum)
 
     previous = {sig: signal.signal(sig, stop) for sig in signals}
+    previous_wakeup = signal.set_wakeup_fd(writer, warn_on_full_buffer=False)
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)  # inherited by new threads
     watcher = threading.Thread(target=watch, name="antler-run-signals", daemon=True)
     watcher.start()
     try:
         yield
-    except _Stopped as stopped:
+    except _Stopped as stopped_by:
         # The interpreter's last garbage collection of LangChain's objects can take
         # seconds; a stopped run has nothing left to finalize, so skip it.
         gc.freeze()
         click.echo(f"\nstopped: thread {thread_id!r} keeps what it saved; run again with "
                    f"--thread {thread_id} to continue it.", err=True)
-        raise click.exceptions.Exit(128 + stopped.signum) from None
+        raise click.exceptions.Exit(128 + stopped_by.signum) from None
     finally:
         done.set()
+        os.write(writer, b"\0")  # wakes the watcher to see that the run is over
         watcher.join()
+        signal.set_wakeup_fd(previous_wakeup)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        os.close(reader)
+        os.close(writer)
 
 
 def _echo_interrupted(calls: list[dict[str, Any]]) -> None:

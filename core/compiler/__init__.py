@@ -403,6 +403,11 @@ def create_fused_agent(middleware: Sequence[AgentMiddleware], *,
     inline_lone_calls(graph)  # before `install`: the tools node may be taken over there
     compiled.install(graph)
     quiet_nodes(graph)
+    from antler.runtime.runscope import scope_runs
+
+    # Each run in a `RunScope` of its own: what a run holds (a thread's sandbox) is let
+    # go when it ends, however it ends, as for a graph `antler.agent.create_agent` builds.
+    scope_runs(graph)
     return graph, compiled.plan
 
 

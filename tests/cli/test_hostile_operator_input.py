@@ -287,11 +287,50 @@ def test_a_run_warns_of_an_optional_extension_it_leaves_out(tmp_path):
             "'antler_no_such_module' is not installed") in result.stderr
 
 
+def hang_until_ended_and_signal(target: int, ended: Any) -> None:
+    """Hang the main thread in a read (a hook blocked where Python never gets control back)
+    and, once it is blocked there, send SIGTERM to the thread `target`. The read ends once
+    `ended` is set (the process would have ended by then), or after a guard.
+
+    The signal goes only when the kernel shows the main thread in that read: a handler
+    noted for the main thread before it blocked would stop it before the hook hangs."""
+    import signal
+    import threading
+    import time
+
+    reader, writer = os.pipe()
+    syscall = Path(f"/proc/self/task/{threading.main_thread().native_id}/syscall")
+    if not os.access(syscall, os.R_OK):
+        pytest.skip("the kernel does not show what a thread waits in (/proc/.../syscall)")
+
+    def send() -> None:
+        try:
+            deadline = time.monotonic() + 10
+            while not syscall.read_text().startswith(f"0 {reader:#x} "):  # read(reader)
+                if time.monotonic() > deadline:
+                    return
+                time.sleep(0.001)
+            signal.pthread_kill(target, signal.SIGTERM)
+            ended.wait(5)
+        finally:
+            os.write(writer, b"x")
+
+    sender = threading.Thread(target=send, name="sender", daemon=True)
+    sender.start()
+    try:
+        os.read(reader, 1)
+    finally:
+        sender.join(10)
+        os.close(reader)
+        os.close(writer)
+
+
 def test_a_stop_ends_a_run_whose_hook_never_returns(monkeypatch, capfd):
-    """SIGTERM reaches the run through its watcher thread, which hands the stop to the main
-    thread; a plugin's hook blocked where Python never gets control back (a sleep, a lock)
-    kept the run alive. After the grace period the process ends, saying why. In process:
-    `os._exit` is replaced, and the 'hook' is a wait that the replacement ends."""
+    """SIGTERM reaches the run through its watcher thread, which kills the commands and
+    waits for the main thread to take the stop; a plugin's hook blocked where Python never
+    gets control back (a sleep, a lock) kept the run alive. After the grace period the
+    process ends, saying why. In process: `os._exit` is replaced, and the 'hook' is a read
+    that the replacement ends."""
     import gc
     import signal
     import threading
@@ -308,22 +347,62 @@ def test_a_stop_ends_a_run_whose_hook_never_returns(monkeypatch, capfd):
         codes.append(code)
         ended.set()
 
-    monkeypatch.setattr(run_module, "os", SimpleNamespace(write=os.write, _exit=exit_))
+    monkeypatch.setattr(run_module.os, "_exit", exit_)
     monkeypatch.setattr(run_module, "STOP_GRACE_SECONDS", 0.2)
     agent = SimpleNamespace(services=SimpleNamespace(items={}))
 
     try:
         with pytest.raises(click.exceptions.Exit) as caught, \
                 run_module._stops_commands(agent, "t1"):
-            # To the watcher, as in `antler run`, whose threads all block the signals: here
-            # the test runner's own threads do not, and one of them could take it instead.
             watcher, = (thread for thread in threading.enumerate()
                         if thread.name == "antler-run-signals")
-            signal.pthread_kill(watcher.ident, signal.SIGTERM)
-            assert ended.wait(10)  # a hook that does not return until the process ends
+            hang_until_ended_and_signal(watcher.ident, ended)
     finally:
         gc.unfreeze()  # the stop freezes the collector, for a process about to end
 
     assert codes == [128 + signal.SIGTERM] and caught.value.exit_code == 128 + signal.SIGTERM
     assert "stopped: the run did not stop within 0.2 s (a plugin's hook does not return); "\
            "thread 't1' keeps what it saved" in capfd.readouterr().err
+
+
+def test_a_stop_that_reaches_a_thread_started_before_the_run_still_stops_it(
+        monkeypatch, capfd):
+    """A thread started before the run (a library's, the test runner's) does not block the
+    signals, so SIGTERM may land there rather than with the watcher. The interpreter then
+    noted the stop for the main thread, but the watcher never saw it: the running commands
+    were not killed and a hook that never returns kept the run alive past the grace
+    period. Whichever thread takes it, the commands are killed and the grace applies."""
+    import gc
+    import signal
+    import threading
+    from types import SimpleNamespace
+
+    import click
+
+    from antler.cli import run as run_module
+
+    ended, interrupted, release = threading.Event(), threading.Event(), threading.Event()
+    codes: list[int] = []
+
+    def exit_(code: int) -> None:
+        codes.append(code)
+        ended.set()
+
+    monkeypatch.setattr(run_module.os, "_exit", exit_)
+    monkeypatch.setattr(run_module, "STOP_GRACE_SECONDS", 0.2)
+    provider = SimpleNamespace(interrupt=interrupted.set)
+    agent = SimpleNamespace(services=SimpleNamespace(items={"sandbox_provider": provider}))
+    early = threading.Thread(target=release.wait, name="started-before-the-run", daemon=True)
+    early.start()  # its signal mask is the runner's: nothing blocked
+    try:
+        with pytest.raises(click.exceptions.Exit) as caught, \
+                run_module._stops_commands(agent, "t1"):
+            hang_until_ended_and_signal(early.ident, ended)
+    finally:
+        release.set()
+        early.join(5)
+        gc.unfreeze()
+
+    assert interrupted.is_set(), "the running commands were not killed"
+    assert codes == [128 + signal.SIGTERM] and caught.value.exit_code == 128 + signal.SIGTERM
+    assert "stopped: the run did not stop within 0.2 s" in capfd.readouterr().err

@@ -26,9 +26,12 @@ executor thread and the holder always finds one to give the thread back. A
 run that leaves the line (cancelled, interrupted) gives its turn on if it was
 handed it meanwhile, and a try it no longer waits for gives back what it
 took. A thread's line is dropped when its last run leaves, so a long-lived
-process keeps nothing for a thread no run is on. The `FileThreadLocks` of one
-process on one lock directory share their lines, so two agents on one home
-take turns as the runs of one agent do.
+process keeps nothing for a thread no run is on. The lock services of one
+process on one lock (`FileThreadLocks` on one lock directory,
+`PostgresThreadLocks` on one database) share their lines, so two agents on one
+home or one database take turns as the runs of one agent do; what the run at
+the head of a line holds is kept with its ticket, so each of those services
+sees it (`ThreadTurns.holding`).
 
 Deleting a thread removes its lock file under the lock, and a file lock once
 taken is checked to be the file still at its path (`FileThreadLocks`): a run
@@ -54,7 +57,7 @@ from antler.plugin_api.paths import validate_id
 
 from .base import LOCK_POLL_SECONDS, RunLockLostError, thread_busy
 from .failures import ensure_directory, storage_errors
-from .postgres import PostgresPool, advisory_key, without_secrets
+from .postgres import PostgresPool, advisory_key, database_key, without_secrets
 
 __all__ = [
     "LOCKS_DIRNAME",
@@ -73,14 +76,17 @@ Line = tuple[Hashable, str]
 
 
 class _Ticket:
-    """One run's place in a thread's line, and how to wake its run when its turn comes."""
+    """One run's place in a thread's line, how to wake its run when its turn comes, and
+    the lock it took once it has the turn."""
 
-    __slots__ = ("line", "wake")
+    __slots__ = ("held", "line", "wake")
 
     def __init__(self, line: Line, wake: Callable[[], object]) -> None:
         self.line = line
         self.wake = wake
         """Tells the run its turn came; raises `RuntimeError` when its loop is closed."""
+        self.held: Any = None
+        """What the backend's try took for the run (None until it holds the lock)."""
 
 
 def _settle(turn: asyncio.Future[None]) -> None:
@@ -168,6 +174,13 @@ class ThreadTurns:
         with self._guard:
             return len(self._lines.get(line, ()))
 
+    def holding(self, line: Line) -> Any:
+        """What the run at the head of `line` holds the lock with; None while no run of
+        this process holds it."""
+        with self._guard:
+            tickets = self._lines.get(line)
+            return tickets[0].held if tickets else None
+
 
 class QueuedThreadLocks:
     """A run lock with this process's line in front of it.
@@ -177,7 +190,8 @@ class QueuedThreadLocks:
     (`_release`); `hold` and `ahold` put each run in the line first, so only
     the run with the turn tries. The lines are those of `turns` for `scope`:
     by default a line of its own per lock service; services that share a lock
-    share its lines (`FileThreadLocks` on one directory).
+    share its lines (`FileThreadLocks` on one directory, `PostgresThreadLocks` on one
+    database), and so what the run with the turn holds (`holding`).
     """
 
     def __init__(self, turns: ThreadTurns | None = None,
@@ -204,6 +218,11 @@ class QueuedThreadLocks:
         turn, which holds the lock or tries it, and those behind it)."""
         return self._turns.in_line((self.scope, thread_id))
 
+    def holding(self, thread_id: str) -> Any:
+        """What a run of this process holds `thread_id` with, through any service on this
+        lock; None when none holds it."""
+        return self._turns.holding((self.scope, thread_id))
+
     @contextlib.contextmanager
     def hold(self, thread_id: str, *, wait: bool = False) -> Iterator[None]:
         """Hold the thread for the block, waiting in this thread with `wait`; else a busy
@@ -215,9 +234,11 @@ class QueuedThreadLocks:
                 if not wait:
                     raise thread_busy(thread_id)
                 time.sleep(LOCK_POLL_SECONDS)  # a holder in another process
+            ticket.held = held
             try:
                 yield
             finally:
+                ticket.held = None
                 self._release(thread_id, held)
         finally:
             self._turns.leave(ticket)
@@ -228,10 +249,11 @@ class QueuedThreadLocks:
         back in a worker thread."""
         self._check(thread_id)
         ticket = await self._turns.atake((self.scope, thread_id), wait)
-        held = await self._atake(thread_id, wait, ticket)
+        held = ticket.held = await self._atake(thread_id, wait, ticket)
         try:
             yield
         finally:
+            ticket.held = None
             await self._agive_back(thread_id, held, ticket)
 
     async def _atake(self, thread_id: str, wait: bool, ticket: _Ticket) -> Any:
@@ -277,8 +299,9 @@ class QueuedThreadLocks:
         await asyncio.shield(releasing)
 
 
-_DIRECTORY_TURNS = ThreadTurns()
-"""The lines of every `FileThreadLocks` of this process, kept per lock directory."""
+_SHARED_TURNS = ThreadTurns()
+"""The lines of every `FileThreadLocks` and `PostgresThreadLocks` of this process, kept per
+lock directory and per database."""
 
 
 class FileThreadLocks(QueuedThreadLocks):
@@ -293,16 +316,16 @@ class FileThreadLocks(QueuedThreadLocks):
     Deleting a thread removes its lock file (`forget`), which a run of another
     process may have opened already: once it locks that file, the file is no
     longer the thread's lock, and a run that came later locks a new file at the
-    path. So `forget` unlinks only while holding the thread, and a try that got
-    its lock checks that the file it locked is still the one at the path; if it
-    is not, it opens the path again.
+    path. So `forget` unlinks only while a run of this process holds the thread,
+    through any `FileThreadLocks` on the directory (the deleter may hold it through
+    an agent's storage and remove the file through its own), and a try that got its
+    lock checks that the file it locked is still the one at the path; if it is not,
+    it opens the path again.
     """
 
     def __init__(self, directory: Path) -> None:
-        super().__init__(_DIRECTORY_TURNS, os.path.realpath(directory))
+        super().__init__(_SHARED_TURNS, os.path.realpath(directory))
         self.directory = directory
-        self._held: dict[str, int] = {}
-        """The descriptor of each thread's lock file a run of this service holds."""
 
     def path_for(self, thread_id: str) -> Path:
         return self.directory / f"{validate_id('thread id', thread_id)}.lock"
@@ -327,23 +350,22 @@ class FileThreadLocks(QueuedThreadLocks):
                 os.close(fd)
                 raise
             if live:
-                self._held[thread_id] = fd
                 return fd
             os.close(fd)  # the thread was deleted since the open: lock the file now there
 
     def _release(self, thread_id: str, held: int) -> None:
-        if self._held.get(thread_id) == held:
-            del self._held[thread_id]
         os.close(held)  # closing the description releases the lock
 
     def forget(self, thread_id: str) -> None:
-        """Remove the thread's lock file (its thread was deleted), inside `hold`: only
-        the holder may remove it, or a run could lock the removed file while another
-        locks a new one."""
+        """Remove the thread's lock file (its thread was deleted), inside `hold` of this
+        or another `FileThreadLocks` on the directory: only while this process holds the
+        thread, or a run could lock the removed file while another locks a new one."""
         path = self.path_for(thread_id)
-        if thread_id not in self._held:
-            raise RuntimeError(f"the lock file of thread {thread_id!r} can only be removed "
-                               "while holding the thread (inside `hold`)")
+        if self.holding(thread_id) is None:
+            raise RuntimeError(
+                f"the lock file of thread {thread_id!r} in {self.directory} can only be "
+                "removed while this process holds the thread: call forget inside `hold` "
+                "(of any lock service on this directory)")
         with storage_errors(path), contextlib.suppress(FileNotFoundError):
             os.unlink(path)
 
@@ -393,14 +415,16 @@ class PostgresThreadLocks(QueuedThreadLocks):
     `check`, the fence of every checkpoint write (`DualSaver`), finds the
     holding connection gone and stops that run before it writes, since another
     run may hold the thread by then. The runs of this process line up first
-    (`ThreadTurns`): only the one with the turn asks the database.
+    (`ThreadTurns`): only the one with the turn asks the database. Every
+    `PostgresThreadLocks` of the process on one database (two agents, or an agent and
+    `antler threads`, on one URL) shares those lines, kept per server and database,
+    so their runs are handed the thread in turn, none polls the database behind a
+    run of its own process, and `check` sees the connection whichever of them holds.
     """
 
     def __init__(self, pool: PostgresPool) -> None:
-        super().__init__()
+        super().__init__(_SHARED_TURNS, ("postgres", database_key(pool.url)))
         self._pool = pool
-        self._held: dict[str, Any] = {}
-        """The connection holding each thread this process runs."""
 
     def _try(self, thread_id: str) -> tuple[Any, int, contextlib.ExitStack] | None:
         key = advisory_key(f"antler:thread:{thread_id}")
@@ -416,12 +440,10 @@ class PostgresThreadLocks(QueuedThreadLocks):
         if not took:
             leased.close()  # the connection goes back to the pool between tries
             return None
-        self._held[thread_id] = conn
         return conn, key, leased
 
     def _release(self, thread_id: str, held: tuple[Any, int, contextlib.ExitStack]) -> None:
         conn, key, leased = held
-        self._held.pop(thread_id, None)
         try:
             _unlock(conn, key)
         finally:
@@ -435,9 +457,10 @@ class PostgresThreadLocks(QueuedThreadLocks):
         A live session still holds its advisory locks, so one round trip on the
         holding connection answers it.
         """
-        conn = self._held.get(thread_id)
-        if conn is None:
+        held = self.holding(thread_id)
+        if held is None:
             return
+        conn = held[0]
         import psycopg
 
         try:

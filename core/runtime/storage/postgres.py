@@ -42,6 +42,7 @@ __all__ = [
     "PostgresOwners",
     "PostgresPool",
     "advisory_key",
+    "database_key",
     "describe_url",
     "is_postgres_url",
     "postgres_error",
@@ -77,6 +78,17 @@ def describe_url(url: str) -> str:
     user = parts.get("user")
     return (f"PostgreSQL at host {host} port {port}, database {database}"
             + (f", user {user}" if user else ""))
+
+
+def database_key(url: str) -> tuple[str, str, str]:
+    """(host, port, database) of `url`: the URLs of one database, whatever user, password
+    or options they add, share it (the scope of its advisory locks); a URL that does not
+    parse is its own key."""
+    parts = _parts(url)
+    if not parts:
+        return (url, "", "")
+    return (str(parts.get("host") or ""), str(parts.get("port") or ""),
+            str(parts.get("dbname") or parts.get("user") or ""))
 
 
 def without_secrets(text: str, url: str) -> str:

@@ -356,8 +356,9 @@ def test_parallel_acquire_get_release_never_give_a_thread_two_sandboxes(
     threads = [layout.thread("alice", "t1"), layout.thread("alice", "t2"),
                layout.thread("bob", "t1")]
     for paths in threads:
-        provider.get(provider.acquire(paths)).write_file("name.txt", paths.thread_id)
-        provider.release(provider.acquire(paths))
+        sandbox_id = provider.acquire(paths)
+        provider.get(sandbox_id).write_file("name.txt", paths.thread_id)
+        provider.release(sandbox_id)
     try:
         failures = hammer(provider, threads, seconds=2.5, workers=8)
         assert not failures, failures[:5]
@@ -397,13 +398,14 @@ def test_a_sandbox_held_across_the_end_of_a_run_runs_its_command_in_the_kept_one
 
 def test_a_running_command_keeps_its_sandbox_past_another_runs_release(
         tmp_path: Path) -> None:
-    # Two runs of one thread: the first ends (releases) while the second's command runs.
-    # The sandbox is kept until the second run releases it too.
+    # A caller releases the thread's sandbox while a command of it (started through the
+    # sandbox it kept) still runs: the sandbox is kept while the command runs, and the
+    # thread's next acquire gets the same one, until that caller releases it too.
     provider = LocalSandboxProvider(default_timeout=10)
     paths = PathLayout(tmp_path).thread("u", "t1")
     try:
         sandbox_id = provider.acquire(paths)
-        sandbox = provider.get(provider.acquire(paths))
+        sandbox = provider.get(sandbox_id)
         started = threading.Event()
         result: list[Any] = []
         runner = threading.Thread(target=lambda: result.append(sandbox.execute_command(
@@ -532,14 +534,14 @@ def test_bwrap_keeps_the_sandbox_while_its_namespace_lives_then_drops_it(
 
 def test_bwrap_a_running_command_outlives_another_runs_release_and_the_idle_time(
         tmp_path: Path) -> None:
-    # Two runs of one thread: the first ends while the second's command runs past the
-    # idle time. Nothing of the sandbox closes under the command; the second run's next
-    # command finds the same sandbox, namespace and /tmp.
+    # A caller releases the sandbox while a command of it (started through the sandbox it
+    # kept) runs past the idle time. Nothing of the sandbox closes under the command; the
+    # thread's next acquire and command find the same sandbox, namespace and /tmp.
     provider = _bwrap_provider(idle_seconds=0.2)
     paths = PathLayout(tmp_path / "home").thread("alice", "t1")
     try:
         sandbox_id = provider.acquire(paths)
-        sandbox = provider.get(provider.acquire(paths))
+        sandbox = provider.get(sandbox_id)
         assert sandbox.execute_command("echo tmp > /tmp/mark").exit_code == 0
         result: list[Any] = []
         runner = threading.Thread(target=lambda: result.append(sandbox.execute_command(
@@ -568,8 +570,9 @@ def test_bwrap_parallel_acquire_get_release_never_give_a_thread_two_sandboxes(
     layout = PathLayout(tmp_path / "home")
     threads = [layout.thread("alice", "t1"), layout.thread("bob", "t1")]
     for paths in threads:
-        provider.get(provider.acquire(paths)).write_file("name.txt", paths.thread_id)
-        provider.release(provider.acquire(paths))
+        sandbox_id = provider.acquire(paths)
+        provider.get(sandbox_id).write_file("name.txt", paths.thread_id)
+        provider.release(sandbox_id)
     try:
         failures = hammer(provider, threads, seconds=3.0, workers=4, pause=0.3)
         assert not failures, failures[:5]
@@ -681,6 +684,57 @@ def test_a_double_release_never_lets_go_for_another_run(tmp_path: Path) -> None:
         in_run(second, provider.release, sandbox_id)
         assert provider._by_id == {}
         second.end()
+        assert provider._by_id == {}
+    finally:
+        provider.shutdown()
+
+
+def test_callers_outside_any_run_each_hold_the_sandbox_until_they_release_it(
+        tmp_path: Path) -> None:
+    # Callers outside any run (scripts, graphs of their own) acquire one thread's sandbox at
+    # the same time; half of them are done and release it while the others still work in
+    # it. Those others still hold it: it stays in the table, in use, and their commands run
+    # in it, until the last of them releases it. (They shared one holder: the first release
+    # dropped the sandbox under the others.) A release beyond the acquires does nothing.
+    provider = LocalSandboxProvider(default_timeout=10)
+    paths = PathLayout(tmp_path).thread("u", "t1")
+    callers = 8
+    acquired, released = threading.Barrier(callers), threading.Barrier(callers)
+    ids: list[str] = []
+    problems: list[str] = []
+
+    def caller(index: int) -> None:
+        sandbox_id = provider.acquire(paths)
+        ids.append(sandbox_id)
+        acquired.wait(10)
+        if index % 2:
+            provider.release(sandbox_id)  # done early
+        released.wait(10)
+        if index % 2 == 0:
+            sandbox = provider.get(sandbox_id)
+            if provider._by_id.get(sandbox_id) is not sandbox or not sandbox.in_use:
+                problems.append(f"caller {index} lost the sandbox it still holds")
+            if sandbox.execute_command(f"echo {index} > c{index}").exit_code != 0:
+                problems.append(f"caller {index}'s command failed")
+
+    try:
+        workers = [threading.Thread(target=caller, args=(index,)) for index in range(callers)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(20)
+        assert problems == [] and len(set(ids)) == 1
+        sandbox_id, = set(ids)
+        sandbox = provider.get(sandbox_id)
+        for _ in range(callers // 2 - 1):
+            provider.release(sandbox_id)
+            assert provider._by_id.get(sandbox_id) is sandbox and sandbox.in_use
+        provider.release(sandbox_id)  # the last holder
+        assert provider._by_id == {} and not sandbox.in_use
+        provider.release(sandbox_id)  # one release too many: nothing to let go
+        held = provider.acquire(paths)
+        assert provider.get(held).in_use
+        provider.release(held)
         assert provider._by_id == {}
     finally:
         provider.shutdown()

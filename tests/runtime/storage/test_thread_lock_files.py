@@ -134,8 +134,24 @@ def test_the_lock_file_is_only_removed_by_the_holder(tmp_path):
     locks = FileThreadLocks(tmp_path)
     with locks.hold(THREAD):
         pass
-    with pytest.raises(RuntimeError, match="only be removed while holding the thread"):
+    with pytest.raises(RuntimeError, match="only be removed while this process holds"):
         locks.forget(THREAD)
+    assert (tmp_path / f"{THREAD}.lock").exists()
+
+
+def test_the_lock_file_is_removed_by_another_storage_of_the_holding_process(tmp_path):
+    # The deleter holds the thread through one storage (an agent's) and removes the lock
+    # file through another on the same directory: the thread is held by this process on
+    # the directory, whichever storage took it. Refused before, as if nothing held it.
+    agent, admin = FileThreadLocks(tmp_path), FileThreadLocks(tmp_path)
+    with agent.hold(THREAD):
+        admin.forget(THREAD)
+        assert not (tmp_path / f"{THREAD}.lock").exists()
+    # The next run (another process's) locks a new file: a holder this process cannot
+    # vouch for.
+    with another_process(tmp_path).hold(THREAD), pytest.raises(
+            RuntimeError, match=r"only be removed while this process holds"):
+        admin.forget(THREAD)
     assert (tmp_path / f"{THREAD}.lock").exists()
 
 

@@ -272,6 +272,7 @@ def elsewhere(request, tmp_path) -> Iterator[tuple[Storage, Callable[[str], Any]
         yield one, functools.partial(_flock_held, tmp_path / "locks")
     else:
         two = open_storage(kind, tmp_path, store=None)
+        two.locks.scope = ("another process", object())  # not the lines of `one`'s database
         yield one, lambda thread_id: two.run(thread_id, USER)
         two.close()
     one.close()
@@ -301,6 +302,47 @@ def test_waiters_behind_another_process_keep_their_order(elsewhere, thread_id, l
         assert storage.locks.in_line(thread_id) == 4
     waiters.finish()
     assert waiters.took == ["async-0", "sync-1", "async-2", "sync-3"]
+
+
+@pytest.mark.postgres
+def test_runs_of_two_storages_on_one_database_take_the_thread_in_arrival_order(
+        postgres_url, tmp_path, thread_id, polls):
+    # Two storages of one process on one database (two agents on one URL, here named with
+    # an option of its own): their runs line up together, each woken by the run before
+    # it. Apart, each storage's waiters polled the database behind the other's holder and
+    # the runs of the holder's own storage overtook them.
+    one = open_storage(postgres_url, tmp_path / "a", store=None)
+    other_url = postgres_url + ("&" if "?" in postgres_url else "?") + "application_name=two"
+    two = open_storage(other_url, tmp_path / "b", store=None)
+    took: list[str] = []
+    workers: list[threading.Thread] = []
+
+    def run(storage: Storage, name: str) -> None:
+        with storage.run(thread_id, USER, wait=True):
+            took.append(name)
+
+    names = [f"run-{index}" for index in range(4)]
+    try:
+        with one.run(thread_id, USER):
+            for index, name in enumerate(names):
+                worker = threading.Thread(target=run, args=((two, one)[index % 2], name),
+                                          daemon=True)
+                worker.start()
+                workers.append(worker)
+                until(lambda index=index: two.locks.in_line(thread_id) == index + 2,
+                      f"{name} queued in the database's line")
+            assert two.locks.holding(thread_id) is not None  # held through `one`
+            with pytest.raises(ThreadBusyError, match="is busy"), two.run(thread_id, USER):
+                pass
+        for worker in workers:
+            worker.join(GUARD)
+            assert not worker.is_alive()
+        assert took == names  # in arrival order, whichever storage each came through
+        assert polls == []  # none asked the database again behind a run of this process
+        assert one.locks.threads() == two.locks.threads() == []  # the line is gone
+    finally:
+        one.close()
+        two.close()
 
 
 def test_the_turns_of_agent_runs_follow_their_arrival(tmp_path):
