@@ -356,9 +356,8 @@ def test_parallel_acquire_get_release_never_give_a_thread_two_sandboxes(
     threads = [layout.thread("alice", "t1"), layout.thread("alice", "t2"),
                layout.thread("bob", "t1")]
     for paths in threads:
-        sandbox_id = provider.acquire(paths)
-        provider.get(sandbox_id).write_file("name.txt", paths.thread_id)
-        provider.release(sandbox_id)
+        provider.get(provider.acquire(paths)).write_file("name.txt", paths.thread_id)
+        provider.release(provider.acquire(paths))
     try:
         failures = hammer(provider, threads, seconds=2.5, workers=8)
         assert not failures, failures[:5]
@@ -398,14 +397,13 @@ def test_a_sandbox_held_across_the_end_of_a_run_runs_its_command_in_the_kept_one
 
 def test_a_running_command_keeps_its_sandbox_past_another_runs_release(
         tmp_path: Path) -> None:
-    # A caller releases the thread's sandbox while a command of it (started through the
-    # sandbox it kept) still runs: the sandbox is kept while the command runs, and the
-    # thread's next acquire gets the same one, until that caller releases it too.
+    # Two runs of one thread: the first ends (releases) while the second's command runs.
+    # The sandbox is kept until the second run releases it too.
     provider = LocalSandboxProvider(default_timeout=10)
     paths = PathLayout(tmp_path).thread("u", "t1")
     try:
         sandbox_id = provider.acquire(paths)
-        sandbox = provider.get(sandbox_id)
+        sandbox = provider.get(provider.acquire(paths))
         started = threading.Event()
         result: list[Any] = []
         runner = threading.Thread(target=lambda: result.append(sandbox.execute_command(
@@ -534,14 +532,14 @@ def test_bwrap_keeps_the_sandbox_while_its_namespace_lives_then_drops_it(
 
 def test_bwrap_a_running_command_outlives_another_runs_release_and_the_idle_time(
         tmp_path: Path) -> None:
-    # A caller releases the sandbox while a command of it (started through the sandbox it
-    # kept) runs past the idle time. Nothing of the sandbox closes under the command; the
-    # thread's next acquire and command find the same sandbox, namespace and /tmp.
+    # Two runs of one thread: the first ends while the second's command runs past the
+    # idle time. Nothing of the sandbox closes under the command; the second run's next
+    # command finds the same sandbox, namespace and /tmp.
     provider = _bwrap_provider(idle_seconds=0.2)
     paths = PathLayout(tmp_path / "home").thread("alice", "t1")
     try:
         sandbox_id = provider.acquire(paths)
-        sandbox = provider.get(sandbox_id)
+        sandbox = provider.get(provider.acquire(paths))
         assert sandbox.execute_command("echo tmp > /tmp/mark").exit_code == 0
         result: list[Any] = []
         runner = threading.Thread(target=lambda: result.append(sandbox.execute_command(
@@ -570,9 +568,8 @@ def test_bwrap_parallel_acquire_get_release_never_give_a_thread_two_sandboxes(
     layout = PathLayout(tmp_path / "home")
     threads = [layout.thread("alice", "t1"), layout.thread("bob", "t1")]
     for paths in threads:
-        sandbox_id = provider.acquire(paths)
-        provider.get(sandbox_id).write_file("name.txt", paths.thread_id)
-        provider.release(sandbox_id)
+        provider.get(provider.acquire(paths)).write_file("name.txt", paths.thread_id)
+        provider.release(provider.acquire(paths))
     try:
         failures = hammer(provider, threads, seconds=3.0, workers=4, pause=0.3)
         assert not failures, failures[:5]
