@@ -180,10 +180,9 @@ class HostSandbox(Sandbox):
         self._pid_mark: reaper.PidMark | None = None
         self._token = reaper.new_token()
         self._closed = False
-        # Who holds it: the runs that acquired it and have not let it go (`RunScope`s), each
-        # once, and `OUTSIDE_A_RUN` as many times as callers outside any run acquired it and
-        # did not release it yet.
-        self._holders: dict[object, int] = {}
+        # Who holds it: the runs that acquired it and have not let it go (`RunScope`s), and
+        # `OUTSIDE_A_RUN` for callers outside any run (one holder for all of them).
+        self._holders: set[object] = set()
         # The run each of its running commands was started in, when one was: a run that
         # ends without releasing (cancelled, failed) has its commands stopped.
         self._runs_of: dict[RunningCommand, RunScope] = {}
@@ -719,10 +718,8 @@ class HostSandboxProvider(SandboxProvider):
       its last hook lets go of it when it ends, its commands still running stopped
       (`antler.runtime.runscope`). Overlapping runs of one thread each hold it, so the
       first to end never drops it under another; a second release is a no-op;
-    * callers outside any run (`acquire` with no run: a graph of their own that
-      `scope_runs` does not scope, a script), counted: each `acquire` of theirs holds it
-      until a `release` of theirs, so one caller's release never drops it under another
-      that has not released yet.
+    * callers outside any run (`acquire` with no run, or in a graph not built by
+      `create_agent`), as one holder: any `release` of theirs lets it go.
 
     A sandbox that only `get` made (or took back: a dropped one whose caller ran a
     command in it) is held by nobody: it is kept until the provider's next sweep after
@@ -777,11 +774,9 @@ class HostSandboxProvider(SandboxProvider):
             if sandbox is None:
                 sandbox = self._keep(self._new_sandbox(sandbox_id, thread_paths))
             with sandbox._lock:
-                held = run in sandbox._holders
-                if run is None:
-                    sandbox._holders[OUTSIDE_A_RUN] = sandbox._holders.get(OUTSIDE_A_RUN, 0) + 1
-                elif not held:
-                    sandbox._holders[run] = 1
+                held = (run if run is not None else OUTSIDE_A_RUN) in sandbox._holders
+                if not held:
+                    sandbox._holders.add(run if run is not None else OUTSIDE_A_RUN)
         if run is not None and not held:
             run.on_end((self, sandbox_id), functools.partial(self._run_ended, sandbox_id, run))
         # Acquisition means a tool is about to run: this is the lazy moment.
@@ -900,7 +895,7 @@ class HostSandboxProvider(SandboxProvider):
                 self._thread_of(sandbox_id)  # raises for an id that names no thread
             else:
                 with sandbox._lock:
-                    _let_go(sandbox._holders, run if run is not None else OUTSIDE_A_RUN)
+                    sandbox._holders.discard(run if run is not None else OUTSIDE_A_RUN)
         if run is not None:
             run.forget((self, sandbox_id))  # let go of here: nothing to do at its end
         if sandbox is not None:
@@ -919,7 +914,7 @@ class HostSandboxProvider(SandboxProvider):
         with sandbox._lock:
             if run not in sandbox._holders:
                 return
-            del sandbox._holders[run]
+            sandbox._holders.discard(run)
         sandbox.end_run()
         self._to_sweep(sandbox)
         self._sweep()
@@ -981,15 +976,7 @@ class HostSandboxProvider(SandboxProvider):
 
 
 OUTSIDE_A_RUN = object()
-"""The holder of a sandbox acquired outside any run, counted once per `acquire` not yet
-released (`HostSandboxProvider`)."""
-
-
-def _let_go(holders: dict[object, int], holder: object) -> None:
-    """One holding of `holder` less (a release it no longer holds with does nothing)."""
-    count = holders.pop(holder, 0)
-    if count > 1:
-        holders[holder] = count - 1
+"""The holder of a sandbox acquired outside any run (`HostSandboxProvider`)."""
 
 _SANDBOX_ID = re.compile(r"(?P<user>[^/#]+)/(?P<thread>[^/#]+)(?:#(?P<number>[2-9]|[1-9][0-9]+))?")
 """What follows a provider's name and ``:`` in the ids it makes (`HostSandboxProvider`)."""

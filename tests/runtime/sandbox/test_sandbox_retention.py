@@ -686,57 +686,6 @@ def test_a_double_release_never_lets_go_for_another_run(tmp_path: Path) -> None:
         provider.shutdown()
 
 
-def test_callers_outside_any_run_each_hold_the_sandbox_until_they_release_it(
-        tmp_path: Path) -> None:
-    # Callers outside any run (scripts, graphs of their own) acquire one thread's sandbox at
-    # the same time; half of them are done and release it while the others still work in
-    # it. Those others still hold it: it stays in the table, in use, and their commands run
-    # in it, until the last of them releases it. (They shared one holder: the first release
-    # dropped the sandbox under the others.) A release beyond the acquires does nothing.
-    provider = LocalSandboxProvider(default_timeout=10)
-    paths = PathLayout(tmp_path).thread("u", "t1")
-    callers = 8
-    acquired, released = threading.Barrier(callers), threading.Barrier(callers)
-    ids: list[str] = []
-    problems: list[str] = []
-
-    def caller(index: int) -> None:
-        sandbox_id = provider.acquire(paths)
-        ids.append(sandbox_id)
-        acquired.wait(10)
-        if index % 2:
-            provider.release(sandbox_id)  # done early
-        released.wait(10)
-        if index % 2 == 0:
-            sandbox = provider.get(sandbox_id)
-            if provider._by_id.get(sandbox_id) is not sandbox or not sandbox.in_use:
-                problems.append(f"caller {index} lost the sandbox it still holds")
-            if sandbox.execute_command(f"echo {index} > c{index}").exit_code != 0:
-                problems.append(f"caller {index}'s command failed")
-
-    try:
-        workers = [threading.Thread(target=caller, args=(index,)) for index in range(callers)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join(20)
-        assert problems == [] and len(set(ids)) == 1
-        sandbox_id, = set(ids)
-        sandbox = provider.get(sandbox_id)
-        for _ in range(callers // 2 - 1):
-            provider.release(sandbox_id)
-            assert provider._by_id.get(sandbox_id) is sandbox and sandbox.in_use
-        provider.release(sandbox_id)  # the last holder
-        assert provider._by_id == {} and not sandbox.in_use
-        provider.release(sandbox_id)  # one release too many: nothing to let go
-        held = provider.acquire(paths)
-        assert provider.get(held).in_use
-        provider.release(held)
-        assert provider._by_id == {}
-    finally:
-        provider.shutdown()
-
-
 def test_a_run_that_ends_holding_the_sandbox_lets_go_and_starts_no_more_commands(
         tmp_path: Path) -> None:
     # A run ends without releasing (its last hook never ran): its end lets go of the
