@@ -1,7 +1,7 @@
 """Libraries shared by several built-in plugins, and by no part of the core.
 
-`tagguard` (reserved framework tags, for the sanitization plugins), `memory` (the per-
-user fact store and its update queue), `skillproof` (how skill_activation proves an
+`tagguard` (reserved framework tags, for the sanitization plugins), `memory` (the
+per-user fact store and its update queue), `skillproof` (how skill_activation proves an
 activation to skill_tool_policy), `providergate` (the settings authorization and
 guardrails configure alike), `jsontext` (a JSON list or object written as text),
 `inputrecord` and `inputledger` (the record of the user's own messages
