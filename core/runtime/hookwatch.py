@@ -143,12 +143,12 @@ def mutation_error(plugin: str, hook: str, keys: list[str], undone: bool) -> Sta
 def overrun(plugin: str, hook: str, seconds: float, budget: float, source: str,
             stopped: bool) -> HookTimeError:
     """The error of a hook call that took `seconds`, over its `budget` (set at `source`)."""
-    how = "was cancelled at" if stopped else "ran"
-    took = f"{budget:g} s" if stopped else f"{seconds:.3g} s, over"
+    what = (f"was cancelled in {hook} at" if stopped
+            else f"took {seconds:.3g} s in {hook}, over")
     return HookTimeError(
-        f"plugin {plugin!r}'s {hook} {how} {took} its time budget of {budget:g} s "
-        f"({source}); raise it there, or under `plugins: {{{plugin}: {{time_budget: "
-        "SECONDS}}`", plugin=plugin, hook=hook, seconds=seconds)
+        f"plugin {plugin!r} {what} its time budget of {budget:g} s ({source}); raise it "
+        f"there, or under `plugins: {{{plugin}: {{time_budget: SECONDS}}}}`",
+        plugin=plugin, hook=hook, seconds=seconds)
 
 
 def check_output(value: Any, limit: int, plugin: str, hook: str, source: str) -> None:
@@ -167,9 +167,9 @@ def check_output(value: Any, limit: int, plugin: str, hook: str, source: str) ->
             continue
         elif depth >= MAX_DEPTH:
             raise HookOutputError(
-                f"plugin {plugin!r}'s {hook} returned a value nested more than {MAX_DEPTH} "
-                "levels deep; a hook returns plain updates (messages, lists and dicts a few "
-                "levels deep)")
+                f"plugin {plugin!r} returned a value nested more than {MAX_DEPTH} levels "
+                f"deep from {hook}; a hook returns plain updates (messages, lists and dicts a "
+                "few levels deep)")
         elif isinstance(item, dict):
             total += len(item)
             if total <= limit:
@@ -192,8 +192,8 @@ def check_output(value: Any, limit: int, plugin: str, hook: str, source: str) ->
                 push((list(fields.values()), depth + 1))
         if total > limit:
             raise HookOutputError(
-                f"plugin {plugin!r}'s {hook} returned more than {limit} characters and "
-                f"items (at least {total}), over its output limit ({source}); raise it "
+                f"plugin {plugin!r} returned more than {limit} characters and items from "
+                f"{hook} (at least {total}), over its output limit ({source}); raise it "
                 f"there, or under `plugins: {{{plugin}: {{output_limit: N}}}}`")
 
 
