@@ -151,7 +151,7 @@ def test_a_huge_update_is_refused_naming_the_limit_and_how_to_raise_it(
     limit = "plugins: {hostile: {output_limit: 50000}}\n" if size == "many" else ""
     entries = (f"    - {{use: '{HERE}:Flooder', name: hostile, "
                f"config: {{size: {size}, count: 100000}}}}\n")
-    agent, model = agent_with_config(tmp_path, entries, limit, mode)
+    agent, _model = agent_with_config(tmp_path, entries, limit, mode)
     with agent, caplog.at_level(logging.WARNING, logger=AUDIT_LOGGER):
         state = run(agent, use_async)
 
@@ -169,6 +169,20 @@ def test_a_huge_update_is_refused_naming_the_limit_and_how_to_raise_it(
                                         "items from before_model")
         assert f"over its output limit ({source}); raise it there, or under `plugins: " \
                "{hostile: {output_limit: N}}`" in line
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_under_fail_a_huge_update_stops_the_run(tmp_path, mode):
+    entries = (f"    - {{use: '{HERE}:Flooder', name: hostile, on_error: fail, "
+               "config: {size: many, count: 300}}\n")
+    agent, model = agent_with_config(tmp_path, entries,
+                                     "plugins: {hostile: {output_limit: 1000}}\n", mode)
+    with agent, pytest.raises(HookOutputError) as caught:
+        agent.invoke("hi", thread_id="t")
+
+    assert str(caught.value).startswith("plugin 'hostile' returned more than 1000 characters "
+                                        "and items from before_model")
+    assert not model.calls
 
 
 def agent_with_config(tmp_path: Any, extensions: str, extra: str, mode: str) -> Any:
