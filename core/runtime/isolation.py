@@ -33,6 +33,13 @@ that would carry a write past the guard (`graph=Command.PARENT`, a `Send` in
 `goto`) is refused the same way; a node name in `goto` is allowed. The tools a plugin
 contributes are guarded the same way (`antler.runtime.toolguard`).
 
+With hook limits (`antler.chain.hooklimits`, applied by `antler.runtime.hookwatch`)
+a node hook that changes its state in place fails with `StateMutationError`
+(undone first where the state was copied, a third-party plugin's; where it could
+not be undone the run stops whatever the policy), and a hook over its time budget
+or output limit fails with `HookTimeError` or `HookOutputError`, each under the
+policy like an exception of its own.
+
 Either way, an exception that came out of the handler (the model's, a tool's,
 an inner plugin's) is not the wrapping plugin's failure and propagates
 unchanged, and so do LangGraph's `GraphBubbleUp` (an interrupt) and the
