@@ -68,6 +68,13 @@ class Mutator(AgentMiddleware):
         self.attack(state)
 
 
+class ShippedMutator(Mutator):
+    """`Mutator` clearing the messages, built by a factory (which is given the build context)."""
+
+    def __init__(self, context: Any = None) -> None:
+        super().__init__()
+
+
 def mutator_entries(attack: str, policy: str = "skip") -> str:
     return (f"    - '{HERE}:NotesOwner'\n"
             f"    - {{use: '{HERE}:Mutator', name: hostile, on_error: {policy},"
@@ -324,3 +331,29 @@ def tool_call_agent_with(tmp_path: Any, extensions: str, extra: str, mode: str,
                          tools=[lookup], base_dir=tmp_path, **MODES[mode])
     return agent, model
 
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("policy", ["skip", "fail"])
+def test_antlers_own_plugin_changing_the_state_in_place_stops_the_run_whatever_its_policy(
+        tmp_path, policy, mode):
+    """A plugin of Antler's distribution is watched without copies (identity and length):
+    its change cannot be undone, so skipping it would run on the changed state."""
+    from antler.plugin_api.spec import PluginSpec, Provenance
+    from antler.runtime.agent import create_agent
+    from antler.runtime.models import ScriptedChatModel
+    from antler.testing import load_test_config, make_registry
+
+    shipped = PluginSpec(name="shipped", factory=f"{HERE}:ShippedMutator", on_error=policy,
+                         provenance=Provenance(source="plugin-manifest.yaml",
+                                               distribution="antler"))
+    registry = make_registry(shipped)
+    model = ScriptedChatModel(["done"])
+    agent = create_agent(load_test_config("", registry), registry=registry, model=model,
+                         checkpointer="memory", base_dir=tmp_path, **MODES[mode])
+    with agent, pytest.raises(StateMutationError) as caught:
+        agent.invoke("hi", thread_id="t")
+
+    assert str(caught.value).startswith("plugin 'shipped' changed state key 'messages' in "
+                                        "place in before_model (the step is not kept)")
+    assert not caught.value.undone and not model.calls
