@@ -130,13 +130,10 @@ class StateMutationError(StateWriteError):
     """A plugin's node hook changed a state value in place (cleared, appended to,
     replaced an item of a list or dict of the state) instead of returning an update.
 
-    Raised inside the hook's isolation after the change was undone where it could be
+    Raised inside the hook's isolation after the change was undone
     (`antler.runtime.hookwatch`), so the plugin's `on_error` decides as for any write
-    the plugin may not make; when it could not be undone (`undone` false) the run
-    stops whatever the policy, as going on would run on the changed state.
+    the plugin may not make.
     """
-
-    undone = False
 
 
 class HookOutputError(AntlerError):

@@ -6,8 +6,7 @@ is untrusted: by default each hook call has `agent.plugin_time_budget` seconds
 and may return `agent.plugin_output_limit` characters and items, and the state
 lists and dicts it is handed are copied first, so that a change it makes in
 place is seen item by item and undone. Antler's own plugins have no budget and
-no limit unless the operator sets one, and a change in place is seen by the
-identity and length of each state value (nothing is copied).
+no limit unless the operator sets one, and their state is not copied or watched.
 
 The operator sets a plugin's limits under `plugins.<key>` (`time_budget`,
 `output_limit`), where the key is the plugin, its entry point or its
@@ -40,8 +39,8 @@ class HookLimits:
     """Text characters plus items one hook call may return (None: any)."""
     output_from: str = ""
     untrusted: bool = False
-    """Copy the state's lists and dicts before each node hook (exact detection and undo of
-    a change in place), rather than compare their identity and length only."""
+    """Watch each node hook's change of the state in place (copying the state's lists and
+    dicts first, to see it and undo it): the plugin is not Antler's own."""
 
 
 def hook_limits(spec: PluginSpec, config: OperatorConfig) -> HookLimits:
@@ -55,9 +54,9 @@ def hook_limits(spec: PluginSpec, config: OperatorConfig) -> HookLimits:
     output = next(((f"plugins.{key}.output_limit", item.output_limit) for key, item in settings
                    if item.output_limit is not None), None)
     agent = config.agent
-    if time is None and untrusted:
+    if time is None and untrusted and agent.plugin_time_budget is not None:
         time = "agent.plugin_time_budget", agent.plugin_time_budget
-    if output is None and untrusted:
+    if output is None and untrusted and agent.plugin_output_limit is not None:
         output = "agent.plugin_output_limit", agent.plugin_output_limit
     return HookLimits(time_budget=time[1] if time else None, time_from=time[0] if time else "",
                       output_limit=output[1] if output else None,

@@ -8,15 +8,15 @@ hook's update, or keeps its handler's result, and logs one line).
 State changed in place (`StateMutationError`)
     A node hook is handed the state's own values: `state["messages"].clear()` or an
     append to another plugin's list would change the state past the write guard,
-    which sees only what a hook returns. Before each node hook the state's shape is
-    taken: for Antler's own plugins the identity and length of each value (no copy,
-    a few hundred nanoseconds); for third-party plugins also a shallow copy of each
-    list, dict and set. After the hook a value that is not the same object, or whose
-    length changed, or (third-party) one of whose items is not the same object as
-    before, is a change in place: the copies put the values back (third-party), and
-    the hook fails naming plugin, hook and keys. Not seen: a change deeper than one
-    level (a message object's fields, a dict inside a list), and, for Antler's own
-    plugins, an item replaced without changing the length.
+    which sees only what a hook returns. Before each node hook of a third-party
+    plugin the identity and length of each state value are taken, with a shallow
+    copy of each list, dict and set (pointers only: a few microseconds for a long
+    thread). After the hook a value that is not the same object, whose length
+    changed, or one of whose items is not the same object as before, is a change in
+    place: the copies put the values back, in the same objects (the graph's channels
+    hold them), and the hook fails naming plugin, hook and keys. Not seen: a change
+    deeper than one level (a message object's fields, a dict inside a list).
+    Antler's own plugins are not watched, so the default chain pays nothing for it.
 
 Time (`HookTimeError`)
     A hook call's own time, a wrap hook's handler (the model, the tool, the inner
@@ -84,8 +84,11 @@ def changed(state: Any, before: Shape | None, copies: Mapping[str, Any] | None =
         return []
     keys, values, lengths = before
     if (len(state) == len(keys) and all(map(_same, values, state.values()))
-            and tuple(map(_length, values, repeat(-1))) == lengths and not copies):
-        return []  # the usual case, at C speed
+            and tuple(map(_length, values, repeat(-1))) == lengths):
+        # The usual case, at C speed: the same objects of the same lengths; with copies,
+        # each container's items are compared by identity too.
+        return [key for key, copy in copies.items() if not _equal(copy, state[key])] \
+            if copies else []
     found = [key for key, value, length in zip(keys, values, lengths, strict=True)
              if state.get(key, _GONE) is not value or _length(value, -1) != length
              or (copies is not None and key in copies and not _equal(copies[key], value))]
@@ -101,8 +104,7 @@ def _equal(copy: Any, value: Any) -> bool:
     if len(copy) != len(value):
         return False
     if isinstance(copy, dict):
-        return copy.keys() == value.keys() and all(
-            copy[key] is value[key] for key in copy)
+        return copy.keys() == value.keys() and all(map(_same, copy.values(), value.values()))
     if isinstance(copy, set):
         return copy == value
     return all(map(_same, copy, value))
@@ -128,16 +130,14 @@ def restore(state: Any, before: Shape, copies: Mapping[str, Any], keys: list[str
             del state[key]
 
 
-def mutation_error(plugin: str, hook: str, keys: list[str], undone: bool) -> StateMutationError:
-    """The error of `plugin`'s `hook` that changed `keys` in place (`undone`: put back)."""
+def mutation_error(plugin: str, hook: str, keys: list[str]) -> StateMutationError:
+    """The error of `plugin`'s `hook` that changed `keys` in place (undone by then)."""
     shown = ", ".join(repr(key) for key in keys)
-    error = StateMutationError(
+    return StateMutationError(
         f"plugin {plugin!r} changed state key{'s' * (len(keys) > 1)} {shown} in place in "
-        f"{hook} ({'undone' if undone else 'the step is not kept'}); a hook returns its "
-        "changes as an update (`{'key': new_value}`, or new messages under 'messages') "
-        "and leaves the state it is handed as it is", plugin=plugin, keys=keys)
-    error.undone = undone
-    return error
+        f"{hook} (undone); a hook returns its changes as an update (`{{'key': new_value}}`, "
+        "or new messages under 'messages') and leaves the state it is handed as it is",
+        plugin=plugin, keys=keys)
 
 
 def overrun(plugin: str, hook: str, seconds: float, budget: float, source: str,
@@ -198,31 +198,24 @@ def check_output(value: Any, limit: int, plugin: str, hook: str, source: str) ->
 
 
 class StateWatch:
-    """Sees a node hook's change of its state in place, and undoes it where it can."""
+    """Sees a node hook's change of its state in place, and undoes it."""
 
-    __slots__ = ("copies", "hook", "label")
+    __slots__ = ("hook", "label")
 
-    def __init__(self, label: str, hook: str, copies: bool) -> None:
+    def __init__(self, label: str, hook: str) -> None:
         self.label = label
         self.hook = hook
-        self.copies = copies
-        """Copy the lists, dicts and sets first (a third-party plugin): exact, undoable."""
 
-    def take(self, state: Any) -> tuple[Shape | None, dict[str, Any] | None]:
-        return shape(state), snapshot(state) if self.copies else None
+    def take(self, state: Any) -> tuple[Shape | None, dict[str, Any]]:
+        return shape(state), snapshot(state)
 
-    def settle(self, state: Any, taken: tuple[Shape | None, dict[str, Any] | None]) -> None:
-        """Raise `StateMutationError` when the hook changed `state` in place: undone
-        first when there are copies; else (nothing to undo with) marked `undone=False`,
-        which the isolation lets through whatever the policy, as skipping it would run
-        on the changed state."""
+    def settle(self, state: Any, taken: tuple[Shape | None, dict[str, Any]]) -> None:
+        """Raise `StateMutationError` when the hook changed `state` in place, undone."""
         before, copies = taken
         keys = changed(state, before, copies)
-        if not keys:
-            return
-        if copies is not None and before is not None:
+        if keys and before is not None:
             restore(state, before, copies, keys)
-        raise mutation_error(self.label, self.hook, keys, copies is not None)
+            raise mutation_error(self.label, self.hook, keys)
 
 
 def limited(original: Callable[..., Any], hook: str, is_async: bool, limits: HookLimits,

@@ -35,8 +35,8 @@ contributes are guarded the same way (`antler.runtime.toolguard`).
 
 With hook limits (`antler.chain.hooklimits`, applied by `antler.runtime.hookwatch`)
 a node hook that changes its state in place fails with `StateMutationError`
-(undone first where the state was copied, a third-party plugin's; where it could
-not be undone the run stops whatever the policy), and a hook over its time budget
+(undone first: a third-party plugin's hooks are handed state whose lists and dicts
+were copied), and a hook over its time budget
 or output limit fails with `HookTimeError` or `HookOutputError`, each under the
 policy like an exception of its own.
 
@@ -303,7 +303,7 @@ def _wrappers(label: str, policy: OnError, passes: type[BaseException],
                                    or limits.output_limit is not None):
             original = limited(original, hook, is_async, limits, label, wrap=not node)
         if node:
-            watch = None if limits is None else StateWatch(label, hook, limits.untrusted)
+            watch = StateWatch(label, hook) if limits is not None and limits.untrusted else None
             return _node_wrapper(original, failure, is_async, passes, guard, hook, watch)
         if failure.skip:
             return _wrap_wrapper(original, failure, is_async, passes, guard, hook)
@@ -334,8 +334,7 @@ def _node_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool
     One frame does both: the usual update (None, or a dict of keys the plugin
     may write) is let through by one subset test in it; anything else goes
     to `_WriteGuard.check`, whose refusal the policy handles like an exception
-    the hook raised. A change in place is undone (or, where it cannot be, stops
-    the run) whether the hook returned or raised.
+    the hook raised. A change in place is undone whether the hook returned or raised.
     """
     writable: frozenset[str] = guard.writable if guard is not None else frozenset()
     check = guard.check if guard is not None else None
@@ -348,8 +347,6 @@ def _node_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool
                 settle(state, taken)  # it raised after changing the state in place
             except StateMutationError as mutation:
                 error = mutation
-        if isinstance(error, StateMutationError) and not error.undone:
-            raise error  # skipping it would run on the changed state
         failure.handle(error, "no update")
 
     if is_async and _plain(original, "self", "state", "runtime"):

@@ -333,27 +333,26 @@ def tool_call_agent_with(tmp_path: Any, extensions: str, extra: str, mode: str,
 
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("policy", ["skip", "fail"])
-def test_antlers_own_plugin_changing_the_state_in_place_stops_the_run_whatever_its_policy(
-        tmp_path, policy, mode):
-    """A plugin of Antler's distribution is watched without copies (identity and length):
-    its change cannot be undone, so skipping it would run on the changed state."""
+@pytest.mark.parametrize(("distribution", "settings", "expected"), [
+    ("antler", "", (None, "", None, "", False)),
+    ("antler", "plugins: {antler: {time_budget: 2}, shipped: {output_limit: 9}}\n",
+     (2.0, "plugins.antler.time_budget", 9, "plugins.shipped.output_limit", False)),
+    ("acme-x", "", (120.0, "agent.plugin_time_budget", 16 * 2**20,
+                    "agent.plugin_output_limit", True)),
+    ("acme-x", "agent: {plugin_time_budget: null}\nplugins: {shipped: {output_limit: 5}}\n",
+     (None, "", 5, "plugins.shipped.output_limit", True)),
+])
+def test_hook_limits_third_party_by_default_antlers_own_when_the_operator_says(
+        distribution, settings, expected):
+    """Antler's own plugins are neither limited nor watched unless the operator sets a limit;
+    a third-party plugin has the agent's defaults; the most specific `plugins.<key>` wins."""
+    from antler.chain.hooklimits import hook_limits
     from antler.plugin_api.spec import PluginSpec, Provenance
-    from antler.runtime.agent import create_agent
-    from antler.runtime.models import ScriptedChatModel
     from antler.testing import load_test_config, make_registry
 
-    shipped = PluginSpec(name="shipped", factory=f"{HERE}:ShippedMutator", on_error=policy,
-                         provenance=Provenance(source="plugin-manifest.yaml",
-                                               distribution="antler"))
-    registry = make_registry(shipped)
-    model = ScriptedChatModel(["done"])
-    agent = create_agent(load_test_config("", registry), registry=registry, model=model,
-                         checkpointer="memory", base_dir=tmp_path, **MODES[mode])
-    with agent, pytest.raises(StateMutationError) as caught:
-        agent.invoke("hi", thread_id="t")
-
-    assert str(caught.value).startswith("plugin 'shipped' changed state key 'messages' in "
-                                        "place in before_model (the step is not kept)")
-    assert not caught.value.undone and not model.calls
+    spec = PluginSpec(name="shipped", factory=f"{HERE}:ShippedMutator",
+                      provenance=Provenance(source="plugin-manifest.yaml",
+                                            distribution=distribution))
+    limits = hook_limits(spec, load_test_config(settings, make_registry(spec)))
+    assert (limits.time_budget, limits.time_from, limits.output_limit, limits.output_from,
+            limits.untrusted) == expected
