@@ -16,7 +16,9 @@ State changed in place (`StateMutationError`)
     place: the copies put the values back, in the same objects (the graph's channels
     hold them), and the hook fails naming plugin, hook and keys. Not seen: a change
     deeper than one level (a message object's fields, a dict inside a list).
-    Antler's own plugins are not watched, so the default chain pays nothing for it.
+    Antler's own plugins are not watched, so the default chain pays nothing for it;
+    nor is a wrap hook's `request.state` (a wrap hook changes its request through
+    `request.override`, which the conformance check `request_mutation` holds it to).
 
 Time (`HookTimeError`)
     A hook call's own time, a wrap hook's handler (the model, the tool, the inner
@@ -185,8 +187,9 @@ def check_output(value: Any, limit: int, plugin: str, hook: str, source: str) ->
         else:
             fields = getattr(item, "__dict__", None)
             if fields is None:
+                slots = getattr(cls, "__slots__", ())
                 fields = {name: getattr(item, name, None)
-                          for name in getattr(cls, "__slots__", ())}
+                          for name in ((slots,) if isinstance(slots, str) else slots)}
             total += 1
             if total <= limit:
                 push((list(fields.values()), depth + 1))
