@@ -33,12 +33,11 @@ that would carry a write past the guard (`graph=Command.PARENT`, a `Send` in
 `goto`) is refused the same way; a node name in `goto` is allowed. The tools a plugin
 contributes are guarded the same way (`antler.runtime.toolguard`).
 
-With hook limits (`antler.chain.hooklimits`, applied by `antler.runtime.hookwatch`)
-a node hook that changes its state in place fails with `StateMutationError`
-(undone first: a third-party plugin's hooks are handed state whose lists and dicts
-were copied), and a hook over its time budget
-or output limit fails with `HookTimeError` or `HookOutputError`, each under the
-policy like an exception of its own.
+With hook limits (`antler.chain.hooklimits`, applied by `antler.runtime.hookwatch`),
+a third-party plugin's node hook that changes its state in place fails with
+`StateMutationError` (the change undone first), and a hook over its time budget or
+output limit fails with `HookTimeError` or `HookOutputError`, each under the policy
+like an exception of its own.
 
 Either way, an exception that came out of the handler (the model's, a tool's,
 an inner plugin's) is not the wrapping plugin's failure and propagates
