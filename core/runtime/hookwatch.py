@@ -23,9 +23,10 @@ State changed in place (`StateMutationError`)
 Time (`HookTimeError`)
     A hook call's own time, a wrap hook's handler (the model, the tool, the inner
     plugins) not counted, is held to the plugin's budget. An async node hook is
-    cancelled at the budget (`asyncio.timeout`), so a run does not wait on it longer.
-    A sync hook, and an async wrap hook, cannot be stopped from outside its thread:
-    its overrun is seen when it returns, and fails the hook then. A sync hook that
+    cancelled at the budget (`asyncio.timeout`; an async wrap hook's budget is stopped
+    while its handler runs), so a run does not wait on it longer. A sync hook cannot
+    be stopped from outside its thread: its overrun is seen when it returns, and fails
+    the hook then. A sync hook that
     never returns holds its run's thread for ever (a served run keeps its other
     runs going; the run itself waits).
 
@@ -240,21 +241,29 @@ def limited(original: Callable[..., Any], hook: str, is_async: bool, limits: Hoo
     if wrap and is_async:
         async def awrapped(self: Any, request: Any, handler: Callable[..., Any],
                            *args: Any, **kwargs: Any) -> Any:
-            spent, handled = 0.0, _NOTHING
-
-            async def measured(inner: Any) -> Any:
-                nonlocal spent, handled
-                started = clock()
-                try:
-                    handled = await handler(inner)
-                    return handled
-                finally:
-                    spent += clock() - started
+            handled = _NOTHING
+            loop = asyncio.get_running_loop()
             started = clock()
-            result = await original(self, request, measured, *args, **kwargs)
-            own = clock() - started - spent
-            if budget is not None and own > budget:
-                raise over(own)
+            try:
+                async with asyncio.timeout(budget) as deadline:
+
+                    async def measured(inner: Any) -> Any:
+                        # The budget stops while the handler runs, and goes on after.
+                        nonlocal handled
+                        when = deadline.when()
+                        left = None if when is None else when - loop.time()
+                        deadline.reschedule(None)
+                        try:
+                            handled = await handler(inner)
+                            return handled
+                        finally:
+                            if left is not None:
+                                deadline.reschedule(loop.time() + left)
+                    result = await original(self, request, measured, *args, **kwargs)
+            except TimeoutError:
+                if deadline.expired():
+                    raise over(clock() - started, stopped=True) from None
+                raise
             return result if result is handled else counted(result)
         return functools.wraps(original)(awrapped)
 
