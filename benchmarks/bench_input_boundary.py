@@ -29,13 +29,10 @@ from langchain_core.messages import HumanMessage
 
 from antler.contracts.runcontext import RunContext
 from antler.contracts.serverkeys import ARRIVALS_KEY, server_owned_keys
+from antler.plugins._lib.inputrecord import PROVENANCE_KEY, merge_provenance
 from antler.plugins._lib.tagguard import ReservedTags
 from antler.plugins.input_sanitization.boundary import InputBoundary
-from antler.plugins.input_sanitization.middleware import (
-    PROVENANCE_KEY,
-    InputSanitizationMiddleware,
-    merge_provenance,
-)
+from antler.plugins.input_sanitization.middleware import InputSanitizationMiddleware
 from antler.runtime.inputs import _with_arrivals
 from benchmarks.bench_dangling import best_of, history
 

@@ -126,6 +126,32 @@ class StateWriteError(AntlerError):
         self.keys = list(keys or [])
 
 
+class StateMutationError(StateWriteError):
+    """A plugin's node hook changed a state value in place (cleared, appended to,
+    replaced an item of a list or dict of the state) instead of returning an update.
+
+    Raised inside the hook's isolation after the change was undone
+    (`antler.runtime.hookwatch`), so the plugin's `on_error` decides as for any write
+    the plugin may not make.
+    """
+
+
+class HookOutputError(AntlerError):
+    """A plugin's hook returned more than its output limit (text characters and items,
+    or nesting depth); handled under the plugin's `on_error`."""
+
+
+class HookTimeError(AntlerError):
+    """A plugin's hook ran past its time budget; handled under the plugin's `on_error`."""
+
+    def __init__(self, message: str, plugin: str = "", hook: str = "",
+                 seconds: float = 0.0) -> None:
+        super().__init__(message)
+        self.plugin = plugin
+        self.hook = hook
+        self.seconds = seconds
+
+
 class InputError(AntlerError):
     """A run's input holds something a caller may not send; the run was not started."""
 

@@ -6,6 +6,9 @@ functions, so a late import cannot hide a dependency):
 1. A built-in plugin (`plugins/`) or an extension (`contrib/`) imports from Antler
    only `antler.plugin_api` (the SDK, never one of its submodules), its own
    package, and, for built-ins, the shared helpers under `antler.plugins._lib`.
+   A plugin's package is the nearest one whose `__init__.py` defines the plugin
+   hook `antler_plugin_specs` (an entry point names it), so a plugin nested in
+   another's folder imports neither its parent's modules nor they its.
 2. The core imports downwards through its layers, lowest first:
    errors/compat (and the parse limits) < contracts < plugin_api < compiler <
    chain (with the DeerFlow importer and the `record:` settings) < runtime (with
@@ -125,18 +128,32 @@ def _within(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
 
-def own_package(module: str) -> str:
-    """`antler.plugins.title` for any module of the title plugin (`antler.plugins._lib`
-    for the shared helpers)."""
-    return ".".join(module.split(".")[:3])
+def plugin_packages(top: str) -> set[str]:
+    """The packages of `top` (plugins, contrib) that are a plugin's own: each one whose
+    `__init__.py` defines the plugin hook `antler_plugin_specs` (an entry point's target),
+    and each top-level package (`antler.plugins._lib` for the shared helpers)."""
+    packages = {".".join(module_name(path).split(".")[:3]) for path in sources(top)}
+    packages.update(module_name(path) for path in (ROOT / top).rglob("__init__.py")
+                    if "antler_plugin_specs" in path.read_text(encoding="utf-8"))
+    return packages
+
+
+def own_package(module: str, packages: set[str]) -> str:
+    """The plugin package of `module`: the longest of `packages` it is within
+    (`antler.plugins.input_sanitization.provenance` for input_provenance's modules, not its
+    parent folder's plugin)."""
+    within = [package for package in packages if _within(module, package)]
+    return max(within, key=len) if within else ".".join(module.split(".")[:3])
 
 
 def plugin_violations(top: str) -> list[Import]:
     bad = []
+    packages = plugin_packages(top)
     for path in sources(top):
         for found in imports_of(path):
-            own = own_package(found.importer)
-            allowed = (found.imported == SDK or _within(found.imported, own)
+            own = own_package(found.importer, packages)
+            allowed = (found.imported == SDK
+                       or own_package(found.imported, packages) == own
                        or (top == "plugins" and _within(found.imported, SHARED_HELPERS)))
             if not allowed:
                 bad.append(found)
@@ -200,6 +217,30 @@ def test_the_check_sees_a_violation(tmp_path, monkeypatch):
                      "antler.plugins.title.middleware imports antler.runtime.models: "
                      "from antler.runtime.models import x"]
     assert layer_of("antler.runtime.storage.sqlite") > layer_of("antler.plugin_api.context")
+
+
+def test_the_check_sees_a_plugin_importing_the_plugin_around_it(tmp_path, monkeypatch):
+    """A plugin nested in another's folder (its own `antler_plugin_specs`) that imports its
+    parent's module, absolutely or relatively, is refused, and so is the parent importing
+    the nested plugin; a module of the nested plugin importing its own sibling is not."""
+    hook = "antler_plugin_specs = None\n"
+    files = {
+        "outer/__init__.py": hook, "outer/middleware.py": "from .inner import shared\n",
+        "outer/inner/__init__.py": hook, "outer/inner/shared.py": "",
+        "outer/inner/middleware.py": ("from antler.plugins.outer.middleware import x\n"
+                                      "from ..middleware import y\nfrom . import shared\n"),
+    }
+    for name, text in files.items():
+        (tmp_path / "plugins" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "plugins" / name).write_text(text, encoding="utf-8")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+
+    found = sorted((i.importer, i.line, i.imported) for i in plugin_violations("plugins"))
+    assert found == [
+        ("antler.plugins.outer.inner.middleware", 1, "antler.plugins.outer.middleware"),
+        ("antler.plugins.outer.inner.middleware", 2, "antler.plugins.outer.middleware"),
+        ("antler.plugins.outer.middleware", 1, "antler.plugins.outer.inner"),
+    ]
 
 
 # -- no import circles ------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any
 
 from antler.chain import BuiltChain, build_chain, prompt_sections, select_tools
 from antler.chain.config import OperatorConfig
+from antler.chain.hooklimits import hook_limits
 from antler.chain.policy import error_policy
 from antler.compat import CONFIG_KEY_DURABILITY
 from antler.compiler import (
@@ -800,7 +801,8 @@ def _compile_graph(config: OperatorConfig, built: BuiltChain, chat_model: Any,
     middlewares = isolate(built.middlewares, [error_policy(entry.spec, config.plugin_settings)
                                               for entry in built.entries], built.names,
                           [entry.state.writable if entry.state else None
-                           for entry in built.entries], built.state_owners)
+                           for entry in built.entries], built.state_owners,
+                          [hook_limits(entry.spec, config) for entry in built.entries])
     if tracer is not None:
         middlewares = instrument(middlewares, tracer, built.names)
     agent_kwargs: dict[str, Any] = {

@@ -33,6 +33,12 @@ that would carry a write past the guard (`graph=Command.PARENT`, a `Send` in
 `goto`) is refused the same way; a node name in `goto` is allowed. The tools a plugin
 contributes are guarded the same way (`antler.runtime.toolguard`).
 
+With hook limits (`antler.chain.hooklimits`, applied by `antler.runtime.hookwatch`),
+a third-party plugin's node hook that changes its state in place fails with
+`StateMutationError` (the change undone first), and a hook over its time budget or
+output limit fails with `HookTimeError` or `HookOutputError`, each under the policy
+like an exception of its own.
+
 Either way, an exception that came out of the handler (the model's, a tool's,
 an inner plugin's) is not the wrapping plugin's failure and propagates
 unchanged, and so do LangGraph's `GraphBubbleUp` (an interrupt) and the
@@ -70,6 +76,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from antler.chain.hooklimits import HookLimits
 from antler.chain.stateowners import (
     describe_refusal,
     describe_steering,
@@ -79,10 +86,11 @@ from antler.chain.stateowners import (
     written_keys,
 )
 from antler.compiler import NODE_HOOKS
-from antler.errors import StateWriteError
+from antler.errors import StateMutationError, StateWriteError
 from antler.plugin_api.spec import OnError
 
 from .failure import AUDIT_LOGGER, Failure
+from .hookwatch import StateWatch, limited
 from .tracing import hook_subclass, reclass
 
 log = logging.getLogger(AUDIT_LOGGER)
@@ -91,7 +99,8 @@ log = logging.getLogger(AUDIT_LOGGER)
 def isolate(middlewares: Sequence[Any], policies: Sequence[OnError],
             labels: Sequence[str] | None = None,
             writable: Sequence[frozenset[str] | None] | None = None,
-            owners: Mapping[str, list[str]] | None = None) -> list[Any]:
+            owners: Mapping[str, list[str]] | None = None,
+            limits: Sequence[HookLimits] | None = None) -> list[Any]:
     """`middlewares` (same order, same names) with each one's hooks under its policy.
 
     `policies[i]` applies to `middlewares[i]`; `labels` (default: each
@@ -101,8 +110,10 @@ def isolate(middlewares: Sequence[Any], policies: Sequence[OnError],
     key is the hook's failure (`StateWriteError`), handled under its policy like
     an exception it raised; `owners` names the owner of each key in the message.
     With `writable[i]`, the tools in `middlewares[i].tools` are guarded alike
-    (`antler.runtime.toolguard`). A middleware that implements no hook (and has
-    no tools to guard) is returned as it is.
+    (`antler.runtime.toolguard`). With `limits[i]`, `middlewares[i]`'s hooks are
+    held to its time budget and output limit, and its node hooks' changes of the
+    state in place are refused (`antler.runtime.hookwatch`). A middleware that
+    implements no hook (and has no tools to guard) is returned as it is.
     """
     from langgraph.errors import GraphBubbleUp
 
@@ -113,11 +124,12 @@ def isolate(middlewares: Sequence[Any], policies: Sequence[OnError],
         label = labels[index] if labels else name
         keys = writable[index] if writable else None
         tools = keys is not None and bool(getattr(middleware, "tools", None))
-        key = (cls, name, label, policy, keys, tools)
+        held = limits[index] if limits else None
+        key = (cls, name, label, policy, keys, tools, held)
         if key not in classes:
             guard = None if keys is None else _WriteGuard(label, keys, owners or {})
             classes[key] = hook_subclass(cls, name, cls.__name__,
-                                         _wrappers(label, policy, GraphBubbleUp, guard))
+                                         _wrappers(label, policy, GraphBubbleUp, guard, held))
             if tools and keys is not None:
                 from .toolguard import guarded_tools_class
 
@@ -281,12 +293,17 @@ def _command_type() -> type:
 
 
 def _wrappers(label: str, policy: OnError, passes: type[BaseException],
-              guard: _WriteGuard | None = None,
+              guard: _WriteGuard | None = None, limits: HookLimits | None = None,
               ) -> Callable[[Callable[..., Any], str, bool], Callable[..., Any]]:
     def wrapper(original: Callable[..., Any], hook: str, is_async: bool) -> Callable[..., Any]:
         failure = Failure(label, hook, policy)
-        if hook in NODE_HOOKS:
-            return _node_wrapper(original, failure, is_async, passes, guard, hook)
+        node = hook in NODE_HOOKS
+        if limits is not None and (limits.time_budget is not None
+                                   or limits.output_limit is not None):
+            original = limited(original, hook, is_async, limits, label, wrap=not node)
+        if node:
+            watch = StateWatch(label, hook) if limits is not None and limits.untrusted else None
+            return _node_wrapper(original, failure, is_async, passes, guard, hook, watch)
         if failure.skip:
             return _wrap_wrapper(original, failure, is_async, passes, guard, hook)
         return _failing_wrap_wrapper(original, failure, is_async, passes, guard, hook)
@@ -309,21 +326,35 @@ def _plain(original: Callable[..., Any], *names: str) -> bool:
 
 def _node_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool,
                   passes: type[BaseException], guard: _WriteGuard | None = None,
-                  hook: str = "") -> Callable[..., Any]:
-    """`original` under the policy, its update checked by `guard` (when there is one).
+                  hook: str = "", watch: StateWatch | None = None) -> Callable[..., Any]:
+    """`original` under the policy, its update checked by `guard` (when there is one),
+    its change of the state in place by `watch` (when there is one).
 
     One frame does both: the usual update (None, or a dict of keys the plugin
     may write) is let through by one subset test in it; anything else goes
     to `_WriteGuard.check`, whose refusal the policy handles like an exception
-    the hook raised.
+    the hook raised. A change in place is undone whether the hook returned or raised.
     """
     writable: frozenset[str] = guard.writable if guard is not None else frozenset()
     check = guard.check if guard is not None else None
-    plain = _plain(original, "self", "state", "runtime")
-    if is_async and plain:
+    take = watch.take if watch is not None else None
+    settle = watch.settle if watch is not None else _settled
+
+    def failed(error: Exception, state: Any, taken: Any) -> None:
+        if taken is not None and not isinstance(error, StateMutationError):
+            try:
+                settle(state, taken)  # it raised after changing the state in place
+            except StateMutationError as mutation:
+                error = mutation
+        failure.handle(error, "no update")
+
+    if is_async and _plain(original, "self", "state", "runtime"):
         async def anode_plain(self: Any, state: Any, runtime: Any) -> Any:
+            taken = take(state) if take is not None else None
             try:
                 update = await original(self, state, runtime)
+                if taken is not None:
+                    settle(state, taken)
                 if update is None or check is None or (
                         type(update) is dict and update.keys() <= writable):
                     return update
@@ -331,14 +362,17 @@ def _node_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool
             except passes:
                 raise
             except Exception as error:
-                failure.handle(error, "no update")
+                failed(error, state, taken)
                 return None
         return anode_plain
 
     if is_async:
         async def anode(self: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
+            taken = take(state) if take is not None else None
             try:
                 update = await original(self, state, *args, **kwargs)
+                if taken is not None:
+                    settle(state, taken)
                 if update is None or check is None or (
                         type(update) is dict and update.keys() <= writable):
                     return update
@@ -346,14 +380,17 @@ def _node_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool
             except passes:
                 raise
             except Exception as error:
-                failure.handle(error, "no update")
+                failed(error, state, taken)
                 return None
         return anode
 
-    if plain:
+    if _plain(original, "self", "state", "runtime"):
         def node_plain(self: Any, state: Any, runtime: Any) -> Any:
+            taken = take(state) if take is not None else None
             try:
                 update = original(self, state, runtime)
+                if taken is not None:
+                    settle(state, taken)
                 if update is None or check is None or (
                         type(update) is dict and update.keys() <= writable):
                     return update
@@ -361,13 +398,16 @@ def _node_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool
             except passes:
                 raise
             except Exception as error:
-                failure.handle(error, "no update")
+                failed(error, state, taken)
                 return None
         return node_plain
 
     def node(self: Any, state: Any, *args: Any, **kwargs: Any) -> Any:
+        taken = take(state) if take is not None else None
         try:
             update = original(self, state, *args, **kwargs)
+            if taken is not None:
+                settle(state, taken)
             if update is None or check is None or (
                     type(update) is dict and update.keys() <= writable):
                 return update
@@ -375,9 +415,13 @@ def _node_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool
         except passes:
             raise
         except Exception as error:
-            failure.handle(error, "no update")
+            failed(error, state, taken)
             return None
     return node
+
+
+def _settled(state: Any, taken: Any) -> None:
+    """No watch: nothing to settle."""
 
 
 def _wrap_wrapper(original: Callable[..., Any], failure: Failure, is_async: bool,

@@ -67,7 +67,6 @@ from __future__ import annotations
 import asyncio
 import html
 import logging
-import re
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -75,17 +74,28 @@ from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
-from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, SystemMessage
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from antler.plugin_api import (
-    CLOCK,
     BuildContext,
     hidden_marker,
     is_hidden,
     reinserted_from,
     reinserted_id,
     run_context,
+)
+from antler.plugins._lib.datereminder import (
+    DATE_FIELD,
+    REMINDER_FLAG,
+    WEEKDAYS,
+    Clock,
+    clock_service,
+    date_reminder,
+    day_of,
+    format_date,
+    is_date_reminder,
+    latest_reminder_date,
 )
 from antler.plugins._lib.memory.service import memory_store
 from antler.plugins._lib.requestcopy import overridden
@@ -109,69 +119,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SOURCE = "dynamic_context"
-REMINDER_FLAG = "dynamic_context_reminder"
-"""`additional_kwargs` flag of a date reminder (system_message_coalescing keeps the newest)."""
-DATE_FIELD = "reminder_date"
-"""`additional_kwargs` field holding a reminder's date as ``YYYY-MM-DD``."""
 MEMORY_SUFFIX = "__memory"
-
-_LEGACY_DATE = re.compile(r"<current_date>\s*(\d{4}-\d{2}-\d{2})")
-
-Clock = Callable[[], datetime]
-
-
-def day_of(now: datetime) -> str:
-    """``2026-12-01``: `now` as ``%Y-%m-%d`` writes it, without strftime's cost."""
-    if now.year < 1000:  # strftime does not pad such a year on every platform
-        return f"{now:%Y-%m-%d}"
-    return f"{now.year}-{now.month:02d}-{now.day:02d}"
-
-
-WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-"""The weekday names the reminder uses, by `datetime.weekday()`: English whatever the process's
-LC_TIME locale (`%A` would read that process-global setting, which another thread may change)."""
-
-
-def format_date(now: datetime) -> str:
-    """The date as the reminder states it: ``2026-12-01, Tuesday`` (in any locale)."""
-    return f"{day_of(now)}, {WEEKDAYS[now.weekday()]}"
-
-
-def date_reminder(now: datetime, *, message_id: str | None = None,
-                  source: str = SOURCE) -> SystemMessage:
-    """The hidden date reminder for `now`."""
-    content = f"<system-reminder><current_date>{format_date(now)}</current_date></system-reminder>"
-    kwargs = {**hidden_marker(source), REMINDER_FLAG: True, DATE_FIELD: day_of(now)}
-    return SystemMessage(content=content, id=message_id, additional_kwargs=kwargs)
-
-
-def is_date_reminder(message: Any) -> bool:
-    """Whether `message` is a date reminder this plugin (or its subagent sibling) wrote."""
-    kwargs = getattr(message, "additional_kwargs", None) or {}
-    return isinstance(message, SystemMessage) and bool(kwargs.get(REMINDER_FLAG))
-
-
-def _reminder_date(message: Any) -> str | None:
-    if not is_date_reminder(message):
-        return None
-    value = message.additional_kwargs.get(DATE_FIELD)
-    if isinstance(value, str):
-        return value
-    # An older reminder without the structured field: read its own text, which
-    # the server wrote. Memory and user text are never parsed for a date.
-    match = _LEGACY_DATE.search(message.text if hasattr(message, "text") else "")
-    return match.group(1) if match else None
-
-
-def latest_reminder_date(messages: Sequence[Any]) -> str | None:
-    """The date of the newest date reminder in `messages` (None: there is none)."""
-    for message in reversed(messages):
-        date = _reminder_date(message)
-        if date is not None:
-            return date
-    return None
-
-
 def _target(messages: Sequence[BaseMessage]) -> int | None:
     """Index of the latest genuine user message, unless it already is a re-added copy."""
     for index in range(len(messages) - 1, -1, -1):
@@ -236,7 +184,8 @@ class DynamicContextMiddleware(AgentMiddleware[Any, Any]):
     def _dated(self, request: ModelRequest) -> ModelRequest:
         if latest_reminder_date(request.messages) is not None:
             return request
-        return overridden(request, messages=[date_reminder(self.clock()), *request.messages])
+        reminder = date_reminder(self.clock(), source=SOURCE)
+        return overridden(request, messages=[reminder, *request.messages])
 
     # Both forms call this helper: a fused node's proxy resets the hook methods
     # it runs itself, so `self.before_agent` may be a no-op there.
@@ -251,7 +200,7 @@ class DynamicContextMiddleware(AgentMiddleware[Any, Any]):
             return None
         target = messages[index]
         target_id = target.id or str(uuid.uuid5(uuid.NAMESPACE_OID, repr(target.content)))
-        swapped: list[BaseMessage] = [date_reminder(now, message_id=target_id)]
+        swapped: list[BaseMessage] = [date_reminder(now, message_id=target_id, source=SOURCE)]
         if latest is None:
             memory = self._memory(runtime)
             if memory:
@@ -275,12 +224,6 @@ class DynamicContextMiddleware(AgentMiddleware[Any, Any]):
                            user_id, exc)
             return ""
         return memory_text(facts, self.max_memory_chars)
-
-
-def clock_service(ctx: BuildContext) -> Clock | None:
-    """The build's `clock` service, when the application (or a test) provides one."""
-    clock = ctx.services.items.get(CLOCK)
-    return clock if callable(clock) else None
 
 
 def build(ctx: BuildContext) -> DynamicContextMiddleware:

@@ -24,7 +24,7 @@ from antler.compiler import fuse
 from antler.compiler.steps import fold_messages
 from antler.contracts.folding import fold_of, folds_with
 from antler.contracts.writes import fold_writes, merge_writes
-from antler.plugins.input_sanitization.middleware import fold_provenance, merge_provenance
+from antler.plugins._lib.inputrecord import fold_provenance, merge_provenance
 from antler.runtime.models import ScriptedChatModel
 
 DEMO_WRITES = {"fused": 58, "nodes": 88}

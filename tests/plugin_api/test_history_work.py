@@ -23,8 +23,8 @@ from antler.chain.config import parse_config
 from antler.plugin_api.context import MEMORY_QUEUE
 from antler.plugin_api.messagememo import MessageMemo
 from antler.plugin_api.registry import discover
+from antler.plugins._lib import inputrecord as sanitization
 from antler.plugins._lib.tagguard import ReservedTags
-from antler.plugins.input_sanitization import middleware as sanitization
 from antler.plugins.input_sanitization.middleware import (
     ORIGINAL_CONTENT_KEY,
     InputSanitizationMiddleware,

@@ -318,7 +318,7 @@ _PARALLEL_DELEGATIONS = textwrap.dedent("""
     try:
         with ThreadPoolExecutor(8) as pool:
             texts = set(pool.map(delegate, range(4000)))
-        texts.add(date_reminder(datetime(2026, 12, 1, 23, 59)).text)
+        texts.add(date_reminder(datetime(2026, 12, 1, 23, 59), source="dynamic_context").text)
     finally:
         stop.set()
         flipper.join()

@@ -1,6 +1,6 @@
 """input_sanitization's ledger: the same requests and record as from scratch, for less work.
 
-The ledger (`antler.plugins.input_sanitization.ledger`) keeps per thread what
+The ledger (`antler.plugins._lib.inputledger`) keeps per thread what
 the hooks computed and catches up with what changed: by identity within a run,
 through the graph's message-write journal (`antler.contracts.writes`) across
 checkpoint reloads. A hypothesis test drives real graphs (fused and unfused,
@@ -26,8 +26,8 @@ from langgraph.types import Command, Overwrite
 from antler.chain.config import parse_config
 from antler.contracts.writes import LIMIT, WRITES_KEY, merge_writes
 from antler.plugin_api.registry import discover
-from antler.plugins.input_sanitization import ledger as ledgers
-from antler.plugins.input_sanitization import middleware as sanitization
+from antler.plugins._lib import inputledger as ledgers
+from antler.plugins._lib import inputrecord as sanitization
 from antler.plugins.input_sanitization.middleware import PROVENANCE_KEY
 from antler.runtime.agent import create_agent
 from antler.runtime.models import ScriptedChatModel

@@ -120,3 +120,14 @@ class AgentSettings(BaseModel):
         50, ge=1, description="Model calls one run may make. The graph's step limit is "
         "derived from it and the chain's shape; a run that needs more stops with a "
         "ModelCallBudgetError naming this setting.")
+    plugin_time_budget: float | None = Field(
+        120.0, gt=0, description="Seconds one call of a third-party plugin's hook may take "
+        "(a wrap hook's handler not counted): an async hook is cancelled at the budget, a "
+        "sync one fails once it returns; either way the failure is handled under the "
+        "plugin's `on_error` (HookTimeError). null: no budget. Per plugin: "
+        "`plugins.<name>.time_budget`.")
+    plugin_output_limit: int | None = Field(
+        16 * 2**20, ge=1, description="Text characters plus items one call of a third-party "
+        "plugin's hook may return (its update, or a wrap hook's own result), nested at most "
+        "100 deep; more fails the hook under its `on_error` (HookOutputError). null: no "
+        "limit. Per plugin: `plugins.<name>.output_limit`.")

@@ -39,6 +39,16 @@ class PluginLoadSettings(BaseModel):
         None, description="Override the run-time error policy of this plugin (or of every "
         "plugin of this entry point or distribution)."
     )
+    time_budget: float | None = Field(
+        None, gt=0, description="Seconds one call of one of this plugin's hooks (or of every "
+        "plugin of this entry point or distribution) may take, the handler's time not "
+        "counted; a hook over it fails under its `on_error`. Default: "
+        "`agent.plugin_time_budget` for third-party plugins, none for Antler's own.")
+    output_limit: int | None = Field(
+        None, ge=1, description="Text characters plus items one hook call of this plugin may "
+        "return (its update, or a wrap hook's own result); more fails the hook under its "
+        "`on_error`. Default: `agent.plugin_output_limit` for third-party plugins, none for "
+        "Antler's own.")
     distribution: str | None = Field(
         None, description="For a plugin name: the distribution whose plugin of that name is "
         "used when two installed distributions declare it (the other one's is left out); on "

@@ -31,8 +31,13 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import SystemMessage
 
 from antler.plugin_api import BuildContext
-
-from ..middleware import Clock, clock_service, date_reminder, day_of, latest_reminder_date
+from antler.plugins._lib.datereminder import (
+    Clock,
+    clock_service,
+    date_reminder,
+    day_of,
+    latest_reminder_date,
+)
 
 __all__ = ["SOURCE", "SubagentDateContextMiddleware", "build"]
 

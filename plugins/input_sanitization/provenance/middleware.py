@@ -10,10 +10,11 @@ records them.
 Hooks
 
 ``before_agent`` / ``abefore_agent``
-    Records the current form of every `HumanMessage` (see
-    `record_current_form`). The record is saved with the ``before_agent``
-    step, before the model is called: when the model call fails, the next run
-    does not take the server's rewrite for caller input (which would strip
+    Records the current form of every `HumanMessage`
+    (`antler.plugins._lib.inputrecord.record_current_form`, shared with
+    input_sanitization). The record is saved with the ``before_agent`` step,
+    before the model is called: when the model call fails, the next run does
+    not take the server's rewrite for caller input (which would strip
     the server's ``original_user_content`` and treat the uploads block as the
     user's words). A ``before_model`` hook cannot promise that: the chain
     compiler runs those inside the model node, whose writes a failed model
@@ -32,7 +33,7 @@ from langchain.agents.middleware import AgentMiddleware
 from langgraph.runtime import Runtime
 
 from antler.plugin_api import BuildContext
-from antler.plugins.input_sanitization.middleware import InputSanitizationState, record_current_form
+from antler.plugins._lib.inputrecord import InputSanitizationState, record_current_form
 
 __all__ = ["InputProvenanceMiddleware", "build"]
 
