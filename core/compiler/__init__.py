@@ -167,6 +167,7 @@ from .model_node import ModelHooks
 from .nodes import FusedHooks, agent_end_class, fused_middleware, model_edge_class
 from .proxies import first_member, interrupting_wrap, make_member, make_proxy, overrides
 from .quietnodes import quiet_nodes
+from .runscope import scope_runs
 from .start_node import AgentStart
 from .steps import Step, make_step, state_channels
 from .streams import (
@@ -403,8 +404,6 @@ def create_fused_agent(middleware: Sequence[AgentMiddleware], *,
     inline_lone_calls(graph)  # before `install`: the tools node may be taken over there
     compiled.install(graph)
     quiet_nodes(graph)
-    from antler.runtime.runscope import scope_runs
-
     # Each run in a `RunScope` of its own: what a run holds (a thread's sandbox) is let
     # go when it ends, however it ends, as for a graph `antler.agent.create_agent` builds.
     scope_runs(graph)

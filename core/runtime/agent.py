@@ -34,6 +34,7 @@ from antler.compiler import (
 from antler.compiler.leanchannels import lean_channels
 from antler.compiler.lonecalls import inline_lone_calls
 from antler.compiler.quietnodes import quiet_nodes
+from antler.compiler.runscope import scope_runs
 from antler.contracts.deferred import DEFERRED_TOOLS, PROMOTED_KEY, DeferredTools
 from antler.contracts.mcp import mcp_routing_of
 from antler.contracts.runcontext import RunContext
@@ -69,7 +70,6 @@ from .inputs import (
 from .isolation import isolate
 from .mcp import mcp_tools
 from .quiettools import quiet_tools
-from .runscope import scope_runs
 from .skills import SkillsRegistry
 from .storage import CHECKPOINT_FILENAME as CHECKPOINT_FILENAME
 from .storage import (

@@ -15,7 +15,7 @@ from typing import Any, TypedDict
 import pytest
 from langgraph.graph import END, START, StateGraph
 
-from antler.runtime.runscope import RunScope, current_run, scope_runs
+from antler.compiler.runscope import RunScope, current_run, scope_runs
 
 
 class State(TypedDict, total=False):

@@ -17,8 +17,8 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import HumanMessage
 
 from antler.compiler import create_fused_agent
+from antler.compiler.runscope import RunScope, current_run
 from antler.runtime.models import ScriptedChatModel
-from antler.runtime.runscope import RunScope, current_run
 
 
 class SeesItsRun(AgentMiddleware):

@@ -24,7 +24,7 @@ Everything else lives here, once:
 * keeping a thread's sandbox only while a run holds it or something of it runs,
   and making it again from the id the thread's state keeps (`HostSandboxProvider`);
   a run that ends without releasing it (cancelled, failed) lets go of it too, its
-  commands stopped (`antler.runtime.runscope`).
+  commands stopped (`antler.compiler.runscope`).
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
+from antler.compiler.runscope import RunScope, current_run
 from antler.plugin_api import confined
 from antler.plugin_api.paths import (
     SKILLS_VIRTUAL_ROOT,
@@ -65,7 +66,6 @@ from antler.plugin_api.sandbox import (
     SandboxProvider,
 )
 
-from ..runscope import RunScope, current_run
 from . import reaper, search
 
 __all__ = ["DEFAULT_MAX_OUTPUT_BYTES", "DEFAULT_TIMEOUT_SECONDS", "OUTSIDE_A_RUN", "HostSandbox",
@@ -716,7 +716,7 @@ class HostSandboxProvider(SandboxProvider):
       every call), until that run releases it (`release` inside the same run, the
       sandbox middleware's ``after_agent``) or ends: a run cancelled or failed before
       its last hook lets go of it when it ends, its commands still running stopped
-      (`antler.runtime.runscope`). Overlapping runs of one thread each hold it, so the
+      (`antler.compiler.runscope`). Overlapping runs of one thread each hold it, so the
       first to end never drops it under another; a second release is a no-op;
     * callers outside any run (`acquire` with no run, or in a graph not built by
       `create_agent`), as one holder: any `release` of theirs lets it go.

@@ -26,6 +26,7 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableLambda
 
+from antler.compiler.runscope import RUN_SCOPE_KEY, RunScope
 from antler.plugin_api.context import SANDBOX_PROVIDER
 from antler.plugin_api.paths import PathLayout, ThreadPaths
 from antler.plugin_api.sandbox import (
@@ -33,7 +34,6 @@ from antler.plugin_api.sandbox import (
     SandboxClosedError,
     SandboxNotFoundError,
 )
-from antler.runtime.runscope import RUN_SCOPE_KEY, RunScope
 from antler.runtime.sandbox.host import RunningCommand
 from antler.runtime.sandbox.local import LocalSandbox, LocalSandboxProvider
 from antler.runtime.sandbox.threaddir import INIT_FILE, record_namespace
