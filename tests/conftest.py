@@ -141,7 +141,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     The checks of one conformance class run on one worker too: they share the agents
     and runs the class's battery builds (once per process), which each worker running
-    one of its checks would otherwise build again. So do the tests of the session's
+    one of its checks would otherwise build again (classes of equal settings, which
+    share them too, name one group of their own). So do the tests of the session's
     `langgraph dev` server (`langgraph_server`, tests/runtime/conftest.py), which that
     worker starts once.
     """
@@ -151,7 +152,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("postgres"))
         elif "langgraph_server" in fixtures:
             item.add_marker(pytest.mark.xdist_group("langgraph-server"))
-        elif (cls := getattr(item, "cls", None)) and issubclass(cls, PluginConformance):
+        elif ((cls := getattr(item, "cls", None)) and issubclass(cls, PluginConformance)
+              and not item.get_closest_marker("xdist_group")):  # unless it names its own
             item.add_marker(pytest.mark.xdist_group(f"conformance:{cls.__qualname__}"))
 
 
