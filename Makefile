@@ -85,7 +85,8 @@ test: $(STAMP)
 	exit $$status
 
 # The long checks `make test` leaves out (100,000-input fuzzing, the twenty-process
-# store race, the PostgreSQL restarts, the slower `antler run` process tests), and the
+# store race, the PostgreSQL restarts, the slower `antler run` process tests, the
+# conformance checks that run a plugin's own agents most), and the
 # `fuzz` property tests again with all their examples (`make test` draws a quarter);
 # CI runs them too.
 test-slow: $(STAMP)

@@ -141,13 +141,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
     The checks of one conformance class run on one worker too: they share the agents
     and runs the class's battery builds (once per process), which each worker running
-    one of its checks would otherwise build again.
+    one of its checks would otherwise build again (classes of equal settings, which
+    share them too, name one group of their own). So do the tests of the session's
+    `langgraph dev` server (`langgraph_server`, tests/runtime/conftest.py), which that
+    worker starts once.
     """
     for item in items:
-        if item.get_closest_marker("postgres") or "postgres_url" in getattr(
-                item, "fixturenames", ()):
+        fixtures = getattr(item, "fixturenames", ())
+        if item.get_closest_marker("postgres") or "postgres_url" in fixtures:
             item.add_marker(pytest.mark.xdist_group("postgres"))
-        elif (cls := getattr(item, "cls", None)) and issubclass(cls, PluginConformance):
+        elif "langgraph_server" in fixtures:
+            item.add_marker(pytest.mark.xdist_group("langgraph-server"))
+        elif ((cls := getattr(item, "cls", None)) and issubclass(cls, PluginConformance)
+              and not item.get_closest_marker("xdist_group")):  # unless it names its own
             item.add_marker(pytest.mark.xdist_group(f"conformance:{cls.__qualname__}"))
 
 

@@ -20,7 +20,6 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -31,29 +30,19 @@ from antler.plugin_api.paths import PathLayout
 from antler.runtime import servedfiles
 from antler.runtime.sandbox.threaddir import INIT_FILE, ThreadDirectoryError
 from antler.runtime.serverapp import DeletedThreadFiles
-from tests.runtime.test_server import Server, serving
+from tests.runtime.langgraph_dev import Server
 
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-              pytest.mark.xdist_group("langgraph-server-delete")]
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-TOKENS = {"tok-alice": {"user": "alice", "roles": ["agent"]},
-          "tok-bob": {"user": "bob", "roles": ["agent"]}}
-# Every run: one sandbox command writing a file in the thread's outputs, then an answer.
-TURN = """\
-- content: ""
-  tool_calls:
-    - {name: bash, args: {command: "echo kept > /mnt/user-data/outputs/kept.txt && echo written"}}
-- "done"
-"""
 HOSTILE_PATHS = ["/threads/..", "/threads/%2E%2E", "/threads/..%2F..%2Fbob",
                  "/threads/%2e%2e%2f%2e%2e%2fbob", "/threads/%2Fetc", "/threads/%2F",
                  "/threads/.%2E/users", "/threads/..%5C..%5Cbob"]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[Server]:
-    with serving(tmp_path_factory.mktemp("langgraph-delete"), TURN * 8, TOKENS) as running:
-        yield running
+def server(langgraph_server: Server) -> Server:
+    """The session's server (tests/runtime/conftest.py)."""
+    return langgraph_server
 
 
 def thread_dir(server: Server, user: str, thread_id: str) -> Path:

@@ -37,55 +37,37 @@ from typing import Any
 
 import pytest
 
-from tests.runtime.test_server import Server, serving
+from tests.runtime.langgraph_dev import Server, serving
 
-pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-              pytest.mark.xdist_group("langgraph-server-removal")]
-# The tests of each server share a worker (it starts that server once); the three servers'
-# tests may run on three workers at once (a test's own mark is the one xdist reads).
-ON_THE_INTERRUPTED_SERVER = pytest.mark.xdist_group("langgraph-server-removal-interrupted")
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# The trusting server's tests share a worker (it starts that server once); the session's
+# server's tests share another (tests/runtime/conftest.py).
 ON_THE_TRUSTING_SERVER = pytest.mark.xdist_group("langgraph-server-removal-trusting")
 
-TOKENS = {"tok-alice": {"user": "alice", "roles": ["agent"]},
-          "tok-bob": {"user": "bob", "roles": ["agent"]}}
-# Every run: a sandbox command that writes kept.txt and, in a thread whose uploads hold
-# `slow`, then sleeps and writes late.txt; then a file written by the write_file tool;
-# then an answer.
-TURN = """\
-- content: ""
-  tool_calls:
-    - name: bash
-      args:
-        command: >-
-          echo kept > /mnt/user-data/outputs/kept.txt;
-          if [ -e /mnt/user-data/uploads/slow ]; then sleep 5;
-          echo late > /mnt/user-data/outputs/late.txt; fi; echo written
-- content: ""
-  tool_calls:
-    - {name: write_file, args: {path: /mnt/user-data/outputs/after.txt, content: "after"}}
-- "done"
-"""
+# Every run ("write it", tests/runtime/served_model.py): a sandbox command that writes
+# kept.txt and, in a thread whose uploads hold `slow`, then sleeps and writes late.txt;
+# then a file written by the write_file tool; then an answer.
 MESSAGE = {"messages": [{"role": "user", "content": "write it"}]}
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[Server]:
-    with serving(tmp_path_factory.mktemp("langgraph-removal"), TURN * 19, TOKENS) as running:
-        yield running
+def server(langgraph_server: Server) -> Server:
+    """The session's server (tests/runtime/conftest.py)."""
+    return langgraph_server
 
 
 @pytest.fixture(scope="module")
-def interrupted(tmp_path_factory) -> Iterator[Server]:
-    """A server of its own: the run its test cancels leaves the rest of the script unread."""
-    with serving(tmp_path_factory.mktemp("langgraph-interrupted"), TURN * 2, TOKENS) as running:
-        yield running
+def interrupted(server: Server) -> Server:
+    """The server whose run its test cancels: the session's (its model answers each run
+    by the run's own thread, so the turns the cancelled run leaves unread are no one's)."""
+    return server
 
 
 @pytest.fixture(scope="module")
 def trusting(tmp_path_factory) -> Iterator[Server]:
     tokens = {"tok-front": {"user": "front", "roles": ["agent"]},
               "tok-admin": {"user": "admin", "roles": ["agent", "admin"]}}
-    with serving(tmp_path_factory.mktemp("langgraph-trusting"), TURN * 19, tokens,
+    with serving(tmp_path_factory.mktemp("langgraph-trusting"), tokens,
                  config="server: {trust_client_identity: true}\n",
                  environment={"ANTLER_SERVED_SWEEP_SECONDS": "1"}) as running:
         yield running
@@ -231,9 +213,9 @@ def test_a_stateless_run_leaves_no_thread_directory(server):
 
 # -- a delete during a run -------------------------------------------------------------------
 
-@ON_THE_INTERRUPTED_SERVER
 def test_a_delete_during_a_run_cancels_it_first_and_nothing_comes_back(interrupted):
     server = interrupted
+    logged = server.log.stat().st_size  # the server's log before this test
     alice = server.client("tok-alice")
     thread_id = str(alice.threads.create()["thread_id"])
     directory = thread_dir(server, "alice", thread_id)
@@ -251,7 +233,8 @@ def test_a_delete_during_a_run_cancels_it_first_and_nothing_comes_back(interrupt
     assert status_of(lambda: alice.threads.get(thread_id)) == 404
     # The run was cancelled before the thread went; it did not go on into a deleted
     # thread (whose end the server's worker then fails on: the thread is not found).
-    log = (server.home.parent / "server.log").read_text(errors="replace")
+    with server.log.open("rb") as output:
+        log = output.read()[logged:].decode(errors="replace")
     assert "Background run interrupted" in log
     assert "Background worker failed" not in log
 

@@ -33,7 +33,7 @@ from antler.runtime.serverapp import (
     served_app,
     thread_write,
 )
-from tests.runtime.test_server import unavailable
+from tests.runtime.langgraph_dev import unavailable
 
 LIMIT = 4096
 """The body size limit the middleware gets here (the served default is 16 MiB)."""
