@@ -20,7 +20,7 @@ from antler.plugin_api.sandbox import (
     available_sandbox_providers,
     load_sandbox_provider,
 )
-from antler.runtime.sandbox.local import LocalSandboxProvider
+from antler.runtime.sandbox.local import LocalSandbox, LocalSandboxProvider
 
 
 @pytest.fixture
@@ -133,9 +133,13 @@ def test_shutdown_tears_everything_down(provider: LocalSandboxProvider, paths: T
 def test_shutdown_kills_running_commands(provider: LocalSandboxProvider, sandbox: Sandbox) -> None:
     results: list[CommandResult] = []
     worker = threading.Thread(target=lambda: results.append(sandbox.execute_command("sleep 30")))
-    started = time.monotonic()
+    assert isinstance(sandbox, LocalSandbox)
     worker.start()
-    time.sleep(0.3)
+    deadline = time.monotonic() + 30
+    while not sandbox._running:  # the command runs: shutdown must kill it
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    started = time.monotonic()
     provider.shutdown()
     worker.join(timeout=5)
     assert not worker.is_alive()

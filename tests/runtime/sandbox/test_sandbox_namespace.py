@@ -216,7 +216,10 @@ def test_interrupt_stops_a_running_command(provider: BwrapSandboxProvider,
 
     worker = threading.Thread(target=call)
     worker.start()
-    time.sleep(0.5)
+    deadline = time.monotonic() + 30
+    while not sandbox._running:  # interrupt stops commands that run, not one yet to start
+        assert worker.is_alive() and time.monotonic() < deadline, raised
+        time.sleep(0.01)
     sandbox.interrupt()
     worker.join(timeout=10)
     assert not worker.is_alive() and raised
@@ -1064,9 +1067,13 @@ def tracer(frame, event, arg):
     return tracer
 shell = posix.posix_spawn("/bin/sh", ["/bin/sh", "-c", "sleep 30 & sleep 30 & wait"], {},
                           setsid=True)
-time.sleep(0.5)
-group = sorted(int(name) for name in posix.listdir("/proc")
-               if name.isdigit() and _session(int(name)) == shell)
+deadline = time.monotonic() + 30
+while True:  # until the shell has started both sleeps (a loaded machine may take a while)
+    group = sorted(int(name) for name in posix.listdir("/proc")
+                   if name.isdigit() and _session(int(name)) == shell)
+    if len(group) >= 3 or time.monotonic() > deadline:
+        break
+    time.sleep(0.01)
 sys.settrace(tracer)
 killed = _kill(shell, group=True, libc=libc)
 reaped = []
