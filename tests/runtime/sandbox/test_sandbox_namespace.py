@@ -709,19 +709,31 @@ def test_spares_of_one_source_share_no_tmp_dev_processes_or_network(
     assert first.execute_command("for d in /tmp /dev/shm; do echo x > $d/m$((40+2)); done;"
                                  " mkdir /tmp/d$((40+2))").ok
     ended = threading.Event()
+    workspace = layout.thread("u", "t1").workspace
 
     def hold() -> None:  # a running command of the first thread, listening on its loopback
-        first.execute_command("python3 -c 'import socket,time; s=socket.socket();"
-                              " s.bind((\"127.0.0.1\", 47000+123)); s.listen(); time.sleep(4)'"
-                              " & sleep 4.25", timeout=20)
+        first.execute_command("python3 -c 'import os,socket,time; s=socket.socket();"
+                              " s.bind((\"127.0.0.1\", 47000+123)); s.listen();"
+                              " open(\"listening\", \"w\").close()\n"
+                              "while not os.path.exists(\"release\"): time.sleep(0.02)"
+                              "  # held 4.25'", timeout=60)
         ended.set()
 
     threading.Thread(target=hold, daemon=True).start()
-    time.sleep(1.0)
-    seen = second.execute_command(
-        "ls -A /tmp /dev/shm /dev/pts; grep -l 'sleep 4[.]25' /proc/[0-9]*/cmdline;"
-        " python3 -c 'import socket; s=socket.socket(); print(\"connect\","
-        " s.connect_ex((\"127.0.0.1\", 47000+123)))'")
+    try:
+        deadline = time.monotonic() + 30
+        while not (workspace / "listening").exists():  # until the listener is up
+            assert not ended.is_set() and time.monotonic() < deadline
+            time.sleep(0.02)
+        mine = first.execute_command("grep -l 'held 4[.]25' /proc/[0-9]*/cmdline")
+        assert mine.stdout.endswith("/cmdline\n"), mine  # so a miss below means something
+        seen = second.execute_command(
+            "ls -A /tmp /dev/shm /dev/pts; grep -l 'held 4[.]25' /proc/[0-9]*/cmdline;"
+            " python3 -c 'import socket; s=socket.socket(); print(\"connect\","
+            " s.connect_ex((\"127.0.0.1\", 47000+123)))'")
+        assert not ended.is_set()  # the first thread's command was running meanwhile
+    finally:
+        (workspace / "release").touch()
     spares = provider._settings.spares
     assert spares is not None
     source = spares._slots[spare_key(layout)].namespace
@@ -730,12 +742,11 @@ def test_spares_of_one_source_share_no_tmp_dev_processes_or_network(
     assert source is not None and source.init_pid is not None
     assert all(n is not None and n.init_pid is not None
                and host_parent(n.init_pid) == source.init_pid for n in namespaces)
-    assert not ended.is_set()  # the first thread's command was running meanwhile
     lines = seen.stdout.splitlines()
     assert "m42" not in lines and "d42" not in lines, seen
     assert not any(line.endswith("/cmdline") for line in lines), seen
     assert "ptmx" in lines and "connect 111" in lines, seen  # its own devpts; refused
-    ended.wait(20)
+    assert ended.wait(60)
 
 
 def mounts_of(pid: int) -> list[tuple[str, str]]:
