@@ -732,8 +732,8 @@ def test_spares_of_one_source_share_no_tmp_dev_processes_or_network(
             " python3 -c 'import socket; s=socket.socket(); print(\"connect\","
             " s.connect_ex((\"127.0.0.1\", 47000+123)))'")
         assert not ended.is_set()  # the first thread's command was running meanwhile
-    finally:
-        (workspace / "release").touch()
+    finally:  # through the sandbox: its overlay would not see a file the host adds
+        first.execute_command("touch release")
     spares = provider._settings.spares
     assert spares is not None
     source = spares._slots[spare_key(layout)].namespace
