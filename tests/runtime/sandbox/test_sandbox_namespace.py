@@ -844,10 +844,12 @@ def test_what_one_threads_commands_leave_no_other_thread_sees(
 
     threading.Thread(target=hold, daemon=True).start()
     for _ in range(100):  # until the listener is up
-        mine = first.execute_command("python3 probe.py look")
-        if "abstract 0" in mine.stdout:
+        if "abstract 0" in first.execute_command("python3 probe.py look").stdout:
             break
         time.sleep(0.1)
+    # A look that began before the planter had made all of it may miss what it made
+    # first: look again, now that its last (the listener) is up.
+    mine = first.execute_command("python3 probe.py look")
     theirs = second.execute_command("python3 probe.py look")
     assert not ended.is_set()  # the first thread's command was listening meanwhile
     ended.wait(20)
