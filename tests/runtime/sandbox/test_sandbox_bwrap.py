@@ -507,9 +507,12 @@ print(json.dumps(left))
 
 
 def orphans_left(code: str) -> list[str]:
-    """The processes `code` left behind for a subreaper (its adopted, unreaped descendants)."""
+    """The processes `code` left behind for a subreaper (its adopted, unreaped descendants).
+
+    A hang guard of minutes: `antler doctor` imports every plugin (two CPU-seconds), which
+    a loaded machine may stretch past one."""
     done = subprocess.run([sys.executable, "-c", _ORPHANS, code], capture_output=True,
-                          text=True, timeout=60, check=True)
+                          text=True, timeout=180, check=True)
     return list(json.loads(done.stdout))
 
 
