@@ -717,7 +717,7 @@ def test_spares_of_one_source_share_no_tmp_dev_processes_or_network(
                               " s.bind((\"127.0.0.1\", 47000+123)); s.listen();"
                               " open(\"listening\", \"w\").close()\n"
                               "while not os.path.exists(\"release\"): time.sleep(0.02)"
-                              "  # held 4.25'", timeout=60)
+                              "  # held 42'", timeout=60)
         ended.set()
 
     threading.Thread(target=hold, daemon=True).start()
@@ -726,10 +726,10 @@ def test_spares_of_one_source_share_no_tmp_dev_processes_or_network(
         while not (workspace / "listening").exists():  # until the listener is up
             assert not ended.is_set() and time.monotonic() < deadline
             time.sleep(0.02)
-        mine = first.execute_command("grep -l 'held 4[.]25' /proc/[0-9]*/cmdline")
+        mine = first.execute_command("grep -l 'held 4[2]' /proc/[0-9]*/cmdline")
         assert mine.stdout.endswith("/cmdline\n"), mine  # so a miss below means something
         seen = second.execute_command(
-            "ls -A /tmp /dev/shm /dev/pts; grep -l 'held 4[.]25' /proc/[0-9]*/cmdline;"
+            "ls -A /tmp /dev/shm /dev/pts; grep -l 'held 4[2]' /proc/[0-9]*/cmdline;"
             " python3 -c 'import socket; s=socket.socket(); print(\"connect\","
             " s.connect_ex((\"127.0.0.1\", 47000+123)))'")
         assert not ended.is_set()  # the first thread's command was running meanwhile
