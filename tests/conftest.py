@@ -22,6 +22,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from antler.plugin_api.registry import SLOW_IMPORT_ENV
 from antler.runtime import astguard
 from antler.testing import PluginConformance
 from tests import depth
@@ -38,8 +39,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Before any test module is imported: the property tests' example counts follow it."""
+    """Before any test module is imported: the property tests' example counts follow it.
+
+    Also raises the slow-import threshold (a wall-clock time) for this process and the
+    commands it starts: on a loaded machine any plugin import may take past the default
+    second, and its warning would land in logs and reports the tests read. The tests of
+    that warning set their own threshold.
+    """
     depth.FULL = bool(config.getoption("full_examples"))
+    os.environ.setdefault(SLOW_IMPORT_ENV, "60")
 
 
 # -- test order -------------------------------------------------------------------------

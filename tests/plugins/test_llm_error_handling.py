@@ -474,15 +474,21 @@ def test_an_uncapped_call_counts_attempts_and_failures_as_a_capped_one(monkeypat
 
 def test_the_concurrency_cap_bounds_attempts_across_threads():
     limiter = ConcurrencyLimiter(2)
-    active, peak, lock = [0], [0], threading.Lock()
+    active, entered, peak = [0], [0], [0]
+    changed = threading.Condition()
 
     def work() -> None:
         with limiter.hold():
-            with lock:
+            with changed:
                 active[0] += 1
+                entered[0] += 1
                 peak[0] = max(peak[0], active[0])
-            time.sleep(0.01)
-            with lock:
+                changed.notify_all()
+                # Stay until a second call is in too (a loaded machine may start the
+                # threads one after another), unless no other is left to come.
+                changed.wait_for(lambda: active[0] >= 2 or entered[0] == 6, timeout=10)
+            time.sleep(0.01)  # a third call that got past the cap would be seen meanwhile
+            with changed:
                 active[0] -= 1
 
     threads = [threading.Thread(target=work) for _ in range(6)]

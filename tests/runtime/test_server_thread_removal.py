@@ -322,10 +322,14 @@ def test_a_thread_the_server_no_longer_has_loses_its_files_at_the_next_sweep(tru
     # This server sweeps every second. A thread it has, after a turn as carol...
     live = run_thread(trusting, "tok-front", "carol", context={"user_id": "carol"})
     # ... and one whose row went without a request: its note and carol's and dave's files.
+    # The files first, then the note, whole (renamed into place): a sweep that read the
+    # note before the files were made, or half of it, would take the note with it.
     gone = str(uuid.uuid4())
-    (trusting.home / "served-threads" / gone).write_text("carol\ndave\n")
     for user in ("carol", "dave"):
         (thread_dir(trusting, user, gone) / "user-data").mkdir(parents=True)
+    note = trusting.home / f"note-{gone}"
+    note.write_text("carol\ndave\n")
+    note.replace(trusting.home / "served-threads" / gone)
     unnoted = thread_dir(trusting, "carol", str(uuid.uuid4())) / "user-data"
     unnoted.mkdir(parents=True)
     deadline = time.monotonic() + 20

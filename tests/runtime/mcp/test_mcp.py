@@ -101,7 +101,8 @@ def test_a_server_that_fails_to_start_is_one_warning_and_no_tools(caplog):
         assert owner.tools == []
         status = owner.status["gone"]
     assert status.state == "failed" and MISSING in status.reason and "not found" in status.reason
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING
+                and r.name.startswith("antler.mcp")]
     assert len(warnings) == 1 and "'gone'" in warnings[0] and "not found" in warnings[0]
 
 

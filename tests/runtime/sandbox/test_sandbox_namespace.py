@@ -197,7 +197,8 @@ def test_a_timeout_kills_the_command_in_the_namespace_and_the_next_runs(
         provider: BwrapSandboxProvider, layout: PathLayout) -> None:
     sandbox = sandbox_for(provider, layout)
     started = time.monotonic()
-    result = sandbox.execute_command("echo before; exec >&- 2>&-; sleep 30", timeout=0.5)
+    # Time enough for the shell to say "before" on a loaded machine.
+    result = sandbox.execute_command("echo before; exec >&- 2>&-; sleep 30", timeout=2)
     assert result.timed_out and result.stdout == "before\n"
     assert time.monotonic() - started < 10  # a hang guard, not a speed check
     assert sandbox.execute_command("echo again").stdout == "again\n"
@@ -216,7 +217,10 @@ def test_interrupt_stops_a_running_command(provider: BwrapSandboxProvider,
 
     worker = threading.Thread(target=call)
     worker.start()
-    time.sleep(0.5)
+    deadline = time.monotonic() + 30
+    while not sandbox._running:  # interrupt stops commands that run, not one yet to start
+        assert worker.is_alive() and time.monotonic() < deadline, raised
+        time.sleep(0.01)
     sandbox.interrupt()
     worker.join(timeout=10)
     assert not worker.is_alive() and raised
@@ -706,19 +710,31 @@ def test_spares_of_one_source_share_no_tmp_dev_processes_or_network(
     assert first.execute_command("for d in /tmp /dev/shm; do echo x > $d/m$((40+2)); done;"
                                  " mkdir /tmp/d$((40+2))").ok
     ended = threading.Event()
+    workspace = layout.thread("u", "t1").workspace
 
     def hold() -> None:  # a running command of the first thread, listening on its loopback
-        first.execute_command("python3 -c 'import socket,time; s=socket.socket();"
-                              " s.bind((\"127.0.0.1\", 47000+123)); s.listen(); time.sleep(4)'"
-                              " & sleep 4.25", timeout=20)
+        first.execute_command("python3 -c 'import os,socket,time; s=socket.socket();"
+                              " s.bind((\"127.0.0.1\", 47000+123)); s.listen();"
+                              " open(\"listening\", \"w\").close()\n"
+                              "while not os.path.exists(\"release\"): time.sleep(0.02)"
+                              "  # held 42'", timeout=60)
         ended.set()
 
     threading.Thread(target=hold, daemon=True).start()
-    time.sleep(1.0)
-    seen = second.execute_command(
-        "ls -A /tmp /dev/shm /dev/pts; grep -l 'sleep 4[.]25' /proc/[0-9]*/cmdline;"
-        " python3 -c 'import socket; s=socket.socket(); print(\"connect\","
-        " s.connect_ex((\"127.0.0.1\", 47000+123)))'")
+    try:
+        deadline = time.monotonic() + 30
+        while not (workspace / "listening").exists():  # until the listener is up
+            assert not ended.is_set() and time.monotonic() < deadline
+            time.sleep(0.02)
+        mine = first.execute_command("grep -l 'held 4[2]' /proc/[0-9]*/cmdline")
+        assert mine.stdout.endswith("/cmdline\n"), mine  # so a miss below means something
+        seen = second.execute_command(
+            "ls -A /tmp /dev/shm /dev/pts; grep -l 'held 4[2]' /proc/[0-9]*/cmdline;"
+            " python3 -c 'import socket; s=socket.socket(); print(\"connect\","
+            " s.connect_ex((\"127.0.0.1\", 47000+123)))'")
+        assert not ended.is_set()  # the first thread's command was running meanwhile
+    finally:  # through the sandbox: its overlay would not see a file the host adds
+        first.execute_command("touch release")
     spares = provider._settings.spares
     assert spares is not None
     source = spares._slots[spare_key(layout)].namespace
@@ -727,12 +743,11 @@ def test_spares_of_one_source_share_no_tmp_dev_processes_or_network(
     assert source is not None and source.init_pid is not None
     assert all(n is not None and n.init_pid is not None
                and host_parent(n.init_pid) == source.init_pid for n in namespaces)
-    assert not ended.is_set()  # the first thread's command was running meanwhile
     lines = seen.stdout.splitlines()
     assert "m42" not in lines and "d42" not in lines, seen
     assert not any(line.endswith("/cmdline") for line in lines), seen
     assert "ptmx" in lines and "connect 111" in lines, seen  # its own devpts; refused
-    ended.wait(20)
+    assert ended.wait(60)
 
 
 def mounts_of(pid: int) -> list[tuple[str, str]]:
@@ -829,10 +844,12 @@ def test_what_one_threads_commands_leave_no_other_thread_sees(
 
     threading.Thread(target=hold, daemon=True).start()
     for _ in range(100):  # until the listener is up
-        mine = first.execute_command("python3 probe.py look")
-        if "abstract 0" in mine.stdout:
+        if "abstract 0" in first.execute_command("python3 probe.py look").stdout:
             break
         time.sleep(0.1)
+    # A look that began before the planter had made all of it may miss what it made
+    # first: look again, now that its last (the listener) is up.
+    mine = first.execute_command("python3 probe.py look")
     theirs = second.execute_command("python3 probe.py look")
     assert not ended.is_set()  # the first thread's command was listening meanwhile
     ended.wait(20)
@@ -1064,9 +1081,13 @@ def tracer(frame, event, arg):
     return tracer
 shell = posix.posix_spawn("/bin/sh", ["/bin/sh", "-c", "sleep 30 & sleep 30 & wait"], {},
                           setsid=True)
-time.sleep(0.5)
-group = sorted(int(name) for name in posix.listdir("/proc")
-               if name.isdigit() and _session(int(name)) == shell)
+deadline = time.monotonic() + 30
+while True:  # until the shell has started both sleeps (a loaded machine may take a while)
+    group = sorted(int(name) for name in posix.listdir("/proc")
+                   if name.isdigit() and _session(int(name)) == shell)
+    if len(group) >= 3 or time.monotonic() > deadline:
+        break
+    time.sleep(0.01)
 sys.settrace(tracer)
 killed = _kill(shell, group=True, libc=libc)
 reaped = []

@@ -8,7 +8,7 @@ import time
 from antler.runtime.sandbox import workers
 
 
-def _run(function: object) -> None:
+def _run(function: object, pool: workers._Workers = workers._workers) -> None:
     done = threading.Event()
 
     def job() -> None:
@@ -17,17 +17,22 @@ def _run(function: object) -> None:
         finally:
             done.set()
 
-    workers.submit(job)
+    pool.submit(job)
     assert done.wait(10), "the job did not run"
 
 
 def test_jobs_one_after_another_reuse_the_waiting_thread() -> None:
     # A thread per job costs its start and its end (about 70 us of CPU); a thread that
-    # waits for the next job takes it.
+    # waits for the next job takes it. A pool of its own: the shared one may hold
+    # threads other tests left waiting, any of which may take a job.
+    pool = workers._Workers()
     seen: list[int] = []
     for _ in range(10):
-        _run(lambda: seen.append(threading.get_native_id()))
-        time.sleep(0.02)  # the thread goes back to waiting
+        _run(lambda: seen.append(threading.get_native_id()), pool)
+        deadline = time.monotonic() + 10
+        while not pool._waiting:  # the thread goes back to waiting
+            assert time.monotonic() < deadline, "the thread did not wait for the next job"
+            time.sleep(0.001)
     assert len(seen) == 10
     assert len(set(seen)) <= 3, f"{len(set(seen))} threads for 10 jobs in a row"
 
