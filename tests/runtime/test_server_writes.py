@@ -27,6 +27,8 @@ from typing import Any
 import pytest
 
 from antler.errors import ConfigError
+from antler.runtime.served.inputcheck import max_request_bytes
+from antler.runtime.served.sweep import SWEEP_SECONDS_ENV, sweep_seconds
 from antler.runtime.serverapp import (
     MAX_REQUEST_BYTES_ENV,
     RunInputCheck,
@@ -367,6 +369,29 @@ def test_a_bad_size_limit_stops_the_app_with_the_fix(monkeypatch):
     monkeypatch.setenv(MAX_REQUEST_BYTES_ENV, "lots")
     with pytest.raises(ConfigError, match=f"{MAX_REQUEST_BYTES_ENV}='lots' is not a size"):
         served_app({"human"})
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "nan", "soon", "1e400x"])
+@pytest.mark.parametrize("name, read, fix", [
+    (MAX_REQUEST_BYTES_ENV, max_request_bytes, "give a positive number of bytes"),
+    (SWEEP_SECONDS_ENV, sweep_seconds, "give a positive number, e.g. "
+                                       "ANTLER_SERVED_SWEEP_SECONDS=600")])
+def test_a_served_setting_that_is_no_positive_number_names_itself_and_the_fix(
+        monkeypatch, value, name, read, fix):
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as refused:
+        read()
+    assert str(refused.value).startswith(f"{name}={value!r} is not "), refused.value
+    assert fix in str(refused.value)
+
+
+def test_served_settings_take_a_positive_value_and_default_when_blank(monkeypatch):
+    monkeypatch.setenv(MAX_REQUEST_BYTES_ENV, " 2048 ")
+    monkeypatch.setenv(SWEEP_SECONDS_ENV, "0.5")
+    assert (max_request_bytes(), sweep_seconds()) == (2048, 0.5)
+    monkeypatch.setenv(MAX_REQUEST_BYTES_ENV, "")
+    monkeypatch.delenv(SWEEP_SECONDS_ENV)
+    assert (max_request_bytes(), sweep_seconds()) == (16 * 1024 * 1024, 600.0)
 
 
 INTERRUPTED = {"status": "interrupted",

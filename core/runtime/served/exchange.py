@@ -1,5 +1,6 @@
 """ASGI plumbing the served app's middlewares share: a request's body read and handed
-on, sub-requests to the server as the caller, JSON answers, and the app's one log."""
+on, sub-requests to the server as the caller, JSON answers, the app's one log, and its
+numeric environment settings read alike."""
 
 from __future__ import annotations
 
@@ -7,12 +8,35 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import Any
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from antler.contracts.runcontext import AUTH_USER_KEY, RunContext, authenticated
+from antler.errors import ConfigError
+
+_Number = TypeVar("_Number", int, float)
 
 log = logging.getLogger("antler.runtime.serverapp")
 """The served app's log: every part logs under the one name operators filter on."""
+
+
+def positive_setting(name: str, default: _Number, parse: Callable[[str], _Number],
+                     what: str, unit: str, example: str) -> _Number:
+    """The environment variable `name` read by `parse`, `default` when unset or blank; a
+    value that is not a positive number is a `ConfigError` naming it (`what` it must be,
+    its `unit`) with an `example`."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        number = parse(value)
+    except ValueError:
+        number = parse("0")
+    if not number > 0:
+        raise ConfigError(f"{name}={value!r} is not {what}: give a positive {unit}, "
+                          f"e.g. {name}={example}")
+    return number
 
 
 async def read_body(receive: Any, limit: int | None = None) -> tuple[bytes, Any, bool]:

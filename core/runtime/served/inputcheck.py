@@ -16,12 +16,11 @@ What passes is still checked by the graph.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable, Collection
 from typing import Any
 
-from antler.errors import ConfigError, InputError
+from antler.errors import InputError
 from antler.jsonsource import too_deep_at
 from antler.parselimits import MAX_DEPTH
 
@@ -33,6 +32,7 @@ from .exchange import (
     content_length,
     empty_body,
     parse_json,
+    positive_setting,
     read_body,
     send_json,
     sub_scope,
@@ -236,18 +236,8 @@ def thread_write(method: str, path: str) -> str | None:
 def max_request_bytes() -> int:
     """The body size limit of requests that write a thread: $ANTLER_MAX_REQUEST_BYTES,
     else 16 MiB."""
-    value = os.environ.get(MAX_REQUEST_BYTES_ENV, "").strip()
-    if not value:
-        return _DEFAULT_MAX_REQUEST_BYTES
-    try:
-        limit = int(value)
-    except ValueError:
-        limit = 0
-    if limit <= 0:
-        raise ConfigError(
-            f"{MAX_REQUEST_BYTES_ENV}={value!r} is not a size: give a positive number of "
-            f"bytes, e.g. {MAX_REQUEST_BYTES_ENV}={2 * _DEFAULT_MAX_REQUEST_BYTES}")
-    return limit
+    return positive_setting(MAX_REQUEST_BYTES_ENV, _DEFAULT_MAX_REQUEST_BYTES, int, "a size",
+                            "number of bytes", str(2 * _DEFAULT_MAX_REQUEST_BYTES))
 
 
 class RunInputCheck:

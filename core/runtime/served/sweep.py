@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from antler.errors import ConfigError
 from antler.plugin_api.paths import PathLayout
 
 from ..sandbox.threaddir import ThreadDirectoryError
 from ..servedfiles import ServedThreadFiles
-from .exchange import log
+from .exchange import log, positive_setting
 from .routes import THREAD_ID
 
 __all__ = ["SWEEP_SECONDS_ENV", "GoneThreadSweep", "sweep_seconds"]
@@ -31,18 +29,8 @@ _DEFAULT_SWEEP_SECONDS = 600.0
 
 def sweep_seconds() -> float:
     """Seconds between sweeps (`GoneThreadSweep`): $ANTLER_SERVED_SWEEP_SECONDS, else 600."""
-    value = os.environ.get(SWEEP_SECONDS_ENV, "").strip()
-    if not value:
-        return _DEFAULT_SWEEP_SECONDS
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = 0.0
-    if not seconds > 0:
-        raise ConfigError(
-            f"{SWEEP_SECONDS_ENV}={value!r} is not a number of seconds: give a positive "
-            f"number, e.g. {SWEEP_SECONDS_ENV}=600")
-    return seconds
+    return positive_setting(SWEEP_SECONDS_ENV, _DEFAULT_SWEEP_SECONDS, float,
+                            "a number of seconds", "number", "600")
 
 
 class GoneThreadSweep:
