@@ -21,7 +21,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from antler.errors import HookOutputError, HookTimeError, StateMutationError
 from antler.runtime.isolation import AUDIT_LOGGER
-from tests.plugin_api.test_hostile_plugins import MODES, agent_with, run
+from tests.plugin_api.test_hostile_plugins import MODES, agent_with, run, tool_call_agent
 
 HERE = __name__
 
@@ -158,7 +158,7 @@ def test_a_huge_update_is_refused_naming_the_limit_and_how_to_raise_it(
     limit = "plugins: {hostile: {output_limit: 50000}}\n" if size == "many" else ""
     entries = (f"    - {{use: '{HERE}:Flooder', name: hostile, "
                f"config: {{size: {size}, count: 100000}}}}\n")
-    agent, _model = agent_with_config(tmp_path, entries, limit, mode)
+    agent, _model = agent_with(tmp_path, entries, mode, limit)
     with agent, caplog.at_level(logging.WARNING, logger=AUDIT_LOGGER):
         state = run(agent, use_async)
 
@@ -182,27 +182,14 @@ def test_a_huge_update_is_refused_naming_the_limit_and_how_to_raise_it(
 def test_under_fail_a_huge_update_stops_the_run(tmp_path, mode):
     entries = (f"    - {{use: '{HERE}:Flooder', name: hostile, on_error: fail, "
                "config: {size: many, count: 300}}\n")
-    agent, model = agent_with_config(tmp_path, entries,
-                                     "plugins: {hostile: {output_limit: 1000}}\n", mode)
+    agent, model = agent_with(tmp_path, entries, mode,
+                              "plugins: {hostile: {output_limit: 1000}}\n")
     with agent, pytest.raises(HookOutputError) as caught:
         agent.invoke("hi", thread_id="t")
 
     assert str(caught.value).startswith("plugin 'hostile' returned more than 1000 characters "
                                         "and items from before_model")
     assert not model.calls
-
-
-def agent_with_config(tmp_path: Any, extensions: str, extra: str, mode: str) -> Any:
-    from antler.runtime.agent import create_agent
-    from antler.runtime.models import ScriptedChatModel
-    from antler.testing import load_test_config, make_registry
-
-    registry = make_registry()
-    model = ScriptedChatModel(["done"])
-    config = load_test_config(f"{extra}extensions:\n  middlewares:\n{extensions}", registry)
-    agent = create_agent(config, registry=registry, model=model, checkpointer="memory",
-                         base_dir=tmp_path, **MODES[mode])
-    return agent, model
 
 
 class Slow(AgentMiddleware):
@@ -227,8 +214,8 @@ def test_a_hook_over_its_time_budget_is_skipped_and_an_async_one_cancelled(
         tmp_path, caplog, use_async, mode):
     seconds = 30 if use_async else 0.15  # the async hook would sleep for 30 s
     entries = f"    - {{use: '{HERE}:Slow', name: hostile, config: {{seconds: {seconds}}}}}\n"
-    agent, _model = agent_with_config(tmp_path, entries,
-                                      "plugins: {hostile: {time_budget: 0.05}}\n", mode)
+    agent, _model = agent_with(tmp_path, entries, mode,
+                               "plugins: {hostile: {time_budget: 0.05}}\n")
     started = time.monotonic()
     with agent, caplog.at_level(logging.WARNING, logger=AUDIT_LOGGER):
         state = run(agent, use_async)
@@ -248,8 +235,8 @@ def test_a_hook_over_its_time_budget_is_skipped_and_an_async_one_cancelled(
 def test_under_fail_a_hook_over_its_time_budget_stops_the_run(tmp_path, mode):
     entries = (f"    - {{use: '{HERE}:Slow', name: hostile, on_error: fail, "
                "config: {seconds: 0.15}}\n")
-    agent, model = agent_with_config(tmp_path, entries,
-                                     "plugins: {hostile: {time_budget: 0.05}}\n", mode)
+    agent, model = agent_with(tmp_path, entries, mode,
+                              "plugins: {hostile: {time_budget: 0.05}}\n")
     with agent, pytest.raises(HookTimeError) as caught:
         agent.invoke("hi", thread_id="t")
 
@@ -290,8 +277,8 @@ def test_a_wrap_hook_is_held_to_its_own_time_and_output_not_its_handlers(
     entries = (f"    - {{use: '{HERE}:SlowWrap', name: hostile, "
                f"config: {{own: {own}, huge: {str(case == 'huge').lower()}}}}}\n")
     limits = "plugins: {hostile: {time_budget: 0.1, output_limit: 1000}}\n"
-    agent, _model = tool_call_agent_with(tmp_path, entries, limits, mode,
-                                         tool_seconds=0.15 if case == "slow_tool" else 0)
+    agent, _model = tool_call_agent(tmp_path, entries, mode, limits,
+                                    tool_seconds=0.15 if case == "slow_tool" else 0)
     with agent, caplog.at_level(logging.WARNING, logger=AUDIT_LOGGER):
         state = run(agent, use_async)
 
@@ -308,31 +295,6 @@ def test_a_wrap_hook_is_held_to_its_own_time_and_output_not_its_handlers(
         if case == "slow_hook" and use_async:  # cancelled at its budget, not waited for
             assert "plugin 'hostile' was cancelled in wrap_tool_call at its time budget of " \
                    "0.1 s" in lines[0]
-
-
-def tool_call_agent_with(tmp_path: Any, extensions: str, extra: str, mode: str,
-                         tool_seconds: float) -> Any:
-    from langchain_core.tools import tool
-
-    from antler.runtime.agent import create_agent
-    from antler.runtime.models import ScriptedChatModel
-    from antler.testing import load_test_config, make_registry
-
-    @tool
-    def lookup(key: str) -> str:
-        """Look `key` up."""
-        time.sleep(tool_seconds)
-        return f"value of {key}"
-
-    registry = make_registry()
-    model = ScriptedChatModel([
-        AIMessage(content="", tool_calls=[{"name": "lookup", "args": {"key": "k"},
-                                           "id": "call_1"}]),
-        "done"])
-    config = load_test_config(f"{extra}extensions:\n  middlewares:\n{extensions}", registry)
-    agent = create_agent(config, registry=registry, model=model, checkpointer="memory",
-                         tools=[lookup], base_dir=tmp_path, **MODES[mode])
-    return agent, model
 
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import pytest
@@ -73,10 +74,12 @@ class NameNotText(AgentMiddleware):
     name = 5  # type: ignore[assignment]
 
 
-def agent_with(tmp_path: Any, extensions: str, mode: str = "unfused") -> tuple[Any, Any]:
+def agent_with(tmp_path: Any, extensions: str, mode: str = "unfused",
+               extra: str = "") -> tuple[Any, Any]:
+    """An agent with `extensions` (and `extra`, more of the config) that answers at once."""
     registry = make_registry()
     model = ScriptedChatModel(["done"])
-    config = load_test_config(f"extensions:\n  middlewares:\n{extensions}", registry)
+    config = load_test_config(f"{extra}extensions:\n  middlewares:\n{extensions}", registry)
     agent = create_agent(config, registry=registry, model=model, checkpointer="memory",
                          base_dir=tmp_path, **MODES[mode])
     return agent, model
@@ -177,14 +180,17 @@ def wrap_entries(value: str, policy: str = "skip") -> str:
             f"on_error: {policy}, config: {{value: {value}}}}}\n")
 
 
-def tool_call_agent(tmp_path: Any, extensions: str, mode: str) -> tuple[Any, Any]:
-    """An agent whose model calls its one tool (`lookup`) once, then answers."""
+def tool_call_agent(tmp_path: Any, extensions: str, mode: str, extra: str = "",
+                    tool_seconds: float = 0.0) -> tuple[Any, Any]:
+    """An agent whose model calls its one tool (`lookup`, taking `tool_seconds`) once, then
+    answers; `extra` is more of the config."""
     from langchain_core.messages import AIMessage
     from langchain_core.tools import tool
 
     @tool
     def lookup(key: str) -> str:
         """Look `key` up."""
+        time.sleep(tool_seconds)
         return f"value of {key}"
 
     registry = make_registry()
@@ -192,7 +198,7 @@ def tool_call_agent(tmp_path: Any, extensions: str, mode: str) -> tuple[Any, Any
         AIMessage(content="", tool_calls=[{"name": "lookup", "args": {"key": "k"},
                                            "id": "call_1"}]),
         "done"])
-    config = load_test_config(f"extensions:\n  middlewares:\n{extensions}", registry)
+    config = load_test_config(f"{extra}extensions:\n  middlewares:\n{extensions}", registry)
     agent = create_agent(config, registry=registry, model=model, checkpointer="memory",
                          tools=[lookup], base_dir=tmp_path, **MODES[mode])
     return agent, model
